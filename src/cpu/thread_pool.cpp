@@ -1,0 +1,141 @@
+#include "cpu/thread_pool.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace ember::cpu {
+namespace {
+
+thread_local bool t_inside_parallel = false;
+
+std::size_t configured_threads() {
+  if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
+    char* end = nullptr;
+    long v = std::strtol(env, &end, 10);
+    if (end != env && v > 0) return static_cast<std::size_t>(std::min(v, 256L));
+  }
+  unsigned hc = std::thread::hardware_concurrency();
+  return hc == 0 ? 1 : hc;
+}
+
+// Workers wait for a generation counter to change, then each takes chunks from a shared
+// atomic-free cursor guarded by the mutex (chunks are coarse, so contention is negligible).
+class ThreadPool {
+ public:
+  explicit ThreadPool(std::size_t n) : n_threads_(n) {
+    for (std::size_t i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  }
+  ~ThreadPool() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+  std::size_t size() const { return n_threads_; }
+
+  void run(std::size_t n_chunks, const std::function<void(std::size_t)>* job) {
+    std::unique_lock run_lk(run_mu_);  // one parallel region at a time
+    {
+      std::lock_guard lk(mu_);
+      job_ = job;
+      next_chunk_ = 0;
+      n_chunks_ = n_chunks;
+      pending_ = n_chunks;
+      error_ = nullptr;
+      ++generation_;
+    }
+    cv_.notify_all();
+    work_until_done();
+    std::unique_lock lk(mu_);
+    done_cv_.wait(lk, [&] { return pending_ == 0; });
+    job_ = nullptr;
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  void work_until_done() {
+    for (;;) {
+      std::size_t chunk;
+      const std::function<void(std::size_t)>* job;
+      {
+        std::lock_guard lk(mu_);
+        if (job_ == nullptr || next_chunk_ >= n_chunks_) return;
+        chunk = next_chunk_++;
+        job = job_;
+      }
+      try {
+        t_inside_parallel = true;
+        (*job)(chunk);
+        t_inside_parallel = false;
+      } catch (...) {
+        t_inside_parallel = false;
+        std::lock_guard lk(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
+      std::lock_guard lk(mu_);
+      if (--pending_ == 0) done_cv_.notify_all();
+    }
+  }
+  void worker_loop() {
+    std::uint64_t seen = 0;
+    for (;;) {
+      {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+      }
+      work_until_done();
+    }
+  }
+
+  std::size_t n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex run_mu_;
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  bool stop_ = false;
+  std::uint64_t generation_ = 0;
+  const std::function<void(std::size_t)>* job_ = nullptr;
+  std::size_t next_chunk_ = 0, n_chunks_ = 0, pending_ = 0;
+  std::exception_ptr error_;
+};
+
+ThreadPool& pool() {
+  static ThreadPool p(configured_threads());
+  return p;
+}
+
+}  // namespace
+
+std::size_t num_threads() { return pool().size(); }
+
+void parallel_for(std::size_t begin, std::size_t end, std::size_t grain, RangeFn fn) {
+  if (end <= begin) return;
+  const std::size_t n = end - begin;
+  grain = std::max<std::size_t>(grain, 1);
+  const std::size_t threads = t_inside_parallel ? 1 : num_threads();
+  const std::size_t chunks = std::min(threads, (n + grain - 1) / grain);
+  if (chunks <= 1) {
+    fn(begin, end);
+    return;
+  }
+  const std::size_t per = (n + chunks - 1) / chunks;
+  const std::function<void(std::size_t)> job = [&](std::size_t c) {
+    const std::size_t b = begin + c * per;
+    const std::size_t e = std::min(end, b + per);
+    if (b < e) fn(b, e);
+  };
+  pool().run(chunks, &job);
+}
+
+}  // namespace ember::cpu
