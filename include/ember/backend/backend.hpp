@@ -1,0 +1,48 @@
+// The Backend interface: what every backend (Cpu, Cuda, ...) and every decorator
+// (Autodiff, Fusion) implements. A backend turns TensorData into handles, executes IR ops
+// on handles and reads handles back. Ops arrive by value: a handle the caller moved into
+// the op and that nobody else references may be reused in place (Note [In-place reuse]
+// in src/cpu/cpu_backend.cpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ember/base/tensor_data.hpp"
+#include "ember/ir/ops.hpp"
+
+namespace ember::backend {
+
+struct MemoryStats {
+  std::size_t in_use = 0;    // bytes held by live tensors
+  std::size_t reserved = 0;  // bytes held by the backend, cached or in use
+  std::size_t peak = 0;      // largest in_use seen
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;  // "cpu", "autodiff(cpu)", ...
+
+  virtual ir::Handle from_data(const TensorData& data) = 0;
+  // Waits for pending work on x and copies it out.
+  virtual TensorData to_data(const ir::Handle& x) = 0;
+  // Executes op; returns its outputs (one for most ops; Sort returns values and indices).
+  virtual std::vector<ir::Handle> execute(ir::Op op) = 0;
+  virtual bool supports(ir::OpKind op, DType dtype) const = 0;
+
+  virtual void seed(std::uint64_t seed) = 0;
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void empty_cache() = 0;
+  virtual void sync() = 0;
+
+  virtual DType default_float() const { return DType::F32; }
+  virtual DType default_int() const { return DType::I64; }
+  // A decorator returns the backend it wraps; a plain backend returns null.
+  virtual std::shared_ptr<Backend> inner() const { return nullptr; }
+};
+
+}  // namespace ember::backend

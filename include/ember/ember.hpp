@@ -1,0 +1,13 @@
+// The umbrella header: everything a user of ember needs.
+#pragma once
+
+#include "ember/base/distribution.hpp"
+#include "ember/base/dtype.hpp"
+#include "ember/base/error.hpp"
+#include "ember/base/shape.hpp"
+#include "ember/base/tensor_data.hpp"
+#include "ember/tensor/activation.hpp"
+#include "ember/tensor/device.hpp"
+#include "ember/tensor/dyn_tensor.hpp"
+#include "ember/tensor/ops.hpp"
+#include "ember/tensor/tensor.hpp"

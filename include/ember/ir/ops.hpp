@@ -1,0 +1,213 @@
+// The op IR: the contract between the tensor API and every backend and decorator.
+//
+// Each core op is one plain struct: its operands (tensor handles), its scalar attributes
+// and what the caller already decided about its output (dtype, shape where not obvious).
+// The tensor layer validates every op before building it, so a backend may assume well-
+// formed input. Element-wise function families (UnaryFn, BinaryFn) are enumerations whose
+// scalar definitions live once per backend kernel set; everything else in the user API is
+// a composite of these ops. Each op reports its class (op_class), which is what Fusion
+// and Autodiff need to know without a second description of the op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <variant>
+#include <vector>
+
+#include "ember/base/distribution.hpp"
+#include "ember/base/dtype.hpp"
+#include "ember/base/shape.hpp"
+
+namespace ember::ir {
+
+// A tensor as an operand. Backends subclass it with their storage; the last reference
+// dying is the drop event (the destructor), which lets a backend reuse or free memory and
+// tells a decorator an intermediate is dead.
+class TensorNode {
+ public:
+  TensorNode(Shape shape, DType dtype) : shape_(std::move(shape)), dtype_(dtype) {}
+  TensorNode(const TensorNode&) = delete;
+  TensorNode& operator=(const TensorNode&) = delete;
+  virtual ~TensorNode() = default;
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+
+ protected:
+  Shape shape_;
+  DType dtype_;
+};
+using Handle = std::shared_ptr<TensorNode>;
+
+enum class OpClass : std::uint8_t { ElementWise, Reduction, View, DataMovement, Compute, Creation };
+
+// Element-wise functions of one operand. p0/p1 of Unary carry parameters where noted.
+enum class UnaryFn : std::uint8_t {
+  Neg, Abs, Sign, Recip, Square, Sqrt, Rsqrt, Exp, Log, Log1p, Expm1,
+  Sin, Cos, Tan, Sinh, Cosh, Tanh, Asin, Acos, Atan, Erf,
+  Floor, Ceil, Round, Trunc,
+  Relu, Sigmoid, Gelu, GeluTanh, Silu, Softplus, Mish,
+  LeakyRelu,  // p0 = negative slope
+  Elu,        // p0 = alpha
+  Clamp,      // p0 = min, p1 = max (NaN bound = no bound)
+  PowScalar,  // x ^ p0
+  IsNan, IsInf, IsFinite,  // -> Bool
+  LogicalNot,              // Bool -> Bool
+  BitNot,                  // ints
+  Count_
+};
+// Element-wise functions of two operands, broadcasting as NumPy.
+enum class BinaryFn : std::uint8_t {
+  Add, Sub, Mul, Div, Rem, Pow, Atan2, Max, Min,
+  Eq, Ne, Gt, Ge, Lt, Le,          // -> Bool
+  And, Or, Xor,                    // Bool
+  BitAnd, BitOr, BitXor, Shl, Shr,  // ints
+  Count_
+};
+enum class ReduceFn : std::uint8_t { Sum, Prod, Mean, Max, Min, ArgMax, ArgMin, Any, All, Count_ };
+enum class ScanFn : std::uint8_t { Sum, Prod, Max, Min, Count_ };
+
+const char* name(UnaryFn f);
+const char* name(BinaryFn f);
+const char* name(ReduceFn f);
+const char* name(ScanFn f);
+
+struct SliceRange {
+  std::size_t start = 0, end = 0, step = 1;  // validated: start <= end <= dim, step >= 1
+};
+
+// ---- element-wise ----
+struct Unary {
+  UnaryFn fn;
+  Handle x;
+  DType out;  // x's dtype, or Bool for predicates
+  double p0 = 0, p1 = 0;
+};
+struct Binary {
+  BinaryFn fn;
+  Handle lhs, rhs;  // same dtype; shapes broadcast to out_shape (same rank)
+  Shape out_shape;
+  DType out;  // operand dtype, or Bool for comparisons
+};
+struct Where {  // cond ? a : b, broadcast to out_shape (same rank)
+  Handle cond, a, b;
+  Shape out_shape;
+};
+struct Cast {
+  Handle x;
+  DType to;
+};
+// ---- reductions (the reduced dim stays, with extent 1) ----
+struct Reduce {
+  ReduceFn fn;
+  Handle x;
+  std::size_t dim;
+  DType out;  // Arg*: I64; Any/All: Bool; else x's dtype
+};
+struct Scan {  // inclusive prefix along dim
+  ScanFn fn;
+  Handle x;
+  std::size_t dim;
+};
+// ---- compute ----
+struct Matmul {  // [..., m, k] x [..., k, n] -> out_shape [..., m, n]; batch dims broadcast
+  Handle a, b;
+  Shape out_shape;
+};
+// ---- views (no data movement where the backend supports strides) ----
+struct Reshape {  // x must be contiguous-compatible or the backend copies
+  Handle x;
+  Shape shape;
+};
+struct Permute {
+  Handle x;
+  std::vector<std::size_t> axes;
+};
+struct Expand {  // same rank; dims of extent 1 grow to shape
+  Handle x;
+  Shape shape;
+};
+struct Slice {
+  Handle x;
+  std::vector<SliceRange> ranges;  // one per dim
+};
+struct Flip {
+  Handle x;
+  std::vector<std::size_t> axes;
+};
+// ---- data movement ----
+struct SliceAssign {  // copy of x with x[ranges] = value (value has the slice's shape)
+  Handle x;
+  std::vector<SliceRange> ranges;
+  Handle value;
+};
+struct Cat {
+  std::vector<Handle> xs;
+  std::size_t dim;
+  Shape out_shape;
+};
+struct Gather {  // out[i..] = x[.., index[i..], ..] along dim; index I64 with out's shape
+  Handle x;
+  std::size_t dim;
+  Handle index;
+};
+struct Scatter {  // copy of x with x[.., index[i], ..] = (or +=) src[i] along dim
+  Handle x;
+  std::size_t dim;
+  Handle index, src;
+  bool add;
+};
+struct IndexSelect {  // out = x with dim taken at index (rank-1 I64)
+  Handle x;
+  std::size_t dim;
+  Handle index;
+};
+struct IndexAdd {  // copy of x with x.select(dim, index[i]) += src.select(dim, i)
+  Handle x;
+  std::size_t dim;
+  Handle index, src;
+};
+struct Sort {  // stable; NaN sorts as largest. Outputs: values, I64 indices
+  Handle x;
+  std::size_t dim;
+  bool descending;
+};
+struct Nonzero {  // -> I64 [count, rank] of the coordinates of non-zero elements
+  Handle x;
+};
+// ---- creation ----
+struct Fill {
+  Shape shape;
+  DType dtype;
+  double value;            // float and bool dtypes
+  std::int64_t int_value;  // int dtypes
+};
+struct Arange {  // start + i * step for i < n
+  double start, step;
+  std::size_t n;
+  DType dtype;
+};
+struct Random {
+  Shape shape;
+  DType dtype;
+  Distribution dist;
+};
+
+using Op = std::variant<Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute,
+                        Expand, Slice, Flip, SliceAssign, Cat, Gather, Scatter, IndexSelect,
+                        IndexAdd, Sort, Nonzero, Fill, Arange, Random>;
+
+// The variant index of each op, for support queries and tables.
+enum class OpKind : std::uint8_t {
+  Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute, Expand, Slice, Flip,
+  SliceAssign, Cat, Gather, Scatter, IndexSelect, IndexAdd, Sort, Nonzero, Fill, Arange,
+  Random, Count_
+};
+inline OpKind kind_of(const Op& op) { return static_cast<OpKind>(op.index()); }
+const char* name(OpKind k);
+OpClass op_class(OpKind k);
+
+// All tensor operands of an op, in declaration order.
+std::vector<const Handle*> operands(const Op& op);
+
+}  // namespace ember::ir

@@ -1,0 +1,99 @@
+#include "cpu/context.hpp"
+
+#include <cstring>
+
+#include "cpu/strided.hpp"
+
+namespace ember::cpu {
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides s(shape.rank());
+  std::int64_t acc = 1;
+  for (std::size_t i = shape.rank(); i-- > 0;) {
+    s[i] = acc;
+    acc *= static_cast<std::int64_t>(shape[i]);
+  }
+  return s;
+}
+
+bool CpuTensor::is_contiguous() const {
+  std::int64_t acc = 1;
+  for (std::size_t i = shape_.rank(); i-- > 0;) {
+    if (shape_[i] != 1 && strides_[i] != acc) return false;
+    acc *= static_cast<std::int64_t>(shape_[i]);
+  }
+  return true;
+}
+
+std::shared_ptr<CpuTensor> CpuContext::empty(const Shape& shape, DType dtype) {
+  const std::size_t bytes = std::max<std::size_t>(1, shape.num_elements() * size_of(dtype));
+  auto buf = std::make_shared<Buffer>(allocator, bytes);
+  return std::make_shared<CpuTensor>(std::move(buf), shape, dtype, contiguous_strides(shape), 0);
+}
+
+void copy_strided(const Shape& shape, std::size_t elem, const std::byte* src,
+                  const std::int64_t* src_strides, std::byte* dst,
+                  const std::int64_t* dst_strides) {
+  if (shape.num_elements() == 0) return;
+  StridedSpace<2> sp;
+  sp.shape = shape.dims();
+  sp.strides[0].assign(src_strides, src_strides + shape.rank());
+  sp.strides[1].assign(dst_strides, dst_strides + shape.rank());
+  sp.collapse();
+  const std::int64_t ss = sp.strides[0].back(), ds = sp.strides[1].back();
+  const auto e = static_cast<std::int64_t>(elem);
+  sp.for_each_row([&](const std::array<std::int64_t, 2>& off, std::size_t n) {
+    const std::byte* s = src + off[0] * e;
+    std::byte* d = dst + off[1] * e;
+    if (ss == 1 && ds == 1) {
+      std::memcpy(d, s, n * elem);
+      return;
+    }
+    const auto copy = [&](auto tag) {
+      using T = decltype(tag);
+      const T* sp_ = reinterpret_cast<const T*>(s);
+      T* dp = reinterpret_cast<T*>(d);
+      for (std::size_t i = 0; i < n; ++i) {
+        dp[static_cast<std::int64_t>(i) * ds] = sp_[static_cast<std::int64_t>(i) * ss];
+      }
+    };
+    switch (elem) {
+      case 1: copy(std::uint8_t{}); break;
+      case 2: copy(std::uint16_t{}); break;
+      case 4: copy(std::uint32_t{}); break;
+      default: copy(std::uint64_t{}); break;
+    }
+  });
+}
+
+void copy_strided(const CpuTensor& src, const CpuTensor& dst) {
+  EMBER_ASSERT(src.shape() == dst.shape() && src.dtype() == dst.dtype());
+  copy_strided(src.shape(), size_of(src.dtype()), src.data(), src.strides().data(), dst.data(),
+               dst.strides().data());
+}
+
+std::shared_ptr<const CpuTensor> contiguous(CpuContext& ctx, const ir::Handle& x) {
+  auto cx = std::static_pointer_cast<const CpuTensor>(x);
+  if (cx->is_contiguous()) return cx;
+  auto out = ctx.empty(cx->shape(), cx->dtype());
+  copy_strided(*cx, *out);
+  return out;
+}
+
+bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
+  if (!x || x.use_count() != 1) return false;
+  const auto& c = as_cpu(x);
+  return c.buffer().use_count() == 1 && c.offset() == 0 && c.dtype() == dtype &&
+         c.shape() == shape && c.is_contiguous() &&
+         c.buffer()->bytes() >= shape.num_elements() * size_of(dtype);
+}
+
+std::shared_ptr<CpuTensor> output_for(CpuContext& ctx, const ir::Handle& x, const Shape& shape,
+                                      DType dtype) {
+  if (reusable(x, shape, dtype)) {
+    return std::const_pointer_cast<CpuTensor>(std::static_pointer_cast<const CpuTensor>(x));
+  }
+  return ctx.empty(shape, dtype);
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,41 @@
+// CpuContext: the state a Cpu kernel may use — the allocator and the random generator's
+// key and counter — and helpers to make outputs and read views.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "cpu/allocator.hpp"
+#include "cpu/cpu_tensor.hpp"
+
+namespace ember::cpu {
+
+struct CpuContext {
+  CpuAllocator allocator;
+  std::atomic<std::uint64_t> seed{0x5eed'e3be'2026ULL};
+  std::atomic<std::uint64_t> counter{0};
+
+  // A fresh contiguous tensor (contents uninitialised).
+  std::shared_ptr<CpuTensor> empty(const Shape& shape, DType dtype);
+};
+
+// x itself when it is contiguous, else a contiguous copy.
+std::shared_ptr<const CpuTensor> contiguous(CpuContext& ctx, const ir::Handle& x);
+// Copies the strided view src into the strided view dst (same shape and dtype).
+void copy_strided(const CpuTensor& src, const CpuTensor& dst);
+void copy_strided(const Shape& shape, std::size_t elem, const std::byte* src,
+                  const std::int64_t* src_strides, std::byte* dst,
+                  const std::int64_t* dst_strides);
+
+// Note [In-place reuse]: an op may write its output into an input's buffer when the op
+// holds the only reference to that input handle (the caller moved it in), nothing else
+// shares the buffer, and the input is a contiguous view of the whole buffer with the
+// output's shape and dtype. Clone invariance follows: any other reference — another
+// Tensor, a view, a saved autodiff tensor — makes the use count exceed one.
+bool reusable(const ir::Handle& x, const Shape& shape, DType dtype);
+// The tensor an in-place op writes: x's node itself when reusable, else a fresh tensor.
+std::shared_ptr<CpuTensor> output_for(CpuContext& ctx, const ir::Handle& x, const Shape& shape,
+                                      DType dtype);
+
+}  // namespace ember::cpu

@@ -1,0 +1,139 @@
+#include "cpu/cpu_backend.hpp"
+
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/context.hpp"
+#include "cpu/kernels/kernels.hpp"
+
+namespace ember::cpu {
+namespace {
+
+bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+class CpuBackend final : public backend::Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  ir::Handle from_data(const TensorData& data) override {
+    auto t = ctx_.empty(data.shape(), data.dtype());
+    if (!data.bytes().empty()) std::memcpy(t->data(), data.data(), data.bytes().size());
+    return t;
+  }
+
+  TensorData to_data(const ir::Handle& x) override {
+    auto c = contiguous(ctx_, x);
+    const std::size_t bytes = c->shape().num_elements() * size_of(c->dtype());
+    std::vector<std::byte> out(bytes);
+    if (bytes) std::memcpy(out.data(), c->data(), bytes);
+    return TensorData(std::move(out), c->shape(), c->dtype());
+  }
+
+  std::vector<ir::Handle> execute(ir::Op op) override {
+    if (needs_widening(op)) return execute_widened(std::move(op));
+    return dispatch(op);
+  }
+
+  bool supports(ir::OpKind, DType) const override { return true; }
+
+  void seed(std::uint64_t s) override {
+    ctx_.seed = s;
+    ctx_.counter = 0;
+  }
+  backend::MemoryStats memory_stats() const override { return ctx_.allocator.stats(); }
+  void empty_cache() override { ctx_.allocator.empty_cache(); }
+  void sync() override {}
+
+ private:
+  std::vector<ir::Handle> dispatch(ir::Op& op) {
+    return std::visit(
+        [&](auto& o) -> std::vector<ir::Handle> {
+          using T = std::decay_t<decltype(o)>;
+          if constexpr (std::is_same_v<T, ir::Sort>) {
+            return sort(ctx_, o);
+          } else {
+            return {run_one(o)};
+          }
+        },
+        op);
+  }
+
+  ir::Handle run_one(ir::Unary& o) { return unary(ctx_, o); }
+  ir::Handle run_one(ir::Binary& o) { return binary(ctx_, o); }
+  ir::Handle run_one(ir::Where& o) { return where(ctx_, o); }
+  ir::Handle run_one(ir::Cast& o) { return cast(ctx_, o); }
+  ir::Handle run_one(ir::Reduce& o) { return reduce(ctx_, o); }
+  ir::Handle run_one(ir::Scan& o) { return scan(ctx_, o); }
+  ir::Handle run_one(ir::Matmul& o) { return matmul(ctx_, o); }
+  ir::Handle run_one(ir::Reshape& o) { return reshape(ctx_, o); }
+  ir::Handle run_one(ir::Permute& o) { return permute(ctx_, o); }
+  ir::Handle run_one(ir::Expand& o) { return expand(ctx_, o); }
+  ir::Handle run_one(ir::Slice& o) { return slice(ctx_, o); }
+  ir::Handle run_one(ir::Flip& o) { return flip(ctx_, o); }
+  ir::Handle run_one(ir::SliceAssign& o) { return slice_assign(ctx_, o); }
+  ir::Handle run_one(ir::Cat& o) { return cat(ctx_, o); }
+  ir::Handle run_one(ir::Gather& o) { return gather(ctx_, o); }
+  ir::Handle run_one(ir::Scatter& o) { return scatter(ctx_, o); }
+  ir::Handle run_one(ir::IndexSelect& o) { return index_select(ctx_, o); }
+  ir::Handle run_one(ir::IndexAdd& o) { return index_add(ctx_, o); }
+  ir::Handle run_one(ir::Nonzero& o) { return nonzero(ctx_, o); }
+  ir::Handle run_one(ir::Fill& o) { return fill(ctx_, o); }
+  ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
+  ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
+  ir::Handle run_one(ir::Sort&) { EMBER_ASSERT(false); }
+
+  // 16-bit floats are stored natively but computed in f32: ops that do arithmetic on them
+  // widen their operands, run, and narrow the float outputs back.
+  static bool computes(const ir::Op& op) {
+    switch (ir::kind_of(op)) {
+      case ir::OpKind::Unary: case ir::OpKind::Binary: case ir::OpKind::Reduce:
+      case ir::OpKind::Scan: case ir::OpKind::Matmul: case ir::OpKind::Sort:
+      case ir::OpKind::Scatter: case ir::OpKind::IndexAdd: case ir::OpKind::Nonzero:
+      case ir::OpKind::Where:
+        return true;
+      default: return false;
+    }
+  }
+  static bool needs_widening(const ir::Op& op) {
+    if (!computes(op)) return false;
+    for (const ir::Handle* h : ir::operands(op)) {
+      if (is_half((*h)->dtype())) return true;
+    }
+    return false;
+  }
+  std::vector<ir::Handle> execute_widened(ir::Op op) {
+    DType half = DType::F32;
+    for (const ir::Handle* h : ir::operands(op)) {
+      if (is_half((*h)->dtype())) half = (*h)->dtype();
+    }
+    for (const ir::Handle* h : ir::operands(op)) {
+      if (is_half((*h)->dtype())) {
+        ir::Cast c{*h, DType::F32};
+        const_cast<ir::Handle&>(*h) = cast(ctx_, c);
+      }
+    }
+    std::visit(
+        [&](auto& o) {
+          if constexpr (requires { o.out; }) {
+            if (o.out == half) o.out = DType::F32;
+          }
+        },
+        op);
+    auto outs = dispatch(op);
+    for (auto& h : outs) {
+      if (h->dtype() == DType::F32) {
+        ir::Cast c{std::move(h), half};
+        h = cast(ctx_, c);
+      }
+    }
+    return outs;
+  }
+
+  CpuContext ctx_;
+};
+
+}  // namespace
+
+std::shared_ptr<backend::Backend> make_cpu_backend() { return std::make_shared<CpuBackend>(); }
+
+}  // namespace ember::cpu

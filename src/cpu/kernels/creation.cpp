@@ -1,0 +1,135 @@
+// Creation kernels: fill, arange and random. Random numbers come from a counter-based
+// generator: element i of a draw hashes (seed, counter + i), so a draw is the same however
+// it is split across threads, and seeding the device restarts the sequence.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "cpu/kernels/dtype_dispatch.hpp"
+#include "cpu/kernels/kernels.hpp"
+#include "cpu/thread_pool.hpp"
+
+namespace ember::cpu {
+namespace {
+
+// A 64-bit mix (an avalanche of multiply-xorshift rounds) of the key and the counter.
+inline std::uint64_t mix(std::uint64_t key, std::uint64_t ctr) {
+  std::uint64_t z = key ^ (ctr * 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ULL;
+  return z ^ (z >> 32);
+}
+// Uniform in [0, 1) with 53 random bits.
+inline double uniform01(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
+
+template <class T>
+T from_double(double v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v != 0.0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    // Saturating, and NaN -> 0, so no value is undefined behaviour.
+    if (std::isnan(v)) return T(0);
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+}
+
+}  // namespace
+
+ir::Handle fill(CpuContext& ctx, ir::Fill& op) {
+  auto out = ctx.empty(op.shape, op.dtype);
+  const std::size_t n = op.shape.num_elements();
+  if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
+    const float v = static_cast<float>(op.value);
+    std::byte one[2];
+    convert_elements(&v, DType::F32, one, op.dtype, 1);
+    for (std::size_t i = 0; i < n; ++i) std::memcpy(out->data() + 2 * i, one, 2);
+    return out;
+  }
+  visit_numeric(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T v = std::is_integral_v<T> && !std::is_same_v<T, bool> ? static_cast<T>(op.int_value)
+                                                                   : from_double<T>(op.value);
+    T* y = out->data_as<T>();
+    parallel_for(0, n, 1 << 16, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) y[i] = v;
+    });
+  });
+  return out;
+}
+
+ir::Handle arange(CpuContext& ctx, ir::Arange& op) {
+  auto out = ctx.empty(Shape{op.n}, op.dtype);
+  if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
+    for (std::size_t i = 0; i < op.n; ++i) {
+      const float v = static_cast<float>(op.start + static_cast<double>(i) * op.step);
+      convert_elements(&v, DType::F32, out->data() + 2 * i, op.dtype, 1);
+    }
+    return out;
+  }
+  visit_numeric(op.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = out->data_as<T>();
+    for (std::size_t i = 0; i < op.n; ++i) {
+      y[i] = from_double<T>(op.start + static_cast<double>(i) * op.step);
+    }
+  });
+  return out;
+}
+
+ir::Handle random(CpuContext& ctx, ir::Random& op) {
+  const std::size_t n = op.shape.num_elements();
+  const std::uint64_t key = ctx.seed.load();
+  const std::uint64_t base = ctx.counter.fetch_add(n);
+  const bool half = op.dtype == DType::F16 || op.dtype == DType::BF16;
+  const DType compute = half ? DType::F32 : op.dtype;
+  auto out = ctx.empty(op.shape, compute);
+  const Distribution dist = op.dist;
+  visit_numeric(compute, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = out->data_as<T>();
+    parallel_for(0, n, 1 << 14, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        const std::uint64_t r = mix(key, base + i);
+        double v;
+        switch (dist.kind) {
+          case Distribution::Kind::Normal: {
+            // Box-Muller from two independent uniforms of the same counter.
+            const double u1 = 1.0 - uniform01(r);  // (0, 1]
+            const double u2 = uniform01(mix(key ^ 0x6a09e667f3bcc909ULL, base + i));
+            v = dist.a + dist.b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+            break;
+          }
+          case Distribution::Kind::Bernoulli: v = uniform01(r) < dist.a ? 1.0 : 0.0; break;
+          case Distribution::Kind::Uniform: v = dist.a + (dist.b - dist.a) * uniform01(r); break;
+          default: v = uniform01(r); break;
+        }
+        if constexpr (std::is_floating_point_v<T>) {
+          // Rounding may carry a value up to the excluded upper bound; keep [a, b).
+          T t = static_cast<T>(v);
+          if (dist.kind != Distribution::Kind::Normal && dist.kind != Distribution::Kind::Bernoulli) {
+            const T hi = static_cast<T>(dist.kind == Distribution::Kind::Uniform ? dist.b : 1.0);
+            if (t >= hi && hi > static_cast<T>(dist.kind == Distribution::Kind::Uniform ? dist.a : 0.0)) {
+              t = std::nextafter(hi, -std::numeric_limits<T>::infinity());
+            }
+          }
+          y[i] = t;
+        } else {
+          y[i] = from_double<T>(std::floor(v));
+        }
+      }
+    });
+  });
+  if (!half) return out;
+  auto h = ctx.empty(op.shape, op.dtype);
+  convert_elements(out->data(), DType::F32, h->data(), op.dtype, n);
+  return h;
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,250 @@
+// Element-wise kernels: the strided driver that reduces any operand layout (views,
+// broadcasts, transposes) to contiguous rows for the ISA-specific row kernels.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cpu/kernels/elementwise_table.hpp"
+#include "cpu/kernels/kernels.hpp"
+#include "cpu/strided.hpp"
+
+namespace ember::cpu {
+
+const ElementwiseTable& elementwise_table() {
+  static const ElementwiseTable* table = [] {
+    const char* env = std::getenv("EMBER_CPU_ISA");
+    const std::string want = env ? env : "";
+    __builtin_cpu_init();
+    const bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
+    const bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (want == "generic") return &isa_generic::elementwise_table();
+    if (want == "avx2" && has2) return &isa_avx2::elementwise_table();
+    if (has512 && (want.empty() || want == "avx512")) return &isa_avx512::elementwise_table();
+    if (has2) return &isa_avx2::elementwise_table();
+    return &isa_generic::elementwise_table();
+  }();
+  return *table;
+}
+
+namespace {
+
+constexpr std::size_t kRowBlock = 1024;  // strided rows are processed in blocks this long
+
+std::size_t di(DType t) { return static_cast<std::size_t>(t); }
+
+// Copies n strided elements of `elem` bytes into a contiguous buffer.
+void gather_row(const std::byte* src, std::int64_t stride, std::size_t n, std::size_t elem,
+                std::byte* dst) {
+  const auto go = [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = reinterpret_cast<const T*>(src);
+    T* d = reinterpret_cast<T*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = s[static_cast<std::int64_t>(i) * stride];
+  };
+  switch (elem) {
+    case 1: go(std::uint8_t{}); break;
+    case 2: go(std::uint16_t{}); break;
+    case 4: go(std::uint32_t{}); break;
+    default: go(std::uint64_t{}); break;
+  }
+}
+
+// One operand of a row: a pointer to contiguous data, or to one element broadcast.
+struct RowOperand {
+  const std::byte* ptr;
+  bool scalar;
+};
+
+// Resolves operand k of a row: contiguous and broadcast rows are used in place; other
+// strides are gathered into `scratch`.
+RowOperand row_operand(const std::byte* base, std::int64_t off, std::int64_t stride,
+                       std::size_t n, std::size_t elem, std::vector<std::byte>& scratch) {
+  const std::byte* p = base + off * static_cast<std::int64_t>(elem);
+  if (stride == 1) return {p, false};
+  if (stride == 0) return {p, true};
+  scratch.resize(n * elem);
+  gather_row(p, stride, n, elem, scratch.data());
+  return {scratch.data(), false};
+}
+
+// Iterates out (contiguous, fresh or reused) against inputs, row by row in blocks.
+template <std::size_t N, class F>
+void for_each_block(const Shape& shape, const std::array<const CpuTensor*, N>& ins,
+                    const CpuTensor& out, F&& f) {
+  if (shape.num_elements() == 0) return;
+  StridedSpace<N + 1> sp;
+  sp.shape = shape.dims();
+  for (std::size_t k = 0; k < N; ++k) sp.strides[k] = ins[k]->strides();
+  sp.strides[N] = out.strides();
+  sp.collapse();
+  std::array<std::int64_t, N> inner{};
+  for (std::size_t k = 0; k < N; ++k) inner[k] = sp.strides[k].back();
+  EMBER_ASSERT(sp.strides[N].back() == 1);
+  sp.for_each_row([&](const std::array<std::int64_t, N + 1>& off, std::size_t n) {
+    for (std::size_t b = 0; b < n; b += kRowBlock) {
+      const std::size_t len = std::min(kRowBlock, n - b);
+      std::array<std::int64_t, N + 1> o = off;
+      for (std::size_t k = 0; k < N; ++k) o[k] += static_cast<std::int64_t>(b) * inner[k];
+      o[N] += static_cast<std::int64_t>(b);
+      f(o, inner, len);
+    }
+  });
+}
+
+}  // namespace
+
+ir::Handle unary(CpuContext& ctx, ir::Unary& op) {
+  const auto& x = as_cpu(op.x);
+  const UnaryRow row = elementwise_table().unary[static_cast<std::size_t>(op.fn)][di(x.dtype())];
+  EMBER_ASSERT(row != nullptr);
+  double p0 = op.p0, p1 = op.p1;
+  if (op.fn == ir::UnaryFn::Clamp && is_int(x.dtype())) {
+    // Integer bounds: a missing (NaN) bound becomes the type's limit.
+    p0 = std::isnan(p0) ? -1e300 : p0;
+    p1 = std::isnan(p1) ? 1e300 : p1;
+    double lo = 0, hi = 0;
+    switch (x.dtype()) {
+      case DType::I64: lo = -9.2233720368547758e18; hi = 9.2233720368547748e18; break;
+      case DType::I32: lo = -2147483648.0; hi = 2147483647.0; break;
+      case DType::I16: lo = -32768.0; hi = 32767.0; break;
+      case DType::I8: lo = -128.0; hi = 127.0; break;
+      default: lo = 0.0; hi = 255.0; break;
+    }
+    p0 = std::min(std::max(p0, lo), hi);
+    p1 = std::min(std::max(p1, lo), hi);
+  }
+  const std::size_t elem = size_of(x.dtype());
+  auto out = output_for(ctx, op.x, x.shape(), op.out);
+  const std::size_t out_elem = size_of(op.out);
+  std::byte* y = out->data();
+  for_each_block<1>(x.shape(), {&x}, *out, [&](const auto& off, const auto& inner, std::size_t n) {
+    thread_local std::vector<std::byte> scratch;
+    RowOperand a = row_operand(x.data(), off[0], inner[0], n, elem, scratch);
+    if (a.scalar) {  // a broadcast input: expand the one element across the row
+      scratch.resize(n * elem);
+      for (std::size_t i = 0; i < n; ++i) std::memcpy(scratch.data() + i * elem, a.ptr, elem);
+      a.ptr = scratch.data();
+    }
+    row(a.ptr, y + off[1] * static_cast<std::int64_t>(out_elem), n, p0, p1);
+  });
+  return out;
+}
+
+ir::Handle binary(CpuContext& ctx, ir::Binary& op) {
+  const auto& a = as_cpu(op.lhs);
+  const auto& b = as_cpu(op.rhs);
+  const DType dt = a.dtype();
+  EMBER_ASSERT(b.dtype() == dt);
+  if ((op.fn == ir::BinaryFn::Div || op.fn == ir::BinaryFn::Rem) && is_int(dt)) {
+    // Integer division by zero has no value: reject it, as PyTorch does.
+    auto bc = contiguous(ctx, op.rhs);
+    std::vector<std::int64_t> vals(bc->shape().num_elements());
+    convert_elements(bc->data(), dt, vals.data(), DType::I64, vals.size());
+    for (std::int64_t v : vals) {
+      EMBER_CHECK(v != 0, std::string(ir::name(op.fn)) + ": integer division by zero");
+    }
+  }
+  const BinaryRow row = elementwise_table().binary[static_cast<std::size_t>(op.fn)][di(dt)];
+  EMBER_ASSERT(row != nullptr);
+  std::shared_ptr<CpuTensor> out;
+  if (reusable(op.lhs, op.out_shape, op.out)) {
+    out = output_for(ctx, op.lhs, op.out_shape, op.out);
+  } else {
+    out = output_for(ctx, op.rhs, op.out_shape, op.out);
+  }
+  const std::size_t elem = size_of(dt), out_elem = size_of(op.out);
+  // Broadcast operands as views of the output's shape (stride 0 on broadcast dims).
+  const auto view_of = [&](const CpuTensor& t) {
+    Strides s = t.strides();
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (t.shape()[i] == 1 && op.out_shape[i] != 1) s[i] = 0;
+    }
+    return CpuTensor(t.buffer(), op.out_shape, dt, std::move(s), t.offset());
+  };
+  const CpuTensor av = view_of(a), bv = view_of(b);
+  std::byte* y = out->data();
+  for_each_block<2>(op.out_shape, {&av, &bv}, *out,
+                    [&](const auto& off, const auto& inner, std::size_t n) {
+                      thread_local std::vector<std::byte> sa, sb;
+                      RowOperand ra = row_operand(av.data(), off[0], inner[0], n, elem, sa);
+                      RowOperand rb = row_operand(bv.data(), off[1], inner[1], n, elem, sb);
+                      if (ra.scalar && rb.scalar) {
+                        sa.resize(n * elem);
+                        for (std::size_t i = 0; i < n; ++i) {
+                          std::memcpy(sa.data() + i * elem, ra.ptr, elem);
+                        }
+                        ra = {sa.data(), false};
+                      }
+                      row(ra.ptr, rb.ptr, y + off[2] * static_cast<std::int64_t>(out_elem), n,
+                          ra.scalar, rb.scalar);
+                    });
+  return out;
+}
+
+ir::Handle where(CpuContext& ctx, ir::Where& op) {
+  const auto& c = as_cpu(op.cond);
+  const auto& a = as_cpu(op.a);
+  const auto& b = as_cpu(op.b);
+  const DType dt = a.dtype();
+  const std::size_t elem = size_of(dt);
+  const auto view_of = [&](const CpuTensor& t) {
+    Strides s = t.strides();
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (t.shape()[i] == 1 && op.out_shape[i] != 1) s[i] = 0;
+    }
+    return CpuTensor(t.buffer(), op.out_shape, t.dtype(), std::move(s), t.offset());
+  };
+  const CpuTensor cv = view_of(c), av = view_of(a), bv = view_of(b);
+  auto out = reusable(op.b, op.out_shape, dt) ? output_for(ctx, op.b, op.out_shape, dt)
+                                              : output_for(ctx, op.a, op.out_shape, dt);
+  std::byte* y = out->data();
+  for_each_block<3>(op.out_shape, {&cv, &av, &bv}, *out,
+                    [&](const auto& off, const auto& inner, std::size_t n) {
+                      const bool* cp = reinterpret_cast<const bool*>(cv.data()) + off[0];
+                      const std::byte* ap = av.data() + off[1] * static_cast<std::int64_t>(elem);
+                      const std::byte* bp = bv.data() + off[2] * static_cast<std::int64_t>(elem);
+                      std::byte* yp = y + off[3] * static_cast<std::int64_t>(elem);
+                      const auto go = [&](auto tag) {
+                        using T = decltype(tag);
+                        const T* at = reinterpret_cast<const T*>(ap);
+                        const T* bt = reinterpret_cast<const T*>(bp);
+                        T* yt = reinterpret_cast<T*>(yp);
+                        for (std::size_t i = 0; i < n; ++i) {
+                          const auto ii = static_cast<std::int64_t>(i);
+                          yt[i] = cp[ii * inner[0]] ? at[ii * inner[1]] : bt[ii * inner[2]];
+                        }
+                      };
+                      switch (elem) {
+                        case 1: go(std::uint8_t{}); break;
+                        case 2: go(std::uint16_t{}); break;
+                        case 4: go(std::uint32_t{}); break;
+                        default: go(std::uint64_t{}); break;
+                      }
+                    });
+  return out;
+}
+
+ir::Handle cast(CpuContext& ctx, ir::Cast& op) {
+  const auto& x = as_cpu(op.x);
+  auto out = ctx.empty(x.shape(), op.to);
+  const std::size_t elem = size_of(x.dtype()), out_elem = size_of(op.to);
+  std::byte* y = out->data();
+  for_each_block<1>(x.shape(), {&x}, *out, [&](const auto& off, const auto& inner, std::size_t n) {
+    thread_local std::vector<std::byte> scratch;
+    RowOperand a = row_operand(x.data(), off[0], inner[0], n, elem, scratch);
+    std::byte* yp = y + off[1] * static_cast<std::int64_t>(out_elem);
+    if (a.scalar) {
+      convert_elements(a.ptr, x.dtype(), yp, op.to, 1);
+      for (std::size_t i = 1; i < n; ++i) std::memcpy(yp + i * out_elem, yp, out_elem);
+    } else {
+      convert_elements(a.ptr, x.dtype(), yp, op.to, n);
+    }
+  });
+  return out;
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,42 @@
+// Row kernels of the element-wise ops, one table per instruction set. Each row kernel
+// handles n elements whose operands are contiguous or (for binary ops) a broadcast scalar;
+// the strided driver (elementwise.cpp) reduces every layout to such rows. The tables are
+// built from one source (elementwise_rows.inc) compiled once per ISA, and
+// elementwise_table() picks the best the CPU supports at run time.
+#pragma once
+
+#include <cstddef>
+
+#include "ember/base/dtype.hpp"
+#include "ember/ir/ops.hpp"
+
+namespace ember::cpu {
+
+constexpr std::size_t kNumDTypes = 10;
+
+// y[i] = f(x[i]); p0/p1 are the op's parameters (converted to the element type).
+using UnaryRow = void (*)(const void* x, void* y, std::size_t n, double p0, double p1);
+// y[i] = f(a[i], b[i]); a_scalar / b_scalar: that operand is one element for the whole row.
+using BinaryRow = void (*)(const void* a, const void* b, void* y, std::size_t n, bool a_scalar,
+                           bool b_scalar);
+
+struct ElementwiseTable {
+  UnaryRow unary[static_cast<std::size_t>(ir::UnaryFn::Count_)][kNumDTypes];
+  BinaryRow binary[static_cast<std::size_t>(ir::BinaryFn::Count_)][kNumDTypes];
+  const char* isa;
+};
+
+namespace isa_avx512 {
+const ElementwiseTable& elementwise_table();
+}
+namespace isa_avx2 {
+const ElementwiseTable& elementwise_table();
+}
+namespace isa_generic {
+const ElementwiseTable& elementwise_table();
+}
+
+// The table for the best ISA of this CPU (EMBER_CPU_ISA=generic|avx2|avx512 overrides).
+const ElementwiseTable& elementwise_table();
+
+}  // namespace ember::cpu

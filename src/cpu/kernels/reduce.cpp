@@ -1,0 +1,219 @@
+// Reductions along one dim, and inclusive scans. The input is made contiguous and viewed as
+// [outer, n, inner]: with inner == 1 each output reduces a contiguous row (several
+// accumulators so the loop vectorizes); otherwise whole inner rows are combined at once.
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/kernels/dtype_dispatch.hpp"
+#include "cpu/kernels/kernels.hpp"
+#include "cpu/thread_pool.hpp"
+
+namespace ember::cpu {
+namespace {
+
+using ir::ReduceFn;
+
+struct Dims3 {
+  std::size_t outer, n, inner;
+};
+Dims3 split_at(const Shape& s, std::size_t dim) {
+  Dims3 d{1, s[dim], 1};
+  for (std::size_t i = 0; i < dim; ++i) d.outer *= s[i];
+  for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= s[i];
+  return d;
+}
+
+// Accumulator type: sums and products of small ints and floats stay in their own type, as
+// PyTorch's keep-dtype reductions do.
+template <ReduceFn F, class T>
+struct Combine {
+  static T init() {
+    if constexpr (F == ReduceFn::Sum || F == ReduceFn::Mean) return T(0);
+    if constexpr (F == ReduceFn::Prod) return T(1);
+    if constexpr (F == ReduceFn::Max) return std::numeric_limits<T>::lowest();
+    if constexpr (F == ReduceFn::Min) return std::numeric_limits<T>::max();
+  }
+  static T apply(T acc, T x) {
+    if constexpr (F == ReduceFn::Sum || F == ReduceFn::Mean) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        using W = std::make_unsigned_t<T>;
+        return static_cast<T>(static_cast<W>(static_cast<W>(acc) + static_cast<W>(x)));
+      } else {
+        return acc + x;
+      }
+    } else if constexpr (F == ReduceFn::Prod) {
+      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+        using W = std::make_unsigned_t<T>;
+        return static_cast<T>(static_cast<W>(static_cast<W>(acc) * static_cast<W>(x)));
+      } else {
+        return acc * x;
+      }
+    } else if constexpr (F == ReduceFn::Max) {
+      if constexpr (std::is_floating_point_v<T>) return (acc != acc || acc > x) ? acc : x;
+      else return acc > x ? acc : x;
+    } else {
+      if constexpr (std::is_floating_point_v<T>) return (acc != acc || acc < x) ? acc : x;
+      else return acc < x ? acc : x;
+    }
+  }
+};
+
+template <ReduceFn F, class T>
+void reduce_values(const T* x, T* y, Dims3 d) {
+  using C = Combine<F, T>;
+  if (d.inner == 1) {
+    parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
+                 [&](std::size_t o0, std::size_t o1) {
+                   for (std::size_t o = o0; o < o1; ++o) {
+                     const T* row = x + o * d.n;
+                     constexpr std::size_t L = 16;
+                     T acc[L];
+                     for (std::size_t j = 0; j < L; ++j) acc[j] = C::init();
+                     std::size_t i = 0;
+                     for (; i + L <= d.n; i += L) {
+                       for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
+                     }
+                     T r = C::init();
+                     for (std::size_t j = 0; j < L; ++j) r = C::apply(r, acc[j]);
+                     for (; i < d.n; ++i) r = C::apply(r, row[i]);
+                     y[o] = r;
+                   }
+                 });
+  } else {
+    const std::size_t grain = std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n * d.inner, 1));
+    parallel_for(0, d.outer, grain, [&](std::size_t o0, std::size_t o1) {
+      for (std::size_t o = o0; o < o1; ++o) {
+        T* out = y + o * d.inner;
+        for (std::size_t j = 0; j < d.inner; ++j) out[j] = C::init();
+        for (std::size_t r = 0; r < d.n; ++r) {
+          const T* row = x + (o * d.n + r) * d.inner;
+          for (std::size_t j = 0; j < d.inner; ++j) out[j] = C::apply(out[j], row[j]);
+        }
+      }
+    });
+  }
+  if constexpr (F == ReduceFn::Mean) {
+    const std::size_t m = d.outer * d.inner;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T inv = d.n == 0 ? std::numeric_limits<T>::quiet_NaN() : T(1) / static_cast<T>(d.n);
+      for (std::size_t i = 0; i < m; ++i) y[i] = d.n == 0 ? inv : y[i] * inv;
+    } else {
+      for (std::size_t i = 0; i < m; ++i) y[i] = d.n == 0 ? T(0) : static_cast<T>(y[i] / static_cast<T>(d.n));
+    }
+  }
+}
+
+// Index of the first max (ArgMax) or min; a NaN counts as the extreme, as PyTorch.
+template <bool Max, class T>
+void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
+  const auto better = [](T a, T best) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (best != best) return false;
+      if (a != a) return true;
+    }
+    return Max ? a > best : a < best;
+  };
+  parallel_for(0, d.outer * d.inner, 4096, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      const std::size_t o = i / d.inner, j = i % d.inner;
+      const T* base = x + o * d.n * d.inner + j;
+      T best = base[0];
+      std::int64_t idx = 0;
+      for (std::size_t r = 1; r < d.n; ++r) {
+        const T v = base[r * d.inner];
+        if (better(v, best)) {
+          best = v;
+          idx = static_cast<std::int64_t>(r);
+        }
+      }
+      y[i] = idx;
+    }
+  });
+}
+
+template <bool All, class T>
+void bool_reduce(const T* x, bool* y, Dims3 d) {
+  for (std::size_t i = 0; i < d.outer * d.inner; ++i) {
+    const std::size_t o = i / d.inner, j = i % d.inner;
+    bool acc = All;
+    for (std::size_t r = 0; r < d.n; ++r) {
+      const bool nz = x[(o * d.n + r) * d.inner + j] != T(0);
+      acc = All ? (acc && nz) : (acc || nz);
+    }
+    y[i] = acc;
+  }
+}
+
+}  // namespace
+
+ir::Handle reduce(CpuContext& ctx, ir::Reduce& op) {
+  auto x = contiguous(ctx, op.x);
+  Shape out_shape = x->shape();
+  out_shape[op.dim] = 1;
+  auto out = ctx.empty(out_shape, op.out);
+  const Dims3 d = split_at(x->shape(), op.dim);
+  visit_numeric(x->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x->data_as<const T>();
+    switch (op.fn) {
+      case ReduceFn::ArgMax: arg_reduce<true>(xp, out->data_as<std::int64_t>(), d); return;
+      case ReduceFn::ArgMin: arg_reduce<false>(xp, out->data_as<std::int64_t>(), d); return;
+      case ReduceFn::Any: bool_reduce<false>(xp, out->data_as<bool>(), d); return;
+      case ReduceFn::All: bool_reduce<true>(xp, out->data_as<bool>(), d); return;
+      default: break;
+    }
+    if constexpr (!std::is_same_v<T, bool>) {
+      T* yp = out->data_as<T>();
+      switch (op.fn) {
+        case ReduceFn::Sum: reduce_values<ReduceFn::Sum>(xp, yp, d); break;
+        case ReduceFn::Mean: reduce_values<ReduceFn::Mean>(xp, yp, d); break;
+        case ReduceFn::Prod: reduce_values<ReduceFn::Prod>(xp, yp, d); break;
+        case ReduceFn::Max: reduce_values<ReduceFn::Max>(xp, yp, d); break;
+        case ReduceFn::Min: reduce_values<ReduceFn::Min>(xp, yp, d); break;
+        default: EMBER_ASSERT(false);
+      }
+    } else {
+      fail(std::string(ir::name(op.fn)) + ": not defined for bool tensors");
+    }
+  });
+  return out;
+}
+
+ir::Handle scan(CpuContext& ctx, ir::Scan& op) {
+  auto x = contiguous(ctx, op.x);
+  auto out = ctx.empty(x->shape(), x->dtype());
+  const Dims3 d = split_at(x->shape(), op.dim);
+  visit_numeric(x->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* xp = x->data_as<const T>();
+      T* yp = out->data_as<T>();
+      const auto run = [&](auto combine) {
+        parallel_for(0, d.outer, 1, [&](std::size_t o0, std::size_t o1) {
+          for (std::size_t o = o0; o < o1; ++o) {
+            const T* xo = xp + o * d.n * d.inner;
+            T* yo = yp + o * d.n * d.inner;
+            for (std::size_t j = 0; j < d.inner && d.n > 0; ++j) yo[j] = xo[j];
+            for (std::size_t r = 1; r < d.n; ++r) {
+              for (std::size_t j = 0; j < d.inner; ++j) {
+                yo[r * d.inner + j] = combine(yo[(r - 1) * d.inner + j], xo[r * d.inner + j]);
+              }
+            }
+          }
+        });
+      };
+      switch (op.fn) {
+        case ir::ScanFn::Sum: run([](T a, T b) { return Combine<ReduceFn::Sum, T>::apply(a, b); }); break;
+        case ir::ScanFn::Prod: run([](T a, T b) { return Combine<ReduceFn::Prod, T>::apply(a, b); }); break;
+        case ir::ScanFn::Max: run([](T a, T b) { return Combine<ReduceFn::Max, T>::apply(a, b); }); break;
+        case ir::ScanFn::Min: run([](T a, T b) { return Combine<ReduceFn::Min, T>::apply(a, b); }); break;
+        default: EMBER_ASSERT(false);
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace ember::cpu

@@ -1,0 +1,184 @@
+// Element-wise functions: validation, dtype promotion and broadcasting, then one IR op.
+#include <cmath>
+#include <limits>
+
+#include "tensor/op_support.hpp"
+
+namespace ember::ops {
+
+using detail::run;
+using ir::BinaryFn;
+using ir::UnaryFn;
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  const std::size_t r = std::max(a.rank(), b.rank());
+  std::vector<std::size_t> out(r);
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::size_t da = i < r - a.rank() ? 1 : a[i - (r - a.rank())];
+    const std::size_t db = i < r - b.rank() ? 1 : b[i - (r - b.rank())];
+    EMBER_CHECK(da == db || da == 1 || db == 1, std::string(op) + ": shapes " + a.to_string() +
+                                                    " and " + b.to_string() +
+                                                    " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return Shape(std::move(out));
+}
+
+namespace {
+
+bool is_float_only(UnaryFn f) {
+  switch (f) {
+    case UnaryFn::Neg: case UnaryFn::Abs: case UnaryFn::Sign: case UnaryFn::Square:
+    case UnaryFn::Clamp: case UnaryFn::BitNot: case UnaryFn::LogicalNot:
+      return false;
+    default: return true;
+  }
+}
+
+// The dtype two operands are computed in: float beats int beats bool; wider wins.
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  const Kind ka = kind_of(a), kb = kind_of(b);
+  if (ka != kb) {
+    const auto rank = [](Kind k) { return k == Kind::Float ? 2 : k == Kind::Int ? 1 : 0; };
+    return rank(ka) > rank(kb) ? a : b;
+  }
+  if (ka == Kind::Float) {
+    if (a == DType::F64 || b == DType::F64) return DType::F64;
+    return DType::F32;  // f32 with a 16-bit type, or f16 with bf16
+  }
+  if (a == DType::U8 || b == DType::U8) {  // u8 with a signed type widens to the next signed
+    const DType other = a == DType::U8 ? b : a;
+    return size_of(other) > 1 ? other : DType::I16;
+  }
+  return size_of(a) >= size_of(b) ? a : b;
+}
+
+}  // namespace
+
+DynTensor unary(UnaryFn fn, DynTensor x, double p0, double p1) {
+  const char* op = ir::name(fn);
+  DType out = x.dtype();
+  switch (fn) {
+    case UnaryFn::IsNan: case UnaryFn::IsInf: case UnaryFn::IsFinite:
+      detail::check_kind(x, {Kind::Float}, op);
+      out = DType::Bool;
+      break;
+    case UnaryFn::LogicalNot: detail::check_kind(x, {Kind::Bool}, op); break;
+    case UnaryFn::BitNot: detail::check_kind(x, {Kind::Int}, op); break;
+    default:
+      if (is_float_only(fn)) {
+        detail::check_kind(x, {Kind::Float}, op);
+      } else {
+        detail::check_kind(x, {Kind::Float, Kind::Int}, op);
+      }
+  }
+  const Device dev = x.device();
+  return run(dev, ir::Unary{fn, std::move(x).handle(), out, p0, p1});
+}
+
+DynTensor binary(BinaryFn fn, DynTensor a, DynTensor b) {
+  const char* op = ir::name(fn);
+  detail::check_same_device(a, b, op);
+  const DType dt = promote(a.dtype(), b.dtype());
+  DType out = dt;
+  switch (fn) {
+    case BinaryFn::Eq: case BinaryFn::Ne: case BinaryFn::Gt: case BinaryFn::Ge:
+    case BinaryFn::Lt: case BinaryFn::Le:
+      out = DType::Bool;
+      break;
+    case BinaryFn::And: case BinaryFn::Or: case BinaryFn::Xor:
+      detail::check_kind(a, {Kind::Bool}, op);
+      detail::check_kind(b, {Kind::Bool}, op);
+      break;
+    case BinaryFn::BitAnd: case BinaryFn::BitOr: case BinaryFn::BitXor: case BinaryFn::Shl:
+    case BinaryFn::Shr:
+      detail::check_kind(a, {Kind::Int}, op);
+      detail::check_kind(b, {Kind::Int}, op);
+      break;
+    case BinaryFn::Pow: case BinaryFn::Atan2:
+      detail::check_kind(a, {Kind::Float}, op);
+      detail::check_kind(b, {Kind::Float}, op);
+      break;
+    default:
+      detail::check_kind(a, {Kind::Float, Kind::Int}, op);
+      detail::check_kind(b, {Kind::Float, Kind::Int}, op);
+  }
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
+  if (a.dtype() != dt) a = cast(std::move(a), dt);
+  if (b.dtype() != dt) b = cast(std::move(b), dt);
+  a = detail::left_pad_rank(std::move(a), shape.rank());
+  b = detail::left_pad_rank(std::move(b), shape.rank());
+  const Device dev = a.device();
+  return run(dev, ir::Binary{fn, std::move(a).handle(), std::move(b).handle(), std::move(shape),
+                             out});
+}
+
+DynTensor binary_scalar(BinaryFn fn, DynTensor a, double s) {
+  auto b = detail::scalar_like(a, s);
+  return binary(fn, std::move(a), std::move(b));
+}
+
+DynTensor rbinary_scalar(BinaryFn fn, double s, DynTensor a) {
+  auto b = detail::scalar_like(a, s);
+  return binary(fn, std::move(b), std::move(a));
+}
+
+DynTensor cast(DynTensor x, DType to) {
+  if (x.dtype() == to) return x;
+  const Device dev = x.device();
+  return run(dev, ir::Cast{std::move(x).handle(), to});
+}
+
+DynTensor clamp(DynTensor x, std::optional<double> min, std::optional<double> max) {
+  EMBER_CHECK(!(min && max && *min > *max), "clamp: min " + std::to_string(*min) +
+                                                " is greater than max " + std::to_string(*max));
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  return unary(UnaryFn::Clamp, std::move(x), min.value_or(nan), max.value_or(nan));
+}
+
+DynTensor mask_where(DynTensor mask, DynTensor value, DynTensor x) {
+  detail::check_kind(mask, {Kind::Bool}, "mask_where");
+  detail::check_same_device(mask, x, "mask_where");
+  detail::check_same_device(value, x, "mask_where");
+  EMBER_CHECK(value.dtype() == x.dtype(), "mask_where: value and tensor dtypes differ: " +
+                                              detail::describe("mask_where", {&value, &x}));
+  Shape shape = broadcast_shapes(broadcast_shapes(mask.shape(), value.shape(), "mask_where"),
+                                 x.shape(), "mask_where");
+  mask = detail::left_pad_rank(std::move(mask), shape.rank());
+  value = detail::left_pad_rank(std::move(value), shape.rank());
+  x = detail::left_pad_rank(std::move(x), shape.rank());
+  const Device dev = x.device();
+  return run(dev, ir::Where{std::move(mask).handle(), std::move(value).handle(),
+                            std::move(x).handle(), std::move(shape)});
+}
+
+DynTensor mask_fill(DynTensor x, DynTensor mask, double value) {
+  auto v = detail::scalar_like(x, value);
+  return mask_where(std::move(mask), std::move(v), std::move(x));
+}
+
+DynTensor powi(DynTensor x, std::int64_t n) {
+  detail::check_kind(x, {Kind::Float, Kind::Int}, "powi");
+  if (x.kind() == Kind::Float) return unary(UnaryFn::PowScalar, std::move(x), double(n));
+  const DType dt = x.dtype();
+  return cast(unary(UnaryFn::PowScalar, cast(std::move(x), DType::F64), double(n)), dt);
+}
+
+DynTensor softmax(DynTensor x, std::int64_t dim) {
+  detail::check_kind(x, {Kind::Float}, "softmax");
+  auto m = reduce(ir::ReduceFn::Max, x, dim);
+  auto e = unary(UnaryFn::Exp, binary(BinaryFn::Sub, std::move(x), std::move(m)));
+  auto s = reduce(ir::ReduceFn::Sum, e, dim);
+  return binary(BinaryFn::Div, std::move(e), std::move(s));
+}
+
+DynTensor log_softmax(DynTensor x, std::int64_t dim) {
+  detail::check_kind(x, {Kind::Float}, "log_softmax");
+  auto m = reduce(ir::ReduceFn::Max, x, dim);
+  auto shifted = binary(BinaryFn::Sub, std::move(x), std::move(m));
+  auto lse = unary(UnaryFn::Log, reduce(ir::ReduceFn::Sum, unary(UnaryFn::Exp, shifted), dim));
+  return binary(BinaryFn::Sub, std::move(shifted), std::move(lse));
+}
+
+}  // namespace ember::ops
