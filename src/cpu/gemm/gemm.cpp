@@ -237,14 +237,13 @@ void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, si
   // rather than 256 + 44.
   const size_t kc = ceil_div(k, ceil_div(k, kr.kc));
   const size_t nc = round_up(ceil_div(n, ceil_div(n, kr.nc)), nr);
-  // Enough row blocks for every thread to get whole ones, in a multiple of the thread
-  // count so they divide evenly.
-  size_t m_blocks = ceil_div(m, kr.mc);
-  if (threads > 1) m_blocks = round_up(m_blocks, threads);
-  const size_t mc = std::min(round_up(ceil_div(m, m_blocks), mr), round_up(m, mr));
-  m_blocks = ceil_div(m, mc);
-  // When there are fewer row blocks than threads, threads also split the columns.
-  const size_t n_parts = threads > m_blocks ? threads / m_blocks : 1;
+  const size_t mc_max = round_up(kr.mc, mr);
+  // Each thread owns an equal share of the MR-row slivers of C (so the split is even to
+  // within one sliver) and walks it in L2-sized row blocks. When there are fewer slivers
+  // than threads, the threads also split the columns.
+  const size_t m_slivers = ceil_div(m, mr);
+  const size_t row_parts = std::min(threads, m_slivers);
+  const size_t n_parts = threads > row_parts ? threads / row_parts : 1;
 
   T* pb = static_cast<T*>(t_pack_b.get(kc * nc * sizeof(T)));
 
@@ -263,30 +262,31 @@ void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, si
       const T* a_blk = a + static_cast<ptrdiff_t>(pc) * a_cs;
       T* c_blk = c + jc;
       auto work = [&](size_t w0, size_t w1) {
-        T* pa = static_cast<T*>(t_pack_a.get(kcur * mc * sizeof(T)));
-        size_t packed_block = ~size_t{0};
+        T* pa = static_cast<T*>(t_pack_a.get(kcur * mc_max * sizeof(T)));
         for (size_t w = w0; w < w1; ++w) {
-          const size_t ib = w / n_parts, part = w % n_parts;
-          const size_t ic = ib * mc;
-          const size_t mcur = std::min(mc, m - ic);
-          if (ib != packed_block) {
-            kr.pack_a(pa, a_blk + static_cast<ptrdiff_t>(ic) * a_rs, a_rs, a_cs, mcur, kcur);
-            packed_block = ib;
-          }
+          const size_t rp = w / n_parts, part = w % n_parts;
+          const size_t r0 = m_slivers * rp / row_parts * mr;
+          const size_t r1 = std::min(m, m_slivers * (rp + 1) / row_parts * mr);
+          const size_t n_blocks = ceil_div(r1 - r0, kr.mc);
+          const size_t mc = round_up(ceil_div(r1 - r0, n_blocks), mr);
           const size_t js = n_slivers * part / n_parts, je = n_slivers * (part + 1) / n_parts;
-          // jr outer, ir inner: one B sliver stays in L1 while A's slivers stream from L2.
-          for (size_t jr = js; jr < je; ++jr) {
-            const size_t ncols = std::min(nr, ncur - jr * nr);
-            const T* pbs = pb + jr * nr * kcur;
-            for (size_t ir = 0; ir < mcur; ir += mr) {
-              const size_t mrows = std::min(mr, mcur - ir);
-              T* ct = c_blk + static_cast<ptrdiff_t>(ic + ir) * c_rs + jr * nr;
-              kr.ukernel(kcur, pa + ir * kcur, pbs, ct, c_rs, mrows, ncols, load_c);
+          for (size_t ic = r0; ic < r1; ic += mc) {
+            const size_t mcur = std::min(mc, r1 - ic);
+            kr.pack_a(pa, a_blk + static_cast<ptrdiff_t>(ic) * a_rs, a_rs, a_cs, mcur, kcur);
+            // jr outer, ir inner: one B sliver stays in L1 while A's slivers stream from L2.
+            for (size_t jr = js; jr < je; ++jr) {
+              const size_t ncols = std::min(nr, ncur - jr * nr);
+              const T* pbs = pb + jr * nr * kcur;
+              for (size_t ir = 0; ir < mcur; ir += mr) {
+                const size_t mrows = std::min(mr, mcur - ir);
+                T* ct = c_blk + static_cast<ptrdiff_t>(ic + ir) * c_rs + jr * nr;
+                kr.ukernel(kcur, pa + ir * kcur, pbs, ct, c_rs, mrows, ncols, load_c);
+              }
             }
           }
         }
       };
-      const size_t work_items = m_blocks * n_parts;
+      const size_t work_items = row_parts * n_parts;
       if (threads > 1) {
         parallel_for(0, work_items, 1, work);
       } else {

@@ -54,8 +54,9 @@ inline __attribute__((always_inline)) void kernel(std::size_t k, const typename 
   // The C tile is only touched after the k loop; start pulling it into cache now.
   const std::size_t rows = m < MR ? m : MR;
   for (std::size_t i = 0; i < rows; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * c_rs), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * c_rs + NR - 1), _MM_HINT_T0);
+    T* row = c + static_cast<std::ptrdiff_t>(i) * c_rs;
+    _mm_prefetch(reinterpret_cast<const char*>(row), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row + NR - 1), _MM_HINT_T0);
   }
 
 #pragma GCC unroll 4
@@ -94,7 +95,7 @@ inline __attribute__((always_inline)) void kernel(std::size_t k, const typename 
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) Op::store(&tile[i][v * Op::kLanes], acc[i][v]);
   for (std::size_t i = 0; i < m; ++i) {
-    T* row = c + i * c_rs;
+    T* row = c + static_cast<std::ptrdiff_t>(i) * c_rs;
     if (load_c) {
       for (std::size_t j = 0; j < n; ++j) row[j] += tile[i][j];
     } else {
