@@ -54,7 +54,9 @@ inline __attribute__((always_inline)) void kernel(std::size_t k, const typename 
   for (std::size_t i = 0; i < rows; ++i) {
     T* row = c + static_cast<std::ptrdiff_t>(i) * c_rs;
     _mm_prefetch(reinterpret_cast<const char*>(row), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(row + NR - 1), _MM_HINT_T0);
+    // The row's last element may sit on the next cache line; only form that address
+    // when the tile is full width, so no pointer past the end of C is ever made.
+    if (n == NR) _mm_prefetch(reinterpret_cast<const char*>(row + NR - 1), _MM_HINT_T0);
   }
 
 #pragma GCC unroll 4
