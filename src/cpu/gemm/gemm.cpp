@@ -1,39 +1,441 @@
-// Reference-speed GEMM, replaced by the blocked implementation.
+// The Cpu backend's GEMM driver: splits C = A*B into cache-sized blocks (NC columns of B
+// for L3, KC-deep panels for L2/L1, MC rows of A for L2), packs each block of A and B into
+// contiguous, zero-padded slivers in the order the micro-kernel reads them (this is where
+// arbitrary operand strides are absorbed), runs the blocks on the thread pool and picks
+// the micro-kernel for the CPU at run time. This file is compiled for the baseline ISA;
+// the vector kernels live in microkernel_avx2.cpp / microkernel_avx512.cpp.
 #include "cpu/gemm/gemm.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
+#include "cpu/gemm/microkernel.hpp"
+#include "cpu/thread_pool.hpp"
+
 namespace ember::cpu {
 namespace {
+
+using detail::GemmIsa;
+using std::ptrdiff_t;
+using std::size_t;
+
+std::atomic<GemmIsa> g_forced_isa{GemmIsa::Auto};
+
+bool cpu_has_avx512() {
+  // The AVX-512 file is compiled with F/VL/BW/DQ, so the compiler may use any of them.
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                         __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
+  return ok;
+}
+
+bool cpu_has_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return ok;
+}
+
+GemmIsa resolve_isa() {
+  const GemmIsa forced = g_forced_isa.load(std::memory_order_relaxed);
+  if (forced == GemmIsa::Scalar) return GemmIsa::Scalar;
+  if (forced == GemmIsa::Avx2 && cpu_has_avx2()) return GemmIsa::Avx2;
+  if (forced == GemmIsa::Avx512 && cpu_has_avx512()) return GemmIsa::Avx512;
+  if (cpu_has_avx512()) return GemmIsa::Avx512;
+  if (cpu_has_avx2()) return GemmIsa::Avx2;
+  return GemmIsa::Scalar;
+}
+
+// ---------------------------------------------------------------------------------------
+// Portable fallback micro-kernel: plain loops over a small tile; the compiler vectorises
+// the inner j loop with whatever the baseline ISA offers.
+constexpr int kScalarMr = 4, kScalarNr = 8;
+
 template <class T>
-void gemm(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const T* a,
-          std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const T* b,
-          std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, T* c, std::ptrdiff_t c_bs,
-          std::ptrdiff_t c_rs, bool accumulate) {
-  for (std::size_t q = 0; q < batch; ++q) {
-    const T* A = a + static_cast<std::ptrdiff_t>(q) * a_bs;
-    const T* B = b + static_cast<std::ptrdiff_t>(q) * b_bs;
-    T* C = c + static_cast<std::ptrdiff_t>(q) * c_bs;
-    for (std::size_t i = 0; i < m; ++i) {
-      T* row = C + static_cast<std::ptrdiff_t>(i) * c_rs;
-      if (!accumulate)
-        for (std::size_t j = 0; j < n; ++j) row[j] = T(0);
-      for (std::size_t p = 0; p < k; ++p) {
-        const T av = A[static_cast<std::ptrdiff_t>(i) * a_rs + static_cast<std::ptrdiff_t>(p) * a_cs];
-        const T* brow = B + static_cast<std::ptrdiff_t>(p) * b_rs;
-        for (std::size_t j = 0; j < n; ++j) row[j] += av * brow[static_cast<std::ptrdiff_t>(j) * b_cs];
+void ukernel_scalar(size_t k, const T* a, const T* b, T* c, ptrdiff_t c_rs, size_t m, size_t n,
+                    bool load_c) {
+  T acc[kScalarMr][kScalarNr] = {};
+  for (size_t p = 0; p < k; ++p) {
+    for (int i = 0; i < kScalarMr; ++i) {
+      const T av = a[i];
+      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += av * b[j];
+    }
+    a += kScalarMr;
+    b += kScalarNr;
+  }
+  for (size_t i = 0; i < m; ++i) {
+    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
+    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Packing. A block (rows x kc) becomes ceil(rows/MR) slivers, each laid out k-major:
+// dst[p*MR + i]; rows past the end are zero so the kernel can always run a full tile.
+// B block (kc x cols) likewise becomes ceil(cols/NR) slivers laid out dst[p*NR + j].
+// MR/NR are template parameters so the inner loops have constant trip counts.
+
+// Row-major A is packed by transposing small register blocks: SSE2 is part of the x86-64
+// baseline, and a 4x4 (float) or 2x2 (double) transpose moves several elements per
+// instruction where the plain loop below it moves one.
+template <int MR>
+void pack_a_rows(float* dst, const float* const* rp, size_t kc) {
+  size_t p = 0;
+#if defined(__SSE2__)
+  if constexpr (MR % 2 == 0) {
+    for (; p + 4 <= kc; p += 4) {
+      float* d = dst + p * MR;
+      int i = 0;
+      for (; i + 4 <= MR; i += 4) {
+        __m128 r0 = _mm_loadu_ps(rp[i] + p), r1 = _mm_loadu_ps(rp[i + 1] + p);
+        __m128 r2 = _mm_loadu_ps(rp[i + 2] + p), r3 = _mm_loadu_ps(rp[i + 3] + p);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(d + i, r0);
+        _mm_storeu_ps(d + MR + i, r1);
+        _mm_storeu_ps(d + 2 * MR + i, r2);
+        _mm_storeu_ps(d + 3 * MR + i, r3);
+      }
+      if (i < MR) {  // the last two rows when MR % 4 == 2
+        const __m128 r0 = _mm_loadu_ps(rp[i] + p), r1 = _mm_loadu_ps(rp[i + 1] + p);
+        const __m128 lo = _mm_unpacklo_ps(r0, r1), hi = _mm_unpackhi_ps(r0, r1);
+        _mm_storel_pi(reinterpret_cast<__m64*>(d + i), lo);
+        _mm_storeh_pi(reinterpret_cast<__m64*>(d + MR + i), lo);
+        _mm_storel_pi(reinterpret_cast<__m64*>(d + 2 * MR + i), hi);
+        _mm_storeh_pi(reinterpret_cast<__m64*>(d + 3 * MR + i), hi);
+      }
+    }
+  }
+#endif
+  for (; p < kc; ++p)
+    for (int i = 0; i < MR; ++i) dst[p * MR + i] = rp[i][p];
+}
+
+template <int MR>
+void pack_a_rows(double* dst, const double* const* rp, size_t kc) {
+  size_t p = 0;
+#if defined(__SSE2__)
+  if constexpr (MR % 2 == 0) {
+    for (; p + 2 <= kc; p += 2) {
+      double* d = dst + p * MR;
+      for (int i = 0; i < MR; i += 2) {
+        const __m128d r0 = _mm_loadu_pd(rp[i] + p), r1 = _mm_loadu_pd(rp[i + 1] + p);
+        _mm_storeu_pd(d + i, _mm_unpacklo_pd(r0, r1));
+        _mm_storeu_pd(d + MR + i, _mm_unpackhi_pd(r0, r1));
+      }
+    }
+  }
+#endif
+  for (; p < kc; ++p)
+    for (int i = 0; i < MR; ++i) dst[p * MR + i] = rp[i][p];
+}
+
+template <class T, int MR>
+void pack_a(T* dst, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs, size_t rows, size_t kc) {
+  for (size_t s = 0; s < rows; s += MR, dst += MR * kc) {
+    const size_t r = std::min<size_t>(MR, rows - s);
+    const T* src = a + static_cast<ptrdiff_t>(s) * a_rs;
+    if (r == MR && a_rs == 1) {
+      // Column-major A (e.g. a transposed row-major matrix): each k step is contiguous.
+      for (size_t p = 0; p < kc; ++p) {
+        const T* col = src + static_cast<ptrdiff_t>(p) * a_cs;
+        for (int i = 0; i < MR; ++i) dst[p * MR + i] = col[i];
+      }
+      continue;
+    }
+    if (r == MR && a_cs == 1) {
+      // Row-major A: read MR rows side by side so every load stream is sequential.
+      const T* rp[MR];
+      for (int i = 0; i < MR; ++i) rp[i] = src + i * a_rs;
+      pack_a_rows<MR>(dst, rp, kc);
+      continue;
+    }
+    for (size_t p = 0; p < kc; ++p) {
+      const T* col = src + static_cast<ptrdiff_t>(p) * a_cs;
+      for (size_t i = 0; i < r; ++i) dst[p * MR + i] = col[static_cast<ptrdiff_t>(i) * a_rs];
+      for (size_t i = r; i < MR; ++i) dst[p * MR + i] = T(0);
+    }
+  }
+}
+
+// Packs slivers [s_begin, s_end) of a kc x cols block of B.
+template <class T, int NR>
+void pack_b(T* dst, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs, size_t cols, size_t kc,
+            size_t s_begin, size_t s_end) {
+  if (b_cs == 1) {
+    // Row-major B: copy a group of full slivers row by row, so the reads run along B's
+    // rows (a sliver at a time would touch a new cache line and often a new page on
+    // every row) while the writes go to a few sequential streams.
+    constexpr size_t kGroup = 8;
+    const size_t full_end = std::min(s_end, cols / NR);
+    while (s_begin < full_end) {
+      const size_t g = std::min(kGroup, full_end - s_begin);
+      T* d = dst + s_begin * NR * kc;
+      const T* src = b + static_cast<ptrdiff_t>(s_begin * NR);
+      for (size_t p = 0; p < kc; ++p) {
+        const T* row = src + static_cast<ptrdiff_t>(p) * b_rs;
+        // Fixed-size memcpy: becomes plain vector moves, and unlike a loop it need not be
+        // proven free of aliasing to be vectorised.
+        for (size_t q = 0; q < g; ++q)
+          std::memcpy(d + q * NR * kc + p * NR, row + q * NR, NR * sizeof(T));
+      }
+      s_begin += g;
+    }
+  }
+  for (size_t s = s_begin; s < s_end; ++s) {
+    T* d = dst + s * NR * kc;
+    const size_t j0 = s * NR;
+    const size_t w = std::min<size_t>(NR, cols - j0);
+    const T* src = b + static_cast<ptrdiff_t>(j0) * b_cs;
+    if (w == NR && b_cs == 1) {
+      for (size_t p = 0; p < kc; ++p) {
+        const T* row = src + static_cast<ptrdiff_t>(p) * b_rs;
+        for (int j = 0; j < NR; ++j) d[p * NR + j] = row[j];
+      }
+    } else if (w == NR && b_rs == 1) {
+      // Column-major B (e.g. A * B^T with row-major B): walk each column sequentially.
+      for (int j = 0; j < NR; ++j) {
+        const T* col = src + j * b_cs;
+        for (size_t p = 0; p < kc; ++p) d[p * NR + j] = col[p];
+      }
+    } else {
+      for (size_t p = 0; p < kc; ++p) {
+        const T* row = src + static_cast<ptrdiff_t>(p) * b_rs;
+        for (size_t j = 0; j < w; ++j) d[p * NR + j] = row[static_cast<ptrdiff_t>(j) * b_cs];
+        for (size_t j = w; j < NR; ++j) d[p * NR + j] = T(0);
       }
     }
   }
 }
+
+// Everything the driver needs to know about one micro-kernel.
+template <class T>
+struct KernelInfo {
+  size_t mr, nr;
+  size_t kc, mc, nc;  // preferred block sizes (upper bounds; the driver balances them)
+  detail::Ukernel<T> ukernel;
+  void (*pack_a)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t);
+  void (*pack_b)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t);
+};
+
+template <class T, int MR, int NR>
+constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk) {
+  return {MR, NR, kc, mc, nc, uk, &pack_a<T, MR>, &pack_b<T, NR>};
+}
+
+// Block sizes: a KC x NR sliver of B stays in L1 while the MC x KC block of A streams from
+// L2 and the KC x NC panel of B lives in L3.
+template <class T>
+KernelInfo<T> kernel_for(GemmIsa isa);
+
+template <>
+KernelInfo<float> kernel_for<float>(GemmIsa isa) {
+  using namespace detail;
+  switch (isa) {
+    case GemmIsa::Avx512:
+      return make_info<float, kAvx512MrF32, kAvx512NrF32>(256, 192, 4096, &ukernel_avx512_f32);
+    case GemmIsa::Avx2:
+      return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32);
+    default:
+      return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>);
+  }
+}
+
+template <>
+KernelInfo<double> kernel_for<double>(GemmIsa isa) {
+  using namespace detail;
+  switch (isa) {
+    case GemmIsa::Avx512:
+      return make_info<double, kAvx512MrF64, kAvx512NrF64>(256, 96, 2048, &ukernel_avx512_f64);
+    case GemmIsa::Avx2:
+      return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64);
+    default:
+      return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Per-thread packing buffers: grown on demand, 64-byte aligned so packed slivers start on
+// cache lines, and released when the thread exits.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(ptr_); }
+
+  void* get(size_t bytes) {
+    if (bytes > cap_) {
+      std::free(ptr_);
+      ptr_ = nullptr;
+      cap_ = 0;
+      const size_t rounded = (bytes + 63) / 64 * 64;
+      ptr_ = std::aligned_alloc(64, rounded);
+      if (ptr_ == nullptr) throw std::bad_alloc();
+      cap_ = rounded;
+    }
+    return ptr_;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+thread_local AlignedBuffer t_pack_a;
+thread_local AlignedBuffer t_pack_b;
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+// Below this many multiply-adds a parallel region costs more than it saves.
+constexpr size_t kMinParallelMacs = size_t{1} << 20;
+
+template <class T>
+void zero_or_keep(size_t m, size_t n, T* c, ptrdiff_t c_rs, bool accumulate) {
+  if (accumulate) return;
+  for (size_t i = 0; i < m; ++i) std::fill_n(c + static_cast<ptrdiff_t>(i) * c_rs, n, T(0));
+}
+
+// One (un-batched) product. `threads` is how many workers this call may spread over.
+template <class T>
+void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
+                 ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs, T* c,
+                 ptrdiff_t c_rs, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return zero_or_keep(m, n, c, c_rs, accumulate);
+  if (m * n * k < kMinParallelMacs) threads = 1;
+
+  const size_t mr = kr.mr, nr = kr.nr;
+  // Balance the blocks so the last one is not a sliver: e.g. k = 300 runs as 2 x 150
+  // rather than 256 + 44.
+  const size_t kc = ceil_div(k, ceil_div(k, kr.kc));
+  const size_t nc = round_up(ceil_div(n, ceil_div(n, kr.nc)), nr);
+  const size_t mc_max = round_up(kr.mc, mr);
+  // Each thread owns an equal share of the MR-row slivers of C (so the split is even to
+  // within one sliver) and walks it in L2-sized row blocks. When there are fewer slivers
+  // than threads, the threads also split the columns.
+  const size_t m_slivers = ceil_div(m, mr);
+  const size_t row_parts = std::min(threads, m_slivers);
+  const size_t n_parts = threads > row_parts ? threads / row_parts : 1;
+
+  T* pb = static_cast<T*>(t_pack_b.get(kc * nc * sizeof(T)));
+
+  for (size_t jc = 0; jc < n; jc += nc) {
+    const size_t ncur = std::min(nc, n - jc);
+    const size_t n_slivers = ceil_div(ncur, nr);
+    for (size_t pc = 0; pc < k; pc += kc) {
+      const size_t kcur = std::min(kc, k - pc);
+      const bool load_c = accumulate || pc > 0;
+      const T* b_blk = b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs;
+      const size_t b_grain = threads > 1 ? std::max<size_t>(1, 4096 / kcur) : n_slivers;
+      parallel_for(0, n_slivers, b_grain, [&](size_t s0, size_t s1) {
+        kr.pack_b(pb, b_blk, b_rs, b_cs, ncur, kcur, s0, s1);
+      });
+
+      const T* a_blk = a + static_cast<ptrdiff_t>(pc) * a_cs;
+      T* c_blk = c + jc;
+      auto work = [&](size_t w0, size_t w1) {
+        T* pa = static_cast<T*>(t_pack_a.get(kcur * mc_max * sizeof(T)));
+        for (size_t w = w0; w < w1; ++w) {
+          const size_t rp = w / n_parts, part = w % n_parts;
+          const size_t r0 = m_slivers * rp / row_parts * mr;
+          const size_t r1 = std::min(m, m_slivers * (rp + 1) / row_parts * mr);
+          const size_t n_blocks = ceil_div(r1 - r0, kr.mc);
+          const size_t mc = round_up(ceil_div(r1 - r0, n_blocks), mr);
+          const size_t js = n_slivers * part / n_parts, je = n_slivers * (part + 1) / n_parts;
+          for (size_t ic = r0; ic < r1; ic += mc) {
+            const size_t mcur = std::min(mc, r1 - ic);
+            kr.pack_a(pa, a_blk + static_cast<ptrdiff_t>(ic) * a_rs, a_rs, a_cs, mcur, kcur);
+            // jr outer, ir inner: one B sliver stays in L1 while A's slivers stream from L2.
+            for (size_t jr = js; jr < je; ++jr) {
+              const size_t ncols = std::min(nr, ncur - jr * nr);
+              const T* pbs = pb + jr * nr * kcur;
+              for (size_t ir = 0; ir < mcur; ir += mr) {
+                const size_t mrows = std::min(mr, mcur - ir);
+                T* ct = c_blk + static_cast<ptrdiff_t>(ic + ir) * c_rs + jr * nr;
+                kr.ukernel(kcur, pa + ir * kcur, pbs, ct, c_rs, mrows, ncols, load_c);
+              }
+            }
+          }
+        }
+      };
+      const size_t work_items = row_parts * n_parts;
+      if (threads > 1) {
+        parallel_for(0, work_items, 1, work);
+      } else {
+        work(0, work_items);
+      }
+    }
+  }
+}
+
+template <class T>
+void gemm_impl(size_t batch, size_t m, size_t n, size_t k, const T* a, ptrdiff_t a_bs,
+               ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, ptrdiff_t b_bs, ptrdiff_t b_rs,
+               ptrdiff_t b_cs, T* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
+  if (batch == 0 || m == 0 || n == 0) return;
+  const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
+  const size_t threads = num_threads();
+  const size_t macs = m * n * std::max<size_t>(k, 1);
+  auto one = [&](size_t i, size_t t) {
+    const ptrdiff_t bi = static_cast<ptrdiff_t>(i);
+    gemm_single<T>(kr, t, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs, b_cs,
+                   c + bi * c_bs, c_rs, accumulate);
+  };
+  // Batches are independent (unless they all write the same C), so spreading whole
+  // products over threads avoids all intra-product synchronisation. That is the better
+  // split when the products are small or the batches divide evenly among threads.
+  const bool by_batch =
+      batch > 1 && threads > 1 && c_bs != 0 &&
+      (batch % threads == 0 || batch >= 4 * threads || macs < 8 * kMinParallelMacs);
+  if (by_batch) {
+    const size_t grain = std::max<size_t>(1, kMinParallelMacs / macs);
+    parallel_for(0, batch, grain, [&](size_t b0, size_t b1) {
+      for (size_t i = b0; i < b1; ++i) one(i, 1);
+    });
+  } else {
+    for (size_t i = 0; i < batch; ++i) one(i, threads);
+  }
+}
+
 }  // namespace
-void gemm_f32(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const float* a,
-              std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const float* b,
-              std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, float* c,
-              std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate) {
-  gemm(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs, accumulate);
+
+void gemm_f32(size_t batch, size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_bs,
+              ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t b_bs, ptrdiff_t b_rs,
+              ptrdiff_t b_cs, float* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
+  gemm_impl<float>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs,
+                   accumulate);
 }
-void gemm_f64(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const double* a,
-              std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const double* b,
-              std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, double* c,
-              std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate) {
-  gemm(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs, accumulate);
+
+void gemm_f64(size_t batch, size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_bs,
+              ptrdiff_t a_rs, ptrdiff_t a_cs, const double* b, ptrdiff_t b_bs, ptrdiff_t b_rs,
+              ptrdiff_t b_cs, double* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
+  gemm_impl<double>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs,
+                    accumulate);
 }
+
+namespace detail {
+
+void gemm_force_isa(GemmIsa isa) { g_forced_isa.store(isa, std::memory_order_relaxed); }
+
+bool gemm_isa_supported(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::Avx512:
+      return cpu_has_avx512();
+    case GemmIsa::Avx2:
+      return cpu_has_avx2();
+    default:
+      return true;
+  }
+}
+
+GemmIsa gemm_active_isa() { return resolve_isa(); }
+
+}  // namespace detail
 }  // namespace ember::cpu

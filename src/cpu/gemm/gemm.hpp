@@ -1,8 +1,18 @@
+// Internal interface of the Cpu backend's dense matrix multiply (GEMM). Operands are
+// described by raw pointers and element strides so that transposed, sliced or broadcast
+// tensors are multiplied without first being copied; the implementation packs them into
+// cache-friendly panels itself and picks the widest micro-kernel the CPU supports.
 #pragma once
+
 #include <cstddef>
+
 namespace ember::cpu {
-// C[i*c_rs + j] (= or +=) sum_p A[i*a_rs + p*a_cs] * B[p*b_rs + j*b_cs]; batched with batch
-// strides (0 broadcasts).
+
+// C[i*c_rs + j] (= or +=) sum_p A[i*a_rs + p*a_cs] * B[p*b_rs + j*b_cs], for i<m, j<n, p<k.
+// Any strides for A and B (so transposed or sliced operands need no copy); C rows may be
+// strided but columns are contiguous. accumulate=false overwrites C. k == 0 gives zeros
+// (or leaves C when accumulating). Batched: batch b uses a + b*a_bs, b + b*b_bs, c + b*c_bs
+// (a batch stride may be 0 for broadcasting).
 void gemm_f32(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const float* a,
               std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const float* b,
               std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, float* c,
@@ -11,4 +21,17 @@ void gemm_f64(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, co
               std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const double* b,
               std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, double* c,
               std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate);
+
+namespace detail {
+
+// Test hook: which micro-kernel family gemm uses. Auto (the default) picks the best one
+// the CPU supports; forcing an unsupported one falls back to the best supported one.
+enum class GemmIsa { Auto, Scalar, Avx2, Avx512 };
+void gemm_force_isa(GemmIsa isa);
+// Whether this CPU (and OS) can run the given family; Auto and Scalar are always true.
+bool gemm_isa_supported(GemmIsa isa);
+// The family the next gemm call will actually use (never Auto).
+GemmIsa gemm_active_isa();
+
+}  // namespace detail
 }  // namespace ember::cpu

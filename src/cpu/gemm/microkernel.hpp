@@ -1,0 +1,36 @@
+// Declarations shared between the GEMM driver (gemm.cpp, baseline ISA) and the
+// micro-kernel translation units that are compiled with wider ISA flags. Only plain
+// declarations and constants live here: an inline function or template defined in a
+// header included by an -mavx512f translation unit could be emitted there with AVX-512
+// instructions and then chosen by the linker for the baseline code as well.
+#pragma once
+
+#include <cstddef>
+
+namespace ember::cpu::detail {
+
+// A micro-kernel multiplies a packed MR x kc sliver of A (a[p*MR + i]) by a packed
+// kc x NR sliver of B (b[p*NR + j]) and writes rows i < m, columns j < n of the result to
+// C (c[i*c_rs + j]), overwriting when load_c is false and adding otherwise. Packed
+// slivers are zero-padded to full MR/NR, so a kernel may always compute the full tile.
+template <class T>
+using Ukernel = void (*)(std::size_t k, const T* a, const T* b, T* c, std::ptrdiff_t c_rs,
+                         std::size_t m, std::size_t n, bool load_c);
+
+// AVX-512 (F, VL, BW, DQ) + FMA tiles.
+inline constexpr int kAvx512MrF32 = 12, kAvx512NrF32 = 32;
+inline constexpr int kAvx512MrF64 = 12, kAvx512NrF64 = 16;
+void ukernel_avx512_f32(std::size_t k, const float* a, const float* b, float* c,
+                        std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+void ukernel_avx512_f64(std::size_t k, const double* a, const double* b, double* c,
+                        std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+
+// AVX2 + FMA tiles.
+inline constexpr int kAvx2MrF32 = 6, kAvx2NrF32 = 16;
+inline constexpr int kAvx2MrF64 = 6, kAvx2NrF64 = 8;
+void ukernel_avx2_f32(std::size_t k, const float* a, const float* b, float* c, std::ptrdiff_t c_rs,
+                      std::size_t m, std::size_t n, bool load_c);
+void ukernel_avx2_f64(std::size_t k, const double* a, const double* b, double* c,
+                      std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+
+}  // namespace ember::cpu::detail

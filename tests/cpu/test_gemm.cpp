@@ -1,0 +1,286 @@
+// Tests of the Cpu GEMM (src/cpu/gemm): every micro-kernel family is forced in turn and
+// compared against a naive double-precision triple loop over many shapes (including the
+// empty and edge-tile ones), operand layouts (row-major, transposed, strided), overwrite
+// and accumulate, and batched products with broadcast operands. C is surrounded by
+// sentinel values to catch writes outside the matrix.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/gemm/gemm.hpp"
+
+namespace ember::cpu {
+namespace {
+
+using detail::GemmIsa;
+using std::ptrdiff_t;
+using std::size_t;
+
+// How an operand of logical shape rows x cols is laid out in memory.
+enum class Layout { RowMajor, ColMajor, Strided };
+
+struct Operand {
+  ptrdiff_t rs = 0, cs = 0;
+  size_t elems = 0;  // storage needed for one matrix
+};
+
+// Row strides are deliberately larger than the width so padding is exercised.
+Operand make_layout(Layout l, size_t rows, size_t cols) {
+  Operand o;
+  switch (l) {
+    case Layout::RowMajor:
+      o.cs = 1;
+      o.rs = static_cast<ptrdiff_t>(cols + 3);
+      break;
+    case Layout::ColMajor:
+      o.rs = 1;
+      o.cs = static_cast<ptrdiff_t>(rows + 5);
+      break;
+    case Layout::Strided:
+      o.cs = 2;
+      o.rs = static_cast<ptrdiff_t>(2 * cols + 7);
+      break;
+  }
+  o.elems = (rows == 0 || cols == 0)
+                ? 1
+                : static_cast<size_t>((static_cast<ptrdiff_t>(rows) - 1) * o.rs +
+                                      (static_cast<ptrdiff_t>(cols) - 1) * o.cs + 1);
+  return o;
+}
+
+struct Case {
+  size_t batch = 1, m = 0, n = 0, k = 0;
+  Layout la = Layout::RowMajor, lb = Layout::RowMajor;
+  bool accumulate = false;
+  bool bcast_a = false, bcast_b = false, shared_c = false;
+};
+
+std::string describe(const Case& t) {
+  return "batch=" + std::to_string(t.batch) + " m=" + std::to_string(t.m) +
+         " n=" + std::to_string(t.n) + " k=" + std::to_string(t.k) +
+         " la=" + std::to_string(static_cast<int>(t.la)) +
+         " lb=" + std::to_string(static_cast<int>(t.lb)) + " acc=" + std::to_string(t.accumulate) +
+         " bcast_a=" + std::to_string(t.bcast_a) + " bcast_b=" + std::to_string(t.bcast_b) +
+         " shared_c=" + std::to_string(t.shared_c);
+}
+
+template <class T>
+void gemm(size_t batch, size_t m, size_t n, size_t k, const T* a, ptrdiff_t a_bs, ptrdiff_t a_rs,
+          ptrdiff_t a_cs, const T* b, ptrdiff_t b_bs, ptrdiff_t b_rs, ptrdiff_t b_cs, T* c,
+          ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
+  if constexpr (sizeof(T) == 4) {
+    gemm_f32(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs, accumulate);
+  } else {
+    gemm_f64(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs, accumulate);
+  }
+}
+
+template <class T>
+void run_case(const Case& t, std::mt19937& rng) {
+  SCOPED_TRACE(describe(t));
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  const Operand oa = make_layout(t.la, t.m, t.k), ob = make_layout(t.lb, t.k, t.n);
+  const ptrdiff_t a_bs = t.bcast_a ? 0 : static_cast<ptrdiff_t>(oa.elems);
+  const ptrdiff_t b_bs = t.bcast_b ? 0 : static_cast<ptrdiff_t>(ob.elems);
+  const size_t a_count = t.bcast_a ? 1 : t.batch, b_count = t.bcast_b ? 1 : t.batch;
+  std::vector<T> a(oa.elems * a_count), b(ob.elems * b_count);
+  for (auto& v : a) v = static_cast<T>(dist(rng));
+  for (auto& v : b) v = static_cast<T>(dist(rng));
+
+  // C: rows strided (n + 4), a guard band before and after each matrix.
+  const ptrdiff_t c_rs = static_cast<ptrdiff_t>(t.n + 4);
+  const size_t guard = 16;
+  const size_t c_elems = t.m * static_cast<size_t>(c_rs) + guard;
+  const ptrdiff_t c_bs = t.shared_c ? 0 : static_cast<ptrdiff_t>(c_elems);
+  const size_t c_count = t.shared_c ? 1 : t.batch;
+  const T sentinel = static_cast<T>(1234.5);
+  std::vector<T> c(guard + c_elems * c_count, sentinel);
+  auto c_at = [&](size_t bi, size_t i, size_t j) -> T& {
+    return c[guard + static_cast<size_t>(static_cast<ptrdiff_t>(bi) * c_bs) +
+             i * static_cast<size_t>(c_rs) + j];
+  };
+  for (size_t bi = 0; bi < c_count; ++bi)
+    for (size_t i = 0; i < t.m; ++i)
+      for (size_t j = 0; j < t.n; ++j) c_at(bi, i, j) = static_cast<T>(dist(rng));
+  const std::vector<T> c0 = c;
+
+  gemm<T>(t.batch, t.m, t.n, t.k, a.data(), a_bs, oa.rs, oa.cs, b.data(), b_bs, ob.rs, ob.cs,
+          c.data() + guard, c_bs, c_rs, t.accumulate);
+
+  // Reference in double, plus a bound on the rounding error: every product and partial
+  // sum may be off by about eps relative to sum |a||b|.
+  const double eps = std::numeric_limits<T>::epsilon();
+  std::vector<double> ref(t.m * t.n), mag(t.m * t.n);
+  for (size_t bi = 0; bi < c_count; ++bi) {
+    // With a shared C (c_bs == 0) the batches run in order into the same matrix.
+    const size_t first = t.shared_c ? 0 : bi, last = t.shared_c ? t.batch : bi + 1;
+    for (size_t i = 0; i < t.m; ++i)
+      for (size_t j = 0; j < t.n; ++j) {
+        double r = t.accumulate ? static_cast<double>(c0[&c_at(bi, i, j) - c.data()]) : 0.0;
+        double mg = std::fabs(r);
+        for (size_t bb = first; bb < last; ++bb) {
+          if (!t.accumulate && t.shared_c) r = 0.0, mg = 0.0;  // each batch overwrites
+          const T* ab = a.data() + static_cast<ptrdiff_t>(bb) * a_bs;
+          const T* bp = b.data() + static_cast<ptrdiff_t>(bb) * b_bs;
+          for (size_t p = 0; p < t.k; ++p) {
+            const double x =
+                ab[static_cast<ptrdiff_t>(i) * oa.rs + static_cast<ptrdiff_t>(p) * oa.cs];
+            const double y =
+                bp[static_cast<ptrdiff_t>(p) * ob.rs + static_cast<ptrdiff_t>(j) * ob.cs];
+            r += x * y;
+            mg += std::fabs(x * y);
+          }
+        }
+        ref[i * t.n + j] = r;
+        mag[i * t.n + j] = mg;
+      }
+    const double kk = static_cast<double>(t.k * (t.shared_c ? t.batch : 1) + 2);
+    size_t failures = 0;
+    for (size_t i = 0; i < t.m && failures < 5; ++i)
+      for (size_t j = 0; j < t.n && failures < 5; ++j) {
+        const double got = c_at(bi, i, j);
+        const double tol = 2.0 * kk * eps * mag[i * t.n + j] + 1e-30;
+        if (!(std::fabs(got - ref[i * t.n + j]) <= tol)) {
+          ADD_FAILURE() << "batch " << bi << " C[" << i << "][" << j << "] = " << got
+                        << ", expected " << ref[i * t.n + j] << " (tol " << tol << ")";
+          ++failures;
+        }
+      }
+    ASSERT_EQ(failures, 0u);
+  }
+  // Nothing outside the m x n windows of C may change.
+  for (size_t bi = 0; bi < c_count; ++bi)
+    for (size_t i = 0; i < t.m; ++i)
+      for (size_t j = t.n; j < static_cast<size_t>(c_rs); ++j)
+        ASSERT_EQ(c_at(bi, i, j), sentinel) << "padding written at row " << i << " col " << j;
+  for (size_t g = 0; g < guard; ++g) ASSERT_EQ(c[g], sentinel) << "wrote before C";
+  for (size_t g = 0; g < guard; ++g) ASSERT_EQ(c[c.size() - 1 - g], sentinel) << "wrote after C";
+}
+
+const size_t kSizes[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 33, 63, 65, 127, 129, 255, 300};
+constexpr Layout kLayouts[] = {Layout::RowMajor, Layout::ColMajor, Layout::Strided};
+
+// A deterministic sample of shape / layout combinations: all edge sizes appear in every
+// position, paired with a spread of the others, and layouts and accumulate rotate.
+std::vector<Case> sampled_cases() {
+  std::vector<Case> cases;
+  std::mt19937 pick(42);
+  const size_t ns = std::size(kSizes);
+  for (size_t i = 0; i < ns; ++i) {
+    for (int rep = 0; rep < 4; ++rep) {
+      Case t;
+      const size_t s1 = kSizes[i], s2 = kSizes[pick() % ns], s3 = kSizes[pick() % ns];
+      switch (rep % 3) {
+        case 0:
+          t.m = s1, t.n = s2, t.k = s3;
+          break;
+        case 1:
+          t.m = s2, t.n = s1, t.k = s3;
+          break;
+        default:
+          t.m = s2, t.n = s3, t.k = s1;
+          break;
+      }
+      t.la = kLayouts[pick() % 3];
+      t.lb = kLayouts[pick() % 3];
+      t.accumulate = (pick() & 1) != 0;
+      cases.push_back(t);
+    }
+  }
+  // Large enough for several row blocks, k blocks and threads; and one wide enough for
+  // several column blocks.
+  for (Layout la : kLayouts)
+    for (Layout lb : kLayouts)
+      cases.push_back({1, 300, 257, 300, la, lb, (la == lb), false, false, false});
+  cases.push_back({1, 5, 4200, 9, Layout::RowMajor, Layout::RowMajor, false, false, false, false});
+  cases.push_back({1, 2, 33, 1000, Layout::ColMajor, Layout::Strided, true, false, false, false});
+  return cases;
+}
+
+class GemmTest : public ::testing::TestWithParam<GemmIsa> {
+ protected:
+  void SetUp() override {
+    if (!detail::gemm_isa_supported(GetParam()))
+      GTEST_SKIP() << "this CPU lacks the instructions of the forced micro-kernel family ("
+                   << (GetParam() == GemmIsa::Avx512 ? "AVX-512 F/VL/BW/DQ" : "AVX2+FMA") << ")";
+    detail::gemm_force_isa(GetParam());
+    ASSERT_EQ(detail::gemm_active_isa(), GetParam());
+  }
+  void TearDown() override { detail::gemm_force_isa(GemmIsa::Auto); }
+};
+
+TEST_P(GemmTest, ShapesAndLayoutsF32) {
+  std::mt19937 rng(1);
+  for (const Case& t : sampled_cases()) run_case<float>(t, rng);
+}
+
+TEST_P(GemmTest, ShapesAndLayoutsF64) {
+  std::mt19937 rng(2);
+  for (const Case& t : sampled_cases()) run_case<double>(t, rng);
+}
+
+std::vector<Case> batch_cases() {
+  std::vector<Case> cases;
+  // Small products (spread over threads by batch) and large ones (threaded inside).
+  for (size_t s : {size_t{7}, size_t{33}, size_t{129}, size_t{200}})
+    for (size_t batch : {size_t{1}, size_t{2}, size_t{3}, size_t{5}}) {
+      cases.push_back(
+          {batch, s, s + 1, s + 2, Layout::RowMajor, Layout::RowMajor, false, false, false, false});
+      cases.push_back(
+          {batch, s, s, s, Layout::ColMajor, Layout::RowMajor, true, true, false, false});
+      cases.push_back(
+          {batch, s + 3, s, s, Layout::RowMajor, Layout::Strided, false, false, true, false});
+    }
+  // All batches into one C: accumulate sums them; overwrite keeps the last.
+  cases.push_back({3, 17, 40, 9, Layout::RowMajor, Layout::RowMajor, true, false, false, true});
+  cases.push_back({4, 65, 70, 33, Layout::Strided, Layout::ColMajor, true, true, false, true});
+  cases.push_back({3, 16, 16, 16, Layout::RowMajor, Layout::RowMajor, false, false, true, true});
+  cases.push_back({4, 5, 6, 0, Layout::RowMajor, Layout::RowMajor, false, false, false, false});
+  cases.push_back({4, 5, 6, 0, Layout::RowMajor, Layout::RowMajor, true, true, true, false});
+  return cases;
+}
+
+TEST_P(GemmTest, BatchedF32) {
+  std::mt19937 rng(3);
+  for (const Case& t : batch_cases()) run_case<float>(t, rng);
+}
+
+TEST_P(GemmTest, BatchedF64) {
+  std::mt19937 rng(4);
+  for (const Case& t : batch_cases()) run_case<double>(t, rng);
+}
+
+// k == 0 must zero C even if it held NaNs, and overwrite must ignore NaN garbage in C.
+TEST_P(GemmTest, OverwriteIgnoresOldContents) {
+  const size_t m = 13, n = 37, k = 5;
+  std::vector<float> a(m * k, 1.0f), b(k * n, 2.0f);
+  std::vector<float> c(m * n, std::numeric_limits<float>::quiet_NaN());
+  gemm_f32(1, m, n, 0, a.data(), 0, k, 1, b.data(), 0, n, 1, c.data(), 0, n, false);
+  for (float v : c) ASSERT_EQ(v, 0.0f);
+  std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
+  gemm_f32(1, m, n, k, a.data(), 0, k, 1, b.data(), 0, n, 1, c.data(), 0, n, false);
+  for (float v : c) ASSERT_EQ(v, 10.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, GemmTest,
+                         ::testing::Values(GemmIsa::Scalar, GemmIsa::Avx2, GemmIsa::Avx512),
+                         [](const ::testing::TestParamInfo<GemmIsa>& info) {
+                           switch (info.param) {
+                             case GemmIsa::Scalar:
+                               return std::string("Scalar");
+                             case GemmIsa::Avx2:
+                               return std::string("Avx2");
+                             case GemmIsa::Avx512:
+                               return std::string("Avx512");
+                             default:
+                               return std::string("Auto");
+                           }
+                         });
+
+}  // namespace
+}  // namespace ember::cpu
