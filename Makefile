@@ -1,0 +1,47 @@
+# ember's entry points. Each installs what is missing, configures, builds and runs.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= 2
+CMAKE_FLAGS ?=
+export CCACHE_BASEDIR := $(CURDIR)
+
+.PHONY: all deps configure build demo test test-asan bench format clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+configure: $(BUILD)/build.ninja
+
+build: deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	$(BUILD)/examples/quickstart
+	@if [ -x $(BUILD)/examples/fashion_mnist ]; then $(BUILD)/examples/fashion_mnist; fi
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE=ON $(CMAKE_FLAGS)
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) --timeout 1800
+
+bench: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCHES=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+	@if [ -x $(BUILD)/benches/ember-bench ]; then $(BUILD)/benches/ember-bench; \
+	 else $(BUILD)/benches/bench_gemm; fi
+
+format:
+	@find include src tests benches examples tools -name '*.hpp' -o -name '*.cpp' -o -name '*.inc' 2>/dev/null \
+	  | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what ember's build, tests and demo need, from Debian's packages, skipping what
+# is already present. Idempotent; every Makefile entry point calls it.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build ccache pkg-config clang-format
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev            # the reference BLAS the benchmarks compare with
+  dataset-fashion-mnist      # the demo's data
+  python3 python3-numpy python3-torch  # independent reference values for tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
