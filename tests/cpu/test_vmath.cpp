@@ -158,7 +158,7 @@ EMBER_UNARY_TEST(log1p, R(std::log1p(x)), -kFMax, kFMax, -1, 10, 2, 0, 1, 0)
 EMBER_UNARY_TEST(sin, R(std::sin(x)), -1e5, 1e5, -1e4, 1e4, 2, 2e-7, 1, 0)
 EMBER_UNARY_TEST(cos, R(std::cos(x)), -1e5, 1e5, -1e4, 1e4, 2, 2e-7, 1, 0)
 EMBER_UNARY_TEST(tan, R(std::tan(x)), -1e5, 1e5, -10, 10, 4, 2e-7, 1, 0)
-EMBER_UNARY_TEST(tanh, R(std::tanh(x)), -kFMax, kFMax, -10, 10, 3, 0, 2, 0)
+EMBER_UNARY_TEST(tanh, R(std::tanh(x)), -kFMax, kFMax, -10, 10, 3, 0, 3, 0)
 EMBER_UNARY_TEST(sinh, R(std::sinh(x)), -kFMax, kFMax, -90, 90, 3, 0, 2, 0)
 EMBER_UNARY_TEST(cosh, R(std::cosh(x)), -kFMax, kFMax, -90, 90, 3, 0, 1, 0)
 EMBER_UNARY_TEST(asin, R(std::asin(x)), -kFMax, kFMax, -1.001, 1.001, 2, 0, 1, 0)
@@ -169,7 +169,7 @@ EMBER_UNARY_TEST(sigmoid, R(sigmoid_ref(x)), -kFMax, kFMax, -110, 30, 3, 0, 3, 0
 EMBER_UNARY_TEST(silu, R(x* sigmoid_ref(x)), -kFMax, kFMax, -110, 30, 3, 0, 2, 0)
 EMBER_UNARY_TEST(softplus, R(softplus_ref(x)), -kFMax, kFMax, -110, 30, 3, 0, 2, 0)
 EMBER_UNARY_TEST(gelu, R(gelu_ref(x)), -kFMax, kFMax, -16, 16, 7, 0, 2, 0)
-EMBER_UNARY_TEST(gelu_tanh, R(gelu_tanh_ref(x)), -kFMax, kFMax, -12, 12, 20, 1e-9, 2, 0)
+EMBER_UNARY_TEST(gelu_tanh, R(gelu_tanh_ref(x)), -kFMax, kFMax, -12, 12, 24, 1e-9, 2, 0)
 EMBER_UNARY_TEST(mish, R(mish_ref(x)), -kFMax, kFMax, -110, 30, 4, 0, 2, 0)
 
 template <class T>

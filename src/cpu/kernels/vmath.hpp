@@ -52,6 +52,11 @@ inline float sel(bool c, float a, float b) {
   return from_bits((bits(a) & m) | (bits(b) & ~m));
 }
 
+// 2^n for n in [-126, 127] (other n give garbage, never UB: NaN lanes reach here).
+inline float pow2i(std::int32_t n) {
+  return from_bits(static_cast<std::int32_t>(static_cast<std::uint32_t>(n + 127) << 23));
+}
+
 // min/max that keep a NaN x (the comparison is false), as blends for the same reason.
 inline float min_(float x, float c) { return sel(x > c, c, x); }
 inline float max_(float x, float c) { return sel(x < c, c, x); }
@@ -108,7 +113,7 @@ inline float exp_scaled(float x, std::int32_t k) {
   const float p = expm1_poly(red.r) + 1.f;
   const std::int32_t n = red.n + k;
   const std::int32_t n1 = n >> 1, n2 = n - n1;
-  return p * from_bits((n1 + 127) << 23) * from_bits((n2 + 127) << 23);
+  return p * pow2i(n1) * pow2i(n2);
 }
 
 // e^x - 1 for finite x <= 89, without the special-value fix-ups.
@@ -118,7 +123,7 @@ inline float expm1_core(float x) {
   const ExpReduced red = exp_reduce(x);
   const float em = expm1_poly(red.r);
   // e^x - 1 = 2^n em + (2^n - 1); 2^n - 1 is exact while n <= 24 and harmless beyond.
-  const float half = from_bits((red.n + 126) << 23);  // 2^(n-1), valid up to n = 128
+  const float half = pow2i(red.n - 1);  // 2^(n-1), valid up to n = 128
   const float s = half * 2.f;
   const float small = fmadd(s, em, s - 1.f);
   const float big = (half * (em + 1.f)) * 2.f;  // n = 128: 2^n itself would overflow
@@ -136,10 +141,11 @@ inline float log1p_poly(float f) {
 // log(x) + c for positive normal x, where c is a small correction added before the exponent
 // term (used by log1p).  x = 2^e m with m in [sqrt(1/2), sqrt(2)).
 inline float log_core(float x, float c, std::int32_t e_bias) {
-  constexpr std::int32_t kSqrtHalf = 0x3f3504f3;
-  const std::int32_t ix = bits(x) - kSqrtHalf;
+  constexpr std::uint32_t kSqrtHalf = 0x3f3504f3;
+  // Unsigned: x may be negative or NaN here (those lanes are replaced by the caller).
+  const auto ix = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits(x)) - kSqrtHalf);
   const std::int32_t e = (ix >> 23) + e_bias;
-  const float m = from_bits((ix & 0x7fffff) + kSqrtHalf);
+  const float m = from_bits((ix & 0x7fffff) + 0x3f3504f3);
   const float ef = static_cast<float>(e);
   const float lp = log1p_poly(m - 1.f) + c;
   return fmadd(ef, kLn2Hi, fmadd(ef, kLn2Lo, lp));
