@@ -1,8 +1,8 @@
 // The one place that registers this build's backends and decorators (DESIGN §1: an
 // explicit call, never static initializers). Backends not in this build are registered as
 // unavailable with the reason, so Device::cuda() says why rather than "unknown".
-#include "cpu/cpu_backend.hpp"
 #include "ember/backend/registry.hpp"
+#include "cpu/cpu_backend.hpp"
 
 namespace ember::backend {
 

@@ -6,26 +6,46 @@ namespace ember {
 
 std::size_t size_of(DType t) {
   switch (t) {
-    case DType::F64: case DType::I64: return 8;
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: case DType::I16: return 2;
-    case DType::I8: case DType::U8: case DType::Bool: return 1;
+    case DType::F64:
+    case DType::I64:
+      return 8;
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::F16:
+    case DType::BF16:
+    case DType::I16:
+      return 2;
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool:
+      return 1;
   }
   return 0;
 }
 
 const char* name(DType t) {
   switch (t) {
-    case DType::F64: return "f64";
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::I64: return "i64";
-    case DType::I32: return "i32";
-    case DType::I16: return "i16";
-    case DType::I8: return "i8";
-    case DType::U8: return "u8";
-    case DType::Bool: return "bool";
+    case DType::F64:
+      return "f64";
+    case DType::F32:
+      return "f32";
+    case DType::F16:
+      return "f16";
+    case DType::BF16:
+      return "bf16";
+    case DType::I64:
+      return "i64";
+    case DType::I32:
+      return "i32";
+    case DType::I16:
+      return "i16";
+    case DType::I8:
+      return "i8";
+    case DType::U8:
+      return "u8";
+    case DType::Bool:
+      return "bool";
   }
   return "?";
 }
@@ -34,17 +54,26 @@ std::string to_string(DType t) { return name(t); }
 
 Kind kind_of(DType t) {
   switch (t) {
-    case DType::F64: case DType::F32: case DType::F16: case DType::BF16: return Kind::Float;
-    case DType::Bool: return Kind::Bool;
-    default: return Kind::Int;
+    case DType::F64:
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return Kind::Float;
+    case DType::Bool:
+      return Kind::Bool;
+    default:
+      return Kind::Int;
   }
 }
 
 const char* name(Kind k) {
   switch (k) {
-    case Kind::Float: return "Float";
-    case Kind::Int: return "Int";
-    case Kind::Bool: return "Bool";
+    case Kind::Float:
+      return "Float";
+    case Kind::Int:
+      return "Int";
+    case Kind::Bool:
+      return "Bool";
   }
   return "?";
 }
@@ -60,7 +89,7 @@ f16::f16(float v) {
     h = static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
   } else if (absx >= 0x477ff000u) {
     h = static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow (rounds to) inf
-  } else if (absx < 0x38800000u) {  // subnormal or zero in f16
+  } else if (absx < 0x38800000u) {                   // subnormal or zero in f16
     if (absx < 0x33000000u) {
       h = static_cast<std::uint16_t>(sign);
     } else {

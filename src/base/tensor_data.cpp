@@ -12,16 +12,36 @@ namespace {
 template <class F>
 void visit_dtype(DType t, F&& f) {
   switch (t) {
-    case DType::F64: f(double{}); break;
-    case DType::F32: f(float{}); break;
-    case DType::F16: f(f16{}); break;
-    case DType::BF16: f(bf16{}); break;
-    case DType::I64: f(std::int64_t{}); break;
-    case DType::I32: f(std::int32_t{}); break;
-    case DType::I16: f(std::int16_t{}); break;
-    case DType::I8: f(std::int8_t{}); break;
-    case DType::U8: f(std::uint8_t{}); break;
-    case DType::Bool: f(bool{}); break;
+    case DType::F64:
+      f(double{});
+      break;
+    case DType::F32:
+      f(float{});
+      break;
+    case DType::F16:
+      f(f16{});
+      break;
+    case DType::BF16:
+      f(bf16{});
+      break;
+    case DType::I64:
+      f(std::int64_t{});
+      break;
+    case DType::I32:
+      f(std::int32_t{});
+      break;
+    case DType::I16:
+      f(std::int16_t{});
+      break;
+    case DType::I8:
+      f(std::int8_t{});
+      break;
+    case DType::U8:
+      f(std::uint8_t{});
+      break;
+    case DType::Bool:
+      f(bool{});
+      break;
   }
 }
 
@@ -81,10 +101,10 @@ void convert_elements(const void* src, DType from, void* dst, DType to, std::siz
 TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype)
     : bytes_(std::move(bytes)), shape_(std::move(shape)), dtype_(dtype) {
   const std::size_t expected = shape_.num_elements() * size_of(dtype_);
-  EMBER_CHECK(bytes_.size() == expected,
-              "TensorData: " + std::to_string(bytes_.size()) + " bytes given for shape " +
-                  shape_.to_string() + " of " + name(dtype_) + ", expected " +
-                  std::to_string(expected));
+  EMBER_CHECK(bytes_.size() == expected, "TensorData: " + std::to_string(bytes_.size()) +
+                                             " bytes given for shape " + shape_.to_string() +
+                                             " of " + name(dtype_) + ", expected " +
+                                             std::to_string(expected));
   if (dtype_ == DType::Bool) {
     for (auto& b : bytes_) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
   }

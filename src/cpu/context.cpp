@@ -58,10 +58,18 @@ void copy_strided(const Shape& shape, std::size_t elem, const std::byte* src,
       }
     };
     switch (elem) {
-      case 1: copy(std::uint8_t{}); break;
-      case 2: copy(std::uint16_t{}); break;
-      case 4: copy(std::uint32_t{}); break;
-      default: copy(std::uint64_t{}); break;
+      case 1:
+        copy(std::uint8_t{});
+        break;
+      case 2:
+        copy(std::uint16_t{});
+        break;
+      case 4:
+        copy(std::uint32_t{});
+        break;
+      default:
+        copy(std::uint64_t{});
+        break;
     }
   });
 }

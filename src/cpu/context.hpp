@@ -25,8 +25,7 @@ std::shared_ptr<const CpuTensor> contiguous(CpuContext& ctx, const ir::Handle& x
 // Copies the strided view src into the strided view dst (same shape and dtype).
 void copy_strided(const CpuTensor& src, const CpuTensor& dst);
 void copy_strided(const Shape& shape, std::size_t elem, const std::byte* src,
-                  const std::int64_t* src_strides, std::byte* dst,
-                  const std::int64_t* dst_strides);
+                  const std::int64_t* src_strides, std::byte* dst, const std::int64_t* dst_strides);
 
 // Note [In-place reuse]: an op may write its output into an input's buffer when the op
 // holds the only reference to that input handle (the caller moved it in), nothing else

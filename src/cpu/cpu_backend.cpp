@@ -80,18 +80,27 @@ class CpuBackend final : public backend::Backend {
   ir::Handle run_one(ir::Fill& o) { return fill(ctx_, o); }
   ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
   ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
+  ir::Handle run_one(ir::Softmax& o) { return softmax(ctx_, o); }
   ir::Handle run_one(ir::Sort&) { EMBER_ASSERT(false); }
 
   // 16-bit floats are stored natively but computed in f32: ops that do arithmetic on them
   // widen their operands, run, and narrow the float outputs back.
   static bool computes(const ir::Op& op) {
     switch (ir::kind_of(op)) {
-      case ir::OpKind::Unary: case ir::OpKind::Binary: case ir::OpKind::Reduce:
-      case ir::OpKind::Scan: case ir::OpKind::Matmul: case ir::OpKind::Sort:
-      case ir::OpKind::Scatter: case ir::OpKind::IndexAdd: case ir::OpKind::Nonzero:
+      case ir::OpKind::Unary:
+      case ir::OpKind::Binary:
+      case ir::OpKind::Reduce:
+      case ir::OpKind::Scan:
+      case ir::OpKind::Matmul:
+      case ir::OpKind::Sort:
+      case ir::OpKind::Scatter:
+      case ir::OpKind::IndexAdd:
+      case ir::OpKind::Nonzero:
       case ir::OpKind::Where:
+      case ir::OpKind::Softmax:
         return true;
-      default: return false;
+      default:
+        return false;
     }
   }
   static bool needs_widening(const ir::Op& op) {

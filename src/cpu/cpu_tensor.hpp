@@ -44,8 +44,6 @@ class CpuTensor final : public ir::TensorNode {
   std::int64_t offset_;
 };
 
-inline const CpuTensor& as_cpu(const ir::Handle& h) {
-  return static_cast<const CpuTensor&>(*h);
-}
+inline const CpuTensor& as_cpu(const ir::Handle& h) { return static_cast<const CpuTensor&>(*h); }
 
 }  // namespace ember::cpu

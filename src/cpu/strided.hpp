@@ -30,8 +30,8 @@ struct StridedSpace {
       if (!s.empty()) {
         bool mergeable = true;
         for (std::size_t k = 0; k < N; ++k) {
-          mergeable = mergeable &&
-                      st[k].back() == strides[k][i] * static_cast<std::int64_t>(shape[i]);
+          mergeable =
+              mergeable && st[k].back() == strides[k][i] * static_cast<std::int64_t>(shape[i]);
         }
         if (mergeable) {
           s.back() *= shape[i];
@@ -76,7 +76,8 @@ struct StridedSpace {
       }
       for (std::size_t k = 0; k < N; ++k) {
         std::int64_t o = 0;
-        for (std::size_t d = 0; d < outer; ++d) o += static_cast<std::int64_t>(idx[d]) * strides[k][d];
+        for (std::size_t d = 0; d < outer; ++d)
+          o += static_cast<std::int64_t>(idx[d]) * strides[k][d];
         off[k] = o;
       }
       for (std::size_t r = r0; r < r1; ++r) {
@@ -86,7 +87,8 @@ struct StridedSpace {
           ++idx[d];
           for (std::size_t k = 0; k < N; ++k) off[k] += strides[k][d];
           if (idx[d] < shape[d]) break;
-          for (std::size_t k = 0; k < N; ++k) off[k] -= strides[k][d] * static_cast<std::int64_t>(shape[d]);
+          for (std::size_t k = 0; k < N; ++k)
+            off[k] -= strides[k][d] * static_cast<std::int64_t>(shape[d]);
           idx[d] = 0;
         }
       }
@@ -95,11 +97,13 @@ struct StridedSpace {
     if (total < min_parallel || num_threads() == 1) {
       body(0, nrows);
     } else if (nrows >= 2 * num_threads()) {
-      const std::size_t grain = std::max<std::size_t>(1, (min_parallel / 2) / std::max<std::size_t>(len, 1));
+      const std::size_t grain =
+          std::max<std::size_t>(1, (min_parallel / 2) / std::max<std::size_t>(len, 1));
       parallel_for(0, nrows, grain, body);
     } else {
       // Few long rows: split each row into pieces so every thread gets work.
-      const std::size_t pieces = std::max<std::size_t>(1, (len + min_parallel / 2 - 1) / (min_parallel / 2));
+      const std::size_t pieces =
+          std::max<std::size_t>(1, (len + min_parallel / 2 - 1) / (min_parallel / 2));
       const std::size_t per = (len + pieces - 1) / pieces;
       parallel_for(0, nrows * pieces, 1, [&](std::size_t i0, std::size_t i1) {
         for (std::size_t i = i0; i < i1; ++i) {
@@ -113,7 +117,8 @@ struct StridedSpace {
             rem /= shape[d];
             for (std::size_t k = 0; k < N; ++k) off[k] += id * strides[k][d];
           }
-          for (std::size_t k = 0; k < N; ++k) off[k] += static_cast<std::int64_t>(b) * strides[k].back();
+          for (std::size_t k = 0; k < N; ++k)
+            off[k] += static_cast<std::int64_t>(b) * strides[k].back();
           f(off, e - b);
         }
       });

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <mutex>

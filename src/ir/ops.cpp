@@ -6,22 +6,40 @@ namespace ember::ir {
 
 const char* name(UnaryFn f) {
   static const char* const names[] = {
-      "neg",   "abs",   "sign",  "recip",    "square",   "sqrt",     "rsqrt",    "exp",
-      "log",   "log1p", "expm1", "sin",      "cos",      "tan",      "sinh",     "cosh",
-      "tanh",  "asin",  "acos",  "atan",     "erf",      "floor",    "ceil",     "round",
-      "trunc", "relu",  "sigmoid", "gelu",   "gelu_tanh", "silu",    "softplus", "mish",
-      "leaky_relu", "elu", "clamp", "powf_scalar", "is_nan", "is_inf", "is_finite",
-      "bool_not", "bitwise_not"};
+      "neg",         "abs",    "sign",     "recip",     "square",     "sqrt",       "rsqrt",
+      "exp",         "log",    "log1p",    "expm1",     "sin",        "cos",        "tan",
+      "sinh",        "cosh",   "tanh",     "asin",      "acos",       "atan",       "erf",
+      "floor",       "ceil",   "round",    "trunc",     "relu",       "sigmoid",    "gelu",
+      "gelu_tanh",   "silu",   "softplus", "mish",      "leaky_relu", "elu",        "clamp",
+      "powf_scalar", "is_nan", "is_inf",   "is_finite", "bool_not",   "bitwise_not"};
   static_assert(std::size(names) == static_cast<std::size_t>(UnaryFn::Count_));
   return names[static_cast<std::size_t>(f)];
 }
 
 const char* name(BinaryFn f) {
-  static const char* const names[] = {
-      "add",   "sub",     "mul",    "div",     "rem",       "pow",         "atan2",
-      "maximum", "minimum", "equal", "not_equal", "greater", "greater_equal", "lower",
-      "lower_equal", "bool_and", "bool_or", "bool_xor", "bitwise_and", "bitwise_or",
-      "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"};
+  static const char* const names[] = {"add",
+                                      "sub",
+                                      "mul",
+                                      "div",
+                                      "rem",
+                                      "pow",
+                                      "atan2",
+                                      "maximum",
+                                      "minimum",
+                                      "equal",
+                                      "not_equal",
+                                      "greater",
+                                      "greater_equal",
+                                      "lower",
+                                      "lower_equal",
+                                      "bool_and",
+                                      "bool_or",
+                                      "bool_xor",
+                                      "bitwise_and",
+                                      "bitwise_or",
+                                      "bitwise_xor",
+                                      "bitwise_left_shift",
+                                      "bitwise_right_shift"};
   static_assert(std::size(names) == static_cast<std::size_t>(BinaryFn::Count_));
   return names[static_cast<std::size_t>(f)];
 }
@@ -41,9 +59,9 @@ const char* name(ScanFn f) {
 
 const char* name(OpKind k) {
   static const char* const names[] = {
-      "Unary",  "Binary",      "Where",  "Cast",   "Reduce",      "Scan",    "Matmul", "Reshape",
-      "Permute", "Expand",     "Slice",  "Flip",   "SliceAssign", "Cat",     "Gather", "Scatter",
-      "IndexSelect", "IndexAdd", "Sort", "Nonzero", "Fill",       "Arange",  "Random"};
+      "Unary",       "Binary",   "Where", "Cast",    "Reduce",      "Scan",   "Matmul", "Reshape",
+      "Permute",     "Expand",   "Slice", "Flip",    "SliceAssign", "Cat",    "Gather", "Scatter",
+      "IndexSelect", "IndexAdd", "Sort",  "Nonzero", "Fill",        "Arange", "Random", "Softmax"};
   static_assert(std::size(names) == static_cast<std::size_t>(OpKind::Count_));
   static_assert(std::variant_size_v<Op> == static_cast<std::size_t>(OpKind::Count_));
   return names[static_cast<std::size_t>(k)];
@@ -51,15 +69,30 @@ const char* name(OpKind k) {
 
 OpClass op_class(OpKind k) {
   switch (k) {
-    case OpKind::Unary: case OpKind::Binary: case OpKind::Where: case OpKind::Cast:
+    case OpKind::Unary:
+    case OpKind::Binary:
+    case OpKind::Where:
+    case OpKind::Cast:
       return OpClass::ElementWise;
-    case OpKind::Reduce: case OpKind::Scan: return OpClass::Reduction;
-    case OpKind::Matmul: case OpKind::Sort: return OpClass::Compute;
-    case OpKind::Reshape: case OpKind::Permute: case OpKind::Expand: case OpKind::Slice:
+    case OpKind::Reduce:
+    case OpKind::Scan:
+    case OpKind::Softmax:
+      return OpClass::Reduction;
+    case OpKind::Matmul:
+    case OpKind::Sort:
+      return OpClass::Compute;
+    case OpKind::Reshape:
+    case OpKind::Permute:
+    case OpKind::Expand:
+    case OpKind::Slice:
     case OpKind::Flip:
       return OpClass::View;
-    case OpKind::Fill: case OpKind::Arange: case OpKind::Random: return OpClass::Creation;
-    default: return OpClass::DataMovement;
+    case OpKind::Fill:
+    case OpKind::Arange:
+    case OpKind::Random:
+      return OpClass::Creation;
+    default:
+      return OpClass::DataMovement;
   }
 }
 
@@ -73,7 +106,7 @@ std::vector<const Handle*> operands(const Op& op) {
                       std::is_same_v<T, Reshape> || std::is_same_v<T, Permute> ||
                       std::is_same_v<T, Expand> || std::is_same_v<T, Slice> ||
                       std::is_same_v<T, Flip> || std::is_same_v<T, Sort> ||
-                      std::is_same_v<T, Nonzero>) {
+                      std::is_same_v<T, Nonzero> || std::is_same_v<T, Softmax>) {
           out.push_back(&o.x);
         } else if constexpr (std::is_same_v<T, Binary>) {
           out = {&o.lhs, &o.rhs};

@@ -30,8 +30,7 @@ std::string describe(const std::string& op, std::initializer_list<const DynTenso
 
 void check_same_device(const DynTensor& a, const DynTensor& b, const char* op) {
   EMBER_CHECK(a.device() == b.device(), std::string(op) + ": tensors are on different devices (" +
-                                            a.device().name() + " and " + b.device().name() +
-                                            ")");
+                                            a.device().name() + " and " + b.device().name() + ")");
 }
 
 void check_kind(const DynTensor& x, std::initializer_list<Kind> allowed, const char* op) {

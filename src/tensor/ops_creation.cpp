@@ -8,7 +8,6 @@ namespace ember::ops {
 
 using detail::run;
 
-
 DynTensor from_data(const TensorData& data, const Device& device) {
   return DynTensor(device.backend().from_data(data), device);
 }
@@ -38,8 +37,8 @@ DynTensor empty(const Shape& shape, DType dtype, const Device& device) {
 DynTensor arange(double start, double end, double step, DType dtype, const Device& device) {
   EMBER_CHECK(step != 0 && std::isfinite(step) && std::isfinite(start) && std::isfinite(end),
               "arange: start, end and step must be finite and step non-zero (got " +
-                  std::to_string(start) + ", " + std::to_string(end) + ", " +
-                  std::to_string(step) + ")");
+                  std::to_string(start) + ", " + std::to_string(end) + ", " + std::to_string(step) +
+                  ")");
   EMBER_CHECK(dtype != DType::Bool, "arange: bool dtype is not allowed");
   const double n = std::ceil((end - start) / step);
   EMBER_CHECK(n < 1e12, "arange: too many elements (" + std::to_string(n) + ")");
@@ -60,12 +59,11 @@ DynTensor eye(std::size_t n, DType dtype, const Device& device) {
   return cast(binary(ir::BinaryFn::Eq, std::move(rows), std::move(cols)), dtype);
 }
 
-DynTensor random(const Shape& shape, const Distribution& dist, DType dtype,
-                 const Device& device) {
+DynTensor random(const Shape& shape, const Distribution& dist, DType dtype, const Device& device) {
   if (dist.kind == Distribution::Kind::Uniform) {
     EMBER_CHECK(dist.a <= dist.b && std::isfinite(dist.a) && std::isfinite(dist.b),
-                "random: uniform needs finite low <= high (got " + std::to_string(dist.a) +
-                    ", " + std::to_string(dist.b) + ")");
+                "random: uniform needs finite low <= high (got " + std::to_string(dist.a) + ", " +
+                    std::to_string(dist.b) + ")");
   } else if (dist.kind == Distribution::Kind::Normal) {
     EMBER_CHECK(dist.b >= 0 && std::isfinite(dist.a) && std::isfinite(dist.b),
                 "random: normal needs a finite mean and std >= 0 (got " + std::to_string(dist.a) +
@@ -80,8 +78,8 @@ DynTensor random(const Shape& shape, const Distribution& dist, DType dtype,
 namespace {
 // j - i for the last two dims of shape, broadcast to shape.
 DynTensor diagonal_offsets(const Shape& shape, const Device& device, const char* op) {
-  EMBER_CHECK(shape.rank() >= 2, std::string(op) + ": expected rank >= 2, got shape " +
-                                     shape.to_string());
+  EMBER_CHECK(shape.rank() >= 2,
+              std::string(op) + ": expected rank >= 2, got shape " + shape.to_string());
   const std::size_t r = shape[shape.rank() - 2], c = shape[shape.rank() - 1];
   auto rows = reshape(arange(0, double(r), 1, DType::I64, device), Shape{r, 1});
   auto cols = reshape(arange(0, double(c), 1, DType::I64, device), Shape{1, c});

@@ -28,10 +28,16 @@ namespace {
 
 bool is_float_only(UnaryFn f) {
   switch (f) {
-    case UnaryFn::Neg: case UnaryFn::Abs: case UnaryFn::Sign: case UnaryFn::Square:
-    case UnaryFn::Clamp: case UnaryFn::BitNot: case UnaryFn::LogicalNot:
+    case UnaryFn::Neg:
+    case UnaryFn::Abs:
+    case UnaryFn::Sign:
+    case UnaryFn::Square:
+    case UnaryFn::Clamp:
+    case UnaryFn::BitNot:
+    case UnaryFn::LogicalNot:
       return false;
-    default: return true;
+    default:
+      return true;
   }
 }
 
@@ -60,12 +66,18 @@ DynTensor unary(UnaryFn fn, DynTensor x, double p0, double p1) {
   const char* op = ir::name(fn);
   DType out = x.dtype();
   switch (fn) {
-    case UnaryFn::IsNan: case UnaryFn::IsInf: case UnaryFn::IsFinite:
+    case UnaryFn::IsNan:
+    case UnaryFn::IsInf:
+    case UnaryFn::IsFinite:
       detail::check_kind(x, {Kind::Float}, op);
       out = DType::Bool;
       break;
-    case UnaryFn::LogicalNot: detail::check_kind(x, {Kind::Bool}, op); break;
-    case UnaryFn::BitNot: detail::check_kind(x, {Kind::Int}, op); break;
+    case UnaryFn::LogicalNot:
+      detail::check_kind(x, {Kind::Bool}, op);
+      break;
+    case UnaryFn::BitNot:
+      detail::check_kind(x, {Kind::Int}, op);
+      break;
     default:
       if (is_float_only(fn)) {
         detail::check_kind(x, {Kind::Float}, op);
@@ -83,20 +95,30 @@ DynTensor binary(BinaryFn fn, DynTensor a, DynTensor b) {
   const DType dt = promote(a.dtype(), b.dtype());
   DType out = dt;
   switch (fn) {
-    case BinaryFn::Eq: case BinaryFn::Ne: case BinaryFn::Gt: case BinaryFn::Ge:
-    case BinaryFn::Lt: case BinaryFn::Le:
+    case BinaryFn::Eq:
+    case BinaryFn::Ne:
+    case BinaryFn::Gt:
+    case BinaryFn::Ge:
+    case BinaryFn::Lt:
+    case BinaryFn::Le:
       out = DType::Bool;
       break;
-    case BinaryFn::And: case BinaryFn::Or: case BinaryFn::Xor:
+    case BinaryFn::And:
+    case BinaryFn::Or:
+    case BinaryFn::Xor:
       detail::check_kind(a, {Kind::Bool}, op);
       detail::check_kind(b, {Kind::Bool}, op);
       break;
-    case BinaryFn::BitAnd: case BinaryFn::BitOr: case BinaryFn::BitXor: case BinaryFn::Shl:
+    case BinaryFn::BitAnd:
+    case BinaryFn::BitOr:
+    case BinaryFn::BitXor:
+    case BinaryFn::Shl:
     case BinaryFn::Shr:
       detail::check_kind(a, {Kind::Int}, op);
       detail::check_kind(b, {Kind::Int}, op);
       break;
-    case BinaryFn::Pow: case BinaryFn::Atan2:
+    case BinaryFn::Pow:
+    case BinaryFn::Atan2:
       detail::check_kind(a, {Kind::Float}, op);
       detail::check_kind(b, {Kind::Float}, op);
       break;
@@ -110,8 +132,8 @@ DynTensor binary(BinaryFn fn, DynTensor a, DynTensor b) {
   a = detail::left_pad_rank(std::move(a), shape.rank());
   b = detail::left_pad_rank(std::move(b), shape.rank());
   const Device dev = a.device();
-  return run(dev, ir::Binary{fn, std::move(a).handle(), std::move(b).handle(), std::move(shape),
-                             out});
+  return run(dev,
+             ir::Binary{fn, std::move(a).handle(), std::move(b).handle(), std::move(shape), out});
 }
 
 DynTensor binary_scalar(BinaryFn fn, DynTensor a, double s) {
@@ -167,18 +189,16 @@ DynTensor powi(DynTensor x, std::int64_t n) {
 
 DynTensor softmax(DynTensor x, std::int64_t dim) {
   detail::check_kind(x, {Kind::Float}, "softmax");
-  auto m = reduce(ir::ReduceFn::Max, x, dim);
-  auto e = unary(UnaryFn::Exp, binary(BinaryFn::Sub, std::move(x), std::move(m)));
-  auto s = reduce(ir::ReduceFn::Sum, e, dim);
-  return binary(BinaryFn::Div, std::move(e), std::move(s));
+  const std::size_t d = normalize_dim(dim, x.rank(), "softmax");
+  const Device dev = x.device();
+  return run(dev, ir::Softmax{std::move(x).handle(), d, false});
 }
 
 DynTensor log_softmax(DynTensor x, std::int64_t dim) {
   detail::check_kind(x, {Kind::Float}, "log_softmax");
-  auto m = reduce(ir::ReduceFn::Max, x, dim);
-  auto shifted = binary(BinaryFn::Sub, std::move(x), std::move(m));
-  auto lse = unary(UnaryFn::Log, reduce(ir::ReduceFn::Sum, unary(UnaryFn::Exp, shifted), dim));
-  return binary(BinaryFn::Sub, std::move(shifted), std::move(lse));
+  const std::size_t d = normalize_dim(dim, x.rank(), "log_softmax");
+  const Device dev = x.device();
+  return run(dev, ir::Softmax{std::move(x).handle(), d, true});
 }
 
 }  // namespace ember::ops

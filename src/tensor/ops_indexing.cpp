@@ -16,8 +16,8 @@ DynTensor as_i64(DynTensor idx) { return cast(std::move(idx), DType::I64); }
 DynTensor select(DynTensor x, std::int64_t dim, DynTensor indices) {
   check_index(x, indices, "select");
   const std::size_t d = normalize_dim(dim, x.rank(), "select");
-  EMBER_CHECK(indices.rank() == 1, "select: indices must have rank 1, got shape " +
-                                       indices.shape().to_string());
+  EMBER_CHECK(indices.rank() == 1,
+              "select: indices must have rank 1, got shape " + indices.shape().to_string());
   const Device dev = x.device();
   return run(dev, ir::IndexSelect{std::move(x).handle(), d, as_i64(std::move(indices)).handle()});
 }
@@ -26,8 +26,8 @@ DynTensor select_assign(DynTensor x, std::int64_t dim, DynTensor indices, DynTen
   check_index(x, indices, "select_assign");
   detail::check_same_device(x, values, "select_assign");
   const std::size_t d = normalize_dim(dim, x.rank(), "select_assign");
-  EMBER_CHECK(indices.rank() == 1, "select_assign: indices must have rank 1, got shape " +
-                                       indices.shape().to_string());
+  EMBER_CHECK(indices.rank() == 1,
+              "select_assign: indices must have rank 1, got shape " + indices.shape().to_string());
   auto expect = x.shape();
   expect[d] = indices.shape()[0];
   EMBER_CHECK(values.shape() == expect && values.dtype() == x.dtype(),
@@ -43,9 +43,11 @@ DynTensor gather(DynTensor x, std::int64_t dim, DynTensor indices) {
   check_index(x, indices, "gather");
   const std::size_t d = normalize_dim(dim, x.rank(), "gather");
   bool ok = indices.rank() == x.rank();
-  for (std::size_t i = 0; ok && i < x.rank(); ++i) ok = i == d || indices.shape()[i] <= x.shape()[i];
+  for (std::size_t i = 0; ok && i < x.rank(); ++i)
+    ok = i == d || indices.shape()[i] <= x.shape()[i];
   EMBER_CHECK(ok, detail::describe(("gather: indices must have the tensor's rank and no larger "
-                                    "extents outside dim " + std::to_string(d) + ", got")
+                                    "extents outside dim " +
+                                    std::to_string(d) + ", got")
                                        .c_str(),
                                    {&x, &indices}));
   const Device dev = x.device();
@@ -53,18 +55,19 @@ DynTensor gather(DynTensor x, std::int64_t dim, DynTensor indices) {
 }
 
 namespace {
-DynTensor scatter_impl(DynTensor x, std::int64_t dim, DynTensor indices, DynTensor values,
-                       bool add, const char* op) {
+DynTensor scatter_impl(DynTensor x, std::int64_t dim, DynTensor indices, DynTensor values, bool add,
+                       const char* op) {
   check_index(x, indices, op);
   detail::check_same_device(x, values, op);
   const std::size_t d = normalize_dim(dim, x.rank(), op);
   bool ok = indices.shape() == values.shape() && indices.rank() == x.rank() &&
             values.dtype() == x.dtype();
-  for (std::size_t i = 0; ok && i < x.rank(); ++i) ok = i == d || indices.shape()[i] <= x.shape()[i];
+  for (std::size_t i = 0; ok && i < x.rank(); ++i)
+    ok = i == d || indices.shape()[i] <= x.shape()[i];
   EMBER_CHECK(ok, detail::describe((std::string(op) +
                                     ": indices and values must share a shape of the tensor's rank "
-                                    "(no larger outside dim " + std::to_string(d) +
-                                    ") and values the tensor's dtype; got")
+                                    "(no larger outside dim " +
+                                    std::to_string(d) + ") and values the tensor's dtype; got")
                                        .c_str(),
                                    {&x, &indices, &values}));
   const Device dev = x.device();
@@ -111,8 +114,7 @@ DynTensor matmul(DynTensor a, DynTensor b) {
   EMBER_CHECK(a.dtype() == b.dtype(), detail::describe("matmul: dtypes differ", {&a, &b}));
   const std::size_t ra = a.rank(), rb = b.rank();
   const std::size_t k = a.shape()[ra - 1];
-  EMBER_CHECK(k == b.shape()[rb - 2],
-              detail::describe("matmul: inner dims differ", {&a, &b}));
+  EMBER_CHECK(k == b.shape()[rb - 2], detail::describe("matmul: inner dims differ", {&a, &b}));
   const std::size_t m = a.shape()[ra - 2], n = b.shape()[rb - 1];
   Shape ba(std::vector<std::size_t>(a.shape().begin(), a.shape().end() - 2));
   Shape bb(std::vector<std::size_t>(b.shape().begin(), b.shape().end() - 2));

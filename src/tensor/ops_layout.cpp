@@ -10,8 +10,8 @@ namespace ember::ops {
 using detail::run;
 
 Range::Range(std::initializer_list<std::int64_t> se) {
-  EMBER_CHECK(se.size() == 2, "Range: expected {start, end}, got " + std::to_string(se.size()) +
-                                  " values");
+  EMBER_CHECK(se.size() == 2,
+              "Range: expected {start, end}, got " + std::to_string(se.size()) + " values");
   start = *se.begin();
   end = *(se.begin() + 1);
 }
@@ -154,8 +154,8 @@ DynTensor unsqueeze(DynTensor x, std::int64_t dim) {
 DynTensor flatten(DynTensor x, std::int64_t start_dim, std::int64_t end_dim) {
   const std::size_t s = normalize_dim(start_dim, x.rank(), "flatten");
   const std::size_t e = normalize_dim(end_dim, x.rank(), "flatten");
-  EMBER_CHECK(s <= e, "flatten: start dim " + std::to_string(s) + " after end dim " +
-                          std::to_string(e));
+  EMBER_CHECK(s <= e,
+              "flatten: start dim " + std::to_string(s) + " after end dim " + std::to_string(e));
   std::vector<std::size_t> dims(x.shape().begin(), x.shape().begin() + static_cast<long>(s));
   std::size_t n = 1;
   for (std::size_t i = s; i <= e; ++i) n *= x.shape()[i];
@@ -180,8 +180,8 @@ std::vector<ir::SliceRange> resolve_ranges(const Shape& shape, const std::vector
     const Range& r = ranges[i];
     std::int64_t s = r.start < 0 ? r.start + n : r.start;
     std::int64_t e = r.end ? (*r.end < 0 ? *r.end + n : *r.end) : n;
-    EMBER_CHECK(r.step >= 1, std::string(op) + ": step must be >= 1, got " +
-                                 std::to_string(r.step));
+    EMBER_CHECK(r.step >= 1,
+                std::string(op) + ": step must be >= 1, got " + std::to_string(r.step));
     EMBER_CHECK(s >= 0 && e <= n && s <= e,
                 std::string(op) + ": range [" + std::to_string(r.start) + ", " +
                     (r.end ? std::to_string(*r.end) : std::string("end")) +
@@ -211,9 +211,9 @@ DynTensor narrow(DynTensor x, std::int64_t dim, std::int64_t start, std::size_t 
   const auto n = static_cast<std::int64_t>(x.shape()[d]);
   const std::int64_t s = start < 0 ? start + n : start;
   EMBER_CHECK(s >= 0 && s + static_cast<std::int64_t>(length) <= n,
-              "narrow: start " + std::to_string(start) + " with length " +
-                  std::to_string(length) + " is out of bounds for dim " + std::to_string(d) +
-                  " of shape " + x.shape().to_string());
+              "narrow: start " + std::to_string(start) + " with length " + std::to_string(length) +
+                  " is out of bounds for dim " + std::to_string(d) + " of shape " +
+                  x.shape().to_string());
   std::vector<Range> ranges(d + 1, Range(0, std::nullopt));
   ranges[d] = Range(s, s + static_cast<std::int64_t>(length));
   return slice(std::move(x), ranges);
@@ -252,8 +252,8 @@ DynTensor cat(std::vector<DynTensor> xs, std::int64_t dim) {
     bool ok = x.rank() == first.rank() && x.dtype() == first.dtype();
     for (std::size_t i = 0; ok && i < x.rank(); ++i) ok = i == d || x.shape()[i] == out[i];
     EMBER_CHECK(ok, "cat: " + detail::describe("tensors must match except along dim " +
-                                                    std::to_string(d) + ", got",
-                                                {&first, &x}));
+                                                   std::to_string(d) + ", got",
+                                               {&first, &x}));
     out[d] += x.shape()[d];
   }
   if (xs.size() == 1) return std::move(xs[0]);
@@ -267,7 +267,8 @@ DynTensor stack(std::vector<DynTensor> xs, std::int64_t dim) {
   EMBER_CHECK(!xs.empty(), "stack: no tensors given");
   const std::size_t d = normalize_dim(dim, xs[0].rank() + 1, "stack");
   for (auto& x : xs) {
-    EMBER_CHECK(x.shape() == xs[0].shape(), "stack: " + detail::describe("shapes differ", {&xs[0], &x}));
+    EMBER_CHECK(x.shape() == xs[0].shape(),
+                "stack: " + detail::describe("shapes differ", {&xs[0], &x}));
     x = unsqueeze(std::move(x), static_cast<std::int64_t>(d));
   }
   return cat(std::move(xs), static_cast<std::int64_t>(d));
@@ -334,9 +335,9 @@ DynTensor pad(DynTensor x, const std::vector<std::pair<std::size_t, std::size_t>
     EMBER_CHECK(n > 0, "pad: cannot pad an empty dim " + std::to_string(d));
     if (mode == PadMode::Reflect) {
       EMBER_CHECK(static_cast<std::int64_t>(std::max(before, after)) < n,
-                  "pad: reflect padding (" + std::to_string(before) + ", " +
-                      std::to_string(after) + ") must be smaller than dim " + std::to_string(d) +
-                      " of shape " + x.shape().to_string());
+                  "pad: reflect padding (" + std::to_string(before) + ", " + std::to_string(after) +
+                      ") must be smaller than dim " + std::to_string(d) + " of shape " +
+                      x.shape().to_string());
     }
     std::vector<std::int64_t> idx;
     const auto b = static_cast<std::int64_t>(before);

@@ -19,15 +19,21 @@ DynTensor reduce(ReduceFn fn, DynTensor x, std::int64_t dim) {
   const std::size_t d = normalize_dim(dim, x.rank(), op);
   DType out = x.dtype();
   switch (fn) {
-    case ReduceFn::ArgMax: case ReduceFn::ArgMin:
+    case ReduceFn::ArgMax:
+    case ReduceFn::ArgMin:
       detail::check_kind(x, {Kind::Float, Kind::Int}, op);
       out = DType::I64;
       break;
-    case ReduceFn::Any: case ReduceFn::All: out = DType::Bool; break;
-    case ReduceFn::Max: case ReduceFn::Min:
+    case ReduceFn::Any:
+    case ReduceFn::All:
+      out = DType::Bool;
+      break;
+    case ReduceFn::Max:
+    case ReduceFn::Min:
       detail::check_kind(x, {Kind::Float, Kind::Int}, op);
       break;
-    default: detail::check_kind(x, {Kind::Float, Kind::Int}, op);
+    default:
+      detail::check_kind(x, {Kind::Float, Kind::Int}, op);
   }
   if (fn == ReduceFn::Max || fn == ReduceFn::Min || fn == ReduceFn::ArgMax ||
       fn == ReduceFn::ArgMin) {
@@ -79,8 +85,7 @@ DynTensor scan(ir::ScanFn fn, DynTensor x, std::int64_t dim) {
   return run(dev, ir::Scan{fn, std::move(x).handle(), d});
 }
 
-std::pair<DynTensor, DynTensor> sort_with_indices(DynTensor x, std::int64_t dim,
-                                                  bool descending) {
+std::pair<DynTensor, DynTensor> sort_with_indices(DynTensor x, std::int64_t dim, bool descending) {
   detail::check_kind(x, {Kind::Float, Kind::Int, Kind::Bool}, "sort");
   const std::size_t d = normalize_dim(dim, x.rank(), "sort");
   const Device dev = x.device();
@@ -97,8 +102,8 @@ DynTensor argsort(DynTensor x, std::int64_t dim, bool descending) {
 std::pair<DynTensor, DynTensor> topk_with_indices(DynTensor x, std::size_t k, std::int64_t dim) {
   const std::size_t d = normalize_dim(dim, x.rank(), "topk");
   EMBER_CHECK(k <= x.shape()[d], "topk: k = " + std::to_string(k) + " exceeds the extent " +
-                                     std::to_string(x.shape()[d]) + " of dim " +
-                                     std::to_string(d) + " (shape " + x.shape().to_string() + ")");
+                                     std::to_string(x.shape()[d]) + " of dim " + std::to_string(d) +
+                                     " (shape " + x.shape().to_string() + ")");
   auto [v, i] = sort_with_indices(std::move(x), dim, true);
   const auto di = static_cast<std::int64_t>(d);
   return {narrow(std::move(v), di, 0, k), narrow(std::move(i), di, 0, k)};

@@ -102,7 +102,8 @@ std::vector<T> inputs(T lo, T hi, T ulo, T uhi, int n = 1000000) {
         if (s >= lo && s <= hi) xs.push_back(s);
     }
   } else {
-    for (std::uint64_t b = 0; b < 0x7ff0000000000000ull; b += 0x7ff0000000000000ull / (400000 / kThin)) {
+    for (std::uint64_t b = 0; b < 0x7ff0000000000000ull;
+         b += 0x7ff0000000000000ull / (400000 / kThin)) {
       const double v = std::bit_cast<double>(b);
       for (double s : {v, -v})
         if (s >= lo && s <= hi) xs.push_back(s);

@@ -18,8 +18,9 @@ using DecoratorFactory = std::function<std::shared_ptr<Backend>(std::shared_ptr<
 class Registry {
  public:
   // `available` says whether index exists on this machine (e.g. a GPU is present).
-  void add_backend(std::string name, BackendFactory factory,
-                   std::function<int()> device_count = [] { return 1; });
+  void add_backend(
+      std::string name, BackendFactory factory,
+      std::function<int()> device_count = [] { return 1; });
   // A name the API knows but this build lacks; using it throws `why`.
   void add_unavailable(std::string name, std::string why);
   void add_decorator(std::string name, DecoratorFactory factory);

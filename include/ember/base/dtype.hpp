@@ -62,24 +62,44 @@ struct bf16 {
 template <class T>
 constexpr DType dtype_of();
 template <>
-constexpr DType dtype_of<double>() { return DType::F64; }
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
 template <>
-constexpr DType dtype_of<float>() { return DType::F32; }
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
 template <>
-constexpr DType dtype_of<f16>() { return DType::F16; }
+constexpr DType dtype_of<f16>() {
+  return DType::F16;
+}
 template <>
-constexpr DType dtype_of<bf16>() { return DType::BF16; }
+constexpr DType dtype_of<bf16>() {
+  return DType::BF16;
+}
 template <>
-constexpr DType dtype_of<std::int64_t>() { return DType::I64; }
+constexpr DType dtype_of<std::int64_t>() {
+  return DType::I64;
+}
 template <>
-constexpr DType dtype_of<std::int32_t>() { return DType::I32; }
+constexpr DType dtype_of<std::int32_t>() {
+  return DType::I32;
+}
 template <>
-constexpr DType dtype_of<std::int16_t>() { return DType::I16; }
+constexpr DType dtype_of<std::int16_t>() {
+  return DType::I16;
+}
 template <>
-constexpr DType dtype_of<std::int8_t>() { return DType::I8; }
+constexpr DType dtype_of<std::int8_t>() {
+  return DType::I8;
+}
 template <>
-constexpr DType dtype_of<std::uint8_t>() { return DType::U8; }
+constexpr DType dtype_of<std::uint8_t>() {
+  return DType::U8;
+}
 template <>
-constexpr DType dtype_of<bool>() { return DType::Bool; }
+constexpr DType dtype_of<bool>() {
+  return DType::Bool;
+}
 
 }  // namespace ember

@@ -32,5 +32,4 @@ namespace detail {
 
 // Checks user input: on failure throws ember::Error with `msg` (a std::string expression,
 // evaluated only on failure).
-#define EMBER_CHECK(cond, msg) \
-  ((cond) ? static_cast<void>(0) : ::ember::fail(msg))
+#define EMBER_CHECK(cond, msg) ((cond) ? static_cast<void>(0) : ::ember::fail(msg))

@@ -43,25 +43,74 @@ enum class OpClass : std::uint8_t { ElementWise, Reduction, View, DataMovement, 
 
 // Element-wise functions of one operand. p0/p1 of Unary carry parameters where noted.
 enum class UnaryFn : std::uint8_t {
-  Neg, Abs, Sign, Recip, Square, Sqrt, Rsqrt, Exp, Log, Log1p, Expm1,
-  Sin, Cos, Tan, Sinh, Cosh, Tanh, Asin, Acos, Atan, Erf,
-  Floor, Ceil, Round, Trunc,
-  Relu, Sigmoid, Gelu, GeluTanh, Silu, Softplus, Mish,
+  Neg,
+  Abs,
+  Sign,
+  Recip,
+  Square,
+  Sqrt,
+  Rsqrt,
+  Exp,
+  Log,
+  Log1p,
+  Expm1,
+  Sin,
+  Cos,
+  Tan,
+  Sinh,
+  Cosh,
+  Tanh,
+  Asin,
+  Acos,
+  Atan,
+  Erf,
+  Floor,
+  Ceil,
+  Round,
+  Trunc,
+  Relu,
+  Sigmoid,
+  Gelu,
+  GeluTanh,
+  Silu,
+  Softplus,
+  Mish,
   LeakyRelu,  // p0 = negative slope
   Elu,        // p0 = alpha
   Clamp,      // p0 = min, p1 = max (NaN bound = no bound)
   PowScalar,  // x ^ p0
-  IsNan, IsInf, IsFinite,  // -> Bool
-  LogicalNot,              // Bool -> Bool
-  BitNot,                  // ints
+  IsNan,
+  IsInf,
+  IsFinite,    // -> Bool
+  LogicalNot,  // Bool -> Bool
+  BitNot,      // ints
   Count_
 };
 // Element-wise functions of two operands, broadcasting as NumPy.
 enum class BinaryFn : std::uint8_t {
-  Add, Sub, Mul, Div, Rem, Pow, Atan2, Max, Min,
-  Eq, Ne, Gt, Ge, Lt, Le,          // -> Bool
-  And, Or, Xor,                    // Bool
-  BitAnd, BitOr, BitXor, Shl, Shr,  // ints
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Rem,
+  Pow,
+  Atan2,
+  Max,
+  Min,
+  Eq,
+  Ne,
+  Gt,
+  Ge,
+  Lt,
+  Le,  // -> Bool
+  And,
+  Or,
+  Xor,  // Bool
+  BitAnd,
+  BitOr,
+  BitXor,
+  Shl,
+  Shr,  // ints
   Count_
 };
 enum class ReduceFn : std::uint8_t { Sum, Prod, Mean, Max, Min, ArgMax, ArgMin, Any, All, Count_ };
@@ -108,6 +157,13 @@ struct Scan {  // inclusive prefix along dim
   ScanFn fn;
   Handle x;
   std::size_t dim;
+};
+// Softmax (or log-softmax) along dim: one op rather than a composite, so a backend can
+// make it one pass over each row.
+struct Softmax {
+  Handle x;
+  std::size_t dim;
+  bool log;
 };
 // ---- compute ----
 struct Matmul {  // [..., m, k] x [..., k, n] -> out_shape [..., m, n]; batch dims broadcast
@@ -193,15 +249,37 @@ struct Random {
   Distribution dist;
 };
 
-using Op = std::variant<Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute,
-                        Expand, Slice, Flip, SliceAssign, Cat, Gather, Scatter, IndexSelect,
-                        IndexAdd, Sort, Nonzero, Fill, Arange, Random>;
+using Op = std::variant<Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute, Expand,
+                        Slice, Flip, SliceAssign, Cat, Gather, Scatter, IndexSelect, IndexAdd, Sort,
+                        Nonzero, Fill, Arange, Random, Softmax>;
 
 // The variant index of each op, for support queries and tables.
 enum class OpKind : std::uint8_t {
-  Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute, Expand, Slice, Flip,
-  SliceAssign, Cat, Gather, Scatter, IndexSelect, IndexAdd, Sort, Nonzero, Fill, Arange,
-  Random, Count_
+  Unary,
+  Binary,
+  Where,
+  Cast,
+  Reduce,
+  Scan,
+  Matmul,
+  Reshape,
+  Permute,
+  Expand,
+  Slice,
+  Flip,
+  SliceAssign,
+  Cat,
+  Gather,
+  Scatter,
+  IndexSelect,
+  IndexAdd,
+  Sort,
+  Nonzero,
+  Fill,
+  Arange,
+  Random,
+  Softmax,
+  Count_
 };
 inline OpKind kind_of(const Op& op) { return static_cast<OpKind>(op.index()); }
 const char* name(OpKind k);

@@ -5,14 +5,14 @@
 
 namespace ember::activation {
 
-#define EMBER_ACTIVATION(fname, fn)                                          \
-  template <std::size_t D>                                                   \
-  Tensor<D> fname(const Tensor<D>& x) {                                      \
-    return Tensor<D>(ops::unary(ir::UnaryFn::fn, x.dyn()));                  \
-  }                                                                          \
-  template <std::size_t D>                                                   \
-  Tensor<D> fname(Tensor<D>&& x) {                                           \
-    return Tensor<D>(ops::unary(ir::UnaryFn::fn, std::move(x).dyn()));       \
+#define EMBER_ACTIVATION(fname, fn)                                    \
+  template <std::size_t D>                                             \
+  Tensor<D> fname(const Tensor<D>& x) {                                \
+    return Tensor<D>(ops::unary(ir::UnaryFn::fn, x.dyn()));            \
+  }                                                                    \
+  template <std::size_t D>                                             \
+  Tensor<D> fname(Tensor<D>&& x) {                                     \
+    return Tensor<D>(ops::unary(ir::UnaryFn::fn, std::move(x).dyn())); \
   }
 EMBER_ACTIVATION(relu, Relu)
 EMBER_ACTIVATION(sigmoid, Sigmoid)

@@ -39,8 +39,7 @@ DynTensor empty(const Shape& shape, DType dtype, const Device& device);
 DynTensor arange(double start, double end, double step, DType dtype, const Device& device);
 DynTensor linspace(double start, double end, std::size_t n, DType dtype, const Device& device);
 DynTensor eye(std::size_t n, DType dtype, const Device& device);
-DynTensor random(const Shape& shape, const Distribution& dist, DType dtype,
-                 const Device& device);
+DynTensor random(const Shape& shape, const Distribution& dist, DType dtype, const Device& device);
 // Bool masks of a [rows, cols] matrix: true where j - i > offset (triu_mask) or
 // j - i < offset (tril_mask) — the entries to mask out, as Burn.
 DynTensor triu_mask(const Shape& shape, std::int64_t offset, const Device& device);
@@ -63,8 +62,7 @@ DynTensor powi(DynTensor x, std::int64_t n);
 DynTensor reduce(ir::ReduceFn fn, DynTensor x, std::int64_t dim);
 DynTensor reduce_all(ir::ReduceFn fn, DynTensor x);
 DynTensor var(DynTensor x, std::int64_t dim, std::size_t correction = 1);
-std::pair<DynTensor, DynTensor> var_mean(DynTensor x, std::int64_t dim,
-                                         std::size_t correction = 1);
+std::pair<DynTensor, DynTensor> var_mean(DynTensor x, std::int64_t dim, std::size_t correction = 1);
 std::pair<DynTensor, DynTensor> max_dim_with_indices(DynTensor x, std::int64_t dim);
 std::pair<DynTensor, DynTensor> min_dim_with_indices(DynTensor x, std::int64_t dim);
 DynTensor scan(ir::ScanFn fn, DynTensor x, std::int64_t dim);
@@ -76,8 +74,7 @@ std::pair<DynTensor, DynTensor> sort_with_indices(DynTensor x, std::int64_t dim,
                                                   bool descending = false);
 DynTensor sort(DynTensor x, std::int64_t dim, bool descending = false);
 DynTensor argsort(DynTensor x, std::int64_t dim, bool descending = false);
-std::pair<DynTensor, DynTensor> topk_with_indices(DynTensor x, std::size_t k,
-                                                  std::int64_t dim);
+std::pair<DynTensor, DynTensor> topk_with_indices(DynTensor x, std::size_t k, std::int64_t dim);
 DynTensor topk(DynTensor x, std::size_t k, std::int64_t dim);
 
 // ---- layout ----

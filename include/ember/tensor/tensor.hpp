@@ -106,37 +106,37 @@ class Tensor {
   TensorData to_data() const { return t_.to_data(); }
   template <class T>
   T into_scalar() const {
-    EMBER_CHECK(num_elements() == 1, "into_scalar: expected one element, got shape " +
-                                         shape().to_string());
+    EMBER_CHECK(num_elements() == 1,
+                "into_scalar: expected one element, got shape " + shape().to_string());
     return to_data().template to_vector<T>()[0];
   }
   const DynTensor& dyn() const& { return t_; }
   DynTensor dyn() && { return std::move(t_); }
 
-#define EMBER_UNARY(method, fn)                                                         \
-  Tensor method() const& { return Tensor(ops::unary(ir::UnaryFn::fn, t_)); }           \
+#define EMBER_UNARY(method, fn)                                              \
+  Tensor method() const& { return Tensor(ops::unary(ir::UnaryFn::fn, t_)); } \
   Tensor method()&& { return Tensor(ops::unary(ir::UnaryFn::fn, std::move(t_))); }
-#define EMBER_PREDICATE(method, fn)                                                     \
+#define EMBER_PREDICATE(method, fn) \
   Tensor<D, Bool> method() const& { return Tensor<D, Bool>(ops::unary(ir::UnaryFn::fn, t_)); }
-#define EMBER_BINARY(method, fn)                                                          \
-  Tensor method(const Tensor& o) const& {                                                 \
-    return Tensor(ops::binary(ir::BinaryFn::fn, t_, o.t_));                               \
-  }                                                                                       \
-  Tensor method(const Tensor& o)&& {                                                      \
-    return Tensor(ops::binary(ir::BinaryFn::fn, std::move(t_), o.t_));                    \
-  }                                                                                       \
-  Tensor method##_scalar(double s) const& {                                               \
-    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, t_, s));                           \
-  }                                                                                       \
-  Tensor method##_scalar(double s)&& {                                                    \
-    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, std::move(t_), s));                \
+#define EMBER_BINARY(method, fn)                                           \
+  Tensor method(const Tensor& o) const& {                                  \
+    return Tensor(ops::binary(ir::BinaryFn::fn, t_, o.t_));                \
+  }                                                                        \
+  Tensor method(const Tensor& o)&& {                                       \
+    return Tensor(ops::binary(ir::BinaryFn::fn, std::move(t_), o.t_));     \
+  }                                                                        \
+  Tensor method##_scalar(double s) const& {                                \
+    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, t_, s));            \
+  }                                                                        \
+  Tensor method##_scalar(double s)&& {                                     \
+    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, std::move(t_), s)); \
   }
-#define EMBER_COMPARE(method, fn)                                                         \
-  Tensor<D, Bool> method(const Tensor& o) const {                                         \
-    return Tensor<D, Bool>(ops::binary(ir::BinaryFn::fn, t_, o.t_));                      \
-  }                                                                                       \
-  Tensor<D, Bool> method##_elem(double s) const {                                         \
-    return Tensor<D, Bool>(ops::binary_scalar(ir::BinaryFn::fn, t_, s));                  \
+#define EMBER_COMPARE(method, fn)                                        \
+  Tensor<D, Bool> method(const Tensor& o) const {                        \
+    return Tensor<D, Bool>(ops::binary(ir::BinaryFn::fn, t_, o.t_));     \
+  }                                                                      \
+  Tensor<D, Bool> method##_elem(double s) const {                        \
+    return Tensor<D, Bool>(ops::binary_scalar(ir::BinaryFn::fn, t_, s)); \
   }
 
   // ---- element-wise ----
@@ -211,9 +211,13 @@ class Tensor {
   EMBER_COMPARE(lower, Lt)
   EMBER_COMPARE(lower_equal, Le)
   Tensor bool_not() const { return Tensor(ops::unary(ir::UnaryFn::LogicalNot, t_)); }
-  Tensor bool_and(const Tensor& o) const { return Tensor(ops::binary(ir::BinaryFn::And, t_, o.t_)); }
+  Tensor bool_and(const Tensor& o) const {
+    return Tensor(ops::binary(ir::BinaryFn::And, t_, o.t_));
+  }
   Tensor bool_or(const Tensor& o) const { return Tensor(ops::binary(ir::BinaryFn::Or, t_, o.t_)); }
-  Tensor bool_xor(const Tensor& o) const { return Tensor(ops::binary(ir::BinaryFn::Xor, t_, o.t_)); }
+  Tensor bool_xor(const Tensor& o) const {
+    return Tensor(ops::binary(ir::BinaryFn::Xor, t_, o.t_));
+  }
   Tensor<1, Bool> any() const { return Tensor<1, Bool>(ops::any(t_)); }
   Tensor<1, Bool> all() const { return Tensor<1, Bool>(ops::all(t_)); }
   Tensor<D, Bool> any_dim(std::int64_t d) const {
@@ -224,7 +228,7 @@ class Tensor {
   }
 
   // ---- reductions ----
-#define EMBER_REDUCE(method, fn)                                                          \
+#define EMBER_REDUCE(method, fn)                                                              \
   Tensor<1, K> method() const { return Tensor<1, K>(ops::reduce_all(ir::ReduceFn::fn, t_)); } \
   Tensor method##_dim(std::int64_t d) const { return Tensor(ops::reduce(ir::ReduceFn::fn, t_, d)); }
   EMBER_REDUCE(sum, Sum)
@@ -233,8 +237,12 @@ class Tensor {
   EMBER_REDUCE(max, Max)
   EMBER_REDUCE(min, Min)
 #undef EMBER_REDUCE
-  Tensor<1, Int> argmax() const { return Tensor<1, Int>(ops::reduce_all(ir::ReduceFn::ArgMax, t_)); }
-  Tensor<1, Int> argmin() const { return Tensor<1, Int>(ops::reduce_all(ir::ReduceFn::ArgMin, t_)); }
+  Tensor<1, Int> argmax() const {
+    return Tensor<1, Int>(ops::reduce_all(ir::ReduceFn::ArgMax, t_));
+  }
+  Tensor<1, Int> argmin() const {
+    return Tensor<1, Int>(ops::reduce_all(ir::ReduceFn::ArgMin, t_));
+  }
   Tensor<D, Int> argmax_dim(std::int64_t d) const {
     return Tensor<D, Int>(ops::reduce(ir::ReduceFn::ArgMax, t_, d));
   }
@@ -296,14 +304,18 @@ class Tensor {
   Tensor permute(const std::array<std::int64_t, D>& axes) const {
     return Tensor(ops::permute(t_, std::vector<std::int64_t>(axes.begin(), axes.end())));
   }
-  Tensor swap_dims(std::int64_t a, std::int64_t b) const { return Tensor(ops::swap_dims(t_, a, b)); }
+  Tensor swap_dims(std::int64_t a, std::int64_t b) const {
+    return Tensor(ops::swap_dims(t_, a, b));
+  }
   Tensor transpose() const { return Tensor(ops::transpose(t_)); }
   Tensor flip(const std::vector<std::int64_t>& axes) const { return Tensor(ops::flip(t_, axes)); }
   template <std::size_t D2>
   Tensor<D2, K> expand(const Shape& s) const {
     return Tensor<D2, K>(ops::expand(t_, s));
   }
-  Tensor repeat(const std::vector<std::size_t>& times) const { return Tensor(ops::repeat(t_, times)); }
+  Tensor repeat(const std::vector<std::size_t>& times) const {
+    return Tensor(ops::repeat(t_, times));
+  }
   Tensor repeat_dim(std::int64_t d, std::size_t times) const {
     return Tensor(ops::repeat_dim(t_, d, times));
   }
@@ -348,7 +360,8 @@ class Tensor {
   std::vector<Tensor> split(std::size_t size, std::int64_t d) const {
     return wrap_all(ops::split(t_, size, d));
   }
-  std::vector<Tensor> split_with_sizes(const std::vector<std::size_t>& sizes, std::int64_t d) const {
+  std::vector<Tensor> split_with_sizes(const std::vector<std::size_t>& sizes,
+                                       std::int64_t d) const {
     return wrap_all(ops::split_sizes(t_, sizes, d));
   }
   std::vector<Tensor> chunk(std::size_t n, std::int64_t d) const {

@@ -34,8 +34,10 @@ T from_double(double v) {
   } else {
     // Saturating, and NaN -> 0, so no value is undefined behaviour.
     if (std::isnan(v)) return T(0);
-    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
     return static_cast<T>(v);
   }
 }
@@ -55,7 +57,7 @@ ir::Handle fill(CpuContext& ctx, ir::Fill& op) {
   visit_numeric(op.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T v = std::is_integral_v<T> && !std::is_same_v<T, bool> ? static_cast<T>(op.int_value)
-                                                                   : from_double<T>(op.value);
+                                                                  : from_double<T>(op.value);
     T* y = out->data_as<T>();
     parallel_for(0, n, 1 << 16, [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) y[i] = v;
@@ -106,16 +108,24 @@ ir::Handle random(CpuContext& ctx, ir::Random& op) {
             v = dist.a + dist.b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
             break;
           }
-          case Distribution::Kind::Bernoulli: v = uniform01(r) < dist.a ? 1.0 : 0.0; break;
-          case Distribution::Kind::Uniform: v = dist.a + (dist.b - dist.a) * uniform01(r); break;
-          default: v = uniform01(r); break;
+          case Distribution::Kind::Bernoulli:
+            v = uniform01(r) < dist.a ? 1.0 : 0.0;
+            break;
+          case Distribution::Kind::Uniform:
+            v = dist.a + (dist.b - dist.a) * uniform01(r);
+            break;
+          default:
+            v = uniform01(r);
+            break;
         }
         if constexpr (std::is_floating_point_v<T>) {
           // Rounding may carry a value up to the excluded upper bound; keep [a, b).
           T t = static_cast<T>(v);
-          if (dist.kind != Distribution::Kind::Normal && dist.kind != Distribution::Kind::Bernoulli) {
+          if (dist.kind != Distribution::Kind::Normal &&
+              dist.kind != Distribution::Kind::Bernoulli) {
             const T hi = static_cast<T>(dist.kind == Distribution::Kind::Uniform ? dist.b : 1.0);
-            if (t >= hi && hi > static_cast<T>(dist.kind == Distribution::Kind::Uniform ? dist.a : 0.0)) {
+            if (t >= hi &&
+                hi > static_cast<T>(dist.kind == Distribution::Kind::Uniform ? dist.a : 0.0)) {
               t = std::nextafter(hi, -std::numeric_limits<T>::infinity());
             }
           }

@@ -13,15 +13,24 @@ namespace ember::cpu {
 template <class F>
 decltype(auto) visit_numeric(DType t, F&& f) {
   switch (t) {
-    case DType::F64: return f(double{});
-    case DType::F32: return f(float{});
-    case DType::I64: return f(std::int64_t{});
-    case DType::I32: return f(std::int32_t{});
-    case DType::I16: return f(std::int16_t{});
-    case DType::I8: return f(std::int8_t{});
-    case DType::U8: return f(std::uint8_t{});
-    case DType::Bool: return f(bool{});
-    default: break;
+    case DType::F64:
+      return f(double{});
+    case DType::F32:
+      return f(float{});
+    case DType::I64:
+      return f(std::int64_t{});
+    case DType::I32:
+      return f(std::int32_t{});
+    case DType::I16:
+      return f(std::int16_t{});
+    case DType::I8:
+      return f(std::int8_t{});
+    case DType::U8:
+      return f(std::uint8_t{});
+    case DType::Bool:
+      return f(bool{});
+    default:
+      break;
   }
   fail(std::string("cpu: dtype ") + name(t) + " is not computed natively");
 }
@@ -30,10 +39,14 @@ decltype(auto) visit_numeric(DType t, F&& f) {
 template <class F>
 decltype(auto) visit_bytes(std::size_t elem, F&& f) {
   switch (elem) {
-    case 1: return f(std::uint8_t{});
-    case 2: return f(std::uint16_t{});
-    case 4: return f(std::uint32_t{});
-    default: return f(std::uint64_t{});
+    case 1:
+      return f(std::uint8_t{});
+    case 2:
+      return f(std::uint16_t{});
+    case 4:
+      return f(std::uint32_t{});
+    default:
+      return f(std::uint64_t{});
   }
 }
 

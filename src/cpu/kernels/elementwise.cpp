@@ -46,10 +46,18 @@ void gather_row(const std::byte* src, std::int64_t stride, std::size_t n, std::s
     for (std::size_t i = 0; i < n; ++i) d[i] = s[static_cast<std::int64_t>(i) * stride];
   };
   switch (elem) {
-    case 1: go(std::uint8_t{}); break;
-    case 2: go(std::uint16_t{}); break;
-    case 4: go(std::uint32_t{}); break;
-    default: go(std::uint64_t{}); break;
+    case 1:
+      go(std::uint8_t{});
+      break;
+    case 2:
+      go(std::uint16_t{});
+      break;
+    case 4:
+      go(std::uint32_t{});
+      break;
+    default:
+      go(std::uint64_t{});
+      break;
   }
 }
 
@@ -61,8 +69,8 @@ struct RowOperand {
 
 // Resolves operand k of a row: contiguous and broadcast rows are used in place; other
 // strides are gathered into `scratch`.
-RowOperand row_operand(const std::byte* base, std::int64_t off, std::int64_t stride,
-                       std::size_t n, std::size_t elem, std::vector<std::byte>& scratch) {
+RowOperand row_operand(const std::byte* base, std::int64_t off, std::int64_t stride, std::size_t n,
+                       std::size_t elem, std::vector<std::byte>& scratch) {
   const std::byte* p = base + off * static_cast<std::int64_t>(elem);
   if (stride == 1) return {p, false};
   if (stride == 0) return {p, true};
@@ -108,11 +116,26 @@ ir::Handle unary(CpuContext& ctx, ir::Unary& op) {
     p1 = std::isnan(p1) ? 1e300 : p1;
     double lo = 0, hi = 0;
     switch (x.dtype()) {
-      case DType::I64: lo = -9.2233720368547758e18; hi = 9.2233720368547748e18; break;
-      case DType::I32: lo = -2147483648.0; hi = 2147483647.0; break;
-      case DType::I16: lo = -32768.0; hi = 32767.0; break;
-      case DType::I8: lo = -128.0; hi = 127.0; break;
-      default: lo = 0.0; hi = 255.0; break;
+      case DType::I64:
+        lo = -9.2233720368547758e18;
+        hi = 9.2233720368547748e18;
+        break;
+      case DType::I32:
+        lo = -2147483648.0;
+        hi = 2147483647.0;
+        break;
+      case DType::I16:
+        lo = -32768.0;
+        hi = 32767.0;
+        break;
+      case DType::I8:
+        lo = -128.0;
+        hi = 127.0;
+        break;
+      default:
+        lo = 0.0;
+        hi = 255.0;
+        break;
     }
     p0 = std::min(std::max(p0, lo), hi);
     p1 = std::min(std::max(p1, lo), hi);
@@ -219,10 +242,18 @@ ir::Handle where(CpuContext& ctx, ir::Where& op) {
                         }
                       };
                       switch (elem) {
-                        case 1: go(std::uint8_t{}); break;
-                        case 2: go(std::uint16_t{}); break;
-                        case 4: go(std::uint32_t{}); break;
-                        default: go(std::uint64_t{}); break;
+                        case 1:
+                          go(std::uint8_t{});
+                          break;
+                        case 2:
+                          go(std::uint16_t{});
+                          break;
+                        case 4:
+                          go(std::uint32_t{});
+                          break;
+                        default:
+                          go(std::uint64_t{});
+                          break;
                       }
                     });
   return out;

@@ -20,9 +20,13 @@ using UnaryRow = void (*)(const void* x, void* y, std::size_t n, double p0, doub
 using BinaryRow = void (*)(const void* a, const void* b, void* y, std::size_t n, bool a_scalar,
                            bool b_scalar);
 
+// Softmax (log = false) or log-softmax of `rows` contiguous rows of n elements each.
+using SoftmaxRows = void (*)(const void* x, void* y, std::size_t n, std::size_t rows, bool log);
+
 struct ElementwiseTable {
   UnaryRow unary[static_cast<std::size_t>(ir::UnaryFn::Count_)][kNumDTypes];
   BinaryRow binary[static_cast<std::size_t>(ir::BinaryFn::Count_)][kNumDTypes];
+  SoftmaxRows softmax[kNumDTypes];  // f64 and f32 only
   const char* isa;
 };
 

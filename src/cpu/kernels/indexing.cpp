@@ -167,7 +167,8 @@ ir::Handle nonzero(CpuContext& ctx, ir::Nonzero& op) {
   for (std::size_t p = 0; p < nz.size(); ++p) {
     if (!nz[p]) continue;
     unravel(p, s, idx);
-    for (std::size_t d = 0; d < s.rank(); ++d) yp[r * s.rank() + d] = static_cast<std::int64_t>(idx[d]);
+    for (std::size_t d = 0; d < s.rank(); ++d)
+      yp[r * s.rank() + d] = static_cast<std::int64_t>(idx[d]);
     ++r;
   }
   return out;

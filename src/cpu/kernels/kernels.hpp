@@ -20,6 +20,8 @@ ir::Handle cast(CpuContext& ctx, ir::Cast& op);
 // reduce.cpp
 ir::Handle reduce(CpuContext& ctx, ir::Reduce& op);
 ir::Handle scan(CpuContext& ctx, ir::Scan& op);
+// softmax.cpp
+ir::Handle softmax(CpuContext& ctx, ir::Softmax& op);
 // sort.cpp
 Outputs sort(CpuContext& ctx, ir::Sort& op);
 // matmul.cpp

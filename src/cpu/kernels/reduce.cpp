@@ -51,11 +51,15 @@ struct Combine {
         return acc * x;
       }
     } else if constexpr (F == ReduceFn::Max) {
-      if constexpr (std::is_floating_point_v<T>) return (acc != acc || acc > x) ? acc : x;
-      else return acc > x ? acc : x;
+      if constexpr (std::is_floating_point_v<T>)
+        return (acc != acc || acc > x) ? acc : x;
+      else
+        return acc > x ? acc : x;
     } else {
-      if constexpr (std::is_floating_point_v<T>) return (acc != acc || acc < x) ? acc : x;
-      else return acc < x ? acc : x;
+      if constexpr (std::is_floating_point_v<T>)
+        return (acc != acc || acc < x) ? acc : x;
+      else
+        return acc < x ? acc : x;
     }
   }
 };
@@ -82,7 +86,8 @@ void reduce_values(const T* x, T* y, Dims3 d) {
                    }
                  });
   } else {
-    const std::size_t grain = std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n * d.inner, 1));
+    const std::size_t grain =
+        std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n * d.inner, 1));
     parallel_for(0, d.outer, grain, [&](std::size_t o0, std::size_t o1) {
       for (std::size_t o = o0; o < o1; ++o) {
         T* out = y + o * d.inner;
@@ -100,35 +105,70 @@ void reduce_values(const T* x, T* y, Dims3 d) {
       const T inv = d.n == 0 ? std::numeric_limits<T>::quiet_NaN() : T(1) / static_cast<T>(d.n);
       for (std::size_t i = 0; i < m; ++i) y[i] = d.n == 0 ? inv : y[i] * inv;
     } else {
-      for (std::size_t i = 0; i < m; ++i) y[i] = d.n == 0 ? T(0) : static_cast<T>(y[i] / static_cast<T>(d.n));
+      for (std::size_t i = 0; i < m; ++i)
+        y[i] = d.n == 0 ? T(0) : static_cast<T>(y[i] / static_cast<T>(d.n));
     }
   }
 }
 
 // Index of the first max (ArgMax) or min; a NaN counts as the extreme, as PyTorch.
+// Rows (inner == 1) take two vectorized passes: the extreme value, then its first
+// position. Columns keep running best values and indices per inner position, so each
+// input row is read once, contiguously.
 template <bool Max, class T>
 void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
+  constexpr ReduceFn F = Max ? ReduceFn::Max : ReduceFn::Min;
+  using C = Combine<F, T>;
   const auto better = [](T a, T best) {
     if constexpr (std::is_floating_point_v<T>) {
-      if (best != best) return false;
-      if (a != a) return true;
+      return best == best && (a != a || (Max ? a > best : a < best));
+    } else {
+      return Max ? a > best : a < best;
     }
-    return Max ? a > best : a < best;
   };
-  parallel_for(0, d.outer * d.inner, 4096, [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) {
-      const std::size_t o = i / d.inner, j = i % d.inner;
-      const T* base = x + o * d.n * d.inner + j;
-      T best = base[0];
-      std::int64_t idx = 0;
+  if (d.inner == 1) {
+    parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
+                 [&](std::size_t o0, std::size_t o1) {
+                   for (std::size_t o = o0; o < o1; ++o) {
+                     const T* row = x + o * d.n;
+                     constexpr std::size_t L = 16;
+                     T acc[L];
+                     for (std::size_t j = 0; j < L; ++j) acc[j] = row[0];
+                     std::size_t i = 0;
+                     for (; i + L <= d.n; i += L) {
+                       for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
+                     }
+                     T m = row[0];
+                     for (std::size_t j = 0; j < L; ++j) m = C::apply(m, acc[j]);
+                     for (; i < d.n; ++i) m = C::apply(m, row[i]);
+                     std::size_t at = 0;
+                     if (m == m) {
+                       while (row[at] != m) ++at;
+                     } else {
+                       while (row[at] == row[at]) ++at;  // the first NaN
+                     }
+                     y[o] = static_cast<std::int64_t>(at);
+                   }
+                 });
+    return;
+  }
+  parallel_for(0, d.outer, 1, [&](std::size_t o0, std::size_t o1) {
+    std::vector<T> best(d.inner);
+    for (std::size_t o = o0; o < o1; ++o) {
+      const T* base = x + o * d.n * d.inner;
+      std::int64_t* idx = y + o * d.inner;
+      for (std::size_t j = 0; j < d.inner; ++j) {
+        best[j] = base[j];
+        idx[j] = 0;
+      }
       for (std::size_t r = 1; r < d.n; ++r) {
-        const T v = base[r * d.inner];
-        if (better(v, best)) {
-          best = v;
-          idx = static_cast<std::int64_t>(r);
+        const T* row = base + r * d.inner;
+        for (std::size_t j = 0; j < d.inner; ++j) {
+          const bool b = better(row[j], best[j]);
+          best[j] = b ? row[j] : best[j];
+          idx[j] = b ? static_cast<std::int64_t>(r) : idx[j];
         }
       }
-      y[i] = idx;
     }
   });
 }
@@ -158,21 +198,41 @@ ir::Handle reduce(CpuContext& ctx, ir::Reduce& op) {
     using T = decltype(tag);
     const T* xp = x->data_as<const T>();
     switch (op.fn) {
-      case ReduceFn::ArgMax: arg_reduce<true>(xp, out->data_as<std::int64_t>(), d); return;
-      case ReduceFn::ArgMin: arg_reduce<false>(xp, out->data_as<std::int64_t>(), d); return;
-      case ReduceFn::Any: bool_reduce<false>(xp, out->data_as<bool>(), d); return;
-      case ReduceFn::All: bool_reduce<true>(xp, out->data_as<bool>(), d); return;
-      default: break;
+      case ReduceFn::ArgMax:
+        arg_reduce<true>(xp, out->data_as<std::int64_t>(), d);
+        return;
+      case ReduceFn::ArgMin:
+        arg_reduce<false>(xp, out->data_as<std::int64_t>(), d);
+        return;
+      case ReduceFn::Any:
+        bool_reduce<false>(xp, out->data_as<bool>(), d);
+        return;
+      case ReduceFn::All:
+        bool_reduce<true>(xp, out->data_as<bool>(), d);
+        return;
+      default:
+        break;
     }
     if constexpr (!std::is_same_v<T, bool>) {
       T* yp = out->data_as<T>();
       switch (op.fn) {
-        case ReduceFn::Sum: reduce_values<ReduceFn::Sum>(xp, yp, d); break;
-        case ReduceFn::Mean: reduce_values<ReduceFn::Mean>(xp, yp, d); break;
-        case ReduceFn::Prod: reduce_values<ReduceFn::Prod>(xp, yp, d); break;
-        case ReduceFn::Max: reduce_values<ReduceFn::Max>(xp, yp, d); break;
-        case ReduceFn::Min: reduce_values<ReduceFn::Min>(xp, yp, d); break;
-        default: EMBER_ASSERT(false);
+        case ReduceFn::Sum:
+          reduce_values<ReduceFn::Sum>(xp, yp, d);
+          break;
+        case ReduceFn::Mean:
+          reduce_values<ReduceFn::Mean>(xp, yp, d);
+          break;
+        case ReduceFn::Prod:
+          reduce_values<ReduceFn::Prod>(xp, yp, d);
+          break;
+        case ReduceFn::Max:
+          reduce_values<ReduceFn::Max>(xp, yp, d);
+          break;
+        case ReduceFn::Min:
+          reduce_values<ReduceFn::Min>(xp, yp, d);
+          break;
+        default:
+          EMBER_ASSERT(false);
       }
     } else {
       fail(std::string(ir::name(op.fn)) + ": not defined for bool tensors");
@@ -205,11 +265,20 @@ ir::Handle scan(CpuContext& ctx, ir::Scan& op) {
         });
       };
       switch (op.fn) {
-        case ir::ScanFn::Sum: run([](T a, T b) { return Combine<ReduceFn::Sum, T>::apply(a, b); }); break;
-        case ir::ScanFn::Prod: run([](T a, T b) { return Combine<ReduceFn::Prod, T>::apply(a, b); }); break;
-        case ir::ScanFn::Max: run([](T a, T b) { return Combine<ReduceFn::Max, T>::apply(a, b); }); break;
-        case ir::ScanFn::Min: run([](T a, T b) { return Combine<ReduceFn::Min, T>::apply(a, b); }); break;
-        default: EMBER_ASSERT(false);
+        case ir::ScanFn::Sum:
+          run([](T a, T b) { return Combine<ReduceFn::Sum, T>::apply(a, b); });
+          break;
+        case ir::ScanFn::Prod:
+          run([](T a, T b) { return Combine<ReduceFn::Prod, T>::apply(a, b); });
+          break;
+        case ir::ScanFn::Max:
+          run([](T a, T b) { return Combine<ReduceFn::Max, T>::apply(a, b); });
+          break;
+        case ir::ScanFn::Min:
+          run([](T a, T b) { return Combine<ReduceFn::Min, T>::apply(a, b); });
+          break;
+        default:
+          EMBER_ASSERT(false);
       }
     }
   });

@@ -202,7 +202,7 @@ inline auto binary_apply(T a, T b) {
       // Zero divisors are rejected before the kernel runs; MIN / -1 wraps.
       return b == 0 ? T(0)
                     : (is_minus_one(b) ? static_cast<T>(-static_cast<std::make_unsigned_t<T>>(a))
-                                  : static_cast<T>(a / b));
+                                       : static_cast<T>(a / b));
     } else {
       return a / b;
     }
