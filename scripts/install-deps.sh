@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config clang-format
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev            # the reference BLAS the benchmarks compare with
+  zlib1g-dev                 # gzip IDX files (data layer)
   dataset-fashion-mnist      # the demo's data
   python3 python3-numpy python3-torch  # independent reference values for tests
 )

@@ -3,11 +3,18 @@
 // unavailable with the reason, so Device::cuda() says why rather than "unknown".
 #include "ember/backend/registry.hpp"
 #include "cpu/cpu_backend.hpp"
+#include "ember/autodiff/autodiff.hpp"
 
 namespace ember::backend {
 
 void register_builtin_backends(Registry& registry) {
   registry.add_backend("cpu", [](int) { return cpu::make_cpu_backend(); });
+  registry.add_decorator("autodiff", [](std::shared_ptr<Backend> inner) {
+    return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::None);
+  });
+  registry.add_decorator("autodiff_balanced", [](std::shared_ptr<Backend> inner) {
+    return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::Balanced);
+  });
   registry.add_unavailable("cuda", "the Cuda backend is not part of this build yet");
   registry.add_unavailable("vulkan", "the Vulkan backend is not part of this build yet");
   registry.add_unavailable("libtorch", "the LibTorch backend is not part of this build yet");

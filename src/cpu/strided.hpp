@@ -43,8 +43,10 @@ struct StridedSpace {
       for (std::size_t k = 0; k < N; ++k) st[k].push_back(strides[k][i]);
     }
     if (s.empty()) {
+      // One element: any stride addresses it; 1 keeps it a contiguous row, which kernels
+      // assert for their output.
       s.push_back(1);
-      for (std::size_t k = 0; k < N; ++k) st[k].push_back(0);
+      for (std::size_t k = 0; k < N; ++k) st[k].push_back(1);
     }
     shape = std::move(s);
     strides = std::move(st);

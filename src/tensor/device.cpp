@@ -13,8 +13,10 @@ Device Device::vulkan(int index) { return Device(Registry::global().backend("vul
 Device Device::libtorch() { return Device(Registry::global().backend("libtorch", 0)); }
 std::vector<std::string> Device::available() { return Registry::global().available(); }
 
-Device Device::autodiff() const {
-  return Device(Registry::global().decorate("autodiff", backend_));
+Device Device::autodiff() const { return Device(Registry::global().decorate("autodiff", backend_)); }
+Device Device::autodiff(Checkpointing checkpointing) const {
+  const char* name = checkpointing == Checkpointing::Balanced ? "autodiff_balanced" : "autodiff";
+  return Device(Registry::global().decorate(name, backend_));
 }
 Device Device::fusion() const { return Device(Registry::global().decorate("fusion", backend_)); }
 
@@ -24,7 +26,9 @@ Device Device::inner() const {
   return Device(std::move(in));
 }
 
-bool Device::is_autodiff() const { return backend_->name().rfind("autodiff(", 0) == 0; }
+bool Device::is_autodiff() const {
+  return dynamic_cast<const backend::AutodiffBackend*>(backend_.get()) != nullptr;
+}
 std::string Device::name() const { return backend_->name(); }
 void Device::sync() const { backend_->sync(); }
 void Device::seed(std::uint64_t seed) const { backend_->seed(seed); }

@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "ember/backend/autodiff_interface.hpp"
 #include "ember/backend/backend.hpp"
 
 namespace ember {
 
+using backend::Checkpointing;
 using backend::MemoryStats;
 
 class Device {
@@ -22,6 +24,8 @@ class Device {
   static std::vector<std::string> available();
 
   Device autodiff() const;  // decorators compose: Device::cpu().autodiff()
+  // Autodiff with a checkpointing strategy (autodiff() is Checkpointing::None).
+  Device autodiff(Checkpointing checkpointing) const;
   Device fusion() const;
   // The device this decorator wraps; throws ember::Error on a plain device.
   Device inner() const;

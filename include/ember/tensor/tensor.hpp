@@ -416,7 +416,8 @@ class Tensor {
   std::optional<Tensor> grad(const Gradients& grads) const;
   std::optional<Tensor> grad_remove(Gradients& grads) const;
   Tensor inner() const;
-  static Tensor from_inner(const Tensor& t);
+  static Tensor from_inner(const Tensor& t);  // onto t.device().autodiff()
+  static Tensor from_inner(const Tensor& t, const Device& autodiff_device);
 
   // ---- operators ----
   friend Tensor operator+(const Tensor& a, const Tensor& b) { return a.add(b); }
@@ -469,3 +470,7 @@ class Tensor {
 };
 
 }  // namespace ember
+
+// The autodiff method definitions need Gradients complete; gradients.hpp includes this
+// header first, so either include order works.
+#include "ember/tensor/gradients.hpp"

@@ -1,0 +1,296 @@
+// The Autodiff decorator (include/ember/autodiff/autodiff.hpp): forward execution with
+// graph recording, and the reverse-mode walk.
+//
+// Forward: execute() unwraps operands to inner handles, runs the op on the inner backend
+// and wraps the outputs. Only when some float operand is tracked and the op has a rule is
+// a Node recorded, saving what the rule reads (Note [Saved tensors] in graph.hpp). An
+// operand handle the op owns alone is moved to the inner backend, so in-place reuse works
+// through the decorator for tensors no graph needs.
+//
+// Backward: collect the nodes reachable from the root, visit them by decreasing id (a
+// reverse topological order), call each rule with the accumulated output gradient, keep
+// the gradients of require_grad leaves, and free every visited non-leaf node's saved
+// tensors as soon as it is done. The backend object holds no mutable state except the
+// atomic id counter, so independent graphs run on different threads.
+#include "ember/autodiff/autodiff.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "autodiff/graph.hpp"
+#include "autodiff/ir_helpers.hpp"
+#include "ember/base/error.hpp"
+
+namespace ember::autodiff {
+
+using backend::Checkpointing;
+
+std::uint64_t next_node_id() {
+  static std::atomic<std::uint64_t> counter{1};
+  return counter.fetch_add(1, std::memory_order_relaxed);
+}
+
+namespace {
+
+ir::Handle& operand_at(ir::Op& op, std::size_t i) {
+  // ir::operands gives const pointers into op; op is ours to modify.
+  return const_cast<ir::Handle&>(*ir::operands(op)[i]);
+}
+
+class BackwardPass final : public Engine {
+ public:
+  explicit BackwardPass(backend::Backend& inner) : inner_(inner) {}
+
+  ir::Handle value(Node& node) override {
+    if (!node.outputs.empty()) return node.outputs[node.out_index];
+    return outputs(node)[node.out_index];
+  }
+
+  const std::vector<ir::Handle>& outputs(Node& node) override {
+    if (!node.outputs.empty()) return node.outputs;
+    auto it = recomputed_.find(node.id);
+    if (it != recomputed_.end()) return it->second;
+    EMBER_ASSERT(node.recomputable);
+    ir::Op op = node.op;
+    for (std::size_t i = 0; i < node.parents.size(); ++i) {
+      ir::Handle& h = operand_at(op, i);
+      if (!h) {
+        EMBER_ASSERT(node.parents[i] != nullptr);
+        h = value(*node.parents[i]);
+      }
+    }
+    return recomputed_[node.id] = inner_.execute(std::move(op));
+  }
+
+  void accumulate(Node& node, ir::Handle grad) override {
+    auto& slot = grads_[node.id];
+    slot = slot ? h::add(inner_, std::move(slot), std::move(grad)) : std::move(grad);
+  }
+
+  backend::GradientsStore run(const std::shared_ptr<Node>& root) {
+    // Every node reachable from root, checked before anything is modified. Owning
+    // pointers: clearing a node's parents below may drop the last other reference.
+    std::vector<std::shared_ptr<Node>> order;
+    std::unordered_map<std::uint64_t, bool> seen;
+    std::vector<std::shared_ptr<Node>> stack{root};
+    seen[root->id] = true;
+    while (!stack.empty()) {
+      auto n = std::move(stack.back());
+      stack.pop_back();
+      EMBER_CHECK(!n->consumed,
+                  "backward: the graph was already freed by an earlier backward (a tensor of it "
+                  "was used again after backward)");
+      for (const auto& p : n->parents) {
+        if (p && !seen[p->id]) {
+          seen[p->id] = true;
+          stack.push_back(p);
+        }
+      }
+      order.push_back(std::move(n));
+    }
+    std::sort(order.begin(), order.end(),
+              [](const auto& a, const auto& b) { return a->id > b->id; });
+
+    backend::GradientsStore out;
+    grads_[root->id] = h::full(inner_, root->shape, 1.0, root->dtype);
+    for (const auto& n : order) {
+      auto g = grads_.extract(n->id);
+      if (n->leaf) {
+        if (!g.empty()) out.insert(n->id, std::move(g.mapped()));
+        continue;
+      }
+      if (!g.empty()) {
+        BackwardCtx ctx(inner_, *this, *n, std::move(g.mapped()));
+        n->rule->backward(ctx);
+      }
+      // Free what the graph kept for this node; its children (higher ids) are all done.
+      n->consumed = true;
+      n->op = ir::Op{};
+      n->outputs.clear();
+      recomputed_.erase(n->id);
+    }
+    // Parents last: dropping them may free long chains of nodes.
+    for (const auto& n : order) {
+      if (!n->leaf) n->parents.clear();
+    }
+    return out;
+  }
+
+ private:
+  backend::Backend& inner_;
+  std::unordered_map<std::uint64_t, ir::Handle> grads_;
+  std::unordered_map<std::uint64_t, std::vector<ir::Handle>> recomputed_;
+};
+
+class AutodiffBackendImpl final : public backend::Backend, public backend::AutodiffBackend {
+ public:
+  AutodiffBackendImpl(std::shared_ptr<backend::Backend> inner, Checkpointing ck)
+      : inner_(std::move(inner)), ck_(ck) {}
+
+  std::string name() const override {
+    return "autodiff(" + inner_->name() + (ck_ == Checkpointing::Balanced ? ", balanced)" : ")");
+  }
+
+  ir::Handle from_data(const TensorData& data) override { return wrap(inner_->from_data(data)); }
+  TensorData to_data(const ir::Handle& x) override { return inner_->to_data(unwrap(x).inner()); }
+
+  std::vector<ir::Handle> execute(ir::Op op) override {
+    const auto ops = ir::operands(op);
+    const std::size_t n = ops.size();
+    std::vector<std::shared_ptr<Node>> parents(n);
+    std::vector<Shape> shapes(n);
+    std::vector<DType> dtypes(n);
+    bool tracked = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      ir::Handle& h = const_cast<ir::Handle&>(*ops[i]);
+      AdTensor& t = unwrap(h);
+      shapes[i] = t.shape();
+      dtypes[i] = t.dtype();
+      if (t.node()) {
+        parents[i] = t.node();
+        tracked = true;
+      }
+      // A handle the op alone owns can go to the inner backend by move (in-place reuse).
+      h = h.use_count() == 1 ? t.take_inner() : t.inner();
+    }
+    const RuleEntry* entry = tracked ? &rule_for(op) : nullptr;
+    if (entry && entry->kind == RuleKind::NotDifferentiable) entry = nullptr;
+    std::shared_ptr<Node> proto;
+    if (entry) {
+      EMBER_CHECK(entry->kind == RuleKind::Differentiable,
+                  std::string("autodiff: ") + ir::name(ir::kind_of(op)) + ": " + entry->formula);
+      proto = record(op, *entry, std::move(parents), std::move(shapes), std::move(dtypes));
+    }
+    auto outs = inner_->execute(std::move(op));
+    std::vector<ir::Handle> wrapped;
+    wrapped.reserve(outs.size());
+    for (std::size_t k = 0; k < outs.size(); ++k) {
+      std::shared_ptr<Node> node;
+      if (proto && is_float(outs[k]->dtype())) {
+        // Ops with several outputs have at most one float output (Sort: values).
+        node = proto;
+        node->out_index = k;
+        node->shape = outs[k]->shape();
+        node->dtype = outs[k]->dtype();
+        if (node->rule->needs_output && !node->recomputable) node->outputs = outs;
+      }
+      wrapped.push_back(std::make_shared<AdTensor>(this, std::move(outs[k]), std::move(node)));
+    }
+    return wrapped;
+  }
+
+  bool supports(ir::OpKind op, DType dtype) const override { return inner_->supports(op, dtype); }
+  void seed(std::uint64_t s) override { inner_->seed(s); }
+  backend::MemoryStats memory_stats() const override { return inner_->memory_stats(); }
+  void empty_cache() override { inner_->empty_cache(); }
+  void sync() override { inner_->sync(); }
+  DType default_float() const override { return inner_->default_float(); }
+  DType default_int() const override { return inner_->default_int(); }
+  std::shared_ptr<backend::Backend> inner() const override { return inner_; }
+
+  // ---- AutodiffBackend ----
+  ir::Handle require_grad(const ir::Handle& x) override {
+    AdTensor& t = unwrap(x);
+    EMBER_CHECK(is_float(t.dtype()), std::string("require_grad: only float tensors have "
+                                                 "gradients, got dtype ") +
+                                         ember::name(t.dtype()));
+    if (t.node() && t.node()->leaf) return x;
+    auto node = std::make_shared<Node>();
+    node->id = next_node_id();
+    node->leaf = true;
+    node->shape = t.shape();
+    node->dtype = t.dtype();
+    return std::make_shared<AdTensor>(this, t.inner(), std::move(node));
+  }
+  bool is_require_grad(const ir::Handle& x) const override {
+    const auto& n = unwrap(x).node();
+    return n && n->leaf;
+  }
+  bool is_tracked(const ir::Handle& x) const override { return unwrap(x).node() != nullptr; }
+  ir::Handle detach(const ir::Handle& x) override {
+    AdTensor& t = unwrap(x);
+    if (!t.node()) return x;
+    return wrap(t.inner());
+  }
+  backend::GradientsStore backward(const ir::Handle& x) override {
+    AdTensor& t = unwrap(x);
+    EMBER_CHECK(t.node() != nullptr,
+                "backward: the tensor (shape " + t.shape().to_string() +
+                    ") is not part of a graph: no operand required a gradient");
+    EMBER_CHECK(t.shape().num_elements() == 1,
+                "backward: expected a tensor with one element (a loss), got shape " +
+                    t.shape().to_string());
+    BackwardPass pass(*inner_);
+    return pass.run(t.node());
+  }
+  std::optional<std::uint64_t> grad_key(const ir::Handle& x) const override {
+    const auto& n = unwrap(x).node();
+    if (n && n->leaf) return n->id;
+    return std::nullopt;
+  }
+  ir::Handle to_inner(const ir::Handle& x) const override { return unwrap(x).inner(); }
+  ir::Handle from_inner(ir::Handle inner) override { return wrap(std::move(inner)); }
+  Checkpointing checkpointing() const override { return ck_; }
+
+ private:
+  ir::Handle wrap(ir::Handle inner) {
+    return std::make_shared<AdTensor>(this, std::move(inner), nullptr);
+  }
+  AdTensor& unwrap(const ir::Handle& h) const {
+    auto* t = dynamic_cast<AdTensor*>(h.get());
+    EMBER_CHECK(t != nullptr && t->owner() == this,
+                "autodiff: a tensor of another device was given to " + name() +
+                    " (move it with to_device, or use inner()/from_inner())");
+    return *t;
+  }
+
+  // Builds the node of op (whose operands are inner handles) keeping what the rule and
+  // the checkpointing strategy need.
+  std::shared_ptr<Node> record(const ir::Op& op, const RuleEntry& entry,
+                               std::vector<std::shared_ptr<Node>> parents,
+                               std::vector<Shape> shapes, std::vector<DType> dtypes) {
+    auto node = std::make_shared<Node>();
+    node->id = next_node_id();
+    node->rule = &entry.rule;
+    const bool balanced = ck_ == Checkpointing::Balanced;
+    node->recomputable = balanced && is_memory_bound(ir::kind_of(op));
+    node->op = op;
+    for (std::size_t i = 0; i < parents.size(); ++i) {
+      ir::Handle& h = operand_at(node->op, i);
+      const bool from_recomputable = parents[i] && parents[i]->recomputable;
+      const bool needed = (entry.rule.needs_inputs >> i & 1) || node->recomputable;
+      if (from_recomputable || !needed) h.reset();
+    }
+    node->parents = std::move(parents);
+    node->in_shapes = std::move(shapes);
+    node->in_dtypes = std::move(dtypes);
+    return node;
+  }
+
+  std::shared_ptr<backend::Backend> inner_;
+  Checkpointing ck_;
+};
+
+}  // namespace
+
+ir::Handle BackwardCtx::input(std::size_t i) {
+  ir::Handle h = *ir::operands(node_.op)[i];
+  if (h) return h;
+  EMBER_ASSERT(node_.parents[i] != nullptr);
+  return engine_.value(*node_.parents[i]);
+}
+
+void BackwardCtx::give(std::size_t i, ir::Handle g) {
+  if (!wants(i)) return;
+  if (g->shape() != in_shape(i)) g = h::sum_to(be, std::move(g), in_shape(i));
+  if (g->dtype() != in_dtype(i)) g = h::cast(be, std::move(g), in_dtype(i));
+  engine_.accumulate(*node_.parents[i], std::move(g));
+}
+
+std::shared_ptr<backend::Backend> make_autodiff_backend(std::shared_ptr<backend::Backend> inner,
+                                                        Checkpointing checkpointing) {
+  EMBER_CHECK(inner != nullptr, "autodiff: no backend to wrap");
+  return std::make_shared<AutodiffBackendImpl>(std::move(inner), checkpointing);
+}
+
+}  // namespace ember::autodiff

@@ -1,0 +1,560 @@
+// The derivative table: one entry per differentiable IR op (and per function of the
+// Unary/Binary/Reduce/Scan families), each a formula in words and a rule that builds the
+// operands' gradients from the output's gradient g with IR ops on the inner backend
+// (ir_helpers.hpp). Inputs are x (or a, b); y is the forward output. Broadcast operands
+// need no care here: BackwardCtx::give sums a gradient down to its operand's shape, and
+// accumulates when an operand feeds several ops.
+//
+// The switches list every enumerator without a default, so adding an op or a function
+// without deciding its entry is a compile error (-Wswitch -Werror), and
+// tests/autodiff/test_grad.cpp checks at run time that no differentiable op lacks a rule.
+#include <cmath>
+#include <numbers>
+
+#include "autodiff/graph.hpp"
+#include "autodiff/ir_helpers.hpp"
+#include "ember/base/error.hpp"
+
+namespace ember::autodiff {
+
+using namespace h;  // NOLINT: the rules read as formulas
+using ir::BinaryFn;
+using ir::UnaryFn;
+using Ctx = BackwardCtx;
+
+namespace {
+
+constexpr std::uint8_t kX = 1, kY = 2, kIndex = 2, kAll = 0xff;
+
+RuleEntry diff(const char* formula, std::uint8_t needs, bool needs_output, void (*f)(Ctx&)) {
+  return {RuleKind::Differentiable, formula, Rule{needs, needs_output, f}};
+}
+RuleEntry none(const char* why) { return {RuleKind::NotDifferentiable, why, {}}; }
+RuleEntry todo(const char* why) { return {RuleKind::Unsupported, why, {}}; }
+
+// g * f(x) for unary rules.
+void give_scaled(Ctx& c, Handle factor) { c.give(0, mul(c.be, c.grad(), std::move(factor))); }
+
+RuleEntry make_unary(UnaryFn fn) {
+  switch (fn) {
+    case UnaryFn::Neg:
+      return diff("-g", 0, false, [](Ctx& c) { c.give(0, neg(c.be, c.grad())); });
+    case UnaryFn::Abs:
+      return diff("g * sign(x)", kX, false,
+                  [](Ctx& c) { give_scaled(c, unary(c.be, UnaryFn::Sign, c.input(0))); });
+    case UnaryFn::Recip:
+      return diff("-g * y^2", 0, true, [](Ctx& c) {
+        auto y = c.output();
+        c.give(0, neg(c.be, mul(c.be, c.grad(), mul(c.be, y, y))));
+      });
+    case UnaryFn::Square:
+      return diff("2 g x", kX, false,
+                  [](Ctx& c) { give_scaled(c, mul_scalar(c.be, c.input(0), 2.0)); });
+    case UnaryFn::Sqrt:
+      return diff("g / (2 y)", 0, true, [](Ctx& c) {
+        c.give(0, div(c.be, mul_scalar(c.be, c.grad(), 0.5), c.output()));
+      });
+    case UnaryFn::Rsqrt:
+      return diff("-g y^3 / 2", 0, true, [](Ctx& c) {
+        auto y = c.output();
+        give_scaled(c, mul_scalar(c.be, mul(c.be, y, mul(c.be, y, y)), -0.5));
+      });
+    case UnaryFn::Exp:
+      return diff("g y", 0, true, [](Ctx& c) { give_scaled(c, c.output()); });
+    case UnaryFn::Log:
+      return diff("g / x", kX, false, [](Ctx& c) { c.give(0, div(c.be, c.grad(), c.input(0))); });
+    case UnaryFn::Log1p:
+      return diff("g / (1 + x)", kX, false, [](Ctx& c) {
+        c.give(0, div(c.be, c.grad(), add_scalar(c.be, c.input(0), 1.0)));
+      });
+    case UnaryFn::Expm1:
+      return diff("g (y + 1)", 0, true,
+                  [](Ctx& c) { give_scaled(c, add_scalar(c.be, c.output(), 1.0)); });
+    case UnaryFn::Sin:
+      return diff("g cos(x)", kX, false,
+                  [](Ctx& c) { give_scaled(c, unary(c.be, UnaryFn::Cos, c.input(0))); });
+    case UnaryFn::Cos:
+      return diff("-g sin(x)", kX, false,
+                  [](Ctx& c) { give_scaled(c, neg(c.be, unary(c.be, UnaryFn::Sin, c.input(0)))); });
+    case UnaryFn::Tan:
+      return diff("g (1 + y^2)", 0, true, [](Ctx& c) {
+        give_scaled(c, add_scalar(c.be, unary(c.be, UnaryFn::Square, c.output()), 1.0));
+      });
+    case UnaryFn::Sinh:
+      return diff("g cosh(x)", kX, false,
+                  [](Ctx& c) { give_scaled(c, unary(c.be, UnaryFn::Cosh, c.input(0))); });
+    case UnaryFn::Cosh:
+      return diff("g sinh(x)", kX, false,
+                  [](Ctx& c) { give_scaled(c, unary(c.be, UnaryFn::Sinh, c.input(0))); });
+    case UnaryFn::Tanh:
+      return diff("g (1 - y^2)", 0, true, [](Ctx& c) {
+        give_scaled(c, rsub_scalar(c.be, 1.0, unary(c.be, UnaryFn::Square, c.output())));
+      });
+    case UnaryFn::Asin:
+      return diff("g / sqrt(1 - x^2)", kX, false, [](Ctx& c) {
+        auto one_m = rsub_scalar(c.be, 1.0, unary(c.be, UnaryFn::Square, c.input(0)));
+        give_scaled(c, unary(c.be, UnaryFn::Rsqrt, std::move(one_m)));
+      });
+    case UnaryFn::Acos:
+      return diff("-g / sqrt(1 - x^2)", kX, false, [](Ctx& c) {
+        auto one_m = rsub_scalar(c.be, 1.0, unary(c.be, UnaryFn::Square, c.input(0)));
+        give_scaled(c, neg(c.be, unary(c.be, UnaryFn::Rsqrt, std::move(one_m))));
+      });
+    case UnaryFn::Atan:
+      return diff("g / (1 + x^2)", kX, false, [](Ctx& c) {
+        auto den = add_scalar(c.be, unary(c.be, UnaryFn::Square, c.input(0)), 1.0);
+        c.give(0, div(c.be, c.grad(), std::move(den)));
+      });
+    case UnaryFn::Erf:
+      return diff("g 2/sqrt(pi) exp(-x^2)", kX, false, [](Ctx& c) {
+        auto e = unary(c.be, UnaryFn::Exp, neg(c.be, unary(c.be, UnaryFn::Square, c.input(0))));
+        give_scaled(c, mul_scalar(c.be, std::move(e), 2.0 / std::sqrt(std::numbers::pi)));
+      });
+    case UnaryFn::Relu:
+      return diff("x > 0 ? g : 0", kX, false, [](Ctx& c) {
+        c.give(0, mask(c.be, compare_scalar(c.be, BinaryFn::Gt, c.input(0), 0.0), c.grad()));
+      });
+    case UnaryFn::Sigmoid:
+      return diff("g y (1 - y)", 0, true, [](Ctx& c) {
+        auto y = c.output();
+        give_scaled(c, mul(c.be, y, rsub_scalar(c.be, 1.0, y)));
+      });
+    case UnaryFn::Gelu:
+      return diff("g (Phi(x) + x phi(x))", kX, false, [](Ctx& c) {
+        auto x = c.input(0);
+        auto cdf = mul_scalar(
+            c.be,
+            add_scalar(
+                c.be, unary(c.be, UnaryFn::Erf, mul_scalar(c.be, x, std::numbers::sqrt2 / 2)), 1.0),
+            0.5);
+        auto pdf = mul_scalar(
+            c.be,
+            unary(c.be, UnaryFn::Exp, mul_scalar(c.be, unary(c.be, UnaryFn::Square, x), -0.5)),
+            1.0 / std::sqrt(2.0 * std::numbers::pi));
+        give_scaled(c, add(c.be, std::move(cdf), mul(c.be, x, std::move(pdf))));
+      });
+    case UnaryFn::GeluTanh:
+      return diff(
+          "g (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3a x^2)), t = tanh(k (x + a x^3))", kX, false,
+          [](Ctx& c) {
+            const double k = std::sqrt(2.0 / std::numbers::pi), a = 0.044715;
+            auto x = c.input(0);
+            auto x2 = unary(c.be, UnaryFn::Square, x);
+            auto inner =
+                mul_scalar(c.be, mul(c.be, x, add_scalar(c.be, mul_scalar(c.be, x2, a), 1.0)), k);
+            auto t = unary(c.be, UnaryFn::Tanh, std::move(inner));
+            auto left = mul_scalar(c.be, add_scalar(c.be, t, 1.0), 0.5);
+            auto sech2 = rsub_scalar(c.be, 1.0, unary(c.be, UnaryFn::Square, t));
+            auto du = mul_scalar(c.be, add_scalar(c.be, mul_scalar(c.be, x2, 3 * a), 1.0), 0.5 * k);
+            auto right = mul(c.be, mul(c.be, x, std::move(sech2)), std::move(du));
+            give_scaled(c, add(c.be, std::move(left), std::move(right)));
+          });
+    case UnaryFn::Silu:
+      return diff("g s (1 + x (1 - s)), s = sigmoid(x)", kX, false, [](Ctx& c) {
+        auto x = c.input(0);
+        auto s = unary(c.be, UnaryFn::Sigmoid, x);
+        auto inner = add_scalar(c.be, mul(c.be, x, rsub_scalar(c.be, 1.0, s)), 1.0);
+        give_scaled(c, mul(c.be, s, std::move(inner)));
+      });
+    case UnaryFn::Softplus:
+      return diff("g sigmoid(x)", kX, false,
+                  [](Ctx& c) { give_scaled(c, unary(c.be, UnaryFn::Sigmoid, c.input(0))); });
+    case UnaryFn::Mish:
+      return diff("g (t + x sigmoid(x) (1 - t^2)), t = tanh(softplus(x))", kX, false, [](Ctx& c) {
+        auto x = c.input(0);
+        auto t = unary(c.be, UnaryFn::Tanh, unary(c.be, UnaryFn::Softplus, x));
+        auto sech2 = rsub_scalar(c.be, 1.0, unary(c.be, UnaryFn::Square, t));
+        auto r = mul(c.be, mul(c.be, x, unary(c.be, UnaryFn::Sigmoid, x)), std::move(sech2));
+        give_scaled(c, add(c.be, std::move(t), std::move(r)));
+      });
+    case UnaryFn::LeakyRelu:
+      return diff("x < 0 ? g slope : g", kX, false, [](Ctx& c) {
+        const double slope = c.op<ir::Unary>().p0;
+        auto neg_side = compare_scalar(c.be, BinaryFn::Lt, c.input(0), 0.0);
+        c.give(0, where(c.be, std::move(neg_side), mul_scalar(c.be, c.grad(), slope), c.grad()));
+      });
+    case UnaryFn::Elu:
+      return diff("x < 0 ? g alpha exp(x) : g", kX, false, [](Ctx& c) {
+        const double alpha = c.op<ir::Unary>().p0;
+        auto x = c.input(0);
+        auto neg_side = compare_scalar(c.be, BinaryFn::Lt, x, 0.0);
+        auto d = mul_scalar(c.be, unary(c.be, UnaryFn::Exp, x), alpha);
+        c.give(0, where(c.be, std::move(neg_side), mul(c.be, c.grad(), std::move(d)), c.grad()));
+      });
+    case UnaryFn::Clamp:
+      return diff("min <= x <= max ? g : 0 (a NaN bound is no bound)", kX, false, [](Ctx& c) {
+        const auto& u = c.op<ir::Unary>();
+        auto x = c.input(0);
+        Handle keep;
+        if (!std::isnan(u.p0)) keep = compare_scalar(c.be, BinaryFn::Ge, x, u.p0);
+        if (!std::isnan(u.p1)) {
+          auto hi = compare_scalar(c.be, BinaryFn::Le, x, u.p1);
+          keep = keep ? binary(c.be, BinaryFn::And, std::move(keep), std::move(hi)) : std::move(hi);
+        }
+        c.give(0, keep ? mask(c.be, std::move(keep), c.grad()) : c.grad());
+      });
+    case UnaryFn::PowScalar:
+      return diff("g p x^(p - 1)", kX, false, [](Ctx& c) {
+        const double p = c.op<ir::Unary>().p0;
+        if (p == 0.0) {
+          c.give(0, mul_scalar(c.be, c.grad(), 0.0));
+          return;
+        }
+        auto d = p == 1.0 ? scalar(c.be, 1.0, c.in_dtype(0), c.in_shape(0).rank())
+                          : unary(c.be, UnaryFn::PowScalar, c.input(0), p - 1.0);
+        give_scaled(c, mul_scalar(c.be, std::move(d), p));
+      });
+    case UnaryFn::Sign:
+    case UnaryFn::Floor:
+    case UnaryFn::Ceil:
+    case UnaryFn::Round:
+    case UnaryFn::Trunc:
+      return none("zero almost everywhere");
+    case UnaryFn::IsNan:
+    case UnaryFn::IsInf:
+    case UnaryFn::IsFinite:
+    case UnaryFn::LogicalNot:
+    case UnaryFn::BitNot:
+      return none("non-float output");
+    case UnaryFn::Count_:
+      break;
+  }
+  return todo("unknown unary function");
+}
+
+RuleEntry make_binary(BinaryFn fn) {
+  switch (fn) {
+    case BinaryFn::Add:
+      return diff("da = g, db = g", 0, false, [](Ctx& c) {
+        c.give(0, c.grad());
+        c.give(1, c.grad());
+      });
+    case BinaryFn::Sub:
+      return diff("da = g, db = -g", 0, false, [](Ctx& c) {
+        c.give(0, c.grad());
+        if (c.wants(1)) c.give(1, neg(c.be, c.grad()));
+      });
+    case BinaryFn::Mul:
+      return diff("da = g b, db = g a", kAll, false, [](Ctx& c) {
+        if (c.wants(0)) c.give(0, mul(c.be, c.grad(), c.input(1)));
+        if (c.wants(1)) c.give(1, mul(c.be, c.grad(), c.input(0)));
+      });
+    case BinaryFn::Div:
+      return diff("da = g / b, db = -g a / b^2", kAll, false, [](Ctx& c) {
+        auto b = c.input(1);
+        auto q = div(c.be, c.grad(), b);
+        if (c.wants(1)) c.give(1, neg(c.be, mul(c.be, q, div(c.be, c.input(0), b))));
+        c.give(0, std::move(q));
+      });
+    case BinaryFn::Pow:
+      return diff("da = g b a^(b - 1), db = g y log(a)", kAll, true, [](Ctx& c) {
+        auto a = c.input(0), b = c.input(1);
+        if (c.wants(0)) {
+          auto p = binary(c.be, BinaryFn::Pow, a, add_scalar(c.be, b, -1.0));
+          c.give(0, mul(c.be, c.grad(), mul(c.be, b, std::move(p))));
+        }
+        if (c.wants(1)) {
+          auto d = mul(c.be, c.output(), unary(c.be, UnaryFn::Log, a));
+          c.give(1, mul(c.be, c.grad(), std::move(d)));
+        }
+      });
+    case BinaryFn::Atan2:
+      return diff("da = g b / (a^2 + b^2), db = -g a / (a^2 + b^2)", kAll, false, [](Ctx& c) {
+        auto a = c.input(0), b = c.input(1);
+        auto den = add(c.be, unary(c.be, UnaryFn::Square, a), unary(c.be, UnaryFn::Square, b));
+        auto q = div(c.be, c.grad(), std::move(den));
+        if (c.wants(0)) c.give(0, mul(c.be, q, b));
+        if (c.wants(1)) c.give(1, neg(c.be, mul(c.be, q, a)));
+      });
+    case BinaryFn::Max:
+    case BinaryFn::Min:
+      return diff("to a where a >= b (max) / a <= b (min), else to b", kAll, false, [](Ctx& c) {
+        const bool is_max = c.op<ir::Binary>().fn == BinaryFn::Max;
+        auto pick_a = binary(c.be, is_max ? BinaryFn::Ge : BinaryFn::Le, c.input(0), c.input(1));
+        if (c.wants(0)) c.give(0, mask(c.be, pick_a, c.grad()));
+        if (c.wants(1)) {
+          auto z = scalar(c.be, 0.0, c.grad()->dtype(), c.grad()->shape().rank());
+          c.give(1, where(c.be, pick_a, std::move(z), c.grad()));
+        }
+      });
+    case BinaryFn::Rem:
+      return diff("da = g, db = -g floor(a / b)", kAll, false, [](Ctx& c) {
+        c.give(0, c.grad());
+        if (c.wants(1)) {
+          auto q = unary(c.be, UnaryFn::Floor, div(c.be, c.input(0), c.input(1)));
+          c.give(1, neg(c.be, mul(c.be, c.grad(), std::move(q))));
+        }
+      });
+    case BinaryFn::Eq:
+    case BinaryFn::Ne:
+    case BinaryFn::Gt:
+    case BinaryFn::Ge:
+    case BinaryFn::Lt:
+    case BinaryFn::Le:
+      return none("comparison: Bool output");
+    case BinaryFn::And:
+    case BinaryFn::Or:
+    case BinaryFn::Xor:
+    case BinaryFn::BitAnd:
+    case BinaryFn::BitOr:
+    case BinaryFn::BitXor:
+    case BinaryFn::Shl:
+    case BinaryFn::Shr:
+      return none("logic or integer op");
+    case BinaryFn::Count_:
+      break;
+  }
+  return todo("unknown binary function");
+}
+
+RuleEntry make_reduce(ir::ReduceFn fn) {
+  using ir::ReduceFn;
+  switch (fn) {
+    case ReduceFn::Sum:
+      return diff("expand(g)", 0, false,
+                  [](Ctx& c) { c.give(0, expand(c.be, c.grad(), c.in_shape(0))); });
+    case ReduceFn::Mean:
+      return diff("expand(g / n)", 0, false, [](Ctx& c) {
+        const double n = double(c.in_shape(0)[c.op<ir::Reduce>().dim]);
+        c.give(0, expand(c.be, mul_scalar(c.be, c.grad(), 1.0 / n), c.in_shape(0)));
+      });
+    case ReduceFn::Prod:
+      return diff("g y / x (x must be non-zero)", kX, true, [](Ctx& c) {
+        c.give(0, div(c.be, mul(c.be, c.grad(), c.output()), c.input(0)));
+      });
+    case ReduceFn::Max:
+    case ReduceFn::Min:
+      return diff("g / count shared by the elements equal to y", kX, true, [](Ctx& c) {
+        const std::size_t d = c.op<ir::Reduce>().dim;
+        auto hit = binary(c.be, BinaryFn::Eq, c.input(0), c.output());
+        auto count = reduce(c.be, ir::ReduceFn::Sum, cast(c.be, hit, c.in_dtype(0)), d);
+        c.give(0, mask(c.be, std::move(hit), div(c.be, c.grad(), std::move(count))));
+      });
+    case ReduceFn::ArgMax:
+    case ReduceFn::ArgMin:
+      return none("integer output");
+    case ReduceFn::Any:
+    case ReduceFn::All:
+      return none("Bool output");
+    case ReduceFn::Count_:
+      break;
+  }
+  return todo("unknown reduction");
+}
+
+RuleEntry make_scan(ir::ScanFn fn) {
+  switch (fn) {
+    case ir::ScanFn::Sum:
+      return diff("reverse cumsum of g", 0, false,
+                  [](Ctx& c) { c.give(0, reverse_cumsum(c.be, c.grad(), c.op<ir::Scan>().dim)); });
+    case ir::ScanFn::Prod:
+      return diff("reverse cumsum(g y) / x (x must be non-zero)", kX, true, [](Ctx& c) {
+        auto s = reverse_cumsum(c.be, mul(c.be, c.grad(), c.output()), c.op<ir::Scan>().dim);
+        c.give(0, div(c.be, std::move(s), c.input(0)));
+      });
+    case ir::ScanFn::Max:
+    case ir::ScanFn::Min:
+      return todo("cummax/cummin: no derivative rule yet");
+    case ir::ScanFn::Count_:
+      break;
+  }
+  return todo("unknown scan");
+}
+
+std::vector<ir::SliceRange> full_ranges(const Shape& s) {
+  std::vector<ir::SliceRange> r(s.rank());
+  for (std::size_t i = 0; i < s.rank(); ++i) r[i] = {0, s[i], 1};
+  return r;
+}
+
+RuleEntry make_kind(ir::OpKind k) {
+  using ir::OpKind;
+  switch (k) {
+    case OpKind::Unary:
+    case OpKind::Binary:
+    case OpKind::Reduce:
+    case OpKind::Scan:
+      return diff("per function: see its table", 0, false, nullptr);
+    case OpKind::Where:
+      return diff("da = cond ? g : 0, db = cond ? 0 : g", 1, false, [](Ctx& c) {
+        auto cond = c.input(0);
+        if (c.wants(1)) c.give(1, mask(c.be, cond, c.grad()));
+        if (c.wants(2)) {
+          auto z = scalar(c.be, 0.0, c.grad()->dtype(), c.grad()->shape().rank());
+          c.give(2, where(c.be, cond, std::move(z), c.grad()));
+        }
+      });
+    case OpKind::Cast:
+      return diff("cast g back to x's dtype (float to float)", 0, false,
+                  [](Ctx& c) { c.give(0, cast(c.be, c.grad(), c.in_dtype(0))); });
+    case OpKind::Matmul:
+      return diff("da = g b^T, db = a^T g (transposes are views; batch dims summed)", kAll, false,
+                  [](Ctx& c) {
+                    if (c.wants(0))
+                      c.give(0, matmul(c.be, c.grad(), transpose_last(c.be, c.input(1))));
+                    if (c.wants(1))
+                      c.give(1, matmul(c.be, transpose_last(c.be, c.input(0)), c.grad()));
+                  });
+    case OpKind::Reshape:
+      return diff("reshape g back", 0, false,
+                  [](Ctx& c) { c.give(0, reshape(c.be, c.grad(), c.in_shape(0))); });
+    case OpKind::Permute:
+      return diff("permute g by the inverse axes", 0, false, [](Ctx& c) {
+        const auto& axes = c.op<ir::Permute>().axes;
+        std::vector<std::size_t> inv(axes.size());
+        for (std::size_t i = 0; i < axes.size(); ++i) inv[axes[i]] = i;
+        c.give(0, permute(c.be, c.grad(), std::move(inv)));
+      });
+    case OpKind::Expand:
+      return diff("sum g over the expanded dims", 0, false, [](Ctx& c) { c.give(0, c.grad()); });
+    case OpKind::Slice:
+      return diff("zeros with g written into the slice", 0, false, [](Ctx& c) {
+        auto z = zeros(c.be, c.in_shape(0), c.in_dtype(0));
+        c.give(0, slice_assign(c.be, std::move(z), c.op<ir::Slice>().ranges, c.grad()));
+      });
+    case OpKind::Flip:
+      return diff("flip g", 0, false,
+                  [](Ctx& c) { c.give(0, flip(c.be, c.grad(), c.op<ir::Flip>().axes)); });
+    case OpKind::SliceAssign:
+      return diff("dx = g with the slice zeroed, dvalue = g[slice]", 0, false, [](Ctx& c) {
+        const auto& ranges = c.op<ir::SliceAssign>().ranges;
+        if (c.wants(1)) c.give(1, slice(c.be, c.grad(), ranges));
+        if (c.wants(0)) {
+          auto z = zeros(c.be, c.in_shape(1), c.in_dtype(1));
+          c.give(0, slice_assign(c.be, c.grad(), ranges, std::move(z)));
+        }
+      });
+    case OpKind::Cat:
+      return diff("each input gets its slice of g", 0, false, [](Ctx& c) {
+        const std::size_t d = c.op<ir::Cat>().dim;
+        std::size_t start = 0;
+        for (std::size_t i = 0; i < c.num_inputs(); ++i) {
+          const std::size_t len = c.in_shape(i)[d];
+          if (c.wants(i)) {
+            auto r = full_ranges(c.grad()->shape());
+            r[d] = {start, start + len, 1};
+            c.give(i, slice(c.be, c.grad(), std::move(r)));
+          }
+          start += len;
+        }
+      });
+    case OpKind::Gather:
+      return diff("scatter-add g into zeros at index", kIndex, false, [](Ctx& c) {
+        const auto& o = c.op<ir::Gather>();
+        auto z = zeros(c.be, c.in_shape(0), c.in_dtype(0));
+        c.give(0, scatter(c.be, std::move(z), o.dim, c.input(1), c.grad(), true));
+      });
+    case OpKind::Scatter:
+      return diff("dx = g (zeroed where overwritten), dsrc = gather(g, index)", kIndex, false,
+                  [](Ctx& c) {
+                    const auto& o = c.op<ir::Scatter>();
+                    auto index = c.input(1);
+                    if (c.wants(2)) c.give(2, gather(c.be, c.grad(), o.dim, index));
+                    if (c.wants(0)) {
+                      if (o.add) {
+                        c.give(0, c.grad());
+                      } else {
+                        auto z = zeros(c.be, c.in_shape(2), c.in_dtype(2));
+                        c.give(0, scatter(c.be, c.grad(), o.dim, index, std::move(z), false));
+                      }
+                    }
+                  });
+    case OpKind::IndexSelect:
+      return diff("index-add g into zeros", kIndex, false, [](Ctx& c) {
+        const auto& o = c.op<ir::IndexSelect>();
+        auto z = zeros(c.be, c.in_shape(0), c.in_dtype(0));
+        c.give(0, index_add(c.be, std::move(z), o.dim, c.input(1), c.grad()));
+      });
+    case OpKind::IndexAdd:
+      return diff("dx = g, dsrc = index_select(g, index)", kIndex, false, [](Ctx& c) {
+        const auto& o = c.op<ir::IndexAdd>();
+        c.give(0, c.grad());
+        if (c.wants(2)) c.give(2, index_select(c.be, c.grad(), o.dim, c.input(1)));
+      });
+    case OpKind::Sort:
+      return diff("scatter g back through the sort indices", 0, true, [](Ctx& c) {
+        const auto& o = c.op<ir::Sort>();
+        auto z = zeros(c.be, c.in_shape(0), c.in_dtype(0));
+        c.give(0, scatter(c.be, std::move(z), o.dim, c.output(1), c.grad(), false));
+      });
+    case OpKind::Softmax:
+      return diff("softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g)", 0, true,
+                  [](Ctx& c) {
+                    const auto& o = c.op<ir::Softmax>();
+                    auto y = c.output();
+                    if (o.log) {
+                      auto s = reduce(c.be, ir::ReduceFn::Sum, c.grad(), o.dim);
+                      auto p = unary(c.be, UnaryFn::Exp, std::move(y));
+                      c.give(0, sub(c.be, c.grad(), mul(c.be, std::move(p), std::move(s))));
+                    } else {
+                      auto gy = mul(c.be, c.grad(), y);
+                      auto s = reduce(c.be, ir::ReduceFn::Sum, std::move(gy), o.dim);
+                      c.give(0, mul(c.be, std::move(y), sub(c.be, c.grad(), std::move(s))));
+                    }
+                  });
+    case OpKind::Nonzero:
+      return none("integer output");
+    case OpKind::Fill:
+    case OpKind::Arange:
+    case OpKind::Random:
+      return none("creation: no operands");
+    case OpKind::Count_:
+      break;
+  }
+  return todo("unknown op");
+}
+
+template <class E, class F>
+std::vector<RuleEntry> build(F make) {
+  std::vector<RuleEntry> v;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(E::Count_); ++i) {
+    v.push_back(make(static_cast<E>(i)));
+  }
+  return v;
+}
+
+const std::vector<RuleEntry>& unary_table() {
+  static const auto t = build<UnaryFn>(make_unary);
+  return t;
+}
+const std::vector<RuleEntry>& binary_table() {
+  static const auto t = build<BinaryFn>(make_binary);
+  return t;
+}
+const std::vector<RuleEntry>& reduce_table() {
+  static const auto t = build<ir::ReduceFn>(make_reduce);
+  return t;
+}
+const std::vector<RuleEntry>& scan_table() {
+  static const auto t = build<ir::ScanFn>(make_scan);
+  return t;
+}
+const std::vector<RuleEntry>& kind_table() {
+  static const auto t = build<ir::OpKind>(make_kind);
+  return t;
+}
+
+}  // namespace
+
+const RuleEntry& unary_rule(UnaryFn fn) { return unary_table()[static_cast<std::size_t>(fn)]; }
+const RuleEntry& binary_rule(BinaryFn fn) { return binary_table()[static_cast<std::size_t>(fn)]; }
+const RuleEntry& reduce_rule(ir::ReduceFn fn) {
+  return reduce_table()[static_cast<std::size_t>(fn)];
+}
+const RuleEntry& scan_rule(ir::ScanFn fn) { return scan_table()[static_cast<std::size_t>(fn)]; }
+const RuleEntry& kind_rule(ir::OpKind k) { return kind_table()[static_cast<std::size_t>(k)]; }
+
+const RuleEntry& rule_for(const ir::Op& op) {
+  if (auto* u = std::get_if<ir::Unary>(&op)) return unary_rule(u->fn);
+  if (auto* b = std::get_if<ir::Binary>(&op)) return binary_rule(b->fn);
+  if (auto* r = std::get_if<ir::Reduce>(&op)) return reduce_rule(r->fn);
+  if (auto* s = std::get_if<ir::Scan>(&op)) return scan_rule(s->fn);
+  return kind_rule(ir::kind_of(op));
+}
+
+bool is_memory_bound(ir::OpKind kind) {
+  const ir::OpClass c = ir::op_class(kind);
+  return c == ir::OpClass::ElementWise || c == ir::OpClass::View;
+}
+
+}  // namespace ember::autodiff
