@@ -155,3 +155,22 @@ TEST(CudaCodegen, DiskCacheRebuildsCorruptEntries) {
   std::filesystem::remove_all(dir);
   ::unsetenv("XDG_CACHE_HOME");
 }
+
+// Without a GPU (CI) the build still starts and runs on the Cpu, and asking for the GPU
+// is a clear error.
+#include <ember/ember.hpp>
+
+#include "cuda/cuda_backend.hpp"
+
+TEST(CudaDevice, AbsentGpuIsAnErrorNotACrash) {
+  if (cuda::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
+  for (const auto& d : Device::available()) EXPECT_EQ(d.find("cuda"), std::string::npos) << d;
+  try {
+    (void)Device::cuda(0);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+  }
+  auto a = Tensor<1>::arange(0, 4, Device::cpu());
+  EXPECT_EQ(a.shape(), (Shape{4}));
+}
