@@ -45,6 +45,12 @@ std::shared_ptr<Backend> Registry::backend(const std::string& name, int index) {
   auto& e = it->second;
   EMBER_CHECK(e.factory != nullptr, "Device::" + name + ": " + e.unavailable_why);
   const int count = e.device_count();
+  if (count == 0) {
+    std::string upper;
+    for (char c : name) upper += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    fail("Device::" + name + "(" + std::to_string(index) + "): no " + upper +
+         " device on this machine");
+  }
   EMBER_CHECK(index >= 0 && index < count, "Device::" + name + "(" + std::to_string(index) +
                                                "): this machine has " + std::to_string(count) +
                                                " such device(s)");

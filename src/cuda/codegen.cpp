@@ -1,0 +1,918 @@
+// The Cuda kernel generators. The element-wise functions are defined once, in the tables
+// below, as CUDA C expressions over `x` (unary) or `a`, `b` (binary) in the compute type
+// `C` (f32 for f16/bf16, as the Cpu backend widens them) with `U` the unsigned type that
+// integer arithmetic wraps in. Each entry mirrors the arm of cpu/kernels/scalar_ops.hpp
+// with the same name: NaN propagates through max/min/relu/clamp, rem takes the divisor's
+// sign, round is half to even (rint), integer add/sub/mul/neg wrap.
+#include "cuda/codegen.hpp"
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "ember/base/error.hpp"
+
+namespace ember::cuda {
+namespace {
+
+using ir::BinaryFn;
+using ir::ReduceFn;
+using ir::ScanFn;
+using ir::UnaryFn;
+
+constexpr DType kAllDTypes[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
+                                DType::I32, DType::I16, DType::I8,  DType::U8,   DType::Bool};
+
+// The shared device code. No headers: NVRTC on the GPU machine has no toolkit includes,
+// so 16-bit conversions use PTX and integer types are typedefs.
+const char* const kPrelude = R"(
+typedef long long i64;
+typedef unsigned long long u64;
+typedef int i32;
+typedef short i16;
+typedef signed char i8;
+typedef unsigned char u8;
+typedef unsigned short h16;
+#define EM_INF __int_as_float(0x7f800000)
+#define EM_GID (blockIdx.x * (i64)blockDim.x + threadIdx.x)
+#define EM_GSTRIDE ((i64)gridDim.x * blockDim.x)
+
+struct EmGeo { int rank; int pad; i64 n; i64 shape[8]; i64 st[3][8]; };
+
+__device__ __forceinline__ float em_h2f(h16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
+__device__ __forceinline__ h16 em_f2h(float f) { h16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
+__device__ __forceinline__ float em_b2f(h16 b) { return __uint_as_float(((unsigned)b) << 16); }
+// Round to nearest even, NaN kept quiet: the same bits as ember::bf16(float).
+__device__ __forceinline__ h16 em_f2b(float f) {
+  unsigned u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (h16)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (h16)(u >> 16);
+}
+
+#define EM_M1(n) \
+  __device__ __forceinline__ float m_##n(float x) { return n##f(x); } \
+  __device__ __forceinline__ double m_##n(double x) { return n(x); }
+#define EM_M2(n) \
+  __device__ __forceinline__ float m_##n(float x, float y) { return n##f(x, y); } \
+  __device__ __forceinline__ double m_##n(double x, double y) { return n(x, y); }
+EM_M1(fabs) EM_M1(sqrt) EM_M1(exp) EM_M1(log) EM_M1(log1p) EM_M1(expm1) EM_M1(sin) EM_M1(cos)
+EM_M1(tan) EM_M1(sinh) EM_M1(cosh) EM_M1(tanh) EM_M1(asin) EM_M1(acos) EM_M1(atan) EM_M1(erf)
+EM_M1(erfc) EM_M1(floor) EM_M1(ceil) EM_M1(rint) EM_M1(trunc)
+EM_M2(pow) EM_M2(atan2) EM_M2(fmod) EM_M2(nextafter)
+
+// Activations, with the limits at -inf that the Cpu's vmath returns (-0, not NaN).
+template <class T> __device__ __forceinline__ T em_sigmoid(T x) {
+  T e = m_exp(-m_fabs(x));
+  return (x >= T(0) ? T(1) : e) / (T(1) + e);
+}
+template <class T> __device__ __forceinline__ T em_silu(T x) {
+  return x < T(-200) ? T(-0.0) : x * em_sigmoid(x);
+}
+template <class T> __device__ __forceinline__ T em_softplus(T x) {
+  return (x > T(0) ? x : T(0)) + m_log1p(m_exp(-m_fabs(x)));
+}
+template <class T> __device__ __forceinline__ T em_gelu(T x) {
+  return x < T(-40) ? T(-0.0) : T(0.5) * x * m_erfc(-x * T(0.70710678118654752440));
+}
+template <class T> __device__ __forceinline__ T em_gelu_tanh(T x) {
+  T xc = x < T(-40) ? T(-40) : x;
+  T m2w = T(-2) * T(0.79788456080286535588) * xc * (T(1) + T(0.044715) * xc * xc);
+  return xc / (T(1) + m_exp(m2w));
+}
+template <class T> __device__ __forceinline__ T em_mish(T x) {
+  return x < T(-200) ? T(-0.0) : x * m_tanh(em_softplus(x));
+}
+template <class T> __device__ __forceinline__ T em_clamp(T x, T lo, T hi) {
+  T l = x < lo ? lo : x;  // a NaN bound compares false: no bound
+  return l > hi ? hi : l;
+}
+template <class T> __device__ __forceinline__ T em_frem(T a, T b) {
+  T r = m_fmod(a, b);
+  return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+}
+template <class T> struct em_u { typedef unsigned int t; };
+template <> struct em_u<i64> { typedef u64 t; };
+// Integer division: zero divisors are flagged by the kernel; MIN / -1 wraps.
+template <class T> __device__ __forceinline__ T em_idiv(T a, T b) {
+  if (b == T(0)) return T(0);
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)(0u - (typename em_u<T>::t)a);
+  return (T)(a / b);
+}
+template <class T> __device__ __forceinline__ T em_irem(T a, T b) {
+  if (b == T(0)) return T(0);
+  if ((T)-1 < (T)0 && b == (T)-1) return T(0);
+  T r = (T)(a % b);
+  return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? (T)(r + b) : r;
+}
+template <class T> __device__ __forceinline__ T em_shl(T a, T b) {
+  const int bits = (int)sizeof(T) * 8;
+  return (b < T(0) || (i64)b >= bits) ? T(0) : (T)((typename em_u<T>::t)a << (int)b);
+}
+template <class T> __device__ __forceinline__ T em_shr(T a, T b) {
+  const int bits = (int)sizeof(T) * 8;
+  return (b < T(0) || (i64)b >= bits) ? (a < T(0) ? (T)-1 : T(0)) : (T)(a >> (int)b);
+}
+// Float -> int without undefined values: NaN gives 0, out-of-range values saturate.
+template <class T> __device__ __forceinline__ T em_sat(double v, double lo, double hi, T tlo, T thi) {
+  if (v != v) return T(0);
+  if (v <= lo) return tlo;
+  if (v >= hi) return thi;
+  return (T)v;
+}
+// Reports a bad value (an index out of range, a zero divisor) to the host: the first
+// report wins; the host reads it at the next sync point and raises ember::Error.
+__device__ void em_flag(int* err, int code, i64 value) {
+  if (atomicCAS(err, 0, code) == 0) ((i64*)err)[1] = value;
+}
+__device__ __forceinline__ void em_offsets(const EmGeo& g, i64 i, i64& o0, i64& o1, i64& o2) {
+  o0 = 0; o1 = 0; o2 = 0;
+  for (int d = g.rank - 1; d >= 0; --d) {
+    const i64 e = g.shape[d];
+    const i64 c = i % e;
+    i /= e;
+    o0 += c * g.st[0][d]; o1 += c * g.st[1][d]; o2 += c * g.st[2][d];
+  }
+}
+// Warp shuffles for every accumulator type (narrow integers travel as int).
+__device__ __forceinline__ float em_shfl(float v, int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ double em_shfl(double v, int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ i64 em_shfl(i64 v, int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ int em_shfl(int v, int o) { return __shfl_down_sync(0xffffffffu, v, o); }
+__device__ __forceinline__ i16 em_shfl(i16 v, int o) { return (i16)__shfl_down_sync(0xffffffffu, (int)v, o); }
+__device__ __forceinline__ i8 em_shfl(i8 v, int o) { return (i8)__shfl_down_sync(0xffffffffu, (int)v, o); }
+__device__ __forceinline__ u8 em_shfl(u8 v, int o) { return (u8)__shfl_down_sync(0xffffffffu, (int)v, o); }
+__device__ __forceinline__ bool em_shfl(bool v, int o) { return __shfl_down_sync(0xffffffffu, (int)v, o) != 0; }
+// Arg reductions: whether (v, i) beats (bv, bi) — NaN is the extreme, ties go to the lower
+// index, i < 0 marks an empty slot. A total order, so any combining order gives the
+// sequential answer.
+template <class T> __device__ __forceinline__ bool em_arg_better(T v, i64 i, T bv, i64 bi, bool mx) {
+  if (i < 0) return false;
+  if (bi < 0) return true;
+  const bool vn = v != v, bn = bv != bv;
+  if (vn || bn) return (vn && bn) ? i < bi : vn;
+  if (v == bv) return i < bi;
+  return mx ? v > bv : v < bv;
+}
+__device__ __forceinline__ u64 em_mix(u64 key, u64 ctr) {
+  u64 z = key ^ (ctr * 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ULL;
+  return z ^ (z >> 32);
+}
+__device__ __forceinline__ double em_uniform01(u64 bits) { return (double)(bits >> 11) * 0x1.0p-53; }
+)";
+
+enum class K { Float, Int, Bool };
+K kind(DType t) {
+  if (t == DType::Bool) return K::Bool;
+  return is_float(t) ? K::Float : K::Int;
+}
+
+const char* compute_type(DType t) {
+  switch (t) {
+    case DType::F64:
+      return "double";
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return "float";
+    case DType::Bool:
+      return "bool";
+    default:
+      return storage_type(t);
+  }
+}
+const char* unsigned_type(DType t) { return t == DType::I64 ? "u64" : "unsigned int"; }
+
+std::string load(DType t, const std::string& e) {
+  switch (t) {
+    case DType::F16:
+      return "em_h2f(" + e + ")";
+    case DType::BF16:
+      return "em_b2f(" + e + ")";
+    case DType::Bool:
+      return "(" + e + " != 0)";
+    default:
+      return e;
+  }
+}
+std::string store(DType t, const std::string& v) {
+  switch (t) {
+    case DType::F16:
+      return "em_f2h(" + v + ")";
+    case DType::BF16:
+      return "em_f2b(" + v + ")";
+    case DType::Bool:
+      return "(u8)((" + v + ") ? 1 : 0)";
+    default:
+      return std::string("(") + storage_type(t) + ")(" + v + ")";
+  }
+}
+
+std::string sat(const char* ty, const char* lo, const char* hi, const char* tlo, const char* thi,
+                const std::string& v) {
+  return std::string("em_sat<") + ty + ">(" + v + ", " + lo + ", " + hi + ", (" + ty + ")(" + tlo +
+         "), (" + ty + ")(" + thi + "))";
+}
+// The storage value of double v for dtype t, as convert_elements' from_f64.
+std::string from_f64(DType t, const std::string& v) {
+  switch (t) {
+    case DType::F64:
+      return v;
+    case DType::F32:
+      return "(float)(" + v + ")";
+    case DType::F16:
+      return "em_f2h((float)(" + v + "))";
+    case DType::BF16:
+      return "em_f2b((float)(" + v + "))";
+    case DType::Bool:
+      return "(u8)((" + v + ") != 0.0 ? 1 : 0)";
+    case DType::I64:
+      return sat("i64", "-9223372036854775808.0", "9223372036854775807.0",
+                 "-9223372036854775807LL - 1", "9223372036854775807LL", v);
+    case DType::I32:
+      return sat("i32", "-2147483648.0", "2147483647.0", "-2147483647 - 1", "2147483647", v);
+    case DType::I16:
+      return sat("i16", "-32768.0", "32767.0", "-32768", "32767", v);
+    case DType::I8:
+      return sat("i8", "-128.0", "127.0", "-128", "127", v);
+    case DType::U8:
+      return sat("u8", "0.0", "255.0", "0", "255", v);
+  }
+  return v;
+}
+// Storage value s of dtype t as double (to_f64).
+std::string to_f64(DType t, const std::string& s) {
+  switch (t) {
+    case DType::F16:
+      return "(double)em_h2f(" + s + ")";
+    case DType::BF16:
+      return "(double)em_b2f(" + s + ")";
+    default:
+      return "(double)(" + s + ")";
+  }
+}
+
+std::string lower(const char* s) { return s; }
+
+// ---- the element-wise tables ----
+
+struct UnaryDef {
+  const char* flt;  // C is float or double
+  const char* integer;
+  const char* boolean;
+};
+// Indexed by UnaryFn; nullptr: not defined for that kind.
+const std::array<UnaryDef, static_cast<std::size_t>(UnaryFn::Count_)>& unary_table() {
+  static const std::array<UnaryDef, static_cast<std::size_t>(UnaryFn::Count_)> t = {{
+      /*Neg*/ {"-x", "(C)(0u - (U)x)", nullptr},
+      /*Abs*/ {"m_fabs(x)", "(x < (C)0 ? (C)(0u - (U)x) : x)", nullptr},
+      /*Sign*/
+      {"(x > (C)0 ? (C)1 : (x < (C)0 ? (C)-1 : x))", "(C)((x > (C)0) - (x < (C)0))", nullptr},
+      /*Recip*/ {"(C)1 / x", nullptr, nullptr},
+      /*Square*/ {"x * x", "(C)((U)x * (U)x)", nullptr},
+      /*Sqrt*/ {"m_sqrt(x)", nullptr, nullptr},
+      /*Rsqrt*/ {"(C)1 / m_sqrt(x)", nullptr, nullptr},
+      /*Exp*/ {"m_exp(x)", nullptr, nullptr},
+      /*Log*/ {"m_log(x)", nullptr, nullptr},
+      /*Log1p*/ {"m_log1p(x)", nullptr, nullptr},
+      /*Expm1*/ {"m_expm1(x)", nullptr, nullptr},
+      /*Sin*/ {"m_sin(x)", nullptr, nullptr},
+      /*Cos*/ {"m_cos(x)", nullptr, nullptr},
+      /*Tan*/ {"m_tan(x)", nullptr, nullptr},
+      /*Sinh*/ {"m_sinh(x)", nullptr, nullptr},
+      /*Cosh*/ {"m_cosh(x)", nullptr, nullptr},
+      /*Tanh*/ {"m_tanh(x)", nullptr, nullptr},
+      /*Asin*/ {"m_asin(x)", nullptr, nullptr},
+      /*Acos*/ {"m_acos(x)", nullptr, nullptr},
+      /*Atan*/ {"m_atan(x)", nullptr, nullptr},
+      /*Erf*/ {"m_erf(x)", nullptr, nullptr},
+      /*Floor*/ {"m_floor(x)", nullptr, nullptr},
+      /*Ceil*/ {"m_ceil(x)", nullptr, nullptr},
+      /*Round*/ {"m_rint(x)", nullptr, nullptr},  // half to even, as PyTorch
+      /*Trunc*/ {"m_trunc(x)", nullptr, nullptr},
+      /*Relu*/ {"(x < (C)0 ? (C)0 : x)", nullptr, nullptr},
+      /*Sigmoid*/ {"em_sigmoid(x)", nullptr, nullptr},
+      /*Gelu*/ {"em_gelu(x)", nullptr, nullptr},
+      /*GeluTanh*/ {"em_gelu_tanh(x)", nullptr, nullptr},
+      /*Silu*/ {"em_silu(x)", nullptr, nullptr},
+      /*Softplus*/ {"em_softplus(x)", nullptr, nullptr},
+      /*Mish*/ {"em_mish(x)", nullptr, nullptr},
+      /*LeakyRelu*/ {"(x < (C)0 ? x * (C)p0 : x)", nullptr, nullptr},
+      /*Elu*/ {"(x < (C)0 ? (C)p0 * m_expm1(x) : x)", nullptr, nullptr},
+      // Integer bounds arrive already clamped to the type's range (a NaN bound as its limit).
+      /*Clamp*/ {"em_clamp(x, (C)p0, (C)p1)", "em_clamp(x, (C)p0, (C)p1)", nullptr},
+      /*PowScalar*/ {"((C)p0 == (C)2 ? x * x : m_pow(x, (C)p0))", nullptr, nullptr},
+      /*IsNan*/ {"(x != x)", nullptr, nullptr},
+      /*IsInf*/ {"(m_fabs(x) == (C)EM_INF)", nullptr, nullptr},
+      /*IsFinite*/ {"(m_fabs(x) < (C)EM_INF)", nullptr, nullptr},
+      /*LogicalNot*/ {nullptr, nullptr, "!x"},
+      /*BitNot*/ {nullptr, "(C)(~x)", nullptr},
+  }};
+  return t;
+}
+
+struct BinaryDef {
+  const char* flt;
+  const char* integer;
+  const char* boolean;
+};
+const std::array<BinaryDef, static_cast<std::size_t>(BinaryFn::Count_)>& binary_table() {
+  static const std::array<BinaryDef, static_cast<std::size_t>(BinaryFn::Count_)> t = {{
+      /*Add*/ {"a + b", "(C)((U)a + (U)b)", nullptr},
+      /*Sub*/ {"a - b", "(C)((U)a - (U)b)", nullptr},
+      /*Mul*/ {"a * b", "(C)((U)a * (U)b)", nullptr},
+      /*Div*/ {"a / b", "em_idiv(a, b)", nullptr},
+      /*Rem*/ {"em_frem(a, b)", "em_irem(a, b)", nullptr},
+      /*Pow*/ {"m_pow(a, b)", nullptr, nullptr},
+      /*Atan2*/ {"m_atan2(a, b)", nullptr, nullptr},
+      /*Max*/ {"(a != a ? a : (b != b ? b : (a > b ? a : b)))", "(a > b ? a : b)", nullptr},
+      /*Min*/ {"(a != a ? a : (b != b ? b : (a < b ? a : b)))", "(a < b ? a : b)", nullptr},
+      /*Eq*/ {"(a == b)", "(a == b)", "(a == b)"},
+      /*Ne*/ {"(a != b)", "(a != b)", "(a != b)"},
+      /*Gt*/ {"(a > b)", "(a > b)", "(a > b)"},
+      /*Ge*/ {"(a >= b)", "(a >= b)", "(a >= b)"},
+      /*Lt*/ {"(a < b)", "(a < b)", "(a < b)"},
+      /*Le*/ {"(a <= b)", "(a <= b)", "(a <= b)"},
+      /*And*/ {nullptr, nullptr, "(a && b)"},
+      /*Or*/ {nullptr, nullptr, "(a || b)"},
+      /*Xor*/ {nullptr, nullptr, "(a != b)"},
+      /*BitAnd*/ {nullptr, "(C)(a & b)", nullptr},
+      /*BitOr*/ {nullptr, "(C)(a | b)", nullptr},
+      /*BitXor*/ {nullptr, "(C)(a ^ b)", nullptr},
+      /*Shl*/ {nullptr, "em_shl(a, b)", nullptr},
+      /*Shr*/ {nullptr, "em_shr(a, b)", nullptr},
+  }};
+  return t;
+}
+
+const char* pick(const char* const (&by_kind)[3], DType t) {
+  return by_kind[static_cast<int>(kind(t))];
+}
+const char* unary_expr(UnaryFn fn, DType t) {
+  const auto& d = unary_table()[static_cast<std::size_t>(fn)];
+  const char* const k[3] = {d.flt, d.integer, d.boolean};
+  return pick(k, t);
+}
+const char* binary_expr(BinaryFn fn, DType t) {
+  const auto& d = binary_table()[static_cast<std::size_t>(fn)];
+  const char* const k[3] = {d.flt, d.integer, d.boolean};
+  return pick(k, t);
+}
+
+std::string typedefs(DType t) {
+  return std::string("  typedef ") + compute_type(t) + " C;\n  typedef " + unsigned_type(t) +
+         " U;\n  (void)sizeof(C); (void)sizeof(U);\n";
+}
+
+// The shared element-wise skeleton: a grid-stride loop computing operand offsets o0..o2
+// (contiguous: all i) and running `body`, which writes y[i].
+std::string ew_kernel(const std::string& name, const char* out_t,
+                      const std::array<const char*, 3>& in_t, bool contiguous,
+                      const std::string& pre, const std::string& body) {
+  std::string s = "extern \"C\" __global__ void " + name + "(EmGeo g, " + out_t +
+                  "* __restrict__ y, const " + in_t[0] + "* __restrict__ x0, const " + in_t[1] +
+                  "* __restrict__ x1, const " + in_t[2] +
+                  "* __restrict__ x2, double p0, double p1, int* err) {\n" + pre +
+                  "  (void)x0; (void)x1; (void)x2; (void)p0; (void)p1; (void)err;\n"
+                  "  for (i64 i = EM_GID; i < g.n; i += EM_GSTRIDE) {\n";
+  if (contiguous) {
+    s += "    const i64 o0 = i, o1 = i, o2 = i;\n";
+  } else {
+    s += "    i64 o0, o1, o2;\n    em_offsets(g, i, o0, o1, o2);\n";
+  }
+  s += "    (void)o0; (void)o1; (void)o2;\n" + body + "  }\n}\n";
+  return s;
+}
+
+const char* layout_suffix(bool contiguous) { return contiguous ? "_c" : "_s"; }
+
+const char* sized_type(std::size_t elem) {
+  switch (elem) {
+    case 1:
+      return "u8";
+    case 2:
+      return "h16";
+    case 4:
+      return "unsigned int";
+    default:
+      return "u64";
+  }
+}
+
+// Reduction combine over accumulator `acc` and value `v` (both C), as cpu Combine.
+std::string combine(ReduceFn fn, DType t, const std::string& acc, const std::string& v) {
+  const bool flt = kind(t) == K::Float;
+  switch (fn) {
+    case ReduceFn::Sum:
+    case ReduceFn::Mean:
+      return flt ? acc + " + " + v : "(C)((U)" + acc + " + (U)" + v + ")";
+    case ReduceFn::Prod:
+      return flt ? acc + " * " + v : "(C)((U)" + acc + " * (U)" + v + ")";
+    case ReduceFn::Max:
+      return flt ? "((" + acc + " != " + acc + " || " + acc + " > " + v + ") ? " + acc + " : " + v +
+                       ")"
+                 : "(" + acc + " > " + v + " ? " + acc + " : " + v + ")";
+    case ReduceFn::Min:
+      return flt ? "((" + acc + " != " + acc + " || " + acc + " < " + v + ") ? " + acc + " : " + v +
+                       ")"
+                 : "(" + acc + " < " + v + " ? " + acc + " : " + v + ")";
+    case ReduceFn::Any:
+      return "(" + acc + " || " + v + ")";
+    case ReduceFn::All:
+      return "(" + acc + " && " + v + ")";
+    default:
+      break;
+  }
+  EMBER_ASSERT(false);
+}
+
+std::string reduce_init(ReduceFn fn, DType t) {
+  switch (fn) {
+    case ReduceFn::Sum:
+    case ReduceFn::Mean:
+      return "(C)0";
+    case ReduceFn::Prod:
+      return "(C)1";
+    case ReduceFn::Any:
+      return "false";
+    case ReduceFn::All:
+      return "true";
+    default:
+      break;
+  }
+  const bool mx = fn == ReduceFn::Max;
+  switch (t) {
+    case DType::F64:
+      return mx ? "-1.7976931348623157e308" : "1.7976931348623157e308";
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return mx ? "-3.40282346638528859812e38f" : "3.40282346638528859812e38f";
+    case DType::I64:
+      return mx ? "(i64)(-9223372036854775807LL - 1)" : "(i64)9223372036854775807LL";
+    case DType::I32:
+      return mx ? "(i32)(-2147483647 - 1)" : "(i32)2147483647";
+    case DType::I16:
+      return mx ? "(i16)-32768" : "(i16)32767";
+    case DType::I8:
+      return mx ? "(i8)-128" : "(i8)127";
+    case DType::U8:
+      return mx ? "(u8)0" : "(u8)255";
+    case DType::Bool:
+      return mx ? "false" : "true";
+  }
+  return "0";
+}
+
+bool reduce_supported(ReduceFn fn, DType t) {
+  if (t != DType::Bool) return true;
+  return fn == ReduceFn::Any || fn == ReduceFn::All || fn == ReduceFn::ArgMax ||
+         fn == ReduceFn::ArgMin;
+}
+
+std::string dname(DType t) { return name(t); }
+
+}  // namespace
+
+const char* storage_type(DType t) {
+  switch (t) {
+    case DType::F64:
+      return "double";
+    case DType::F32:
+      return "float";
+    case DType::F16:
+    case DType::BF16:
+      return "h16";
+    case DType::I64:
+      return "i64";
+    case DType::I32:
+      return "i32";
+    case DType::I16:
+      return "i16";
+    case DType::I8:
+      return "i8";
+    case DType::U8:
+    case DType::Bool:
+      return "u8";
+  }
+  return "u8";
+}
+
+const std::string& prelude() {
+  static const std::string p = kPrelude;
+  return p;
+}
+
+std::string full_source(const KernelSource& k) { return prelude() + k.body; }
+
+bool unary_supported(UnaryFn fn, DType dt) { return unary_expr(fn, dt) != nullptr; }
+bool binary_supported(BinaryFn fn, DType dt) { return binary_expr(fn, dt) != nullptr; }
+bool unary_is_predicate(UnaryFn fn) {
+  return fn == UnaryFn::IsNan || fn == UnaryFn::IsInf || fn == UnaryFn::IsFinite;
+}
+bool binary_is_comparison(BinaryFn fn) {
+  return fn == BinaryFn::Eq || fn == BinaryFn::Ne || fn == BinaryFn::Gt || fn == BinaryFn::Ge ||
+         fn == BinaryFn::Lt || fn == BinaryFn::Le;
+}
+
+KernelSource gen_unary(UnaryFn fn, DType dt, bool contiguous) {
+  const char* e = unary_expr(fn, dt);
+  EMBER_CHECK(e != nullptr,
+              std::string("cuda: ") + ir::name(fn) + " is not defined for " + name(dt));
+  const DType out = unary_is_predicate(fn) ? DType::Bool : dt;
+  KernelSource k;
+  k.name = "em_unary_" + lower(ir::name(fn)) + "_" + dname(dt) + layout_suffix(contiguous);
+  const std::string body =
+      "    const C x = " + load(dt, "x0[o0]") + ";\n    y[i] = " + store(out, e) + ";\n";
+  k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), "u8", "u8"}, contiguous,
+                     typedefs(dt), body);
+  return k;
+}
+
+KernelSource gen_binary(BinaryFn fn, DType dt, bool contiguous) {
+  const char* e = binary_expr(fn, dt);
+  EMBER_CHECK(e != nullptr,
+              std::string("cuda: ") + ir::name(fn) + " is not defined for " + name(dt));
+  const DType out = binary_is_comparison(fn) ? DType::Bool : dt;
+  KernelSource k;
+  k.name = "em_binary_" + lower(ir::name(fn)) + "_" + dname(dt) + layout_suffix(contiguous);
+  std::string body =
+      "    const C a = " + load(dt, "x0[o0]") + ";\n    const C b = " + load(dt, "x1[o1]") + ";\n";
+  if (kind(dt) == K::Int && (fn == BinaryFn::Div || fn == BinaryFn::Rem)) {
+    body += "    if (b == (C)0) em_flag(err, 2, (i64)i);\n";
+  }
+  body += "    y[i] = " + store(out, e) + ";\n";
+  k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), storage_type(dt), "u8"},
+                     contiguous, typedefs(dt), body);
+  return k;
+}
+
+KernelSource gen_where(DType dt, bool contiguous) {
+  KernelSource k;
+  const std::size_t elem = size_of(dt);
+  k.name = "em_where_s" + std::to_string(elem) + layout_suffix(contiguous);
+  const char* t = sized_type(elem);
+  k.body = ew_kernel(k.name, t, {"u8", t, t}, contiguous, "",
+                     "    y[i] = x0[o0] != 0 ? x1[o1] : x2[o2];\n");
+  return k;
+}
+
+KernelSource gen_cast(DType from, DType to, bool contiguous) {
+  KernelSource k;
+  k.name = "em_cast_" + dname(from) + "_" + dname(to) + layout_suffix(contiguous);
+  const bool int_from = kind(from) != K::Float;  // bool converts as an integer here
+  std::string v;
+  if (from == to) {
+    v = "x0[o0]";
+  } else if (int_from && kind(to) == K::Int) {
+    v = std::string("(") + storage_type(to) + ")x0[o0]";  // wraps, as C++20
+  } else if (to == DType::Bool) {
+    v = "(u8)(" + to_f64(from, "x0[o0]") + " != 0.0 ? 1 : 0)";
+  } else {
+    v = from_f64(to, to_f64(from, "x0[o0]"));
+  }
+  k.body = ew_kernel(k.name, storage_type(to), {storage_type(from), "u8", "u8"}, contiguous, "",
+                     "    y[i] = " + v + ";\n");
+  return k;
+}
+
+KernelSource gen_copy(std::size_t elem, bool contiguous) {
+  KernelSource k;
+  k.name = "em_copy_s" + std::to_string(elem) + layout_suffix(contiguous);
+  const char* t = sized_type(elem);
+  k.body = ew_kernel(k.name, t, {t, "u8", "u8"}, contiguous, "",
+                     "    y[o1] = x0[o0];  // operand 1 is the destination\n");
+  return k;
+}
+
+KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
+  EMBER_CHECK(reduce_supported(fn, dt),
+              std::string(ir::name(fn)) + ": not defined for " + name(dt) + " tensors");
+  KernelSource k;
+  k.name = "em_reduce_" + lower(ir::name(fn)) + "_" + dname(dt) + (rows ? "_rows" : "_cols");
+  const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
+  const bool boolean = fn == ReduceFn::Any || fn == ReduceFn::All;
+  const char* mx = fn == ReduceFn::ArgMax ? "true" : "false";
+  const DType out = arg ? DType::I64 : (boolean ? DType::Bool : dt);
+  const char* acc_t = boolean ? "bool" : "C";
+  const std::string value =
+      boolean ? "(" + load(dt, "xr[j * inner]") + " != (C)0)" : load(dt, "xr[j * inner]");
+  std::string final_v;
+  if (fn == ReduceFn::Mean) {
+    final_v = kind(dt) == K::Float ? "(n == 0 ? (C)(0.0 / 0.0) : acc * ((C)1 / (C)n))"
+                                   : "((C)n == (C)0 ? (C)0 : (C)(acc / (C)n))";
+  } else {
+    final_v = "acc";
+  }
+  std::string s = "extern \"C\" __global__ void " + k.name + "(const " + storage_type(dt) +
+                  "* __restrict__ x, " + storage_type(out) +
+                  "* __restrict__ y, i64 outer, i64 n, i64 inner) {\n" + typedefs(dt);
+  // Per-thread accumulation over the elements j it owns, into acc (and ai for arg).
+  std::string step;
+  if (arg) {
+    step = "      const C v = " + value + ";\n      if (em_arg_better(v, j, acc, ai, " + mx +
+           ")) { acc = v; ai = j; }\n";
+  } else {
+    step = "      const " + std::string(acc_t) + " v = " + value +
+           ";\n      acc = " + combine(fn, dt, "acc", "v") + ";\n";
+  }
+  const std::string init = arg ? "C acc = (C)0; i64 ai = -1;\n"
+                               : std::string(acc_t) + " acc = " + reduce_init(fn, dt) + ";\n";
+  const std::string write =
+      arg ? "y[row] = ai < 0 ? 0 : ai;" : "y[row] = " + store(out, final_v) + ";";
+  if (rows) {
+    s += "  __shared__ " + std::string(arg ? "C" : acc_t) + " sv[32];\n";
+    if (arg) s += "  __shared__ i64 si[32];\n";
+    s += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+         "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+         "  for (i64 row = blockIdx.x; row < outer; row += gridDim.x) {\n"
+         "    const " +
+         std::string(storage_type(dt)) + "* xr = x + row * n;\n    " + init +
+         "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) {\n" + step + "    }\n";
+    // Warp, then block: the same combine over partial results.
+    std::string merge;
+    if (arg) {
+      merge =
+          "      { const C ov = em_shfl(acc, off); const i64 oi = em_shfl(ai, off);\n"
+          "        if (em_arg_better(ov, oi, acc, ai, " +
+          std::string(mx) + ")) { acc = ov; ai = oi; } }\n";
+    } else {
+      merge = "      { const " + std::string(acc_t) +
+              " v = em_shfl(acc, off); acc = " + combine(fn, dt, "acc", "v") + "; }\n";
+    }
+    s += "    for (int off = 16; off > 0; off >>= 1)\n" + merge;
+    s += "    if (lane == 0) { sv[warp] = acc;" + std::string(arg ? " si[warp] = ai;" : "") +
+         " }\n"
+         "    __syncthreads();\n"
+         "    if (warp == 0) {\n"
+         "      if (lane < nwarps) { acc = sv[lane];" +
+         std::string(arg ? " ai = si[lane];" : "") + " } else { " +
+         (arg ? std::string("acc = (C)0; ai = -1;") : "acc = " + reduce_init(fn, dt) + ";") +
+         " }\n"
+         "      for (int off = 16; off > 0; off >>= 1)\n" +
+         merge + "      if (lane == 0) { " + write +
+         " }\n"
+         "    }\n"
+         "    __syncthreads();\n"
+         "  }\n}\n";
+    // rows: xr indexes with inner == 1
+  } else {
+    s += "  for (i64 row = EM_GID; row < outer * inner; row += EM_GSTRIDE) {\n"
+         "    const " +
+         std::string(storage_type(dt)) +
+         "* xr = x + (row / inner) * n * inner + row % inner;\n    " + init +
+         "    for (i64 j = 0; j < n; ++j) {\n" + step + "    }\n    " + write + "\n  }\n}\n";
+  }
+  k.body = std::move(s);
+  return k;
+}
+
+KernelSource gen_scan(ScanFn fn, DType dt) {
+  EMBER_CHECK(dt != DType::Bool, std::string(ir::name(fn)) + ": not defined for bool tensors");
+  static const ReduceFn as_reduce[] = {ReduceFn::Sum, ReduceFn::Prod, ReduceFn::Max, ReduceFn::Min};
+  KernelSource k;
+  k.name = "em_scan_" + lower(ir::name(fn)) + "_" + dname(dt);
+  const std::string st = storage_type(dt);
+  k.body = "extern \"C\" __global__ void " + k.name + "(const " + st + "* __restrict__ x, " + st +
+           "* __restrict__ y, i64 outer, i64 n, i64 inner) {\n" + typedefs(dt) +
+           "  for (i64 line = EM_GID; line < outer * inner; line += EM_GSTRIDE) {\n"
+           "    const i64 base = (line / inner) * n * inner + line % inner;\n"
+           "    C acc = (C)0;\n"
+           "    for (i64 j = 0; j < n; ++j) {\n"
+           "      const C v = " +
+           load(dt, "x[base + j * inner]") +
+           ";\n"
+           "      acc = j == 0 ? v : " +
+           combine(as_reduce[static_cast<int>(fn)], dt, "acc", "v") +
+           ";\n"
+           "      y[base + j * inner] = " +
+           store(dt, "acc") +
+           ";\n"
+           "    }\n  }\n}\n";
+  return k;
+}
+
+KernelSource gen_fill(std::size_t elem) {
+  KernelSource k;
+  k.name = "em_fill_s" + std::to_string(elem);
+  const std::string t = sized_type(elem);
+  k.body = "extern \"C\" __global__ void " + k.name + "(" + t +
+           "* __restrict__ y, i64 n, u64 bits) {\n"
+           "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) y[i] = (" +
+           t + ")bits;\n}\n";
+  return k;
+}
+
+KernelSource gen_arange(DType dt) {
+  KernelSource k;
+  k.name = "em_arange_" + dname(dt);
+  k.body = "extern \"C\" __global__ void " + k.name + "(" + storage_type(dt) +
+           "* __restrict__ y, i64 n, double start, double step) {\n"
+           "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) {\n"
+           "    const double v = start + (double)i * step;\n"
+           "    y[i] = " +
+           from_f64(dt, "v") + ";\n  }\n}\n";
+  return k;
+}
+
+KernelSource gen_random(DType dt) {
+  KernelSource k;
+  k.name = "em_random_" + dname(dt);
+  std::string s =
+      "extern \"C\" __global__ void " + k.name + "(" + storage_type(dt) +
+      "* __restrict__ y, i64 n, u64 key, u64 base, int kind, double a, double b) {\n"
+      "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) {\n"
+      "    const u64 r = em_mix(key, base + (u64)i);\n"
+      "    double v;\n"
+      "    if (kind == 2) {  // normal: Box-Muller from two uniforms of one counter\n"
+      "      const double u1 = 1.0 - em_uniform01(r);\n"
+      "      const double u2 = em_uniform01(em_mix(key ^ 0x6a09e667f3bcc909ULL, base + (u64)i));\n"
+      "      v = a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);\n"
+      "    } else if (kind == 3) {\n"
+      "      v = em_uniform01(r) < a ? 1.0 : 0.0;\n"
+      "    } else if (kind == 1) {\n"
+      "      v = a + (b - a) * em_uniform01(r);\n"
+      "    } else {\n"
+      "      v = em_uniform01(r);\n"
+      "    }\n";
+  if (kind(dt) == K::Float) {
+    // Rounding may carry a value up to the excluded upper bound; keep [a, b) as the Cpu.
+    s += std::string("    typedef ") + compute_type(dt) +
+         " T;\n"
+         "    T t = (T)v;\n"
+         "    if (kind != 2 && kind != 3) {\n"
+         "      const T hi = (T)(kind == 1 ? b : 1.0), lo = (T)(kind == 1 ? a : 0.0);\n"
+         "      if (t >= hi && hi > lo) t = m_nextafter(hi, -(T)EM_INF);\n"
+         "    }\n"
+         "    y[i] = " +
+         store(dt, "t") + ";\n";
+  } else {
+    s += "    y[i] = " + from_f64(dt, "floor(v)") + ";\n";
+  }
+  s += "  }\n}\n";
+  k.body = std::move(s);
+  return k;
+}
+
+KernelSource gen_gather(std::size_t elem) {
+  KernelSource k;
+  k.name = "em_gather_s" + std::to_string(elem);
+  const std::string t = sized_type(elem);
+  k.body = "extern \"C\" __global__ void " + k.name + "(EmGeo g, " + t +
+           "* __restrict__ y, const " + t +
+           "* __restrict__ x, const i64* __restrict__ idx, int dim, i64 extent, int* err) {\n"
+           "  for (i64 i = EM_GID; i < g.n; i += EM_GSTRIDE) {\n"
+           "    i64 r = i, off = 0;\n"
+           "    for (int d = g.rank - 1; d >= 0; --d) {\n"
+           "      i64 c = r % g.shape[d];\n"
+           "      r /= g.shape[d];\n"
+           "      if (d == dim) {\n"
+           "        c = idx[i];\n"
+           "        if (c < 0 || c >= extent) { em_flag(err, 1, c); c = 0; }\n"
+           "      }\n"
+           "      off += c * g.st[0][d];\n"
+           "    }\n"
+           "    y[i] = x[off];\n  }\n}\n";
+  return k;
+}
+
+bool scatter_add_supported(DType) { return true; }
+
+// Add as the Cpu's add_values: bool is or, integers wrap, floats add in C.
+std::string add_values(DType dt, const std::string& a, const std::string& b) {
+  if (dt == DType::Bool) return "(" + a + " || " + b + ")";
+  if (kind(dt) == K::Int) return "(C)((U)" + a + " + (U)" + b + ")";
+  return a + " + " + b;
+}
+
+KernelSource gen_scatter(DType dt, bool add) {
+  // One thread per line along dim: the line's writes happen in index order, as the Cpu's
+  // sequential loop, and distinct lines never write the same element — no atomics, and
+  // duplicate indices resolve deterministically (the last write wins).
+  KernelSource k;
+  k.name = std::string(add ? "em_scatter_add_" : "em_scatter_") + dname(dt);
+  const std::string t = storage_type(dt);
+  std::string write =
+      add ? "y[yo] = " + store(dt, add_values(dt, load(dt, "y[yo]"), load(dt, "src[so]"))) + ";"
+          : "y[yo] = src[so];";
+  k.body = "extern \"C\" __global__ void " + k.name + "(EmGeo g, " + t +
+           "* __restrict__ y, const i64* __restrict__ idx, const " + t +
+           "* __restrict__ src, int dim, i64 extent, int* err) {\n" + typedefs(dt) +
+           "  const i64 len = g.shape[dim];\n"
+           "  const i64 lines = len == 0 ? 0 : g.n / len;\n"
+           "  for (i64 l = EM_GID; l < lines; l += EM_GSTRIDE) {\n"
+           "    i64 r = l, yb = 0, ib = 0, sb = 0;\n"
+           "    for (int d = g.rank - 1; d >= 0; --d) {\n"
+           "      if (d == dim) continue;\n"
+           "      const i64 c = r % g.shape[d];\n"
+           "      r /= g.shape[d];\n"
+           "      yb += c * g.st[0][d]; ib += c * g.st[1][d]; sb += c * g.st[2][d];\n"
+           "    }\n"
+           "    for (i64 j = 0; j < len; ++j) {\n"
+           "      const i64 v = idx[ib + j * g.st[1][dim]];\n"
+           "      if (v < 0 || v >= extent) { em_flag(err, 1, v); continue; }\n"
+           "      const i64 yo = yb + v * g.st[0][dim], so = sb + j * g.st[2][dim];\n"
+           "      " +
+           write +
+           "\n"
+           "    }\n  }\n}\n";
+  return k;
+}
+
+KernelSource gen_index_select(std::size_t elem) {
+  KernelSource k;
+  k.name = "em_index_select_s" + std::to_string(elem);
+  const std::string t = sized_type(elem);
+  k.body = "extern \"C\" __global__ void " + k.name + "(" + t + "* __restrict__ y, const " + t +
+           "* __restrict__ x, const i64* __restrict__ idx, i64 outer, i64 n, i64 k, i64 inner, "
+           "int* err) {\n"
+           "  const i64 total = outer * k * inner;\n"
+           "  for (i64 t = EM_GID; t < total; t += EM_GSTRIDE) {\n"
+           "    const i64 o = t / (k * inner), rem = t % (k * inner), j = rem / inner, i = rem % "
+           "inner;\n"
+           "    i64 v = idx[j];\n"
+           "    if (v < 0 || v >= n) { em_flag(err, 1, v); v = 0; }\n"
+           "    y[t] = x[(o * n + v) * inner + i];\n  }\n}\n";
+  return k;
+}
+
+KernelSource gen_index_add(DType dt) {
+  // One thread per (outer, inner) column, adding src rows in index order: deterministic and
+  // the Cpu's order, with no two threads writing one element.
+  KernelSource k;
+  k.name = "em_index_add_" + dname(dt);
+  const std::string t = storage_type(dt);
+  k.body = "extern \"C\" __global__ void " + k.name + "(" + t +
+           "* __restrict__ y, const i64* __restrict__ idx, const " + t +
+           "* __restrict__ src, i64 outer, i64 n, i64 k, i64 inner, int* err) {\n" + typedefs(dt) +
+           "  for (i64 c = EM_GID; c < outer * inner; c += EM_GSTRIDE) {\n"
+           "    const i64 o = c / inner, i = c % inner;\n"
+           "    for (i64 j = 0; j < k; ++j) {\n"
+           "      const i64 v = idx[j];\n"
+           "      if (v < 0 || v >= n) { em_flag(err, 1, v); continue; }\n"
+           "      const i64 yo = (o * n + v) * inner + i, so = (o * k + j) * inner + i;\n"
+           "      y[yo] = " +
+           store(dt, add_values(dt, load(dt, "y[yo]"), load(dt, "src[so]"))) +
+           ";\n"
+           "    }\n  }\n}\n";
+  return k;
+}
+
+std::vector<KernelSource> all_kernels() {
+  std::vector<KernelSource> out;
+  for (bool c : {true, false}) {
+    for (std::size_t f = 0; f < static_cast<std::size_t>(UnaryFn::Count_); ++f) {
+      for (DType dt : kAllDTypes) {
+        if (unary_supported(static_cast<UnaryFn>(f), dt))
+          out.push_back(gen_unary(static_cast<UnaryFn>(f), dt, c));
+      }
+    }
+    for (std::size_t f = 0; f < static_cast<std::size_t>(BinaryFn::Count_); ++f) {
+      for (DType dt : kAllDTypes) {
+        if (binary_supported(static_cast<BinaryFn>(f), dt))
+          out.push_back(gen_binary(static_cast<BinaryFn>(f), dt, c));
+      }
+    }
+    for (DType a : kAllDTypes) {
+      for (DType b : kAllDTypes) out.push_back(gen_cast(a, b, c));
+    }
+    for (std::size_t e : {1, 2, 4, 8}) {
+      out.push_back(gen_copy(e, c));
+      out.push_back(gen_where(e == 1   ? DType::U8
+                              : e == 2 ? DType::F16
+                              : e == 4 ? DType::F32
+                                       : DType::F64,
+                              c));
+    }
+  }
+  for (DType dt : kAllDTypes) {
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ReduceFn::Count_); ++f) {
+      const auto fn = static_cast<ReduceFn>(f);
+      if (!reduce_supported(fn, dt)) continue;
+      out.push_back(gen_reduce(fn, dt, true));
+      out.push_back(gen_reduce(fn, dt, false));
+    }
+    if (dt != DType::Bool) {
+      for (std::size_t f = 0; f < static_cast<std::size_t>(ScanFn::Count_); ++f) {
+        out.push_back(gen_scan(static_cast<ScanFn>(f), dt));
+      }
+    }
+    out.push_back(gen_arange(dt));
+    out.push_back(gen_random(dt));
+    out.push_back(gen_scatter(dt, false));
+    out.push_back(gen_scatter(dt, true));
+    out.push_back(gen_index_add(dt));
+  }
+  for (std::size_t e : {1, 2, 4, 8}) {
+    out.push_back(gen_fill(e));
+    out.push_back(gen_gather(e));
+    out.push_back(gen_index_select(e));
+  }
+  return out;
+}
+
+}  // namespace ember::cuda

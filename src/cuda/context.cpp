@@ -1,0 +1,230 @@
+// CudaContext: device setup, kernel loading through the runtime's library API
+// (cudaLibraryLoadData / cudaLibraryGetKernel / cudaLaunchKernel: no driver API, so no
+// libcuda link), launches, the device error flag, and strided-geometry helpers.
+#include "cuda/context.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ember/base/error.hpp"
+
+namespace ember::cuda {
+
+Strides contiguous_strides(const Shape& shape) {
+  Strides s(shape.rank());
+  std::int64_t st = 1;
+  for (std::size_t i = shape.rank(); i-- > 0;) {
+    s[i] = st;
+    st *= static_cast<std::int64_t>(shape[i]);
+  }
+  return s;
+}
+
+bool CudaTensor::is_contiguous() const {
+  std::int64_t st = 1;
+  for (std::size_t i = shape_.rank(); i-- > 0;) {
+    if (shape_[i] != 1 && strides_[i] != st) return false;
+    st *= static_cast<std::int64_t>(shape_[i]);
+  }
+  return true;
+}
+
+namespace {
+int driver_version() {
+  int v = 0;
+  if (cudaDriverGetVersion(&v) != cudaSuccess) cudaGetLastError();
+  return v;
+}
+}  // namespace
+
+CudaContext::CudaContext(int device)
+    : device_(device), alloc_(std::make_shared<Allocator>(device)), cache_(driver_version()) {
+  check(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device_), "cudaGetDeviceProperties");
+  arch_ = prop.major * 10 + prop.minor;
+  sm_count_ = std::max(1, prop.multiProcessorCount);
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+  check(cudaMalloc(reinterpret_cast<void**>(&err_), 16), "cudaMalloc(error flag)");
+  check(cudaMemset(err_, 0, 16), "cudaMemset(error flag)");
+}
+
+CudaContext::~CudaContext() {
+  activate();
+  cudaStreamSynchronize(stream_);
+  for (auto lib : libraries_) cudaLibraryUnload(lib);
+  if (err_) cudaFree(err_);
+  if (pinned_) cudaFreeHost(pinned_);
+  if (workspace) cudaFree(workspace);
+  cudaStreamDestroy(stream_);
+  cudaGetLastError();
+}
+
+void CudaContext::activate() const {
+  int cur = -1;
+  if (cudaGetDevice(&cur) != cudaSuccess || cur != device_) {
+    check(cudaSetDevice(device_), "cudaSetDevice(" + std::to_string(device_) + ")");
+  }
+}
+
+TensorPtr CudaContext::empty(const Shape& shape, DType dtype) {
+  const std::size_t bytes = shape.num_elements() * size_of(dtype);
+  auto buf = std::make_shared<DeviceBuffer>(alloc_, bytes);
+  return std::make_shared<CudaTensor>(std::move(buf), shape, dtype, contiguous_strides(shape), 0);
+}
+
+std::shared_ptr<const CudaTensor> CudaContext::contiguous(const ir::Handle& x) {
+  const auto& t = as_cuda(x);
+  if (t.is_contiguous()) return std::static_pointer_cast<const CudaTensor>(x);
+  auto out = empty(t.shape(), t.dtype());
+  copy(t, *out);
+  return out;
+}
+
+void CudaContext::copy(const CudaTensor& src, const CudaTensor& dst) {
+  Space sp;
+  for (std::size_t d : src.shape()) sp.shape.push_back(static_cast<std::int64_t>(d));
+  sp.strides = {src.strides(), dst.strides()};
+  sp.collapse();
+  Geo g = sp.geo("copy");
+  if (g.n == 0) return;
+  const KernelSource k = gen_copy(size_of(src.dtype()), sp.contiguous());
+  void* y = dst.data();
+  const void* x0 = src.data();
+  const void* none = nullptr;
+  double p = 0;
+  int* err = err_;
+  launch(k, g.n, {&g, &y, &x0, &none, &none, &p, &p, &err}, "copy");
+}
+
+cudaKernel_t CudaContext::kernel(const KernelSource& k) {
+  std::lock_guard lk(mu_);
+  if (auto it = kernels_.find(k.name); it != kernels_.end()) return it->second;
+  const std::vector<char>& cubin = cache_.get(full_source(k), arch_, k.name);
+  cudaLibrary_t lib = nullptr;
+  check(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+        "loading kernel " + k.name);
+  libraries_.push_back(lib);
+  cudaKernel_t kern = nullptr;
+  check(cudaLibraryGetKernel(&kern, lib, k.name.c_str()), "finding kernel " + k.name);
+  kernels_.emplace(k.name, kern);
+  return kern;
+}
+
+void CudaContext::launch(const KernelSource& k, std::int64_t threads_total, Args args,
+                         const char* op, bool checked, unsigned block, std::int64_t max_blocks) {
+  if (threads_total <= 0) return;
+  cudaKernel_t kern = kernel(k);
+  // Kernels loop with a grid stride, so a grid of a few waves covers any size.
+  const std::int64_t cap = max_blocks > 0 ? max_blocks : std::int64_t(sm_count_) * 32;
+  const std::int64_t blocks = std::min<std::int64_t>((threads_total + block - 1) / block, cap);
+  const cudaError_t e =
+      cudaLaunchKernel(reinterpret_cast<const void*>(kern), dim3(static_cast<unsigned>(blocks)),
+                       dim3(block), args.data(), 0, stream_);
+  check(e, std::string(op) + " (kernel " + k.name + ")");
+  if (checked) checked_ops_.push_back(op);
+}
+
+void* CudaContext::staging(std::size_t bytes) {
+  if (bytes > pinned_bytes_) {
+    if (pinned_) {
+      check(cudaStreamSynchronize(stream_), "sync");
+      cudaFreeHost(pinned_);
+      pinned_ = nullptr;
+      pinned_bytes_ = 0;
+    }
+    const std::size_t want = std::max<std::size_t>(bytes, std::size_t(1) << 20);
+    check(cudaMallocHost(&pinned_, want), "cudaMallocHost(" + std::to_string(want) + " bytes)");
+    pinned_bytes_ = want;
+  }
+  return pinned_;
+}
+
+void CudaContext::sync() {
+  activate();
+  check(cudaStreamSynchronize(stream_), "a queued kernel failed");
+  if (checked_ops_.empty()) return;
+  struct {
+    int code;
+    int pad;
+    std::int64_t value;
+  } flag{};
+  check(cudaMemcpy(&flag, err_, sizeof flag, cudaMemcpyDeviceToHost), "reading the error flag");
+  std::vector<std::string> ops;
+  ops.swap(checked_ops_);
+  if (flag.code == 0) return;
+  check(cudaMemset(err_, 0, 16), "resetting the error flag");
+  std::string names;
+  for (const auto& o : ops) {
+    if (names.find(o) == std::string::npos) names += (names.empty() ? "" : ", ") + o;
+  }
+  // Device-side checks are reported at the sync point after the op ran.
+  if (flag.code == 2) {
+    fail(names + ": integer division by zero (detected on the Cuda device)");
+  }
+  fail(names + ": index " + std::to_string(flag.value) +
+       " is out of range for the indexed dim (detected on the Cuda device)");
+}
+
+// ---- geometry ----
+
+void Space::collapse() {
+  std::vector<std::int64_t> s;
+  std::vector<Strides> st(strides.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 1) continue;
+    if (!s.empty()) {
+      bool merge = true;
+      for (std::size_t k = 0; k < strides.size(); ++k) {
+        merge = merge && st[k].back() == strides[k][i] * shape[i];
+      }
+      if (merge) {
+        s.back() *= shape[i];
+        for (std::size_t k = 0; k < strides.size(); ++k) st[k].back() = strides[k][i];
+        continue;
+      }
+    }
+    s.push_back(shape[i]);
+    for (std::size_t k = 0; k < strides.size(); ++k) st[k].push_back(strides[k][i]);
+  }
+  if (s.empty()) {
+    s.push_back(1);
+    for (auto& v : st) v.push_back(1);
+  }
+  shape = std::move(s);
+  strides = std::move(st);
+}
+
+bool Space::contiguous() const {
+  if (shape.size() != 1) return false;
+  for (const auto& s : strides) {
+    if (s[0] != 1 && shape[0] != 1) return false;
+  }
+  return true;
+}
+
+Geo Space::geo(const char* op) const {
+  Geo g;
+  EMBER_CHECK(shape.size() <= static_cast<std::size_t>(kMaxDims),
+              std::string(op) + ": the Cuda backend handles at most " + std::to_string(kMaxDims) +
+                  " non-collapsible dims, got " + std::to_string(shape.size()));
+  EMBER_ASSERT(strides.size() <= static_cast<std::size_t>(kMaxOperands));
+  g.rank = static_cast<std::int32_t>(shape.size());
+  g.n = 1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    g.shape[i] = shape[i];
+    g.n *= shape[i];
+    for (std::size_t k = 0; k < strides.size(); ++k) g.st[k][i] = strides[k][i];
+  }
+  return g;
+}
+
+Strides broadcast_strides(const CudaTensor& x, const Shape& out_shape) {
+  Strides s = x.strides();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (x.shape()[i] == 1 && out_shape[i] != 1) s[i] = 0;
+  }
+  return s;
+}
+
+}  // namespace ember::cuda

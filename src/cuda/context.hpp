@@ -1,0 +1,126 @@
+// CudaTensor and CudaContext: the Cuda backend's tensor handle (a strided view — offset and
+// element strides — into a shared DeviceBuffer, views being metadata as on the Cpu) and
+// the per-device state every kernel launcher uses: the stream, the allocator, the kernel
+// cache, the device error flag and the random generator's key and counter.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda/codegen.hpp"
+#include "cuda/compiler.hpp"
+#include "cuda/runtime.hpp"
+#include "ember/ir/ops.hpp"
+
+namespace ember::cuda {
+
+using Strides = std::vector<std::int64_t>;
+Strides contiguous_strides(const Shape& shape);
+
+class CudaTensor final : public ir::TensorNode {
+ public:
+  CudaTensor(std::shared_ptr<DeviceBuffer> buffer, Shape shape, DType dtype, Strides strides,
+             std::int64_t offset)
+      : TensorNode(std::move(shape), dtype),
+        buffer_(std::move(buffer)),
+        strides_(std::move(strides)),
+        offset_(offset) {}
+  const std::shared_ptr<DeviceBuffer>& buffer() const { return buffer_; }
+  const Strides& strides() const { return strides_; }
+  std::int64_t offset() const { return offset_; }
+  // Device address of element 0 of the view.
+  std::byte* data() const {
+    return static_cast<std::byte*>(buffer_->data()) + offset_ * std::int64_t(size_of(dtype_));
+  }
+  bool is_contiguous() const;
+
+ private:
+  std::shared_ptr<DeviceBuffer> buffer_;
+  Strides strides_;
+  std::int64_t offset_;
+};
+using TensorPtr = std::shared_ptr<CudaTensor>;
+
+inline const CudaTensor& as_cuda(const ir::Handle& h) { return static_cast<const CudaTensor&>(*h); }
+
+// Launch arguments: pointers to each argument value, as cudaLaunchKernel takes them.
+using Args = std::vector<void*>;
+
+class CudaContext {
+ public:
+  explicit CudaContext(int device);
+  ~CudaContext();
+
+  int device() const { return device_; }
+  int arch() const { return arch_; }
+  cudaStream_t stream() const { return stream_; }
+  Allocator& allocator() { return *alloc_; }
+
+  // Makes this context's device current for the calling thread.
+  void activate() const;
+  // A fresh contiguous tensor (contents uninitialised).
+  TensorPtr empty(const Shape& shape, DType dtype);
+  // x itself when contiguous, else a contiguous copy.
+  std::shared_ptr<const CudaTensor> contiguous(const ir::Handle& x);
+  // Copies the strided view src into the strided view dst (same shape and dtype).
+  void copy(const CudaTensor& src, const CudaTensor& dst);
+
+  // Compiles (or finds) kernel k and launches it on the stream; `op` names the IR op in
+  // errors. `checked`: the kernel may raise the device error flag.
+  void launch(const KernelSource& k, std::int64_t threads_total, Args args, const char* op,
+              bool checked = false, unsigned block = 256, std::int64_t max_blocks = -1);
+  // Device pointer of the error flag (int code, then an i64 value at byte 8).
+  int* error_flag() const { return err_; }
+
+  // Waits for the stream and raises a pending device-side error (see em_flag).
+  void sync();
+
+  std::atomic<std::uint64_t> seed{0x5eed'e3be'2026ULL};
+  std::atomic<std::uint64_t> counter{0};
+
+  // cuBLASLt handle and workspace (matmul.cpp), created on first use.
+  void* lt_handle = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+
+  // Pinned staging for host transfers, grown on demand.
+  void* staging(std::size_t bytes);
+
+ private:
+  struct Loaded;
+  cudaKernel_t kernel(const KernelSource& k);
+
+  int device_;
+  int arch_ = 0;
+  int sm_count_ = 1;
+  cudaStream_t stream_ = nullptr;
+  std::shared_ptr<Allocator> alloc_;
+  CubinCache cache_;
+  std::mutex mu_;
+  std::map<std::string, cudaKernel_t> kernels_;
+  std::vector<cudaLibrary_t> libraries_;
+  int* err_ = nullptr;
+  std::vector<std::string> checked_ops_;  // ops launched since the flag was last read
+  void* pinned_ = nullptr;
+  std::size_t pinned_bytes_ = 0;
+};
+
+// Geometry helper: the output shape and up to three operands' strides (broadcast dims as
+// stride 0), collapsed to as few dims as possible. contiguous(): every operand walks the
+// output linearly.
+struct Space {
+  std::vector<std::int64_t> shape;
+  std::vector<Strides> strides;
+  void collapse();
+  bool contiguous() const;
+  Geo geo(const char* op) const;
+};
+// x's strides viewed at out_shape (same rank): dims of extent 1 that broadcast get 0.
+Strides broadcast_strides(const CudaTensor& x, const Shape& out_shape);
+
+}  // namespace ember::cuda

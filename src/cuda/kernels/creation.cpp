@@ -1,0 +1,49 @@
+// Creation launchers: fill, arange and random. Random numbers use the Cpu's counter-based
+// generator: element i of a draw hashes (seed, counter + i), so a seeded Cuda device draws
+// the same bits as a seeded Cpu (values agree up to the device's log/cos rounding).
+#include <cstring>
+
+#include "cuda/kernels/kernels.hpp"
+#include "ember/base/tensor_data.hpp"
+
+namespace ember::cuda {
+
+ir::Handle fill(CudaContext& ctx, ir::Fill& op) {
+  auto out = ctx.empty(op.shape, op.dtype);
+  std::int64_t n = static_cast<std::int64_t>(op.shape.num_elements());
+  // The element's bits, converted on the host exactly as the Cpu's fill converts them.
+  std::uint64_t bits = 0;
+  if (is_int(op.dtype)) {
+    convert_elements(&op.int_value, DType::I64, &bits, op.dtype, 1);
+  } else if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
+    const float v = static_cast<float>(op.value);
+    convert_elements(&v, DType::F32, &bits, op.dtype, 1);
+  } else {
+    convert_elements(&op.value, DType::F64, &bits, op.dtype, 1);
+  }
+  void* y = out->data();
+  ctx.launch(gen_fill(size_of(op.dtype)), n, {&y, &n, &bits}, "fill");
+  return out;
+}
+
+ir::Handle arange(CudaContext& ctx, ir::Arange& op) {
+  auto out = ctx.empty(Shape{op.n}, op.dtype);
+  std::int64_t n = static_cast<std::int64_t>(op.n);
+  void* y = out->data();
+  ctx.launch(gen_arange(op.dtype), n, {&y, &n, &op.start, &op.step}, "arange");
+  return out;
+}
+
+ir::Handle random(CudaContext& ctx, ir::Random& op) {
+  auto out = ctx.empty(op.shape, op.dtype);
+  std::int64_t n = static_cast<std::int64_t>(op.shape.num_elements());
+  std::uint64_t key = ctx.seed.load();
+  std::uint64_t base = ctx.counter.fetch_add(static_cast<std::uint64_t>(n));
+  int kind = static_cast<int>(op.dist.kind);
+  double a = op.dist.a, b = op.dist.b;
+  void* y = out->data();
+  ctx.launch(gen_random(op.dtype), n, {&y, &n, &key, &base, &kind, &a, &b}, "random");
+  return out;
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,129 @@
+// Element-wise launchers: operands are passed as strided views of the output's shape
+// (broadcast dims with stride 0), collapsed to as few dims as possible; when every operand
+// walks the output linearly the contiguous kernel variant runs.
+#include <cmath>
+#include <string>
+
+#include "cuda/kernels/kernels.hpp"
+
+namespace ember::cuda {
+namespace {
+
+// Launches an element-wise kernel over out_shape with inputs xs (null: unused).
+void run_elementwise(CudaContext& ctx, const Shape& out_shape,
+                     const std::vector<const CudaTensor*>& xs, const CudaTensor& out, double p0,
+                     double p1, const char* op, bool checked,
+                     KernelSource (*gen)(const void*, bool), const void* gen_arg) {
+  Space sp;
+  for (std::size_t d : out_shape) sp.shape.push_back(static_cast<std::int64_t>(d));
+  for (const CudaTensor* x : xs) sp.strides.push_back(broadcast_strides(*x, out_shape));
+  sp.collapse();
+  Geo g = sp.geo(op);
+  if (g.n == 0) return;
+  const KernelSource k = gen(gen_arg, sp.contiguous());
+  void* y = out.data();
+  const void* p[3] = {nullptr, nullptr, nullptr};
+  for (std::size_t i = 0; i < xs.size(); ++i) p[i] = xs[i]->data();
+  int* err = ctx.error_flag();
+  ctx.launch(k, g.n, {&g, &y, &p[0], &p[1], &p[2], &p0, &p1, &err}, op, checked);
+}
+
+}  // namespace
+
+ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
+  const auto& x = as_cuda(op.x);
+  double p0 = op.p0, p1 = op.p1;
+  if (op.fn == ir::UnaryFn::Clamp && is_int(x.dtype())) {
+    // Integer bounds: a missing (NaN) bound becomes the type's limit, as on the Cpu.
+    p0 = std::isnan(p0) ? -1e300 : p0;
+    p1 = std::isnan(p1) ? 1e300 : p1;
+    double lo = 0, hi = 0;
+    switch (x.dtype()) {
+      case DType::I64:
+        lo = -9.2233720368547758e18;
+        hi = 9.2233720368547748e18;
+        break;
+      case DType::I32:
+        lo = -2147483648.0;
+        hi = 2147483647.0;
+        break;
+      case DType::I16:
+        lo = -32768.0;
+        hi = 32767.0;
+        break;
+      case DType::I8:
+        lo = -128.0;
+        hi = 127.0;
+        break;
+      default:
+        lo = 0.0;
+        hi = 255.0;
+        break;
+    }
+    p0 = std::min(std::max(p0, lo), hi);
+    p1 = std::min(std::max(p1, lo), hi);
+  }
+  auto out = ctx.empty(x.shape(), op.out);
+  struct A {
+    ir::UnaryFn fn;
+    DType dt;
+  } a{op.fn, x.dtype()};
+  run_elementwise(
+      ctx, x.shape(), {&x}, *out, p0, p1, ir::name(op.fn), false,
+      [](const void* v, bool c) {
+        const auto* a = static_cast<const A*>(v);
+        return gen_unary(a->fn, a->dt, c);
+      },
+      &a);
+  return out;
+}
+
+ir::Handle binary(CudaContext& ctx, ir::Binary& op) {
+  const auto& a = as_cuda(op.lhs);
+  const auto& b = as_cuda(op.rhs);
+  auto out = ctx.empty(op.out_shape, op.out);
+  struct A {
+    ir::BinaryFn fn;
+    DType dt;
+  } arg{op.fn, a.dtype()};
+  const bool checked =
+      is_int(a.dtype()) && (op.fn == ir::BinaryFn::Div || op.fn == ir::BinaryFn::Rem);
+  run_elementwise(
+      ctx, op.out_shape, {&a, &b}, *out, 0, 0, ir::name(op.fn), checked,
+      [](const void* v, bool c) {
+        const auto* a = static_cast<const A*>(v);
+        return gen_binary(a->fn, a->dt, c);
+      },
+      &arg);
+  return out;
+}
+
+ir::Handle where(CudaContext& ctx, ir::Where& op) {
+  const auto& c = as_cuda(op.cond);
+  const auto& a = as_cuda(op.a);
+  const auto& b = as_cuda(op.b);
+  auto out = ctx.empty(op.out_shape, a.dtype());
+  DType dt = a.dtype();
+  run_elementwise(
+      ctx, op.out_shape, {&c, &a, &b}, *out, 0, 0, "where", false,
+      [](const void* v, bool cont) { return gen_where(*static_cast<const DType*>(v), cont); }, &dt);
+  return out;
+}
+
+ir::Handle cast(CudaContext& ctx, ir::Cast& op) {
+  const auto& x = as_cuda(op.x);
+  auto out = ctx.empty(x.shape(), op.to);
+  struct A {
+    DType from, to;
+  } a{x.dtype(), op.to};
+  run_elementwise(
+      ctx, x.shape(), {&x}, *out, 0, 0, "cast", false,
+      [](const void* v, bool c) {
+        const auto* a = static_cast<const A*>(v);
+        return gen_cast(a->from, a->to, c);
+      },
+      &a);
+  return out;
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,440 @@
+// The Cuda backend against the Cpu backend: every op family runs on both with the same
+// inputs (through the Backend interface, so each IR op is exercised directly) and the
+// results are compared — exactly for integer, bool and data-movement results, within a
+// dtype's tolerance for float math. Skips where no GPU exists (CI); run on the GPU
+// machine with build/tests/test_cuda_ops.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include <cuda_runtime_api.h>
+
+#include "cuda/codegen.hpp"
+#include "cuda/cuda_backend.hpp"
+#include "ember/backend/registry.hpp"
+#include "ember/base/error.hpp"
+#include "ember/base/tensor_data.hpp"
+
+using namespace ember;
+using backend::Backend;
+
+namespace {
+
+constexpr DType kFloats[] = {DType::F64, DType::F32, DType::F16, DType::BF16};
+constexpr DType kInts[] = {DType::I64, DType::I32, DType::I16, DType::I8, DType::U8};
+constexpr DType kAll[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
+                          DType::I32, DType::I16, DType::I8,  DType::U8,   DType::Bool};
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+      GTEST_SKIP() << "no CUDA device: "
+                   << (e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount returned 0");
+    }
+    cpu = backend::Registry::global().backend("cpu", 0);
+    gpu = backend::Registry::global().backend("cuda", 0);
+  }
+
+  // Random values of dtype: floats in [-3, 3) with a few NaN/Inf/-0 when `specials`,
+  // ints in [lo, hi].
+  static TensorData data(const Shape& s, DType dt, unsigned seed = 1, bool specials = true,
+                         double lo = -50, double hi = 50) {
+    std::mt19937 rng(seed);
+    std::vector<double> v(s.num_elements());
+    std::uniform_real_distribution<double> u(-3, 3);
+    std::uniform_int_distribution<int> ui(static_cast<int>(lo), static_cast<int>(hi));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (dt == DType::Bool)
+        v[i] = ui(rng) % 2;
+      else if (is_float(dt))
+        v[i] = u(rng);
+      else
+        v[i] = ui(rng);
+    }
+    if (specials && is_float(dt) && v.size() > 8) {
+      v[1] = std::numeric_limits<double>::quiet_NaN();
+      v[3] = std::numeric_limits<double>::infinity();
+      v[5] = -std::numeric_limits<double>::infinity();
+      v[7] = -0.0;
+    }
+    return TensorData::from<double>(v, s).convert(dt);
+  }
+
+  static double tol(DType dt) {
+    switch (dt) {
+      case DType::F64:
+        return 1e-9;
+      case DType::F32:
+        return 1e-4;
+      case DType::F16:
+        return 4e-3;
+      case DType::BF16:
+        return 2e-2;
+      default:
+        return 0;
+    }
+  }
+
+  // Runs make(be) on both backends and compares every output.
+  void compare(const std::function<ir::Op(Backend&)>& make, double rtol, const std::string& what) {
+    auto c = cpu->execute(make(*cpu));
+    auto g = gpu->execute(make(*gpu));
+    ASSERT_EQ(c.size(), g.size()) << what;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      TensorData dc = cpu->to_data(c[i]), dg = gpu->to_data(g[i]);
+      ASSERT_EQ(dc.dtype(), dg.dtype()) << what;
+      ASSERT_EQ(dc.shape(), dg.shape()) << what;
+      if (rtol == 0) {
+        EXPECT_TRUE(dg.approx_eq(dc, 0, 0))
+            << what << "\n cuda " << dg.to_string(16) << "\n cpu  " << dc.to_string(16);
+      } else {
+        EXPECT_TRUE(dg.approx_eq(dc, rtol, rtol))
+            << what << "\n cuda " << dg.to_string(16) << "\n cpu  " << dc.to_string(16);
+      }
+    }
+  }
+
+  std::shared_ptr<Backend> cpu, gpu;
+};
+
+// A transposed (non-contiguous) view of d's [a, b] data as [b, a] on be.
+ir::Handle transposed(Backend& be, const TensorData& d) {
+  return be.execute(ir::Permute{be.from_data(d), {1, 0}})[0];
+}
+
+}  // namespace
+
+TEST_F(CudaOps, Unary) {
+  for (std::size_t f = 0; f < static_cast<std::size_t>(ir::UnaryFn::Count_); ++f) {
+    const auto fn = static_cast<ir::UnaryFn>(f);
+    for (DType dt : kAll) {
+      if (!cuda::unary_supported(fn, dt)) continue;
+      const bool pred =
+          fn == ir::UnaryFn::IsNan || fn == ir::UnaryFn::IsInf || fn == ir::UnaryFn::IsFinite;
+      const DType out = pred ? DType::Bool : dt;
+      const TensorData d = data(Shape{37, 29}, dt, static_cast<unsigned>(f + 1));
+      double p0 = 0.1, p1 = 0;
+      if (fn == ir::UnaryFn::Clamp) {
+        p0 = -1;
+        p1 = 2;
+      }
+      if (fn == ir::UnaryFn::PowScalar) p0 = 3;
+      if (fn == ir::UnaryFn::Elu) p0 = 1.0;
+      const std::string what = std::string(ir::name(fn)) + " " + name(dt);
+      const double rt = (fn == ir::UnaryFn::Tan || fn == ir::UnaryFn::GeluTanh) && dt == DType::F32
+                            ? 1e-3
+                            : tol(dt);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::Unary{fn, be.from_data(d), out, p0, p1};
+          },
+          pred ? 0 : rt, what + " contiguous");
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::Unary{fn, transposed(be, d), out, p0, p1};
+          },
+          pred ? 0 : rt, what + " transposed");
+    }
+  }
+}
+
+TEST_F(CudaOps, Binary) {
+  for (std::size_t f = 0; f < static_cast<std::size_t>(ir::BinaryFn::Count_); ++f) {
+    const auto fn = static_cast<ir::BinaryFn>(f);
+    const bool cmp = fn >= ir::BinaryFn::Eq && fn <= ir::BinaryFn::Le;
+    for (DType dt : kAll) {
+      if (!cuda::binary_supported(fn, dt)) continue;
+      const bool shift = fn == ir::BinaryFn::Shl || fn == ir::BinaryFn::Shr;
+      const bool div = fn == ir::BinaryFn::Div || fn == ir::BinaryFn::Rem;
+      TensorData a = data(Shape{3, 1, 70}, dt, 3);
+      TensorData b = shift ? data(Shape{1, 4, 70}, dt, 4, false, 0, 9)
+                           : (div && !is_float(dt) ? data(Shape{1, 4, 70}, dt, 4, false, 1, 9)
+                                                   : data(Shape{1, 4, 70}, dt, 4));
+      if (fn == ir::BinaryFn::Pow) a = data(Shape{3, 1, 70}, dt, 3, true, 0, 3);
+      const DType out = cmp ? DType::Bool : dt;
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::Binary{fn, be.from_data(a), be.from_data(b), Shape{3, 4, 70}, out};
+          },
+          cmp ? 0 : tol(dt), std::string(ir::name(fn)) + " " + name(dt));
+    }
+  }
+}
+
+TEST_F(CudaOps, IntegerDivisionByZeroIsAnError) {
+  const TensorData a = TensorData::from<std::int32_t>({1, 2, 3}, Shape{3});
+  const TensorData b = TensorData::from<std::int32_t>({1, 0, 3}, Shape{3});
+  auto out = gpu->execute(
+      ir::Binary{ir::BinaryFn::Div, gpu->from_data(a), gpu->from_data(b), Shape{3}, DType::I32});
+  EXPECT_THROW(gpu->to_data(out[0]), Error);
+  // The device keeps working.
+  auto ok = gpu->execute(
+      ir::Binary{ir::BinaryFn::Add, gpu->from_data(a), gpu->from_data(b), Shape{3}, DType::I32});
+  EXPECT_EQ(gpu->to_data(ok[0]).to_vector<std::int32_t>(), (std::vector<std::int32_t>{2, 2, 6}));
+}
+
+TEST_F(CudaOps, WhereAndCast) {
+  for (DType dt : kAll) {
+    const TensorData c = data(Shape{5, 1}, DType::Bool, 9);
+    const TensorData a = data(Shape{5, 33}, dt, 10), b = data(Shape{1, 33}, dt, 11);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Where{be.from_data(c), be.from_data(a), be.from_data(b), Shape{5, 33}};
+        },
+        0, std::string("where ") + name(dt));
+    for (DType to : kAll) {
+      const TensorData x =
+          is_float(dt) ? data(Shape{41, 7}, dt, 12, true) : data(Shape{41, 7}, dt, 12);
+      TensorData big =
+          TensorData::from<double>({1e10, -1e10, 300, -300, 2.5, -2.5, 0.5, 1e-3}, Shape{8})
+              .convert(dt);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::Cast{transposed(be, x), to};
+          },
+          0, std::string("cast ") + name(dt) + " -> " + name(to));
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::Cast{be.from_data(big), to};
+          },
+          0, std::string("cast extremes ") + name(dt) + " -> " + name(to));
+    }
+  }
+}
+
+TEST_F(CudaOps, Reductions) {
+  for (DType dt : kAll) {
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ir::ReduceFn::Count_); ++f) {
+      const auto fn = static_cast<ir::ReduceFn>(f);
+      if (dt == DType::Bool && fn != ir::ReduceFn::Any && fn != ir::ReduceFn::All &&
+          fn != ir::ReduceFn::ArgMax && fn != ir::ReduceFn::ArgMin) {
+        continue;
+      }
+      const bool arg = fn == ir::ReduceFn::ArgMax || fn == ir::ReduceFn::ArgMin;
+      const bool boolean = fn == ir::ReduceFn::Any || fn == ir::ReduceFn::All;
+      const DType out = arg ? DType::I64 : boolean ? DType::Bool : dt;
+      // Products of many values overflow: keep their rows short and values near 1.
+      const bool prod = fn == ir::ReduceFn::Prod;
+      for (const Shape& s : {Shape{6, 1000}, Shape{4, 37, 3}, Shape{3, 5000}, Shape{2, 0, 3}}) {
+        Shape sp = s;
+        if (prod) sp[1] = std::min<std::size_t>(sp[1], 7);
+        const TensorData x = data(sp, dt, 21, !arg && !prod, prod ? -2 : -50, prod ? 2 : 50);
+        for (std::size_t dim = 0; dim < sp.rank(); ++dim) {
+          if (sp[dim] == 0 && (arg || fn == ir::ReduceFn::Max || fn == ir::ReduceFn::Min)) continue;
+          const double rt =
+              is_float(dt) && !arg
+                  ? std::max(tol(dt),
+                             fn == ir::ReduceFn::Sum || fn == ir::ReduceFn::Mean ? 1e-3 : 0.0) *
+                        (dt == DType::F16 || dt == DType::BF16 ? 4 : 1)
+                  : 0;
+          compare(
+              [&](Backend& be) -> ir::Op {
+                return ir::Reduce{fn, be.from_data(x), dim, out};
+              },
+              rt,
+              std::string(ir::name(fn)) + " " + name(dt) + " " + sp.to_string() + " dim " +
+                  std::to_string(dim));
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, Scans) {
+  for (DType dt : kAll) {
+    if (dt == DType::Bool) continue;
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ir::ScanFn::Count_); ++f) {
+      const auto fn = static_cast<ir::ScanFn>(f);
+      const TensorData x = data(Shape{5, 9, 4}, dt, 31, false, -2, 2);
+      for (std::size_t dim = 0; dim < 3; ++dim) {
+        compare(
+            [&](Backend& be) -> ir::Op {
+              return ir::Scan{fn, be.from_data(x), dim};
+            },
+            tol(dt), std::string(ir::name(fn)) + " " + name(dt));
+      }
+    }
+  }
+}
+
+TEST_F(CudaOps, Matmul) {
+  for (DType dt : kFloats) {
+    const double rt = dt == DType::F64 ? 1e-9 : dt == DType::F32 ? 1e-4 : 3e-2;
+    const TensorData a = data(Shape{2, 3, 33, 20}, dt, 41, false),
+                     b = data(Shape{1, 3, 20, 17}, dt, 42, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Matmul{be.from_data(a), be.from_data(b), Shape{2, 3, 33, 17}};
+        },
+        rt, std::string("batched broadcast matmul ") + name(dt));
+    const TensorData x = data(Shape{4, 33, 20}, dt, 43, false),
+                     w = data(Shape{1, 20, 64}, dt, 44, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Matmul{be.from_data(x), be.from_data(w), Shape{4, 33, 64}};
+        },
+        rt, std::string("x @ W ") + name(dt));
+    const TensorData p = data(Shape{20, 33}, dt, 45, false), q = data(Shape{17, 20}, dt, 46, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Matmul{transposed(be, p), transposed(be, q), Shape{33, 17}};
+        },
+        rt, std::string("transposed matmul ") + name(dt));
+    const TensorData one = data(Shape{1, 20}, dt, 47, false),
+                     col = data(Shape{20, 1}, dt, 48, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Matmul{be.from_data(one), be.from_data(col), Shape{1, 1}};
+        },
+        rt, std::string("dot ") + name(dt));
+  }
+}
+
+TEST_F(CudaOps, LayoutViewsAndCopies) {
+  for (DType dt : {DType::F32, DType::F16, DType::I64, DType::Bool, DType::I8}) {
+    const TensorData x = data(Shape{4, 6, 5}, dt, 51);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          auto p = be.execute(ir::Permute{be.from_data(x), {2, 0, 1}})[0];
+          return ir::Reshape{p, Shape{5, 24}};
+        },
+        0, std::string("permute+reshape ") + name(dt));
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Slice{be.from_data(x), {{1, 4, 2}, {0, 6, 3}, {1, 5, 1}}};
+        },
+        0, std::string("slice ") + name(dt));
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Flip{be.from_data(x), {0, 2}};
+        },
+        0, std::string("flip ") + name(dt));
+    const TensorData e = data(Shape{4, 1, 5}, dt, 52);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Expand{be.from_data(e), Shape{4, 3, 5}};
+        },
+        0, std::string("expand ") + name(dt));
+    const TensorData v = data(Shape{2, 3, 5}, dt, 53);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::SliceAssign{
+              be.from_data(x), {{1, 4, 2}, {0, 6, 2}, {0, 5, 1}}, be.from_data(v)};
+        },
+        0, std::string("slice_assign ") + name(dt));
+    const TensorData y = data(Shape{4, 2, 5}, dt, 54);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          auto t = be.execute(ir::Flip{be.from_data(y), {1}})[0];
+          return ir::Cat{{be.from_data(x), t, be.from_data(x)}, 1, Shape{4, 14, 5}};
+        },
+        0, std::string("cat ") + name(dt));
+  }
+}
+
+TEST_F(CudaOps, Indexing) {
+  for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::I32, DType::I8, DType::Bool}) {
+    const TensorData x = data(Shape{5, 7, 3}, dt, 61, false);
+    std::vector<std::int64_t> iv;
+    for (int i = 0; i < 5 * 4 * 3; ++i) iv.push_back((i * 5) % 7);
+    const TensorData idx = TensorData::from(iv, Shape{5, 4, 3});
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Gather{be.from_data(x), 1, be.from_data(idx)};
+        },
+        0, std::string("gather ") + name(dt));
+    const TensorData src = data(Shape{5, 4, 3}, dt, 62, false);
+    for (bool add : {false, true}) {
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::Scatter{be.from_data(x), 1, be.from_data(idx), be.from_data(src), add};
+          },
+          tol(dt), std::string(add ? "scatter_add " : "scatter ") + name(dt));
+    }
+    const TensorData sel = TensorData::from<std::int64_t>({6, 0, 2, 2, 5}, Shape{5});
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::IndexSelect{be.from_data(x), 1, be.from_data(sel)};
+        },
+        0, std::string("index_select ") + name(dt));
+    const TensorData src2 = data(Shape{5, 5, 3}, dt, 63, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::IndexAdd{be.from_data(x), 1, be.from_data(sel), be.from_data(src2)};
+        },
+        tol(dt), std::string("index_add ") + name(dt));
+    compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(x)}; }, 0,
+            std::string("nonzero ") + name(dt));
+    for (bool desc : {false, true}) {
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::Sort{be.from_data(data(Shape{5, 7, 3}, dt, 64)), 1, desc};
+          },
+          0, std::string("sort ") + name(dt));
+    }
+  }
+}
+
+TEST_F(CudaOps, OutOfRangeIndexIsAnErrorAtSync) {
+  const TensorData x = data(Shape{4, 3}, DType::F32, 71);
+  const TensorData bad = TensorData::from<std::int64_t>({0, 4}, Shape{2});
+  auto out = gpu->execute(ir::IndexSelect{gpu->from_data(x), 0, gpu->from_data(bad)});
+  try {
+    gpu->sync();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index 4"), std::string::npos) << e.what();
+  }
+  auto ok = gpu->execute(ir::Unary{ir::UnaryFn::Neg, gpu->from_data(x), DType::F32});
+  EXPECT_NO_THROW(gpu->to_data(ok[0]));
+}
+
+TEST_F(CudaOps, Creation) {
+  for (DType dt : kAll) {
+    compare(
+        [&](Backend&) -> ir::Op {
+          return ir::Fill{Shape{3, 1000}, dt, -2.5, -7};
+        },
+        0, std::string("fill ") + name(dt));
+    compare(
+        [&](Backend&) -> ir::Op {
+          return ir::Arange{-3.0, 0.75, 999, dt};
+        },
+        0, std::string("arange ") + name(dt));
+    for (const Distribution& dist : {Distribution::default_(), Distribution::uniform(-2, 5),
+                                     Distribution::normal(1, 3), Distribution::bernoulli(0.3)}) {
+      cpu->seed(1234);
+      gpu->seed(1234);
+      compare(
+          [&](Backend&) -> ir::Op {
+            return ir::Random{Shape{17, 301}, dt, dist};
+          },
+          is_float(dt) ? std::max(tol(dt), 1e-5) : 0, std::string("random ") + name(dt));
+    }
+  }
+}
+
+TEST_F(CudaOps, AllocatorRecoversFromOutOfMemory) {
+  gpu->sync();
+  auto keep = gpu->execute(ir::Fill{Shape{1 << 20}, DType::F32, 1.0, 1})[0];
+  const auto before = gpu->memory_stats();
+  EXPECT_GE(before.in_use, std::size_t(4) << 20);
+  EXPECT_GE(before.reserved, before.in_use);
+  // 4 TiB: more than any GPU has.
+  EXPECT_THROW(gpu->execute(ir::Fill{Shape{std::size_t(1) << 40}, DType::F32, 1.0, 1}), Error);
+  auto sum = gpu->execute(ir::Reduce{ir::ReduceFn::Sum, keep, 0, DType::F32})[0];
+  EXPECT_EQ(gpu->to_data(sum).to_vector<float>()[0], float(1 << 20));
+  { auto tmp = gpu->execute(ir::Fill{Shape{1 << 22}, DType::F32, 0.0, 0})[0]; }
+  const auto mid = gpu->memory_stats();
+  EXPECT_GT(mid.reserved, mid.in_use);  // tmp's block is cached
+  gpu->empty_cache();
+  const auto after = gpu->memory_stats();
+  EXPECT_EQ(after.reserved, after.in_use);
+  EXPECT_GE(after.peak, std::size_t(16) << 20);
+}
