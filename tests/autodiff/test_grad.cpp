@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -41,7 +42,15 @@ struct Input {
   bool grad = true;  // differentiate with respect to it (float inputs only)
 };
 
-Device ad_device(Checkpointing ck) { return Device::cpu().autodiff(ck); }
+// The device under test: the Cpu, or with EMBER_TEST_DEVICE=cuda the first GPU (the
+// gradient checks then run over Device::cuda(0).autodiff(); finite differences stay on the
+// Cpu in f64).
+Device base_device() {
+  const char* env = std::getenv("EMBER_TEST_DEVICE");
+  if (env != nullptr && std::string(env) == "cuda") return Device::cuda(0);
+  return Device::cpu();
+}
+Device ad_device(Checkpointing ck) { return base_device().autodiff(ck); }
 
 // loss = sum(f(inputs) * w), w fixed and random, so every output element matters.
 DynTensor weighted_loss(const DynTensor& out, const Device& dev) {
