@@ -126,6 +126,10 @@ __device__ void em_flag(int* err, int code, i64 value) {
   if (atomicCAS(err, 0, code) == 0) ((i64*)err)[1] = value;
 }
 __device__ __forceinline__ void em_offsets(const EmGeo& g, i64 i, i64& o0, i64& o1, i64& o2) {
+  if (g.rank == 1) {  // one collapsed dim (e.g. a broadcast scalar): no 64-bit div/mod
+    o0 = i * g.st[0][0]; o1 = i * g.st[1][0]; o2 = i * g.st[2][0];
+    return;
+  }
   o0 = 0; o1 = 0; o2 = 0;
   for (int d = g.rank - 1; d >= 0; --d) {
     const i64 e = g.shape[d];
