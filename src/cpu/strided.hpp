@@ -43,8 +43,10 @@ struct StridedSpace {
       for (std::size_t k = 0; k < N; ++k) st[k].push_back(strides[k][i]);
     }
     if (s.empty()) {
+      // A single element: unit strides, so the (contiguous) output keeps inner stride 1 as
+      // the row kernels require; any stride reads a row of one element the same way.
       s.push_back(1);
-      for (std::size_t k = 0; k < N; ++k) st[k].push_back(0);
+      for (std::size_t k = 0; k < N; ++k) st[k].push_back(1);
     }
     shape = std::move(s);
     strides = std::move(st);
