@@ -83,6 +83,7 @@ struct Case {
   double atol_extra = 0.0;  // added absolute tolerance (large reductions)
   std::function<Tolerance(DType)> tol;  // replaces the default tolerance when set
   std::string known_failure;  // non-empty: the case is skipped with this reason
+  std::vector<DType> known_failure_dtypes;  // limits known_failure to these dtypes
 };
 
 // ---- the case tables (one function per family file, called explicitly: no static init) ----
