@@ -28,13 +28,13 @@ double cast_ref(double v, DType from, DType to) {
     if (std::isnan(v)) return 0;
     return std::clamp(std::trunc(v), lo, hi);
   }
+  if (bits == 64) return v;  // generated ints are exact in f64 and fit i64
   const double m = std::ldexp(1.0, bits);
   double r = std::fmod(v, m);
   if (r < 0) r += m;
   if (to != DType::U8 && r >= m / 2) r -= m;
   return r;
 }
-
 
 }  // namespace
 
@@ -70,9 +70,10 @@ void add_compute_cases(std::vector<Case>& cs) {
       }
       std::vector<Trial> ts;
       for (const M& m : ms) {
-        ts.push_back({m.a.to_string() + " " + name(m.la) + " @ " + m.b.to_string() + " " + name(m.lb),
-                      {random_host(m.a, dt, rng, Domain::Small), random_host(m.b, dt, rng, Domain::Small)},
-                      {m.la, m.lb}});
+        ts.push_back(
+            {m.a.to_string() + " " + name(m.la) + " @ " + m.b.to_string() + " " + name(m.lb),
+             {random_host(m.a, dt, rng, Domain::Small), random_host(m.b, dt, rng, Domain::Small)},
+             {m.la, m.lb}});
       }
       return ts;
     };
@@ -81,7 +82,8 @@ void add_compute_cases(std::vector<Case>& cs) {
     };
     c.ref = [](const std::vector<HostTensor>& in, const Params&) {
       const HostTensor &a = in[0], &b = in[1];
-      const std::size_t m = a.shape[a.rank() - 2], k = a.shape[a.rank() - 1], n = b.shape[b.rank() - 1];
+      const std::size_t m = a.shape[a.rank() - 2], k = a.shape[a.rank() - 1],
+                        n = b.shape[b.rank() - 1];
       const Shape ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
       const Shape batch = broadcast(ba, bb);
       auto dims = batch.dims();
@@ -90,7 +92,8 @@ void add_compute_cases(std::vector<Case>& cs) {
       HostTensor y(Shape(dims), a.dtype);
       for (std::size_t q = 0; q < batch.num_elements(); ++q) {
         const auto bi = unravel(q, batch);
-        const std::size_t oa = broadcast_index(bi, ba) * m * k, ob = broadcast_index(bi, bb) * k * n;
+        const std::size_t oa = broadcast_index(bi, ba) * m * k,
+                          ob = broadcast_index(bi, bb) * k * n;
         for (std::size_t i = 0; i < m; ++i) {
           for (std::size_t j = 0; j < n; ++j) {
             double s = 0;
@@ -104,10 +107,14 @@ void add_compute_cases(std::vector<Case>& cs) {
     // Dot products of up to 300 terms of magnitude <= 4 (f16/bf16 results are rounded once).
     c.tol = [](DType dt) {
       switch (dt) {
-        case DType::F64: return Tolerance{1e-10, 1e-10};
-        case DType::F32: return Tolerance{1e-4, 1e-3};
-        case DType::F16: return Tolerance{4e-3, 5e-2};
-        default: return Tolerance{2e-2, 3e-1};
+        case DType::F64:
+          return Tolerance{1e-10, 1e-10};
+        case DType::F32:
+          return Tolerance{1e-4, 1e-3};
+        case DType::F16:
+          return Tolerance{4e-3, 5e-2};
+        default:
+          return Tolerance{2e-2, 3e-1};
       }
     };
     cs.push_back(std::move(c));
@@ -122,10 +129,9 @@ void add_compute_cases(std::vector<Case>& cs) {
     c.trials = [](DType dt, Scale s) {
       Rng rng(71);
       std::vector<Trial> ts;
-      const std::pair<Shape, std::int64_t> ss[] = {{Shape{7}, 0},         {Shape{1}, 0},
-                                                   {Shape{3, 0, 4}, 2},   {Shape{2, 3, 4}, 1},
-                                                   {Shape{5, 1030}, -1},  {Shape{70001}, 0},
-                                                   {Shape{64, 33}, 0}};
+      const std::pair<Shape, std::int64_t> ss[] = {
+          {Shape{7}, 0},        {Shape{1}, 0},     {Shape{3, 0, 4}, 2}, {Shape{2, 3, 4}, 1},
+          {Shape{5, 1030}, -1}, {Shape{70001}, 0}, {Shape{64, 33}, 0}};
       const Layout ls[] = {Layout::Contiguous, Layout::Permuted, Layout::Sliced, Layout::Flipped};
       std::size_t i = 0;
       for (const auto& [sh, d] : ss) {
@@ -133,7 +139,9 @@ void add_compute_cases(std::vector<Case>& cs) {
         if (s == Scale::Perf) shape = Shape{1024, 4096};
         HostTensor x = random_host(shape, dt, rng, Domain::Any);
         for (double& v : x.v) v = quantize(dt, v * 4);  // logits up to 16
-        ts.push_back({shape.to_string() + " dim " + std::to_string(d), {x}, {ls[i++ % 4]},
+        ts.push_back({shape.to_string() + " dim " + std::to_string(d),
+                      {x},
+                      {ls[i++ % 4]},
                       {static_cast<double>(d)}});
         if (s == Scale::Perf) break;
       }
@@ -169,10 +177,14 @@ void add_compute_cases(std::vector<Case>& cs) {
     };
     c.tol = [](DType dt) {
       switch (dt) {
-        case DType::F64: return Tolerance{1e-10, 1e-12};
-        case DType::F32: return Tolerance{1e-4, 1e-6};
-        case DType::F16: return Tolerance{4e-3, 2e-3};
-        default: return Tolerance{3e-2, 2e-2};
+        case DType::F64:
+          return Tolerance{1e-10, 1e-12};
+        case DType::F32:
+          return Tolerance{1e-4, 1e-6};
+        case DType::F16:
+          return Tolerance{4e-3, 2e-3};
+        default:
+          return Tolerance{3e-2, 2e-2};
       }
     };
     cs.push_back(std::move(c));
@@ -188,7 +200,8 @@ void add_compute_cases(std::vector<Case>& cs) {
       Rng rng(81);
       std::vector<Trial> ts;
       for (DType to : kAllDtypes) {
-        HostTensor x = random_host(s == Scale::Perf ? Shape{1u << 20} : Shape{1031}, dt, rng, Domain::Any);
+        HostTensor x =
+            random_host(s == Scale::Perf ? Shape{1u << 20} : Shape{1031}, dt, rng, Domain::Any);
         if (is_float_dtype(dt)) {
           // Out-of-range values saturate; NaN gives 0; infinities saturate too.
           for (std::size_t i = 0; i + 8 < x.numel(); i += 97) {
@@ -201,12 +214,18 @@ void add_compute_cases(std::vector<Case>& cs) {
             // f16 / bf16 targets aside, every float value is exactly representable after
             // quantize; keep large magnitudes for int targets only.
           } else if (to == DType::F16 || to == DType::BF16) {
-            for (double& v : x.v) v = std::isfinite(v) ? quantize(DType::BF16, quantize(DType::F16, std::fmod(v, 100.0))) : v;
+            for (double& v : x.v)
+              v = std::isfinite(v)
+                      ? quantize(DType::BF16, quantize(DType::F16, std::fmod(v, 100.0)))
+                      : v;
           }
         } else if (dt != DType::Bool) {
-          for (std::size_t i = 0; i + 4 < x.numel(); i += 61) x.v[i] = dt == DType::U8 ? 200 : (dt == DType::I8 ? -100 : 1000);
+          for (std::size_t i = 0; i + 4 < x.numel(); i += 61)
+            x.v[i] = dt == DType::U8 ? 200 : (dt == DType::I8 ? -100 : 1000);
         }
-        ts.push_back({std::string("to ") + ember::name(to), {x}, {ts.size() % 2 ? Layout::Sliced : Layout::Contiguous},
+        ts.push_back({std::string("to ") + ember::name(to),
+                      {x},
+                      {ts.size() % 2 ? Layout::Sliced : Layout::Contiguous},
                       {static_cast<double>(static_cast<int>(to))}});
       }
       return ts;
@@ -294,8 +313,11 @@ void add_compute_cases(std::vector<Case>& cs) {
         },
         [=](DType dt, const Params& p) {
           HostTensor y(shape_of(p, 3), dt);
-          // full(-3) in u8 saturates to 0 and in bool is true.
-          const double v = dt == DType::Bool ? (val != 0) : dt == DType::U8 ? std::max(val, 0.0) : val;
+          // full(-3) in u8 wraps to 253 (the fill value is an i64 narrowed as C++ does, as
+          // PyTorch's full); in bool it is true.
+          const double v = dt == DType::Bool            ? (val != 0)
+                           : dt == DType::U8 && val < 0 ? val + 256
+                                                        : val;
           std::fill(y.v.begin(), y.v.end(), v);
           return y;
         });
@@ -308,7 +330,9 @@ void add_compute_cases(std::vector<Case>& cs) {
   };
   creation(
       "arange", concat(kFloats, kSignedInts), {{0, 10, 1}, {5, -3, -2}, {0, 70000, 3}, {3, 3, 1}},
-      [](const Device& d, DType dt, const Params& p) { return ops::arange(p[0], p[1], p[2], dt, d); },
+      [](const Device& d, DType dt, const Params& p) {
+        return ops::arange(p[0], p[1], p[2], dt, d);
+      },
       [](DType dt, const Params& p) {
         const double n = std::max(0.0, std::ceil((p[1] - p[0]) / p[2]));
         HostTensor y(Shape{static_cast<std::size_t>(n)}, dt);
@@ -357,18 +381,21 @@ void add_compute_cases(std::vector<Case>& cs) {
         fn, {DType::Bool}, {{4, 6, 0}, {2, 3, 5, 1}, {5, 5, -2}},
         [upper](const Device& d, DType, const Params& p) {
           std::vector<std::size_t> dims;
-          for (std::size_t i = 0; i + 2 < p.size(); ++i) dims.push_back(static_cast<std::size_t>(p[i]));
+          for (std::size_t i = 0; i + 2 < p.size(); ++i)
+            dims.push_back(static_cast<std::size_t>(p[i]));
           const auto off = static_cast<std::int64_t>(p[p.size() - 2]);
           return upper ? ops::triu_mask(Shape(dims), off, d) : ops::tril_mask(Shape(dims), off, d);
         },
         [upper](DType, const Params& p) {
           std::vector<std::size_t> dims;
-          for (std::size_t i = 0; i + 2 < p.size(); ++i) dims.push_back(static_cast<std::size_t>(p[i]));
+          for (std::size_t i = 0; i + 2 < p.size(); ++i)
+            dims.push_back(static_cast<std::size_t>(p[i]));
           const double off = p[p.size() - 2];
           HostTensor y(Shape(dims), DType::Bool);
           for (std::size_t q = 0; q < y.numel(); ++q) {
             const auto i = unravel(q, y.shape);
-            const double diff = static_cast<double>(i[i.size() - 1]) - static_cast<double>(i[i.size() - 2]);
+            const double diff =
+                static_cast<double>(i[i.size() - 1]) - static_cast<double>(i[i.size() - 2]);
             y.v[q] = (upper ? diff > off : diff < off) ? 1 : 0;
           }
           return y;
@@ -388,8 +415,10 @@ void add_compute_cases(std::vector<Case>& cs) {
       std::size_t i = 0;
       for (const Shape& sh : shapes) {
         for (double diag : {0.0, 1.0, -2.0}) {
-          ts.push_back({sh.to_string(), {random_host(s == Scale::Perf ? Shape{2048, 2048} : sh, dt, rng)},
-                        {ls[i++ % 4]}, {diag}});
+          ts.push_back({sh.to_string(),
+                        {random_host(s == Scale::Perf ? Shape{2048, 2048} : sh, dt, rng)},
+                        {ls[i++ % 4]},
+                        {diag}});
         }
       }
       return ts;
@@ -403,7 +432,8 @@ void add_compute_cases(std::vector<Case>& cs) {
       HostTensor y = in[0];
       for (std::size_t q = 0; q < y.numel(); ++q) {
         const auto i = unravel(q, y.shape);
-        const double diff = static_cast<double>(i[i.size() - 1]) - static_cast<double>(i[i.size() - 2]);
+        const double diff =
+            static_cast<double>(i[i.size() - 1]) - static_cast<double>(i[i.size() - 2]);
         if (lower ? diff > p[0] : diff < p[0]) y.v[q] = 0;
       }
       return one(y);
@@ -422,17 +452,27 @@ void add_compute_cases(std::vector<Case>& cs) {
       // params: kind (0 default, 1 uniform, 2 normal, 3 bernoulli), a, b, dtype.
       for (Params p : std::vector<Params>{{0, 0, 1}, {1, -2, 6}, {2, 3, 0.5}, {3, 0.25, 0}}) {
         p.push_back(static_cast<double>(static_cast<int>(dt)));
-        ts.push_back({"kind " + std::to_string(static_cast<int>(p[0])), {HostTensor(Shape{1}, DType::F32)}, {}, p});
+        ts.push_back({"kind " + std::to_string(static_cast<int>(p[0])),
+                      {HostTensor(Shape{1}, DType::F32)},
+                      {},
+                      p});
       }
       return ts;
     };
     c.run = [](Tensors&& x, const Params& p) {
       Distribution dist;
       switch (static_cast<int>(p[0])) {
-        case 1: dist = Distribution::uniform(p[1], p[2]); break;
-        case 2: dist = Distribution::normal(p[1], p[2]); break;
-        case 3: dist = Distribution::bernoulli(p[1]); break;
-        default: dist = Distribution::default_();
+        case 1:
+          dist = Distribution::uniform(p[1], p[2]);
+          break;
+        case 2:
+          dist = Distribution::normal(p[1], p[2]);
+          break;
+        case 3:
+          dist = Distribution::bernoulli(p[1]);
+          break;
+        default:
+          dist = Distribution::default_();
       }
       const auto dt = static_cast<DType>(static_cast<int>(p[3]));
       auto r = ops::random(Shape{100, 1000}, dist, dt, x[0].device());
@@ -458,15 +498,25 @@ void add_compute_cases(std::vector<Case>& cs) {
       for (double v : r.v) binary = binary && (v == 0 || v == 1);
       bool ok = false;
       switch (static_cast<int>(p[0])) {
-        case 0: ok = lo >= 0 && hi <= 1 && near(mean, 0.5, 0.005) && near(sd, std::sqrt(1.0 / 12), 0.005); break;
-        case 1: ok = lo >= -2 && hi <= 6 && near(mean, 2, 0.04) && near(sd, 8 / std::sqrt(12.0), 0.04); break;
-        case 2: ok = near(mean, 3, 0.01) && near(sd, 0.5, 0.01); break;
-        case 3: ok = binary && near(mean, 0.25, 0.01); break;
-        default: break;
+        case 0:
+          ok = lo >= 0 && hi <= 1 && near(mean, 0.5, 0.005) && near(sd, std::sqrt(1.0 / 12), 0.005);
+          break;
+        case 1:
+          ok = lo >= -2 && hi <= 6 && near(mean, 2, 0.04) && near(sd, 8 / std::sqrt(12.0), 0.04);
+          break;
+        case 2:
+          ok = near(mean, 3, 0.01) && near(sd, 0.5, 0.01);
+          break;
+        case 3:
+          ok = binary && near(mean, 0.25, 0.01);
+          break;
+        default:
+          break;
       }
       if (ok) return "";
       return "draw does not match the distribution: mean " + std::to_string(mean) + ", std " +
-             std::to_string(sd) + ", range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+             std::to_string(sd) + ", range [" + std::to_string(lo) + ", " + std::to_string(hi) +
+             "]";
     };
     cs.push_back(std::move(c));
   }

@@ -55,8 +55,12 @@ void add_unary(std::vector<Case>& cs, const std::string& fn, UnaryFn f, std::vec
   c.family = "unary";
   c.dtypes = std::move(dts);
   const auto seed = std::hash<std::string>{}(fn);
-  c.trials = [d, specials, seed](DType dt, Scale s) { return unary_trials(dt, s, d, specials, seed); };
-  c.run = [f, p0, p1](Tensors&& x, const Params&) { return Tensors{ops::unary(f, std::move(x[0]), p0, p1)}; };
+  c.trials = [d, specials, seed](DType dt, Scale s) {
+    return unary_trials(dt, s, d, specials, seed);
+  };
+  c.run = [f, p0, p1](Tensors&& x, const Params&) {
+    return Tensors{ops::unary(f, std::move(x[0]), p0, p1)};
+  };
   c.ref = [ref, pred](const std::vector<HostTensor>& in, const Params&) {
     return std::vector<HostTensor>{map1(in[0], pred ? DType::Bool : in[0].dtype, ref)};
   };
@@ -97,8 +101,7 @@ std::vector<Trial> binary_trials(DType dt, Scale scale, Domain da, Domain db, bo
       add_specials(a, rng);
       add_specials(b, rng);
     }
-    out.push_back({p.a.to_string() + " " + name(p.la) + " x " + p.b.to_string() + " " +
-                       name(p.lb),
+    out.push_back({p.a.to_string() + " " + name(p.la) + " x " + p.b.to_string() + " " + name(p.lb),
                    {a, b},
                    {p.la, p.lb}});
   }
@@ -123,8 +126,7 @@ void add_binary(std::vector<Case>& cs, const std::string& fn, BinaryFn f, std::v
     return Tensors{ops::binary(f, std::move(x[0]), std::move(x[1]))};
   };
   c.ref = [ref, f](const std::vector<HostTensor>& in, const Params&) {
-    return std::vector<HostTensor>{
-        map2(in[0], in[1], is_cmp(f) ? DType::Bool : in[0].dtype, ref)};
+    return std::vector<HostTensor>{map2(in[0], in[1], is_cmp(f) ? DType::Bool : in[0].dtype, ref)};
   };
   c.tol_scale = tol;
   cs.push_back(std::move(c));
@@ -148,9 +150,8 @@ void add_scalar(std::vector<Case>& cs, const std::string& fn, BinaryFn f, std::v
   c.ref = [=](const std::vector<HostTensor>& in, const Params&) {
     const double s = is_float_dtype(in[0].dtype) ? quantize(in[0].dtype, s_float) : s_int;
     const DType out = is_cmp(f) ? DType::Bool : in[0].dtype;
-    return std::vector<HostTensor>{map1(in[0], out, [&](double x) {
-      return reversed ? ref(s, x) : ref(x, s);
-    })};
+    return std::vector<HostTensor>{
+        map1(in[0], out, [&](double x) { return reversed ? ref(s, x) : ref(x, s); })};
   };
   c.tol_scale = tol;
   cs.push_back(std::move(c));
@@ -162,8 +163,12 @@ double fmod_floor(double a, double b) {
   return r;
 }
 double int_div(double a, double b) { return std::trunc(a / b); }
-double max_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b); }
-double min_nan(double a, double b) { return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b); }
+double max_nan(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::max(a, b);
+}
+double min_nan(double a, double b) {
+  return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
+}
 std::int64_t to_i(double v) { return static_cast<std::int64_t>(v); }
 
 }  // namespace
@@ -175,8 +180,9 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   // ---- unary ----
   add_unary(cs, "neg", UnaryFn::Neg, FI, D::Any, true, [](double x) { return -x; });
   add_unary(cs, "abs", UnaryFn::Abs, FI, D::Any, true, [](double x) { return std::fabs(x); });
-  add_unary(cs, "sign", UnaryFn::Sign, FI, D::Any, true,
-            [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : x; });
+  add_unary(cs, "sign", UnaryFn::Sign, FI, D::Any, true, [](double x) {
+    return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+  });
   add_unary(cs, "square", UnaryFn::Square, FI, D::Any, true, [](double x) { return x * x; });
   add_unary(cs, "recip", UnaryFn::Recip, kAllFloats, D::NonZero, true,
             [](double x) { return 1 / x; });
@@ -184,34 +190,44 @@ void add_elementwise_cases(std::vector<Case>& cs) {
             [](double x) { return std::sqrt(x); });
   add_unary(cs, "rsqrt", UnaryFn::Rsqrt, kAllFloats, D::Positive, false,
             [](double x) { return 1 / std::sqrt(x); });
-  add_unary(cs, "exp", UnaryFn::Exp, kAllFloats, D::Any, true, [](double x) { return std::exp(x); },
-            2);
-  add_unary(cs, "log", UnaryFn::Log, kAllFloats, D::Positive, true,
-            [](double x) { return std::log(x); }, 2);
-  add_unary(cs, "log1p", UnaryFn::Log1p, kAllFloats, D::Positive, false,
-            [](double x) { return std::log1p(x); }, 2);
-  add_unary(cs, "expm1", UnaryFn::Expm1, kAllFloats, D::Small, false,
-            [](double x) { return std::expm1(x); }, 2);
-  add_unary(cs, "sin", UnaryFn::Sin, kAllFloats, D::Any, false, [](double x) { return std::sin(x); },
-            2);
-  add_unary(cs, "cos", UnaryFn::Cos, kAllFloats, D::Any, false, [](double x) { return std::cos(x); },
-            2);
-  add_unary(cs, "tan", UnaryFn::Tan, kAllFloats, D::Unit, false, [](double x) { return std::tan(x); },
-            2);
-  add_unary(cs, "sinh", UnaryFn::Sinh, kAllFloats, D::Small, false,
-            [](double x) { return std::sinh(x); }, 2);
-  add_unary(cs, "cosh", UnaryFn::Cosh, kAllFloats, D::Small, false,
-            [](double x) { return std::cosh(x); }, 2);
-  add_unary(cs, "tanh", UnaryFn::Tanh, kAllFloats, D::Any, true,
-            [](double x) { return std::tanh(x); }, 2);
-  add_unary(cs, "asin", UnaryFn::Asin, kAllFloats, D::Unit, false,
-            [](double x) { return std::asin(x); }, 2);
-  add_unary(cs, "acos", UnaryFn::Acos, kAllFloats, D::Unit, false,
-            [](double x) { return std::acos(x); }, 2);
-  add_unary(cs, "atan", UnaryFn::Atan, kAllFloats, D::Any, false,
-            [](double x) { return std::atan(x); }, 2);
-  add_unary(cs, "erf", UnaryFn::Erf, kAllFloats, D::Small, false,
-            [](double x) { return std::erf(x); }, 2);
+  add_unary(
+      cs, "exp", UnaryFn::Exp, kAllFloats, D::Any, true, [](double x) { return std::exp(x); }, 2);
+  add_unary(
+      cs, "log", UnaryFn::Log, kAllFloats, D::Positive, true, [](double x) { return std::log(x); },
+      2);
+  add_unary(
+      cs, "log1p", UnaryFn::Log1p, kAllFloats, D::Positive, false,
+      [](double x) { return std::log1p(x); }, 2);
+  add_unary(
+      cs, "expm1", UnaryFn::Expm1, kAllFloats, D::Small, false,
+      [](double x) { return std::expm1(x); }, 2);
+  add_unary(
+      cs, "sin", UnaryFn::Sin, kAllFloats, D::Any, false, [](double x) { return std::sin(x); }, 2);
+  add_unary(
+      cs, "cos", UnaryFn::Cos, kAllFloats, D::Any, false, [](double x) { return std::cos(x); }, 2);
+  add_unary(
+      cs, "tan", UnaryFn::Tan, kAllFloats, D::Unit, false, [](double x) { return std::tan(x); }, 2);
+  add_unary(
+      cs, "sinh", UnaryFn::Sinh, kAllFloats, D::Small, false, [](double x) { return std::sinh(x); },
+      2);
+  add_unary(
+      cs, "cosh", UnaryFn::Cosh, kAllFloats, D::Small, false, [](double x) { return std::cosh(x); },
+      2);
+  add_unary(
+      cs, "tanh", UnaryFn::Tanh, kAllFloats, D::Any, true, [](double x) { return std::tanh(x); },
+      2);
+  add_unary(
+      cs, "asin", UnaryFn::Asin, kAllFloats, D::Unit, false, [](double x) { return std::asin(x); },
+      2);
+  add_unary(
+      cs, "acos", UnaryFn::Acos, kAllFloats, D::Unit, false, [](double x) { return std::acos(x); },
+      2);
+  add_unary(
+      cs, "atan", UnaryFn::Atan, kAllFloats, D::Any, false, [](double x) { return std::atan(x); },
+      2);
+  add_unary(
+      cs, "erf", UnaryFn::Erf, kAllFloats, D::Small, false, [](double x) { return std::erf(x); },
+      2);
   add_unary(cs, "floor", UnaryFn::Floor, kAllFloats, D::Any, true,
             [](double x) { return std::floor(x); });
   add_unary(cs, "ceil", UnaryFn::Ceil, kAllFloats, D::Any, true,
@@ -230,8 +246,9 @@ void add_elementwise_cases(std::vector<Case>& cs) {
             [](double x) { return x != 0 ? 0.0 : 1.0; });
   add_unary(cs, "bitwise_not", UnaryFn::BitNot, kInts, D::Any, false,
             [](double x) { return static_cast<double>(~to_i(x)); });
-  add_unary(cs, "powf_scalar", UnaryFn::PowScalar, kAllFloats, D::Positive, false,
-            [](double x) { return std::pow(x, 1.5); }, 2, 1.5);
+  add_unary(
+      cs, "powf_scalar", UnaryFn::PowScalar, kAllFloats, D::Positive, false,
+      [](double x) { return std::pow(x, 1.5); }, 2, 1.5);
 
   // ---- activations (the element-wise ones; softmax lives with the compute cases) ----
   auto act = [&](const std::string& fn, UnaryFn f, double tol, std::function<double(double)> r,
@@ -241,7 +258,8 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   };
   act("relu", UnaryFn::Relu, 1, [](double x) { return x < 0 ? 0.0 : x; });
   act("sigmoid", UnaryFn::Sigmoid, 2, sigmoid);
-  act("gelu", UnaryFn::Gelu, 4, [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
+  act("gelu", UnaryFn::Gelu, 4,
+      [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); });
   act("gelu_tanh", UnaryFn::GeluTanh, 4, [](double x) {
     const double k = std::sqrt(2.0 / M_PI);
     return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x)));
@@ -249,8 +267,10 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   act("silu", UnaryFn::Silu, 2, [](double x) { return x * sigmoid(x); });
   act("softplus", UnaryFn::Softplus, 2, softplus);
   act("mish", UnaryFn::Mish, 4, [](double x) { return x * std::tanh(softplus(x)); });
-  act("leaky_relu", UnaryFn::LeakyRelu, 1, [](double x) { return x < 0 ? 0.125 * x : x; }, 0.125);
-  act("elu", UnaryFn::Elu, 2, [](double x) { return x < 0 ? 0.5 * std::expm1(x) : x; }, 0.5);
+  act(
+      "leaky_relu", UnaryFn::LeakyRelu, 1, [](double x) { return x < 0 ? 0.125 * x : x; }, 0.125);
+  act(
+      "elu", UnaryFn::Elu, 2, [](double x) { return x < 0 ? 0.5 * std::expm1(x) : x; }, 0.5);
   {
     // hard_sigmoid exists only on the typed facade (ember/tensor/activation.hpp).
     Case c;
@@ -259,9 +279,8 @@ void add_elementwise_cases(std::vector<Case>& cs) {
     c.dtypes = kFloats;
     c.trials = [](DType dt, Scale s) { return unary_trials(dt, s, D::Any, true, 77); };
     c.run = [](Tensors&& x, const Params&) {
-      return Tensors{with_typed(std::move(x[0]), [](auto t) {
-        return ember::activation::hard_sigmoid(t);
-      })};
+      return Tensors{
+          with_typed(std::move(x[0]), [](auto t) { return ember::activation::hard_sigmoid(t); })};
     };
     c.ref = [](const std::vector<HostTensor>& in, const Params&) {
       return std::vector<HostTensor>{map1(in[0], in[0].dtype, [](double x) {
@@ -279,7 +298,9 @@ void add_elementwise_cases(std::vector<Case>& cs) {
     c.family = "unary";
     c.dtypes = FI;
     c.trials = [](DType dt, Scale s) { return unary_trials(dt, s, D::Any, true, 5); };
-    c.run = [lo, hi](Tensors&& x, const Params&) { return Tensors{ops::clamp(std::move(x[0]), lo, hi)}; };
+    c.run = [lo, hi](Tensors&& x, const Params&) {
+      return Tensors{ops::clamp(std::move(x[0]), lo, hi)};
+    };
     c.ref = [lo, hi](const std::vector<HostTensor>& in, const Params&) {
       // Integer tensors clamp with bounds saturated to the dtype's range (u8 max -1 is 0).
       const DType dt = in[0].dtype;
@@ -339,10 +360,12 @@ void add_elementwise_cases(std::vector<Case>& cs) {
     })};
   };
   add_binary(cs, "rem", BinaryFn::Rem, FI, D::Any, D::NonZero, false, fmod_floor, 4);
-  add_binary(cs, "pow", BinaryFn::Pow, kAllFloats, D::Positive, D::Small, false,
-             [](double a, double b) { return std::pow(a, b); }, 4);
-  add_binary(cs, "atan2", BinaryFn::Atan2, kAllFloats, D::Any, D::Any, false,
-             [](double a, double b) { return std::atan2(a, b); }, 2);
+  add_binary(
+      cs, "pow", BinaryFn::Pow, kAllFloats, D::Positive, D::Small, false,
+      [](double a, double b) { return std::pow(a, b); }, 4);
+  add_binary(
+      cs, "atan2", BinaryFn::Atan2, kAllFloats, D::Any, D::Any, false,
+      [](double a, double b) { return std::atan2(a, b); }, 2);
   add_binary(cs, "maximum", BinaryFn::Max, FI, D::Any, D::Any, true, max_nan);
   add_binary(cs, "minimum", BinaryFn::Min, FI, D::Any, D::Any, true, min_nan);
   add_binary(cs, "bitwise_and", BinaryFn::BitAnd, kInts, D::Any, D::Any, false,
@@ -358,10 +381,9 @@ void add_elementwise_cases(std::vector<Case>& cs) {
     auto s = ops::binary_scalar(BinaryFn::Rem, std::move(x[1]), 8);
     return Tensors{ops::binary(BinaryFn::Shl, std::move(x[0]), std::move(s))};
   };
-  add_binary(cs, "bitwise_right_shift", BinaryFn::Shr, kInts, D::Any, D::Positive, false,
-             [](double a, double b) {
-               return std::floor(a / std::ldexp(1.0, static_cast<int>(b) % 8));
-             });
+  add_binary(
+      cs, "bitwise_right_shift", BinaryFn::Shr, kInts, D::Any, D::Positive, false,
+      [](double a, double b) { return std::floor(a / std::ldexp(1.0, static_cast<int>(b) % 8)); });
   cs.back().run = [](Tensors&& x, const Params&) {
     auto s = ops::binary_scalar(BinaryFn::Rem, std::move(x[1]), 8);
     return Tensors{ops::binary(BinaryFn::Shr, std::move(x[0]), std::move(s))};
@@ -418,9 +440,11 @@ void add_elementwise_cases(std::vector<Case>& cs) {
       const DType other = dt == DType::I32 ? DType::F32 : dt == DType::U8 ? DType::I8 : DType::BF16;
       return binary_trials(dt, s, D::Any, D::Any, false, 3, other);
     };
-    c.run = [](Tensors&& x, const Params&) { return Tensors{ops::binary(BinaryFn::Add, std::move(x[0]), std::move(x[1]))}; };
+    c.run = [](Tensors&& x, const Params&) {
+      return Tensors{ops::binary(BinaryFn::Add, std::move(x[0]), std::move(x[1]))};
+    };
     c.ref = [](const std::vector<HostTensor>& in, const Params&) {
-      const DType out = in[0].dtype == DType::I32 ? DType::F32
+      const DType out = in[0].dtype == DType::I32  ? DType::F32
                         : in[0].dtype == DType::U8 ? DType::I16
                                                    : DType::F32;
       return std::vector<HostTensor>{map2(in[0], in[1], out, std::plus<double>())};
@@ -432,20 +456,21 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   // ---- scalar forms ----
   add_scalar(cs, "add_scalar", BinaryFn::Add, FI, D::Any, 2.5, 3, false, std::plus<double>());
   add_scalar(cs, "sub_scalar", BinaryFn::Sub, FSI, D::Any, 2.5, 3, false, std::minus<double>());
-  add_scalar(cs, "mul_scalar", BinaryFn::Mul, FI, D::Any, -1.5, 3, false, std::multiplies<double>());
-  add_scalar(cs, "div_scalar", BinaryFn::Div, FI, D::Any, 0.75, 3, false,
-             std::divides<double>());
+  add_scalar(cs, "mul_scalar", BinaryFn::Mul, FI, D::Any, -1.5, 3, false,
+             std::multiplies<double>());
+  add_scalar(cs, "div_scalar", BinaryFn::Div, FI, D::Any, 0.75, 3, false, std::divides<double>());
   cs.back().ref = [](const std::vector<HostTensor>& in, const Params&) {
     const bool fl = is_float_dtype(in[0].dtype);
-    return std::vector<HostTensor>{map1(in[0], in[0].dtype, [fl](double a) {
-      return fl ? a / 0.75 : int_div(a, 3);
-    })};
+    return std::vector<HostTensor>{
+        map1(in[0], in[0].dtype, [fl](double a) { return fl ? a / 0.75 : int_div(a, 3); })};
   };
   add_scalar(cs, "rem_scalar", BinaryFn::Rem, FSI, D::Any, 1.25, 4, false, fmod_floor);
-  add_scalar(cs, "pow_scalar", BinaryFn::Pow, kAllFloats, D::Positive, 2.5, 2, false,
-             [](double a, double b) { return std::pow(a, b); }, 4);
-  add_scalar(cs, "atan2_scalar", BinaryFn::Atan2, kAllFloats, D::Any, -0.5, 1, false,
-             [](double a, double b) { return std::atan2(a, b); }, 2);
+  add_scalar(
+      cs, "pow_scalar", BinaryFn::Pow, kAllFloats, D::Positive, 2.5, 2, false,
+      [](double a, double b) { return std::pow(a, b); }, 4);
+  add_scalar(
+      cs, "atan2_scalar", BinaryFn::Atan2, kAllFloats, D::Any, -0.5, 1, false,
+      [](double a, double b) { return std::atan2(a, b); }, 2);
   add_scalar(cs, "maximum_scalar", BinaryFn::Max, FI, D::Any, 0.5, 2, false, max_nan);
   add_scalar(cs, "minimum_scalar", BinaryFn::Min, FI, D::Any, 0.5, 2, false, min_nan);
   add_scalar(cs, "bitwise_and_scalar", BinaryFn::BitAnd, kInts, D::Any, 0, 6, false,
@@ -456,8 +481,9 @@ void add_elementwise_cases(std::vector<Case>& cs) {
              [](double a, double b) { return static_cast<double>(to_i(a) ^ to_i(b)); });
   add_scalar(cs, "bitwise_left_shift_scalar", BinaryFn::Shl, kInts, D::Any, 0, 3, false,
              [](double a, double b) { return a * std::ldexp(1.0, static_cast<int>(b)); });
-  add_scalar(cs, "bitwise_right_shift_scalar", BinaryFn::Shr, kInts, D::Any, 0, 2, false,
-             [](double a, double b) { return std::floor(a / std::ldexp(1.0, static_cast<int>(b))); });
+  add_scalar(
+      cs, "bitwise_right_shift_scalar", BinaryFn::Shr, kInts, D::Any, 0, 2, false,
+      [](double a, double b) { return std::floor(a / std::ldexp(1.0, static_cast<int>(b))); });
   add_scalar(cs, "rsub", BinaryFn::Sub, FSI, D::Any, 2.5, 3, true, std::minus<double>());
   add_scalar(cs, "rdiv", BinaryFn::Div, kAllFloats, D::NonZero, 2.5, 3, true,
              std::divides<double>());
@@ -520,7 +546,9 @@ void add_elementwise_cases(std::vector<Case>& cs) {
       }
       return ts;
     };
-    c.run = [](Tensors&& x, const Params&) { return Tensors{ops::mask_fill(std::move(x[0]), std::move(x[1]), 1.0)}; };
+    c.run = [](Tensors&& x, const Params&) {
+      return Tensors{ops::mask_fill(std::move(x[0]), std::move(x[1]), 1.0)};
+    };
     c.ref = [](const std::vector<HostTensor>& in, const Params&) {
       HostTensor y = in[0];
       for (std::size_t i = 0; i < y.numel(); ++i) {

@@ -50,15 +50,24 @@ struct RShape {
 };
 std::vector<RShape> reduce_shapes(Scale scale) {
   using L = Layout;
-  if (scale == Scale::Perf) return {{Shape{1024, 4096}, 1, L::Contiguous}, {Shape{1024, 4096}, 0, L::Contiguous}};
-  return {{Shape{7}, 0, L::Contiguous},         {Shape{0}, 0, L::Contiguous},
-          {Shape{1}, -1, L::Sliced},            {Shape{3, 0, 4}, 1, L::Contiguous},
-          {Shape{3, 0, 4}, 2, L::Contiguous},   {Shape{2, 3, 4}, 0, L::Permuted},
-          {Shape{2, 3, 4}, 1, L::Contiguous},   {Shape{2, 3, 4}, -1, L::Flipped},
-          {Shape{5, 1, 33}, 1, L::Contiguous},  {Shape{1023}, 0, L::Contiguous},
-          {Shape{4097}, 0, L::Sliced},          {Shape{17, 130}, 1, L::Flipped},
-          {Shape{17, 130}, 0, L::Expanded},     {Shape{70001}, 0, L::Contiguous},
-          {Shape{3, 257, 90}, 1, L::Contiguous}, {Shape{3, 257, 90}, 2, L::Permuted},
+  if (scale == Scale::Perf)
+    return {{Shape{1024, 4096}, 1, L::Contiguous}, {Shape{1024, 4096}, 0, L::Contiguous}};
+  return {{Shape{7}, 0, L::Contiguous},
+          {Shape{0}, 0, L::Contiguous},
+          {Shape{1}, -1, L::Sliced},
+          {Shape{3, 0, 4}, 1, L::Contiguous},
+          {Shape{3, 0, 4}, 2, L::Contiguous},
+          {Shape{2, 3, 4}, 0, L::Permuted},
+          {Shape{2, 3, 4}, 1, L::Contiguous},
+          {Shape{2, 3, 4}, -1, L::Flipped},
+          {Shape{5, 1, 33}, 1, L::Contiguous},
+          {Shape{1023}, 0, L::Contiguous},
+          {Shape{4097}, 0, L::Sliced},
+          {Shape{17, 130}, 1, L::Flipped},
+          {Shape{17, 130}, 0, L::Expanded},
+          {Shape{70001}, 0, L::Contiguous},
+          {Shape{3, 257, 90}, 1, L::Contiguous},
+          {Shape{3, 257, 90}, 2, L::Permuted},
           {Shape{130, 4, 3}, 0, L::Contiguous}};
 }
 
@@ -89,57 +98,74 @@ HostTensor reduce_ref(ReduceFn fn, const HostTensor& x, std::size_t dim) {
   if (fn == ReduceFn::Any || fn == ReduceFn::All) out = DType::Bool;
   HostTensor y(os, out);
   const bool fl = is_float_dtype(x.dtype);
-  for_lines(x, dim, [&](const std::vector<double>& line, std::size_t o, std::size_t j,
-                        std::size_t inner) {
-    double r = 0;
-    const std::size_t n = line.size();
-    switch (fn) {
-      case ReduceFn::Sum: for (double v : line) r = wrap(x.dtype, r + v); break;
-      case ReduceFn::Mean:
-        for (double v : line) r = wrap(x.dtype, r + v);
-        r = n == 0 ? (fl ? kNaN : 0.0) : (fl ? r / static_cast<double>(n) : std::trunc(r / static_cast<double>(n)));
-        break;
-      case ReduceFn::Prod:
-        r = 1;
-        for (double v : line) r = wrap(x.dtype, r * v);
-        break;
-      case ReduceFn::Max: case ReduceFn::Min: {
-        r = line[0];
-        for (double v : line) {
-          if (std::isnan(r)) break;
-          if (std::isnan(v) || (fn == ReduceFn::Max ? v > r : v < r)) r = v;
-        }
-        break;
-      }
-      case ReduceFn::ArgMax: case ReduceFn::ArgMin: {
-        // The first extreme; a NaN is the extreme.
-        std::size_t best = 0;
-        for (std::size_t i = 1; i < n; ++i) {
-          if (std::isnan(line[best])) break;
-          if (std::isnan(line[i]) ||
-              (fn == ReduceFn::ArgMax ? line[i] > line[best] : line[i] < line[best])) {
-            best = i;
+  for_lines(
+      x, dim,
+      [&](const std::vector<double>& line, std::size_t o, std::size_t j, std::size_t inner) {
+        double r = 0;
+        const std::size_t n = line.size();
+        switch (fn) {
+          case ReduceFn::Sum:
+            for (double v : line) r = wrap(x.dtype, r + v);
+            break;
+          case ReduceFn::Mean:
+            for (double v : line) r = wrap(x.dtype, r + v);
+            r = n == 0 ? (fl ? kNaN : 0.0)
+                       : (fl ? r / static_cast<double>(n) : std::trunc(r / static_cast<double>(n)));
+            break;
+          case ReduceFn::Prod:
+            r = 1;
+            for (double v : line) r = wrap(x.dtype, r * v);
+            break;
+          case ReduceFn::Max:
+          case ReduceFn::Min: {
+            r = line[0];
+            for (double v : line) {
+              if (std::isnan(r)) break;
+              if (std::isnan(v) || (fn == ReduceFn::Max ? v > r : v < r)) r = v;
+            }
+            break;
           }
+          case ReduceFn::ArgMax:
+          case ReduceFn::ArgMin: {
+            // The first extreme; a NaN is the extreme.
+            std::size_t best = 0;
+            for (std::size_t i = 1; i < n; ++i) {
+              if (std::isnan(line[best])) break;
+              if (std::isnan(line[i]) ||
+                  (fn == ReduceFn::ArgMax ? line[i] > line[best] : line[i] < line[best])) {
+                best = i;
+              }
+            }
+            r = static_cast<double>(best);
+            break;
+          }
+          case ReduceFn::Any:
+            r = 0;
+            for (double v : line) r = (r != 0 || v != 0) ? 1 : 0;
+            break;
+          case ReduceFn::All:
+            r = 1;
+            for (double v : line) r = (r != 0 && v != 0) ? 1 : 0;
+            break;
+          default:
+            break;
         }
-        r = static_cast<double>(best);
-        break;
-      }
-      case ReduceFn::Any: r = 0; for (double v : line) r = (r != 0 || v != 0) ? 1 : 0; break;
-      case ReduceFn::All: r = 1; for (double v : line) r = (r != 0 && v != 0) ? 1 : 0; break;
-      default: break;
-    }
-    y.v[o * inner + j] = r;
-  });
+        y.v[o * inner + j] = r;
+      });
   return y;
 }
 
 Tolerance sum_tolerance(DType dt) {
   // Accumulation over up to 70001 terms of magnitude <= 4: f32 error grows with the count.
   switch (dt) {
-    case DType::F64: return {1e-9, 1e-9};
-    case DType::F32: return {1e-4, 2e-2};
-    case DType::F16: return {4e-3, 5e-2};
-    default: return {2e-2, 5e-1};
+    case DType::F64:
+      return {1e-9, 1e-9};
+    case DType::F32:
+      return {1e-4, 2e-2};
+    case DType::F16:
+      return {4e-3, 5e-2};
+    default:
+      return {2e-2, 5e-1};
   }
 }
 
@@ -177,25 +203,34 @@ void add_reduce(std::vector<Case>& cs, const std::string& fn, ReduceFn f, std::v
 HostTensor scan_ref(ScanFn fn, const HostTensor& x, std::size_t dim) {
   HostTensor y(x.shape, x.dtype);
   const std::size_t n = x.shape[dim];
-  for_lines(x, dim, [&](const std::vector<double>& line, std::size_t o, std::size_t j,
-                        std::size_t inner) {
-    double acc = 0;
-    for (std::size_t r = 0; r < n; ++r) {
-      const double v = line[r];
-      if (r == 0) {
-        acc = v;
-      } else {
-        switch (fn) {
-          case ScanFn::Sum: acc = wrap(x.dtype, acc + v); break;
-          case ScanFn::Prod: acc = wrap(x.dtype, acc * v); break;
-          case ScanFn::Max: acc = (std::isnan(acc) || std::isnan(v)) ? kNaN : std::max(acc, v); break;
-          case ScanFn::Min: acc = (std::isnan(acc) || std::isnan(v)) ? kNaN : std::min(acc, v); break;
-          default: break;
-        }
-      }
-      y.v[(o * n + r) * inner + j] = acc;
-    }
-  });
+  for_lines(x, dim,
+            [&](const std::vector<double>& line, std::size_t o, std::size_t j, std::size_t inner) {
+              double acc = 0;
+              for (std::size_t r = 0; r < n; ++r) {
+                const double v = line[r];
+                if (r == 0) {
+                  acc = v;
+                } else {
+                  switch (fn) {
+                    case ScanFn::Sum:
+                      acc = wrap(x.dtype, acc + v);
+                      break;
+                    case ScanFn::Prod:
+                      acc = wrap(x.dtype, acc * v);
+                      break;
+                    case ScanFn::Max:
+                      acc = (std::isnan(acc) || std::isnan(v)) ? kNaN : std::max(acc, v);
+                      break;
+                    case ScanFn::Min:
+                      acc = (std::isnan(acc) || std::isnan(v)) ? kNaN : std::min(acc, v);
+                      break;
+                    default:
+                      break;
+                  }
+                }
+                y.v[(o * n + r) * inner + j] = acc;
+              }
+            });
   return y;
 }
 
@@ -218,14 +253,14 @@ std::vector<HostTensor> sort_ref(const HostTensor& x, std::size_t dim, bool desc
   Shape os = x.shape;
   os[dim] = k;
   HostTensor v(os, x.dtype), i(os, DType::I64);
-  for_lines(x, dim, [&](const std::vector<double>& line, std::size_t o, std::size_t j,
-                        std::size_t inner) {
-    const auto order = sort_order(line, desc);
-    for (std::size_t r = 0; r < k; ++r) {
-      v.v[(o * k + r) * inner + j] = line[order[r]];
-      i.v[(o * k + r) * inner + j] = static_cast<double>(order[r]);
-    }
-  });
+  for_lines(x, dim,
+            [&](const std::vector<double>& line, std::size_t o, std::size_t j, std::size_t inner) {
+              const auto order = sort_order(line, desc);
+              for (std::size_t r = 0; r < k; ++r) {
+                v.v[(o * k + r) * inner + j] = line[order[r]];
+                i.v[(o * k + r) * inner + j] = static_cast<double>(order[r]);
+              }
+            });
   return {v, i};
 }
 
@@ -301,15 +336,16 @@ void add_reduce_cases(std::vector<Case>& cs) {
       Shape os = in[0].shape;
       os[dim] = 1;
       HostTensor var(os, in[0].dtype), mean(os, in[0].dtype);
-      for_lines(in[0], dim, [&](const std::vector<double>& line, std::size_t o, std::size_t j,
-                                std::size_t inner) {
-        double m = 0, ss = 0;
-        for (double v : line) m += v;
-        m /= static_cast<double>(line.size());
-        for (double v : line) ss += (v - m) * (v - m);
-        var.v[o * inner + j] = ss / (static_cast<double>(line.size()) - p[1]);
-        mean.v[o * inner + j] = m;
-      });
+      for_lines(
+          in[0], dim,
+          [&](const std::vector<double>& line, std::size_t o, std::size_t j, std::size_t inner) {
+            double m = 0, ss = 0;
+            for (double v : line) m += v;
+            m /= static_cast<double>(line.size());
+            for (double v : line) ss += (v - m) * (v - m);
+            var.v[o * inner + j] = ss / (static_cast<double>(line.size()) - p[1]);
+            mean.v[o * inner + j] = m;
+          });
       if (!with_mean) return std::vector<HostTensor>{var};
       return std::vector<HostTensor>{var, mean};
     };
@@ -386,7 +422,8 @@ void add_reduce_cases(std::vector<Case>& cs) {
       auto ts = reduce_trials(dt, s, D::Small, true, !topk, 41);
       for (std::size_t i = 0; i < ts.size(); ++i) {
         for (double& v : ts[i].inputs[0].v) v = std::isfinite(v) ? std::round(v * 2) / 2 : v;
-        const auto d = normalize(static_cast<std::int64_t>(ts[i].params[0]), ts[i].inputs[0].rank());
+        const auto d =
+            normalize(static_cast<std::int64_t>(ts[i].params[0]), ts[i].inputs[0].rank());
         const double n = static_cast<double>(ts[i].inputs[0].shape[d]);
         ts[i].params.push_back(topk ? std::ceil(n / 2) : (i % 2 == 0 ? 0 : 1));  // k or descending
       }
@@ -395,15 +432,19 @@ void add_reduce_cases(std::vector<Case>& cs) {
     c.run = [k](Tensors&& x, const Params& p) {
       const auto dim = static_cast<std::int64_t>(p[0]);
       switch (k) {
-        case S::Sort: return Tensors{ops::sort(std::move(x[0]), dim, p[1] != 0)};
-        case S::Argsort: return Tensors{ops::argsort(std::move(x[0]), dim, p[1] != 0)};
+        case S::Sort:
+          return Tensors{ops::sort(std::move(x[0]), dim, p[1] != 0)};
+        case S::Argsort:
+          return Tensors{ops::argsort(std::move(x[0]), dim, p[1] != 0)};
         case S::SortWithIndices: {
           auto [v, i] = ops::sort_with_indices(std::move(x[0]), dim, p[1] != 0);
           return Tensors{std::move(v), std::move(i)};
         }
-        case S::Topk: return Tensors{ops::topk(std::move(x[0]), static_cast<std::size_t>(p[1]), dim)};
+        case S::Topk:
+          return Tensors{ops::topk(std::move(x[0]), static_cast<std::size_t>(p[1]), dim)};
         case S::TopkWithIndices: {
-          auto [v, i] = ops::topk_with_indices(std::move(x[0]), static_cast<std::size_t>(p[1]), dim);
+          auto [v, i] =
+              ops::topk_with_indices(std::move(x[0]), static_cast<std::size_t>(p[1]), dim);
           return Tensors{std::move(v), std::move(i)};
         }
       }
@@ -414,9 +455,13 @@ void add_reduce_cases(std::vector<Case>& cs) {
       const std::size_t kk = topk ? static_cast<std::size_t>(p[1]) : in[0].shape[dim];
       auto r = sort_ref(in[0], dim, topk || p[1] != 0, kk);
       switch (k) {
-        case S::Sort: case S::Topk: return std::vector<HostTensor>{r[0]};
-        case S::Argsort: return std::vector<HostTensor>{r[1]};
-        default: return r;
+        case S::Sort:
+        case S::Topk:
+          return std::vector<HostTensor>{r[0]};
+        case S::Argsort:
+          return std::vector<HostTensor>{r[1]};
+        default:
+          return r;
       }
     };
     cs.push_back(std::move(c));

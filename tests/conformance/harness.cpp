@@ -28,11 +28,16 @@ std::vector<DType> concat(std::vector<DType> a, const std::vector<DType>& b) {
 
 const char* name(Layout l) {
   switch (l) {
-    case Layout::Contiguous: return "contiguous";
-    case Layout::Permuted: return "permuted";
-    case Layout::Sliced: return "sliced";
-    case Layout::Flipped: return "flipped";
-    case Layout::Expanded: return "expanded";
+    case Layout::Contiguous:
+      return "contiguous";
+    case Layout::Permuted:
+      return "permuted";
+    case Layout::Sliced:
+      return "sliced";
+    case Layout::Flipped:
+      return "flipped";
+    case Layout::Expanded:
+      return "expanded";
   }
   return "?";
 }
@@ -92,13 +97,18 @@ std::size_t broadcast_index(const std::vector<std::size_t>& idx, const Shape& fr
 // types define the 16-bit rounding, which is storage, not the computation under test).
 double quantize(DType dt, double v) {
   switch (dt) {
-    case DType::F64: return v;
-    case DType::F32: return static_cast<double>(static_cast<float>(v));
-    case DType::F16: return static_cast<double>(static_cast<float>(ember::f16(static_cast<float>(v))));
+    case DType::F64:
+      return v;
+    case DType::F32:
+      return static_cast<double>(static_cast<float>(v));
+    case DType::F16:
+      return static_cast<double>(static_cast<float>(ember::f16(static_cast<float>(v))));
     case DType::BF16:
       return static_cast<double>(static_cast<float>(ember::bf16(static_cast<float>(v))));
-    case DType::Bool: return v != 0.0 ? 1.0 : 0.0;
-    default: return std::trunc(v);
+    case DType::Bool:
+      return v != 0.0 ? 1.0 : 0.0;
+    default:
+      return std::trunc(v);
   }
 }
 
@@ -123,10 +133,18 @@ HostTensor random_host(const Shape& s, DType dt, Rng& rng, Domain d) {
       continue;
     }
     switch (d) {
-      case Domain::Any: x = -4.0 + 8.0 * r; break;
-      case Domain::Positive: x = 0.1 + 3.9 * r; break;
-      case Domain::Unit: x = -0.95 + 1.9 * r; break;
-      case Domain::Small: x = -2.0 + 4.0 * r; break;
+      case Domain::Any:
+        x = -4.0 + 8.0 * r;
+        break;
+      case Domain::Positive:
+        x = 0.1 + 3.9 * r;
+        break;
+      case Domain::Unit:
+        x = -0.95 + 1.9 * r;
+        break;
+      case Domain::Small:
+        x = -2.0 + 4.0 * r;
+        break;
       case Domain::NonZero:
         x = -4.0 + 8.0 * r;
         if (std::fabs(x) < 0.25) x = x < 0 ? -0.5 : 0.5;
@@ -148,9 +166,9 @@ void add_specials(HostTensor& t, Rng& rng) {
 
 std::vector<Shape> standard_shapes(Scale scale) {
   if (scale == Scale::Perf) return {Shape{1u << 22}};
-  return {Shape{7},     Shape{0},       Shape{1},        Shape{3, 0, 4}, Shape{1, 1},
-          Shape{2, 3, 4}, Shape{5, 1, 33}, Shape{1023},   Shape{4097},    Shape{17, 130},
-          Shape{70001},  Shape{3, 257, 90}};
+  return {Shape{7},    Shape{0},       Shape{1},        Shape{3, 0, 4},
+          Shape{1, 1}, Shape{2, 3, 4}, Shape{5, 1, 33}, Shape{1023},
+          Shape{4097}, Shape{17, 130}, Shape{70001},    Shape{3, 257, 90}};
 }
 
 std::vector<Trial> unary_trials(DType dt, Scale scale, Domain d, bool specials,
@@ -196,16 +214,36 @@ ember::TensorData to_data(const HostTensor& t) {
     const double v = t.v[i];
     auto put = [&](auto x) { std::memcpy(p, &x, sizeof(x)); };
     switch (t.dtype) {
-      case DType::F64: put(v); break;
-      case DType::F32: put(static_cast<float>(v)); break;
-      case DType::F16: put(ember::f16(static_cast<float>(v))); break;
-      case DType::BF16: put(ember::bf16(static_cast<float>(v))); break;
-      case DType::I64: put(static_cast<std::int64_t>(v)); break;
-      case DType::I32: put(static_cast<std::int32_t>(v)); break;
-      case DType::I16: put(static_cast<std::int16_t>(v)); break;
-      case DType::I8: put(static_cast<std::int8_t>(v)); break;
-      case DType::U8: put(static_cast<std::uint8_t>(v)); break;
-      case DType::Bool: put(static_cast<std::uint8_t>(v != 0.0)); break;
+      case DType::F64:
+        put(v);
+        break;
+      case DType::F32:
+        put(static_cast<float>(v));
+        break;
+      case DType::F16:
+        put(ember::f16(static_cast<float>(v)));
+        break;
+      case DType::BF16:
+        put(ember::bf16(static_cast<float>(v)));
+        break;
+      case DType::I64:
+        put(static_cast<std::int64_t>(v));
+        break;
+      case DType::I32:
+        put(static_cast<std::int32_t>(v));
+        break;
+      case DType::I16:
+        put(static_cast<std::int16_t>(v));
+        break;
+      case DType::I8:
+        put(static_cast<std::int8_t>(v));
+        break;
+      case DType::U8:
+        put(static_cast<std::uint8_t>(v));
+        break;
+      case DType::Bool:
+        put(static_cast<std::uint8_t>(v != 0.0));
+        break;
     }
   }
   return ember::TensorData(std::move(bytes), t.shape, t.dtype);
@@ -243,7 +281,8 @@ Materialized materialize(HostTensor t, Layout l, const Device& dev) {
   if (l == Layout::Permuted && t.rank() < 2) l = Layout::Flipped;
   if (l == Layout::Expanded && (t.rank() == 0 || t.shape[0] <= 1)) l = Layout::Sliced;
   switch (l) {
-    case Layout::Contiguous: break;
+    case Layout::Contiguous:
+      break;
     case Layout::Permuted: {
       // Store the transpose of the last two dims, then view it transposed back.
       std::vector<std::size_t> axes(t.rank());
@@ -261,8 +300,7 @@ Materialized materialize(HostTensor t, Layout l, const Device& dev) {
       }
       std::vector<std::int64_t> axes;
       for (std::size_t d = 0; d < t.rank(); ++d) axes.push_back(static_cast<std::int64_t>(d));
-      return {ember::ops::flip(ember::ops::from_data(to_data(stored), dev), axes), std::nullopt,
-              t};
+      return {ember::ops::flip(ember::ops::from_data(to_data(stored), dev), axes), std::nullopt, t};
     }
     case Layout::Expanded: {
       // Dim 0 becomes a stride-0 broadcast of its first row; the logical values follow.
@@ -311,11 +349,16 @@ std::string fmt(double v) {
 
 Tolerance default_tolerance(DType dt) {
   switch (dt) {
-    case DType::F64: return {1e-10, 1e-12};
-    case DType::F32: return {1e-5, 1e-6};
-    case DType::F16: return {2e-3, 1e-3};
-    case DType::BF16: return {1.6e-2, 1e-2};
-    default: return {0, 0};
+    case DType::F64:
+      return {1e-10, 1e-12};
+    case DType::F32:
+      return {1e-5, 1e-6};
+    case DType::F16:
+      return {2e-3, 1e-3};
+    case DType::BF16:
+      return {1.6e-2, 1e-2};
+    default:
+      return {0, 0};
   }
 }
 
@@ -358,8 +401,7 @@ struct TrialFailure {
 };
 
 // One trial: reference, then the kept-inputs run and the moved-inputs run.
-std::optional<TrialFailure> run_trial(const Case& c, const Trial& tr, const Device& dev,
-                                      DType dt) {
+std::optional<TrialFailure> run_trial(const Case& c, const Trial& tr, const Device& dev, DType dt) {
   auto layout_of = [&](std::size_t i) {
     return i < tr.layouts.size() ? tr.layouts[i] : Layout::Contiguous;
   };
@@ -371,9 +413,9 @@ std::optional<TrialFailure> run_trial(const Case& c, const Trial& tr, const Devi
     return ms;
   };
   const Tolerance base = default_tolerance(dt);
-  const Tolerance tol = c.tol ? c.tol(dt)
-                              : Tolerance{base.rtol * c.tol_scale,
-                                          base.atol * c.tol_scale + c.atol_extra};
+  const Tolerance tol =
+      c.tol ? c.tol(dt)
+            : Tolerance{base.rtol * c.tol_scale, base.atol * c.tol_scale + c.atol_extra};
 
   auto check_outputs = [&](const Tensors& outs, const std::vector<HostTensor>& logical,
                            const char* how) -> std::string {
@@ -414,7 +456,8 @@ std::optional<TrialFailure> run_trial(const Case& c, const Trial& tr, const Devi
       for (std::size_t i = 0; i < ms.size(); ++i) {
         auto now = from_device(ms[i].tensor);
         if (auto e = compare(now, ms[i].logical, {0, 0}); !e.empty()) {
-          return TrialFailure{"input " + std::to_string(i) + " changed although another reference held it: " + e};
+          return TrialFailure{"input " + std::to_string(i) +
+                              " changed although another reference held it: " + e};
         }
       }
     }
@@ -456,8 +499,8 @@ std::optional<TrialFailure> run_trial(const Case& c, const Trial& tr, const Devi
 Result run_case(const Case& c, const Device& dev, DType dt, Scale scale) {
   Result r;
   const bool listed = c.known_failure_dtypes.empty() ||
-                      std::find(c.known_failure_dtypes.begin(), c.known_failure_dtypes.end(),
-                                dt) != c.known_failure_dtypes.end();
+                      std::find(c.known_failure_dtypes.begin(), c.known_failure_dtypes.end(), dt) !=
+                          c.known_failure_dtypes.end();
   if (!c.known_failure.empty() && listed) {
     r.outcome = Outcome::KnownFailure;
     r.message = c.known_failure;
@@ -467,8 +510,8 @@ Result run_case(const Case& c, const Device& dev, DType dt, Scale scale) {
     ++r.trials;
     if (auto f = run_trial(c, tr, dev, dt)) {
       r.outcome = f->unsupported ? Outcome::Unsupported : Outcome::Fail;
-      r.message = c.fn + " [" + ember::name(dt) + ", " + dev.name() + "] trial " + tr.label +
-                  ": " + f->message;
+      r.message = c.fn + " [" + ember::name(dt) + ", " + dev.name() + "] trial " + tr.label + ": " +
+                  f->message;
       return r;
     }
   }

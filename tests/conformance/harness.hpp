@@ -65,8 +65,7 @@ struct Tolerance {
 
 using Tensors = std::vector<DynTensor>;
 using RunFn = std::function<Tensors(Tensors&&, const Params&)>;
-using RefFn =
-    std::function<std::vector<HostTensor>(const std::vector<HostTensor>&, const Params&)>;
+using RefFn = std::function<std::vector<HostTensor>(const std::vector<HostTensor>&, const Params&)>;
 // Checks outputs without an exact reference (random draws): returns "" when they pass.
 using VerifyFn = std::function<std::string(const std::vector<HostTensor>& in,
                                            const std::vector<HostTensor>& out, const Params& p)>;
@@ -78,11 +77,11 @@ struct Case {
   std::function<std::vector<Trial>(DType, Scale)> trials;
   RunFn run;
   RefFn ref;
-  VerifyFn verify;          // used instead of ref when set
-  double tol_scale = 1.0;   // multiplies the dtype's default tolerance
-  double atol_extra = 0.0;  // added absolute tolerance (large reductions)
-  std::function<Tolerance(DType)> tol;  // replaces the default tolerance when set
-  std::string known_failure;  // non-empty: the case is skipped with this reason
+  VerifyFn verify;                          // used instead of ref when set
+  double tol_scale = 1.0;                   // multiplies the dtype's default tolerance
+  double atol_extra = 0.0;                  // added absolute tolerance (large reductions)
+  std::function<Tolerance(DType)> tol;      // replaces the default tolerance when set
+  std::string known_failure;                // non-empty: the case is skipped with this reason
   std::vector<DType> known_failure_dtypes;  // limits known_failure to these dtypes
 };
 
@@ -122,8 +121,7 @@ void add_specials(HostTensor& t, Rng& rng);
 // Shapes for element-wise style cases: empty, size-1, odd, thread-crossing sizes.
 std::vector<Shape> standard_shapes(Scale scale);
 // The standard trials for functions of one tensor: each shape contiguous and as a view.
-std::vector<Trial> unary_trials(DType dt, Scale scale, Domain d, bool specials,
-                                std::uint64_t seed);
+std::vector<Trial> unary_trials(DType dt, Scale scale, Domain d, bool specials, std::uint64_t seed);
 
 // ---- reference helpers (plain loops over row-major f64 data) ----
 std::vector<std::size_t> strides_of(const Shape& s);
@@ -151,11 +149,16 @@ std::vector<DType> concat(std::vector<DType> a, const std::vector<DType>& b);
 template <class F>
 DynTensor with_typed(DynTensor x, F&& f) {
   switch (x.rank()) {
-    case 1: return f(ember::Tensor<1>(std::move(x))).dyn();
-    case 2: return f(ember::Tensor<2>(std::move(x))).dyn();
-    case 3: return f(ember::Tensor<3>(std::move(x))).dyn();
-    case 4: return f(ember::Tensor<4>(std::move(x))).dyn();
-    default: ember::fail("with_typed: rank " + std::to_string(x.rank()) + " not covered");
+    case 1:
+      return f(ember::Tensor<1>(std::move(x))).dyn();
+    case 2:
+      return f(ember::Tensor<2>(std::move(x))).dyn();
+    case 3:
+      return f(ember::Tensor<3>(std::move(x))).dyn();
+    case 4:
+      return f(ember::Tensor<4>(std::move(x))).dyn();
+    default:
+      ember::fail("with_typed: rank " + std::to_string(x.rank()) + " not covered");
   }
 }
 

@@ -14,15 +14,15 @@ using ember::ir::ReduceFn;
 using ember::ir::UnaryFn;
 
 // Expects stmt to throw ember::Error with `op` in its message.
-#define EXPECT_ERROR_NAMING(stmt, op)                                                   \
-  do {                                                                                  \
-    try {                                                                               \
-      (void)(stmt);                                                                     \
+#define EXPECT_ERROR_NAMING(stmt, op)                                                     \
+  do {                                                                                    \
+    try {                                                                                 \
+      (void)(stmt);                                                                       \
       ADD_FAILURE() << #stmt << " did not throw (expected an error naming " << op << ")"; \
-    } catch (const ember::Error& e) {                                                   \
-      EXPECT_NE(std::string(e.what()).find(op), std::string::npos)                      \
-          << "message does not name " << op << ": " << e.what();                        \
-    }                                                                                   \
+    } catch (const ember::Error& e) {                                                     \
+      EXPECT_NE(std::string(e.what()).find(op), std::string::npos)                        \
+          << "message does not name " << op << ": " << e.what();                          \
+    }                                                                                     \
   } while (0)
 
 DynTensor f32(const Device& d, Shape s) { return ops::ones(s, DType::F32, d); }
@@ -46,9 +46,9 @@ TEST_P(BadInput, Elementwise) {
   EXPECT_ERROR_NAMING(ops::unary(UnaryFn::Exp, ops::ones({3}, DType::I32, d)), "exp");
   EXPECT_ERROR_NAMING(ops::unary(UnaryFn::BitNot, f32(d, {3})), "bitwise_not");
   EXPECT_ERROR_NAMING(ops::binary(BinaryFn::And, f32(d, {3}), f32(d, {3})), "and");
-  EXPECT_ERROR_NAMING(ops::binary(BinaryFn::Pow, ops::ones({3}, DType::I64, d),
-                                  ops::ones({3}, DType::I64, d)),
-                      "pow");
+  EXPECT_ERROR_NAMING(
+      ops::binary(BinaryFn::Pow, ops::ones({3}, DType::I64, d), ops::ones({3}, DType::I64, d)),
+      "pow");
   // Integer division by zero is rejected (the Cpu kernel checks the divisor).
   EXPECT_ERROR_NAMING(ops::binary(BinaryFn::Div, i64(d, {1, 2}), i64(d, {1, 0})).to_data(), "div");
   EXPECT_ERROR_NAMING(ops::binary_scalar(BinaryFn::Rem, i64(d, {1, 2}), 0).to_data(), "rem");
@@ -82,8 +82,8 @@ TEST_P(BadInput, Layout) {
   EXPECT_ERROR_NAMING(ops::flatten(f32(d, {2, 3, 4}), 2, 1), "flatten");
   EXPECT_ERROR_NAMING(ops::narrow(f32(d, {2, 3}), 1, 2, 2), "narrow");
   EXPECT_ERROR_NAMING(ops::slice(f32(d, {2, 3}), {ops::Range(0, 3)}), "slice");
-  EXPECT_ERROR_NAMING(ops::slice(f32(d, {2, 3}), {ops::Range(0, 1), ops::Range(0, 1), ops::Range(0, 1)}),
-                      "slice");
+  EXPECT_ERROR_NAMING(
+      ops::slice(f32(d, {2, 3}), {ops::Range(0, 1), ops::Range(0, 1), ops::Range(0, 1)}), "slice");
   EXPECT_ERROR_NAMING(ops::slice_assign(f32(d, {4, 4}), {ops::Range(0, 2)}, f32(d, {3, 4})),
                       "slice_assign");
   EXPECT_ERROR_NAMING(ops::slice_fill(f32(d, {4, 4}), {ops::Range(-5, 2)}, 0), "slice_assign");
@@ -100,25 +100,29 @@ TEST_P(BadInput, Layout) {
 TEST_P(BadInput, Indexing) {
   const Device d = dev();
   // Out-of-range indices are caught where the kernel reads them.
-  EXPECT_ERROR_NAMING(ops::gather(f32(d, {2, 3}), 1, ops::reshape(i64(d, {0, 3}), Shape{1, 2})).to_data(),
-                      "gather");
-  EXPECT_ERROR_NAMING(ops::gather(f32(d, {2, 3}), 1, ops::reshape(i64(d, {-1, 0}), Shape{1, 2})).to_data(),
-                      "gather");
+  EXPECT_ERROR_NAMING(
+      ops::gather(f32(d, {2, 3}), 1, ops::reshape(i64(d, {0, 3}), Shape{1, 2})).to_data(),
+      "gather");
+  EXPECT_ERROR_NAMING(
+      ops::gather(f32(d, {2, 3}), 1, ops::reshape(i64(d, {-1, 0}), Shape{1, 2})).to_data(),
+      "gather");
   EXPECT_ERROR_NAMING(ops::select(f32(d, {2, 3}), 0, i64(d, {0, 2})).to_data(), "select");
   EXPECT_ERROR_NAMING(ops::select_assign(f32(d, {2, 3}), 0, i64(d, {5}), f32(d, {1, 3})).to_data(),
                       "select_assign");
-  EXPECT_ERROR_NAMING(ops::scatter(f32(d, {2, 3}), 1, ops::reshape(i64(d, {3}), Shape{1, 1}), f32(d, {1, 1}))
-                          .to_data(),
-                      "scatter");
-  EXPECT_ERROR_NAMING(ops::scatter_add(f32(d, {2, 3}), 0, ops::reshape(i64(d, {2}), Shape{1, 1}),
-                                       f32(d, {1, 1}))
-                          .to_data(),
-                      "scatter_add");
+  EXPECT_ERROR_NAMING(
+      ops::scatter(f32(d, {2, 3}), 1, ops::reshape(i64(d, {3}), Shape{1, 1}), f32(d, {1, 1}))
+          .to_data(),
+      "scatter");
+  EXPECT_ERROR_NAMING(
+      ops::scatter_add(f32(d, {2, 3}), 0, ops::reshape(i64(d, {2}), Shape{1, 1}), f32(d, {1, 1}))
+          .to_data(),
+      "scatter_add");
   // Shape and kind errors are caught before any kernel.
   EXPECT_ERROR_NAMING(ops::gather(f32(d, {2, 3}), 1, f32(d, {2, 3})), "gather");
   EXPECT_ERROR_NAMING(ops::gather(f32(d, {2, 3}), 1, i64(d, {0})), "gather");
-  EXPECT_ERROR_NAMING(ops::scatter(f32(d, {2, 3}), 1, ops::reshape(i64(d, {0, 1}), Shape{1, 2}), f32(d, {1, 3})),
-                      "scatter");
+  EXPECT_ERROR_NAMING(
+      ops::scatter(f32(d, {2, 3}), 1, ops::reshape(i64(d, {0, 1}), Shape{1, 2}), f32(d, {1, 3})),
+      "scatter");
   EXPECT_ERROR_NAMING(ops::select(f32(d, {2, 3}), 2, i64(d, {0})), "select");
   EXPECT_ERROR_NAMING(ops::one_hot(i64(d, {0, 7}), 5, DType::F32), "one_hot");
   EXPECT_ERROR_NAMING(ops::one_hot(f32(d, {2}), 5, DType::F32), "one_hot");
@@ -130,12 +134,13 @@ TEST_P(BadInput, ComputeAndCreation) {
   EXPECT_ERROR_NAMING(ops::matmul(f32(d, {3}), f32(d, {3, 2})), "matmul");
   EXPECT_ERROR_NAMING(ops::matmul(f32(d, {2, 3}), ops::ones({3, 2}, DType::F64, d)), "matmul");
   EXPECT_ERROR_NAMING(ops::matmul(f32(d, {2, 2, 3}), f32(d, {3, 3, 2})), "matmul");
-  EXPECT_ERROR_NAMING(ops::matmul(ops::ones({2, 2}, DType::I64, d), ops::ones({2, 2}, DType::I64, d)),
-                      "matmul");
+  EXPECT_ERROR_NAMING(
+      ops::matmul(ops::ones({2, 2}, DType::I64, d), ops::ones({2, 2}, DType::I64, d)), "matmul");
   EXPECT_ERROR_NAMING(ops::softmax(ops::ones({3}, DType::I64, d), 0), "softmax");
   EXPECT_ERROR_NAMING(ops::arange(0, 5, 0, DType::F32, d), "arange");
   EXPECT_ERROR_NAMING(ops::linspace(0, 1, 5, DType::I64, d), "linspace");
-  EXPECT_ERROR_NAMING(ops::random({3}, ember::Distribution::uniform(2, 1), DType::F32, d), "random");
+  EXPECT_ERROR_NAMING(ops::random({3}, ember::Distribution::uniform(2, 1), DType::F32, d),
+                      "random");
   EXPECT_ERROR_NAMING(ops::random({3}, ember::Distribution::bernoulli(2), DType::F32, d), "random");
   EXPECT_ERROR_NAMING(ops::triu_mask(Shape{3}, 0, d), "triu_mask");
 }
@@ -154,7 +159,8 @@ TEST_P(BadInput, TypedFacadeAndData) {
 INSTANTIATE_TEST_SUITE_P(Devices, BadInput, testing::ValuesIn(Device::available()),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string s;
-                           for (char c : i.param) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char c : i.param)
+                             s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return s;
                          });
 

@@ -39,7 +39,10 @@ TEST_P(Guards, MovedViewNeverWritesItsParent) {
   for (std::size_t n : {1u, 7u, 1023u, 4097u, 70001u}) {
     auto parent = iota(d, Shape{3, n + 2});
     const auto before = values(parent);
-    auto view = [&] { return ops::slice(parent, {ops::Range(1, 2), ops::Range(1, 1 + static_cast<std::int64_t>(n))}); };
+    auto view = [&] {
+      return ops::slice(parent,
+                        {ops::Range(1, 2), ops::Range(1, 1 + static_cast<std::int64_t>(n))});
+    };
     auto check = [&](const char* what) {
       EXPECT_EQ(values(parent), before) << what << " wrote through a view of size " << n;
     };
@@ -73,8 +76,9 @@ TEST_P(Guards, SliceAssignInPlaceWritesOnlyItsRange) {
     auto x = iota(d, Shape{n});
     const auto want_before = values(x);
     const auto s = static_cast<std::int64_t>(n / 3), e = static_cast<std::int64_t>(2 * n / 3);
-    auto y = ops::slice_assign(std::move(x), {ops::Range(s, e)},
-                               ops::full(Shape{static_cast<std::size_t>(e - s)}, -1, DType::F32, d));
+    auto y =
+        ops::slice_assign(std::move(x), {ops::Range(s, e)},
+                          ops::full(Shape{static_cast<std::size_t>(e - s)}, -1, DType::F32, d));
     const auto got = values(y);
     for (std::size_t i = 0; i < n; ++i) {
       const bool inside = static_cast<std::int64_t>(i) >= s && static_cast<std::int64_t>(i) < e;
@@ -91,14 +95,19 @@ TEST_P(Guards, CloneInvariance) {
   const std::vector<std::pair<const char*, F>> fns = {
       {"exp", [](DynTensor x) { return ops::unary(UnaryFn::Exp, std::move(x)); }},
       {"add", [](DynTensor x) { return ops::binary(BinaryFn::Add, x, x); }},
-      {"mul_scalar", [](DynTensor x) { return ops::binary_scalar(BinaryFn::Mul, std::move(x), 3); }},
+      {"mul_scalar",
+       [](DynTensor x) { return ops::binary_scalar(BinaryFn::Mul, std::move(x), 3); }},
       {"clamp", [](DynTensor x) { return ops::clamp(std::move(x), 2.0, 50.0); }},
-      {"slice_fill", [](DynTensor x) { return ops::slice_fill(std::move(x), {ops::Range(1, 3)}, 0); }},
-      {"scatter", [d](DynTensor x) {
-         auto idx = ops::reshape(ops::from_data(TensorData::from<std::int64_t>({2}), d), Shape{1, 1});
+      {"slice_fill",
+       [](DynTensor x) { return ops::slice_fill(std::move(x), {ops::Range(1, 3)}, 0); }},
+      {"scatter",
+       [d](DynTensor x) {
+         auto idx =
+             ops::reshape(ops::from_data(TensorData::from<std::int64_t>({2}), d), Shape{1, 1});
          return ops::scatter(std::move(x), 0, idx, ops::full(Shape{1, 1}, 7, DType::F32, d));
        }},
-      {"select_assign", [d](DynTensor x) {
+      {"select_assign",
+       [d](DynTensor x) {
          auto idx = ops::from_data(TensorData::from<std::int64_t>({1, 1}), d);
          const std::size_t c = x.shape()[1];
          return ops::select_assign(std::move(x), 0, idx, ops::ones(Shape{2, c}, DType::F32, d));
@@ -118,7 +127,8 @@ TEST_P(Guards, CloneInvariance) {
 INSTANTIATE_TEST_SUITE_P(Devices, Guards, testing::ValuesIn(Device::available()),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string s;
-                           for (char c : i.param) s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           for (char c : i.param)
+                             s += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
                            return s;
                          });
 
