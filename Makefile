@@ -5,7 +5,7 @@ JOBS ?= 2
 CMAKE_FLAGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps configure build demo test test-asan bench format clean
+.PHONY: all deps configure build demo test test-asan bench format clean ops-doc
 
 all: build
 
@@ -45,3 +45,8 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
+
+# Regenerates docs/ops.md (function x backend x dtype) from the conformance cases.
+.PHONY: ops-doc
+ops-doc: build
+	$(BUILD)/tests/test_conformance --mode support --out docs/ops.md

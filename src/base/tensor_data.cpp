@@ -77,6 +77,7 @@ To from_f64(double v) {
 }  // namespace
 
 void convert_elements(const void* src, DType from, void* dst, DType to, std::size_t n) {
+  if (n == 0) return;  // empty tensors may have null data; memcpy(null, ...) is UB even for 0
   if (from == to) {
     std::memcpy(dst, src, n * size_of(from));
     return;

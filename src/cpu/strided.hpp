@@ -43,8 +43,8 @@ struct StridedSpace {
       for (std::size_t k = 0; k < N; ++k) st[k].push_back(strides[k][i]);
     }
     if (s.empty()) {
-      // One element: any stride addresses it; 1 keeps it a contiguous row, which kernels
-      // assert for their output.
+      // A single element: unit strides, so the (contiguous) output keeps inner stride 1 as
+      // the row kernels require; any stride reads a row of one element the same way.
       s.push_back(1);
       for (std::size_t k = 0; k < N; ++k) st[k].push_back(1);
     }

@@ -266,11 +266,11 @@ DynTensor cat(std::vector<DynTensor> xs, std::int64_t dim) {
 DynTensor stack(std::vector<DynTensor> xs, std::int64_t dim) {
   EMBER_CHECK(!xs.empty(), "stack: no tensors given");
   const std::size_t d = normalize_dim(dim, xs[0].rank() + 1, "stack");
-  for (auto& x : xs) {
-    EMBER_CHECK(x.shape() == xs[0].shape(),
-                "stack: " + detail::describe("shapes differ", {&xs[0], &x}));
-    x = unsqueeze(std::move(x), static_cast<std::int64_t>(d));
+  // Check every shape before unsqueezing any: xs[0] is the reference shape.
+  for (const auto& x : xs) {
+    EMBER_CHECK(x.shape() == xs[0].shape(), "stack: " + detail::describe("shapes differ", {&xs[0], &x}));
   }
+  for (auto& x : xs) x = unsqueeze(std::move(x), static_cast<std::int64_t>(d));
   return cat(std::move(xs), static_cast<std::int64_t>(d));
 }
 

@@ -32,8 +32,15 @@ struct Combine {
   static T init() {
     if constexpr (F == ReduceFn::Sum || F == ReduceFn::Mean) return T(0);
     if constexpr (F == ReduceFn::Prod) return T(1);
-    if constexpr (F == ReduceFn::Max) return std::numeric_limits<T>::lowest();
-    if constexpr (F == ReduceFn::Min) return std::numeric_limits<T>::max();
+    // Floats start at -inf / +inf, not lowest() / max(): max of [-inf] is -inf.
+    if constexpr (F == ReduceFn::Max) {
+      if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+      else return std::numeric_limits<T>::lowest();
+    }
+    if constexpr (F == ReduceFn::Min) {
+      if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+      else return std::numeric_limits<T>::max();
+    }
   }
   static T apply(T acc, T x) {
     if constexpr (F == ReduceFn::Sum || F == ReduceFn::Mean) {
@@ -105,8 +112,12 @@ void reduce_values(const T* x, T* y, Dims3 d) {
       const T inv = d.n == 0 ? std::numeric_limits<T>::quiet_NaN() : T(1) / static_cast<T>(d.n);
       for (std::size_t i = 0; i < m; ++i) y[i] = d.n == 0 ? inv : y[i] * inv;
     } else {
-      for (std::size_t i = 0; i < m; ++i)
-        y[i] = d.n == 0 ? T(0) : static_cast<T>(y[i] / static_cast<T>(d.n));
+      // Divide in i64: the count does not fit small int types (165 as i8 is -91).
+      for (std::size_t i = 0; i < m; ++i) {
+        y[i] = d.n == 0 ? T(0)
+                        : static_cast<T>(static_cast<std::int64_t>(y[i]) /
+                                         static_cast<std::int64_t>(d.n));
+      }
     }
   }
 }

@@ -1,0 +1,165 @@
+// The conformance harness: every user-level function of ember/tensor/ops.hpp as a small
+// case struct, run on every device in Device::available() and checked against an
+// independent f64 reference written here with plain loops (never with ember's own ops).
+//
+// A case names its function, the dtypes it runs in, its trials (host inputs plus how each
+// input is laid out on the device: contiguous, or a permuted / sliced / flipped / expanded
+// view), the call under test and the reference. The runner (harness.cpp) materialises
+// each trial on a device, runs the function twice — once on inputs the harness keeps
+// referencing, once on inputs moved in — and checks the outputs against the reference, the
+// kept inputs against their snapshot (clone invariance) and the sentinel-padded parents
+// of sliced inputs against theirs (guard bytes: nothing writes outside a view).
+//
+// The same cases drive the gtest suite, `--mode support` (docs/ops.md) and `--mode perf`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <ember/ember.hpp>
+
+namespace conformance {
+
+using ember::Device;
+using ember::DType;
+using ember::DynTensor;
+using ember::Shape;
+
+// A tensor on the host as the reference sees it: logical (row-major) values in f64.
+struct HostTensor {
+  Shape shape;
+  DType dtype = DType::F32;
+  std::vector<double> v;
+
+  HostTensor() = default;
+  HostTensor(Shape s, DType t) : shape(std::move(s)), dtype(t), v(shape.num_elements(), 0.0) {}
+  HostTensor(Shape s, DType t, std::vector<double> vals)
+      : shape(std::move(s)), dtype(t), v(std::move(vals)) {}
+  std::size_t numel() const { return v.size(); }
+  std::size_t rank() const { return shape.rank(); }
+};
+
+// How an input reaches the function under test. All but Contiguous are views over a
+// buffer laid out differently, so kernels meet strides, offsets and zero strides.
+enum class Layout : std::uint8_t { Contiguous, Permuted, Sliced, Flipped, Expanded };
+const char* name(Layout l);
+
+enum class Scale : std::uint8_t { Test, Perf };
+
+using Params = std::vector<double>;  // a trial's scalar arguments (dims, k, ...)
+
+struct Trial {
+  std::string label;
+  std::vector<HostTensor> inputs;
+  std::vector<Layout> layouts;  // per input; missing entries are Contiguous
+  Params params = {};
+};
+
+struct Tolerance {
+  double rtol = 0, atol = 0;
+};
+
+using Tensors = std::vector<DynTensor>;
+using RunFn = std::function<Tensors(Tensors&&, const Params&)>;
+using RefFn = std::function<std::vector<HostTensor>(const std::vector<HostTensor>&, const Params&)>;
+// Checks outputs without an exact reference (random draws): returns "" when they pass.
+using VerifyFn = std::function<std::string(const std::vector<HostTensor>& in,
+                                           const std::vector<HostTensor>& out, const Params& p)>;
+
+struct Case {
+  std::string fn;      // the user-level function, as named in ops.hpp / tensor.hpp
+  std::string family;  // for grouping in docs/ops.md
+  std::vector<DType> dtypes;
+  std::function<std::vector<Trial>(DType, Scale)> trials;
+  RunFn run;
+  RefFn ref;
+  VerifyFn verify;                          // used instead of ref when set
+  double tol_scale = 1.0;                   // multiplies the dtype's default tolerance
+  double atol_extra = 0.0;                  // added absolute tolerance (large reductions)
+  std::function<Tolerance(DType)> tol;      // replaces the default tolerance when set
+  std::string known_failure;                // non-empty: the case is skipped with this reason
+  std::vector<DType> known_failure_dtypes;  // limits known_failure to these dtypes
+};
+
+// ---- the case tables (one function per family file, called explicitly: no static init) ----
+void add_elementwise_cases(std::vector<Case>& cases);
+void add_reduce_cases(std::vector<Case>& cases);
+void add_layout_cases(std::vector<Case>& cases);
+void add_compute_cases(std::vector<Case>& cases);
+const std::vector<Case>& all_cases();
+
+// ---- devices ----
+// Every device this build can run, from Device::available() ("cpu", "cuda:0", ...).
+std::vector<Device> conformance_devices();
+
+// ---- running ----
+enum class Outcome : std::uint8_t { Pass, Fail, Unsupported, KnownFailure };
+struct Result {
+  Outcome outcome = Outcome::Pass;
+  std::string message;  // first failure, or the reason for Unsupported / KnownFailure
+  std::size_t trials = 0;
+};
+Result run_case(const Case& c, const Device& dev, DType dt, Scale scale = Scale::Test);
+int cli_main(int argc, char** argv);
+
+// ---- input generation ----
+using Rng = std::mt19937_64;
+enum class Domain : std::uint8_t {
+  Any,       // about [-4, 4]
+  Positive,  // about [0.1, 4]
+  Unit,      // (-1, 1) open
+  Small,     // about [-2, 2]
+  NonZero,   // Any without zero (divisors)
+};
+HostTensor random_host(const Shape& s, DType dt, Rng& rng, Domain d = Domain::Any);
+// Puts NaN, +Inf and -Inf at a few positions of a float tensor (no-op otherwise).
+void add_specials(HostTensor& t, Rng& rng);
+// Shapes for element-wise style cases: empty, size-1, odd, thread-crossing sizes.
+std::vector<Shape> standard_shapes(Scale scale);
+// The standard trials for functions of one tensor: each shape contiguous and as a view.
+std::vector<Trial> unary_trials(DType dt, Scale scale, Domain d, bool specials, std::uint64_t seed);
+
+// ---- reference helpers (plain loops over row-major f64 data) ----
+std::vector<std::size_t> strides_of(const Shape& s);
+// Multi-index of flat position p.
+std::vector<std::size_t> unravel(std::size_t p, const Shape& s);
+std::size_t ravel(const std::vector<std::size_t>& idx, const Shape& s);
+Shape broadcast(const Shape& a, const Shape& b);
+// Flat position in `from` (right-aligned, size-1 dims broadcast) of idx in a larger shape.
+std::size_t broadcast_index(const std::vector<std::size_t>& idx, const Shape& from);
+// Rounds v to the values dtype can hold (the storage rounding of ember's element types).
+double quantize(DType dt, double v);
+bool is_float_dtype(DType dt);
+std::size_t normalize(std::int64_t dim, std::size_t rank);
+
+// Dtype lists.
+extern const std::vector<DType> kFloats;      // f32 f64
+extern const std::vector<DType> kAllFloats;   // f32 f64 f16 bf16
+extern const std::vector<DType> kInts;        // i64 i32 i16 i8 u8
+extern const std::vector<DType> kSignedInts;  // i64 i32 i16 i8
+extern const std::vector<DType> kAllDtypes;
+std::vector<DType> concat(std::vector<DType> a, const std::vector<DType>& b);
+
+// Runs f on x wrapped in the typed facade Tensor<D> for its rank (1..4), so that cases
+// reach the functions that exist only there (activation::hard_sigmoid, ...).
+template <class F>
+DynTensor with_typed(DynTensor x, F&& f) {
+  switch (x.rank()) {
+    case 1:
+      return f(ember::Tensor<1>(std::move(x))).dyn();
+    case 2:
+      return f(ember::Tensor<2>(std::move(x))).dyn();
+    case 3:
+      return f(ember::Tensor<3>(std::move(x))).dyn();
+    case 4:
+      return f(ember::Tensor<4>(std::move(x))).dyn();
+    default:
+      ember::fail("with_typed: rank " + std::to_string(x.rank()) + " not covered");
+  }
+}
+
+}  // namespace conformance
