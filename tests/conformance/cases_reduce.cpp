@@ -297,12 +297,6 @@ void add_reduce_cases(std::vector<Case>& cs) {
         return Tensors{is_any ? ops::any(std::move(x[0])) : ops::all(std::move(x[0]))};
       };
     }
-    if (c.fn == "sum" || c.fn == "sum_dim") {
-      c.known_failure =
-          "Cpu i8 sum of a contiguous row is wrong for some lengths (256, 1024, 4097 "
-          "elements of -9..9 give values that differ from the wrapped sum); not fixed yet";
-      c.known_failure_dtypes = {DType::I8};
-    }
     // Bool inputs of any/all mostly true or mostly false would hide bugs; Small ints and
     // floats contain zeros often enough.
   }

@@ -79,17 +79,28 @@ void reduce_values(const T* x, T* y, Dims3 d) {
                  [&](std::size_t o0, std::size_t o1) {
                    for (std::size_t o = o0; o < o1; ++o) {
                      const T* row = x + o * d.n;
-                     constexpr std::size_t L = 16;
-                     T acc[L];
-                     for (std::size_t j = 0; j < L; ++j) acc[j] = C::init();
-                     std::size_t i = 0;
-                     for (; i + L <= d.n; i += L) {
-                       for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
+                     if constexpr (std::is_integral_v<T>) {
+                       // Integer combining is associative: a plain loop vectorizes. (The
+                       // 16-accumulator form below was miscompiled by GCC 12 for i8 rows
+                       // whose length is a multiple of 256.)
+                       T r = C::init();
+                       for (std::size_t i = 0; i < d.n; ++i) r = C::apply(r, row[i]);
+                       y[o] = r;
+                     } else {
+                       // Floats: sixteen accumulators so the loop vectorizes without
+                       // reassociating a single sum.
+                       constexpr std::size_t L = 16;
+                       T acc[L];
+                       for (std::size_t j = 0; j < L; ++j) acc[j] = C::init();
+                       std::size_t i = 0;
+                       for (; i + L <= d.n; i += L) {
+                         for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
+                       }
+                       T r = C::init();
+                       for (std::size_t j = 0; j < L; ++j) r = C::apply(r, acc[j]);
+                       for (; i < d.n; ++i) r = C::apply(r, row[i]);
+                       y[o] = r;
                      }
-                     T r = C::init();
-                     for (std::size_t j = 0; j < L; ++j) r = C::apply(r, acc[j]);
-                     for (; i < d.n; ++i) r = C::apply(r, row[i]);
-                     y[o] = r;
                    }
                  });
   } else {
