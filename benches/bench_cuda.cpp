@@ -92,22 +92,27 @@ int main() {
       auto b = Tensor<2>::random(Shape{s, s}, Distribution::default_(), dev).cast(DType::BF16);
       const std::string name = "matmul_bf16_" + std::to_string(s);
       report(name.c_str(), 3.0 * double(s * s) * 2, 2.0 * double(s) * double(s) * double(s),
-             time_ms(dev, [&] { auto c = a.matmul(b); }, 10));
+             time_ms(
+                 dev, [&] { auto c = a.matmul(b); }, 10));
     }
     {
       auto a = Tensor<2>::random(Shape{4096, 4096}, Distribution::default_(), dev);
       auto b = Tensor<2>::random(Shape{4096, 4096}, Distribution::default_(), dev);
       report("matmul_f32_4096", 3.0 * 4096 * 4096 * 4, 2.0 * 4096.0 * 4096 * 4096,
-             time_ms(dev, [&] { auto c = a.matmul(b); }, 10));
+             time_ms(
+                 dev, [&] { auto c = a.matmul(b); }, 10));
     }
     // Launch overhead: the host cost of one tiny op, averaged over 2000 queued ops.
     {
       auto t = Tensor<1>::ones(Shape{16}, dev);
       const int k = 2000;
-      const double ms = time_ms(dev, [&] {
-        auto u = t;
-        for (int i = 0; i < k; ++i) u = std::move(u) + 1.0;
-      }, 5);
+      const double ms = time_ms(
+          dev,
+          [&] {
+            auto u = t;
+            for (int i = 0; i < k; ++i) u = std::move(u) + 1.0;
+          },
+          5);
       report("launch_tiny_add_per_op", 0, 0, ms / k);
     }
     // Kernel compile: a kernel no earlier run has built (a fresh cache folder), then the

@@ -25,7 +25,8 @@ void register_builtin_backends(Registry& registry) {
       "cuda", [](int index) { return cuda::make_cuda_backend(index); },
       [] { return cuda::cuda_device_count(); });
 #else
-  registry.add_unavailable("cuda", "the Cuda backend is not part of this build (no CUDA toolkit found)");
+  registry.add_unavailable("cuda",
+                           "the Cuda backend is not part of this build (no CUDA toolkit found)");
 #endif
   registry.add_unavailable("vulkan", "the Vulkan backend is not part of this build yet");
   registry.add_unavailable("libtorch", "the LibTorch backend is not part of this build yet");

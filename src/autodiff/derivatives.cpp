@@ -478,20 +478,19 @@ RuleEntry make_kind(ir::OpKind k) {
         c.give(0, scatter(c.be, std::move(z), o.dim, c.output(1), c.grad(), false));
       });
     case OpKind::Softmax:
-      return diff("softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g)", 0, true,
-                  [](Ctx& c) {
-                    const auto& o = c.op<ir::Softmax>();
-                    auto y = c.output();
-                    if (o.log) {
-                      auto s = reduce(c.be, ir::ReduceFn::Sum, c.grad(), o.dim);
-                      auto p = unary(c.be, UnaryFn::Exp, std::move(y));
-                      c.give(0, sub(c.be, c.grad(), mul(c.be, std::move(p), std::move(s))));
-                    } else {
-                      auto gy = mul(c.be, c.grad(), y);
-                      auto s = reduce(c.be, ir::ReduceFn::Sum, std::move(gy), o.dim);
-                      c.give(0, mul(c.be, std::move(y), sub(c.be, c.grad(), std::move(s))));
-                    }
-                  });
+      return diff("softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g)", 0, true, [](Ctx& c) {
+        const auto& o = c.op<ir::Softmax>();
+        auto y = c.output();
+        if (o.log) {
+          auto s = reduce(c.be, ir::ReduceFn::Sum, c.grad(), o.dim);
+          auto p = unary(c.be, UnaryFn::Exp, std::move(y));
+          c.give(0, sub(c.be, c.grad(), mul(c.be, std::move(p), std::move(s))));
+        } else {
+          auto gy = mul(c.be, c.grad(), y);
+          auto s = reduce(c.be, ir::ReduceFn::Sum, std::move(gy), o.dim);
+          c.give(0, mul(c.be, std::move(y), sub(c.be, c.grad(), std::move(s))));
+        }
+      });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

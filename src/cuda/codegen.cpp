@@ -450,12 +450,14 @@ std::string reduce_init(ReduceFn fn, DType t) {
   }
   const bool mx = fn == ReduceFn::Max;
   switch (t) {
+    // Floats start from -inf/+inf so a reduction of infinities returns them, as the Cpu.
     case DType::F64:
-      return mx ? "-1.7976931348623157e308" : "1.7976931348623157e308";
+      return mx ? "(-__longlong_as_double(0x7ff0000000000000LL))"
+                : "__longlong_as_double(0x7ff0000000000000LL)";
     case DType::F32:
     case DType::F16:
     case DType::BF16:
-      return mx ? "-3.40282346638528859812e38f" : "3.40282346638528859812e38f";
+      return mx ? "(-__int_as_float(0x7f800000))" : "__int_as_float(0x7f800000)";
     case DType::I64:
       return mx ? "(i64)(-9223372036854775807LL - 1)" : "(i64)9223372036854775807LL";
     case DType::I32:
@@ -593,6 +595,65 @@ KernelSource gen_copy(std::size_t elem, bool contiguous) {
   return k;
 }
 
+// Softmax / log-softmax of contiguous rows: one block per row, three passes over the row
+// (max, sum of exp(x - max), write), each reduced across the block with warp shuffles;
+// the row is re-read from L2 rather than kept, so any row length works.
+KernelSource gen_softmax(DType dt, bool log) {
+  KernelSource k;
+  k.name = std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt);
+  const std::string T = storage_type(dt);
+  const auto reduce_block = [](const std::string& op, const std::string& ident) {
+    return "    { const C ident = " + ident + ";\n" +
+           "    for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " + op +
+           "; }\n"
+           "    if (lane == 0) sv[warp] = v;\n"
+           "    __syncthreads();\n"
+           "    if (warp == 0) {\n"
+           "      v = lane < nwarps ? sv[lane] : ident;\n"
+           "      for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " +
+           op +
+           "; }\n"
+           "      if (lane == 0) sv[0] = v;\n"
+           "    }\n"
+           "    __syncthreads();\n"
+           "    v = sv[0];\n"
+           "    __syncthreads(); }\n";
+  };
+  const std::string max_op = "(v != v || v > o) ? v : o";
+  std::string s = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, " +
+                  T + "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
+                  "  __shared__ C sv[32];\n"
+                  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+                  "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+                  "  const C inf = (C)1 / (C)0;\n"
+                  "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+                  "    const " +
+                  T +
+                  "* xr = x + row * n;\n"
+                  "    " +
+                  T +
+                  "* yr = y + row * n;\n"
+                  "    C v = -inf;\n"
+                  "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) { const C o = " +
+                  load(dt, "xr[j]") + "; v = " + max_op + "; }\n" + reduce_block(max_op, "-inf") +
+                  "    const C m = v;\n"
+                  "    v = (C)0;\n"
+                  "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) v += m_exp(" +
+                  load(dt, "xr[j]") + " - m);\n" + reduce_block("v + o", "(C)0");
+  if (log) {
+    s += "    const C l = m + m_log(v);\n"
+         "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) yr[j] = " +
+         store(dt, load(dt, "xr[j]") + " - l") + ";\n";
+  } else {
+    s += "    const C inv = (C)1 / v;\n"
+         "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) yr[j] = " +
+         store(dt, "m_exp(" + load(dt, "xr[j]") + " - m) * inv") + ";\n";
+  }
+  s += "  }\n}\n";
+  k.body = std::move(s);
+  return k;
+}
+
 KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
   EMBER_CHECK(reduce_supported(fn, dt),
               std::string(ir::name(fn)) + ": not defined for " + name(dt) + " tensors");
@@ -608,7 +669,8 @@ KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
   std::string final_v;
   if (fn == ReduceFn::Mean) {
     final_v = kind(dt) == K::Float ? "(n == 0 ? (C)(0.0 / 0.0) : acc * ((C)1 / (C)n))"
-                                   : "((C)n == (C)0 ? (C)0 : (C)(acc / (C)n))";
+                                   // integer means divide in i64: n may not fit C
+                                   : "(n == 0 ? (C)0 : (C)((i64)acc / n))";
   } else {
     final_v = "acc";
   }
@@ -904,6 +966,10 @@ std::vector<KernelSource> all_kernels() {
       for (std::size_t f = 0; f < static_cast<std::size_t>(ScanFn::Count_); ++f) {
         out.push_back(gen_scan(static_cast<ScanFn>(f), dt));
       }
+    }
+    if (is_float(dt)) {
+      out.push_back(gen_softmax(dt, false));
+      out.push_back(gen_softmax(dt, true));
     }
     out.push_back(gen_arange(dt));
     out.push_back(gen_random(dt));

@@ -61,6 +61,8 @@ KernelSource gen_copy(std::size_t elem_size, bool contiguous);
 // `rows`: inner == 1, one block per output row with warp shuffles; else one thread per
 // output element walking the reduced dim.
 KernelSource gen_reduce(ir::ReduceFn fn, DType dt, bool rows);
+// Softmax (or log-softmax) of contiguous rows of a float dtype.
+KernelSource gen_softmax(DType dt, bool log);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
 

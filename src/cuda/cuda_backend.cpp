@@ -112,26 +112,7 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Fill& o) { return fill(ctx_, o); }
   ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
   ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
-  // Softmax as a composite of this backend's own kernels (max, exp of the shifted input,
-  // sum, then divide or subtract the log) until it has a one-pass kernel.
-  ir::Handle run_one(ir::Softmax& o) {
-    const DType dt = o.x->dtype();
-    const Shape shape = o.x->shape();
-    ir::Reduce max_op{ir::ReduceFn::Max, o.x, o.dim, dt};
-    ir::Binary sub_op{ir::BinaryFn::Sub, o.x, reduce(ctx_, max_op), shape, dt};
-    ir::Handle shifted = binary(ctx_, sub_op);
-    ir::Unary exp_op{ir::UnaryFn::Exp, shifted, dt};
-    ir::Handle e = unary(ctx_, exp_op);
-    ir::Reduce sum_op{ir::ReduceFn::Sum, e, o.dim, dt};
-    ir::Handle s = reduce(ctx_, sum_op);
-    if (o.log) {
-      ir::Unary log_op{ir::UnaryFn::Log, std::move(s), dt};
-      ir::Binary out{ir::BinaryFn::Sub, std::move(shifted), unary(ctx_, log_op), shape, dt};
-      return binary(ctx_, out);
-    }
-    ir::Binary out{ir::BinaryFn::Div, std::move(e), std::move(s), shape, dt};
-    return binary(ctx_, out);
-  }
+  ir::Handle run_one(ir::Softmax& o) { return softmax(ctx_, o); }
 
   // Runs op on the registry's cpu backend (see the file comment).
   std::vector<ir::Handle> host_fallback(ir::Op op) {

@@ -13,7 +13,9 @@ Device Device::vulkan(int index) { return Device(Registry::global().backend("vul
 Device Device::libtorch() { return Device(Registry::global().backend("libtorch", 0)); }
 std::vector<std::string> Device::available() { return Registry::global().available(); }
 
-Device Device::autodiff() const { return Device(Registry::global().decorate("autodiff", backend_)); }
+Device Device::autodiff() const {
+  return Device(Registry::global().decorate("autodiff", backend_));
+}
 Device Device::autodiff(Checkpointing checkpointing) const {
   const char* name = checkpointing == Checkpointing::Balanced ? "autodiff_balanced" : "autodiff";
   return Device(Registry::global().decorate(name, backend_));

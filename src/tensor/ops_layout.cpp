@@ -268,7 +268,8 @@ DynTensor stack(std::vector<DynTensor> xs, std::int64_t dim) {
   const std::size_t d = normalize_dim(dim, xs[0].rank() + 1, "stack");
   // Check every shape before unsqueezing any: xs[0] is the reference shape.
   for (const auto& x : xs) {
-    EMBER_CHECK(x.shape() == xs[0].shape(), "stack: " + detail::describe("shapes differ", {&xs[0], &x}));
+    EMBER_CHECK(x.shape() == xs[0].shape(),
+                "stack: " + detail::describe("shapes differ", {&xs[0], &x}));
   }
   for (auto& x : xs) x = unsqueeze(std::move(x), static_cast<std::int64_t>(d));
   return cat(std::move(xs), static_cast<std::int64_t>(d));

@@ -74,6 +74,7 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
       gen_reduce(ir::ReduceFn::ArgMax, DType::F32, true),
       gen_reduce(ir::ReduceFn::Mean, DType::F16, false),
       gen_scan(ir::ScanFn::Max, DType::F64),
+      gen_softmax(DType::BF16, true),
       gen_fill(2),
       gen_arange(DType::I32),
       gen_random(DType::F32),

@@ -34,12 +34,16 @@ struct Combine {
     if constexpr (F == ReduceFn::Prod) return T(1);
     // Floats start at -inf / +inf, not lowest() / max(): max of [-inf] is -inf.
     if constexpr (F == ReduceFn::Max) {
-      if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::lowest();
+      if constexpr (std::is_floating_point_v<T>)
+        return -std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::lowest();
     }
     if constexpr (F == ReduceFn::Min) {
-      if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
-      else return std::numeric_limits<T>::max();
+      if constexpr (std::is_floating_point_v<T>)
+        return std::numeric_limits<T>::infinity();
+      else
+        return std::numeric_limits<T>::max();
     }
   }
   static T apply(T acc, T x) {
@@ -125,9 +129,10 @@ void reduce_values(const T* x, T* y, Dims3 d) {
     } else {
       // Divide in i64: the count does not fit small int types (165 as i8 is -91).
       for (std::size_t i = 0; i < m; ++i) {
-        y[i] = d.n == 0 ? T(0)
-                        : static_cast<T>(static_cast<std::int64_t>(y[i]) /
-                                         static_cast<std::int64_t>(d.n));
+        y[i] =
+            d.n == 0
+                ? T(0)
+                : static_cast<T>(static_cast<std::int64_t>(y[i]) / static_cast<std::int64_t>(d.n));
       }
     }
   }

@@ -17,6 +17,7 @@ ir::Handle where(CudaContext& ctx, ir::Where& op);
 ir::Handle cast(CudaContext& ctx, ir::Cast& op);
 // reduce.cpp
 ir::Handle reduce(CudaContext& ctx, ir::Reduce& op);
+ir::Handle softmax(CudaContext& ctx, ir::Softmax& op);
 ir::Handle scan(CudaContext& ctx, ir::Scan& op);
 // matmul.cpp
 ir::Handle matmul(CudaContext& ctx, ir::Matmul& op);

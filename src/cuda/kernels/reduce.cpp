@@ -2,6 +2,9 @@
 // [outer, n, inner]: with inner == 1 one block reduces each row (warp shuffles, then shared
 // memory); otherwise one thread per output element walks the reduced dim, coalesced
 // across inner.
+#include <utility>
+#include <vector>
+
 #include "cuda/kernels/kernels.hpp"
 
 namespace ember::cuda {
@@ -44,13 +47,17 @@ ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
   Dims3 d = split_at(x->shape(), op.dim);
   if (d.outer * d.inner == 0) return out;
   const bool rows = d.inner == 1;
-  // Integer means truncate, so they are not exact in two passes.
+  // Integer means truncate, so they are not exact in two passes; 16-bit floats would round
+  // the partial results to 16 bits.
+  const DType dt = x->dtype();
   const bool associative = op.fn != ir::ReduceFn::ArgMax && op.fn != ir::ReduceFn::ArgMin &&
-                           !(op.fn == ir::ReduceFn::Mean && !is_float(x->dtype()));
+                           !(op.fn == ir::ReduceFn::Mean && !is_float(dt)) && dt != DType::F16 &&
+                           dt != DType::BF16;
   if (rows && associative && d.outer < 512 && d.n >= (1 << 16)) {
     std::int64_t k = 1024;
     while (k > 8 && d.n % k != 0) k /= 2;
-    if (d.n % k == 0) return reduce_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d.outer, d.n, k);
+    if (d.n % k == 0)
+      return reduce_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d.outer, d.n, k);
   }
   const KernelSource k = gen_reduce(op.fn, x->dtype(), rows);
   const void* xp = x->data();
@@ -63,6 +70,34 @@ ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
     ctx.launch(k, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(op.fn));
   }
   return out;
+}
+
+// Softmax along the last dim runs one block per row; another dim is first moved last.
+ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
+  const std::size_t rank = op.x->shape().rank(), last = rank - 1;
+  std::vector<std::size_t> axes(rank);
+  for (std::size_t i = 0; i < rank; ++i) axes[i] = i;
+  std::swap(axes[op.dim], axes[last]);
+  ir::Handle xin = op.x;
+  if (op.dim != last) {
+    ir::Permute p{op.x, axes};
+    xin = permute(ctx, p);
+  }
+  auto x = ctx.contiguous(xin);
+  auto out = ctx.empty(x->shape(), x->dtype());
+  std::int64_t n = static_cast<std::int64_t>(x->shape()[last]);
+  std::int64_t rows = n == 0 ? 0 : static_cast<std::int64_t>(x->shape().num_elements()) / n;
+  if (rows > 0) {
+    const KernelSource k = gen_softmax(x->dtype(), op.log);
+    const void* xp = x->data();
+    void* yp = out->data();
+    constexpr unsigned kBlock = 256;
+    ctx.launch(k, rows * kBlock, {&xp, &yp, &rows, &n}, op.log ? "log_softmax" : "softmax", false,
+               kBlock, 1 << 20);
+  }
+  if (op.dim == last) return out;
+  ir::Permute back{out, axes};
+  return std::const_pointer_cast<CudaTensor>(ctx.contiguous(permute(ctx, back)));
 }
 
 ir::Handle scan(CudaContext& ctx, ir::Scan& op) {
