@@ -7,7 +7,8 @@
 // side is from what the hardware allows, not only from each other.
 //
 //   ember-bench [--filter a,b] [--backend ember|torch|both] [--size tiny|full]
-//               [--reps N] [--warmup N] [--json out.json] [--check] [--no-ceilings]
+//               [--reps N] [--warmup N] [--json out.json] [--markdown table.md]
+//               [--check] [--no-ceilings]
 //               [--torch-compile] [--list]
 //
 // EMBER_NUM_THREADS (default 2) sets the threads of ember, OpenBLAS and PyTorch alike.
@@ -44,15 +45,15 @@ struct Options {
   std::string backend = "both";
   eb::SizeKind size = eb::SizeKind::Full;
   int reps = -1, warmup = -1;  // -1: size default
-  std::string json;
+  std::string json, markdown;
   bool check = false, ceilings = true, compile = false, list = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "ember-bench: " << why
             << "\nusage: ember-bench [--filter a,b] [--backend ember|torch|both] [--size "
-               "tiny|full] [--reps N] [--warmup N] [--json out.json] [--check] "
-               "[--no-ceilings] [--torch-compile] [--list]\n";
+               "tiny|full] [--reps N] [--warmup N] [--json out.json] [--markdown out.md] "
+               "[--check] [--no-ceilings] [--torch-compile] [--list]\n";
   std::exit(2);
 }
 
@@ -84,6 +85,8 @@ Options parse(int argc, char** argv) {
       o.warmup = std::max(0, std::atoi(value().c_str()));
     } else if (a == "--json") {
       o.json = value();
+    } else if (a == "--markdown") {
+      o.markdown = value();
     } else if (a == "--check") {
       o.check = true;
     } else if (a == "--no-ceilings") {
@@ -444,6 +447,25 @@ int main(int argc, char** argv) {
   if (opt.check) {
     std::cout << (failures ? std::to_string(failures) + " workload(s) disagree with PyTorch\n"
                            : "every workload agrees with PyTorch\n");
+  }
+
+  // ---- Markdown (the table of BENCHMARKS.md) ----
+  if (!opt.markdown.empty()) {
+    std::ofstream md(opt.markdown);
+    md << "| workload | size | ember ms | PyTorch ms | ember/PyTorch (lower is better) | ember % "
+          "roofline | PyTorch % roofline | bound |\n|---|---|---:|---:|---:|---:|---:|---|\n";
+    for (const auto& r : rows) {
+      if (!r.available) {
+        md << "| " << r.name << " | " << r.note << " | | | | | | |\n";
+        continue;
+      }
+      const double e = median(r.ember_ms), t = median(r.torch_ms);
+      md << "| " << r.name << " | " << r.shape << " | " << (e > 0 ? fmt(e, 2) : "-") << " | "
+         << (t > 0 ? fmt(t, 2) : "-") << " | " << (e > 0 && t > 0 ? fmt(e / t, 2) : "-") << " | "
+         << roofline_pct(r, e, bw, gemm.best()) << " | " << roofline_pct(r, t, bw, gemm.best())
+         << " | " << bound(r, bw, gemm.best()) << " |\n";
+    }
+    std::cout << "wrote " << opt.markdown << "\n";
   }
 
   // ---- JSON ----
