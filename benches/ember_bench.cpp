@@ -441,7 +441,8 @@ int main(int argc, char** argv) {
                   r.note.empty() ? "" : ("  " + r.note).c_str());
     std::cout << line;
   }
-  std::cout << "\nload: " << fmt(load_start) << " at start, " << fmt(load_end) << " at end"
+  std::cout << "\nload: " << fmt(load_start) << " at start, " << fmt(load_end)
+            << " at end (the end value includes this run's own threads)"
             << (std::max(load_start, load_end) > 1.5 ? "  (above 1.5: timings are noisy)" : "")
             << "\n";
   if (opt.check) {
