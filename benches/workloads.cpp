@@ -98,8 +98,8 @@ Shape chain_shape(SizeKind s) {
 }
 Shape rows_shape(SizeKind s) { return s == SizeKind::Tiny ? Shape{37, 129} : Shape{8192, 4096}; }
 
-Case unary_case(SizeKind s, const Device& dev, const std::string& /*name*/,
-                Tensor<3> (*f)(const Tensor<3>&), Shape shape) {
+// One input of `shape`, one output of the same size: f(x).
+Case unary_case(const Device& dev, Tensor<3> (*f)(const Tensor<3>&), const Shape& shape) {
   auto x = input<3>(shape, 1, dev);
   const double n = double(shape.num_elements());
   return timed({{"shape", dims(shape)}}, shape, 2 * n * kF32, 0, dev, [x, f] { return f(x); });
@@ -180,7 +180,7 @@ std::vector<Workload> build() {
   // ---- element-wise ----
   add("unary_gelu", "elementwise", [](SizeKind s, const Device& dev) {
     return unary_case(
-        s, dev, "unary_gelu", [](const Tensor<3>& x) { return activation::gelu(x); }, ew_shape(s));
+        dev, [](const Tensor<3>& x) { return activation::gelu(x); }, ew_shape(s));
   });
   add("binary_add", "elementwise", [](SizeKind s, const Device& dev) {
     const Shape shape = ew_shape(s);
@@ -191,7 +191,7 @@ std::vector<Workload> build() {
   });
   add("binary_scalar", "elementwise", [](SizeKind s, const Device& dev) {
     return unary_case(
-        s, dev, "binary_scalar", [](const Tensor<3>& x) { return x.add_scalar(2.5); }, ew_shape(s));
+        dev, [](const Tensor<3>& x) { return x.add_scalar(2.5); }, ew_shape(s));
   });
   add("elementwise_chain", "elementwise", [](SizeKind s, const Device& dev) {
     // (0.5 x + 1) -> as [B*M, N]: exp(y) * y -> as [B, M*N]: tanh -> back to [B, M, N].
@@ -208,7 +208,7 @@ std::vector<Workload> build() {
   add("custom_gelu", "elementwise", [](SizeKind s, const Device& dev) {
     // x * 0.5 * (1 + erf(x / sqrt(2))), from primitives, as Burn's custom_gelu bench.
     return unary_case(
-        s, dev, "custom_gelu",
+        dev,
         [](const Tensor<3>& x) {
           return x.mul_scalar(0.5).mul(x.mul_scalar(kSqrt1_2).erf().add_scalar(1.0));
         },
