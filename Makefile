@@ -3,6 +3,8 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 JOBS ?= 2
 CMAKE_FLAGS ?=
+# e.g. make bench BENCH_ARGS='--filter matmul,softmax --size full --json bench.json'
+BENCH_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
 .PHONY: all deps configure build demo test test-asan bench format clean ops-doc
@@ -36,8 +38,7 @@ test-asan: deps
 bench: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCHES=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
-	@if [ -x $(BUILD)/benches/ember-bench ]; then $(BUILD)/benches/ember-bench; \
-	 else $(BUILD)/benches/bench_gemm; fi
+	$(BUILD)/benches/ember-bench $(BENCH_ARGS)
 
 format:
 	@find include src tests benches examples tools -name '*.hpp' -o -name '*.cpp' -o -name '*.inc' 2>/dev/null \

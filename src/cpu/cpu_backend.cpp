@@ -1,5 +1,10 @@
 #include "cpu/cpu_backend.hpp"
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -10,6 +15,19 @@ namespace ember::cpu {
 namespace {
 
 bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+// A large host buffer is fresh memory from the OS each time: with 4 KiB pages, faulting it
+// in costs more than the copy itself (64 MiB: ~3x slower than with 2 MiB pages). Ask for
+// transparent huge pages over its 2 MiB-aligned interior, as numpy does for its arrays.
+void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t kHuge = std::uintptr_t(2) << 20;
+  if (bytes < 2 * kHuge) return;
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t b = (a + kHuge - 1) & ~(kHuge - 1), e = (a + bytes) & ~(kHuge - 1);
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_HUGEPAGE);  // a hint only
+#endif
+}
 
 class CpuBackend final : public backend::Backend {
  public:
@@ -24,7 +42,10 @@ class CpuBackend final : public backend::Backend {
   TensorData to_data(const ir::Handle& x) override {
     auto c = contiguous(ctx_, x);
     const std::size_t bytes = c->shape().num_elements() * size_of(c->dtype());
-    std::vector<std::byte> out(bytes);
+    std::vector<std::byte> out;
+    out.reserve(bytes);
+    advise_huge_pages(out.data(), bytes);
+    out.resize(bytes);
     if (bytes) std::memcpy(out.data(), c->data(), bytes);
     return TensorData(std::move(out), c->shape(), c->dtype());
   }

@@ -75,38 +75,72 @@ struct Combine {
   }
 };
 
+// One contiguous row. Floats use sixteen accumulators so the loop vectorizes without
+// reassociating one sum; integer combining is associative, so a plain loop vectorizes (the
+// sixteen-accumulator form was miscompiled by GCC 12 for i8 rows of 256k elements).
+template <ReduceFn F, class T>
+T reduce_row(const T* row, std::size_t n) {
+  using C = Combine<F, T>;
+  if constexpr (std::is_integral_v<T>) {
+    T r = C::init();
+    for (std::size_t i = 0; i < n; ++i) r = C::apply(r, row[i]);
+    return r;
+  } else {
+    constexpr std::size_t L = 16;
+    T acc[L];
+    for (std::size_t j = 0; j < L; ++j) acc[j] = C::init();
+    std::size_t i = 0;
+    for (; i + L <= n; i += L) {
+      for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
+    }
+    T r = C::init();
+    for (std::size_t j = 0; j < L; ++j) r = C::apply(r, acc[j]);
+    for (; i < n; ++i) r = C::apply(r, row[i]);
+    return r;
+  }
+}
+
+// Rows longer than this are split into chunks of this many elements when there are too few
+// rows to keep every thread busy (a full reduction is one row). The chunk size is fixed, not
+// derived from the thread count, so results do not depend on EMBER_NUM_THREADS.
+constexpr std::size_t kRowChunk = std::size_t(1) << 16;
+
 template <ReduceFn F, class T>
 void reduce_values(const T* x, T* y, Dims3 d) {
   using C = Combine<F, T>;
-  if (d.inner == 1) {
+  const bool few_outer = d.outer < num_threads();
+  if (d.inner == 1 && few_outer && d.n >= 2 * kRowChunk) {
+    const std::size_t chunks = (d.n + kRowChunk - 1) / kRowChunk;
+    std::vector<T> part(chunks);
+    for (std::size_t o = 0; o < d.outer; ++o) {
+      const T* row = x + o * d.n;
+      parallel_for(0, chunks, 1, [&](std::size_t c0, std::size_t c1) {
+        for (std::size_t c = c0; c < c1; ++c) {
+          part[c] = reduce_row<F>(row + c * kRowChunk, std::min(kRowChunk, d.n - c * kRowChunk));
+        }
+      });
+      T r = C::init();
+      for (std::size_t c = 0; c < chunks; ++c) r = C::apply(r, part[c]);
+      y[o] = r;
+    }
+  } else if (d.inner == 1) {
     parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
                  [&](std::size_t o0, std::size_t o1) {
-                   for (std::size_t o = o0; o < o1; ++o) {
-                     const T* row = x + o * d.n;
-                     if constexpr (std::is_integral_v<T>) {
-                       // Integer combining is associative: a plain loop vectorizes. (The
-                       // 16-accumulator form below was miscompiled by GCC 12 for i8 rows
-                       // whose length is a multiple of 256.)
-                       T r = C::init();
-                       for (std::size_t i = 0; i < d.n; ++i) r = C::apply(r, row[i]);
-                       y[o] = r;
-                     } else {
-                       // Floats: sixteen accumulators so the loop vectorizes without
-                       // reassociating a single sum.
-                       constexpr std::size_t L = 16;
-                       T acc[L];
-                       for (std::size_t j = 0; j < L; ++j) acc[j] = C::init();
-                       std::size_t i = 0;
-                       for (; i + L <= d.n; i += L) {
-                         for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
-                       }
-                       T r = C::init();
-                       for (std::size_t j = 0; j < L; ++j) r = C::apply(r, acc[j]);
-                       for (; i < d.n; ++i) r = C::apply(r, row[i]);
-                       y[o] = r;
-                     }
-                   }
+                   for (std::size_t o = o0; o < o1; ++o) y[o] = reduce_row<F>(x + o * d.n, d.n);
                  });
+  } else if (few_outer && d.inner * d.n >= 32768) {
+    // Few outer blocks (e.g. a reduction over dim 0): split the inner columns instead.
+    for (std::size_t o = 0; o < d.outer; ++o) {
+      T* out = y + o * d.inner;
+      const std::size_t grain = std::max<std::size_t>(16, 32768 / std::max<std::size_t>(d.n, 1));
+      parallel_for(0, d.inner, grain, [&](std::size_t j0, std::size_t j1) {
+        for (std::size_t j = j0; j < j1; ++j) out[j] = C::init();
+        for (std::size_t r = 0; r < d.n; ++r) {
+          const T* row = x + (o * d.n + r) * d.inner;
+          for (std::size_t j = j0; j < j1; ++j) out[j] = C::apply(out[j], row[j]);
+        }
+      });
+    }
   } else {
     const std::size_t grain =
         std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n * d.inner, 1));

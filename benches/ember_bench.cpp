@@ -1,0 +1,531 @@
+// ember-bench: runs the workloads of benches/workloads.cpp on ember and, in the same
+// invocation, on PyTorch (benches/torch_workloads.py in a child process), alternating the
+// two workload by workload so that drifts in machine load hit both sides alike. Each
+// result is the median of N repetitions after warm-up, printed next to the ratio
+// ember/PyTorch and to the share of the machine's roofline it reaches: the roofline is set
+// by a copy bandwidth and a GEMM rate measured at start, so the numbers say how far each
+// side is from what the hardware allows, not only from each other.
+//
+//   ember-bench [--filter a,b] [--backend ember|torch|both] [--size tiny|full]
+//               [--reps N] [--warmup N] [--json out.json] [--markdown table.md]
+//               [--check] [--no-ceilings]
+//               [--torch-compile] [--list]
+//
+// EMBER_NUM_THREADS (default 2) sets the threads of ember, OpenBLAS and PyTorch alike.
+// EMBER_BENCH_PYTHON picks the interpreter (default /usr/bin/python3).
+#ifdef EMBER_BENCH_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "torch_bridge.hpp"
+#include "workloads.hpp"
+
+namespace eb = ember::bench;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> filters;
+  std::string backend = "both";
+  eb::SizeKind size = eb::SizeKind::Full;
+  int reps = -1, warmup = -1;  // -1: size default
+  std::string json, markdown;
+  bool check = false, ceilings = true, compile = false, list = false;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::cerr << "ember-bench: " << why
+            << "\nusage: ember-bench [--filter a,b] [--backend ember|torch|both] [--size "
+               "tiny|full] [--reps N] [--warmup N] [--json out.json] [--markdown out.md] "
+               "[--check] [--no-ceilings] [--torch-compile] [--list]\n";
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto value = [&]() -> std::string {
+      if (i + 1 >= argc) usage(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--filter") {
+      std::istringstream is(value());
+      for (std::string f; std::getline(is, f, ',');) {
+        if (!f.empty()) o.filters.push_back(f);
+      }
+    } else if (a == "--backend") {
+      o.backend = value();
+      if (o.backend != "ember" && o.backend != "torch" && o.backend != "both") {
+        usage("--backend is ember, torch or both");
+      }
+    } else if (a == "--size") {
+      const std::string s = value();
+      if (s != "tiny" && s != "full") usage("--size is tiny or full");
+      o.size = s == "tiny" ? eb::SizeKind::Tiny : eb::SizeKind::Full;
+    } else if (a == "--reps") {
+      o.reps = std::max(1, std::atoi(value().c_str()));
+    } else if (a == "--warmup") {
+      o.warmup = std::max(0, std::atoi(value().c_str()));
+    } else if (a == "--json") {
+      o.json = value();
+    } else if (a == "--markdown") {
+      o.markdown = value();
+    } else if (a == "--check") {
+      o.check = true;
+    } else if (a == "--no-ceilings") {
+      o.ceilings = false;
+    } else if (a == "--torch-compile") {
+      o.compile = true;
+    } else if (a == "--list") {
+      o.list = true;
+    } else if (a == "--help" || a == "-h") {
+      usage("help");
+    } else {
+      usage("unknown argument " + a);
+    }
+  }
+  if (o.reps < 0) o.reps = o.size == eb::SizeKind::Tiny ? 3 : 7;
+  if (o.warmup < 0) o.warmup = o.size == eb::SizeKind::Tiny ? 1 : 2;
+  return o;
+}
+
+bool selected(const Options& o, const eb::Workload& w) {
+  if (o.filters.empty()) return true;
+  return std::any_of(o.filters.begin(), o.filters.end(), [&](const std::string& f) {
+    return w.name.find(f) != std::string::npos || w.group == f;
+  });
+}
+
+std::string read_first_line(const std::string& path, const std::string& prefix = "") {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return {};
+}
+
+std::string cpu_model() {
+  std::string l = read_first_line("/proc/cpuinfo", "model name");
+  const auto p = l.find(':');
+  return p == std::string::npos ? "unknown" : l.substr(p + 2);
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double l = -1;
+  in >> l;
+  return l;
+}
+
+std::string shell_line(const std::string& cmd) {
+  std::string out;
+  if (std::FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    if (std::fgets(buf, sizeof buf, p)) out = buf;
+    pclose(p);
+  }
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+std::string git_commit() {
+  const std::string dir = EMBER_BENCH_SOURCE_DIR;
+  std::string c = shell_line("git -C '" + dir + "' rev-parse --short HEAD 2>/dev/null");
+  if (c.empty()) return "unknown";
+  if (!shell_line("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null")
+           .empty()) {
+    c += "-dirty";
+  }
+  return c;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// ---- ceilings ----
+
+// STREAM-style copy of 128 MiB into 128 MiB, each thread copying its own half; bandwidth
+// counts bytes read plus bytes written, best of 5 (after a first pass that faults pages in).
+// Two copies are tried, and the faster one is the ceiling: glibc's memcpy (non-temporal
+// stores at this size) and a plain vectorized loop with ordinary stores, as a kernel
+// writes; which one wins depends on the machine.
+struct CopyCeiling {
+  double gbs = 0;
+  const char* method = "";
+};
+
+double copy_once_ms(float* dst, const float* src, std::size_t n, int threads, bool use_memcpy) {
+  const auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  const std::size_t chunk = n / std::size_t(threads);
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([=] {
+      const std::size_t off = std::size_t(t) * chunk;
+      const std::size_t len = t == threads - 1 ? n - off : chunk;
+      if (use_memcpy) {
+        std::memcpy(dst + off, src + off, len * sizeof(float));
+      } else {
+        // "+ 0.0f" is not an identity for -0.0f, so the compiler cannot turn the loop back
+        // into a memcpy call; it stays a load/add/store loop like an element-wise kernel.
+        for (std::size_t i = off; i < off + len; ++i) dst[i] = src[i] + 0.0f;
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  return ms_since(t0);
+}
+
+CopyCeiling copy_bandwidth(int threads) {
+  const std::size_t n = (std::size_t(128) << 20) / sizeof(float);
+  std::vector<float> src(n, 1.0f), dst(n, 0.0f);
+  CopyCeiling best;
+  for (const bool use_memcpy : {true, false}) {
+    double ms = 1e30;
+    for (int rep = 0; rep < 6; ++rep) {
+      const double t = copy_once_ms(dst.data(), src.data(), n, threads, use_memcpy);
+      if (rep > 0) ms = std::min(ms, t);
+    }
+    const double gbs = 2.0 * double(n * sizeof(float)) / (ms * 1e-3) / 1e9;
+    if (gbs > best.gbs) best = {gbs, use_memcpy ? "memcpy" : "copy loop"};
+  }
+  if (dst[n / 2] != 1.0f) std::abort();  // keeps the copies observable
+  return best;
+}
+
+struct GemmCeiling {
+  double ember_gflops = 0, openblas_gflops = 0;
+  double best() const { return std::max(ember_gflops, openblas_gflops); }
+  const char* source() const {
+    return openblas_gflops > ember_gflops ? "OpenBLAS sgemm 2048" : "ember matmul 2048";
+  }
+};
+
+GemmCeiling gemm_ceiling(int threads) {
+  const std::size_t n = 2048;
+  const double flops = 2.0 * double(n) * double(n) * double(n);
+  GemmCeiling g;
+  const auto dev = ember::Device::cpu();
+  auto a = ember::Tensor<2>::from_data(eb::input_data(ember::Shape{n, n}, 1), dev);
+  auto b = ember::Tensor<2>::from_data(eb::input_data(ember::Shape{n, n}, 2), dev);
+  double best = 1e30;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = Clock::now();
+    auto c = a.matmul(b);
+    dev.sync();
+    if (rep > 0) best = std::min(best, ms_since(t0));
+  }
+  g.ember_gflops = flops / (best * 1e-3) / 1e9;
+#ifdef EMBER_BENCH_HAVE_OPENBLAS
+  openblas_set_num_threads(threads);
+  std::vector<float> x(n * n, 0.5f), y(n * n, 0.25f), z(n * n);
+  best = 1e30;
+  const int s = static_cast<int>(n);
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, s, s, 1.0f, x.data(), s, y.data(), s,
+                0.0f, z.data(), s);
+    if (rep > 0) best = std::min(best, ms_since(t0));
+  }
+  g.openblas_gflops = flops / (best * 1e-3) / 1e9;
+#else
+  (void)threads;
+#endif
+  return g;
+}
+
+// ---- results ----
+
+struct Row {
+  std::string name, group, shape, note;
+  bool available = true;
+  double bytes = 0, flops = 0;
+  std::vector<double> ember_ms, torch_ms;
+  std::string check;  // "", "ok", or a mismatch description
+};
+
+std::string fmt(double v, int prec = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, v);
+  return buf;
+}
+
+// Share of the roofline: the time an ideal run would take (bytes at copy bandwidth or
+// FLOPs at the GEMM rate, whichever is longer) over the measured time.
+std::string roofline_pct(const Row& r, double ms, double bw_gbs, double gflops) {
+  if (ms <= 0 || (r.bytes == 0 && r.flops == 0) || bw_gbs <= 0) return "-";
+  const double ideal_ms =
+      std::max(r.bytes / (bw_gbs * 1e9), gflops > 0 ? r.flops / (gflops * 1e9) : 0.0) * 1e3;
+  return fmt(100.0 * ideal_ms / ms, 0) + "%";
+}
+
+const char* bound(const Row& r, double bw_gbs, double gflops) {
+  if ((r.bytes == 0 && r.flops == 0) || bw_gbs <= 0) return "-";
+  if (gflops > 0 && r.flops / (gflops * 1e9) > r.bytes / (bw_gbs * 1e9)) return "gemm";
+  return "bw";
+}
+
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      o += ' ';
+    } else {
+      o += c;
+    }
+  }
+  return o + "\"";
+}
+
+std::string json_list(const std::vector<double>& v) {
+  std::string o = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) o += (i ? ", " : "") + fmt(v[i], 4);
+  return o + "]";
+}
+
+void pause_between_sides() {
+  // OpenMP and OpenBLAS workers spin for a while after a parallel region; let them go idle
+  // so one side's leftover spinning does not eat the other side's cores.
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  // Before anything starts ember's thread pool: one thread count for every library.
+  setenv("EMBER_NUM_THREADS", "2", /*overwrite=*/0);
+  const int threads = std::max(1, std::atoi(std::getenv("EMBER_NUM_THREADS")));
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");  // inherited by the PyTorch child
+
+  if (opt.list) {
+    for (const auto& w : eb::workloads()) {
+      std::cout << w.name << "  (" << w.group << ")"
+                << (w.unavailable.empty() ? "" : "  -- " + w.unavailable) << "\n";
+    }
+    return 0;
+  }
+
+  const double load_start = load_average();
+  const std::string commit = git_commit();
+  std::cout << "ember-bench  size=" << eb::name(opt.size) << "  reps=" << opt.reps
+            << " (median)  warmup=" << opt.warmup << "\n"
+            << "cpu:     " << cpu_model() << ", " << std::thread::hardware_concurrency()
+            << " hardware threads\n"
+            << "threads: " << threads << " (EMBER_NUM_THREADS; also OpenBLAS and torch)\n"
+            << "OPENBLAS_CORETYPE: " << (coretype ? coretype : "unset") << "\n"
+            << "commit:  " << commit << "\n"
+            << "load:    " << fmt(load_start) << " at start"
+            << (load_start > 1.5 ? "  (above 1.5: timings are noisy)" : "") << "\n";
+
+  double bw = 0;
+  std::string copy_method = "not measured";
+  GemmCeiling gemm;
+  if (opt.ceilings) {
+    const CopyCeiling copy = copy_bandwidth(threads);
+    bw = copy.gbs;
+    copy_method = copy.method;
+    gemm = gemm_ceiling(threads);
+    std::cout << "ceilings: copy " << fmt(bw, 1)
+              << " GB/s (best of memcpy and a copy loop: " << copy.method << ", 2 x 128 MiB, "
+              << threads << " threads); GEMM " << fmt(gemm.best(), 1) << " GFLOP/s ("
+              << gemm.source() << "; ember " << fmt(gemm.ember_gflops, 1) << ", OpenBLAS "
+              << (gemm.openblas_gflops > 0 ? fmt(gemm.openblas_gflops, 1) : "n/a") << ")\n";
+    pause_between_sides();
+  }
+
+  std::unique_ptr<eb::TorchBridge> torch;
+  if (opt.backend != "ember") {
+    torch = std::make_unique<eb::TorchBridge>(eb::default_python(), eb::default_torch_script(),
+                                              threads, opt.compile);
+    if (torch->available()) {
+      std::cout << "pytorch: " << torch->info() << " (" << eb::default_python() << ")\n";
+    } else {
+      std::cout << "pytorch: unavailable: " << torch->why() << "\n";
+    }
+  }
+  const bool have_torch = torch && torch->available();
+  if (opt.check && !have_torch) {
+    std::cout << "SKIP: --check needs PyTorch, which is unavailable\n";
+    return 77;  // ctest's SKIP_RETURN_CODE
+  }
+  std::string tmpdir;
+  if (opt.check) {
+    char tmpl[] = "/tmp/ember-bench-XXXXXX";
+    if (!mkdtemp(tmpl)) {
+      std::cerr << "ember-bench: mkdtemp failed\n";
+      return 1;
+    }
+    tmpdir = tmpl;
+  }
+  std::cout << std::endl;
+
+  const auto dev = ember::Device::cpu();
+  std::vector<Row> rows;
+  int failures = 0;
+  for (const auto& w : eb::workloads()) {
+    if (!selected(opt, w)) continue;
+    Row r;
+    r.name = w.name;
+    r.group = w.group;
+    if (!w.unavailable.empty()) {
+      r.available = false;
+      r.note = w.unavailable;
+      rows.push_back(r);
+      continue;
+    }
+    std::cout << "  " << w.name << " ..." << std::flush;
+    eb::Case c = w.make(opt.size, dev);
+    r.shape = c.shape;
+    r.bytes = c.bytes;
+    r.flops = c.flops;
+    if (opt.backend != "torch") {
+      for (int i = 0; i < opt.warmup; ++i) c.run();
+      for (int i = 0; i < opt.reps; ++i) {
+        const auto t0 = Clock::now();
+        c.run();
+        r.ember_ms.push_back(ms_since(t0));
+      }
+      std::cout << " ember " << fmt(median(r.ember_ms), 3) << " ms" << std::flush;
+    }
+    if (have_torch) {
+      pause_between_sides();
+      const std::string out = opt.check ? tmpdir + "/" + w.name + ".bin" : "";
+      try {
+        auto tr = torch->run(w.name, c.params, opt.warmup, opt.reps, out);
+        r.torch_ms = tr.times_ms;
+        std::cout << "  torch " << fmt(median(r.torch_ms), 3) << " ms" << std::flush;
+        if (opt.check && tr.output) {
+          if (r.ember_ms.empty()) c.run();
+          const std::string diff = eb::compare(c.output(), *tr.output, c.rtol, c.atol);
+          r.check = diff.empty() ? "ok" : diff;
+          if (!diff.empty()) ++failures;
+          std::cout << "  check " << (diff.empty() ? "ok" : "MISMATCH: " + diff);
+        }
+        std::remove(out.c_str());
+      } catch (const std::exception& e) {
+        r.note = std::string("PyTorch failed: ") + e.what();
+        std::cout << "  " << r.note;
+        if (opt.check) ++failures;
+      }
+      pause_between_sides();
+    }
+    std::cout << "\n";
+    rows.push_back(r);
+  }
+  if (!tmpdir.empty()) rmdir(tmpdir.c_str());
+  const double load_end = load_average();
+
+  // ---- the table ----
+  std::cout << "\nember/torch: ember time over PyTorch time, lower is better (< 1: ember "
+               "faster).\n% roofline: ideal time (bytes at copy bandwidth or FLOPs at the "
+               "GEMM rate) over measured time; higher is better.\n\n";
+  char line[512];
+  std::snprintf(line, sizeof line, "%-18s %-24s %10s %10s %8s %7s %7s %5s\n", "workload", "size",
+                "ember ms", "torch ms", "e/torch", "ember%", "torch%", "bound");
+  std::cout << line << std::string(95, '-') << "\n";
+  for (const auto& r : rows) {
+    if (!r.available) {
+      std::snprintf(line, sizeof line, "%-18s %s\n", r.name.c_str(), r.note.c_str());
+      std::cout << line;
+      continue;
+    }
+    const double e = median(r.ember_ms), t = median(r.torch_ms);
+    std::snprintf(line, sizeof line, "%-18s %-24s %10s %10s %8s %7s %7s %5s%s\n", r.name.c_str(),
+                  r.shape.c_str(), e > 0 ? fmt(e, 3).c_str() : "-", t > 0 ? fmt(t, 3).c_str() : "-",
+                  e > 0 && t > 0 ? fmt(e / t, 2).c_str() : "-",
+                  roofline_pct(r, e, bw, gemm.best()).c_str(),
+                  roofline_pct(r, t, bw, gemm.best()).c_str(), bound(r, bw, gemm.best()),
+                  r.note.empty() ? "" : ("  " + r.note).c_str());
+    std::cout << line;
+  }
+  std::cout << "\nload: " << fmt(load_start) << " at start, " << fmt(load_end)
+            << " at end (the end value includes this run's own threads)"
+            << (std::max(load_start, load_end) > 1.5 ? "  (above 1.5: timings are noisy)" : "")
+            << "\n";
+  if (opt.check) {
+    std::cout << (failures ? std::to_string(failures) + " workload(s) disagree with PyTorch\n"
+                           : "every workload agrees with PyTorch\n");
+  }
+
+  // ---- Markdown (the table of BENCHMARKS.md) ----
+  if (!opt.markdown.empty()) {
+    std::ofstream md(opt.markdown);
+    md << "| workload | size | ember ms | PyTorch ms | ember/PyTorch (lower is better) | ember % "
+          "roofline | PyTorch % roofline | bound |\n|---|---|---:|---:|---:|---:|---:|---|\n";
+    for (const auto& r : rows) {
+      if (!r.available) {
+        md << "| " << r.name << " | " << r.note << " | | | | | | |\n";
+        continue;
+      }
+      const double e = median(r.ember_ms), t = median(r.torch_ms);
+      md << "| " << r.name << " | " << r.shape << " | " << (e > 0 ? fmt(e, 2) : "-") << " | "
+         << (t > 0 ? fmt(t, 2) : "-") << " | " << (e > 0 && t > 0 ? fmt(e / t, 2) : "-") << " | "
+         << roofline_pct(r, e, bw, gemm.best()) << " | " << roofline_pct(r, t, bw, gemm.best())
+         << " | " << bound(r, bw, gemm.best()) << " |\n";
+    }
+    std::cout << "wrote " << opt.markdown << "\n";
+  }
+
+  // ---- JSON ----
+  if (!opt.json.empty()) {
+    std::ofstream js(opt.json);
+    js << "{\n  \"size\": " << json_str(eb::name(opt.size)) << ",\n  \"reps\": " << opt.reps
+       << ",\n  \"warmup\": " << opt.warmup << ",\n  \"threads\": " << threads
+       << ",\n  \"cpu\": " << json_str(cpu_model()) << ",\n  \"commit\": " << json_str(commit)
+       << ",\n  \"openblas_coretype\": " << (coretype ? json_str(coretype) : "null")
+       << ",\n  \"load_start\": " << fmt(load_start) << ",\n  \"load_end\": " << fmt(load_end)
+       << ",\n  \"torch\": " << (have_torch ? json_str(torch->info()) : "null")
+       << ",\n  \"copy_bandwidth_gbs\": " << fmt(bw, 2)
+       << ",\n  \"copy_method\": " << json_str(copy_method)
+       << ",\n  \"gemm_gflops\": " << fmt(gemm.best(), 2)
+       << ",\n  \"gemm_source\": " << json_str(gemm.source())
+       << ",\n  \"ember_gemm_gflops\": " << fmt(gemm.ember_gflops, 2)
+       << ",\n  \"openblas_gemm_gflops\": " << fmt(gemm.openblas_gflops, 2)
+       << ",\n  \"results\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      const double e = median(r.ember_ms), t = median(r.torch_ms);
+      js << (i ? "," : "") << "\n    {\"workload\": " << json_str(r.name)
+         << ", \"group\": " << json_str(r.group)
+         << ", \"available\": " << (r.available ? "true" : "false")
+         << ", \"size\": " << json_str(r.shape) << ", \"bytes\": " << fmt(r.bytes, 0)
+         << ", \"flops\": " << fmt(r.flops, 0) << ", \"ember_ms\": " << (e > 0 ? fmt(e, 4) : "null")
+         << ", \"torch_ms\": " << (t > 0 ? fmt(t, 4) : "null")
+         << ", \"ratio\": " << (e > 0 && t > 0 ? fmt(e / t, 4) : "null")
+         << ", \"ember_times_ms\": " << json_list(r.ember_ms)
+         << ", \"torch_times_ms\": " << json_list(r.torch_ms)
+         << ", \"check\": " << json_str(r.check) << ", \"note\": " << json_str(r.note) << "}";
+    }
+    js << "\n  ]\n}\n";
+    std::cout << "wrote " << opt.json << "\n";
+  }
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,59 @@
+// TorchBridge: a long-lived PyTorch process (benches/torch_workloads.py) driven over pipes,
+// so the runner can alternate ember and PyTorch workload by workload in one invocation.
+// The protocol is one line each way: a JSON request (workload name, parameters, warm-up and
+// repetitions, where to write the output) and a plain "ok key=value ..." or "err message"
+// reply that needs no JSON parser on this side.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "workloads.hpp"
+
+namespace ember::bench {
+
+struct TorchRun {
+  std::vector<double> times_ms;
+  std::optional<TensorData> output;  // when an output path was requested
+};
+
+class TorchBridge {
+ public:
+  // Starts `python script --threads N`; available() is false (and why() says why) when the
+  // interpreter, torch or the script is missing. `compile` asks for torch.compile.
+  TorchBridge(const std::string& python, const std::string& script, int threads, bool compile);
+  ~TorchBridge();
+  TorchBridge(const TorchBridge&) = delete;
+  TorchBridge& operator=(const TorchBridge&) = delete;
+
+  bool available() const { return available_; }
+  const std::string& why() const { return why_; }
+  // What the Python side reported at start: "torch=... threads=... blas=...".
+  const std::string& info() const { return info_; }
+
+  // Runs one workload; throws std::runtime_error with PyTorch's message on failure.
+  // `out_path` non-empty: PyTorch writes its last output there and it is read back.
+  TorchRun run(const std::string& workload, const Params& params, int warmup, int reps,
+               const std::string& out_path);
+
+ private:
+  std::string request(const std::string& line);
+
+  pid_t pid_ = -1;
+  std::FILE* to_ = nullptr;
+  std::FILE* from_ = nullptr;
+  bool available_ = false;
+  std::string why_, info_;
+};
+
+// The default interpreter: $EMBER_BENCH_PYTHON, else /usr/bin/python3 (Debian's, which has
+// python3-torch), never whatever `python3` is first on PATH.
+std::string default_python();
+// benches/torch_workloads.py in the source tree (or $EMBER_BENCH_TORCH_SCRIPT).
+std::string default_torch_script();
+
+}  // namespace ember::bench

@@ -1,0 +1,342 @@
+// The workload table (after Burn's benchmark suite) and the ember code each one times.
+// A workload is a function from a size to a Case: it builds its inputs once, outside the
+// timed region, and returns a closure that runs one repetition. Byte counts are those of an
+// ideal implementation (each input read once, each output written once), so "% of roofline"
+// says how far a composite of several passes is from a single fused pass.
+#include "workloads.hpp"
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+namespace ember::bench {
+
+const char* name(SizeKind s) { return s == SizeKind::Tiny ? "tiny" : "full"; }
+
+TensorData input_data(const Shape& shape, std::uint32_t seed) {
+  std::vector<float> v(shape.num_elements());
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = input_value(static_cast<std::uint32_t>(i), seed);
+  return TensorData::from<float>(v, shape);
+}
+
+std::string compare(const TensorData& got, const TensorData& want, double rtol, double atol) {
+  if (got.shape() != want.shape()) {
+    return "shape " + got.shape().to_string() + " vs PyTorch " + want.shape().to_string();
+  }
+  double worst = 0;
+  std::size_t at = 0;
+  bool bad = false;
+  for (std::size_t i = 0; i < got.num_elements(); ++i) {
+    const double g = got.get_f64(i), w = want.get_f64(i);
+    const double excess = std::abs(g - w) - (atol + rtol * std::abs(w));
+    const bool nan_mismatch = std::isnan(g) != std::isnan(w);
+    if (nan_mismatch || excess > worst) {
+      worst = nan_mismatch ? INFINITY : excess;
+      at = i;
+      bad = true;
+    }
+  }
+  if (!bad) return {};
+  std::ostringstream os;
+  os.precision(9);
+  os << "element " << at << ": ember " << got.get_f64(at) << " vs PyTorch " << want.get_f64(at)
+     << " (rtol " << rtol << ", atol " << atol << ")";
+  return os.str();
+}
+
+namespace {
+
+constexpr double kF32 = 4.0;
+constexpr double kSqrt1_2 = 0.70710678118654752440;
+
+std::vector<std::int64_t> dims(const Shape& s) { return {s.begin(), s.end()}; }
+
+template <std::size_t D>
+Tensor<D> input(const Shape& s, std::uint32_t seed, const Device& dev) {
+  return Tensor<D>::from_data(input_data(s, seed), dev);
+}
+
+TensorData to_td(const TensorData& d) { return d; }
+template <class T>
+TensorData to_td(const T& t) {
+  return t.to_data();
+}
+
+// A Case whose repetition evaluates f(); the previous result is dropped before the next
+// one is computed, as `r = None; r = fn()` does on the PyTorch side, so both libraries can
+// recycle the same buffers.
+template <class F>
+Case timed(Params p, const Shape& shape, double bytes, double flops, const Device& dev, F f) {
+  using R = decltype(f());
+  auto out = std::make_shared<std::optional<R>>();
+  Case c;
+  c.params = std::move(p);
+  c.shape = shape.to_string();
+  c.bytes = bytes;
+  c.flops = flops;
+  c.run = [f, out, dev]() mutable {
+    out->reset();
+    out->emplace(f());
+    dev.sync();
+  };
+  c.output = [out] { return to_td(**out); };
+  return c;
+}
+
+// Element-wise shapes: the full size is Burn's [32, 512, 2048]-like 32 Mi elements for one
+// op and 16 Mi for chains of several ops (which make several passes), so each lands in the
+// 10–500 ms window on 2 cores; tiny sizes are odd so that vector tails and thread splits
+// are exercised.
+Shape ew_shape(SizeKind s) {
+  return s == SizeKind::Tiny ? Shape{3, 17, 33} : Shape{32, 1024, 1024};
+}
+Shape chain_shape(SizeKind s) {
+  return s == SizeKind::Tiny ? Shape{3, 17, 33} : Shape{16, 1024, 1024};
+}
+Shape rows_shape(SizeKind s) { return s == SizeKind::Tiny ? Shape{37, 129} : Shape{8192, 4096}; }
+
+// One input of `shape`, one output of the same size: f(x).
+Case unary_case(const Device& dev, Tensor<3> (*f)(const Tensor<3>&), const Shape& shape) {
+  auto x = input<3>(shape, 1, dev);
+  const double n = double(shape.num_elements());
+  return timed({{"shape", dims(shape)}}, shape, 2 * n * kF32, 0, dev, [x, f] { return f(x); });
+}
+
+Case reduce_case(SizeKind s, const Device& dev, bool exp_first, int which) {
+  // which: 0 = full sum, 1 = sum_dim(1), 2 = sum_dim(0), 3 = argmin_dim(1)
+  const Shape shape = rows_shape(s);
+  auto x = input<2>(shape, 1, dev);
+  const double n = double(shape.num_elements());
+  Params p{{"shape", dims(shape)}};
+  const double out_bytes = which == 0   ? kF32
+                           : which == 2 ? double(shape[1]) * kF32
+                           : which == 3 ? double(shape[0]) * 8
+                                        : double(shape[0]) * kF32;
+  const double bytes = n * kF32 + out_bytes;
+  Case c;
+  switch (which) {
+    case 0:
+      c = timed(p, shape, bytes, 0, dev,
+                [x, exp_first] { return (exp_first ? x.exp() : x).sum(); });
+      c.rtol = 1e-3;  // a different summation order over many terms
+      c.atol = 1e-3;
+      break;
+    case 1:
+      c = timed(p, shape, bytes, 0, dev,
+                [x, exp_first] { return (exp_first ? x.exp() : x).sum_dim(1); });
+      break;
+    case 2:
+      c = timed(p, shape, bytes, 0, dev,
+                [x, exp_first] { return (exp_first ? x.exp() : x).sum_dim(0); });
+      break;
+    default:
+      c = timed(p, shape, bytes, 0, dev,
+                [x, exp_first] { return (exp_first ? x.exp() : x).argmin_dim(1); });
+      c.rtol = 0;
+      c.atol = 0;
+  }
+  if (which == 1 || which == 2) c.atol = 1e-4;
+  return c;
+}
+
+Case matmul_case(SizeKind s, const Device& dev, std::size_t b, std::size_t m, std::size_t k,
+                 std::size_t n) {
+  Params p{{"b", {std::int64_t(b)}},
+           {"m", {std::int64_t(m)}},
+           {"k", {std::int64_t(k)}},
+           {"n", {std::int64_t(n)}}};
+  const double flops = 2.0 * double(b) * double(m) * double(n) * double(k);
+  const double bytes = double(b) * double(m * k + k * n + m * n) * kF32;
+  Case c;
+  if (b == 1) {
+    auto x = input<2>(Shape{m, k}, 1, dev);
+    auto y = input<2>(Shape{k, n}, 2, dev);
+    c = timed(p, Shape{m, k, n}, bytes, flops, dev, [x, y] { return x.matmul(y); });
+  } else {
+    auto x = input<3>(Shape{b, m, k}, 1, dev);
+    auto y = input<3>(Shape{b, k, n}, 2, dev);
+    c = timed(p, Shape{b, m, k, n}, bytes, flops, dev, [x, y] { return x.matmul(y); });
+  }
+  c.shape = "b" + std::to_string(b) + " m" + std::to_string(m) + " k" + std::to_string(k) + " n" +
+            std::to_string(n);
+  c.rtol = 1e-4;
+  c.atol = 1e-4 * std::sqrt(double(k));  // inputs in [-1, 1): sums of k terms of mixed sign
+  return c;
+}
+
+std::vector<Workload> build() {
+  std::vector<Workload> w;
+  const auto add = [&](std::string name, std::string group,
+                       std::function<Case(SizeKind, const Device&)> make) {
+    w.push_back({std::move(name), std::move(group), "", std::move(make)});
+  };
+  const auto unavailable = [&](std::string name, std::string group, std::string why) {
+    w.push_back({std::move(name), std::move(group), std::move(why), nullptr});
+  };
+
+  // ---- element-wise ----
+  add("unary_gelu", "elementwise", [](SizeKind s, const Device& dev) {
+    return unary_case(
+        dev, [](const Tensor<3>& x) { return activation::gelu(x); }, ew_shape(s));
+  });
+  add("binary_add", "elementwise", [](SizeKind s, const Device& dev) {
+    const Shape shape = ew_shape(s);
+    auto a = input<3>(shape, 1, dev);
+    auto b = input<3>(shape, 2, dev);
+    return timed({{"shape", dims(shape)}}, shape, 3 * double(shape.num_elements()) * kF32, 0, dev,
+                 [a, b] { return a + b; });
+  });
+  add("binary_scalar", "elementwise", [](SizeKind s, const Device& dev) {
+    return unary_case(
+        dev, [](const Tensor<3>& x) { return x.add_scalar(2.5); }, ew_shape(s));
+  });
+  add("elementwise_chain", "elementwise", [](SizeKind s, const Device& dev) {
+    // (0.5 x + 1) -> as [B*M, N]: exp(y) * y -> as [B, M*N]: tanh -> back to [B, M, N].
+    const Shape shape = chain_shape(s);
+    auto x = input<3>(shape, 1, dev);
+    const Shape rows{shape[0] * shape[1], shape[2]}, flat{shape[0], shape[1] * shape[2]};
+    return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
+                 [x, shape, rows, flat] {
+                   auto y = x.mul_scalar(0.5).add_scalar(1.0).reshape<2>(rows);
+                   auto z = y.exp().mul(y).reshape<2>(flat);
+                   return std::move(z).tanh().reshape<3>(shape);
+                 });
+  });
+  add("custom_gelu", "elementwise", [](SizeKind s, const Device& dev) {
+    // x * 0.5 * (1 + erf(x / sqrt(2))), from primitives, as Burn's custom_gelu bench.
+    return unary_case(
+        dev,
+        [](const Tensor<3>& x) {
+          return x.mul_scalar(0.5).mul(x.mul_scalar(kSqrt1_2).erf().add_scalar(1.0));
+        },
+        chain_shape(s));
+  });
+
+  // ---- reductions ----
+  add("sum", "reduce", [](SizeKind s, const Device& d) { return reduce_case(s, d, false, 0); });
+  add("sum_dim", "reduce", [](SizeKind s, const Device& d) { return reduce_case(s, d, false, 1); });
+  add("sum_dim0", "reduce",
+      [](SizeKind s, const Device& d) { return reduce_case(s, d, false, 2); });
+  add("argmin", "reduce", [](SizeKind s, const Device& d) { return reduce_case(s, d, false, 3); });
+  add("exp_sum", "reduce", [](SizeKind s, const Device& d) { return reduce_case(s, d, true, 0); });
+  add("exp_sum_dim", "reduce",
+      [](SizeKind s, const Device& d) { return reduce_case(s, d, true, 1); });
+  add("exp_argmin", "reduce",
+      [](SizeKind s, const Device& d) { return reduce_case(s, d, true, 3); });
+  add("softmax", "reduce", [](SizeKind s, const Device& dev) {
+    const Shape shape = s == SizeKind::Tiny ? Shape{37, 129} : Shape{8192, 2048};
+    auto x = input<2>(shape, 1, dev);
+    return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
+                 [x] { return activation::softmax(x, -1); });
+  });
+  add("layer_norm", "reduce", [](SizeKind s, const Device& dev) {
+    // Composed from var_mean as a user would write it; PyTorch runs F.layer_norm.
+    const Shape shape = s == SizeKind::Tiny ? Shape{37, 129} : Shape{16384, 1024};
+    auto x = input<2>(shape, 1, dev);
+    auto gamma = input<2>(Shape{1, shape[1]}, 2, dev);
+    auto beta = input<2>(Shape{1, shape[1]}, 3, dev);
+    Case c = timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
+                   [x, gamma, beta] {
+                     auto [var, mean] = x.var_mean(1, 0);
+                     return (x - mean) / (std::move(var) + 1e-5).sqrt() * gamma + beta;
+                   });
+    c.atol = 1e-4;
+    return c;
+  });
+
+  // ---- matmul ----
+  add("matmul_1024", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny ? matmul_case(s, d, 1, 65, 47, 33)
+                               : matmul_case(s, d, 1, 1024, 1024, 1024);
+  });
+  add("matmul_2048", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny ? matmul_case(s, d, 1, 130, 67, 97)
+                               : matmul_case(s, d, 1, 2048, 2048, 2048);
+  });
+  add("matmul_batched", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny ? matmul_case(s, d, 3, 17, 19, 23)
+                               : matmul_case(s, d, 32, 384, 384, 384);
+  });
+  add("matvec", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny ? matmul_case(s, d, 1, 129, 67, 1)
+                               : matmul_case(s, d, 1, 8192, 4096, 1);
+  });
+  add("vecmat", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny ? matmul_case(s, d, 1, 1, 67, 129)
+                               : matmul_case(s, d, 1, 1, 8192, 4096);
+  });
+  add("matmul_bias_gelu", "matmul", [](SizeKind s, const Device& dev) {
+    const std::size_t m = s == SizeKind::Tiny ? 33 : 1024, k = s == SizeKind::Tiny ? 47 : 1024,
+                      n = s == SizeKind::Tiny ? 65 : 4096;
+    auto x = input<2>(Shape{m, k}, 1, dev);
+    auto wt = input<2>(Shape{k, n}, 2, dev);
+    auto b = input<2>(Shape{1, n}, 3, dev);
+    Params p{{"m", {std::int64_t(m)}}, {"k", {std::int64_t(k)}}, {"n", {std::int64_t(n)}}};
+    Case c = timed(p, Shape{m, k, n}, double(m * k + k * n + n + m * n) * kF32,
+                   2.0 * double(m) * double(n) * double(k), dev,
+                   [x, wt, b] { return activation::gelu(x.matmul(wt) + b); });
+    c.shape = "m" + std::to_string(m) + " k" + std::to_string(k) + " n" + std::to_string(n);
+    c.atol = 1e-4 * std::sqrt(double(k));
+    return c;
+  });
+
+  // ---- not in the API yet ----
+  unavailable("max_pool2d", "module", "not available: no module_ops::max_pool2d in the API yet");
+  unavailable("conv2d", "module", "not available: no module_ops::conv2d in the API yet");
+
+  // ---- data transfer ----
+  add("from_data", "data", [](SizeKind s, const Device& dev) {
+    const Shape shape{s == SizeKind::Tiny ? std::size_t(1000) : std::size_t(16) << 20};
+    auto data = std::make_shared<TensorData>(input_data(shape, 1));
+    return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
+                 [data, dev] { return Tensor<1>::from_data(*data, dev); });
+  });
+  add("to_data", "data", [](SizeKind s, const Device& dev) {
+    const Shape shape{s == SizeKind::Tiny ? std::size_t(1000) : std::size_t(16) << 20};
+    auto x = input<1>(shape, 1, dev);
+    return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
+                 [x] { return x.to_data(); });
+  });
+
+  // ---- overhead ----
+  add("launch_overhead", "overhead", [](SizeKind s, const Device& dev) {
+    // Many tiny dependent ops: measures per-op dispatch cost, not arithmetic.
+    const std::size_t ops = s == SizeKind::Tiny ? 10 : 2000;
+    const Shape shape{16};
+    auto x0 = input<1>(shape, 1, dev);
+    Case c =
+        timed({{"shape", dims(shape)}, {"ops", {std::int64_t(ops)}}}, shape, 0, 0, dev, [x0, ops] {
+          auto x = x0;
+          for (std::size_t i = 0; i < ops; ++i) x = std::move(x).add_scalar(1.0);
+          return x;
+        });
+    c.shape = std::to_string(ops) + " x add_scalar [16]";
+    return c;
+  });
+
+  // ---- autodiff: only once Device::autodiff() exists in this tree ----
+  std::string why_no_autodiff;
+  try {
+    (void)Device::cpu().autodiff();
+    why_no_autodiff =
+        "not available: Device::autodiff() exists but these workloads are not "
+        "written yet";
+  } catch (const std::exception& e) {
+    why_no_autodiff = std::string("not available: Device::autodiff() fails: ") + e.what();
+  }
+  unavailable("autodiff_overhead", "autodiff", why_no_autodiff);
+  unavailable("mlp_train_step", "autodiff", why_no_autodiff);
+  return w;
+}
+
+}  // namespace
+
+const std::vector<Workload>& workloads() {
+  static const std::vector<Workload> all = build();
+  return all;
+}
+
+}  // namespace ember::bench
