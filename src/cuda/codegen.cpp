@@ -698,7 +698,28 @@ KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
          "  for (i64 row = blockIdx.x; row < outer; row += gridDim.x) {\n"
          "    const " +
          std::string(storage_type(dt)) + "* xr = x + row * n;\n    " + init +
-         "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) {\n" + step + "    }\n";
+         "    i64 j = threadIdx.x;\n";
+    if (!arg) {
+      // Four independent loads per step keep more bytes in flight per thread.
+      const auto at = [&](int u) {
+        std::string v = value;
+        const std::string from = "xr[j * inner]";
+        const std::string to = "xr[(j + " + std::to_string(u) + " * (i64)blockDim.x) * inner]";
+        v.replace(v.find(from), from.size(), to);
+        return v;
+      };
+      s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
+           "      const " +
+           std::string(acc_t) + " v0 = " + at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) +
+           ", v3 = " + at(3) +
+           ";\n"
+           "      acc = " +
+           combine(fn, dt, "acc",
+                   combine(fn, dt, combine(fn, dt, "v0", "v1"), combine(fn, dt, "v2", "v3"))) +
+           ";\n"
+           "    }\n";
+    }
+    s += "    for (; j < n; j += blockDim.x) {\n" + step + "    }\n";
     // Warp, then block: the same combine over partial results.
     std::string merge;
     if (arg) {
