@@ -3,27 +3,11 @@
 #include <cstring>
 
 #include "cpu/strided.hpp"
+#include "ember/backend/strided_view.hpp"
 
 namespace ember::cpu {
 
-Strides contiguous_strides(const Shape& shape) {
-  Strides s(shape.rank());
-  std::int64_t acc = 1;
-  for (std::size_t i = shape.rank(); i-- > 0;) {
-    s[i] = acc;
-    acc *= static_cast<std::int64_t>(shape[i]);
-  }
-  return s;
-}
-
-bool CpuTensor::is_contiguous() const {
-  std::int64_t acc = 1;
-  for (std::size_t i = shape_.rank(); i-- > 0;) {
-    if (shape_[i] != 1 && strides_[i] != acc) return false;
-    acc *= static_cast<std::int64_t>(shape_[i]);
-  }
-  return true;
-}
+bool CpuTensor::is_contiguous() const { return backend::is_contiguous(shape_, strides_); }
 
 std::shared_ptr<CpuTensor> CpuContext::empty(const Shape& shape, DType dtype) {
   const std::size_t bytes = std::max<std::size_t>(1, shape.num_elements() * size_of(dtype));

@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "cpu/allocator.hpp"
+#include "ember/backend/strided_view.hpp"
 #include "ember/ir/ops.hpp"
 
 namespace ember::cpu {
 
 using Strides = std::vector<std::int64_t>;
 
-Strides contiguous_strides(const Shape& shape);
+using backend::contiguous_strides;
 
 class CpuTensor final : public ir::TensorNode {
  public:

@@ -6,28 +6,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ember/backend/strided_view.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::cuda {
 
-Strides contiguous_strides(const Shape& shape) {
-  Strides s(shape.rank());
-  std::int64_t st = 1;
-  for (std::size_t i = shape.rank(); i-- > 0;) {
-    s[i] = st;
-    st *= static_cast<std::int64_t>(shape[i]);
-  }
-  return s;
-}
-
-bool CudaTensor::is_contiguous() const {
-  std::int64_t st = 1;
-  for (std::size_t i = shape_.rank(); i-- > 0;) {
-    if (shape_[i] != 1 && strides_[i] != st) return false;
-    st *= static_cast<std::int64_t>(shape_[i]);
-  }
-  return true;
-}
+bool CudaTensor::is_contiguous() const { return backend::is_contiguous(shape_, strides_); }
 
 namespace {
 int driver_version() {

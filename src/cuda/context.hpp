@@ -15,12 +15,13 @@
 #include "cuda/codegen.hpp"
 #include "cuda/compiler.hpp"
 #include "cuda/runtime.hpp"
+#include "ember/backend/strided_view.hpp"
 #include "ember/ir/ops.hpp"
 
 namespace ember::cuda {
 
 using Strides = std::vector<std::int64_t>;
-Strides contiguous_strides(const Shape& shape);
+using backend::contiguous_strides;
 
 class CudaTensor final : public ir::TensorNode {
  public:

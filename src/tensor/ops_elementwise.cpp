@@ -1,4 +1,5 @@
 // Element-wise functions: validation, dtype promotion and broadcasting, then one IR op.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -155,6 +156,21 @@ DynTensor cast(DynTensor x, DType to) {
 DynTensor clamp(DynTensor x, std::optional<double> min, std::optional<double> max) {
   EMBER_CHECK(!(min && max && *min > *max), "clamp: min " + std::to_string(*min) +
                                                 " is greater than max " + std::to_string(*max));
+  if (is_int(x.dtype())) {
+    // Integer bounds reach the kernels inside the dtype's range, never NaN: a missing
+    // bound is the type's limit, and an out-of-range bound saturates (u8 clamp_max(-1) = 0).
+    double lo = 0, hi = 255;
+    switch (x.dtype()) {
+      case DType::I64: lo = -9.2233720368547758e18; hi = 9.2233720368547748e18; break;
+      case DType::I32: lo = -2147483648.0; hi = 2147483647.0; break;
+      case DType::I16: lo = -32768.0; hi = 32767.0; break;
+      case DType::I8: lo = -128.0; hi = 127.0; break;
+      default: break;
+    }
+    const double a = std::clamp(min.value_or(lo), lo, hi);
+    const double b = std::clamp(max.value_or(hi), lo, hi);
+    return unary(UnaryFn::Clamp, std::move(x), a, b);
+  }
   const double nan = std::numeric_limits<double>::quiet_NaN();
   return unary(UnaryFn::Clamp, std::move(x), min.value_or(nan), max.value_or(nan));
 }

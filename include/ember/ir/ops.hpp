@@ -77,7 +77,7 @@ enum class UnaryFn : std::uint8_t {
   Mish,
   LeakyRelu,  // p0 = negative slope
   Elu,        // p0 = alpha
-  Clamp,      // p0 = min, p1 = max (NaN bound = no bound)
+  Clamp,      // p0 = min, p1 = max (floats: NaN = no bound; ints: within the dtype's range)
   PowScalar,  // x ^ p0
   IsNan,
   IsInf,

@@ -110,36 +110,6 @@ ir::Handle unary(CpuContext& ctx, ir::Unary& op) {
   const UnaryRow row = elementwise_table().unary[static_cast<std::size_t>(op.fn)][di(x.dtype())];
   EMBER_ASSERT(row != nullptr);
   double p0 = op.p0, p1 = op.p1;
-  if (op.fn == ir::UnaryFn::Clamp && is_int(x.dtype())) {
-    // Integer bounds: a missing (NaN) bound becomes the type's limit.
-    p0 = std::isnan(p0) ? -1e300 : p0;
-    p1 = std::isnan(p1) ? 1e300 : p1;
-    double lo = 0, hi = 0;
-    switch (x.dtype()) {
-      case DType::I64:
-        lo = -9.2233720368547758e18;
-        hi = 9.2233720368547748e18;
-        break;
-      case DType::I32:
-        lo = -2147483648.0;
-        hi = 2147483647.0;
-        break;
-      case DType::I16:
-        lo = -32768.0;
-        hi = 32767.0;
-        break;
-      case DType::I8:
-        lo = -128.0;
-        hi = 127.0;
-        break;
-      default:
-        lo = 0.0;
-        hi = 255.0;
-        break;
-    }
-    p0 = std::min(std::max(p0, lo), hi);
-    p1 = std::min(std::max(p1, lo), hi);
-  }
   const std::size_t elem = size_of(x.dtype());
   auto out = output_for(ctx, op.x, x.shape(), op.out);
   const std::size_t out_elem = size_of(op.out);
