@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/strided.hpp"
 #include "ember/backend/strided_view.hpp"
 
@@ -41,20 +42,7 @@ void copy_strided(const Shape& shape, std::size_t elem, const std::byte* src,
         dp[static_cast<std::int64_t>(i) * ds] = sp_[static_cast<std::int64_t>(i) * ss];
       }
     };
-    switch (elem) {
-      case 1:
-        copy(std::uint8_t{});
-        break;
-      case 2:
-        copy(std::uint16_t{});
-        break;
-      case 4:
-        copy(std::uint32_t{});
-        break;
-      default:
-        copy(std::uint64_t{});
-        break;
-    }
+    visit_bytes(elem, copy);
   });
 }
 
@@ -86,6 +74,19 @@ std::shared_ptr<CpuTensor> output_for(CpuContext& ctx, const ir::Handle& x, cons
     return std::const_pointer_cast<CpuTensor>(std::static_pointer_cast<const CpuTensor>(x));
   }
   return ctx.empty(shape, dtype);
+}
+
+std::shared_ptr<CpuTensor> writable_copy(CpuContext& ctx, const ir::Handle& x) {
+  const auto& c = as_cpu(x);
+  if (reusable(x, c.shape(), c.dtype())) return output_for(ctx, x, c.shape(), c.dtype());
+  auto out = ctx.empty(c.shape(), c.dtype());
+  copy_strided(c, *out);
+  return out;
+}
+
+CpuTensor broadcast_view(const CpuTensor& t, const Shape& out_shape) {
+  auto v = backend::expand_view({t.shape(), t.strides(), t.offset()}, out_shape);
+  return CpuTensor(t.buffer(), std::move(v.shape), t.dtype(), std::move(v.strides), v.offset);
 }
 
 }  // namespace ember::cpu

@@ -36,5 +36,10 @@ bool reusable(const ir::Handle& x, const Shape& shape, DType dtype);
 // The tensor an in-place op writes: x's node itself when reusable, else a fresh tensor.
 std::shared_ptr<CpuTensor> output_for(CpuContext& ctx, const ir::Handle& x, const Shape& shape,
                                       DType dtype);
+// The tensor an op that updates part of x writes: x's node itself when reusable, else a
+// contiguous copy of x.
+std::shared_ptr<CpuTensor> writable_copy(CpuContext& ctx, const ir::Handle& x);
+// t viewed at out_shape (same rank): dims of extent 1 that broadcast get stride 0.
+CpuTensor broadcast_view(const CpuTensor& t, const Shape& out_shape);
 
 }  // namespace ember::cpu

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/strided.hpp"
@@ -45,20 +46,7 @@ void gather_row(const std::byte* src, std::int64_t stride, std::size_t n, std::s
     T* d = reinterpret_cast<T*>(dst);
     for (std::size_t i = 0; i < n; ++i) d[i] = s[static_cast<std::int64_t>(i) * stride];
   };
-  switch (elem) {
-    case 1:
-      go(std::uint8_t{});
-      break;
-    case 2:
-      go(std::uint16_t{});
-      break;
-    case 4:
-      go(std::uint32_t{});
-      break;
-    default:
-      go(std::uint64_t{});
-      break;
-  }
+  visit_bytes(elem, go);
 }
 
 // One operand of a row: a pointer to contiguous data, or to one element broadcast.
@@ -151,14 +139,7 @@ ir::Handle binary(CpuContext& ctx, ir::Binary& op) {
   }
   const std::size_t elem = size_of(dt), out_elem = size_of(op.out);
   // Broadcast operands as views of the output's shape (stride 0 on broadcast dims).
-  const auto view_of = [&](const CpuTensor& t) {
-    Strides s = t.strides();
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (t.shape()[i] == 1 && op.out_shape[i] != 1) s[i] = 0;
-    }
-    return CpuTensor(t.buffer(), op.out_shape, dt, std::move(s), t.offset());
-  };
-  const CpuTensor av = view_of(a), bv = view_of(b);
+  const CpuTensor av = broadcast_view(a, op.out_shape), bv = broadcast_view(b, op.out_shape);
   std::byte* y = out->data();
   for_each_block<2>(op.out_shape, {&av, &bv}, *out,
                     [&](const auto& off, const auto& inner, std::size_t n) {
@@ -184,14 +165,8 @@ ir::Handle where(CpuContext& ctx, ir::Where& op) {
   const auto& b = as_cpu(op.b);
   const DType dt = a.dtype();
   const std::size_t elem = size_of(dt);
-  const auto view_of = [&](const CpuTensor& t) {
-    Strides s = t.strides();
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (t.shape()[i] == 1 && op.out_shape[i] != 1) s[i] = 0;
-    }
-    return CpuTensor(t.buffer(), op.out_shape, t.dtype(), std::move(s), t.offset());
-  };
-  const CpuTensor cv = view_of(c), av = view_of(a), bv = view_of(b);
+  const CpuTensor cv = broadcast_view(c, op.out_shape), av = broadcast_view(a, op.out_shape),
+                  bv = broadcast_view(b, op.out_shape);
   auto out = reusable(op.b, op.out_shape, dt) ? output_for(ctx, op.b, op.out_shape, dt)
                                               : output_for(ctx, op.a, op.out_shape, dt);
   std::byte* y = out->data();
@@ -211,20 +186,7 @@ ir::Handle where(CpuContext& ctx, ir::Where& op) {
                           yt[i] = cp[ii * inner[0]] ? at[ii * inner[1]] : bt[ii * inner[2]];
                         }
                       };
-                      switch (elem) {
-                        case 1:
-                          go(std::uint8_t{});
-                          break;
-                        case 2:
-                          go(std::uint16_t{});
-                          break;
-                        case 4:
-                          go(std::uint32_t{});
-                          break;
-                        default:
-                          go(std::uint64_t{});
-                          break;
-                      }
+                      visit_bytes(elem, go);
                     });
   return out;
 }

@@ -63,14 +63,7 @@ ir::Handle gather(CpuContext& ctx, ir::Gather& op) {
 ir::Handle scatter(CpuContext& ctx, ir::Scatter& op) {
   auto index = contiguous(ctx, op.index);
   auto src = contiguous(ctx, op.src);
-  const auto& x = as_cpu(op.x);
-  std::shared_ptr<CpuTensor> out;
-  if (reusable(op.x, x.shape(), x.dtype())) {
-    out = output_for(ctx, op.x, x.shape(), x.dtype());
-  } else {
-    out = ctx.empty(x.shape(), x.dtype());
-    copy_strided(x, *out);
-  }
+  auto out = writable_copy(ctx, op.x);
   const Shape& is = index->shape();
   const auto os = contiguous_strides(out->shape());
   const std::int64_t* ip = index->data_as<const std::int64_t>();
@@ -117,13 +110,7 @@ ir::Handle index_add(CpuContext& ctx, ir::IndexAdd& op) {
   auto index = contiguous(ctx, op.index);
   auto src = contiguous(ctx, op.src);
   const auto& x = as_cpu(op.x);
-  std::shared_ptr<CpuTensor> out;
-  if (reusable(op.x, x.shape(), x.dtype())) {
-    out = output_for(ctx, op.x, x.shape(), x.dtype());
-  } else {
-    out = ctx.empty(x.shape(), x.dtype());
-    copy_strided(x, *out);
-  }
+  auto out = writable_copy(ctx, op.x);
   const std::size_t k = index->shape()[0];
   std::size_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < op.dim; ++i) outer *= x.shape()[i];

@@ -43,14 +43,7 @@ ir::Handle flip(CpuContext&, ir::Flip& op) {
 }
 
 ir::Handle slice_assign(CpuContext& ctx, ir::SliceAssign& op) {
-  const auto& x = as_cpu(op.x);
-  std::shared_ptr<CpuTensor> out;
-  if (reusable(op.x, x.shape(), x.dtype())) {
-    out = output_for(ctx, op.x, x.shape(), x.dtype());
-  } else {
-    out = ctx.empty(x.shape(), x.dtype());
-    copy_strided(x, *out);
-  }
+  auto out = writable_copy(ctx, op.x);
   ir::Slice s{out, op.ranges};
   auto target = slice(ctx, s);
   copy_strided(as_cpu(op.value), as_cpu(target));
