@@ -38,6 +38,8 @@ typedef unsigned short h16;
 #define EM_GSTRIDE ((i64)gridDim.x * blockDim.x)
 
 struct EmGeo { int rank; int pad; i64 n; i64 shape[8]; i64 st[3][8]; };
+// V elements moved by one aligned load or store (Note [Vector loads] in codegen.cpp).
+template <class T, int V> struct alignas(sizeof(T) * V) em_vec { T v[V]; };
 
 __device__ __forceinline__ float em_h2f(h16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 __device__ __forceinline__ h16 em_f2h(float f) { h16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
@@ -372,27 +374,94 @@ std::string typedefs(DType t) {
          " U;\n  (void)sizeof(C); (void)sizeof(U);\n";
 }
 
+// Bytes of a storage type name as printed by storage_type / sized_type.
+std::size_t sized_bytes(const std::string& t) {
+  if (t == "double" || t == "i64" || t == "u64") return 8;
+  if (t == "float" || t == "i32" || t == "unsigned int") return 4;
+  if (t == "h16" || t == "i16") return 2;
+  return 1;
+}
+
+// Replaces every occurrence of token in s with by.
+std::string subst(std::string s, const std::string& token, const std::string& by) {
+  for (std::size_t at = s.find(token); at != std::string::npos; at = s.find(token, at + by.size()))
+    s.replace(at, token.size(), by);
+  return s;
+}
+
 // The shared element-wise skeleton: a grid-stride loop computing operand offsets o0..o2
-// (contiguous: all i) and running `body`, which writes y[i].
+// (contiguous: all i) and running `body`, which reads operand k as $Xk and writes $Y.
+// Strided kernels read x<k>[o<k>] and write `y_strided`. Note [Vector loads]: contiguous
+// kernels move vector_width(...) elements per thread and iteration with one 16-byte (or
+// narrower) load per operand when every pointer is aligned to it, and finish the tail (or
+// misaligned views) one element at a time.
+// Contiguous kernels may take operands in scalar_mask (bit k: operand k) as one element
+// broadcast over the output (x + 2.0): read once, never vector-loaded.
 std::string ew_kernel(const std::string& name, const char* out_t,
-                      const std::array<const char*, 3>& in_t, bool contiguous,
-                      const std::string& pre, const std::string& body) {
+                      const std::array<const char*, 3>& in_t, int n_in, bool contiguous,
+                      const std::string& pre, const std::string& body,
+                      const std::string& y_strided = "y[i]", unsigned scalar_mask = 0) {
   std::string s = "extern \"C\" __global__ void " + name + "(EmGeo g, " + out_t +
                   "* __restrict__ y, const " + in_t[0] + "* __restrict__ x0, const " + in_t[1] +
                   "* __restrict__ x1, const " + in_t[2] +
                   "* __restrict__ x2, double p0, double p1, int* err) {\n" + pre +
-                  "  (void)x0; (void)x1; (void)x2; (void)p0; (void)p1; (void)err;\n"
-                  "  for (i64 i = EM_GID; i < g.n; i += EM_GSTRIDE) {\n";
-  if (contiguous) {
-    s += "    const i64 o0 = i, o1 = i, o2 = i;\n";
-  } else {
-    s += "    i64 o0, o1, o2;\n    em_offsets(g, i, o0, o1, o2);\n";
+                  "  (void)x0; (void)x1; (void)x2; (void)p0; (void)p1; (void)err;\n";
+  std::string scalar = body;
+  std::string vec = body;
+  for (int k = 0; k < n_in; ++k) {
+    if (!contiguous || !(scalar_mask >> k & 1u)) continue;
+    const std::string ks = std::to_string(k);
+    s += "  const " + std::string(in_t[k]) + " s" + ks + " = x" + ks + "[0];\n";
+    scalar = subst(scalar, "$X" + ks, "s" + ks);
+    vec = subst(vec, "$X" + ks, "s" + ks);
   }
-  s += "    (void)o0; (void)o1; (void)o2;\n" + body + "  }\n}\n";
+  for (int k = 0; k < 3; ++k) {
+    const std::string ks = std::to_string(k);
+    scalar = subst(scalar, "$X" + ks, "x" + ks + "[o" + ks + "]");
+  }
+  scalar = subst(scalar, "$Y", contiguous ? "y[i]" : y_strided);
+  if (contiguous) {
+    std::size_t widest = 1;
+    for (int k = 0; k < n_in; ++k) widest = std::max(widest, sized_bytes(in_t[k]));
+    widest = std::max(widest, sized_bytes(out_t));
+    const std::string V = std::to_string(vector_width(widest));
+    std::string aligned = "((u64)y % (sizeof(" + std::string(out_t) + ") * " + V + ") == 0)";
+    std::string loads;
+    for (int k = 0; k < n_in; ++k) {
+      if (scalar_mask >> k & 1u) continue;
+      const std::string ks = std::to_string(k);
+      const std::string vt = "em_vec<" + std::string(in_t[k]) + ", " + V + ">";
+      aligned += " && ((u64)x" + ks + " % sizeof(" + vt + ") == 0)";
+      loads += "    const " + vt + " v" + ks + " = ((const " + vt + "*)x" + ks + ")[q];\n";
+      vec = subst(vec, "$X" + ks, "v" + ks + ".v[u]");
+    }
+    vec = subst(vec, "$Y", "r.v[u]");
+    const std::string yt = "em_vec<" + std::string(out_t) + ", " + V + ">";
+    s += "  const i64 nv = (" + aligned + ") ? g.n / " + V +
+         " : 0;\n"
+         "  for (i64 q = EM_GID; q < nv; q += EM_GSTRIDE) {\n" +
+         loads + "    " + yt +
+         " r;\n"
+         "#pragma unroll\n"
+         "    for (int u = 0; u < " +
+         V + "; ++u) {\n      const i64 i = q * " + V +
+         " + u; (void)i;\n"
+         "      const i64 o0 = i, o1 = i, o2 = i; (void)o0; (void)o1; (void)o2;\n" +
+         vec + "    }\n    ((" + yt + "*)y)[q] = r;\n  }\n" + "  for (i64 i = nv * " + V +
+         " + EM_GID; i < g.n; i += EM_GSTRIDE) {\n"
+         "    const i64 o0 = i, o1 = i, o2 = i;\n";
+  } else {
+    s += "  for (i64 i = EM_GID; i < g.n; i += EM_GSTRIDE) {\n"
+         "    i64 o0, o1, o2;\n    em_offsets(g, i, o0, o1, o2);\n";
+  }
+  s += "    (void)o0; (void)o1; (void)o2;\n" + scalar + "  }\n}\n";
   return s;
 }
 
 const char* layout_suffix(bool contiguous) { return contiguous ? "_c" : "_s"; }
+std::string scalar_suffix(bool contiguous, unsigned scalar_mask) {
+  return contiguous && scalar_mask != 0 ? "k" + std::to_string(scalar_mask) : "";
+}
 
 const char* sized_type(std::size_t elem) {
   switch (elem) {
@@ -533,37 +602,39 @@ KernelSource gen_unary(UnaryFn fn, DType dt, bool contiguous) {
   KernelSource k;
   k.name = "em_unary_" + lower(ir::name(fn)) + "_" + dname(dt) + layout_suffix(contiguous);
   const std::string body =
-      "    const C x = " + load(dt, "x0[o0]") + ";\n    y[i] = " + store(out, e) + ";\n";
-  k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), "u8", "u8"}, contiguous,
+      "    const C x = " + load(dt, "$X0") + ";\n    $Y = " + store(out, e) + ";\n";
+  k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), "u8", "u8"}, 1, contiguous,
                      typedefs(dt), body);
   return k;
 }
 
-KernelSource gen_binary(BinaryFn fn, DType dt, bool contiguous) {
+KernelSource gen_binary(BinaryFn fn, DType dt, bool contiguous, unsigned scalar_mask) {
   const char* e = binary_expr(fn, dt);
   EMBER_CHECK(e != nullptr,
               std::string("cuda: ") + ir::name(fn) + " is not defined for " + name(dt));
   const DType out = binary_is_comparison(fn) ? DType::Bool : dt;
   KernelSource k;
-  k.name = "em_binary_" + lower(ir::name(fn)) + "_" + dname(dt) + layout_suffix(contiguous);
+  k.name = "em_binary_" + lower(ir::name(fn)) + "_" + dname(dt) + layout_suffix(contiguous) +
+           scalar_suffix(contiguous, scalar_mask);
   std::string body =
-      "    const C a = " + load(dt, "x0[o0]") + ";\n    const C b = " + load(dt, "x1[o1]") + ";\n";
+      "    const C a = " + load(dt, "$X0") + ";\n    const C b = " + load(dt, "$X1") + ";\n";
   if (kind(dt) == K::Int && (fn == BinaryFn::Div || fn == BinaryFn::Rem)) {
     body += "    if (b == (C)0) em_flag(err, 2, (i64)i);\n";
   }
-  body += "    y[i] = " + store(out, e) + ";\n";
-  k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), storage_type(dt), "u8"},
-                     contiguous, typedefs(dt), body);
+  body += "    $Y = " + store(out, e) + ";\n";
+  k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), storage_type(dt), "u8"}, 2,
+                     contiguous, typedefs(dt), body, "y[i]", scalar_mask);
   return k;
 }
 
-KernelSource gen_where(DType dt, bool contiguous) {
+KernelSource gen_where(DType dt, bool contiguous, unsigned scalar_mask) {
   KernelSource k;
   const std::size_t elem = size_of(dt);
-  k.name = "em_where_s" + std::to_string(elem) + layout_suffix(contiguous);
+  k.name = "em_where_s" + std::to_string(elem) + layout_suffix(contiguous) +
+           scalar_suffix(contiguous, scalar_mask);
   const char* t = sized_type(elem);
-  k.body = ew_kernel(k.name, t, {"u8", t, t}, contiguous, "",
-                     "    y[i] = x0[o0] != 0 ? x1[o1] : x2[o2];\n");
+  k.body = ew_kernel(k.name, t, {"u8", t, t}, 3, contiguous, "", "    $Y = $X0 != 0 ? $X1 : $X2;\n",
+                     "y[i]", scalar_mask);
   return k;
 }
 
@@ -573,16 +644,16 @@ KernelSource gen_cast(DType from, DType to, bool contiguous) {
   const bool int_from = kind(from) != K::Float;  // bool converts as an integer here
   std::string v;
   if (from == to) {
-    v = "x0[o0]";
+    v = "$X0";
   } else if (int_from && kind(to) == K::Int) {
-    v = std::string("(") + storage_type(to) + ")x0[o0]";  // wraps, as C++20
+    v = std::string("(") + storage_type(to) + ")$X0";  // wraps, as C++20
   } else if (to == DType::Bool) {
-    v = "(u8)(" + to_f64(from, "x0[o0]") + " != 0.0 ? 1 : 0)";
+    v = "(u8)(" + to_f64(from, "$X0") + " != 0.0 ? 1 : 0)";
   } else {
-    v = from_f64(to, to_f64(from, "x0[o0]"));
+    v = from_f64(to, to_f64(from, "$X0"));
   }
-  k.body = ew_kernel(k.name, storage_type(to), {storage_type(from), "u8", "u8"}, contiguous, "",
-                     "    y[i] = " + v + ";\n");
+  k.body = ew_kernel(k.name, storage_type(to), {storage_type(from), "u8", "u8"}, 1, contiguous, "",
+                     "    $Y = " + v + ";\n");
   return k;
 }
 
@@ -590,8 +661,8 @@ KernelSource gen_copy(std::size_t elem, bool contiguous) {
   KernelSource k;
   k.name = "em_copy_s" + std::to_string(elem) + layout_suffix(contiguous);
   const char* t = sized_type(elem);
-  k.body = ew_kernel(k.name, t, {t, "u8", "u8"}, contiguous, "",
-                     "    y[o1] = x0[o0];  // operand 1 is the destination\n");
+  // Operand 1 is the destination's view: strided copies write y[o1].
+  k.body = ew_kernel(k.name, t, {t, "u8", "u8"}, 1, contiguous, "", "    $Y = $X0;\n", "y[o1]");
   return k;
 }
 
@@ -654,6 +725,77 @@ KernelSource gen_softmax(DType dt, bool log) {
   return k;
 }
 
+// Softmax of rows short enough to stay in registers: thread t holds elements t + e * blockDim
+// for e < ept, so the row is read once and written once (the looping kernel above reads it
+// three times). One block per row; the host picks blockDim and ept with ept * blockDim >= n.
+KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
+  KernelSource k;
+  const std::string E = std::to_string(ept);
+  k.name = std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt) + "_r" + E;
+  const std::string T = storage_type(dt);
+  const auto reduce_block = [](const std::string& op, const std::string& ident) {
+    return "    { const C ident = " + ident + ";\n" +
+           "    for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " + op +
+           "; }\n"
+           "    if (lane == 0) sv[warp] = v;\n"
+           "    __syncthreads();\n"
+           "    if (warp == 0) {\n"
+           "      v = lane < nwarps ? sv[lane] : ident;\n"
+           "      for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " +
+           op +
+           "; }\n"
+           "      if (lane == 0) sv[0] = v;\n"
+           "    }\n"
+           "    __syncthreads();\n"
+           "    v = sv[0];\n"
+           "    __syncthreads(); }\n";
+  };
+  const std::string max_op = "(v != v || v > o) ? v : o";
+  std::string s = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, " +
+                  T + "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
+                  "  __shared__ C sv[32];\n"
+                  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+                  "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+                  "  const C inf = (C)1 / (C)0;\n"
+                  "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+                  "    const " +
+                  T + "* xr = x + row * n;\n    " + T +
+                  "* yr = y + row * n;\n"
+                  "    C r[" +
+                  E +
+                  "];\n"
+                  "    C v = -inf;\n"
+                  "#pragma unroll\n"
+                  "    for (int e = 0; e < " +
+                  E +
+                  "; ++e) {\n"
+                  "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
+                  "      r[e] = j < n ? " +
+                  load(dt, "xr[j]") +
+                  " : -inf;\n"
+                  "      const C o = r[e]; v = " +
+                  max_op + ";\n    }\n" + reduce_block(max_op, "-inf") +
+                  "    const C m = v;\n"
+                  "    v = (C)0;\n"
+                  "#pragma unroll\n"
+                  "    for (int e = 0; e < " +
+                  E +
+                  "; ++e) {\n"
+                  "      if (threadIdx.x + (i64)e * blockDim.x < n) {\n";
+  s += log ? "        v += m_exp(r[e] - m);\n" : "        r[e] = m_exp(r[e] - m); v += r[e];\n";
+  s += "      }\n    }\n" + reduce_block("v + o", "(C)0");
+  s += log ? "    const C l = m + m_log(v);\n" : "    const C inv = (C)1 / v;\n";
+  s += "#pragma unroll\n"
+       "    for (int e = 0; e < " +
+       E +
+       "; ++e) {\n"
+       "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
+       "      if (j < n) yr[j] = " +
+       store(dt, log ? "r[e] - l" : "r[e] * inv") + ";\n    }\n  }\n}\n";
+  k.body = std::move(s);
+  return k;
+}
+
 KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
   EMBER_CHECK(reduce_supported(fn, dt),
               std::string(ir::name(fn)) + ": not defined for " + name(dt) + " tensors");
@@ -699,15 +841,30 @@ KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
          "    const " +
          std::string(storage_type(dt)) + "* xr = x + row * n;\n    " + init +
          "    i64 j = threadIdx.x;\n";
-    if (!arg) {
-      // Four independent loads per step keep more bytes in flight per thread.
-      const auto at = [&](int u) {
-        std::string v = value;
-        const std::string from = "xr[j * inner]";
-        const std::string to = "xr[(j + " + std::to_string(u) + " * (i64)blockDim.x) * inner]";
-        v.replace(v.find(from), from.size(), to);
-        return v;
-      };
+    // Four independent loads per step keep more bytes in flight per thread.
+    const auto at = [&](int u) {
+      std::string v = value;
+      const std::string from = "xr[j * inner]";
+      const std::string to = "xr[(j + " + std::to_string(u) + " * (i64)blockDim.x) * inner]";
+      v.replace(v.find(from), from.size(), to);
+      return v;
+    };
+    if (arg) {
+      // Each thread's indices increase, so a later value wins only when strictly better
+      // (or the first NaN): em_arg_better's order without its branches.
+      const char* cmp = fn == ReduceFn::ArgMax ? " > " : " < ";
+      s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
+           "      const C v0 = " +
+           at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) + ", v3 = " + at(3) + ";\n";
+      for (int u = 0; u < 4; ++u) {
+        const std::string v = "v" + std::to_string(u);
+        s += "      { const bool b = ai < 0 || " + v + cmp + "acc || (" + v + " != " + v +
+             " && acc == acc);\n"
+             "        acc = b ? " +
+             v + " : acc; ai = b ? j + " + std::to_string(u) + " * (i64)blockDim.x : ai; }\n";
+      }
+      s += "    }\n";
+    } else {
       s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
            "      const " +
            std::string(acc_t) + " v0 = " + at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) +
@@ -961,7 +1118,9 @@ std::vector<KernelSource> all_kernels() {
     for (std::size_t f = 0; f < static_cast<std::size_t>(BinaryFn::Count_); ++f) {
       for (DType dt : kAllDTypes) {
         if (binary_supported(static_cast<BinaryFn>(f), dt))
-          out.push_back(gen_binary(static_cast<BinaryFn>(f), dt, c));
+          for (unsigned m : {0u, 1u, 2u}) {
+            if (c || m == 0) out.push_back(gen_binary(static_cast<BinaryFn>(f), dt, c, m));
+          }
       }
     }
     for (DType a : kAllDTypes) {
@@ -969,11 +1128,15 @@ std::vector<KernelSource> all_kernels() {
     }
     for (std::size_t e : {1, 2, 4, 8}) {
       out.push_back(gen_copy(e, c));
-      out.push_back(gen_where(e == 1   ? DType::U8
-                              : e == 2 ? DType::F16
-                              : e == 4 ? DType::F32
-                                       : DType::F64,
-                              c));
+      for (unsigned m = 0; m < 7; ++m) {
+        if (c || m == 0) {
+          out.push_back(gen_where(e == 1   ? DType::U8
+                                  : e == 2 ? DType::F16
+                                  : e == 4 ? DType::F32
+                                           : DType::F64,
+                                  c, m));
+        }
+      }
     }
   }
   for (DType dt : kAllDTypes) {
@@ -989,8 +1152,12 @@ std::vector<KernelSource> all_kernels() {
       }
     }
     if (is_float(dt)) {
-      out.push_back(gen_softmax(dt, false));
-      out.push_back(gen_softmax(dt, true));
+      for (bool log : {false, true}) {
+        out.push_back(gen_softmax(dt, log));
+        for (int ept = 1; ept <= kSoftmaxMaxEpt; ept *= 2) {
+          out.push_back(gen_softmax_regs(dt, log, ept));
+        }
+      }
     }
     out.push_back(gen_arange(dt));
     out.push_back(gen_random(dt));

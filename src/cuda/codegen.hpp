@@ -32,6 +32,32 @@ struct Geo {
   std::int64_t st[kMaxOperands][kMaxDims] = {};
 };
 
+// Elements per thread and iteration of a contiguous element-wise kernel whose widest operand
+// (or output) element has `bytes` bytes: one 16-byte access per operand (Note [Vector
+// loads] in codegen.cpp).
+constexpr int vector_width(std::size_t bytes) {
+  return bytes >= 16 ? 1 : static_cast<int>(16 / bytes);
+}
+
+// The structural key of a generated kernel packed into 64 bits: the generator (family) and
+// the small arguments it takes (function, dtypes, layout). Launchers on the hot path look
+// their kernel up by key, so a launch never prints or hashes a kernel's source.
+enum class Family : std::uint8_t {
+  Unary,
+  Binary,
+  Where,
+  Cast,
+  Copy,
+  Reduce,
+  Softmax,
+  Fill,
+};
+constexpr std::uint64_t kernel_key(Family f, unsigned a = 0, unsigned b = 0, unsigned c = 0,
+                                   unsigned d = 0) {
+  return std::uint64_t(f) | std::uint64_t(a & 0xffff) << 8 | std::uint64_t(b & 0xffff) << 24 |
+         std::uint64_t(c & 0xff) << 40 | std::uint64_t(d & 0xffff) << 48;
+}
+
 struct KernelSource {
   std::string name;  // the extern "C" entry point, also the structural key
   std::string body;  // CUDA C, to follow prelude()
@@ -51,8 +77,10 @@ bool binary_is_comparison(ir::BinaryFn fn);
 // Signature: (EmGeo g, Out* y, const In* x0, const In* x1, const In* x2, double p0,
 // double p1, int* err) for every element-wise kernel, unused pointers null.
 KernelSource gen_unary(ir::UnaryFn fn, DType dt, bool contiguous);
-KernelSource gen_binary(ir::BinaryFn fn, DType dt, bool contiguous);
-KernelSource gen_where(DType dt, bool contiguous);  // x0 = cond (bool)
+// scalar_mask (contiguous kernels only): bit k set when operand k is one element broadcast
+// over the output, as in x + 2.0; not every operand.
+KernelSource gen_binary(ir::BinaryFn fn, DType dt, bool contiguous, unsigned scalar_mask = 0);
+KernelSource gen_where(DType dt, bool contiguous, unsigned scalar_mask = 0);  // x0 = cond
 KernelSource gen_cast(DType from, DType to, bool contiguous);
 // copy: x0 to y at operand 1's offsets (the destination may be a strided view).
 KernelSource gen_copy(std::size_t elem_size, bool contiguous);
@@ -63,6 +91,10 @@ KernelSource gen_copy(std::size_t elem_size, bool contiguous);
 KernelSource gen_reduce(ir::ReduceFn fn, DType dt, bool rows);
 // Softmax (or log-softmax) of contiguous rows of a float dtype.
 KernelSource gen_softmax(DType dt, bool log);
+// Softmax of contiguous rows held in registers: `ept` (a power of two up to
+// kSoftmaxMaxEpt) elements per thread, blockDim * ept >= n.
+inline constexpr int kSoftmaxMaxEpt = 32;
+KernelSource gen_softmax_regs(DType dt, bool log, int ept);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
 

@@ -72,13 +72,19 @@ void CudaContext::copy(const CudaTensor& src, const CudaTensor& dst) {
   sp.collapse();
   Geo g = sp.geo("copy");
   if (g.n == 0) return;
-  const KernelSource k = gen_copy(size_of(src.dtype()), sp.contiguous());
+  const std::size_t elem = size_of(src.dtype());
+  const bool contiguous = sp.contiguous();
   void* y = dst.data();
   const void* x0 = src.data();
   const void* none = nullptr;
   double p = 0;
   int* err = err_;
-  launch(k, g.n, {&g, &y, &x0, &none, &none, &p, &p, &err}, "copy");
+  const std::int64_t threads =
+      contiguous ? (g.n + vector_width(elem) - 1) / vector_width(elem) : g.n;
+  launch(
+      kernel_key(Family::Copy, static_cast<unsigned>(elem), 0, contiguous),
+      [&] { return gen_copy(elem, contiguous); }, threads,
+      {&g, &y, &x0, &none, &none, &p, &p, &err}, "copy");
 }
 
 cudaKernel_t CudaContext::kernel(const KernelSource& k) {
@@ -95,18 +101,53 @@ cudaKernel_t CudaContext::kernel(const KernelSource& k) {
   return kern;
 }
 
+cudaKernel_t CudaContext::find(std::uint64_t key) {
+  std::lock_guard lk(mu_);
+  const auto it = by_key_.find(key);
+  return it == by_key_.end() ? nullptr : it->second;
+}
+
+cudaKernel_t CudaContext::remember(std::uint64_t key, cudaKernel_t k) {
+  std::lock_guard lk(mu_);
+  by_key_.emplace(key, k);
+  return k;
+}
+
 void CudaContext::launch(const KernelSource& k, std::int64_t threads_total, Args args,
                          const char* op, bool checked, unsigned block, std::int64_t max_blocks) {
   if (threads_total <= 0) return;
-  cudaKernel_t kern = kernel(k);
+  enqueue(kernel(k), threads_total, args, op, checked, block, max_blocks);
+}
+
+void CudaContext::enqueue(cudaKernel_t kern, std::int64_t threads_total, Args args, const char* op,
+                          bool checked, unsigned block, std::int64_t max_blocks) {
   // Kernels loop with a grid stride, so a grid of a few waves covers any size.
   const std::int64_t cap = max_blocks > 0 ? max_blocks : std::int64_t(sm_count_) * 32;
   const std::int64_t blocks = std::min<std::int64_t>((threads_total + block - 1) / block, cap);
   const cudaError_t e =
       cudaLaunchKernel(reinterpret_cast<const void*>(kern), dim3(static_cast<unsigned>(blocks)),
-                       dim3(block), args.data(), 0, stream_);
-  check(e, std::string(op) + " (kernel " + k.name + ")");
+                       dim3(block), const_cast<void**>(args.begin()), 0, stream_);
+  if (e != cudaSuccess) check(e, std::string(op) + " (kernel launch)");
   if (checked) checked_ops_.push_back(op);
+}
+
+std::shared_ptr<DeviceBuffer> CudaContext::constant(DType dt, std::uint64_t bits) {
+  const std::pair<DType, std::uint64_t> key{dt, bits};
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = constants_.find(key); it != constants_.end()) return it->second;
+  }
+  auto buf = std::make_shared<DeviceBuffer>(alloc_, size_of(dt));
+  void* y = buf->data();
+  std::int64_t n = 1;
+  const std::size_t elem = size_of(dt);
+  launch(
+      kernel_key(Family::Fill, static_cast<unsigned>(elem)), [&] { return gen_fill(elem); }, n,
+      {&y, &n, &bits}, "fill");
+  std::lock_guard lk(mu_);
+  if (constants_.size() >= kMaxConstants) constants_.clear();
+  constants_.emplace(key, buf);
+  return buf;
 }
 
 void* CudaContext::staging(std::size_t bytes) {

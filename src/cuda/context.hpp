@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda/codegen.hpp"
@@ -50,7 +52,7 @@ using TensorPtr = std::shared_ptr<CudaTensor>;
 inline const CudaTensor& as_cuda(const ir::Handle& h) { return static_cast<const CudaTensor&>(*h); }
 
 // Launch arguments: pointers to each argument value, as cudaLaunchKernel takes them.
-using Args = std::vector<void*>;
+using Args = std::initializer_list<void*>;
 
 class CudaContext {
  public:
@@ -75,6 +77,16 @@ class CudaContext {
   // errors. `checked`: the kernel may raise the device error flag.
   void launch(const KernelSource& k, std::int64_t threads_total, Args args, const char* op,
               bool checked = false, unsigned block = 256, std::int64_t max_blocks = -1);
+  // The same for a kernel found by structural key (see kernel_key): gen() prints its source
+  // on first use only.
+  template <class Gen>
+  void launch(std::uint64_t key, Gen&& gen, std::int64_t threads_total, Args args, const char* op,
+              bool checked = false, unsigned block = 256, std::int64_t max_blocks = -1) {
+    if (threads_total <= 0) return;
+    cudaKernel_t k = find(key);
+    if (!k) k = remember(key, kernel(gen()));
+    enqueue(k, threads_total, args, op, checked, block, max_blocks);
+  }
   // Device pointer of the error flag (int code, then an i64 value at byte 8).
   int* error_flag() const { return err_; }
 
@@ -89,12 +101,22 @@ class CudaContext {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 
+  // A one-element buffer holding `bits` (a value of dtype dt), shared by every one-element
+  // fill of that value, so a scalar operand (x + 1.0) costs no kernel launch after its
+  // first use. The pool keeps a reference, so no op ever finds itself the sole owner of
+  // such a buffer and writes into it. At most kMaxConstants are kept.
+  std::shared_ptr<DeviceBuffer> constant(DType dt, std::uint64_t bits);
+  static constexpr std::size_t kMaxConstants = 256;
+
   // Pinned staging for host transfers, grown on demand.
   void* staging(std::size_t bytes);
 
  private:
-  struct Loaded;
   cudaKernel_t kernel(const KernelSource& k);
+  cudaKernel_t find(std::uint64_t key);
+  cudaKernel_t remember(std::uint64_t key, cudaKernel_t k);
+  void enqueue(cudaKernel_t k, std::int64_t threads_total, Args args, const char* op, bool checked,
+               unsigned block, std::int64_t max_blocks);
 
   int device_;
   int arch_ = 0;
@@ -104,6 +126,8 @@ class CudaContext {
   CubinCache cache_;
   std::mutex mu_;
   std::map<std::string, cudaKernel_t> kernels_;
+  std::unordered_map<std::uint64_t, cudaKernel_t> by_key_;
+  std::map<std::pair<DType, std::uint64_t>, std::shared_ptr<DeviceBuffer>> constants_;
   std::vector<cudaLibrary_t> libraries_;
   int* err_ = nullptr;
   std::vector<std::string> checked_ops_;  // ops launched since the flag was last read

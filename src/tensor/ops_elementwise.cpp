@@ -161,11 +161,24 @@ DynTensor clamp(DynTensor x, std::optional<double> min, std::optional<double> ma
     // bound is the type's limit, and an out-of-range bound saturates (u8 clamp_max(-1) = 0).
     double lo = 0, hi = 255;
     switch (x.dtype()) {
-      case DType::I64: lo = -9.2233720368547758e18; hi = 9.2233720368547748e18; break;
-      case DType::I32: lo = -2147483648.0; hi = 2147483647.0; break;
-      case DType::I16: lo = -32768.0; hi = 32767.0; break;
-      case DType::I8: lo = -128.0; hi = 127.0; break;
-      default: break;
+      case DType::I64:
+        lo = -9.2233720368547758e18;
+        hi = 9.2233720368547748e18;
+        break;
+      case DType::I32:
+        lo = -2147483648.0;
+        hi = 2147483647.0;
+        break;
+      case DType::I16:
+        lo = -32768.0;
+        hi = 32767.0;
+        break;
+      case DType::I8:
+        lo = -128.0;
+        hi = 127.0;
+        break;
+      default:
+        break;
     }
     const double a = std::clamp(min.value_or(lo), lo, hi);
     const double b = std::clamp(max.value_or(hi), lo, hi);

@@ -9,7 +9,6 @@
 namespace ember::cuda {
 
 ir::Handle fill(CudaContext& ctx, ir::Fill& op) {
-  auto out = ctx.empty(op.shape, op.dtype);
   std::int64_t n = static_cast<std::int64_t>(op.shape.num_elements());
   // The element's bits, converted on the host exactly as the Cpu's fill converts them.
   std::uint64_t bits = 0;
@@ -21,8 +20,16 @@ ir::Handle fill(CudaContext& ctx, ir::Fill& op) {
   } else {
     convert_elements(&op.value, DType::F64, &bits, op.dtype, 1);
   }
+  if (n == 1) {  // a scalar operand: shared, filled once (CudaContext::constant)
+    return std::make_shared<CudaTensor>(ctx.constant(op.dtype, bits), op.shape, op.dtype,
+                                        contiguous_strides(op.shape), 0);
+  }
+  auto out = ctx.empty(op.shape, op.dtype);
   void* y = out->data();
-  ctx.launch(gen_fill(size_of(op.dtype)), n, {&y, &n, &bits}, "fill");
+  const std::size_t elem = size_of(op.dtype);
+  ctx.launch(
+      kernel_key(Family::Fill, static_cast<unsigned>(elem)), [&] { return gen_fill(elem); }, n,
+      {&y, &n, &bits}, "fill");
   return out;
 }
 

@@ -1,6 +1,8 @@
 // Element-wise launchers: operands are passed as strided views of the output's shape
 // (broadcast dims with stride 0), collapsed to as few dims as possible; when every operand
-// walks the output linearly the contiguous kernel variant runs.
+// walks the output linearly the contiguous kernel variant runs, moving vector_width()
+// elements per thread and iteration (Note [Vector loads] in codegen.cpp).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -9,42 +11,64 @@
 namespace ember::cuda {
 namespace {
 
-// Launches an element-wise kernel over out_shape with inputs xs (null: unused).
+unsigned code(DType t) { return static_cast<unsigned>(t); }
+
+// Launches the element-wise kernel of `family` over out_shape with inputs xs; key_args are
+// the generator's arguments (function, dtypes) and gen(contiguous) prints the kernel.
+template <class Gen>
 void run_elementwise(CudaContext& ctx, const Shape& out_shape,
-                     const std::vector<const CudaTensor*>& xs, const CudaTensor& out, double p0,
-                     double p1, const char* op, bool checked,
-                     KernelSource (*gen)(const void*, bool), const void* gen_arg) {
+                     std::initializer_list<const CudaTensor*> xs, const CudaTensor& out, double p0,
+                     double p1, const char* op, bool checked, Family family, unsigned a, unsigned b,
+                     Gen&& gen) {
   Space sp;
   for (std::size_t d : out_shape) sp.shape.push_back(static_cast<std::int64_t>(d));
-  for (const CudaTensor* x : xs) sp.strides.push_back(broadcast_strides(*x, out_shape));
+  std::size_t widest = size_of(out.dtype());
+  for (const CudaTensor* x : xs) {
+    sp.strides.push_back(broadcast_strides(*x, out_shape));
+    widest = std::max(widest, size_of(x->dtype()));
+  }
   sp.collapse();
   Geo g = sp.geo(op);
   if (g.n == 0) return;
-  const KernelSource k = gen(gen_arg, sp.contiguous());
+  bool contiguous = sp.contiguous();
+  // One collapsed dim where some operands are a single broadcast element (stride 0) and the
+  // others walk the output: the contiguous kernel with those operands as scalars.
+  unsigned scalar_mask = 0;
+  if (!contiguous && sp.shape.size() == 1) {
+    bool linear = true;
+    for (std::size_t k = 0; k < sp.strides.size(); ++k) {
+      if (sp.strides[k][0] == 0) {
+        scalar_mask |= 1u << k;
+      } else {
+        linear = linear && sp.strides[k][0] == 1;
+      }
+    }
+    contiguous = linear && scalar_mask != (1u << sp.strides.size()) - 1;
+    if (!contiguous) scalar_mask = 0;
+  }
   void* y = out.data();
   const void* p[3] = {nullptr, nullptr, nullptr};
-  for (std::size_t i = 0; i < xs.size(); ++i) p[i] = xs[i]->data();
+  std::size_t i = 0;
+  for (const CudaTensor* x : xs) p[i++] = x->data();
   int* err = ctx.error_flag();
-  ctx.launch(k, g.n, {&g, &y, &p[0], &p[1], &p[2], &p0, &p1, &err}, op, checked);
+  const std::int64_t threads =
+      contiguous ? (g.n + vector_width(widest) - 1) / vector_width(widest) : g.n;
+  ctx.launch(
+      kernel_key(family, a, b, contiguous | scalar_mask << 1),
+      [&] { return gen(contiguous, scalar_mask); }, threads,
+      {&g, &y, &p[0], &p[1], &p[2], &p0, &p1, &err}, op, checked);
 }
 
 }  // namespace
 
 ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
   const auto& x = as_cuda(op.x);
-  double p0 = op.p0, p1 = op.p1;
   auto out = ctx.empty(x.shape(), op.out);
-  struct A {
-    ir::UnaryFn fn;
-    DType dt;
-  } a{op.fn, x.dtype()};
-  run_elementwise(
-      ctx, x.shape(), {&x}, *out, p0, p1, ir::name(op.fn), false,
-      [](const void* v, bool c) {
-        const auto* a = static_cast<const A*>(v);
-        return gen_unary(a->fn, a->dt, c);
-      },
-      &a);
+  const auto fn = op.fn;
+  const DType dt = x.dtype();
+  run_elementwise(ctx, x.shape(), {&x}, *out, op.p0, op.p1, ir::name(fn), false, Family::Unary,
+                  static_cast<unsigned>(fn), code(dt),
+                  [&](bool c, unsigned) { return gen_unary(fn, dt, c); });
   return out;
 }
 
@@ -52,19 +76,12 @@ ir::Handle binary(CudaContext& ctx, ir::Binary& op) {
   const auto& a = as_cuda(op.lhs);
   const auto& b = as_cuda(op.rhs);
   auto out = ctx.empty(op.out_shape, op.out);
-  struct A {
-    ir::BinaryFn fn;
-    DType dt;
-  } arg{op.fn, a.dtype()};
-  const bool checked =
-      is_int(a.dtype()) && (op.fn == ir::BinaryFn::Div || op.fn == ir::BinaryFn::Rem);
-  run_elementwise(
-      ctx, op.out_shape, {&a, &b}, *out, 0, 0, ir::name(op.fn), checked,
-      [](const void* v, bool c) {
-        const auto* a = static_cast<const A*>(v);
-        return gen_binary(a->fn, a->dt, c);
-      },
-      &arg);
+  const auto fn = op.fn;
+  const DType dt = a.dtype();
+  const bool checked = is_int(dt) && (fn == ir::BinaryFn::Div || fn == ir::BinaryFn::Rem);
+  run_elementwise(ctx, op.out_shape, {&a, &b}, *out, 0, 0, ir::name(fn), checked, Family::Binary,
+                  static_cast<unsigned>(fn), code(dt),
+                  [&](bool c, unsigned m) { return gen_binary(fn, dt, c, m); });
   return out;
 }
 
@@ -73,26 +90,19 @@ ir::Handle where(CudaContext& ctx, ir::Where& op) {
   const auto& a = as_cuda(op.a);
   const auto& b = as_cuda(op.b);
   auto out = ctx.empty(op.out_shape, a.dtype());
-  DType dt = a.dtype();
-  run_elementwise(
-      ctx, op.out_shape, {&c, &a, &b}, *out, 0, 0, "where", false,
-      [](const void* v, bool cont) { return gen_where(*static_cast<const DType*>(v), cont); }, &dt);
+  const DType dt = a.dtype();
+  run_elementwise(ctx, op.out_shape, {&c, &a, &b}, *out, 0, 0, "where", false, Family::Where,
+                  static_cast<unsigned>(size_of(dt)), 0,
+                  [&](bool c, unsigned m) { return gen_where(dt, c, m); });
   return out;
 }
 
 ir::Handle cast(CudaContext& ctx, ir::Cast& op) {
   const auto& x = as_cuda(op.x);
   auto out = ctx.empty(x.shape(), op.to);
-  struct A {
-    DType from, to;
-  } a{x.dtype(), op.to};
-  run_elementwise(
-      ctx, x.shape(), {&x}, *out, 0, 0, "cast", false,
-      [](const void* v, bool c) {
-        const auto* a = static_cast<const A*>(v);
-        return gen_cast(a->from, a->to, c);
-      },
-      &a);
+  const DType from = x.dtype(), to = op.to;
+  run_elementwise(ctx, x.shape(), {&x}, *out, 0, 0, "cast", false, Family::Cast, code(from),
+                  code(to), [&](bool c, unsigned) { return gen_cast(from, to, c); });
   return out;
 }
 

@@ -7,9 +7,7 @@
 
 namespace ember::cuda {
 namespace {
-backend::StridedView layout_of(const CudaTensor& x) {
-  return {x.shape(), x.strides(), x.offset()};
-}
+backend::StridedView layout_of(const CudaTensor& x) { return {x.shape(), x.strides(), x.offset()}; }
 TensorPtr view(const CudaTensor& x, backend::StridedView v) {
   return std::make_shared<CudaTensor>(x.buffer(), std::move(v.shape), x.dtype(),
                                       std::move(v.strides), v.offset);

@@ -2,6 +2,7 @@
 // [outer, n, inner]: with inner == 1 one block reduces each row (warp shuffles, then shared
 // memory); otherwise one thread per output element walks the reduced dim, coalesced
 // across inner.
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -59,15 +60,18 @@ ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
     if (d.n % k == 0)
       return reduce_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d.outer, d.n, k);
   }
-  const KernelSource k = gen_reduce(op.fn, x->dtype(), rows);
+  const auto fn = op.fn;
+  const auto key =
+      kernel_key(Family::Reduce, static_cast<unsigned>(fn), static_cast<unsigned>(dt), rows);
+  const auto gen = [&] { return gen_reduce(fn, dt, rows); };
   const void* xp = x->data();
   void* yp = out->data();
   if (rows) {
     constexpr unsigned kBlock = 256;
-    ctx.launch(k, d.outer * kBlock, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(op.fn), false,
-               kBlock, 1 << 20);
+    ctx.launch(key, gen, d.outer * kBlock, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(fn),
+               false, kBlock, 1 << 20);
   } else {
-    ctx.launch(k, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(op.fn));
+    ctx.launch(key, gen, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(fn));
   }
   return out;
 }
@@ -88,12 +92,30 @@ ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
   std::int64_t n = static_cast<std::int64_t>(x->shape()[last]);
   std::int64_t rows = n == 0 ? 0 : static_cast<std::int64_t>(x->shape().num_elements()) / n;
   if (rows > 0) {
-    const KernelSource k = gen_softmax(x->dtype(), op.log);
+    const DType dt = x->dtype();
+    const bool log = op.log;
     const void* xp = x->data();
     void* yp = out->data();
-    constexpr unsigned kBlock = 256;
-    ctx.launch(k, rows * kBlock, {&xp, &yp, &rows, &n}, op.log ? "log_softmax" : "softmax", false,
-               kBlock, 1 << 20);
+    const char* name = log ? "log_softmax" : "softmax";
+    // Rows of up to 1024 * kSoftmaxMaxEpt elements stay in registers: about 8 elements per
+    // thread, 32 to 1024 threads per row.
+    static const int target = std::getenv("EMBER_SMX") ? std::atoi(std::getenv("EMBER_SMX")) : 8;
+    if (n <= 1024 * kSoftmaxMaxEpt) {
+      unsigned block = 32;
+      while (block < 1024 && std::int64_t(block) * target < n) block *= 2;
+      int ept = 1;
+      while (std::int64_t(block) * ept < n) ept *= 2;
+      ctx.launch(
+          kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, static_cast<unsigned>(ept)),
+          [&] { return gen_softmax_regs(dt, log, ept); }, rows * block, {&xp, &yp, &rows, &n}, name,
+          false, block, 1 << 20);
+    } else {
+      constexpr unsigned kBlock = 256;
+      ctx.launch(
+          kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, 0),
+          [&] { return gen_softmax(dt, log); }, rows * kBlock, {&xp, &yp, &rows, &n}, name, false,
+          kBlock, 1 << 20);
+    }
   }
   if (op.dim == last) return out;
   ir::Permute back{out, axes};
