@@ -382,6 +382,112 @@ TEST_F(CudaOps, Indexing) {
   }
 }
 
+// Device sort against the Cpu's stable sort: every dtype, both directions, each dim of a
+// 3-d tensor (strided rows), row lengths on both sides of the shared-memory limit and
+// of powers of two, and many ties (values drawn from a small set) so stability shows.
+TEST_F(CudaOps, SortMatchesCpu) {
+  // Values in {-2, ..., 2} (u8: {0, 1, 2}; bool: {0, 1}) so ties are common, with NaN, -0
+  // and +-inf among float values.
+  const auto ties = [](const Shape& s, DType dt, unsigned seed) {
+    std::mt19937 rng(seed);
+    std::vector<double> v(s.num_elements());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      v[i] = double(int(rng() % 5) - 2);
+      if (!is_float(dt)) continue;
+      if (i % 7 == 3) v[i] = std::numeric_limits<double>::quiet_NaN();
+      if (i % 9 == 4) v[i] = -0.0;
+      if (i % 13 == 6) v[i] = (i % 2 ? 1 : -1) * std::numeric_limits<double>::infinity();
+    }
+    return TensorData::from<double>(v, s).convert(dt);
+  };
+  for (DType dt : kAll) {
+    for (bool desc : {false, true}) {
+      for (std::size_t dim : {0, 1, 2}) {
+        const TensorData x = ties(Shape{6, 33, 5}, dt, 81 + unsigned(dim));
+        compare(
+            [&](Backend& be) -> ir::Op {
+              return ir::Sort{be.from_data(x), dim, desc};
+            },
+            0, std::string("sort ") + name(dt) + " dim " + std::to_string(dim));
+      }
+      // Rows below, at and above the shared-memory limit (2048).
+      for (std::size_t n : {1, 2, 3, 2048, 2049, 5000}) {
+        const TensorData x = ties(Shape{3, n}, dt, 90);
+        compare(
+            [&](Backend& be) -> ir::Op {
+              return ir::Sort{be.from_data(x), 1, desc};
+            },
+            0, std::string("sort ") + name(dt) + " n " + std::to_string(n));
+      }
+    }
+  }
+  // Random f32 (few ties), and special values kept bit for bit along a long non-last dim
+  // (the global network).
+  for (bool desc : {false, true}) {
+    const TensorData x = data(Shape{4, 3000}, DType::F32, 93);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Sort{be.from_data(x), 1, desc};
+        },
+        0, "sort f32 random");
+  }
+  std::vector<float> v(3 * 3000);
+  std::mt19937 rng(5);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(int(rng() % 7) - 3);
+  for (std::size_t i = 0; i < v.size(); i += 11) v[i] = std::numeric_limits<float>::quiet_NaN();
+  for (std::size_t i = 5; i < v.size(); i += 13) v[i] = -0.0f;
+  const TensorData x = TensorData::from(v, Shape{3000, 3});
+  for (bool desc : {false, true}) {
+    auto c = cpu->execute(ir::Sort{cpu->from_data(x), 0, desc});
+    auto g = gpu->execute(ir::Sort{gpu->from_data(x), 0, desc});
+    for (std::size_t i = 0; i < 2; ++i) {
+      EXPECT_TRUE(gpu->to_data(g[i]) == cpu->to_data(c[i]))  // the same bytes
+          << "sort f32 long dim 0, output " << i << (desc ? " descending" : "");
+    }
+  }
+  // Empty rows and an empty batch.
+  for (const Shape& s : {Shape{0, 4}, Shape{4, 0}}) {
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::Sort{be.from_data(data(s, DType::F32, 92)), 1, false};
+        },
+        0, "sort empty " + s.to_string());
+  }
+}
+
+// Device nonzero against the Cpu: sizes that need one, two and three levels of the tile
+// scan (tiles of 1024), sparse and dense inputs, every dtype, rank 0 to 4.
+TEST_F(CudaOps, NonzeroMatchesCpu) {
+  for (DType dt : kAll) {
+    for (const Shape& s : {Shape{}, Shape{1}, Shape{7}, Shape{3, 0}, Shape{5, 7, 3}, Shape{1025},
+                           Shape{3, 700, 5}, Shape{2, 3, 4, 5}}) {
+      compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(data(s, dt, 101))}; }, 0,
+              std::string("nonzero ") + name(dt) + " " + s.to_string());
+    }
+  }
+  // Sparse: about one element in 50 is non-zero, across 1024 * 1024 + 5 elements (three
+  // scan levels), in f32 with NaN (non-zero) and -0 (zero).
+  const std::size_t n = (std::size_t(1) << 20) + 5;
+  std::vector<float> v(n, 0.0f);
+  std::mt19937 rng(7);
+  std::size_t expected = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const unsigned r = rng() % 100;
+    if (r == 0) v[i] = std::numeric_limits<float>::quiet_NaN();
+    if (r == 1) v[i] = 2.5f;
+    if (r == 2) v[i] = -0.0f;
+    expected += r < 2;
+  }
+  const TensorData x = TensorData::from(v, Shape{n / 5, 5});
+  auto out = gpu->execute(ir::Nonzero{gpu->from_data(x)});
+  EXPECT_EQ(out[0]->shape(), (Shape{expected, 2}));
+  compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(x)}; }, 0,
+          "nonzero sparse f32");
+  const TensorData dense = TensorData::from(std::vector<std::int32_t>(n, 3), Shape{n});
+  compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(dense)}; }, 0,
+          "nonzero dense i32");
+}
+
 TEST_F(CudaOps, OutOfRangeIndexIsAnErrorAtSync) {
   const TensorData x = data(Shape{4, 3}, DType::F32, 71);
   const TensorData bad = TensorData::from<std::int64_t>({0, 4}, Shape{2});
