@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/codegen.hpp"
+#include "cuda/context.hpp"
 #include "cuda/cuda_backend.hpp"
 #include "ember/backend/registry.hpp"
 #include "ember/base/error.hpp"
@@ -486,6 +487,50 @@ TEST_F(CudaOps, NonzeroMatchesCpu) {
   const TensorData dense = TensorData::from(std::vector<std::int32_t>(n, 3), Shape{n});
   compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(dense)}; }, 0,
           "nonzero dense i32");
+}
+
+// Note [In-place reuse]: a moved-in, sole-owned operand's buffer becomes the output; any
+// other reference to it (or a broadcast, view or dtype change) gets a fresh output, and the
+// numbers are the same either way (clone invariance).
+TEST_F(CudaOps, ElementWiseReusesSoleOwnedOperands) {
+  const auto ptr = [](const ir::Handle& h) {
+    return static_cast<const cuda::CudaTensor&>(*h).data();
+  };
+  const TensorData x = data(Shape{37, 65}, DType::F32, 111);
+  const TensorData row = data(Shape{1, 65}, DType::F32, 112);
+  const TensorData expect_exp =
+      cpu->to_data(cpu->execute(ir::Unary{ir::UnaryFn::Exp, cpu->from_data(x), DType::F32})[0]);
+  const TensorData expect_add = cpu->to_data(cpu->execute(ir::Binary{
+      ir::BinaryFn::Sub, cpu->from_data(row), cpu->from_data(x), Shape{37, 65}, DType::F32})[0]);
+
+  ir::Handle h = gpu->from_data(x);
+  const std::byte* p = ptr(h);
+  ir::Handle e = gpu->execute(ir::Unary{ir::UnaryFn::Exp, std::move(h), DType::F32})[0];
+  EXPECT_EQ(ptr(e), p) << "a sole-owned operand is reused";
+  EXPECT_TRUE(gpu->to_data(e).approx_eq(expect_exp, 1e-6, 1e-6));
+
+  ir::Handle k = gpu->from_data(x);
+  ir::Handle kept = k;  // a second reference
+  ir::Handle e2 = gpu->execute(ir::Unary{ir::UnaryFn::Exp, std::move(k), DType::F32})[0];
+  EXPECT_NE(ptr(e2), ptr(kept));
+  EXPECT_TRUE(gpu->to_data(e2).approx_eq(expect_exp, 1e-6, 1e-6));
+  EXPECT_TRUE(gpu->to_data(kept) == x) << "the shared operand is untouched";
+
+  // Broadcast lhs, sole-owned rhs: the output goes into rhs's buffer.
+  ir::Handle r = gpu->from_data(x);
+  const std::byte* rp = ptr(r);
+  ir::Handle s = gpu->execute(ir::Binary{ir::BinaryFn::Sub, gpu->from_data(row), std::move(r),
+                                         Shape{37, 65}, DType::F32})[0];
+  EXPECT_EQ(ptr(s), rp);
+  EXPECT_TRUE(gpu->to_data(s).approx_eq(expect_add, 0, 0));
+  // A comparison changes the dtype: no reuse, the right answer.
+  ir::Handle c = gpu->from_data(x);
+  const std::byte* cp = ptr(c);
+  ir::Handle lt = gpu->execute(
+      ir::Binary{ir::BinaryFn::Lt, std::move(c), gpu->from_data(x), Shape{37, 65}, DType::Bool})[0];
+  EXPECT_NE(ptr(lt), cp);
+  EXPECT_TRUE(gpu->to_data(lt).convert(DType::U8) ==
+              TensorData::from(std::vector<std::uint8_t>(37 * 65, 0), Shape{37, 65}));
 }
 
 TEST_F(CudaOps, OutOfRangeIndexIsAnErrorAtSync) {

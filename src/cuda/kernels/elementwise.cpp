@@ -28,12 +28,19 @@ void run_elementwise(CudaContext& ctx, const Shape& out_shape,
   ctx.launch(k, g.n, {&g, &y, &p[0], &p[1], &p[2], &p0, &p1, &err}, op, checked);
 }
 
+// The output of an element-wise op: operand x's own node when reusable (Note [In-place
+// reuse] in context.hpp), else a fresh tensor.
+TensorPtr output_for(CudaContext& ctx, const ir::Handle& x, const Shape& shape, DType dtype) {
+  if (reusable(x, shape, dtype)) return std::static_pointer_cast<CudaTensor>(x);
+  return ctx.empty(shape, dtype);
+}
+
 }  // namespace
 
 ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
   const auto& x = as_cuda(op.x);
   double p0 = op.p0, p1 = op.p1;
-  auto out = ctx.empty(x.shape(), op.out);
+  auto out = output_for(ctx, op.x, x.shape(), op.out);
   struct A {
     ir::UnaryFn fn;
     DType dt;
@@ -51,7 +58,8 @@ ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
 ir::Handle binary(CudaContext& ctx, ir::Binary& op) {
   const auto& a = as_cuda(op.lhs);
   const auto& b = as_cuda(op.rhs);
-  auto out = ctx.empty(op.out_shape, op.out);
+  auto out = reusable(op.lhs, op.out_shape, op.out) ? output_for(ctx, op.lhs, op.out_shape, op.out)
+                                                    : output_for(ctx, op.rhs, op.out_shape, op.out);
   struct A {
     ir::BinaryFn fn;
     DType dt;
