@@ -118,6 +118,34 @@ KernelSource gen_index_select(std::size_t elem_size);
 //             i64 inner, int* err) — one thread per element of y, adding in index order.
 KernelSource gen_index_add(DType dt);
 
+// Sort (kernels/sort.cpp, see Note [Device sort] there) and nonzero (kernels/indexing.cpp).
+// A row of the sort is the n elements at base + p * inner (base = (r / inner) * n * inner +
+// r % inner). Every kernel takes `desc` (0/1): ties keep the original order either way.
+// Rows of at most kSortSharedMax elements, one block per row, bitonic in shared memory:
+//   (const T* x, T* values, i64* indices, i64 rows, i64 n, i64 inner, i64 np2, int desc)
+inline constexpr std::int64_t kSortSharedMax = 2048;
+KernelSource gen_sort_rows(DType dt);
+// Longer rows: a bitonic network over ord, [rows, np2] i64 original positions (>= n pads):
+//   init:  (i64* ord, i64 rows, i64 np2)
+//   stage: (const T* x, i64* ord, i64 rows, i64 n, i64 inner, i64 np2, i64 k, i64 j, int desc)
+//   write: (const T* x, const i64* ord, T* values, i64* indices, i64 rows, i64 n, i64 inner,
+//           i64 np2)
+KernelSource gen_sort_init();
+KernelSource gen_sort_stage(DType dt);
+KernelSource gen_sort_write(std::size_t elem_size);
+// Nonzero, in tiles of kScanTile elements (one block of kScanBlock threads per tile):
+//   count: (const T* x, i64 n, i64* counts, i64 tiles) — non-zeros of each tile
+//   write: (EmGeo g /*shape*/, const T* x, const i64* offsets, i64* y) — coordinates
+// and the multi-pass exclusive scan of an i64 array they use:
+//   scan_tiles: (i64* a, i64 n, i64* sums) — each tile scanned in place, its total in sums
+//   add_offsets: (i64* a, i64 n, const i64* offsets) — a[i] += offsets[i / kScanTile]
+inline constexpr int kScanBlock = 256;
+inline constexpr std::int64_t kScanTile = 1024;  // kScanBlock threads x 4 elements
+KernelSource gen_nonzero_count(DType dt);
+KernelSource gen_nonzero_write(DType dt);
+KernelSource gen_scan_tiles();
+KernelSource gen_add_tile_offsets();
+
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);
 

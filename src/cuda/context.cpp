@@ -13,6 +13,14 @@ namespace ember::cuda {
 
 bool CudaTensor::is_contiguous() const { return backend::is_contiguous(shape_, strides_); }
 
+bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
+  if (!x || x.use_count() != 1) return false;
+  const auto& c = as_cuda(x);
+  return c.buffer().use_count() == 1 && c.offset() == 0 && c.dtype() == dtype &&
+         c.shape() == shape && c.is_contiguous() &&
+         c.buffer()->bytes() == shape.num_elements() * size_of(dtype);
+}
+
 namespace {
 int driver_version() {
   int v = 0;

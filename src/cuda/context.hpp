@@ -51,6 +51,16 @@ using TensorPtr = std::shared_ptr<CudaTensor>;
 
 inline const CudaTensor& as_cuda(const ir::Handle& h) { return static_cast<const CudaTensor&>(*h); }
 
+// Note [In-place reuse] on Cuda (as on the Cpu, cpu/context.hpp): an element-wise op may
+// write its output into an operand's buffer when the op holds the only reference to that
+// operand's handle (the caller moved it in), nothing else shares the buffer, and the
+// operand is a contiguous view of the whole buffer with the output's shape and dtype (so
+// not broadcast). Each output element is then written by the thread that read the same
+// element of that operand, before no other read of it. Any other reference — a Tensor, a
+// view, a saved autodiff tensor — makes a use count exceed one, so results do not depend
+// on whether other references exist.
+bool reusable(const ir::Handle& x, const Shape& shape, DType dtype);
+
 // Launch arguments: pointers to each argument value, as cudaLaunchKernel takes them.
 using Args = std::initializer_list<void*>;
 

@@ -3,10 +3,10 @@
 // at once; to_data and sync wait, and raise device-side errors (bad indices, integer
 // division by zero) that kernels flagged since the last wait.
 //
-// Host fallback: Sort and Nonzero (and matmul of non-float dtypes) run through the
-// registry's "cpu" backend — the operands are copied to the host, the op runs there, and
-// the results are copied back. It is a sync point; it keeps every op available on Cuda
-// while device kernels for these are written.
+// Host fallback: matmul of non-float dtypes runs through the registry's "cpu" backend —
+// the operands are copied to the host, the op runs there, and the results are copied
+// back. It is a sync point; it keeps every op available on Cuda while a device kernel for
+// it is written.
 #include "cuda/cuda_backend.hpp"
 
 #include <cstring>
@@ -63,8 +63,8 @@ class CudaBackend final : public backend::Backend {
     return std::visit(
         [&](auto& o) -> std::vector<ir::Handle> {
           using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, ir::Sort> || std::is_same_v<T, ir::Nonzero>) {
-            return host_fallback(std::move(op));
+          if constexpr (std::is_same_v<T, ir::Sort>) {
+            return sort(ctx_, o);
           } else if constexpr (std::is_same_v<T, ir::Matmul>) {
             if (!is_float(o.a->dtype())) return host_fallback(std::move(op));
             return {matmul(ctx_, o)};
@@ -109,6 +109,7 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Scatter& o) { return scatter(ctx_, o); }
   ir::Handle run_one(ir::IndexSelect& o) { return index_select(ctx_, o); }
   ir::Handle run_one(ir::IndexAdd& o) { return index_add(ctx_, o); }
+  ir::Handle run_one(ir::Nonzero& o) { return nonzero(ctx_, o); }
   ir::Handle run_one(ir::Fill& o) { return fill(ctx_, o); }
   ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
   ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }

@@ -7,11 +7,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "cuda/block_allocator.hpp"
 #include "ember/backend/backend.hpp"
 
 namespace ember::cuda {
@@ -22,31 +21,35 @@ void check(cudaError_t e, const std::string& what);
 // GPUs usable now; 0 (never an exception) without a driver or a device.
 int device_count();
 
-// A stream-ordered caching allocator for one device. All of a backend's work runs on one
+// A stream-ordered caching allocator for one device: BlockAllocator's segments and blocks
+// (block_allocator.hpp) over cudaMalloc'd segments. All of a backend's work runs on one
 // stream, so a block freed on the host may be handed to the next allocation at once: any
-// later use is ordered after the earlier kernels on that stream. Sizes are rounded to
-// classes (512 B steps below 1 MiB, 2 MiB steps above) and cached in per-size free lists;
-// on cudaErrorMemoryAllocation the cache is returned to the driver and the allocation
-// retried once, then ember::Error is thrown and the device keeps working.
+// later use is ordered after the earlier kernels on that stream. On
+// cudaErrorMemoryAllocation the wholly free segments are returned to the driver and the
+// segment asked for once more, then ember::Error is thrown and the device keeps working.
 class Allocator {
  public:
-  explicit Allocator(int device) : device_(device) {}
-  ~Allocator();
+  explicit Allocator(int device);
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
 
-  void* allocate(std::size_t bytes, std::size_t& rounded);
-  void release(void* p, std::size_t rounded);
-  backend::MemoryStats stats() const;
-  void empty_cache();
-  static std::size_t round(std::size_t bytes);
+  void* allocate(std::size_t bytes);
+  void release(void* p);
+  backend::MemoryStats stats() const { return blocks_.stats(); }
+  void empty_cache() { blocks_.empty_cache(); }
 
  private:
-  void free_cached_locked();
-  int device_;
-  mutable std::mutex mu_;
-  std::multimap<std::size_t, void*> free_;
-  std::size_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+  class Segments final : public SegmentSource {
+   public:
+    explicit Segments(int device) : device_(device) {}
+    std::uintptr_t map(std::size_t bytes) override;
+    void unmap(std::uintptr_t addr, std::size_t bytes) override;
+
+   private:
+    int device_;
+  };
+  Segments segments_;  // declared first: outlives blocks_, which unmaps through it
+  BlockAllocator blocks_;
 };
 
 // Device memory of one tensor buffer; returned to the allocator's cache when the last
@@ -54,9 +57,9 @@ class Allocator {
 class DeviceBuffer {
  public:
   DeviceBuffer(std::shared_ptr<Allocator> alloc, std::size_t bytes)
-      : alloc_(std::move(alloc)), ptr_(alloc_->allocate(bytes, rounded_)), bytes_(bytes) {}
+      : alloc_(std::move(alloc)), ptr_(alloc_->allocate(bytes)), bytes_(bytes) {}
   ~DeviceBuffer() {
-    if (ptr_) alloc_->release(ptr_, rounded_);
+    if (ptr_) alloc_->release(ptr_);
   }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -65,7 +68,6 @@ class DeviceBuffer {
 
  private:
   std::shared_ptr<Allocator> alloc_;
-  std::size_t rounded_ = 0;
   void* ptr_;
   std::size_t bytes_;
 };

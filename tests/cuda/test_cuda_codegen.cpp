@@ -82,6 +82,14 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
       gen_scatter(DType::BF16, true),
       gen_index_select(1),
       gen_index_add(DType::I16),
+      gen_sort_rows(DType::F16),
+      gen_sort_init(),
+      gen_sort_stage(DType::F64),
+      gen_sort_write(2),
+      gen_nonzero_count(DType::BF16),
+      gen_nonzero_write(DType::Bool),
+      gen_scan_tiles(),
+      gen_add_tile_offsets(),
   };
   std::string src = prelude();
   for (const auto& k : ks) src += k.body;

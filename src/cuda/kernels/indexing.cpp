@@ -1,6 +1,8 @@
-// Indexing launchers: gather, scatter, index_select, index_add. Index values are checked
-// on the device where they are read; an out-of-range index raises the device error flag
-// and becomes an ember::Error at the next sync point (to_data, sync), naming the op.
+// Indexing launchers: gather, scatter, index_select, index_add, nonzero. Index values are
+// checked on the device where they are read; an out-of-range index raises the device error
+// flag and becomes an ember::Error at the next sync point (to_data, sync), naming the op.
+#include <cstring>
+
 #include "cuda/kernels/kernels.hpp"
 
 namespace ember::cuda {
@@ -24,6 +26,20 @@ Split split_at(const Shape& s, std::size_t dim) {
   for (std::size_t i = 0; i < dim; ++i) d.outer *= static_cast<std::int64_t>(s[i]);
   for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= static_cast<std::int64_t>(s[i]);
   return d;
+}
+
+// Exclusive prefix sum of the i64 array a[0, n) in place: each tile is scanned by one block,
+// the tile totals are scanned the same way (recursively, so any n works), and each
+// element gets its tile's offset added.
+void exclusive_scan(CudaContext& ctx, void* a, std::int64_t n) {
+  std::int64_t tiles = (n + kScanTile - 1) / kScanTile;
+  auto sums = ctx.empty(Shape{static_cast<std::size_t>(tiles)}, DType::I64);
+  void* sp = sums->data();
+  ctx.launch(gen_scan_tiles(), tiles * kScanBlock, {&a, &n, &sp}, "nonzero", false,
+             static_cast<unsigned>(kScanBlock));
+  if (tiles == 1) return;
+  exclusive_scan(ctx, sp, tiles);
+  ctx.launch(gen_add_tile_offsets(), n, {&a, &n, &sp}, "nonzero");
 }
 }  // namespace
 
@@ -102,6 +118,44 @@ ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op) {
   int* err = ctx.error_flag();
   ctx.launch(gen_index_add(x.dtype()), d.outer * d.inner,
              {&y, &ip, &sp, &d.outer, &d.n, &k, &d.inner, &err}, "select_assign", true);
+  return out;
+}
+
+// Counts per tile, their exclusive scan (the output row of each tile's first non-zero), one
+// read of the total — the output's shape depends on it — then each tile writes the
+// coordinates of its non-zeros in row-major order.
+ir::Handle nonzero(CudaContext& ctx, ir::Nonzero& op) {
+  auto x = ctx.contiguous(op.x);
+  const Shape& s = x->shape();
+  const DType dt = x->dtype();
+  EMBER_CHECK(s.rank() <= static_cast<std::size_t>(kMaxDims),
+              "nonzero: the Cuda backend handles at most " + std::to_string(kMaxDims) +
+                  " dims, got shape " + s.to_string());
+  std::int64_t n = static_cast<std::int64_t>(s.num_elements());
+  if (n == 0) return ctx.empty(Shape{0, s.rank()}, DType::I64);
+  const std::int64_t tiles = (n + kScanTile - 1) / kScanTile;
+  auto offsets = ctx.empty(Shape{static_cast<std::size_t>(tiles + 1)}, DType::I64);
+  void* offp = offsets->data();
+  const void* xp = x->data();
+  // The tile past the end counts 0, so after the scan offsets[tiles] is the total.
+  std::int64_t counted = tiles + 1;
+  ctx.launch(gen_nonzero_count(dt), counted * kScanBlock, {&xp, &n, &offp, &counted}, "nonzero",
+             false, kScanBlock);
+  exclusive_scan(ctx, offp, counted);
+  std::int64_t count = 0;
+  void* pinned = ctx.staging(sizeof count);
+  check(cudaMemcpyAsync(pinned, static_cast<std::int64_t*>(offp) + tiles, sizeof count,
+                        cudaMemcpyDeviceToHost, ctx.stream()),
+        "nonzero: reading the count");
+  ctx.sync();
+  std::memcpy(&count, pinned, sizeof count);
+  auto out = ctx.empty(Shape{static_cast<std::size_t>(count), s.rank()}, DType::I64);
+  if (count == 0 || s.rank() == 0) return out;
+  Geo g;
+  fill_geo(g, s);
+  void* yp = out->data();
+  ctx.launch(gen_nonzero_write(dt), tiles * kScanBlock, {&g, &xp, &offp, &yp}, "nonzero", false,
+             kScanBlock);
   return out;
 }
 

@@ -34,6 +34,9 @@ ir::Handle gather(CudaContext& ctx, ir::Gather& op);
 ir::Handle scatter(CudaContext& ctx, ir::Scatter& op);
 ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op);
 ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op);
+ir::Handle nonzero(CudaContext& ctx, ir::Nonzero& op);
+// sort.cpp: values, indices
+std::vector<ir::Handle> sort(CudaContext& ctx, ir::Sort& op);
 // creation.cpp
 ir::Handle fill(CudaContext& ctx, ir::Fill& op);
 ir::Handle arange(CudaContext& ctx, ir::Arange& op);
