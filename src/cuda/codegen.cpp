@@ -727,7 +727,9 @@ KernelSource gen_softmax(DType dt, bool log) {
 
 // Softmax of rows short enough to stay in registers: thread t holds elements t + e * blockDim
 // for e < ept, so the row is read once and written once (the looping kernel above reads it
-// three times). One block per row; the host picks blockDim and ept with ept * blockDim >= n.
+// three times). Each block walks rows with a grid stride and loads its next row before
+// reducing the current one, so the loads' latency overlaps the block's reductions. The host
+// picks blockDim and ept with ept * blockDim >= n.
 KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
   KernelSource k;
   const std::string E = std::to_string(ept);
@@ -750,6 +752,16 @@ KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
            "    v = sv[0];\n"
            "    __syncthreads(); }\n";
   };
+  const auto load_row = [&](const std::string& dst, const std::string& row) {
+    return "#pragma unroll\n"
+           "    for (int e = 0; e < " +
+           E +
+           "; ++e) {\n"
+           "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
+           "      " +
+           dst + "[e] = (" + row + " < rows && j < n) ? " + load(dt, "x[" + row + " * n + j]") +
+           " : -inf;\n    }\n";
+  };
   const std::string max_op = "(v != v || v > o) ? v : o";
   std::string s = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, " +
                   T + "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
@@ -757,24 +769,24 @@ KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
                   "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
                   "  const int nwarps = (blockDim.x + 31) >> 5;\n"
                   "  const C inf = (C)1 / (C)0;\n"
-                  "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n"
-                  "    const " +
-                  T + "* xr = x + row * n;\n    " + T +
-                  "* yr = y + row * n;\n"
+                  "  C nx[" +
+                  E + "];\n  i64 row = blockIdx.x;\n" + load_row("nx", "row") +
+                  "  for (; row < rows; row += gridDim.x) {\n"
                   "    C r[" +
                   E +
                   "];\n"
-                  "    C v = -inf;\n"
                   "#pragma unroll\n"
                   "    for (int e = 0; e < " +
                   E +
-                  "; ++e) {\n"
-                  "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
-                  "      r[e] = j < n ? " +
-                  load(dt, "xr[j]") +
-                  " : -inf;\n"
-                  "      const C o = r[e]; v = " +
-                  max_op + ";\n    }\n" + reduce_block(max_op, "-inf") +
+                  "; ++e) r[e] = nx[e];\n"
+                  "    const i64 next = row + gridDim.x;\n" +
+                  load_row("nx", "next") + "    " + T +
+                  "* yr = y + row * n;\n"
+                  "    C v = -inf;\n"
+                  "#pragma unroll\n"
+                  "    for (int e = 0; e < " +
+                  E + "; ++e) { const C o = r[e]; v = " + max_op + "; }\n" +
+                  reduce_block(max_op, "-inf") +
                   "    const C m = v;\n"
                   "    v = (C)0;\n"
                   "#pragma unroll\n"
@@ -806,8 +818,9 @@ KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
   const char* mx = fn == ReduceFn::ArgMax ? "true" : "false";
   const DType out = arg ? DType::I64 : (boolean ? DType::Bool : dt);
   const char* acc_t = boolean ? "bool" : "C";
-  const std::string value =
-      boolean ? "(" + load(dt, "xr[j * inner]") + " != (C)0)" : load(dt, "xr[j * inner]");
+  // Rows (inner == 1) index the row directly; columns stride by inner.
+  const std::string elem = rows ? "xr[j]" : "xr[j * inner]";
+  const std::string value = boolean ? "(" + load(dt, elem) + " != (C)0)" : load(dt, elem);
   std::string final_v;
   if (fn == ReduceFn::Mean) {
     final_v = kind(dt) == K::Float ? "(n == 0 ? (C)(0.0 / 0.0) : acc * ((C)1 / (C)n))"
@@ -844,14 +857,14 @@ KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
     // Four independent loads per step keep more bytes in flight per thread.
     const auto at = [&](int u) {
       std::string v = value;
-      const std::string from = "xr[j * inner]";
-      const std::string to = "xr[(j + " + std::to_string(u) + " * (i64)blockDim.x) * inner]";
+      const std::string from = "xr[j]";
+      const std::string to = "xr[j + " + std::to_string(u) + " * (i64)blockDim.x]";
       v.replace(v.find(from), from.size(), to);
       return v;
     };
     if (arg) {
-      // Each thread's indices increase, so a later value wins only when strictly better
-      // (or the first NaN): em_arg_better's order without its branches.
+      // Each thread's indices increase, so a later value wins only when strictly better (or
+      // the first NaN): em_arg_better's order without its branches.
       const char* cmp = fn == ReduceFn::ArgMax ? " > " : " < ";
       s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
            "      const C v0 = " +

@@ -71,6 +71,7 @@ class CudaContext {
 
   int device() const { return device_; }
   int arch() const { return arch_; }
+  int sm_count() const { return sm_count_; }
   cudaStream_t stream() const { return stream_; }
   Allocator& allocator() { return *alloc_; }
 

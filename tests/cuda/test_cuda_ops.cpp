@@ -466,9 +466,9 @@ TEST_F(CudaOps, NonzeroMatchesCpu) {
               std::string("nonzero ") + name(dt) + " " + s.to_string());
     }
   }
-  // Sparse: about one element in 50 is non-zero, across 1024 * 1024 + 5 elements (three
+  // Sparse: about one element in 50 is non-zero, across 5 * (2^18 + 1) elements (three
   // scan levels), in f32 with NaN (non-zero) and -0 (zero).
-  const std::size_t n = (std::size_t(1) << 20) + 5;
+  const std::size_t n = 5 * ((std::size_t(1) << 18) + 1);  // rows of 5
   std::vector<float> v(n, 0.0f);
   std::mt19937 rng(7);
   std::size_t expected = 0;
