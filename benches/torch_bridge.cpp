@@ -64,7 +64,16 @@ TensorData read_output(const std::string& path, const std::string& dtype,
 
 std::string default_python() {
   const char* env = std::getenv("EMBER_BENCH_PYTHON");
-  return env && *env ? env : "/usr/bin/python3";
+  if (!env || !*env) return "/usr/bin/python3";
+  const std::string py = env;
+  if (py.find('/') != std::string::npos) return py;
+  // A bare name ("python3"): the first executable of that name on PATH.
+  const char* path = std::getenv("PATH");
+  for (const auto& dir : split(path ? path : "", ':')) {
+    const std::string candidate = dir + "/" + py;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return py;
 }
 
 std::string default_torch_script() {

@@ -53,8 +53,9 @@ class TorchBridge {
   std::string why_, info_;
 };
 
-// The default interpreter: $EMBER_BENCH_PYTHON, else /usr/bin/python3 (Debian's, which has
-// python3-torch), never whatever `python3` is first on PATH.
+// The default interpreter: $EMBER_BENCH_PYTHON (a path, or a bare name looked up on PATH,
+// e.g. EMBER_BENCH_PYTHON=python3 on the GPU machine), else /usr/bin/python3 (Debian's,
+// which has python3-torch), never whatever `python3` is first on PATH unless asked.
 std::string default_python();
 // The PyTorch workload script: $EMBER_BENCH_TORCH_SCRIPT; else torch_workloads.py next to
 // the running executable (the build copies it there, so a build folder copied to another
