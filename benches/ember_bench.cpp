@@ -6,13 +6,18 @@
 // by a copy bandwidth and a GEMM rate measured at start, so the numbers say how far each
 // side is from what the hardware allows, not only from each other.
 //
-//   ember-bench [--filter a,b] [--backend ember|torch|both] [--size tiny|full]
-//               [--reps N] [--warmup N] [--json out.json] [--markdown table.md]
-//               [--check] [--no-ceilings]
-//               [--torch-compile] [--list]
+//   ember-bench [--device cpu|cuda] [--filter a,b] [--backend ember|torch|both]
+//               [--size tiny|full|gpu] [--reps N] [--warmup N] [--json out.json]
+//               [--markdown table.md] [--check] [--no-ceilings] [--torch-compile]
+//               [--torch-script PATH] [--list]
+//
+// --device cuda runs ember on Device::cuda(0) (training steps on Device::cuda(0).autodiff())
+// and PyTorch on torch.device("cuda"); every timed repetition ends with a device sync on
+// both sides. Its default size is gpu.
 //
 // EMBER_NUM_THREADS (default 2) sets the threads of ember, OpenBLAS and PyTorch alike.
-// EMBER_BENCH_PYTHON picks the interpreter (default /usr/bin/python3).
+// EMBER_BENCH_PYTHON picks the interpreter (default /usr/bin/python3);
+// EMBER_BENCH_TORCH_SCRIPT or --torch-script the PyTorch side (see default_torch_script).
 #ifdef EMBER_BENCH_HAVE_OPENBLAS
 #include <cblas.h>
 #endif
@@ -32,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "gpu_info.hpp"
 #include "torch_bridge.hpp"
 #include "workloads.hpp"
 
@@ -43,17 +49,20 @@ namespace {
 struct Options {
   std::vector<std::string> filters;
   std::string backend = "both";
-  eb::SizeKind size = eb::SizeKind::Full;
-  int reps = -1, warmup = -1;  // -1: size default
+  std::string device = "cpu";
+  std::string torch_script;          // empty: default_torch_script()
+  std::optional<eb::SizeKind> size;  // unset: full on the CPU, gpu on cuda
+  int reps = -1, warmup = -1;        // -1: size default
   std::string json, markdown;
   bool check = false, ceilings = true, compile = false, list = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "ember-bench: " << why
-            << "\nusage: ember-bench [--filter a,b] [--backend ember|torch|both] [--size "
-               "tiny|full] [--reps N] [--warmup N] [--json out.json] [--markdown out.md] "
-               "[--check] [--no-ceilings] [--torch-compile] [--list]\n";
+            << "\nusage: ember-bench [--device cpu|cuda] [--filter a,b] [--backend "
+               "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--json "
+               "out.json] [--markdown out.md] [--check] [--no-ceilings] [--torch-compile] "
+               "[--torch-script PATH] [--list]\n";
   std::exit(2);
 }
 
@@ -75,10 +84,17 @@ Options parse(int argc, char** argv) {
       if (o.backend != "ember" && o.backend != "torch" && o.backend != "both") {
         usage("--backend is ember, torch or both");
       }
+    } else if (a == "--device") {
+      o.device = value();
+      if (o.device != "cpu" && o.device != "cuda") usage("--device is cpu or cuda");
+    } else if (a == "--torch-script") {
+      o.torch_script = value();
     } else if (a == "--size") {
       const std::string s = value();
-      if (s != "tiny" && s != "full") usage("--size is tiny or full");
-      o.size = s == "tiny" ? eb::SizeKind::Tiny : eb::SizeKind::Full;
+      if (s != "tiny" && s != "full" && s != "gpu") usage("--size is tiny, full or gpu");
+      o.size = s == "tiny"   ? eb::SizeKind::Tiny
+               : s == "full" ? eb::SizeKind::Full
+                             : eb::SizeKind::Gpu;
     } else if (a == "--reps") {
       o.reps = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--warmup") {
@@ -101,8 +117,12 @@ Options parse(int argc, char** argv) {
       usage("unknown argument " + a);
     }
   }
-  if (o.reps < 0) o.reps = o.size == eb::SizeKind::Tiny ? 3 : 7;
-  if (o.warmup < 0) o.warmup = o.size == eb::SizeKind::Tiny ? 1 : 2;
+  if (!o.size) o.size = o.device == "cuda" ? eb::SizeKind::Gpu : eb::SizeKind::Full;
+  // GPU calls are short: more repetitions, and warm-ups that also cover NVRTC compiling
+  // each kernel on its first use.
+  const bool tiny = *o.size == eb::SizeKind::Tiny, gpu = *o.size == eb::SizeKind::Gpu;
+  if (o.reps < 0) o.reps = tiny ? 3 : gpu ? 20 : 7;
+  if (o.warmup < 0) o.warmup = tiny ? 1 : gpu ? 3 : 2;
   return o;
 }
 
@@ -219,31 +239,48 @@ CopyCeiling copy_bandwidth(int threads) {
 
 struct GemmCeiling {
   double ember_gflops = 0, openblas_gflops = 0;
+  double ember_bf16_gflops = 0;  // GPU only: reported, not a ceiling (the workloads are f32)
+  std::size_t n = 2048;
   double best() const { return std::max(ember_gflops, openblas_gflops); }
-  const char* source() const {
-    return openblas_gflops > ember_gflops ? "OpenBLAS sgemm 2048" : "ember matmul 2048";
+  std::string source() const {
+    return (openblas_gflops > ember_gflops ? "OpenBLAS sgemm " : "ember f32 matmul ") +
+           std::to_string(n);
   }
 };
 
-GemmCeiling gemm_ceiling(int threads) {
-  const std::size_t n = 2048;
+// ember's matmul rate for n x n x n in `dtype` on `dev`: best of `reps` after one warm-up.
+double ember_gemm_gflops(const ember::Device& dev, std::size_t n, ember::DType dtype, int reps) {
   const double flops = 2.0 * double(n) * double(n) * double(n);
-  GemmCeiling g;
-  const auto dev = ember::Device::cpu();
-  auto a = ember::Tensor<2>::from_data(eb::input_data(ember::Shape{n, n}, 1), dev);
-  auto b = ember::Tensor<2>::from_data(eb::input_data(ember::Shape{n, n}, 2), dev);
+  auto a = ember::Tensor<2>::from_data(eb::input_data(ember::Shape{n, n}, 1), dev).cast(dtype);
+  auto b = ember::Tensor<2>::from_data(eb::input_data(ember::Shape{n, n}, 2), dev).cast(dtype);
   double best = 1e30;
-  for (int rep = 0; rep < 4; ++rep) {
+  for (int rep = 0; rep <= reps; ++rep) {
     const auto t0 = Clock::now();
     auto c = a.matmul(b);
     dev.sync();
     if (rep > 0) best = std::min(best, ms_since(t0));
   }
-  g.ember_gflops = flops / (best * 1e-3) / 1e9;
+  return flops / (best * 1e-3) / 1e9;
+}
+
+// CPU: ember's and OpenBLAS's sgemm at 2048. GPU: ember's f32 matmul at 8192 (cuBLASLt,
+// TF32 off), plus its bf16 rate at 8192 for the header.
+GemmCeiling gemm_ceiling(int threads, const ember::Device& dev, bool gpu) {
+  GemmCeiling g;
+  if (gpu) {
+    g.n = 8192;
+    g.ember_gflops = ember_gemm_gflops(dev, g.n, ember::DType::F32, 5);
+    g.ember_bf16_gflops = ember_gemm_gflops(dev, g.n, ember::DType::BF16, 10);
+    (void)threads;
+    return g;
+  }
+  const std::size_t n = g.n;
+  const double flops = 2.0 * double(n) * double(n) * double(n);
+  g.ember_gflops = ember_gemm_gflops(dev, n, ember::DType::F32, 3);
 #ifdef EMBER_BENCH_HAVE_OPENBLAS
   openblas_set_num_threads(threads);
   std::vector<float> x(n * n, 0.5f), y(n * n, 0.25f), z(n * n);
-  best = 1e30;
+  double best = 1e30;
   const int s = static_cast<int>(n);
   for (int rep = 0; rep < 4; ++rep) {
     const auto t0 = Clock::now();
@@ -335,11 +372,30 @@ int main(int argc, char** argv) {
 
   const double load_start = load_average();
   const std::string commit = git_commit();
-  std::cout << "ember-bench  size=" << eb::name(opt.size) << "  reps=" << opt.reps
-            << " (median)  warmup=" << opt.warmup << "\n"
+  const eb::SizeKind size = *opt.size;
+  const bool on_gpu = opt.device == "cuda";
+  // The device first: without a GPU (or a Cuda build) --device cuda stops here, clearly.
+  std::optional<ember::Device> device;
+  eb::GpuInfo gpu;
+  try {
+    if (on_gpu) {
+      device = ember::Device::cuda(0);
+      gpu = eb::gpu_info(0, opt.ceilings);
+    } else {
+      device = ember::Device::cpu();
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "ember-bench: --device " << opt.device << ": " << e.what() << "\n";
+    return 1;
+  }
+  const ember::Device dev = *device;
+
+  std::cout << "ember-bench  device=" << dev.name() << "  size=" << eb::name(size)
+            << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup << "\n"
             << "cpu:     " << cpu_model() << ", " << std::thread::hardware_concurrency()
-            << " hardware threads\n"
-            << "threads: " << threads << " (EMBER_NUM_THREADS; also OpenBLAS and torch)\n"
+            << " hardware threads\n";
+  if (on_gpu) std::cout << "gpu:     " << gpu.name << " (" << gpu.memory << ")\n";
+  std::cout << "threads: " << threads << " (EMBER_NUM_THREADS; also OpenBLAS and torch)\n"
             << "OPENBLAS_CORETYPE: " << (coretype ? coretype : "unset") << "\n"
             << "commit:  " << commit << "\n"
             << "load:    " << fmt(load_start) << " at start"
@@ -348,11 +404,19 @@ int main(int argc, char** argv) {
   double bw = 0;
   std::string copy_method = "not measured";
   GemmCeiling gemm;
-  if (opt.ceilings) {
+  if (opt.ceilings && on_gpu) {
+    bw = gpu.copy_gbs;
+    copy_method = "cudaMemcpyAsync device to device";
+    gemm = gemm_ceiling(threads, dev, true);
+    std::cout << "ceilings: copy " << fmt(bw, 1)
+              << " GB/s (cudaMemcpyAsync of 256 MB device to device, reads + writes); GEMM "
+              << fmt(gemm.best(), 1) << " GFLOP/s (" << gemm.source() << ", TF32 off; bf16 "
+              << fmt(gemm.ember_bf16_gflops, 1) << " GFLOP/s)\n";
+  } else if (opt.ceilings) {
     const CopyCeiling copy = copy_bandwidth(threads);
     bw = copy.gbs;
     copy_method = copy.method;
-    gemm = gemm_ceiling(threads);
+    gemm = gemm_ceiling(threads, dev, false);
     std::cout << "ceilings: copy " << fmt(bw, 1)
               << " GB/s (best of memcpy and a copy loop: " << copy.method << ", 2 x 128 MiB, "
               << threads << " threads); GEMM " << fmt(gemm.best(), 1) << " GFLOP/s ("
@@ -363,10 +427,13 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<eb::TorchBridge> torch;
   if (opt.backend != "ember") {
-    torch = std::make_unique<eb::TorchBridge>(eb::default_python(), eb::default_torch_script(),
-                                              threads, opt.compile);
+    const std::string script =
+        opt.torch_script.empty() ? eb::default_torch_script() : opt.torch_script;
+    torch = std::make_unique<eb::TorchBridge>(eb::default_python(), script, threads, opt.compile,
+                                              opt.device);
     if (torch->available()) {
-      std::cout << "pytorch: " << torch->info() << " (" << eb::default_python() << ")\n";
+      std::cout << "pytorch: " << torch->info() << " (" << eb::default_python() << " " << script
+                << ")\n";
     } else {
       std::cout << "pytorch: unavailable: " << torch->why() << "\n";
     }
@@ -387,7 +454,6 @@ int main(int argc, char** argv) {
   }
   std::cout << std::endl;
 
-  const auto dev = ember::Device::cpu();
   std::vector<Row> rows;
   int failures = 0;
   for (const auto& w : eb::workloads()) {
@@ -402,18 +468,28 @@ int main(int argc, char** argv) {
       continue;
     }
     std::cout << "  " << w.name << " ..." << std::flush;
-    eb::Case c = w.make(opt.size, dev);
-    r.shape = c.shape;
-    r.bytes = c.bytes;
-    r.flops = c.flops;
-    if (opt.backend != "torch") {
-      for (int i = 0; i < opt.warmup; ++i) c.run();
-      for (int i = 0; i < opt.reps; ++i) {
-        const auto t0 = Clock::now();
-        c.run();
-        r.ember_ms.push_back(ms_since(t0));
+    eb::Case c;
+    try {
+      c = w.make(size, dev);
+      r.shape = c.shape;
+      r.bytes = c.bytes;
+      r.flops = c.flops;
+      if (opt.backend != "torch") {
+        for (int i = 0; i < opt.warmup; ++i) c.run();
+        for (int i = 0; i < opt.reps; ++i) {
+          const auto t0 = Clock::now();
+          c.run();
+          r.ember_ms.push_back(ms_since(t0));
+        }
+        std::cout << " ember " << fmt(median(r.ember_ms), 3) << " ms" << std::flush;
       }
-      std::cout << " ember " << fmt(median(r.ember_ms), 3) << " ms" << std::flush;
+    } catch (const std::exception& e) {  // e.g. out of memory: report it, go on
+      r.note = std::string("ember failed: ") + e.what();
+      r.ember_ms.clear();
+      std::cout << "  " << r.note << "\n";
+      ++failures;
+      rows.push_back(r);
+      continue;
     }
     if (have_torch) {
       pause_between_sides();
@@ -421,6 +497,7 @@ int main(int argc, char** argv) {
       try {
         auto tr = torch->run(w.name, c.params, opt.warmup, opt.reps, out);
         r.torch_ms = tr.times_ms;
+        if (!tr.note.empty()) r.note = "PyTorch: " + tr.note;
         std::cout << "  torch " << fmt(median(r.torch_ms), 3) << " ms" << std::flush;
         if (opt.check && tr.output) {
           if (r.ember_ms.empty()) c.run();
@@ -448,17 +525,17 @@ int main(int argc, char** argv) {
                "faster).\n% roofline: ideal time (bytes at copy bandwidth or FLOPs at the "
                "GEMM rate) over measured time; higher is better.\n\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-18s %-24s %10s %10s %8s %7s %7s %5s\n", "workload", "size",
+  std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s\n", "workload", "size",
                 "ember ms", "torch ms", "e/torch", "ember%", "torch%", "bound");
-  std::cout << line << std::string(95, '-') << "\n";
+  std::cout << line << std::string(102, '-') << "\n";
   for (const auto& r : rows) {
     if (!r.available) {
-      std::snprintf(line, sizeof line, "%-18s %s\n", r.name.c_str(), r.note.c_str());
+      std::snprintf(line, sizeof line, "%-25s %s\n", r.name.c_str(), r.note.c_str());
       std::cout << line;
       continue;
     }
     const double e = median(r.ember_ms), t = median(r.torch_ms);
-    std::snprintf(line, sizeof line, "%-18s %-24s %10s %10s %8s %7s %7s %5s%s\n", r.name.c_str(),
+    std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s%s\n", r.name.c_str(),
                   r.shape.c_str(), e > 0 ? fmt(e, 3).c_str() : "-", t > 0 ? fmt(t, 3).c_str() : "-",
                   e > 0 && t > 0 ? fmt(e / t, 2).c_str() : "-",
                   roofline_pct(r, e, bw, gemm.best()).c_str(),
@@ -486,7 +563,8 @@ int main(int argc, char** argv) {
         continue;
       }
       const double e = median(r.ember_ms), t = median(r.torch_ms);
-      md << "| " << r.name << " | " << r.shape << " | " << (e > 0 ? fmt(e, 2) : "-") << " | "
+      const std::string name = r.note.empty() ? r.name : r.name + " (" + r.note + ")";
+      md << "| " << name << " | " << r.shape << " | " << (e > 0 ? fmt(e, 2) : "-") << " | "
          << (t > 0 ? fmt(t, 2) : "-") << " | " << (e > 0 && t > 0 ? fmt(e / t, 2) : "-") << " | "
          << roofline_pct(r, e, bw, gemm.best()) << " | " << roofline_pct(r, t, bw, gemm.best())
          << " | " << bound(r, bw, gemm.best()) << " |\n";
@@ -497,7 +575,9 @@ int main(int argc, char** argv) {
   // ---- JSON ----
   if (!opt.json.empty()) {
     std::ofstream js(opt.json);
-    js << "{\n  \"size\": " << json_str(eb::name(opt.size)) << ",\n  \"reps\": " << opt.reps
+    js << "{\n  \"device\": " << json_str(dev.name())
+       << ",\n  \"gpu\": " << (on_gpu ? json_str(gpu.name) : "null")
+       << ",\n  \"size\": " << json_str(eb::name(size)) << ",\n  \"reps\": " << opt.reps
        << ",\n  \"warmup\": " << opt.warmup << ",\n  \"threads\": " << threads
        << ",\n  \"cpu\": " << json_str(cpu_model()) << ",\n  \"commit\": " << json_str(commit)
        << ",\n  \"openblas_coretype\": " << (coretype ? json_str(coretype) : "null")
@@ -507,6 +587,7 @@ int main(int argc, char** argv) {
        << ",\n  \"copy_method\": " << json_str(copy_method)
        << ",\n  \"gemm_gflops\": " << fmt(gemm.best(), 2)
        << ",\n  \"gemm_source\": " << json_str(gemm.source())
+       << ",\n  \"ember_bf16_gemm_gflops\": " << fmt(gemm.ember_bf16_gflops, 2)
        << ",\n  \"ember_gemm_gflops\": " << fmt(gemm.ember_gflops, 2)
        << ",\n  \"openblas_gemm_gflops\": " << fmt(gemm.openblas_gflops, 2)
        << ",\n  \"results\": [";

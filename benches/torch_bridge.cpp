@@ -64,16 +64,38 @@ TensorData read_output(const std::string& path, const std::string& dtype,
 
 std::string default_python() {
   const char* env = std::getenv("EMBER_BENCH_PYTHON");
-  return env && *env ? env : "/usr/bin/python3";
+  if (!env || !*env) return "/usr/bin/python3";
+  const std::string py = env;
+  if (py.find('/') != std::string::npos) return py;
+  // A bare name ("python3"): the first executable of that name on PATH.
+  const char* path = std::getenv("PATH");
+  for (const auto& dir : split(path ? path : "", ':')) {
+    const std::string candidate = dir + "/" + py;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return py;
 }
 
 std::string default_torch_script() {
   const char* env = std::getenv("EMBER_BENCH_TORCH_SCRIPT");
-  return env && *env ? env : EMBER_BENCH_TORCH_SCRIPT;
+  if (env && *env) return env;
+  std::vector<std::string> candidates;
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n > 0) {
+    std::string dir(exe, static_cast<std::size_t>(n));
+    dir = dir.substr(0, dir.rfind('/') + 1);
+    candidates.push_back(dir + "torch_workloads.py");
+  }
+  candidates.emplace_back("benches/torch_workloads.py");
+  for (const auto& c : candidates) {
+    if (access(c.c_str(), R_OK) == 0) return c;
+  }
+  return EMBER_BENCH_TORCH_SCRIPT;
 }
 
 TorchBridge::TorchBridge(const std::string& python, const std::string& script, int threads,
-                         bool compile) {
+                         bool compile, const std::string& device) {
   if (access(python.c_str(), X_OK) != 0) {
     why_ = "no Python interpreter at " + python;
     return;
@@ -94,7 +116,7 @@ TorchBridge::TorchBridge(const std::string& python, const std::string& script, i
   posix_spawn_file_actions_adddup2(&fa, in_pipe[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
   const std::string th = std::to_string(threads);
-  std::vector<std::string> args{python, script, "--threads", th};
+  std::vector<std::string> args{python, script, "--threads", th, "--device", device};
   if (compile) args.emplace_back("--compile");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -172,6 +194,10 @@ TorchRun TorchBridge::run(const std::string& workload, const Params& params, int
     throw std::runtime_error(reply.rfind("err ", 0) == 0 ? reply.substr(4) : reply);
   }
   TorchRun r;
+  // "note=" is free text and always the last field.
+  if (const auto at = reply.find(" note="); at != std::string::npos) {
+    r.note = reply.substr(at + 6);
+  }
   for (const auto& t : split(field(reply, "times"), ',')) r.times_ms.push_back(std::stod(t));
   if (!out_path.empty())
     r.output = read_output(out_path, field(reply, "dtype"), field(reply, "shape"));

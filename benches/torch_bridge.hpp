@@ -19,20 +19,23 @@ namespace ember::bench {
 struct TorchRun {
   std::vector<double> times_ms;
   std::optional<TensorData> output;  // when an output path was requested
+  std::string note;                  // e.g. why torch.compile fell back to eager
 };
 
 class TorchBridge {
  public:
-  // Starts `python script --threads N`; available() is false (and why() says why) when the
-  // interpreter, torch or the script is missing. `compile` asks for torch.compile.
-  TorchBridge(const std::string& python, const std::string& script, int threads, bool compile);
+  // Starts `python script --threads N --device D`; available() is false (and why() says
+  // why) when the interpreter, torch, the script or (for "cuda") a GPU is missing.
+  // `compile` asks for torch.compile.
+  TorchBridge(const std::string& python, const std::string& script, int threads, bool compile,
+              const std::string& device = "cpu");
   ~TorchBridge();
   TorchBridge(const TorchBridge&) = delete;
   TorchBridge& operator=(const TorchBridge&) = delete;
 
   bool available() const { return available_; }
   const std::string& why() const { return why_; }
-  // What the Python side reported at start: "torch=... threads=... blas=...".
+  // What the Python side reported at start: "torch=... device=... threads=... blas=...".
   const std::string& info() const { return info_; }
 
   // Runs one workload; throws std::runtime_error with PyTorch's message on failure.
@@ -50,10 +53,14 @@ class TorchBridge {
   std::string why_, info_;
 };
 
-// The default interpreter: $EMBER_BENCH_PYTHON, else /usr/bin/python3 (Debian's, which has
-// python3-torch), never whatever `python3` is first on PATH.
+// The default interpreter: $EMBER_BENCH_PYTHON (a path, or a bare name looked up on PATH,
+// e.g. EMBER_BENCH_PYTHON=python3 on the GPU machine), else /usr/bin/python3 (Debian's,
+// which has python3-torch), never whatever `python3` is first on PATH unless asked.
 std::string default_python();
-// benches/torch_workloads.py in the source tree (or $EMBER_BENCH_TORCH_SCRIPT).
+// The PyTorch workload script: $EMBER_BENCH_TORCH_SCRIPT; else torch_workloads.py next to
+// the running executable (the build copies it there, so a build folder copied to another
+// machine carries it); else benches/torch_workloads.py under the working directory; else
+// the source tree this was built from.
 std::string default_torch_script();
 
 }  // namespace ember::bench

@@ -9,7 +9,11 @@ benches/workloads.cpp) -- and answers one line: "ok times=<ms,...> dtype=.. shap
 (input_value in benches/workloads.hpp), bit for bit, so both libraries compute on identical
 f32 data and the outputs can be compared.
 
-Usage (normally only by ember-bench): torch_workloads.py --threads N [--compile]
+Usage (normally only by ember-bench):
+    torch_workloads.py --threads N [--compile] [--device cpu|cuda]
+
+On --device cuda every input lives on torch.device("cuda") and each timed repetition ends
+with torch.cuda.synchronize(), as ember's ends with a device sync.
 """
 
 import argparse
@@ -45,8 +49,25 @@ def input_data(shape, seed):
     return v.reshape(shape)
 
 
-def inp(shape, seed):
-    return torch.from_numpy(input_data(list(shape), seed))
+DEVICE = torch.device("cpu")
+
+
+def inp(shape, seed, scale=1.0):
+    """scale is a power of two (see weight_scale), so the product is exact."""
+    return torch.from_numpy(input_data(list(shape), seed) * np.float32(scale)).to(DEVICE)
+
+
+def weight_scale(fan_in):
+    """Same as ember::bench::weight_scale: 2^-k for the smallest k with 4^k >= fan_in."""
+    s, p = 1.0, 1
+    while p < fan_in:
+        s *= 0.5
+        p *= 4
+    return s
+
+
+def param(rows, cols, seed, fan_in):
+    return inp([rows, cols], seed, weight_scale(fan_in)).requires_grad_()
 
 
 SQRT1_2 = 0.70710678118654752440
@@ -133,15 +154,19 @@ def matmul_bias_gelu(p):
 
 
 def from_data(p):
-    # The host buffer a user hands over; torch.tensor copies it, as ember's from_data does.
+    # The host buffer a user hands over; torch.tensor copies it (to the device), as ember's
+    # from_data does.
     a = input_data(p["shape"], 1)
-    return lambda: torch.tensor(a)
+    return lambda: torch.tensor(a, device=DEVICE)
 
 
 def to_data(p):
     # .numpy() alone is a zero-copy view; ember's to_data returns an owned copy, so copy.
+    # On a GPU, .cpu() is the device-to-host copy.
     x = inp(p["shape"], 1).clone()
-    return lambda: torch.from_numpy(x.numpy().copy())
+    if DEVICE.type == "cpu":
+        return lambda: torch.from_numpy(x.numpy().copy())
+    return lambda: x.cpu()
 
 
 def launch_overhead(p):
@@ -153,6 +178,123 @@ def launch_overhead(p):
         for _ in range(ops):
             x = x + 1.0
         return x
+
+    return f
+
+
+def attention(p):
+    b, h, n, d = p["shape"]
+    q, k, v = inp(p["shape"], 1), inp(p["shape"], 2), inp(p["shape"], 3)
+    scale = 1.0 / (d**0.5)
+    return lambda: torch.softmax((q @ k.transpose(2, 3)) * scale, 3) @ v
+
+
+# Training steps: forward, torch.autograd.grad of every parameter, and the SGD update
+# p - lr * grad, computed but not written back (as benches/model_workloads.cpp), so every
+# repetition is the same step. They return (compared tensors, kept tensors).
+LR = 0.1
+
+
+def sgd(params, grads):
+    with torch.no_grad():
+        return [prm - g * LR for prm, g in zip(params, grads)]
+
+
+def autodiff_overhead(p):
+    batch, n_in, hid, steps = p["batch"][0], p["in"][0], p["hidden"][0], p["steps"][0]
+    xs = inp([steps, batch, n_in], 1)
+    w = param(n_in, 4 * hid, 2, n_in)
+    u = param(hid, 4 * hid, 3, hid)
+    b = param(1, 4 * hid, 4, hid)
+
+    def f():
+        h = torch.zeros(batch, hid, device=DEVICE)
+        c = torch.zeros(batch, hid, device=DEVICE)
+        for t in range(steps):
+            z = xs[t] @ w + h @ u + b
+            i = torch.sigmoid(z[:, :hid])
+            fg = torch.sigmoid(z[:, hid : 2 * hid])
+            g = torch.tanh(z[:, 2 * hid : 3 * hid])
+            o = torch.sigmoid(z[:, 3 * hid :])
+            c = fg * c + i * g
+            h = o * torch.tanh(c)
+        loss = h.mean()
+        grads = torch.autograd.grad(loss, [w, u, b])
+        return [loss, *grads], []
+
+    return f
+
+
+def mlp_train_step(p):
+    batch, n_in, hid, classes = p["batch"][0], p["in"][0], p["hidden"][0], p["classes"][0]
+    x = inp([batch, n_in], 1)
+    # (value + 1) * 2^23 is the hash's integer, exactly; as the C++ side.
+    raw = (input_data([batch], 2).astype(np.float64) + 1.0) * 8388608.0
+    y = torch.from_numpy(raw.astype(np.int64) % classes).reshape(batch, 1).to(DEVICE)
+    params = [
+        param(n_in, hid, 3, n_in),
+        param(1, hid, 4, n_in),
+        param(hid, classes, 5, hid),
+        param(1, classes, 6, hid),
+    ]
+
+    def f():
+        w1, b1, w2, b2 = params
+        logits = F.relu(x @ w1 + b1) @ w2 + b2
+        loss = -F.log_softmax(logits, 1).gather(1, y).mean()
+        grads = torch.autograd.grad(loss, params)
+        return [loss, *sgd(params, grads)], []
+
+    return f
+
+
+# Parameter order within one encoder layer, as EncoderParam in model_workloads.cpp.
+ENCODER_PARAMS = ["wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo",
+                  "g1", "be1", "w1", "b1", "w2", "b2", "g2", "be2"]  # fmt: skip
+
+
+def transformer_encoder_step(p):
+    batch, seq, dm = p["batch"][0], p["seq"][0], p["d_model"][0]
+    heads, ff, layers = p["heads"][0], p["d_ff"][0], p["layers"][0]
+    tokens, dh = batch * seq, dm // heads
+    x0 = inp([tokens, dm], 1)
+    target = inp([tokens, dm], 2)
+    per = len(ENCODER_PARAMS)
+    layer_params = []
+    for layer in range(layers):
+        seed = lambda j: 1000 + per * layer + j  # noqa: E731
+        ps = {}
+        for j, name in enumerate(ENCODER_PARAMS[:8]):
+            ps[name] = param(1 if j % 2 else dm, dm, seed(j), dm)
+        ps["g1"] = torch.ones(dm, device=DEVICE, requires_grad=True)
+        ps["be1"] = torch.zeros(dm, device=DEVICE, requires_grad=True)
+        ps["w1"] = param(dm, ff, seed(10), dm)
+        ps["b1"] = param(1, ff, seed(11), dm)
+        ps["w2"] = param(ff, dm, seed(12), ff)
+        ps["b2"] = param(1, dm, seed(13), ff)
+        ps["g2"] = torch.ones(dm, device=DEVICE, requires_grad=True)
+        ps["be2"] = torch.zeros(dm, device=DEVICE, requires_grad=True)
+        layer_params.append(ps)
+    flat = [ps[n] for ps in layer_params for n in ENCODER_PARAMS]
+    scale = 1.0 / (dh**0.5)
+
+    def split(t):  # [tokens, d_model] -> [batch, heads, seq, head_dim]
+        return t.reshape(batch, seq, heads, dh).transpose(1, 2)
+
+    def f():
+        x = x0
+        for w in layer_params:
+            q = split(x @ w["wq"] + w["bq"])
+            k = split(x @ w["wk"] + w["bk"])
+            v = split(x @ w["wv"] + w["bv"])
+            att = torch.softmax((q @ k.transpose(2, 3)) * scale, 3)
+            ctx = (att @ v).transpose(1, 2).reshape(tokens, dm)
+            x = F.layer_norm(x + (ctx @ w["wo"] + w["bo"]), (dm,), w["g1"], w["be1"], 1e-5)
+            h = F.gelu(x @ w["w1"] + w["b1"]) @ w["w2"] + w["b2"]
+            x = F.layer_norm(x + h, (dm,), w["g2"], w["be2"], 1e-5)
+        loss = (x * target).sum(1).mean()
+        grads = torch.autograd.grad(loss, flat)
+        return [loss, grads[0]], sgd(flat, grads)
 
     return f
 
@@ -181,10 +323,30 @@ WORKLOADS = {
     "from_data": from_data,
     "to_data": to_data,
     "launch_overhead": launch_overhead,
+    "attention": attention,
+    "autodiff_overhead": autodiff_overhead,
+    "mlp_train_step": mlp_train_step,
+    "transformer_encoder_step": transformer_encoder_step,
 }
+
+# Workloads that differentiate run with autograd on; the others under torch.no_grad().
+TRAINING = {"autodiff_overhead", "mlp_train_step", "transformer_encoder_step"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}
+
+
+def sync():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def compare_output(r):
+    """The tensor compared with ember's: r itself, or the flattened, concatenated list of
+    compared tensors of a training step."""
+    if isinstance(r, tuple):
+        return torch.cat([t.detach().reshape(-1).float() for t in r[0]])
+    return r
 
 
 def run(req, compile_):
@@ -192,27 +354,47 @@ def run(req, compile_):
     if name not in WORKLOADS:
         raise KeyError(f"no PyTorch version of workload '{name}'")
     fn = WORKLOADS[name](req["params"])
+    note = ""
+    grad_ctx = torch.enable_grad if name in TRAINING else torch.no_grad
     if compile_ and name not in NOT_COMPILED:
-        fn = torch.compile(fn)
+        compiled = torch.compile(fn)
+        try:  # compile on the first call; fall back to eager, with a note, if it fails
+            with grad_ctx():
+                compiled()
+            sync()
+            fn = compiled
+        except Exception as e:  # noqa: BLE001
+            note = f"torch.compile failed ({type(e).__name__}), eager"
     r = None
-    with torch.no_grad():
+    with grad_ctx():
         for _ in range(req["warmup"]):
             r = None
             r = fn()
+        sync()
         times = []
         for _ in range(max(1, req["reps"])):
             r = None  # drop the previous result first, as the C++ side does
             t0 = time.perf_counter()
             r = fn()
+            sync()
             times.append((time.perf_counter() - t0) * 1e3)
     reply = "ok times=" + ",".join(f"{t:.6f}" for t in times)
     if req.get("out"):
-        out = r.contiguous()
+        out = compare_output(r).detach().contiguous().cpu()
         dtype = {torch.float32: "f32", torch.int64: "i64"}[out.dtype]
         out.numpy().tofile(req["out"])
         shape = ",".join(str(d) for d in out.shape) or "1"
         reply += f" dtype={dtype} shape={shape}"
+    if note:  # free text: always the last field
+        reply += " note=" + note
     return reply
+
+
+def machine():
+    if DEVICE.type == "cuda":
+        return "gpu=" + torch.cuda.get_device_name(DEVICE).replace(" ", "_")
+    cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "?")()
+    return f"isa={cap}"
 
 
 def blas_info():
@@ -227,15 +409,23 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    global DEVICE
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            greet_error(f"torch {torch.__version__} sees no CUDA device")
+        DEVICE = torch.device("cuda")
+        # ember's f32 matmul is full f32: keep TF32 off on this side too.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     if args.compile and not hasattr(torch, "compile"):
         greet_error(f"torch.compile needs PyTorch 2; this is {torch.__version__}")
-    cap = getattr(getattr(torch.backends, "cpu", None), "get_cpu_capability", lambda: "?")()
     mode = "compile" if args.compile else "eager"
     print(
-        f"ok torch={torch.__version__} threads={torch.get_num_threads()} mode={mode} "
-        f"blas={blas_info()} isa={cap} python={sys.version.split()[0]}",
+        f"ok torch={torch.__version__} device={args.device} threads={torch.get_num_threads()} "
+        f"mode={mode} blas={blas_info()} {machine()} python={sys.version.split()[0]}",
         flush=True,
     )
     for line in sys.stdin:

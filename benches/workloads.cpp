@@ -5,6 +5,9 @@
 // says how far a composite of several passes is from a single fused pass.
 #include "workloads.hpp"
 
+#include "case_builder.hpp"
+#include "model_workloads.hpp"
+
 #include <cmath>
 #include <memory>
 #include <optional>
@@ -13,12 +16,21 @@
 
 namespace ember::bench {
 
-const char* name(SizeKind s) { return s == SizeKind::Tiny ? "tiny" : "full"; }
+const char* name(SizeKind s) {
+  switch (s) {
+    case SizeKind::Tiny:
+      return "tiny";
+    case SizeKind::Full:
+      return "full";
+    default:
+      return "gpu";
+  }
+}
 
-TensorData input_data(const Shape& shape, std::uint32_t seed) {
+TensorData input_data(const Shape& shape, std::uint32_t seed, float scale) {
   std::vector<float> v(shape.num_elements());
   for (std::size_t i = 0; i < v.size(); ++i)
-    v[i] = input_value(static_cast<std::uint32_t>(i), seed);
+    v[i] = input_value(static_cast<std::uint32_t>(i), seed) * scale;
   return TensorData::from<float>(v, shape);
 }
 
@@ -47,56 +59,46 @@ std::string compare(const TensorData& got, const TensorData& want, double rtol, 
   return os.str();
 }
 
+TensorData to_td(const Outputs& o) {
+  std::vector<float> flat;
+  for (const auto& t : o.compared) {
+    const TensorData d = t.to_data();
+    for (std::size_t i = 0; i < d.num_elements(); ++i) flat.push_back(float(d.get_f64(i)));
+  }
+  const std::size_t n = flat.size();
+  return TensorData::from<float>(flat, Shape{n});
+}
+
 namespace {
 
-constexpr double kF32 = 4.0;
 constexpr double kSqrt1_2 = 0.70710678118654752440;
-
-std::vector<std::int64_t> dims(const Shape& s) { return {s.begin(), s.end()}; }
-
-template <std::size_t D>
-Tensor<D> input(const Shape& s, std::uint32_t seed, const Device& dev) {
-  return Tensor<D>::from_data(input_data(s, seed), dev);
-}
-
-TensorData to_td(const TensorData& d) { return d; }
-template <class T>
-TensorData to_td(const T& t) {
-  return t.to_data();
-}
-
-// A Case whose repetition evaluates f(); the previous result is dropped before the next
-// one is computed, as `r = None; r = fn()` does on the PyTorch side, so both libraries can
-// recycle the same buffers.
-template <class F>
-Case timed(Params p, const Shape& shape, double bytes, double flops, const Device& dev, F f) {
-  using R = decltype(f());
-  auto out = std::make_shared<std::optional<R>>();
-  Case c;
-  c.params = std::move(p);
-  c.shape = shape.to_string();
-  c.bytes = bytes;
-  c.flops = flops;
-  c.run = [f, out, dev]() mutable {
-    out->reset();
-    out->emplace(f());
-    dev.sync();
-  };
-  c.output = [out] { return to_td(**out); };
-  return c;
-}
 
 // Element-wise shapes: the full size is Burn's [32, 512, 2048]-like 32 Mi elements for one
 // op and 16 Mi for chains of several ops (which make several passes), so each lands in the
 // 10–500 ms window on 2 cores; tiny sizes are odd so that vector tails and thread splits
 // are exercised.
+// On the GPU every element-wise operand is 256 MB and every row-reduced matrix 256 MB, so
+// that launch costs vanish and the kernels run at memory bandwidth.
 Shape ew_shape(SizeKind s) {
-  return s == SizeKind::Tiny ? Shape{3, 17, 33} : Shape{32, 1024, 1024};
+  return s == SizeKind::Tiny   ? Shape{3, 17, 33}
+         : s == SizeKind::Full ? Shape{32, 1024, 1024}
+                               : Shape{64, 1024, 1024};
 }
 Shape chain_shape(SizeKind s) {
-  return s == SizeKind::Tiny ? Shape{3, 17, 33} : Shape{16, 1024, 1024};
+  return s == SizeKind::Tiny   ? Shape{3, 17, 33}
+         : s == SizeKind::Full ? Shape{16, 1024, 1024}
+                               : Shape{64, 1024, 1024};
 }
-Shape rows_shape(SizeKind s) { return s == SizeKind::Tiny ? Shape{37, 129} : Shape{8192, 4096}; }
+Shape rows_shape(SizeKind s) {
+  return s == SizeKind::Tiny   ? Shape{37, 129}
+         : s == SizeKind::Full ? Shape{8192, 4096}
+                               : Shape{16384, 4096};
+}
+// Picks the size of one of the three kinds.
+template <class T>
+T by_size(SizeKind s, T tiny, T full, T gpu) {
+  return s == SizeKind::Tiny ? tiny : s == SizeKind::Full ? full : gpu;
+}
 
 // One input of `shape`, one output of the same size: f(x).
 Case unary_case(const Device& dev, Tensor<3> (*f)(const Tensor<3>&), const Shape& shape) {
@@ -160,8 +162,7 @@ Case matmul_case(SizeKind s, const Device& dev, std::size_t b, std::size_t m, st
     auto y = input<3>(Shape{b, k, n}, 2, dev);
     c = timed(p, Shape{b, m, k, n}, bytes, flops, dev, [x, y] { return x.matmul(y); });
   }
-  c.shape = "b" + std::to_string(b) + " m" + std::to_string(m) + " k" + std::to_string(k) + " n" +
-            std::to_string(n);
+  c.shape = label("b", b, " m", m, " k", k, " n", n);
   c.rtol = 1e-4;
   c.atol = 1e-4 * std::sqrt(double(k));  // inputs in [-1, 1): sums of k terms of mixed sign
   return c;
@@ -227,14 +228,14 @@ std::vector<Workload> build() {
   add("exp_argmin", "reduce",
       [](SizeKind s, const Device& d) { return reduce_case(s, d, true, 3); });
   add("softmax", "reduce", [](SizeKind s, const Device& dev) {
-    const Shape shape = s == SizeKind::Tiny ? Shape{37, 129} : Shape{8192, 2048};
+    const Shape shape = by_size(s, Shape{37, 129}, Shape{8192, 2048}, Shape{16384, 4096});
     auto x = input<2>(shape, 1, dev);
     return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
                  [x] { return activation::softmax(x, -1); });
   });
   add("layer_norm", "reduce", [](SizeKind s, const Device& dev) {
     // Composed from var_mean as a user would write it; PyTorch runs F.layer_norm.
-    const Shape shape = s == SizeKind::Tiny ? Shape{37, 129} : Shape{16384, 1024};
+    const Shape shape = by_size(s, Shape{37, 129}, Shape{16384, 1024}, Shape{16384, 4096});
     auto x = input<2>(shape, 1, dev);
     auto gamma = input<2>(Shape{1, shape[1]}, 2, dev);
     auto beta = input<2>(Shape{1, shape[1]}, 3, dev);
@@ -257,20 +258,24 @@ std::vector<Workload> build() {
                                : matmul_case(s, d, 1, 2048, 2048, 2048);
   });
   add("matmul_batched", "matmul", [](SizeKind s, const Device& d) {
-    return s == SizeKind::Tiny ? matmul_case(s, d, 3, 17, 19, 23)
-                               : matmul_case(s, d, 32, 384, 384, 384);
+    return s == SizeKind::Tiny   ? matmul_case(s, d, 3, 17, 19, 23)
+           : s == SizeKind::Full ? matmul_case(s, d, 32, 384, 384, 384)
+                                 : matmul_case(s, d, 64, 1024, 1024, 1024);
   });
   add("matvec", "matmul", [](SizeKind s, const Device& d) {
-    return s == SizeKind::Tiny ? matmul_case(s, d, 1, 129, 67, 1)
-                               : matmul_case(s, d, 1, 8192, 4096, 1);
+    return s == SizeKind::Tiny   ? matmul_case(s, d, 1, 129, 67, 1)
+           : s == SizeKind::Full ? matmul_case(s, d, 1, 8192, 4096, 1)
+                                 : matmul_case(s, d, 1, 16384, 16384, 1);
   });
   add("vecmat", "matmul", [](SizeKind s, const Device& d) {
-    return s == SizeKind::Tiny ? matmul_case(s, d, 1, 1, 67, 129)
-                               : matmul_case(s, d, 1, 1, 8192, 4096);
+    return s == SizeKind::Tiny   ? matmul_case(s, d, 1, 1, 67, 129)
+           : s == SizeKind::Full ? matmul_case(s, d, 1, 1, 8192, 4096)
+                                 : matmul_case(s, d, 1, 1, 16384, 16384);
   });
   add("matmul_bias_gelu", "matmul", [](SizeKind s, const Device& dev) {
-    const std::size_t m = s == SizeKind::Tiny ? 33 : 1024, k = s == SizeKind::Tiny ? 47 : 1024,
-                      n = s == SizeKind::Tiny ? 65 : 4096;
+    const std::size_t m = by_size<std::size_t>(s, 33, 1024, 4096),
+                      k = by_size<std::size_t>(s, 47, 1024, 4096),
+                      n = by_size<std::size_t>(s, 65, 4096, 16384);
     auto x = input<2>(Shape{m, k}, 1, dev);
     auto wt = input<2>(Shape{k, n}, 2, dev);
     auto b = input<2>(Shape{1, n}, 3, dev);
@@ -278,7 +283,7 @@ std::vector<Workload> build() {
     Case c = timed(p, Shape{m, k, n}, double(m * k + k * n + n + m * n) * kF32,
                    2.0 * double(m) * double(n) * double(k), dev,
                    [x, wt, b] { return activation::gelu(x.matmul(wt) + b); });
-    c.shape = "m" + std::to_string(m) + " k" + std::to_string(k) + " n" + std::to_string(n);
+    c.shape = label("m", m, " k", k, " n", n);
     c.atol = 1e-4 * std::sqrt(double(k));
     return c;
   });
@@ -289,13 +294,13 @@ std::vector<Workload> build() {
 
   // ---- data transfer ----
   add("from_data", "data", [](SizeKind s, const Device& dev) {
-    const Shape shape{s == SizeKind::Tiny ? std::size_t(1000) : std::size_t(16) << 20};
+    const Shape shape{by_size<std::size_t>(s, 1000, std::size_t(16) << 20, std::size_t(64) << 20)};
     auto data = std::make_shared<TensorData>(input_data(shape, 1));
     return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
                  [data, dev] { return Tensor<1>::from_data(*data, dev); });
   });
   add("to_data", "data", [](SizeKind s, const Device& dev) {
-    const Shape shape{s == SizeKind::Tiny ? std::size_t(1000) : std::size_t(16) << 20};
+    const Shape shape{by_size<std::size_t>(s, 1000, std::size_t(16) << 20, std::size_t(64) << 20)};
     auto x = input<1>(shape, 1, dev);
     return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
                  [x] { return x.to_data(); });
@@ -317,18 +322,11 @@ std::vector<Workload> build() {
     return c;
   });
 
-  // ---- autodiff: only once Device::autodiff() exists in this tree ----
-  std::string why_no_autodiff;
-  try {
-    (void)Device::cpu().autodiff();
-    why_no_autodiff =
-        "not available: Device::autodiff() exists but these workloads are not "
-        "written yet";
-  } catch (const std::exception& e) {
-    why_no_autodiff = std::string("not available: Device::autodiff() fails: ") + e.what();
-  }
-  unavailable("autodiff_overhead", "autodiff", why_no_autodiff);
-  unavailable("mlp_train_step", "autodiff", why_no_autodiff);
+  // ---- attention and training steps (benches/model_workloads.cpp) ----
+  add("attention", "module", attention_case);
+  add("autodiff_overhead", "autodiff", autodiff_overhead_case);
+  add("mlp_train_step", "autodiff", mlp_train_step_case);
+  add("transformer_encoder_step", "autodiff", transformer_encoder_step_case);
   return w;
 }
 

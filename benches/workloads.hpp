@@ -1,5 +1,6 @@
 // The benchmark workloads, ember side. Each workload is named once here with its sizes
-// (tiny, for the correctness smoke test; full, sized to run 10–500 ms on a 2-core CPU), the
+// (tiny, for the correctness smoke test; full, sized to run 10–500 ms on a 2-core CPU; gpu,
+// the sizes of the issue for one large GPU, e.g. 256 MB element-wise operands), the
 // bytes and FLOPs an ideal implementation must move and compute (for the roofline), and the
 // ember code it times. The PyTorch side (benches/torch_workloads.py) receives the same name
 // and parameters, so sizes live in one place only. Inputs come from a counter-based hash
@@ -17,7 +18,7 @@
 
 namespace ember::bench {
 
-enum class SizeKind { Tiny, Full };
+enum class SizeKind { Tiny, Full, Gpu };
 const char* name(SizeKind s);
 
 // Integer parameters of one case (shapes, repeat counts), sent verbatim to the Python side.
@@ -39,6 +40,8 @@ struct Workload {
   std::string group;
   // Empty when available; otherwise why not (shown in the table instead of numbers).
   std::string unavailable;
+  // Builds the case on a plain device (Device::cpu() or Device::cuda(i)); workloads that
+  // differentiate wrap it with .autodiff() themselves.
   std::function<Case(SizeKind, const Device&)> make;
 };
 
@@ -56,7 +59,18 @@ inline float input_value(std::uint32_t i, std::uint32_t seed) {
   h ^= h >> 15;
   return static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
 }
-TensorData input_data(const Shape& shape, std::uint32_t seed);
+// Row-major values input_value(0..n-1, seed) * scale; `scale` is a power of two, so the
+// product is exact and the Python side gets the same numbers.
+TensorData input_data(const Shape& shape, std::uint32_t seed, float scale = 1.0f);
+
+// The power of two 2^-k closest from below to 1/sqrt(fan_in) (smallest k with
+// 4^k >= fan_in): the scale of a weight initialised like PyTorch's Linear, exactly
+// representable so both sides build identical weights.
+inline float weight_scale(std::size_t fan_in) {
+  float s = 1.0f;
+  for (std::size_t p = 1; p < fan_in; p *= 4) s *= 0.5f;
+  return s;
+}
 
 // How far `got` (ember) is from `want` (PyTorch): empty when every element satisfies
 // |got - want| <= atol + rtol * |want| and shapes match; else a description of the worst.

@@ -1,0 +1,255 @@
+// Attention and the training steps. Each training step is a pure function of fixed
+// parameters and a fixed batch: forward, backward, and the SGD update p - lr * grad of
+// every parameter, written by hand. The updated parameters are computed (they are part of
+// the timed work) but not written back, so every repetition does the same step from the
+// same state and the result does not depend on how many repetitions ran; the PyTorch side
+// (benches/torch_workloads.py) does the same with torch.autograd.grad.
+//
+// Parameters are built from the shared input hash, scaled by a power of two close to
+// 1/sqrt(fan_in) (weight_scale), so both libraries start from bit-identical weights.
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "case_builder.hpp"
+#include "model_workloads.hpp"
+
+namespace ember::bench {
+namespace {
+
+std::int64_t i64(std::size_t v) { return static_cast<std::int64_t>(v); }
+
+template <class T>
+T by_size(SizeKind s, T tiny, T full, T gpu) {
+  return s == SizeKind::Tiny ? tiny : s == SizeKind::Full ? full : gpu;
+}
+
+// A [rows, cols] parameter on the autodiff device, a leaf that requires grad.
+Tensor<2> param(std::size_t rows, std::size_t cols, std::uint32_t seed, std::size_t fan_in,
+                const Device& ad) {
+  return Tensor<2>::from_data(input_data(Shape{rows, cols}, seed, weight_scale(fan_in)), ad)
+      .require_grad();
+}
+
+// The SGD update of every parameter, on the inner device (outside the graph).
+std::vector<DynTensor> sgd_step(const std::vector<Tensor<2>>& params, const Gradients& grads,
+                                double lr) {
+  std::vector<DynTensor> updated;
+  updated.reserve(params.size());
+  for (const auto& p : params) {
+    auto g = p.grad(grads);
+    EMBER_CHECK(g.has_value(), "sgd_step: a parameter got no gradient");
+    updated.push_back((p.inner() - std::move(*g).mul_scalar(lr)).dyn());
+  }
+  return updated;
+}
+
+constexpr double kLr = 0.1;
+
+}  // namespace
+
+// softmax(Q K^T / sqrt(d)) V over [batch, heads, seq, head_dim], composed of two batched
+// matmuls and a softmax, as a user writes it without a fused attention op.
+Case attention_case(SizeKind s, const Device& dev) {
+  const std::size_t b = by_size<std::size_t>(s, 2, 2, 4), h = by_size<std::size_t>(s, 3, 4, 16),
+                    n = by_size<std::size_t>(s, 17, 1024, 2048),
+                    d = by_size<std::size_t>(s, 8, 64, 128);
+  const Shape shape{b, h, n, d};
+  auto q = input<4>(shape, 1, dev), k = input<4>(shape, 2, dev), v = input<4>(shape, 3, dev);
+  const double scale = 1.0 / std::sqrt(double(d));
+  const double flops = 4.0 * double(b * h) * double(n) * double(n) * double(d);
+  Case c = timed({{"shape", dims(shape)}}, shape, 4.0 * double(shape.num_elements()) * kF32, flops,
+                 dev, [q, k, v, scale] {
+                   auto scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+                   return activation::softmax(std::move(scores), 3).matmul(v);
+                 });
+  c.shape = label("b", b, " h", h, " seq", n, " d", d);
+  c.atol = 1e-4;
+  return c;
+}
+
+// An LSTM-like recurrence: T steps of gates = x_t W + h U + b, split in four, sigmoid /
+// tanh, the cell and hidden updates; loss = mean(h_T); backward to W, U and b. Small
+// matrices and many ops: it measures what the graph costs per op, forward and backward.
+Case autodiff_overhead_case(SizeKind s, const Device& dev) {
+  const std::size_t batch = by_size<std::size_t>(s, 3, 8, 8),
+                    in = by_size<std::size_t>(s, 5, 128, 128),
+                    hid = by_size<std::size_t>(s, 7, 128, 128),
+                    steps = by_size<std::size_t>(s, 4, 20, 20);
+  const Device ad = dev.autodiff();
+  auto xs_all = input<3>(Shape{steps, batch, in}, 1, ad);
+  std::vector<Tensor<2>> xs;
+  for (std::size_t t = 0; t < steps; ++t) {
+    xs.push_back(xs_all.narrow(0, i64(t), 1).reshape<2>(Shape{batch, in}));
+  }
+  const std::vector<Tensor<2>> params{param(in, 4 * hid, 2, in, ad),
+                                      param(hid, 4 * hid, 3, hid, ad),
+                                      param(1, 4 * hid, 4, hid, ad)};
+  const double gate_flops = 2.0 * double(batch) * double(in + hid) * double(4 * hid);
+  Params p{
+      {"batch", {i64(batch)}}, {"in", {i64(in)}}, {"hidden", {i64(hid)}}, {"steps", {i64(steps)}}};
+  Case c = timed(p, Shape{batch, hid}, 0, 3.0 * double(steps) * gate_flops, ad,
+                 [xs, params, batch, hid] {
+                   const auto& [w, u, b] = std::tie(params[0], params[1], params[2]);
+                   const auto H = i64(hid);
+                   auto h = Tensor<2>::zeros(Shape{batch, hid}, w.device());
+                   auto cell = Tensor<2>::zeros(Shape{batch, hid}, w.device());
+                   for (const auto& x : xs) {
+                     auto z = x.matmul(w) + h.matmul(u) + b;
+                     auto i = activation::sigmoid(z.narrow(1, 0, hid));
+                     auto f = activation::sigmoid(z.narrow(1, H, hid));
+                     auto g = activation::tanh(z.narrow(1, 2 * H, hid));
+                     auto o = activation::sigmoid(z.narrow(1, 3 * H, hid));
+                     cell = f * cell + i * g;
+                     h = o * cell.tanh();
+                   }
+                   auto loss = h.mean();
+                   Gradients grads = loss.backward();
+                   Outputs out;
+                   out.compared.push_back(loss.inner().dyn());
+                   for (const auto& prm : params)
+                     out.compared.push_back(prm.grad(grads).value().dyn());
+                   return out;
+                 });
+  c.shape = label("T", steps, " b", batch, " in", in, " h", hid);
+  c.rtol = 1e-4;
+  c.atol = 1e-6;
+  return c;
+}
+
+// One SGD step of the Fashion-MNIST MLP (784-256-10, batch 64, relu), cross-entropy as
+// -mean(log_softmax(logits)[label]) through gather. Compared: the loss and every updated
+// parameter.
+Case mlp_train_step_case(SizeKind s, const Device& dev) {
+  const std::size_t batch = by_size<std::size_t>(s, 6, 64, 64),
+                    in = by_size<std::size_t>(s, 13, 784, 784),
+                    hid = by_size<std::size_t>(s, 11, 256, 256), classes = 10;
+  const Device ad = dev.autodiff();
+  auto x = input<2>(Shape{batch, in}, 1, ad);
+  // Labels from the same hash: (value + 1) * 2^23 is the hash's integer, exactly.
+  std::vector<std::int64_t> labels(batch);
+  for (std::size_t i = 0; i < batch; ++i) {
+    const double v = double(input_value(static_cast<std::uint32_t>(i), 2)) + 1.0;
+    labels[i] = static_cast<std::int64_t>(v * 8388608.0) % i64(classes);
+  }
+  auto y = Tensor<2, Int>::from_data(TensorData::from(labels, Shape{batch, 1}), ad);
+  const std::vector<Tensor<2>> params{param(in, hid, 3, in, ad), param(1, hid, 4, in, ad),
+                                      param(hid, classes, 5, hid, ad),
+                                      param(1, classes, 6, hid, ad)};
+  const double fwd_flops = 2.0 * double(batch) * double(in * hid + hid * classes);
+  double n_params = 0;
+  for (const auto& prm : params) n_params += double(prm.num_elements());
+  Params p{{"batch", {i64(batch)}},
+           {"in", {i64(in)}},
+           {"hidden", {i64(hid)}},
+           {"classes", {i64(classes)}}};
+  Case c = timed(p, Shape{batch, in}, (double(batch * in) + 3 * n_params) * kF32, 3.0 * fwd_flops,
+                 ad, [x, y, params] {
+                   auto hidden = activation::relu(x.matmul(params[0]) + params[1]);
+                   auto logits = hidden.matmul(params[2]) + params[3];
+                   auto loss = -activation::log_softmax(logits, 1).gather(1, y).mean();
+                   Gradients grads = loss.backward();
+                   Outputs out;
+                   out.compared.push_back(loss.inner().dyn());
+                   for (auto& u : sgd_step(params, grads, kLr)) out.compared.push_back(u);
+                   return out;
+                 });
+  c.shape = label("b", batch, " ", in, "-", hid, "-", classes);
+  c.rtol = 1e-4;
+  c.atol = 1e-5;
+  return c;
+}
+
+namespace {
+
+// Post-norm layer norm over the last dim, composed from var_mean as the layer_norm
+// workload (a fused op is not used here).
+Tensor<2> layer_norm(const Tensor<2>& x, const Tensor<2>& gamma, const Tensor<2>& beta) {
+  auto [var, mean] = x.var_mean(1, 0);
+  return (x - mean) / (std::move(var) + 1e-5).sqrt() * gamma + beta;
+}
+
+struct EncoderDims {
+  std::size_t batch, seq, d_model, heads, d_ff, layers;
+};
+
+// The parameters of one encoder layer, in the order of the PyTorch side.
+enum EncoderParam { Wq, Bq, Wk, Bk, Wv, Bv, Wo, Bo, G1, Be1, W1, B1, W2, B2, G2, Be2, kPerLayer };
+
+}  // namespace
+
+// A RoBERTa-like encoder training step: the embeddings are the input [batch * seq, d_model];
+// each of L post-norm layers runs multi-head self-attention (no mask) and a GELU MLP, each
+// followed by a residual add and layer norm; loss = mean over tokens of <x, target>;
+// backward; SGD on every parameter. Compared: the loss and the gradient of the first
+// layer's query weight.
+Case transformer_encoder_step_case(SizeKind s, const Device& dev) {
+  const EncoderDims e = by_size<EncoderDims>(s, {2, 5, 8, 2, 16, 2}, {2, 128, 256, 4, 1024, 2},
+                                             {2, 256, 768, 12, 3072, 12});
+  const std::size_t tokens = e.batch * e.seq, dh = e.d_model / e.heads;
+  const Device ad = dev.autodiff();
+  auto x0 = input<2>(Shape{tokens, e.d_model}, 1, ad);
+  auto target = input<2>(Shape{tokens, e.d_model}, 2, ad);
+  std::vector<Tensor<2>> params;
+  for (std::size_t l = 0; l < e.layers; ++l) {
+    const auto seed = [&](int j) { return static_cast<std::uint32_t>(1000 + kPerLayer * l + j); };
+    const std::size_t dm = e.d_model, ff = e.d_ff;
+    for (int j : {Wq, Bq, Wk, Bk, Wv, Bv, Wo, Bo}) {
+      params.push_back(param(j % 2 ? 1 : dm, dm, seed(j), dm, ad));
+    }
+    params.push_back(Tensor<2>::ones(Shape{1, dm}, ad).require_grad());
+    params.push_back(Tensor<2>::zeros(Shape{1, dm}, ad).require_grad());
+    params.push_back(param(dm, ff, seed(W1), dm, ad));
+    params.push_back(param(1, ff, seed(B1), dm, ad));
+    params.push_back(param(ff, dm, seed(W2), ff, ad));
+    params.push_back(param(1, dm, seed(B2), ff, ad));
+    params.push_back(Tensor<2>::ones(Shape{1, dm}, ad).require_grad());
+    params.push_back(Tensor<2>::zeros(Shape{1, dm}, ad).require_grad());
+  }
+  double n_params = 0;
+  for (const auto& prm : params) n_params += double(prm.num_elements());
+  const double t = double(tokens), dm = double(e.d_model);
+  const double layer_flops = 2.0 * t * dm * (4.0 * dm + 2.0 * double(e.d_ff)) +
+                             4.0 * double(e.batch) * double(e.seq) * double(e.seq) * dm;
+  Params p{{"batch", {i64(e.batch)}}, {"seq", {i64(e.seq)}},   {"d_model", {i64(e.d_model)}},
+           {"heads", {i64(e.heads)}}, {"d_ff", {i64(e.d_ff)}}, {"layers", {i64(e.layers)}}};
+  Case c = timed(p, Shape{tokens, e.d_model}, 3 * n_params * kF32,
+                 3.0 * double(e.layers) * layer_flops, ad, [x0, target, params, e, dh] {
+                   const Shape split{e.batch, e.seq, e.heads, dh};
+                   const Shape merged{e.batch * e.seq, e.d_model};
+                   const double scale = 1.0 / std::sqrt(double(dh));
+                   // [tokens, d_model] -> [batch, heads, seq, head_dim]
+                   const auto heads = [&](const Tensor<2>& t2) {
+                     return t2.reshape<4>(split).swap_dims(1, 2);
+                   };
+                   auto x = x0;
+                   for (std::size_t l = 0; l < e.layers; ++l) {
+                     const Tensor<2>* w = &params[l * kPerLayer];
+                     auto q = heads(x.matmul(w[Wq]) + w[Bq]);
+                     auto k = heads(x.matmul(w[Wk]) + w[Bk]);
+                     auto v = heads(x.matmul(w[Wv]) + w[Bv]);
+                     auto att =
+                         activation::softmax(q.matmul(k.swap_dims(2, 3)).mul_scalar(scale), 3);
+                     auto ctx = att.matmul(v).swap_dims(1, 2).reshape<2>(merged);
+                     x = layer_norm(x + (ctx.matmul(w[Wo]) + w[Bo]), w[G1], w[Be1]);
+                     auto ff = activation::gelu(x.matmul(w[W1]) + w[B1]).matmul(w[W2]) + w[B2];
+                     x = layer_norm(x + ff, w[G2], w[Be2]);
+                   }
+                   auto loss = (x * target).sum_dim(1).mean();
+                   Gradients grads = loss.backward();
+                   Outputs out;
+                   out.compared.push_back(loss.inner().dyn());
+                   out.compared.push_back(params[Wq].grad(grads).value().dyn());
+                   out.kept = sgd_step(params, grads, kLr);
+                   return out;
+                 });
+  c.shape = label("L", e.layers, " d", e.d_model, " h", e.heads, " ff", e.d_ff, " b", e.batch, "x",
+                  e.seq);
+  c.rtol = 1e-3;  // two layers of f32 matmuls, softmax and layer norm, summed differently
+  c.atol = 1e-5;
+  return c;
+}
+
+}  // namespace ember::bench

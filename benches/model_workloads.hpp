@@ -1,0 +1,15 @@
+// The model-sized workloads: attention (forward), and the training steps that run through
+// the Autodiff decorator -- an LSTM-like recurrence (autodiff overhead), the
+// Fashion-MNIST MLP and a RoBERTa-like transformer encoder. Listed in benches/workloads.cpp.
+#pragma once
+
+#include "workloads.hpp"
+
+namespace ember::bench {
+
+Case attention_case(SizeKind s, const Device& dev);
+Case autodiff_overhead_case(SizeKind s, const Device& dev);
+Case mlp_train_step_case(SizeKind s, const Device& dev);
+Case transformer_encoder_step_case(SizeKind s, const Device& dev);
+
+}  // namespace ember::bench
