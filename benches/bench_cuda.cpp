@@ -114,6 +114,18 @@ int main() {
           },
           5);
       report("launch_tiny_add_per_op", 0, 0, ms / k);
+      // The host's share: the same loop timed until the last op is queued, not run.
+      std::vector<double> host;
+      for (int r = 0; r < 7; ++r) {
+        auto u = t;
+        dev.sync();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < k; ++i) u = std::move(u) + 1.0;
+        host.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+        dev.sync();
+      }
+      std::sort(host.begin(), host.end());
+      report("launch_tiny_add_host_per_op", 0, 0, host[host.size() / 2] / k);
     }
     // Kernel compile: a kernel no earlier run has built (a fresh cache folder), then the
     // same kernel in a new process-like state is not measurable here; report first use.

@@ -62,6 +62,15 @@ def main():
             u = u + 1.0
 
     report("launch_tiny_add_per_op", time_ms(tiny, 5) / k)
+    host = []
+    for _ in range(7):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        tiny()
+        host.append((time.perf_counter() - t0) * 1e3)
+        torch.cuda.synchronize()
+    host.sort()
+    report("launch_tiny_add_host_per_op", host[len(host) // 2] / k)
 
 
 if __name__ == "__main__":
