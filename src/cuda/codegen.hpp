@@ -63,6 +63,9 @@ KernelSource gen_copy(std::size_t elem_size, bool contiguous);
 KernelSource gen_reduce(ir::ReduceFn fn, DType dt, bool rows);
 // Softmax (or log-softmax) of contiguous rows of a float dtype.
 KernelSource gen_softmax(DType dt, bool log);
+// Layer norm of contiguous rows of a float dtype: (const T* x, const T* w, const T* b, T* y,
+// i64 rows, i64 n, double eps); w and b (n elements) may be null.
+KernelSource gen_layer_norm(DType dt);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
 

@@ -30,10 +30,16 @@ using SoftmaxRows = void (*)(const void* x, void* y, std::size_t n, std::size_t 
 using ReduceRows = void (*)(const void* x, void* y, std::size_t n, std::size_t rows);
 enum class RowReduce : std::uint8_t { Sum, Max, Min, Count_ };
 
+// Layer norm of `rows` contiguous rows of n elements: y = (x - mean) * rstd * w + b, with
+// w and b (n elements each) optional (null). Mean and variance are accumulated in f64.
+using LayerNormRows = void (*)(const void* x, const void* w, const void* b, void* y, std::size_t n,
+                               std::size_t rows, double eps);
+
 struct ElementwiseTable {
   UnaryRow unary[static_cast<std::size_t>(ir::UnaryFn::Count_)][kNumDTypes];
   BinaryRow binary[static_cast<std::size_t>(ir::BinaryFn::Count_)][kNumDTypes];
-  SoftmaxRows softmax[kNumDTypes];  // f64 and f32 only
+  SoftmaxRows softmax[kNumDTypes];       // f64 and f32 only
+  LayerNormRows layer_norm[kNumDTypes];  // f64 and f32 only
   ReduceRows reduce_rows[static_cast<std::size_t>(RowReduce::Count_)][kNumDTypes];  // f64, f32
   const char* isa;
 };
