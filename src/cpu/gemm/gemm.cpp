@@ -311,8 +311,9 @@ void zero_or_keep(size_t m, size_t n, T* c, ptrdiff_t c_rs, bool accumulate) {
 // these products skip it: the matrix is read where it lies, either along its contiguous
 // rows (a dot product per output) or along its contiguous columns (the output
 // accumulates one matrix row per vector step). Threads split the outputs; when there are
-// too few outputs for that, they split k into fixed-size chunks whose partial results are
-// added in chunk order, so results never depend on the thread count.
+// few outputs, k is split into fixed-size chunks whose partial results are added in chunk
+// order. Which split is used depends on the sizes only, so results never depend on the
+// thread count.
 
 template <class T>
 struct GemvKernels {
@@ -379,23 +380,29 @@ GemvKernels<double> gemv_for<double>(GemmIsa isa) {
   }
 }
 
-// k is split into chunks of this many elements (dot) or matrix rows (axpy) only when the
-// outputs alone cannot keep the threads busy.
+// k is split into chunks of this many elements (dot) or matrix rows (axpy) when there are
+// fewer outputs than these, too few to keep the threads busy. The choice depends on the
+// sizes alone, never on the thread count, so neither do the results.
 constexpr size_t kDotChunk = size_t{1} << 14;
 constexpr size_t kAxpyChunk = 256;
-// Fewest outputs per thread for splitting the outputs alone.
-constexpr size_t kMinDotRowsPerThread = 4;
-constexpr size_t kMinAxpyColsPerThread = 256;
+constexpr size_t kFewDotRows = 16;
+constexpr size_t kFewAxpyCols = 1024;
+
+// Runs work(i0, i1) over [0, count): on the thread pool, or inline when threads <= 1.
+template <class F>
+void run_split(size_t threads, size_t count, size_t grain, F&& work) {
+  if (threads <= 1) return work(size_t{0}, count);
+  parallel_for(0, count, grain, work);
+}
 
 // y[i*ys] (= or +=) sum_p mat[i*rs + p] * x[p] for i < rows.
 template <class T>
 void gemv_dot_driver(const GemvKernels<T>& kr, size_t threads, size_t rows, size_t k, const T* mat,
                      ptrdiff_t rs, const T* x, T* y, ptrdiff_t ys, bool accumulate) {
   const size_t chunks = ceil_div(k, kDotChunk);
-  if (threads <= 1 || rows >= kMinDotRowsPerThread * threads || chunks < 2) {
-    if (threads <= 1) return kr.dot(rows, k, mat, rs, x, y, ys, accumulate);
-    const size_t grain = std::max<size_t>(kMinDotRowsPerThread, 16384 / std::max<size_t>(k, 1));
-    parallel_for(0, rows, grain, [&](size_t r0, size_t r1) {
+  if (rows >= kFewDotRows || chunks < 2) {
+    const size_t grain = std::max<size_t>(4, 16384 / std::max<size_t>(k, 1));
+    run_split(threads, rows, grain, [&](size_t r0, size_t r1) {
       kr.dot(r1 - r0, k, mat + static_cast<ptrdiff_t>(r0) * rs, rs, x,
              y + static_cast<ptrdiff_t>(r0) * ys, ys, accumulate);
     });
@@ -403,7 +410,7 @@ void gemv_dot_driver(const GemvKernels<T>& kr, size_t threads, size_t rows, size
   }
   // Few long rows: partial dot products over fixed k chunks, then their ordered sum.
   std::vector<T> part(rows * chunks);
-  parallel_for(0, rows * chunks, 1, [&](size_t w0, size_t w1) {
+  run_split(threads, rows * chunks, 1, [&](size_t w0, size_t w1) {
     for (size_t w = w0; w < w1; ++w) {
       const size_t r = w / chunks, c = w % chunks;
       const size_t p0 = c * kDotChunk, len = std::min(kDotChunk, k - p0);
@@ -424,11 +431,10 @@ template <class T>
 void gemv_axpy_driver(const GemvKernels<T>& kr, size_t threads, size_t k, size_t n, const T* mat,
                       ptrdiff_t rs, const T* x, T* y, bool accumulate) {
   const size_t chunks = ceil_div(k, kAxpyChunk);
-  if (threads <= 1 || n >= kMinAxpyColsPerThread * threads || chunks < 2) {
-    if (threads <= 1) return kr.axpy(k, n, mat, rs, x, y, accumulate);
+  if (n >= kFewAxpyCols || chunks < 2) {
     // Column blocks of 16 elements, so no two threads write one cache line of y.
     constexpr size_t kCols = 16;
-    parallel_for(0, ceil_div(n, kCols), kMinAxpyColsPerThread / kCols, [&](size_t b0, size_t b1) {
+    run_split(threads, ceil_div(n, kCols), 16, [&](size_t b0, size_t b1) {
       const size_t j0 = b0 * kCols, j1 = std::min(n, b1 * kCols);
       kr.axpy(k, j1 - j0, mat + j0, rs, x, y + j0, accumulate);
     });
@@ -436,7 +442,7 @@ void gemv_axpy_driver(const GemvKernels<T>& kr, size_t threads, size_t k, size_t
   }
   // Few columns, many rows: partial outputs over fixed chunks of rows, added in order.
   std::vector<T> part(chunks * n);
-  parallel_for(0, chunks, 1, [&](size_t c0, size_t c1) {
+  run_split(threads, chunks, 1, [&](size_t c0, size_t c1) {
     for (size_t c = c0; c < c1; ++c) {
       const size_t p0 = c * kAxpyChunk, len = std::min(kAxpyChunk, k - p0);
       kr.axpy(len, n, mat + static_cast<ptrdiff_t>(p0) * rs, rs, x + p0, &part[c * n], false);
