@@ -54,10 +54,8 @@ class BackwardPass final : public Engine {
     ir::Op op = node.op;
     for (std::size_t i = 0; i < node.parents.size(); ++i) {
       ir::Handle& h = operand_at(op, i);
-      if (!h) {
-        EMBER_ASSERT(node.parents[i] != nullptr);
-        h = value(*node.parents[i]);
-      }
+      // An absent optional operand has neither a handle nor a parent.
+      if (!h && node.parents[i]) h = value(*node.parents[i]);
     }
     return recomputed_[node.id] = inner_.execute(std::move(op));
   }
@@ -143,6 +141,7 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
     bool tracked = false;
     for (std::size_t i = 0; i < n; ++i) {
       ir::Handle& h = const_cast<ir::Handle&>(*ops[i]);
+      if (!h) continue;  // an absent optional operand: no gradient, no parent
       AdTensor& t = unwrap(h);
       shapes[i] = t.shape();
       dtypes[i] = t.dtype();

@@ -491,6 +491,48 @@ RuleEntry make_kind(ir::OpKind k) {
           c.give(0, mul(c.be, std::move(y), sub(c.be, c.grad(), std::move(s))));
         }
       });
+    case OpKind::LayerNorm:
+      return diff(
+          "xhat = (x - mean) rstd, gw = g weight: dx = rstd (gw - mean(gw) - xhat mean(gw xhat)), "
+          "dweight = sum over rows of g xhat, dbias = sum over rows of g",
+          kX | kY, false, [](Ctx& c) {
+            const auto& o = c.op<ir::LayerNorm>();
+            // Every normalised row as the last dim of [lead..., n]; weight as [1..., n].
+            const Shape& xs = c.in_shape(0);
+            const std::size_t lead = xs.rank() - o.dims;
+            std::vector<std::size_t> rows_dims(xs.dims().begin(), xs.dims().begin() + lead);
+            std::size_t n = 1;
+            for (std::size_t d = lead; d < xs.rank(); ++d) n *= xs[d];
+            rows_dims.push_back(n);
+            const Shape rows_shape(rows_dims);
+            std::vector<std::size_t> affine_dims(lead, 1);
+            affine_dims.push_back(n);
+            const Shape affine_shape(affine_dims);
+            const std::size_t last = lead;
+            auto x = reshape(c.be, c.input(0), rows_shape);
+            auto mean = reduce(c.be, ir::ReduceFn::Mean, x, last);
+            auto xc = sub(c.be, std::move(x), std::move(mean));
+            auto var = reduce(c.be, ir::ReduceFn::Mean, mul(c.be, xc, xc), last);
+            auto rstd = unary(c.be, UnaryFn::Rsqrt, add_scalar(c.be, std::move(var), o.eps));
+            auto xhat = mul(c.be, std::move(xc), rstd);
+            auto g = reshape(c.be, c.grad(), rows_shape);
+            const auto affine_grad = [&](Handle rows_value, std::size_t slot) {
+              return reshape(c.be, sum_to(c.be, std::move(rows_value), affine_shape),
+                             c.in_shape(slot));
+            };
+            // The saved op's handles may be dropped (Note [Saved tensors]); an absent
+            // optional operand is told by its empty recorded shape.
+            const bool has_weight = c.in_shape(1).rank() > 0;
+            if (c.wants(1)) c.give(1, affine_grad(mul(c.be, g, xhat), 1));
+            if (c.wants(2)) c.give(2, affine_grad(g, 2));
+            if (!c.wants(0)) return;
+            auto gw = has_weight ? mul(c.be, g, reshape(c.be, c.input(1), affine_shape)) : g;
+            auto m1 = reduce(c.be, ir::ReduceFn::Mean, gw, last);
+            auto m2 = reduce(c.be, ir::ReduceFn::Mean, mul(c.be, gw, xhat), last);
+            auto inner = sub(c.be, sub(c.be, std::move(gw), std::move(m1)),
+                             mul(c.be, std::move(xhat), std::move(m2)));
+            c.give(0, reshape(c.be, mul(c.be, std::move(rstd), std::move(inner)), xs));
+          });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

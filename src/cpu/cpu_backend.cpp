@@ -45,8 +45,10 @@ class CpuBackend final : public backend::Backend {
     std::vector<std::byte> out;
     out.reserve(bytes);
     advise_huge_pages(out.data(), bytes);
-    out.resize(bytes);
-    if (bytes) std::memcpy(out.data(), c->data(), bytes);
+    // assign from the source range copies straight into the reserved storage; resize
+    // would zero-fill all of it first, one more pass over the output.
+    const std::byte* src = c->data();
+    out.assign(src, src + bytes);
     return TensorData(std::move(out), c->shape(), c->dtype());
   }
 
@@ -102,6 +104,7 @@ class CpuBackend final : public backend::Backend {
   ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
   ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
   ir::Handle run_one(ir::Softmax& o) { return softmax(ctx_, o); }
+  ir::Handle run_one(ir::LayerNorm& o) { return layer_norm(ctx_, o); }
   ir::Handle run_one(ir::Sort&) { EMBER_ASSERT(false); }
 
   // 16-bit floats are stored natively but computed in f32: ops that do arithmetic on them
@@ -119,6 +122,7 @@ class CpuBackend final : public backend::Backend {
       case ir::OpKind::Nonzero:
       case ir::OpKind::Where:
       case ir::OpKind::Softmax:
+      case ir::OpKind::LayerNorm:
         return true;
       default:
         return false;
@@ -127,17 +131,17 @@ class CpuBackend final : public backend::Backend {
   static bool needs_widening(const ir::Op& op) {
     if (!computes(op)) return false;
     for (const ir::Handle* h : ir::operands(op)) {
-      if (is_half((*h)->dtype())) return true;
+      if (*h && is_half((*h)->dtype())) return true;
     }
     return false;
   }
   std::vector<ir::Handle> execute_widened(ir::Op op) {
     DType half = DType::F32;
     for (const ir::Handle* h : ir::operands(op)) {
-      if (is_half((*h)->dtype())) half = (*h)->dtype();
+      if (*h && is_half((*h)->dtype())) half = (*h)->dtype();
     }
     for (const ir::Handle* h : ir::operands(op)) {
-      if (is_half((*h)->dtype())) {
+      if (*h && is_half((*h)->dtype())) {
         ir::Cast c{*h, DType::F32};
         const_cast<ir::Handle&>(*h) = cast(ctx_, c);
       }

@@ -666,6 +666,27 @@ KernelSource gen_copy(std::size_t elem, bool contiguous) {
   return k;
 }
 
+// Reduces each thread's `v` (type C) across the block with `op` over v and o (identity
+// `ident`): warp shuffles, then one warp over the per-warp results in sv[32]. Every thread
+// ends with the result in v. Needs lane, warp, nwarps and __shared__ C sv[32] in scope.
+std::string block_reduce(const std::string& op, const std::string& ident) {
+  return "    { const C ident = " + ident + ";\n" +
+         "    for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " + op +
+         "; }\n"
+         "    if (lane == 0) sv[warp] = v;\n"
+         "    __syncthreads();\n"
+         "    if (warp == 0) {\n"
+         "      v = lane < nwarps ? sv[lane] : ident;\n"
+         "      for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " +
+         op +
+         "; }\n"
+         "      if (lane == 0) sv[0] = v;\n"
+         "    }\n"
+         "    __syncthreads();\n"
+         "    v = sv[0];\n"
+         "    __syncthreads(); }\n";
+}
+
 // Softmax / log-softmax of contiguous rows: one block per row, three passes over the row
 // (max, sum of exp(x - max), write), each reduced across the block with warp shuffles;
 // the row is re-read from L2 rather than kept, so any row length works.
@@ -673,23 +694,6 @@ KernelSource gen_softmax(DType dt, bool log) {
   KernelSource k;
   k.name = std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt);
   const std::string T = storage_type(dt);
-  const auto reduce_block = [](const std::string& op, const std::string& ident) {
-    return "    { const C ident = " + ident + ";\n" +
-           "    for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " + op +
-           "; }\n"
-           "    if (lane == 0) sv[warp] = v;\n"
-           "    __syncthreads();\n"
-           "    if (warp == 0) {\n"
-           "      v = lane < nwarps ? sv[lane] : ident;\n"
-           "      for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " +
-           op +
-           "; }\n"
-           "      if (lane == 0) sv[0] = v;\n"
-           "    }\n"
-           "    __syncthreads();\n"
-           "    v = sv[0];\n"
-           "    __syncthreads(); }\n";
-  };
   const std::string max_op = "(v != v || v > o) ? v : o";
   std::string s = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, " +
                   T + "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
@@ -706,11 +710,11 @@ KernelSource gen_softmax(DType dt, bool log) {
                   "* yr = y + row * n;\n"
                   "    C v = -inf;\n"
                   "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) { const C o = " +
-                  load(dt, "xr[j]") + "; v = " + max_op + "; }\n" + reduce_block(max_op, "-inf") +
+                  load(dt, "xr[j]") + "; v = " + max_op + "; }\n" + block_reduce(max_op, "-inf") +
                   "    const C m = v;\n"
                   "    v = (C)0;\n"
                   "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) v += m_exp(" +
-                  load(dt, "xr[j]") + " - m);\n" + reduce_block("v + o", "(C)0");
+                  load(dt, "xr[j]") + " - m);\n" + block_reduce("v + o", "(C)0");
   if (log) {
     s += "    const C l = m + m_log(v);\n"
          "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) yr[j] = " +
@@ -804,6 +808,56 @@ KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
        "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
        "      if (j < n) yr[j] = " +
        store(dt, log ? "r[e] - l" : "r[e] * inv") + ";\n    }\n  }\n}\n";
+  k.body = std::move(s);
+  return k;
+}
+
+// Layer norm of contiguous rows: one block per row, three passes over the row (the sum
+// for the mean, the sum of squared deviations for the variance, the write), reduced in
+// the compute type; the row is re-read from L2, so any row length works. weight and bias
+// may be null.
+KernelSource gen_layer_norm(DType dt) {
+  KernelSource k;
+  k.name = "em_layer_norm_" + dname(dt);
+  const std::string T = storage_type(dt);
+  const std::string xj = load(dt, "xr[j]");
+  std::string s = "extern \"C\" __global__ void " + k.name + "(const " + T +
+                  "* __restrict__ x, const " + T + "* __restrict__ w, const " + T +
+                  "* __restrict__ b, " + T + "* __restrict__ y, i64 rows, i64 n, double eps) {\n" +
+                  typedefs(dt) +
+                  "  __shared__ C sv[32];\n"
+                  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+                  "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+                  "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+                  "    const " +
+                  T +
+                  "* xr = x + row * n;\n"
+                  "    " +
+                  T +
+                  "* yr = y + row * n;\n"
+                  "    C v = (C)0;\n"
+                  "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) v += " +
+                  xj + ";\n" + block_reduce("v + o", "(C)0") +
+                  "    const C mean = v / (C)n;\n"
+                  "    v = (C)0;\n"
+                  "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) { const C d = " +
+                  xj + " - mean; v += d * d; }\n" + block_reduce("v + o", "(C)0") +
+                  "    const C rstd = (C)(1.0 / sqrt((double)(v / (C)n) + eps));\n"
+                  "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) {\n"
+                  "      C r = (" +
+                  xj +
+                  " - mean) * rstd;\n"
+                  "      if (w) r = r * " +
+                  load(dt, "w[j]") +
+                  ";\n"
+                  "      if (b) r = r + " +
+                  load(dt, "b[j]") +
+                  ";\n"
+                  "      yr[j] = " +
+                  store(dt, "r") +
+                  ";\n"
+                  "    }\n"
+                  "  }\n}\n";
   k.body = std::move(s);
   return k;
 }
@@ -1419,6 +1473,7 @@ std::vector<KernelSource> all_kernels() {
           out.push_back(gen_softmax_regs(dt, log, ept));
         }
       }
+      out.push_back(gen_layer_norm(dt));
     }
     out.push_back(gen_arange(dt));
     out.push_back(gen_random(dt));

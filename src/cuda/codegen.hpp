@@ -95,6 +95,9 @@ KernelSource gen_softmax(DType dt, bool log);
 // kSoftmaxMaxEpt) elements per thread, blockDim * ept >= n.
 inline constexpr int kSoftmaxMaxEpt = 32;
 KernelSource gen_softmax_regs(DType dt, bool log, int ept);
+// Layer norm of contiguous rows of a float dtype: (const T* x, const T* w, const T* b, T* y,
+// i64 rows, i64 n, double eps); w and b (n elements) may be null.
+KernelSource gen_layer_norm(DType dt);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
 

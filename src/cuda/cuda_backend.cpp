@@ -114,12 +114,13 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
   ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
   ir::Handle run_one(ir::Softmax& o) { return softmax(ctx_, o); }
+  ir::Handle run_one(ir::LayerNorm& o) { return layer_norm(ctx_, o); }
 
   // Runs op on the registry's cpu backend (see the file comment).
   std::vector<ir::Handle> host_fallback(ir::Op op) {
     if (!cpu_) cpu_ = backend::Registry::global().backend("cpu", 0);
     for (const ir::Handle* h : ir::operands(op)) {
-      const_cast<ir::Handle&>(*h) = cpu_->from_data(to_data(*h));
+      if (*h) const_cast<ir::Handle&>(*h) = cpu_->from_data(to_data(*h));
     }
     auto outs = cpu_->execute(std::move(op));
     for (auto& h : outs) h = from_data(cpu_->to_data(h));

@@ -59,9 +59,10 @@ const char* name(ScanFn f) {
 
 const char* name(OpKind k) {
   static const char* const names[] = {
-      "Unary",       "Binary",   "Where", "Cast",    "Reduce",      "Scan",   "Matmul", "Reshape",
-      "Permute",     "Expand",   "Slice", "Flip",    "SliceAssign", "Cat",    "Gather", "Scatter",
-      "IndexSelect", "IndexAdd", "Sort",  "Nonzero", "Fill",        "Arange", "Random", "Softmax"};
+      "Unary",   "Binary",  "Where",       "Cast",     "Reduce", "Scan",        "Matmul",
+      "Reshape", "Permute", "Expand",      "Slice",    "Flip",   "SliceAssign", "Cat",
+      "Gather",  "Scatter", "IndexSelect", "IndexAdd", "Sort",   "Nonzero",     "Fill",
+      "Arange",  "Random",  "Softmax",     "LayerNorm"};
   static_assert(std::size(names) == static_cast<std::size_t>(OpKind::Count_));
   static_assert(std::variant_size_v<Op> == static_cast<std::size_t>(OpKind::Count_));
   return names[static_cast<std::size_t>(k)];
@@ -77,6 +78,7 @@ OpClass op_class(OpKind k) {
     case OpKind::Reduce:
     case OpKind::Scan:
     case OpKind::Softmax:
+    case OpKind::LayerNorm:
       return OpClass::Reduction;
     case OpKind::Matmul:
     case OpKind::Sort:
@@ -108,6 +110,8 @@ std::vector<const Handle*> operands(const Op& op) {
                       std::is_same_v<T, Flip> || std::is_same_v<T, Sort> ||
                       std::is_same_v<T, Nonzero> || std::is_same_v<T, Softmax>) {
           out.push_back(&o.x);
+        } else if constexpr (std::is_same_v<T, LayerNorm>) {
+          out = {&o.x, &o.weight, &o.bias};
         } else if constexpr (std::is_same_v<T, Binary>) {
           out = {&o.lhs, &o.rhs};
         } else if constexpr (std::is_same_v<T, Where>) {

@@ -5,6 +5,8 @@
 // tests/autodiff/torch_reference.py).
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -384,6 +386,32 @@ TEST(Grad, Indexing) {
                return ops::binary(BinaryFn::Mul, ops::log_softmax(x[0], 1), oh);
              },
              {x34(10)});
+}
+
+// Layer norm: weight and bias present and absent, one and two normalised dims, and
+// operands produced by element-wise ops (dropped and recomputed under Balanced).
+TEST(Grad, LayerNorm) {
+  const auto ln = [](DynTensor x, std::size_t dims, std::optional<DynTensor> w,
+                     std::optional<DynTensor> b) {
+    const Shape& xs = x.shape();
+    const Shape ns(xs.dims().end() - static_cast<std::ptrdiff_t>(dims), xs.dims().end());
+    return ops::layer_norm(std::move(x), ns, std::move(w), std::move(b), 1e-5);
+  };
+  check_both("layer_norm weight bias", [&](auto& x) { return ln(x[0], 1, x[1], x[2]); },
+             {{rnd(S({3, 5}), -2, 2, 31)}, {rnd(S({5}), 0.5, 1.5, 32)}, {rnd(S({5}), -1, 1, 33)}});
+  check_both("layer_norm 2 dims weight", [&](auto& x) { return ln(x[0], 2, x[1], std::nullopt); },
+             {{rnd(S({2, 3, 4}), -2, 2, 34)}, {rnd(S({3, 4}), 0.5, 1.5, 35)}});
+  check_both("layer_norm bias", [&](auto& x) { return ln(x[0], 1, std::nullopt, x[1]); },
+             {{rnd(S({4, 6}), -2, 2, 36)}, {rnd(S({6}), -1, 1, 37)}});
+  check_both("layer_norm plain", [&](auto& x) { return ln(x[0], 2, std::nullopt, std::nullopt); },
+             {{rnd(S({2, 3}), -2, 2, 38)}});
+  check_both("layer_norm of computed operands",
+             [&](auto& x) {
+               auto h = ops::unary(UnaryFn::Tanh, x[0]);
+               auto w = ops::binary(BinaryFn::Mul, x[1], x[1]);
+               return ln(std::move(h), 1, std::move(w), x[2]);
+             },
+             {{rnd(S({3, 7}), -2, 2, 39)}, {rnd(S({7}), 0.5, 1.5, 40)}, {rnd(S({7}), -1, 1, 41)}});
 }
 
 TEST(Grad, CompositesReuseAndBroadcast) {

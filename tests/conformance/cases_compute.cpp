@@ -5,6 +5,7 @@
 // and to_device.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "conformance/harness.hpp"
 
@@ -185,6 +186,111 @@ void add_compute_cases(std::vector<Case>& cs) {
           return Tolerance{4e-3, 2e-3};
         default:
           return Tolerance{3e-2, 2e-2};
+      }
+    };
+    cs.push_back(std::move(c));
+  }
+
+  // ---- layer_norm (one IR op): weight / bias present and absent, 1 to 3 normalised dims,
+  // odd sizes, rows longer than a GPU block, a large mean offset, a NaN, empty rows ----
+  {
+    Case c;
+    c.fn = "layer_norm";
+    c.family = "normalization";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale s) {
+      Rng rng(75);
+      struct T {
+        Shape shape;
+        std::size_t dims;
+        bool weight, bias;
+        double offset;  // added to x: the statistics must not cancel
+        Layout layout;
+        bool nan;
+      };
+      const T ts_spec[] = {
+          {Shape{7}, 1, true, true, 0, Layout::Contiguous, false},
+          {Shape{3, 5}, 1, false, false, 0, Layout::Permuted, false},
+          {Shape{2, 3, 4}, 2, true, false, 0, Layout::Sliced, false},
+          {Shape{4, 3, 37}, 2, false, true, 0, Layout::Contiguous, false},
+          {Shape{5, 1030}, 1, true, true, 0, Layout::Flipped, false},
+          {Shape{3, 5001}, 1, true, true, 100, Layout::Contiguous, false},
+          {Shape{2, 2, 3, 7}, 3, true, true, 0, Layout::Contiguous, false},
+          {Shape{1, 1}, 1, true, true, 0, Layout::Contiguous, false},
+          {Shape{33, 17}, 1, true, false, 1000, Layout::Contiguous, false},
+          {Shape{4, 9}, 1, false, true, 0, Layout::Contiguous, true},
+          {Shape{2, 0, 4}, 1, true, true, 0, Layout::Contiguous, false},
+          {Shape{3, 0}, 1, false, false, 0, Layout::Contiguous, false},
+      };
+      std::vector<Trial> ts;
+      for (const T& t : ts_spec) {
+        Shape shape = t.shape;
+        std::size_t dims = t.dims;
+        if (s == Scale::Perf) shape = Shape{4096, 1024}, dims = 1;
+        HostTensor x = random_host(shape, dt, rng, Domain::Any);
+        for (double& v : x.v) v = quantize(dt, v + t.offset);
+        if (t.nan && x.v.size() > 12) x.v[12] = std::numeric_limits<double>::quiet_NaN();
+        const Shape ns(shape.dims().end() - static_cast<std::ptrdiff_t>(dims), shape.dims().end());
+        Trial tr{shape.to_string() + " dims " + std::to_string(dims) + (t.weight ? " weight" : "") +
+                     (t.bias ? " bias" : "") +
+                     (t.offset != 0 ? " offset " + std::to_string(t.offset) : "") +
+                     (t.nan ? " nan" : ""),
+                 {x},
+                 {t.layout},
+                 {static_cast<double>(dims), t.weight ? 1.0 : 0.0, t.bias ? 1.0 : 0.0, 1e-5}};
+        if (t.weight) tr.inputs.push_back(random_host(ns, dt, rng, Domain::Any));
+        if (t.bias) tr.inputs.push_back(random_host(ns, dt, rng, Domain::Any));
+        ts.push_back(std::move(tr));
+        if (s == Scale::Perf) break;
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      const auto dims = static_cast<std::size_t>(p[0]);
+      const Shape& xs = x[0].shape();
+      const Shape ns(xs.dims().end() - static_cast<std::ptrdiff_t>(dims), xs.dims().end());
+      std::size_t next = 1;
+      std::optional<DynTensor> w, b;
+      if (p[1] != 0) w = x[next++];
+      if (p[2] != 0) b = x[next++];
+      return Tensors{ops::layer_norm(std::move(x[0]), ns, std::move(w), std::move(b), p[3])};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor& x = in[0];
+      const auto dims = static_cast<std::size_t>(p[0]);
+      const HostTensor* w = p[1] != 0 ? &in[1] : nullptr;
+      const HostTensor* b = p[2] != 0 ? &in[p[1] != 0 ? 2 : 1] : nullptr;
+      std::size_t n = 1;
+      for (std::size_t d = x.rank() - dims; d < x.rank(); ++d) n *= x.shape[d];
+      HostTensor y(x.shape, x.dtype);
+      const std::size_t rows = n == 0 ? 0 : x.v.size() / n;
+      for (std::size_t r = 0; r < rows; ++r) {
+        const double* row = x.v.data() + r * n;
+        double mean = 0, var = 0;
+        for (std::size_t i = 0; i < n; ++i) mean += row[i];
+        mean /= static_cast<double>(n);
+        for (std::size_t i = 0; i < n; ++i) var += (row[i] - mean) * (row[i] - mean);
+        var /= static_cast<double>(n);
+        const double rstd = 1.0 / std::sqrt(var + p[3]);
+        for (std::size_t i = 0; i < n; ++i) {
+          double v = (row[i] - mean) * rstd;
+          if (w) v *= w->v[i];
+          if (b) v += b->v[i];
+          y.v[r * n + i] = v;
+        }
+      }
+      return one(y);
+    };
+    c.tol = [](DType dt) {
+      switch (dt) {
+        case DType::F64:
+          return Tolerance{1e-10, 1e-10};
+        case DType::F32:
+          return Tolerance{1e-4, 1e-4};
+        case DType::F16:
+          return Tolerance{4e-3, 1e-2};
+        default:
+          return Tolerance{3e-2, 6e-2};
       }
     };
     cs.push_back(std::move(c));

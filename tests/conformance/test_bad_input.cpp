@@ -2,6 +2,8 @@
 // Runs on every available device, like the value cases.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "conformance/harness.hpp"
 
 namespace conformance {
@@ -137,6 +139,29 @@ TEST_P(BadInput, ComputeAndCreation) {
   EXPECT_ERROR_NAMING(
       ops::matmul(ops::ones({2, 2}, DType::I64, d), ops::ones({2, 2}, DType::I64, d)), "matmul");
   EXPECT_ERROR_NAMING(ops::softmax(ops::ones({3}, DType::I64, d), 0), "softmax");
+  // layer_norm: int x, trailing dims unlike normalized_shape, empty or too long
+  // normalized_shape, weight / bias of another shape or dtype, negative or NaN eps.
+  EXPECT_ERROR_NAMING(
+      ops::layer_norm(ops::ones({2, 3}, DType::I64, d), Shape{3}, std::nullopt, std::nullopt),
+      "layer_norm");
+  EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{2}, std::nullopt, std::nullopt),
+                      "layer_norm");
+  EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{}, std::nullopt, std::nullopt),
+                      "layer_norm");
+  EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{1, 2, 3}, std::nullopt, std::nullopt),
+                      "layer_norm");
+  EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{3}, f32(d, {2, 3}), std::nullopt),
+                      "layer_norm");
+  EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{3}, std::nullopt, f32(d, {4})),
+                      "layer_norm");
+  EXPECT_ERROR_NAMING(
+      ops::layer_norm(f32(d, {2, 3}), Shape{3}, ops::ones({3}, DType::F64, d), std::nullopt),
+      "layer_norm");
+  EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{3}, std::nullopt, std::nullopt, -1.0),
+                      "layer_norm");
+  EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{3}, std::nullopt, std::nullopt,
+                                      std::numeric_limits<double>::quiet_NaN()),
+                      "layer_norm");
   EXPECT_ERROR_NAMING(ops::arange(0, 5, 0, DType::F32, d), "arange");
   EXPECT_ERROR_NAMING(ops::linspace(0, 1, 5, DType::I64, d), "linspace");
   EXPECT_ERROR_NAMING(ops::random({3}, ember::Distribution::uniform(2, 1), DType::F32, d),

@@ -255,6 +255,64 @@ TEST_P(GemmTest, BatchedF64) {
   for (const Case& t : batch_cases()) run_case<double>(t, rng);
 }
 
+// Products with one row or one column (the matrix-vector path): every operand layout,
+// k around the vector widths, and sizes that cross each threading split (outputs split
+// over threads, and k split into chunks when there are too few outputs).
+std::vector<Case> gemv_cases() {
+  std::vector<Case> cases;
+  std::mt19937 pick(7);
+  const size_t outs[] = {1, 2, 5, 16, 17, 63, 300, 1100};
+  const size_t ks[] = {0, 1, 3, 8, 9, 15, 16, 17, 31, 33, 100, 517};
+  for (size_t o : outs)
+    for (size_t k : ks)
+      for (bool row : {true, false}) {
+        Case t;
+        t.m = row ? 1 : o;
+        t.n = row ? o : 1;
+        t.k = k;
+        t.la = kLayouts[pick() % 3];
+        t.lb = kLayouts[pick() % 3];
+        t.accumulate = (pick() & 1) != 0;
+        cases.push_back(t);
+      }
+  for (Layout la : kLayouts)
+    for (Layout lb : kLayouts) {
+      cases.push_back({1, 1, 1, 70000, la, lb, false, false, false, false});  // one long dot
+      cases.push_back({1, 3, 1, 40000, la, lb, true, false, false, false});   // few long rows
+      cases.push_back({1, 1, 3, 40000, la, lb, false, false, false, false});
+      cases.push_back({1, 1, 20, 5000, la, lb, true, false, false, false});  // few columns
+      cases.push_back({1, 20, 1, 5000, la, lb, false, false, false, false});
+      cases.push_back({1, 1, 5000, 301, la, lb, false, false, false, false});  // many outputs
+      cases.push_back({1, 5000, 1, 301, la, lb, true, false, false, false});
+    }
+  // Batched, with broadcast operands and a shared C.
+  for (size_t batch : {size_t{2}, size_t{3}, size_t{8}}) {
+    cases.push_back(
+        {batch, 1, 129, 67, Layout::RowMajor, Layout::RowMajor, false, false, false, false});
+    cases.push_back(
+        {batch, 129, 1, 67, Layout::RowMajor, Layout::RowMajor, true, false, true, false});
+    cases.push_back(
+        {batch, 1, 2000, 700, Layout::ColMajor, Layout::ColMajor, false, true, false, false});
+    cases.push_back(
+        {batch, 2000, 1, 700, Layout::ColMajor, Layout::RowMajor, false, false, false, false});
+    cases.push_back(
+        {batch, 1, 33, 40, Layout::RowMajor, Layout::RowMajor, true, false, false, true});
+    cases.push_back(
+        {batch, 33, 1, 40, Layout::ColMajor, Layout::RowMajor, false, false, false, true});
+  }
+  return cases;
+}
+
+TEST_P(GemmTest, MatrixVectorF32) {
+  std::mt19937 rng(5);
+  for (const Case& t : gemv_cases()) run_case<float>(t, rng);
+}
+
+TEST_P(GemmTest, MatrixVectorF64) {
+  std::mt19937 rng(6);
+  for (const Case& t : gemv_cases()) run_case<double>(t, rng);
+}
+
 // k == 0 must zero C even if it held NaNs, and overwrite must ignore NaN garbage in C.
 TEST_P(GemmTest, OverwriteIgnoresOldContents) {
   const size_t m = 13, n = 37, k = 5;

@@ -165,6 +165,18 @@ struct Softmax {
   std::size_t dim;
   bool log;
 };
+// Layer normalisation over the trailing `dims` dims of x, as torch.nn.functional.layer_norm:
+// y = (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, over each
+// "row" of the trailing dims' elements. weight and bias are optional (null when absent;
+// operands() still lists their slots); when present their shape is x's trailing `dims`
+// dims. One op rather than a composite, so a backend can make it one or two passes over
+// each row.
+struct LayerNorm {
+  Handle x;
+  Handle weight, bias;
+  std::size_t dims;
+  double eps;
+};
 // ---- compute ----
 struct Matmul {  // [..., m, k] x [..., k, n] -> out_shape [..., m, n]; batch dims broadcast
   Handle a, b;
@@ -251,7 +263,7 @@ struct Random {
 
 using Op = std::variant<Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute, Expand,
                         Slice, Flip, SliceAssign, Cat, Gather, Scatter, IndexSelect, IndexAdd, Sort,
-                        Nonzero, Fill, Arange, Random, Softmax>;
+                        Nonzero, Fill, Arange, Random, Softmax, LayerNorm>;
 
 // The variant index of each op, for support queries and tables.
 enum class OpKind : std::uint8_t {
@@ -279,13 +291,15 @@ enum class OpKind : std::uint8_t {
   Arange,
   Random,
   Softmax,
+  LayerNorm,
   Count_
 };
 inline OpKind kind_of(const Op& op) { return static_cast<OpKind>(op.index()); }
 const char* name(OpKind k);
 OpClass op_class(OpKind k);
 
-// All tensor operands of an op, in declaration order.
+// All tensor operands of an op, in declaration order. Optional operands (LayerNorm's weight
+// and bias) keep their slot and are null when absent.
 std::vector<const Handle*> operands(const Op& op);
 
 }  // namespace ember::ir

@@ -119,6 +119,13 @@ DynTensor matmul(DynTensor a, DynTensor b);
 DynTensor softmax(DynTensor x, std::int64_t dim);
 DynTensor log_softmax(DynTensor x, std::int64_t dim);
 
+// ---- normalisation (module_ops::layer_norm is the typed front) ----
+// torch.nn.functional.layer_norm: normalises x over its trailing dims, which must equal
+// normalized_shape (at least one dim); weight and bias, when given, have exactly that
+// shape and x's dtype and device. eps >= 0.
+DynTensor layer_norm(DynTensor x, const Shape& normalized_shape, std::optional<DynTensor> weight,
+                     std::optional<DynTensor> bias, double eps = 1e-5);
+
 // ---- devices ----
 DynTensor to_device(DynTensor x, const Device& device);
 

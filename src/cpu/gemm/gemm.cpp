@@ -2,8 +2,10 @@
 // for L3, KC-deep panels for L2/L1, MC rows of A for L2), packs each block of A and B into
 // contiguous, zero-padded slivers in the order the micro-kernel reads them (this is where
 // arbitrary operand strides are absorbed), runs the blocks on the thread pool and picks
-// the micro-kernel for the CPU at run time. This file is compiled for the baseline ISA;
-// the vector kernels live in microkernel_avx2.cpp / microkernel_avx512.cpp.
+// the micro-kernel for the CPU at run time. Products with one row or one column take the
+// matrix-vector path instead (see Note [gemv]). This file is compiled for the baseline ISA;
+// the vector kernels live in microkernel_avx2.cpp / microkernel_avx512.cpp and
+// gemv_avx2.cpp / gemv_avx512.cpp.
 #include "cpu/gemm/gemm.hpp"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -302,6 +305,199 @@ void zero_or_keep(size_t m, size_t n, T* c, ptrdiff_t c_rs, bool accumulate) {
   for (size_t i = 0; i < m; ++i) std::fill_n(c + static_cast<ptrdiff_t>(i) * c_rs, n, T(0));
 }
 
+// ---------------------------------------------------------------------------------------
+// Note [gemv]: with m == 1 or n == 1 a product is a matrix-vector product, bound by
+// reading the matrix once. Packing would read and write it once more for no reuse, so
+// these products skip it: the matrix is read where it lies, either along its contiguous
+// rows (a dot product per output) or along its contiguous columns (the output
+// accumulates one matrix row per vector step). Threads split the outputs; when there are
+// few outputs, k is split into fixed-size chunks whose partial results are added in chunk
+// order. Which split is used depends on the sizes only, so results never depend on the
+// thread count.
+
+template <class T>
+struct GemvKernels {
+  detail::GemvDot<T> dot;
+  detail::GemvAxpy<T> axpy;
+};
+
+// Portable fallbacks: plain loops in the kernels' summation order shape.
+template <class T>
+void gemv_dot_scalar(size_t rows, size_t k, const T* mat, ptrdiff_t rs, const T* x, T* y,
+                     ptrdiff_t ys, bool accumulate) {
+  constexpr size_t L = 8;
+  for (size_t i = 0; i < rows; ++i) {
+    const T* row = mat + static_cast<ptrdiff_t>(i) * rs;
+    T acc[L] = {};
+    size_t p = 0;
+    for (; p + L <= k; p += L)
+      for (size_t j = 0; j < L; ++j) acc[j] += row[p + j] * x[p + j];
+    T s = 0;
+    for (size_t j = 0; j < L; ++j) s += acc[j];
+    for (; p < k; ++p) s += row[p] * x[p];
+    T& out = y[static_cast<ptrdiff_t>(i) * ys];
+    out = accumulate ? out + s : s;
+  }
+}
+
+template <class T>
+void gemv_axpy_scalar(size_t k, size_t n, const T* mat, ptrdiff_t rs, const T* x, T* y,
+                      bool accumulate) {
+  if (!accumulate) std::fill_n(y, n, T(0));
+  for (size_t p = 0; p < k; ++p) {
+    const T* row = mat + static_cast<ptrdiff_t>(p) * rs;
+    const T xp = x[p];
+    for (size_t j = 0; j < n; ++j) y[j] += row[j] * xp;
+  }
+}
+
+template <class T>
+GemvKernels<T> gemv_for(GemmIsa isa);
+
+template <>
+GemvKernels<float> gemv_for<float>(GemmIsa isa) {
+  using namespace detail;
+  switch (isa) {
+    case GemmIsa::Avx512:
+      return {&gemv_dot_avx512_f32, &gemv_axpy_avx512_f32};
+    case GemmIsa::Avx2:
+      return {&gemv_dot_avx2_f32, &gemv_axpy_avx2_f32};
+    default:
+      return {&gemv_dot_scalar<float>, &gemv_axpy_scalar<float>};
+  }
+}
+
+template <>
+GemvKernels<double> gemv_for<double>(GemmIsa isa) {
+  using namespace detail;
+  switch (isa) {
+    case GemmIsa::Avx512:
+      return {&gemv_dot_avx512_f64, &gemv_axpy_avx512_f64};
+    case GemmIsa::Avx2:
+      return {&gemv_dot_avx2_f64, &gemv_axpy_avx2_f64};
+    default:
+      return {&gemv_dot_scalar<double>, &gemv_axpy_scalar<double>};
+  }
+}
+
+// k is split into chunks of this many elements (dot) or matrix rows (axpy) when there are
+// fewer outputs than these, too few to keep the threads busy. The choice depends on the
+// sizes alone, never on the thread count, so neither do the results.
+constexpr size_t kDotChunk = size_t{1} << 14;
+constexpr size_t kAxpyChunk = 256;
+constexpr size_t kFewDotRows = 16;
+constexpr size_t kFewAxpyCols = 1024;
+
+// Runs work(i0, i1) over [0, count): on the thread pool, or inline when threads <= 1.
+template <class F>
+void run_split(size_t threads, size_t count, size_t grain, F&& work) {
+  if (threads <= 1) return work(size_t{0}, count);
+  parallel_for(0, count, grain, work);
+}
+
+// y[i*ys] (= or +=) sum_p mat[i*rs + p] * x[p] for i < rows.
+template <class T>
+void gemv_dot_driver(const GemvKernels<T>& kr, size_t threads, size_t rows, size_t k, const T* mat,
+                     ptrdiff_t rs, const T* x, T* y, ptrdiff_t ys, bool accumulate) {
+  const size_t chunks = ceil_div(k, kDotChunk);
+  if (rows >= kFewDotRows || chunks < 2) {
+    const size_t grain = std::max<size_t>(4, 16384 / std::max<size_t>(k, 1));
+    run_split(threads, rows, grain, [&](size_t r0, size_t r1) {
+      kr.dot(r1 - r0, k, mat + static_cast<ptrdiff_t>(r0) * rs, rs, x,
+             y + static_cast<ptrdiff_t>(r0) * ys, ys, accumulate);
+    });
+    return;
+  }
+  // Few long rows: partial dot products over fixed k chunks, then their ordered sum.
+  std::vector<T> part(rows * chunks);
+  run_split(threads, rows * chunks, 1, [&](size_t w0, size_t w1) {
+    for (size_t w = w0; w < w1; ++w) {
+      const size_t r = w / chunks, c = w % chunks;
+      const size_t p0 = c * kDotChunk, len = std::min(kDotChunk, k - p0);
+      kr.dot(1, len, mat + static_cast<ptrdiff_t>(r) * rs + static_cast<ptrdiff_t>(p0), rs, x + p0,
+             &part[w], 1, false);
+    }
+  });
+  for (size_t r = 0; r < rows; ++r) {
+    T s = part[r * chunks];
+    for (size_t c = 1; c < chunks; ++c) s += part[r * chunks + c];
+    T& out = y[static_cast<ptrdiff_t>(r) * ys];
+    out = accumulate ? out + s : s;
+  }
+}
+
+// y[j] (= or +=) sum_p x[p] * mat[p*rs + j] for j < n; y contiguous.
+template <class T>
+void gemv_axpy_driver(const GemvKernels<T>& kr, size_t threads, size_t k, size_t n, const T* mat,
+                      ptrdiff_t rs, const T* x, T* y, bool accumulate) {
+  const size_t chunks = ceil_div(k, kAxpyChunk);
+  if (n >= kFewAxpyCols || chunks < 2) {
+    // Column blocks of 16 elements, so no two threads write one cache line of y.
+    constexpr size_t kCols = 16;
+    run_split(threads, ceil_div(n, kCols), 16, [&](size_t b0, size_t b1) {
+      const size_t j0 = b0 * kCols, j1 = std::min(n, b1 * kCols);
+      kr.axpy(k, j1 - j0, mat + j0, rs, x, y + j0, accumulate);
+    });
+    return;
+  }
+  // Few columns, many rows: partial outputs over fixed chunks of rows, added in order.
+  std::vector<T> part(chunks * n);
+  run_split(threads, chunks, 1, [&](size_t c0, size_t c1) {
+    for (size_t c = c0; c < c1; ++c) {
+      const size_t p0 = c * kAxpyChunk, len = std::min(kAxpyChunk, k - p0);
+      kr.axpy(len, n, mat + static_cast<ptrdiff_t>(p0) * rs, rs, x + p0, &part[c * n], false);
+    }
+  });
+  for (size_t j = 0; j < n; ++j) {
+    T s = part[j];
+    for (size_t c = 1; c < chunks; ++c) s += part[c * n + j];
+    y[j] = accumulate ? y[j] + s : s;
+  }
+}
+
+// One product with m == 1 or n == 1 (and k > 0) through the matrix-vector kernels.
+// Returns false when the matrix operand has no unit stride, leaving it to the GEMM.
+template <class T>
+bool gemv_single(size_t threads, size_t m, size_t n, size_t k, const T* a, ptrdiff_t a_rs,
+                 ptrdiff_t a_cs, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs, T* c, ptrdiff_t c_rs,
+                 bool accumulate) {
+  // The vector operand and the matrix, as mat[i*rs + p*cs] with i over the outputs.
+  const bool col_out = n == 1;  // outputs run down C's only column
+  const T* vec = col_out ? b : a;
+  const ptrdiff_t vs = col_out ? b_rs : a_cs;
+  const T* mat = col_out ? a : b;
+  const size_t outs = col_out ? m : n;
+  const ptrdiff_t mrs = col_out ? a_rs : b_cs, mcs = col_out ? a_cs : b_rs;
+  const ptrdiff_t ys = col_out ? c_rs : 1;
+  const bool dot = mcs == 1 || outs == 1;
+  if (!dot && mrs != 1) return false;
+  if (m * n * k < kMinParallelMacs) threads = 1;
+  const GemvKernels<T> kr = gemv_for<T>(resolve_isa());
+  // Strided vectors (at most k elements each) are gathered first.
+  std::vector<T> x_buf, row_buf;
+  const auto gather = [k](std::vector<T>& buf, const T* src, ptrdiff_t stride) {
+    buf.resize(k);
+    for (size_t p = 0; p < k; ++p) buf[p] = src[static_cast<ptrdiff_t>(p) * stride];
+    return buf.data();
+  };
+  if (vs != 1) vec = gather(x_buf, vec, vs);
+  if (outs == 1 && mcs != 1) mat = gather(row_buf, mat, mcs);
+  if (dot) {
+    gemv_dot_driver<T>(kr, threads, outs, k, mat, outs == 1 ? 0 : mrs, vec, c, ys, accumulate);
+    return true;
+  }
+  if (ys == 1) {
+    gemv_axpy_driver<T>(kr, threads, k, outs, mat, mcs, vec, c, accumulate);
+    return true;
+  }
+  std::vector<T> y(outs);
+  if (accumulate)
+    for (size_t i = 0; i < outs; ++i) y[i] = c[static_cast<ptrdiff_t>(i) * ys];
+  gemv_axpy_driver<T>(kr, threads, k, outs, mat, mcs, vec, y.data(), accumulate);
+  for (size_t i = 0; i < outs; ++i) c[static_cast<ptrdiff_t>(i) * ys] = y[i];
+  return true;
+}
+
 // One (un-batched) product. `threads` is how many workers this call may spread over.
 template <class T>
 void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
@@ -309,6 +505,9 @@ void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, si
                  ptrdiff_t c_rs, bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) return zero_or_keep(m, n, c, c_rs, accumulate);
+  if ((m == 1 || n == 1) &&
+      gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate))
+    return;
   if (m * n * k < kMinParallelMacs) threads = 1;
 
   const size_t mr = kr.mr, nr = kr.nr;

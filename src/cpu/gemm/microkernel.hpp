@@ -33,4 +33,34 @@ void ukernel_avx2_f32(std::size_t k, const float* a, const float* b, float* c, s
 void ukernel_avx2_f64(std::size_t k, const double* a, const double* b, double* c,
                       std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
 
+// Matrix-vector kernels for products with m == 1 or n == 1 (gemv.inc): no packing, the
+// matrix is read once, in the order it lies in memory. `x` is contiguous.
+//   dot:  y[i*ys] (= or +=) sum_p mat[i*rs + p] * x[p], for i < rows (rows contiguous);
+//   axpy: y[j] (= or +=) sum_p x[p] * mat[p*rs + j], for j < n (columns contiguous, y too).
+// Each output element sums its k terms in an order fixed by k alone, never by how the
+// caller splits rows or columns over threads.
+template <class T>
+using GemvDot = void (*)(std::size_t rows, std::size_t k, const T* mat, std::ptrdiff_t rs,
+                         const T* x, T* y, std::ptrdiff_t ys, bool accumulate);
+template <class T>
+using GemvAxpy = void (*)(std::size_t k, std::size_t n, const T* mat, std::ptrdiff_t rs, const T* x,
+                          T* y, bool accumulate);
+
+void gemv_dot_avx512_f32(std::size_t rows, std::size_t k, const float* mat, std::ptrdiff_t rs,
+                         const float* x, float* y, std::ptrdiff_t ys, bool accumulate);
+void gemv_dot_avx512_f64(std::size_t rows, std::size_t k, const double* mat, std::ptrdiff_t rs,
+                         const double* x, double* y, std::ptrdiff_t ys, bool accumulate);
+void gemv_axpy_avx512_f32(std::size_t k, std::size_t n, const float* mat, std::ptrdiff_t rs,
+                          const float* x, float* y, bool accumulate);
+void gemv_axpy_avx512_f64(std::size_t k, std::size_t n, const double* mat, std::ptrdiff_t rs,
+                          const double* x, double* y, bool accumulate);
+void gemv_dot_avx2_f32(std::size_t rows, std::size_t k, const float* mat, std::ptrdiff_t rs,
+                       const float* x, float* y, std::ptrdiff_t ys, bool accumulate);
+void gemv_dot_avx2_f64(std::size_t rows, std::size_t k, const double* mat, std::ptrdiff_t rs,
+                       const double* x, double* y, std::ptrdiff_t ys, bool accumulate);
+void gemv_axpy_avx2_f32(std::size_t k, std::size_t n, const float* mat, std::ptrdiff_t rs,
+                        const float* x, float* y, bool accumulate);
+void gemv_axpy_avx2_f64(std::size_t k, std::size_t n, const double* mat, std::ptrdiff_t rs,
+                        const double* x, double* y, bool accumulate);
+
 }  // namespace ember::cpu::detail

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "ember/base/dtype.hpp"
 #include "ember/ir/ops.hpp"
@@ -23,10 +24,23 @@ using BinaryRow = void (*)(const void* a, const void* b, void* y, std::size_t n,
 // Softmax (log = false) or log-softmax of `rows` contiguous rows of n elements each.
 using SoftmaxRows = void (*)(const void* x, void* y, std::size_t n, std::size_t rows, bool log);
 
+// One value per contiguous row: y[r] = the sum, max or min of x[r*n, r*n + n), for
+// `rows` rows. NaN propagates through max and min. The order of the additions depends on
+// n alone (sixteen interleaved partial sums), so every ISA's table gives the same bits.
+using ReduceRows = void (*)(const void* x, void* y, std::size_t n, std::size_t rows);
+enum class RowReduce : std::uint8_t { Sum, Max, Min, Count_ };
+
+// Layer norm of `rows` contiguous rows of n elements: y = (x - mean) * rstd * w + b, with
+// w and b (n elements each) optional (null). Mean and variance are accumulated in f64.
+using LayerNormRows = void (*)(const void* x, const void* w, const void* b, void* y, std::size_t n,
+                               std::size_t rows, double eps);
+
 struct ElementwiseTable {
   UnaryRow unary[static_cast<std::size_t>(ir::UnaryFn::Count_)][kNumDTypes];
   BinaryRow binary[static_cast<std::size_t>(ir::BinaryFn::Count_)][kNumDTypes];
-  SoftmaxRows softmax[kNumDTypes];  // f64 and f32 only
+  SoftmaxRows softmax[kNumDTypes];       // f64 and f32 only
+  LayerNormRows layer_norm[kNumDTypes];  // f64 and f32 only
+  ReduceRows reduce_rows[static_cast<std::size_t>(RowReduce::Count_)][kNumDTypes];  // f64, f32
   const char* isa;
 };
 

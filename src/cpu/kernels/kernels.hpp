@@ -22,6 +22,8 @@ ir::Handle reduce(CpuContext& ctx, ir::Reduce& op);
 ir::Handle scan(CpuContext& ctx, ir::Scan& op);
 // softmax.cpp
 ir::Handle softmax(CpuContext& ctx, ir::Softmax& op);
+// norm.cpp
+ir::Handle layer_norm(CpuContext& ctx, ir::LayerNorm& op);
 // sort.cpp
 Outputs sort(CpuContext& ctx, ir::Sort& op);
 // matmul.cpp

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cpu/kernels/dtype_dispatch.hpp"
+#include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 
@@ -100,6 +101,30 @@ T reduce_row(const T* row, std::size_t n) {
   }
 }
 
+// The ISA-compiled row kernel for float sums, maxima and minima (elementwise_rows.inc),
+// or null where the generic loop above serves.
+template <ReduceFn F, class T>
+ReduceRows row_kernel() {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    constexpr RowReduce f = F == ReduceFn::Max   ? RowReduce::Max
+                            : F == ReduceFn::Min ? RowReduce::Min
+                                                 : RowReduce::Sum;
+    if constexpr (F == ReduceFn::Sum || F == ReduceFn::Mean || F == ReduceFn::Max ||
+                  F == ReduceFn::Min) {
+      return elementwise_table()
+          .reduce_rows[static_cast<std::size_t>(f)][static_cast<std::size_t>(dtype_of<T>())];
+    }
+  }
+  return nullptr;
+}
+
+// Reduces `rows` contiguous rows of n elements into y[0, rows).
+template <ReduceFn F, class T>
+void reduce_rows(const T* x, T* y, std::size_t n, std::size_t rows) {
+  if (const ReduceRows k = row_kernel<F, T>()) return k(x, y, n, rows);
+  for (std::size_t r = 0; r < rows; ++r) y[r] = reduce_row<F>(x + r * n, n);
+}
+
 // Rows longer than this are split into chunks of this many elements when there are too few
 // rows to keep every thread busy (a full reduction is one row). The chunk size is fixed, not
 // derived from the thread count, so results do not depend on EMBER_NUM_THREADS.
@@ -116,7 +141,8 @@ void reduce_values(const T* x, T* y, Dims3 d) {
       const T* row = x + o * d.n;
       parallel_for(0, chunks, 1, [&](std::size_t c0, std::size_t c1) {
         for (std::size_t c = c0; c < c1; ++c) {
-          part[c] = reduce_row<F>(row + c * kRowChunk, std::min(kRowChunk, d.n - c * kRowChunk));
+          reduce_rows<F>(row + c * kRowChunk, &part[c], std::min(kRowChunk, d.n - c * kRowChunk),
+                         1);
         }
       });
       T r = C::init();
@@ -126,7 +152,7 @@ void reduce_values(const T* x, T* y, Dims3 d) {
   } else if (d.inner == 1) {
     parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
                  [&](std::size_t o0, std::size_t o1) {
-                   for (std::size_t o = o0; o < o1; ++o) y[o] = reduce_row<F>(x + o * d.n, d.n);
+                   reduce_rows<F>(x + o0 * d.n, y + o0, d.n, o1 - o0);
                  });
   } else if (few_outer && d.inner * d.n >= 32768) {
     // Few outer blocks (e.g. a reduction over dim 0): split the inner columns instead.

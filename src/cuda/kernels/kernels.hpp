@@ -19,6 +19,8 @@ ir::Handle cast(CudaContext& ctx, ir::Cast& op);
 ir::Handle reduce(CudaContext& ctx, ir::Reduce& op);
 ir::Handle softmax(CudaContext& ctx, ir::Softmax& op);
 ir::Handle scan(CudaContext& ctx, ir::Scan& op);
+// norm.cpp
+ir::Handle layer_norm(CudaContext& ctx, ir::LayerNorm& op);
 // matmul.cpp
 ir::Handle matmul(CudaContext& ctx, ir::Matmul& op);
 // layout.cpp

@@ -1,0 +1,30 @@
+// Layer norm: x, weight and bias made contiguous, then the generated row kernel
+// (gen_layer_norm) with one block per normalised row.
+#include "cuda/codegen.hpp"
+#include "cuda/kernels/kernels.hpp"
+
+namespace ember::cuda {
+
+ir::Handle layer_norm(CudaContext& ctx, ir::LayerNorm& op) {
+  auto x = ctx.contiguous(op.x);
+  const Shape& s = x->shape();
+  auto out = ctx.empty(s, x->dtype());
+  std::int64_t n = 1;
+  for (std::size_t d = s.rank() - op.dims; d < s.rank(); ++d) n *= static_cast<std::int64_t>(s[d]);
+  std::int64_t rows = n == 0 ? 0 : static_cast<std::int64_t>(s.num_elements()) / n;
+  if (rows == 0) return out;
+  std::shared_ptr<const CudaTensor> w, b;
+  if (op.weight) w = ctx.contiguous(op.weight);
+  if (op.bias) b = ctx.contiguous(op.bias);
+  const void* xp = x->data();
+  const void* wp = w ? w->data() : nullptr;
+  const void* bp = b ? b->data() : nullptr;
+  void* yp = out->data();
+  double eps = op.eps;
+  constexpr unsigned kBlock = 256;
+  ctx.launch(gen_layer_norm(x->dtype()), rows * kBlock, {&xp, &wp, &bp, &yp, &rows, &n, &eps},
+             "layer_norm", false, kBlock, 1 << 20);
+  return out;
+}
+
+}  // namespace ember::cuda
