@@ -11,5 +11,6 @@
 #include "ember/tensor/device.hpp"
 #include "ember/tensor/dyn_tensor.hpp"
 #include "ember/tensor/gradients.hpp"
+#include "ember/tensor/module_ops.hpp"
 #include "ember/tensor/ops.hpp"
 #include "ember/tensor/tensor.hpp"

@@ -491,6 +491,18 @@ RuleEntry make_kind(ir::OpKind k) {
           c.give(0, mul(c.be, std::move(y), sub(c.be, c.grad(), std::move(s))));
         }
       });
+    case OpKind::Unfold:
+      return diff("fold g back onto x's spatial extents (padding entries are dropped)", 0, false,
+                  [](Ctx& c) {
+                    const auto& o = c.op<ir::Unfold>();
+                    const Shape& xs = c.in_shape(0);
+                    std::vector<std::size_t> spatial(xs.begin() + 2, xs.end());
+                    c.give(0, run(c.be, ir::Fold{c.grad(), std::move(spatial), o.window}));
+                  });
+    case OpKind::Fold:
+      return diff("unfold g with zero padding (fold is unfold's adjoint)", 0, false, [](Ctx& c) {
+        c.give(0, run(c.be, ir::Unfold{c.grad(), c.op<ir::Fold>().window, 0.0}));
+      });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

@@ -86,6 +86,17 @@ KernelSource gen_index_select(std::size_t elem_size);
 //             i64 inner, int* err) — one thread per element of y, adding in index order.
 KernelSource gen_index_add(DType dt);
 
+// Sliding windows over the canonical 3-d window (backend/window.hpp), one thread per output
+// element. Host mirror of the prelude's EmWin, passed by value.
+struct Win {
+  std::int64_t planes = 0, K = 0, L = 0, image = 0;
+  std::int64_t in[3] = {}, k[3] = {}, s[3] = {}, p[3] = {}, d[3] = {}, out[3] = {};
+};
+// unfold: (EmWin w, T* y, const T* x, u64 pad_bits) — pad_bits hold the padding element.
+KernelSource gen_unfold(std::size_t elem_size);
+// fold: (EmWin w, T* y, const T* x) — float dtypes; each image element sums its entries.
+KernelSource gen_fold(DType dt);
+
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);
 

@@ -34,6 +34,9 @@ ir::Handle gather(CudaContext& ctx, ir::Gather& op);
 ir::Handle scatter(CudaContext& ctx, ir::Scatter& op);
 ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op);
 ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op);
+// unfold.cpp
+ir::Handle unfold(CudaContext& ctx, ir::Unfold& op);
+ir::Handle fold(CudaContext& ctx, ir::Fold& op);
 // creation.cpp
 ir::Handle fill(CudaContext& ctx, ir::Fill& op);
 ir::Handle arange(CudaContext& ctx, ir::Arange& op);
