@@ -100,17 +100,22 @@ DynTensor to_image(DynTensor y, std::size_t n, std::size_t c, const std::vector<
   return ops::reshape(std::move(y), Shape(std::move(dims)));
 }
 
-// Checks bias [O] against the weight and adds it, broadcast over [N, O, *spatial].
-DynTensor add_bias(DynTensor y, std::optional<DynTensor> bias, std::size_t channels,
-                   const DynTensor& x, const char* op) {
-  if (!bias) return y;
+// Checks bias [O] (before any work is done).
+void check_bias(const DynTensor& x, const DynTensor& weight, const std::optional<DynTensor>& bias,
+                std::size_t channels, const char* op) {
+  if (!bias) return;
   ops::detail::check_same_device(x, *bias, op);
   EMBER_CHECK(bias->rank() == 1 && bias->shape()[0] == channels && bias->dtype() == x.dtype(),
               describe(std::string(op) + ": expected a bias [" + std::to_string(channels) +
-                           "] of the input's dtype, got",
-                       {&x, &*bias}));
+                           "] of the input's dtype, got (input, weight, bias)",
+                       {&x, &weight, &*bias}));
+}
+
+// y [N, O, *spatial] + bias [O], broadcast.
+DynTensor add_bias(DynTensor y, std::optional<DynTensor> bias) {
+  if (!bias) return y;
   std::vector<std::size_t> dims(y.rank(), 1);
-  dims[1] = channels;
+  dims[1] = bias->shape()[0];
   return ops::binary(ir::BinaryFn::Add, std::move(y),
                      ops::reshape(std::move(*bias), Shape(std::move(dims))));
 }
@@ -166,6 +171,7 @@ DynTensor conv(DynTensor x, DynTensor weight, std::optional<DynTensor> bias, con
                "of groups = " +
                    std::to_string(groups) + ", got",
                {&x, &weight}));
+  check_bias(x, weight, bias, out_c, "conv");
   const auto in = spatial_of(x.shape());
   const auto kernel = spatial_of(weight.shape());
   ir::Window w = resolve_window(describe("conv", {&x, &weight}), sp, kernel, o, nullptr, &in);
@@ -176,9 +182,8 @@ DynTensor conv(DynTensor x, DynTensor weight, std::optional<DynTensor> bias, con
   auto cols =
       ops::reshape(unfold_checked(std::move(x), std::move(w), 0.0), Shape{n, groups, ck, l});
   auto wm = ops::reshape(std::move(weight), Shape{1, groups, out_c / groups, ck});
-  auto y = to_image(ops::matmul(std::move(wm), std::move(cols)), n, out_c, out);
-  DynTensor ref = y;  // for add_bias's messages and checks (dtype, device)
-  return add_bias(std::move(y), std::move(bias), out_c, ref, "conv");
+  return add_bias(to_image(ops::matmul(std::move(wm), std::move(cols)), n, out_c, out),
+                  std::move(bias));
 }
 
 DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor> bias,
@@ -193,6 +198,7 @@ DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor>
                            std::to_string(groups) + ", got",
                        {&x, &weight}));
   const std::size_t out_c = weight.shape()[1] * groups;
+  check_bias(x, weight, bias, out_c, "conv_transpose");
   const auto in = spatial_of(x.shape());
   const auto kernel = spatial_of(weight.shape());
   const std::string op = describe("conv_transpose", {&x, &weight});
@@ -217,9 +223,7 @@ DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor>
   auto wt = ops::transpose(ops::reshape(std::move(weight), Shape{1, groups, cg, ok}));
   auto xs = ops::reshape(std::move(x), Shape{n, groups, cg, l});
   auto cols = ops::reshape(ops::matmul(std::move(wt), std::move(xs)), Shape{n, groups * ok, l});
-  auto y = fold_checked(std::move(cols), out, std::move(w));
-  DynTensor ref = y;
-  return add_bias(std::move(y), std::move(bias), out_c, ref, "conv_transpose");
+  return add_bias(fold_checked(std::move(cols), out, std::move(w)), std::move(bias));
 }
 
 DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o) {
