@@ -153,6 +153,18 @@ def matmul_bias_gelu(p):
     return lambda: F.gelu(x @ w + b)
 
 
+def conv2d(p):
+    x, w = inp(p["x"], 1), inp(p["w"], 2)
+    stride, padding = p["stride"][0], p["padding"][0]
+    return lambda: F.conv2d(x, w, None, stride=stride, padding=padding)
+
+
+def max_pool2d(p):
+    x = inp(p["shape"], 1)
+    k, stride, padding = p["kernel"][0], p["stride"][0], p["padding"][0]
+    return lambda: F.max_pool2d(x, k, stride=stride, padding=padding)
+
+
 def from_data(p):
     # The host buffer a user hands over; torch.tensor copies it (to the device), as ember's
     # from_data does.
@@ -320,6 +332,9 @@ WORKLOADS = {
     "matvec": matmul,
     "vecmat": matmul,
     "matmul_bias_gelu": matmul_bias_gelu,
+    "conv2d_resnet": conv2d,
+    "conv2d_alexnet": conv2d,
+    "max_pool2d": max_pool2d,
     "from_data": from_data,
     "to_data": to_data,
     "launch_overhead": launch_overhead,

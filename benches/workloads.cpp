@@ -168,14 +168,37 @@ Case matmul_case(SizeKind s, const Device& dev, std::size_t b, std::size_t m, st
   return c;
 }
 
+// conv2d of x [N, C, H, W] with weight [O, C, kh, kw], no bias, square stride and padding.
+Case conv2d_case(const Device& dev, const Shape& xs, const Shape& ws, std::size_t stride,
+                 std::size_t padding) {
+  auto x = input<4>(xs, 1, dev);
+  auto w = input<4>(ws, 2, dev);
+  const std::size_t oh = (xs[2] + 2 * padding - ws[2]) / stride + 1,
+                    ow = (xs[3] + 2 * padding - ws[3]) / stride + 1;
+  const double k = double(ws[1] * ws[2] * ws[3]);
+  const double flops = 2.0 * double(xs[0] * ws[0] * oh * ow) * k;
+  const double bytes =
+      double(xs.num_elements() + ws.num_elements() + xs[0] * ws[0] * oh * ow) * kF32;
+  Params p{{"x", dims(xs)},
+           {"w", dims(ws)},
+           {"stride", {std::int64_t(stride)}},
+           {"padding", {std::int64_t(padding)}}};
+  const module_ops::Size2 st{stride, stride}, pd{padding, padding};
+  Case c = timed(p, xs, bytes, flops, dev, [x, w, st, pd] {
+    return module_ops::conv2d(x, w, std::nullopt, {.stride = st, .padding = pd});
+  });
+  c.shape = xs.to_string() + " * " + ws.to_string() + " s" + std::to_string(stride) + " p" +
+            std::to_string(padding);
+  c.rtol = 1e-4;
+  c.atol = 1e-4 * std::sqrt(k);  // inputs in [-1, 1): sums of k terms of mixed sign
+  return c;
+}
+
 std::vector<Workload> build() {
   std::vector<Workload> w;
   const auto add = [&](std::string name, std::string group,
                        std::function<Case(SizeKind, const Device&)> make) {
     w.push_back({std::move(name), std::move(group), "", std::move(make)});
-  };
-  const auto unavailable = [&](std::string name, std::string group, std::string why) {
-    w.push_back({std::move(name), std::move(group), std::move(why), nullptr});
   };
 
   // ---- element-wise ----
@@ -285,9 +308,36 @@ std::vector<Workload> build() {
     return c;
   });
 
-  // ---- not in the API yet ----
-  unavailable("max_pool2d", "module", "not available: no module_ops::max_pool2d in the API yet");
-  unavailable("conv2d", "module", "not available: no module_ops::conv2d in the API yet");
+  // ---- module ops: convolution and pooling ----
+  add("conv2d_resnet", "module", [](SizeKind s, const Device& dev) {
+    // A ResNet stage-1 layer: 3x3, padding 1, 64 -> 64 channels at 56x56.
+    const std::size_t n = by_size<std::size_t>(s, 0, 8, 64);
+    return s == SizeKind::Tiny ? conv2d_case(dev, Shape{2, 8, 9, 11}, Shape{6, 8, 3, 3}, 1, 1)
+                               : conv2d_case(dev, Shape{n, 64, 56, 56}, Shape{64, 64, 3, 3}, 1, 1);
+  });
+  add("conv2d_alexnet", "module", [](SizeKind s, const Device& dev) {
+    // AlexNet's first layer: 11x11, stride 4, padding 2, 3 -> 64 channels at 224x224.
+    const std::size_t n = by_size<std::size_t>(s, 0, 8, 128);
+    return s == SizeKind::Tiny
+               ? conv2d_case(dev, Shape{2, 3, 23, 25}, Shape{5, 3, 11, 11}, 4, 2)
+               : conv2d_case(dev, Shape{n, 3, 224, 224}, Shape{64, 3, 11, 11}, 4, 2);
+  });
+  add("max_pool2d", "module", [](SizeKind s, const Device& dev) {
+    // The ResNet stem's pooling: 3x3, stride 2, padding 1.
+    const Shape shape =
+        by_size(s, Shape{2, 3, 9, 10}, Shape{8, 64, 112, 112}, Shape{64, 64, 112, 112});
+    auto x = input<4>(shape, 1, dev);
+    const std::size_t oh = (shape[2] - 1) / 2 + 1, ow = (shape[3] - 1) / 2 + 1;
+    Params p{{"shape", dims(shape)}, {"kernel", {3}}, {"stride", {2}}, {"padding", {1}}};
+    Case c = timed(p, shape, double(shape.num_elements() + shape[0] * shape[1] * oh * ow) * kF32, 0,
+                   dev, [x] {
+                     return module_ops::max_pool2d(
+                         x, {.kernel = {3, 3}, .stride = {{2, 2}}, .padding = {1, 1}});
+                   });
+    c.rtol = 0;
+    c.atol = 0;
+    return c;
+  });
 
   // ---- data transfer ----
   add("from_data", "data", [](SizeKind s, const Device& dev) {

@@ -533,6 +533,18 @@ RuleEntry make_kind(ir::OpKind k) {
                              mul(c.be, std::move(xhat), std::move(m2)));
             c.give(0, reshape(c.be, mul(c.be, std::move(rstd), std::move(inner)), xs));
           });
+    case OpKind::Unfold:
+      return diff("fold g back onto x's spatial extents (padding entries are dropped)", 0, false,
+                  [](Ctx& c) {
+                    const auto& o = c.op<ir::Unfold>();
+                    const Shape& xs = c.in_shape(0);
+                    std::vector<std::size_t> spatial(xs.begin() + 2, xs.end());
+                    c.give(0, run(c.be, ir::Fold{c.grad(), std::move(spatial), o.window}));
+                  });
+    case OpKind::Fold:
+      return diff("unfold g with zero padding (fold is unfold's adjoint)", 0, false, [](Ctx& c) {
+        c.give(0, run(c.be, ir::Unfold{c.grad(), c.op<ir::Fold>().window, 0.0}));
+      });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

@@ -57,7 +57,10 @@ class CpuBackend final : public backend::Backend {
     return dispatch(op);
   }
 
-  bool supports(ir::OpKind, DType) const override { return true; }
+  // Fold sums: float dtypes only (the tensor layer never builds another).
+  bool supports(ir::OpKind k, DType dt) const override {
+    return k != ir::OpKind::Fold || is_float(dt);
+  }
 
   void seed(std::uint64_t s) override {
     ctx_.seed = s;
@@ -105,6 +108,8 @@ class CpuBackend final : public backend::Backend {
   ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
   ir::Handle run_one(ir::Softmax& o) { return softmax(ctx_, o); }
   ir::Handle run_one(ir::LayerNorm& o) { return layer_norm(ctx_, o); }
+  ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
+  ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
   ir::Handle run_one(ir::Sort&) { EMBER_ASSERT(false); }
 
   // 16-bit floats are stored natively but computed in f32: ops that do arithmetic on them
@@ -123,6 +128,7 @@ class CpuBackend final : public backend::Backend {
       case ir::OpKind::Where:
       case ir::OpKind::Softmax:
       case ir::OpKind::LayerNorm:
+      case ir::OpKind::Fold:
         return true;
       default:
         return false;

@@ -38,6 +38,9 @@ typedef unsigned short h16;
 #define EM_GSTRIDE ((i64)gridDim.x * blockDim.x)
 
 struct EmGeo { int rank; int pad; i64 n; i64 shape[8]; i64 st[3][8]; };
+// A sliding window over 3 spatial dims (backend/window.hpp): planes = N * C, K = kernel
+// size, L = window positions, image = prod(in).
+struct EmWin { i64 planes, K, L, image; i64 in[3], k[3], s[3], p[3], d[3], out[3]; };
 // V elements moved by one aligned load or store (Note [Vector loads] in codegen.cpp).
 template <class T, int V> struct alignas(sizeof(T) * V) em_vec { T v[V]; };
 
@@ -1421,6 +1424,78 @@ KernelSource gen_add_tile_offsets() {
   return k;
 }
 
+KernelSource gen_unfold(std::size_t elem) {
+  // One thread per column entry: decode (plane, kernel offset, position), read the image
+  // element under it or the padding value.
+  KernelSource k;
+  k.name = "em_unfold_s" + std::to_string(elem);
+  const std::string t = sized_type(elem);
+  k.body = "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t +
+           "* __restrict__ y, const " + t +
+           "* __restrict__ x, u64 pad_bits) {\n"
+           "  const " +
+           t + " pad = (" + t +
+           ")pad_bits;\n"
+           "  for (i64 i = EM_GID; i < w.planes * w.K * w.L; i += EM_GSTRIDE) {\n"
+           "    const i64 l = i % w.L, r = i / w.L, kk = r % w.K, p = r / w.K;\n"
+           "    i64 c[3], o[3], q = kk, m = l;\n"
+           "    for (int d = 2; d >= 0; --d) { c[d] = q % w.k[d]; q /= w.k[d];\n"
+           "                                   o[d] = m % w.out[d]; m /= w.out[d]; }\n"
+           "    i64 off = 0; bool inside = true;\n"
+           "    for (int d = 0; d < 3; ++d) {\n"
+           "      const i64 v = o[d] * w.s[d] - w.p[d] + c[d] * w.d[d];\n"
+           "      inside = inside && v >= 0 && v < w.in[d];\n"
+           "      off = off * w.in[d] + v;\n"
+           "    }\n"
+           "    y[i] = inside ? x[p * w.image + off] : pad;\n"
+           "  }\n}\n";
+  return k;
+}
+
+KernelSource gen_fold(DType dt) {
+  // One thread per image element, gathering every column entry that reads it in a fixed
+  // order (kernel offsets row-major): deterministic, no atomics. Along a dim, kernel
+  // offset c reads the element at position o = (v + p - c d) / s when that divides.
+  EMBER_CHECK(is_float(dt), std::string("fold: no Cuda kernel for dtype ") + name(dt));
+  KernelSource k;
+  k.name = "em_fold_" + dname(dt);
+  const std::string t = storage_type(dt);
+  k.body =
+      "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t + "* __restrict__ y, const " + t +
+      "* __restrict__ x) {\n" + typedefs(dt) +
+      "  for (i64 i = EM_GID; i < w.planes * w.image; i += EM_GSTRIDE) {\n"
+      "    const i64 p = i / w.image;\n"
+      "    i64 v[3], m = i % w.image;\n"
+      "    for (int d = 2; d >= 0; --d) { v[d] = m % w.in[d]; m /= w.in[d]; }\n"
+      "    C acc = (C)0;\n"
+      "    const " +
+      t +
+      "* col = x + p * w.K * w.L;\n"
+      "    for (i64 c0 = 0; c0 < w.k[0]; ++c0) {\n"
+      "      const i64 n0 = v[0] + w.p[0] - c0 * w.d[0];\n"
+      "      if (n0 < 0) break;\n"
+      "      if (n0 % w.s[0] != 0 || n0 / w.s[0] >= w.out[0]) continue;\n"
+      "      for (i64 c1 = 0; c1 < w.k[1]; ++c1) {\n"
+      "        const i64 n1 = v[1] + w.p[1] - c1 * w.d[1];\n"
+      "        if (n1 < 0) break;\n"
+      "        if (n1 % w.s[1] != 0 || n1 / w.s[1] >= w.out[1]) continue;\n"
+      "        for (i64 c2 = 0; c2 < w.k[2]; ++c2) {\n"
+      "          const i64 n2 = v[2] + w.p[2] - c2 * w.d[2];\n"
+      "          if (n2 < 0) break;\n"
+      "          if (n2 % w.s[2] != 0 || n2 / w.s[2] >= w.out[2]) continue;\n"
+      "          const i64 kk = (c0 * w.k[1] + c1) * w.k[2] + c2;\n"
+      "          const i64 l = ((n0 / w.s[0]) * w.out[1] + n1 / w.s[1]) * w.out[2] + n2 / w.s[2];\n"
+      "          acc += " +
+      load(dt, "col[kk * w.L + l]") +
+      ";\n"
+      "        }\n      }\n    }\n"
+      "    y[i] = " +
+      store(dt, "acc") +
+      ";\n"
+      "  }\n}\n";
+  return k;
+}
+
 std::vector<KernelSource> all_kernels() {
   std::vector<KernelSource> out;
   for (bool c : {true, false}) {
@@ -1474,6 +1549,7 @@ std::vector<KernelSource> all_kernels() {
         }
       }
       out.push_back(gen_layer_norm(dt));
+      out.push_back(gen_fold(dt));
     }
     out.push_back(gen_arange(dt));
     out.push_back(gen_random(dt));
@@ -1485,6 +1561,7 @@ std::vector<KernelSource> all_kernels() {
     out.push_back(gen_fill(e));
     out.push_back(gen_gather(e));
     out.push_back(gen_index_select(e));
+    out.push_back(gen_unfold(e));
   }
   // sort and nonzero
   for (DType dt : kAllDTypes) {

@@ -148,6 +148,16 @@ KernelSource gen_nonzero_count(DType dt);
 KernelSource gen_nonzero_write(DType dt);
 KernelSource gen_scan_tiles();
 KernelSource gen_add_tile_offsets();
+// Sliding windows over the canonical 3-d window (backend/window.hpp), one thread per output
+// element. Host mirror of the prelude's EmWin, passed by value.
+struct Win {
+  std::int64_t planes = 0, K = 0, L = 0, image = 0;
+  std::int64_t in[3] = {}, k[3] = {}, s[3] = {}, p[3] = {}, d[3] = {}, out[3] = {};
+};
+// unfold: (EmWin w, T* y, const T* x, u64 pad_bits) — pad_bits hold the padding element.
+KernelSource gen_unfold(std::size_t elem_size);
+// fold: (EmWin w, T* y, const T* x) — float dtypes; each image element sums its entries.
+KernelSource gen_fold(DType dt);
 
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);

@@ -75,7 +75,10 @@ class CudaBackend final : public backend::Backend {
         op);
   }
 
-  bool supports(ir::OpKind, DType) const override { return true; }
+  // Fold sums: float dtypes only (the tensor layer never builds another).
+  bool supports(ir::OpKind k, DType dt) const override {
+    return k != ir::OpKind::Fold || is_float(dt);
+  }
 
   void seed(std::uint64_t s) override {
     ctx_.seed = s;
@@ -115,6 +118,8 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
   ir::Handle run_one(ir::Softmax& o) { return softmax(ctx_, o); }
   ir::Handle run_one(ir::LayerNorm& o) { return layer_norm(ctx_, o); }
+  ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
+  ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
 
   // Runs op on the registry's cpu backend (see the file comment).
   std::vector<ir::Handle> host_fallback(ir::Op op) {

@@ -59,10 +59,10 @@ const char* name(ScanFn f) {
 
 const char* name(OpKind k) {
   static const char* const names[] = {
-      "Unary",   "Binary",  "Where",       "Cast",     "Reduce", "Scan",        "Matmul",
-      "Reshape", "Permute", "Expand",      "Slice",    "Flip",   "SliceAssign", "Cat",
-      "Gather",  "Scatter", "IndexSelect", "IndexAdd", "Sort",   "Nonzero",     "Fill",
-      "Arange",  "Random",  "Softmax",     "LayerNorm"};
+      "Unary",   "Binary",  "Where",       "Cast",      "Reduce", "Scan",        "Matmul",
+      "Reshape", "Permute", "Expand",      "Slice",     "Flip",   "SliceAssign", "Cat",
+      "Gather",  "Scatter", "IndexSelect", "IndexAdd",  "Sort",   "Nonzero",     "Fill",
+      "Arange",  "Random",  "Softmax",     "LayerNorm", "Unfold", "Fold"};
   static_assert(std::size(names) == static_cast<std::size_t>(OpKind::Count_));
   static_assert(std::variant_size_v<Op> == static_cast<std::size_t>(OpKind::Count_));
   return names[static_cast<std::size_t>(k)];
@@ -98,6 +98,11 @@ OpClass op_class(OpKind k) {
   }
 }
 
+std::size_t window_positions(std::size_t in, std::size_t kernel, std::size_t stride,
+                             std::size_t padding, std::size_t dilation) {
+  return (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
 std::vector<const Handle*> operands(const Op& op) {
   std::vector<const Handle*> out;
   std::visit(
@@ -108,7 +113,8 @@ std::vector<const Handle*> operands(const Op& op) {
                       std::is_same_v<T, Reshape> || std::is_same_v<T, Permute> ||
                       std::is_same_v<T, Expand> || std::is_same_v<T, Slice> ||
                       std::is_same_v<T, Flip> || std::is_same_v<T, Sort> ||
-                      std::is_same_v<T, Nonzero> || std::is_same_v<T, Softmax>) {
+                      std::is_same_v<T, Nonzero> || std::is_same_v<T, Softmax> ||
+                      std::is_same_v<T, Unfold> || std::is_same_v<T, Fold>) {
           out.push_back(&o.x);
         } else if constexpr (std::is_same_v<T, LayerNorm>) {
           out = {&o.x, &o.weight, &o.bias};

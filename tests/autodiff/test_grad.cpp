@@ -5,13 +5,13 @@
 // tests/autodiff/torch_reference.py).
 #include <gtest/gtest.h>
 
-#include <optional>
-
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -388,6 +388,61 @@ TEST(Grad, Indexing) {
              {x34(10)});
 }
 
+// Sliding windows: unfold and fold (the IR ops), and the composites built on them.
+// max_pool's inputs are distinct and spaced (no ties within eps).
+TEST(Grad, SlidingWindows) {
+  namespace mo = module_ops;
+  using WO = mo::WindowOptions;
+  check_both("unfold 2-d, stride, padding, dilation",
+             [](auto& x) {
+               return mo::unfold(x[0], {2, 3}, WO{{2, 1}, {1, 1}, {1, 2}});
+             },
+             {{rnd(S({2, 2, 5, 6}), -1, 1, 21)}});
+  check_both("unfold 1-d, pad value -1",
+             [](auto& x) {
+               return mo::unfold(x[0], {3}, WO{{2}, {2}, {1}}, -1.0);
+             },
+             {{rnd(S({1, 3, 7}), -1, 1, 22)}});
+  check_both("fold 2-d (overlapping)",
+             [](auto& x) {
+               return mo::fold(x[0], {4, 5}, {3, 2}, WO{{1, 2}, {1, 0}, {1, 1}});
+             },
+             {{rnd(S({2, 12, 8}), -1, 1, 23)}});
+  check_both("conv2d, bias, groups, stride, padding",
+             [](auto& x) {
+               return mo::conv(x[0], x[1], x[2], WO{{2, 1}, {1, 2}, {1, 1}}, 2);
+             },
+             {{rnd(S({2, 4, 5, 6}), -1, 1, 24)},
+              {rnd(S({6, 2, 3, 2}), -1, 1, 25)},
+              {rnd(S({6}), -1, 1, 26)}});
+  check_both("conv1d, dilation",
+             [](auto& x) {
+               return mo::conv(x[0], x[1], std::nullopt, WO{{1}, {1}, {2}});
+             },
+             {{rnd(S({2, 3, 9}), -1, 1, 27)}, {rnd(S({2, 3, 3}), -1, 1, 28)}});
+  check_both("conv_transpose2d, output padding",
+             [](auto& x) {
+               return mo::conv_transpose(x[0], x[1], x[2], WO{{2, 2}, {1, 0}, {1, 1}}, {1, 0});
+             },
+             {{rnd(S({2, 3, 3, 4}), -1, 1, 29)},
+              {rnd(S({3, 2, 3, 2}), -1, 1, 30)},
+              {rnd(S({2}), -1, 1, 31)}});
+  check_both("avg_pool2d, count_include_pad false",
+             [](auto& x) {
+               return mo::avg_pool(x[0], {3, 3}, WO{{2, 2}, {1, 1}, {}}, false);
+             },
+             {{rnd(S({2, 2, 5, 6}), -1, 1, 32)}});
+  // Distinct values 0.01 apart, shuffled: no two window entries within 2 eps of each other.
+  std::vector<double> v(2 * 3 * 6 * 7);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.01 * double(i) - 1.0;
+  std::shuffle(v.begin(), v.end(), std::mt19937_64(33));
+  check_both("max_pool2d, stride, padding, dilation",
+             [](auto& x) {
+               return mo::max_pool(x[0], {3, 2}, WO{{2, 2}, {1, 1}, {1, 2}});
+             },
+             {{TensorData::from(v, S({2, 3, 6, 7}))}});
+}
+
 // Layer norm: weight and bias present and absent, one and two normalised dims, and
 // operands produced by element-wise ops (dropped and recomputed under Balanced).
 TEST(Grad, LayerNorm) {
@@ -648,7 +703,7 @@ void compare(const RefModel& ref,
 
 TEST(TorchReference, Models) {
   auto refs = read_reference();
-  ASSERT_EQ(refs.size(), 3u);
+  ASSERT_EQ(refs.size(), 4u);
   auto mlp = [](std::map<std::string, DynTensor>& t) {
     Tensor<2> x(t.at("x")), w1(t.at("w1")), w2(t.at("w2"));
     Tensor<1> b1(t.at("b1")), b2(t.at("b2"));
@@ -674,8 +729,24 @@ TEST(TorchReference, Models) {
     auto y = (x - mean) / (var + 1e-5).sqrt() * gamma.unsqueeze<2>() + beta.unsqueeze<2>();
     return (y.sin() * y).sum();
   };
+  auto cnn = [](std::map<std::string, DynTensor>& t) {
+    namespace mo = module_ops;
+    Tensor<4> x(t.at("x")), w1(t.at("w1")), w2(t.at("w2")), w3(t.at("w3"));
+    Tensor<1> b1(t.at("b1")), b3(t.at("b3"));
+    auto h = mo::conv2d(x, w1, b1, {.padding = {1, 1}});
+    h = mo::max_pool2d(h.tanh(), {.kernel = {2, 2}, .stride = {{2, 2}}, .padding = {1, 1}});
+    h = mo::conv2d(h, w2, std::nullopt, {.stride = {2, 2}, .padding = {1, 1}, .groups = 2});
+    auto u = mo::conv_transpose2d(h, w3, b3,
+                                  {.stride = {2, 2}, .padding = {1, 1}, .output_padding = {1, 1}});
+    auto a = mo::avg_pool2d(u, {.kernel = {3, 3}, .stride = {{1, 1}}, .padding = {1, 1}});
+    return (a * a).sum() + h.sin().mean();
+  };
   for (auto ck : {Checkpointing::None, Checkpointing::Balanced}) {
     SCOPED_TRACE(ck == Checkpointing::None ? "none" : "balanced");
+    {
+      SCOPED_TRACE("cnn");
+      compare(refs.at("cnn"), cnn, ck);
+    }
     {
       SCOPED_TRACE("mlp");
       compare(refs.at("mlp"), mlp, ck);

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Writes tests/data/autodiff_torch_reference.txt: inputs, loss and gradients of three
+"""Writes tests/data/autodiff_torch_reference.txt: inputs, loss and gradients of four
 small f64 models computed by PyTorch, which tests/autodiff/test_grad.cpp (TorchReference)
 rebuilds with ember and compares. Run once with Debian's python3-torch:
     /usr/bin/python3 tests/autodiff/torch_reference.py
@@ -64,6 +64,22 @@ model("attention", {"q": torch.randn(2, 3, 4, dtype=f64), "k": torch.randn(2, 5,
                     "v": torch.randn(2, 5, 4, dtype=f64)}, {}, attention)
 model("layer_norm", {"x": torch.randn(3, 6, dtype=f64), "gamma": torch.randn(6, dtype=f64),
                      "beta": torch.randn(6, dtype=f64)}, {}, layer_norm)
+
+def cnn(x, w1, b1, w2, w3, b3):
+    F = torch.nn.functional
+    h = F.conv2d(x, w1, b1, padding=1)
+    h = F.max_pool2d(torch.tanh(h), 2, stride=2, padding=1)
+    h = F.conv2d(h, w2, None, stride=2, padding=1, groups=2)
+    u = F.conv_transpose2d(h, w3, b3, stride=2, padding=1, output_padding=1)
+    a = F.avg_pool2d(u, 3, stride=1, padding=1)
+    return (a * a).sum() + h.sin().mean()
+
+
+# Appended last, so the models above keep their random draws.
+model("cnn", {"x": torch.randn(2, 3, 6, 7, dtype=f64), "w1": torch.randn(4, 3, 3, 3, dtype=f64),
+              "b1": torch.randn(4, dtype=f64), "w2": torch.randn(4, 2, 3, 3, dtype=f64),
+              "w3": torch.randn(4, 3, 3, 3, dtype=f64), "b3": torch.randn(3, dtype=f64)},
+      {}, cnn)
 
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
                    "autodiff_torch_reference.txt")

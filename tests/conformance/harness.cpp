@@ -525,6 +525,7 @@ const std::vector<Case>& all_cases() {
     add_reduce_cases(v);
     add_layout_cases(v);
     add_compute_cases(v);
+    add_conv_cases(v);
     return v;
   }();
   return cases;

@@ -181,6 +181,59 @@ TEST_P(BadInput, TypedFacadeAndData) {
   EXPECT_ERROR_NAMING(TensorData::from<float>({1, 2}).get_f64(2), "get_f64");
 }
 
+TEST_P(BadInput, SlidingWindows) {
+  namespace mo = ember::module_ops;
+  using WO = mo::WindowOptions;
+  const Device d = dev();
+  const auto x = f32(d, {2, 3, 5, 5});
+  // Not an image with 1 to 3 spatial dims.
+  EXPECT_ERROR_NAMING(mo::unfold(f32(d, {3, 5}), {2}), "unfold");
+  EXPECT_ERROR_NAMING(
+      mo::conv(f32(d, {1, 1, 2, 2, 2, 2}), f32(d, {1, 1, 1, 1, 1, 1}), std::nullopt), "conv");
+  // Kernel / option arity, zero stride or kernel, dilated kernel larger than padded input.
+  EXPECT_ERROR_NAMING(mo::unfold(x, {2}), "kernel [2] needs 2 entries");
+  EXPECT_ERROR_NAMING(mo::unfold(x, {2, 2}, WO{{1}, {}, {}}), "stride [1] needs 2 entries");
+  EXPECT_ERROR_NAMING(mo::unfold(x, {2, 2}, WO{{0, 1}, {}, {}}), "must be >= 1");
+  EXPECT_ERROR_NAMING(mo::unfold(x, {0, 2}), "must be >= 1");
+  EXPECT_ERROR_NAMING(mo::unfold(x, {6, 2}), "more than the padded input");
+  EXPECT_ERROR_NAMING(mo::unfold(x, {3, 3}, WO{{}, {}, {3, 1}}), "more than the padded input");
+  EXPECT_ERROR_NAMING(mo::unfold(ops::ones({1, 1, 3}, DType::I32, d), {2}, {},
+                                 std::numeric_limits<double>::quiet_NaN()),
+                      "unfold");
+  // fold: the column count must match the window positions of the output size.
+  EXPECT_ERROR_NAMING(mo::fold(f32(d, {1, 8, 10}), {4, 4}, {2, 2}), "window positions");
+  EXPECT_ERROR_NAMING(mo::fold(f32(d, {1, 7, 9}), {4, 4}, {2, 2}), "not a multiple");
+  EXPECT_ERROR_NAMING(mo::fold(ops::ones({1, 4, 9}, DType::I64, d), {4, 4}, {2, 2}), "fold");
+  // conv: channels against the weight and groups, bias shape, dtype and kind.
+  EXPECT_ERROR_NAMING(mo::conv(x, f32(d, {4, 2, 3, 3}), std::nullopt), "conv");
+  EXPECT_ERROR_NAMING(mo::conv(x, f32(d, {4, 1, 3, 3}), std::nullopt, {}, 2), "groups = 2");
+  EXPECT_ERROR_NAMING(mo::conv(x, f32(d, {4, 3, 3}), std::nullopt), "weight of the input's rank");
+  EXPECT_ERROR_NAMING(mo::conv(x, f32(d, {4, 3, 3, 3}), f32(d, {3})), "bias [4]");
+  EXPECT_ERROR_NAMING(mo::conv(x, ops::ones({4, 3, 3, 3}, DType::F64, d), std::nullopt),
+                      "input's rank and dtype");
+  EXPECT_ERROR_NAMING(mo::conv(ops::ones({1, 3, 5, 5}, DType::I32, d),
+                               ops::ones({4, 3, 3, 3}, DType::I32, d), std::nullopt),
+                      "conv");
+  EXPECT_ERROR_NAMING(mo::conv(x, f32(d, {4, 3, 7, 3}), std::nullopt), "more than the padded");
+  // conv_transpose: weight [C, O / groups, *k], output padding below the stride.
+  EXPECT_ERROR_NAMING(mo::conv_transpose(x, f32(d, {4, 2, 3, 3}), std::nullopt), "conv_transpose");
+  EXPECT_ERROR_NAMING(
+      mo::conv_transpose(x, f32(d, {3, 2, 3, 3}), std::nullopt, WO{{2, 2}, {}, {}}, {2, 0}),
+      "smaller than the stride");
+  EXPECT_ERROR_NAMING(mo::conv_transpose(f32(d, {1, 3, 1, 1}), f32(d, {3, 2, 1, 1}), std::nullopt,
+                                         WO{{}, {1, 1}, {}}),
+                      "leaves no output");
+  // Pools: padding at most half the kernel; avg_pool has no dilation and needs floats.
+  EXPECT_ERROR_NAMING(mo::max_pool(x, {2, 2}, WO{{}, {2, 0}, {}}), "at most half the kernel");
+  EXPECT_ERROR_NAMING(mo::avg_pool(x, {2, 2}, WO{{}, {}, {2, 2}}), "no dilation");
+  EXPECT_ERROR_NAMING(mo::avg_pool(ops::ones({1, 1, 4, 4}, DType::I32, d), {2, 2}), "avg_pool");
+  EXPECT_ERROR_NAMING(mo::max_pool(ops::ones({1, 1, 4, 4}, DType::Bool, d), {2, 2}), "max_pool");
+  // The typed facade checks ranks.
+  EXPECT_ERROR_NAMING(mo::conv2d(ember::Tensor<4>(x), ember::Tensor<4>(f32(d, {2, 3, 2, 2})),
+                                 ember::Tensor<1>(f32(d, {2})), {.stride = {0, 1}}),
+                      "must be >= 1");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, BadInput, testing::ValuesIn(Device::available()),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string s;

@@ -243,6 +243,32 @@ struct Sort {  // stable; NaN sorts as largest. Outputs: values, I64 indices
 struct Nonzero {  // -> I64 [count, rank] of the coordinates of non-zero elements
   Handle x;
 };
+// ---- sliding windows (convolution and pooling are composites of these) ----
+// A window sliding over the spatial dims of an image [N, C, *spatial] (1 to 3 spatial
+// dims): one entry per spatial dim in each vector; kernel, stride and dilation >= 1.
+struct Window {
+  std::vector<std::size_t> kernel, stride, padding, dilation;
+};
+// Number of window positions along a dim of extent `in`; the tensor layer checks that
+// in + 2 padding >= dilation (kernel - 1) + 1, so at least one position exists.
+std::size_t window_positions(std::size_t in, std::size_t kernel, std::size_t stride,
+                             std::size_t padding, std::size_t dilation);
+// im2col: [N, C, *spatial] -> [N, C * prod(kernel), L], L = prod(window positions). Row
+// c * prod(kernel) + k holds channel c at kernel offset k (row-major over the kernel dims)
+// for every window position l (row-major); positions in the padding read pad_value
+// (-inf for max pooling). torch.nn.functional.unfold's layout for 2 spatial dims.
+struct Unfold {
+  Handle x;
+  Window window;
+  double pad_value = 0;
+};
+// col2im, the adjoint of Unfold (pad_value 0): [N, C * prod(kernel), L] -> [N, C, *output],
+// each output element the sum of every column entry that Unfold would have read from it.
+struct Fold {
+  Handle x;
+  std::vector<std::size_t> output;  // the spatial extents; L must match their positions
+  Window window;
+};
 // ---- creation ----
 struct Fill {
   Shape shape;
@@ -263,7 +289,7 @@ struct Random {
 
 using Op = std::variant<Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute, Expand,
                         Slice, Flip, SliceAssign, Cat, Gather, Scatter, IndexSelect, IndexAdd, Sort,
-                        Nonzero, Fill, Arange, Random, Softmax, LayerNorm>;
+                        Nonzero, Fill, Arange, Random, Softmax, LayerNorm, Unfold, Fold>;
 
 // The variant index of each op, for support queries and tables.
 enum class OpKind : std::uint8_t {
@@ -292,6 +318,8 @@ enum class OpKind : std::uint8_t {
   Random,
   Softmax,
   LayerNorm,
+  Unfold,
+  Fold,
   Count_
 };
 inline OpKind kind_of(const Op& op) { return static_cast<OpKind>(op.index()); }

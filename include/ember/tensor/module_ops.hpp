@@ -1,12 +1,13 @@
-// Neural-network functions over float tensors that are more than one element-wise step:
-// the free functions behind nn layers (as torch.nn.functional). Each validates its input
+// Neural-network functions that are more than one element-wise step: the free functions
+// behind nn layers (ember::module_ops, as torch.nn.functional). Each validates its input
 // and throws ember::Error naming itself and the shapes.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <optional>
+#include <vector>
 
-#include "ember/tensor/ops.hpp"
 #include "ember/tensor/tensor.hpp"
 
 namespace ember::module_ops {
@@ -41,6 +42,160 @@ template <std::size_t D, std::size_t W>
 Tensor<D> layer_norm(const Tensor<D>& x, const Tensor<W>& weight, double eps = 1e-5) {
   static_assert(W >= 1 && W <= D, "layer_norm: weight has 1..D dims");
   return Tensor<D>(ops::layer_norm(x.dyn(), weight.shape(), weight.dyn(), std::nullopt, eps));
+}
+
+// ---- sliding windows: convolution and pooling ----
+// Images are [N, C, *spatial] with 1 to 3 spatial dims. Everything here is a composite of
+// two IR ops — unfold (im2col) and its adjoint fold (col2im) — with matmul, reshape and
+// reductions: convolution is unfold + matmul, transposed convolution matmul + fold, pooling
+// unfold + max or mean over the window. Defaults follow PyTorch.
+
+// The rank-generic form (DynTensor): one entry per spatial dim in each vector; an empty
+// vector means the default (stride 1, or the kernel for pooling; padding 0; dilation 1).
+struct WindowOptions {
+  std::vector<std::size_t> stride, padding, dilation;
+};
+
+// [N, C, *spatial] -> [N, C * prod(kernel), L] (L = number of window positions), rows
+// ordered channel-major then kernel offsets, as torch.nn.functional.unfold. Positions in
+// the padding read pad_value.
+DynTensor unfold(DynTensor x, const std::vector<std::size_t>& kernel,
+                 const WindowOptions& options = {}, double pad_value = 0.0);
+// The adjoint of unfold: [N, C * prod(kernel), L] -> [N, C, *output_size], summing the
+// entries that overlap.
+DynTensor fold(DynTensor x, const std::vector<std::size_t>& output_size,
+               const std::vector<std::size_t>& kernel, const WindowOptions& options = {});
+// x [N, C, *spatial], weight [O, C / groups, *kernel], bias [O].
+DynTensor conv(DynTensor x, DynTensor weight, std::optional<DynTensor> bias,
+               const WindowOptions& options = {}, std::size_t groups = 1);
+// x [N, C, *spatial], weight [C, O / groups, *kernel], bias [O]. Each output extent is
+// (in - 1) stride - 2 padding + dilation (kernel - 1) + output_padding + 1; output_padding
+// must be smaller than the stride.
+DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor> bias,
+                         const WindowOptions& options = {},
+                         const std::vector<std::size_t>& output_padding = {},
+                         std::size_t groups = 1);
+// Padding is -inf (ints: the dtype's lowest value) and at most half the kernel.
+DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel,
+                   const WindowOptions& options = {});
+// count_include_pad: divide by the kernel size (PyTorch's default) rather than by the
+// number of positions inside the image. No dilation.
+DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel,
+                   const WindowOptions& options = {}, bool count_include_pad = true);
+
+// The typed form: Tensor<3> for 1 spatial dim, Tensor<4> for 2, Tensor<5> for 3.
+using Size2 = std::array<std::size_t, 2>;
+using Size3 = std::array<std::size_t, 3>;
+
+struct Conv1dOptions {
+  std::size_t stride = 1, padding = 0, dilation = 1, groups = 1;
+};
+struct Conv2dOptions {
+  Size2 stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  std::size_t groups = 1;
+};
+struct Conv3dOptions {
+  Size3 stride{1, 1, 1}, padding{0, 0, 0}, dilation{1, 1, 1};
+  std::size_t groups = 1;
+};
+struct ConvTranspose2dOptions {
+  Size2 stride{1, 1}, padding{0, 0}, output_padding{0, 0}, dilation{1, 1};
+  std::size_t groups = 1;
+};
+struct Unfold2dOptions {
+  Size2 stride{1, 1}, padding{0, 0}, dilation{1, 1};
+};
+struct MaxPool1dOptions {
+  std::size_t kernel = 1;
+  std::optional<std::size_t> stride;  // default: the kernel
+  std::size_t padding = 0, dilation = 1;
+};
+struct MaxPool2dOptions {
+  Size2 kernel{1, 1};
+  std::optional<Size2> stride;  // default: the kernel
+  Size2 padding{0, 0}, dilation{1, 1};
+};
+struct AvgPool1dOptions {
+  std::size_t kernel = 1;
+  std::optional<std::size_t> stride;  // default: the kernel
+  std::size_t padding = 0;
+  bool count_include_pad = true;
+};
+struct AvgPool2dOptions {
+  Size2 kernel{1, 1};
+  std::optional<Size2> stride;  // default: the kernel
+  Size2 padding{0, 0};
+  bool count_include_pad = true;
+};
+
+namespace detail {
+template <std::size_t N>
+std::vector<std::size_t> vec(const std::array<std::size_t, N>& a) {
+  return {a.begin(), a.end()};
+}
+inline std::optional<DynTensor> bias_of(const std::optional<Tensor<1>>& b) {
+  if (!b) return std::nullopt;
+  return b->dyn();
+}
+}  // namespace detail
+
+inline Tensor<3> unfold(const Tensor<4>& x, Size2 kernel, const Unfold2dOptions& o = {}) {
+  return Tensor<3>(
+      unfold(x.dyn(), detail::vec(kernel),
+             {detail::vec(o.stride), detail::vec(o.padding), detail::vec(o.dilation)}));
+}
+inline Tensor<4> fold(const Tensor<3>& x, Size2 output_size, Size2 kernel,
+                      const Unfold2dOptions& o = {}) {
+  return Tensor<4>(fold(x.dyn(), detail::vec(output_size), detail::vec(kernel),
+                        {detail::vec(o.stride), detail::vec(o.padding), detail::vec(o.dilation)}));
+}
+inline Tensor<3> conv1d(const Tensor<3>& x, const Tensor<3>& weight,
+                        const std::optional<Tensor<1>>& bias = std::nullopt,
+                        const Conv1dOptions& o = {}) {
+  return Tensor<3>(conv(x.dyn(), weight.dyn(), detail::bias_of(bias),
+                        {{o.stride}, {o.padding}, {o.dilation}}, o.groups));
+}
+inline Tensor<4> conv2d(const Tensor<4>& x, const Tensor<4>& weight,
+                        const std::optional<Tensor<1>>& bias = std::nullopt,
+                        const Conv2dOptions& o = {}) {
+  return Tensor<4>(conv(x.dyn(), weight.dyn(), detail::bias_of(bias),
+                        {detail::vec(o.stride), detail::vec(o.padding), detail::vec(o.dilation)},
+                        o.groups));
+}
+inline Tensor<5> conv3d(const Tensor<5>& x, const Tensor<5>& weight,
+                        const std::optional<Tensor<1>>& bias = std::nullopt,
+                        const Conv3dOptions& o = {}) {
+  return Tensor<5>(conv(x.dyn(), weight.dyn(), detail::bias_of(bias),
+                        {detail::vec(o.stride), detail::vec(o.padding), detail::vec(o.dilation)},
+                        o.groups));
+}
+inline Tensor<4> conv_transpose2d(const Tensor<4>& x, const Tensor<4>& weight,
+                                  const std::optional<Tensor<1>>& bias = std::nullopt,
+                                  const ConvTranspose2dOptions& o = {}) {
+  return Tensor<4>(
+      conv_transpose(x.dyn(), weight.dyn(), detail::bias_of(bias),
+                     {detail::vec(o.stride), detail::vec(o.padding), detail::vec(o.dilation)},
+                     detail::vec(o.output_padding), o.groups));
+}
+template <class K>
+Tensor<3, K> max_pool1d(const Tensor<3, K>& x, const MaxPool1dOptions& o) {
+  return Tensor<3, K>(
+      max_pool(x.dyn(), {o.kernel}, {{o.stride.value_or(o.kernel)}, {o.padding}, {o.dilation}}));
+}
+template <class K>
+Tensor<4, K> max_pool2d(const Tensor<4, K>& x, const MaxPool2dOptions& o) {
+  return Tensor<4, K>(max_pool(
+      x.dyn(), detail::vec(o.kernel),
+      {detail::vec(o.stride.value_or(o.kernel)), detail::vec(o.padding), detail::vec(o.dilation)}));
+}
+inline Tensor<3> avg_pool1d(const Tensor<3>& x, const AvgPool1dOptions& o) {
+  return Tensor<3>(avg_pool(x.dyn(), {o.kernel}, {{o.stride.value_or(o.kernel)}, {o.padding}, {}},
+                            o.count_include_pad));
+}
+inline Tensor<4> avg_pool2d(const Tensor<4>& x, const AvgPool2dOptions& o) {
+  return Tensor<4>(avg_pool(x.dyn(), detail::vec(o.kernel),
+                            {detail::vec(o.stride.value_or(o.kernel)), detail::vec(o.padding), {}},
+                            o.count_include_pad));
 }
 
 }  // namespace ember::module_ops

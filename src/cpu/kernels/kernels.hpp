@@ -42,6 +42,9 @@ ir::Handle scatter(CpuContext& ctx, ir::Scatter& op);
 ir::Handle index_select(CpuContext& ctx, ir::IndexSelect& op);
 ir::Handle index_add(CpuContext& ctx, ir::IndexAdd& op);
 ir::Handle nonzero(CpuContext& ctx, ir::Nonzero& op);
+// unfold.cpp
+ir::Handle unfold(CpuContext& ctx, ir::Unfold& op);
+ir::Handle fold(CpuContext& ctx, ir::Fold& op);
 // creation.cpp
 ir::Handle fill(CpuContext& ctx, ir::Fill& op);
 ir::Handle arange(CpuContext& ctx, ir::Arange& op);

@@ -39,6 +39,9 @@ ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op);
 ir::Handle nonzero(CudaContext& ctx, ir::Nonzero& op);
 // sort.cpp: values, indices
 std::vector<ir::Handle> sort(CudaContext& ctx, ir::Sort& op);
+// unfold.cpp
+ir::Handle unfold(CudaContext& ctx, ir::Unfold& op);
+ir::Handle fold(CudaContext& ctx, ir::Fold& op);
 // creation.cpp
 ir::Handle fill(CudaContext& ctx, ir::Fill& op);
 ir::Handle arange(CudaContext& ctx, ir::Arange& op);

@@ -1,0 +1,64 @@
+// Sliding-window launchers: unfold (im2col) and fold (col2im), one thread per output
+// element over the canonical 3-d window of backend/window.hpp. Fold gathers the column
+// entries of each image element instead of scattering into it: deterministic, no atomics.
+#include "cuda/kernels/kernels.hpp"
+#include "ember/backend/window.hpp"
+#include "ember/base/tensor_data.hpp"
+
+namespace ember::cuda {
+namespace {
+
+Win to_win(const backend::Window3& g) {
+  Win w;
+  w.planes = static_cast<std::int64_t>(g.planes);
+  w.K = static_cast<std::int64_t>(g.kernel_size());
+  w.L = static_cast<std::int64_t>(g.positions());
+  w.image = static_cast<std::int64_t>(g.image_size());
+  for (int d = 0; d < 3; ++d) {
+    w.in[d] = static_cast<std::int64_t>(g.in[d]);
+    w.k[d] = static_cast<std::int64_t>(g.kernel[d]);
+    w.s[d] = static_cast<std::int64_t>(g.stride[d]);
+    w.p[d] = static_cast<std::int64_t>(g.padding[d]);
+    w.d[d] = static_cast<std::int64_t>(g.dilation[d]);
+    w.out[d] = static_cast<std::int64_t>(g.out[d]);
+  }
+  return w;
+}
+
+}  // namespace
+
+ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
+  auto x = ctx.contiguous(op.x);
+  const auto g = backend::window3(x->shape(), op.window);
+  Win w = to_win(g);
+  auto out =
+      ctx.empty(Shape{x->shape()[0], x->shape()[1] * g.kernel_size(), g.positions()}, x->dtype());
+  const std::int64_t n = w.planes * w.K * w.L;
+  if (n == 0) return out;
+  std::uint64_t pad_bits = 0;  // converted as the Cpu converts it
+  convert_elements(&op.pad_value, DType::F64, &pad_bits, x->dtype(), 1);
+  void* y = out->data();
+  const void* xp = x->data();
+  ctx.launch(gen_unfold(size_of(x->dtype())), n, {&w, &y, &xp, &pad_bits}, "unfold");
+  return out;
+}
+
+ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
+  auto x = ctx.contiguous(op.x);
+  std::size_t K = 1;
+  for (std::size_t v : op.window.kernel) K *= v;
+  std::vector<std::size_t> dims{x->shape()[0], x->shape()[1] / K};
+  dims.insert(dims.end(), op.output.begin(), op.output.end());
+  const Shape image_shape(std::move(dims));
+  const auto g = backend::window3(image_shape, op.window);
+  Win w = to_win(g);
+  auto out = ctx.empty(image_shape, x->dtype());
+  const std::int64_t n = w.planes * w.image;
+  if (n == 0) return out;
+  void* y = out->data();
+  const void* xp = x->data();
+  ctx.launch(gen_fold(x->dtype()), n, {&w, &y, &xp}, "fold");
+  return out;
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,284 @@
+// Convolution and pooling (ember::module_ops): validation of the sliding-window arguments
+// in one place (resolve_window), the two IR ops Unfold and Fold, and the composites built
+// on them — conv and conv_transpose through matmul, max / avg pooling through a reduction
+// over the kernel axis of the unfolded image.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "ember/tensor/module_ops.hpp"
+#include "tensor/op_support.hpp"
+
+namespace ember::module_ops {
+namespace {
+
+using ops::detail::describe;
+using ops::detail::run;
+
+std::string list(const std::vector<std::size_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::size_t product(const std::vector<std::size_t>& v) {
+  std::size_t p = 1;
+  for (std::size_t e : v) p *= e;
+  return p;
+}
+
+// The number of spatial dims of an image x [N, C, *spatial]; throws naming op.
+std::size_t spatial_dims(const DynTensor& x, const char* op) {
+  EMBER_CHECK(x.rank() >= 3 && x.rank() <= 5,
+              describe(std::string(op) +
+                           ": expected an image [N, C, *spatial] with 1 to 3 spatial dims, got",
+                       {&x}));
+  return x.rank() - 2;
+}
+
+// A window with every vector filled (defaults for empty ones) and checked: sp entries
+// each, kernel / stride / dilation >= 1, and — when `image` is given — at least one
+// window position along each dim of the padded image.
+ir::Window resolve_window(const std::string& op, std::size_t sp,
+                          const std::vector<std::size_t>& kernel, const WindowOptions& o,
+                          const std::vector<std::size_t>* stride_default,
+                          const std::vector<std::size_t>* image) {
+  const auto fill = [&](const std::vector<std::size_t>& v, std::size_t dflt,
+                        const std::vector<std::size_t>* dv, const char* what) {
+    if (v.empty()) return dv ? *dv : std::vector<std::size_t>(sp, dflt);
+    EMBER_CHECK(v.size() == sp, op + ": " + what + " " + list(v) + " needs " + std::to_string(sp) +
+                                    " entries, one per spatial dim");
+    return v;
+  };
+  ir::Window w;
+  EMBER_CHECK(kernel.size() == sp, op + ": kernel " + list(kernel) + " needs " +
+                                       std::to_string(sp) + " entries, one per spatial dim");
+  w.kernel = kernel;
+  w.stride = fill(o.stride, 1, stride_default, "stride");
+  w.padding = fill(o.padding, 0, nullptr, "padding");
+  w.dilation = fill(o.dilation, 1, nullptr, "dilation");
+  for (std::size_t i = 0; i < sp; ++i) {
+    EMBER_CHECK(w.kernel[i] >= 1 && w.stride[i] >= 1 && w.dilation[i] >= 1,
+                op + ": kernel " + list(w.kernel) + ", stride " + list(w.stride) +
+                    " and dilation " + list(w.dilation) + " must be >= 1");
+    if (image) {
+      const std::size_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
+      EMBER_CHECK((*image)[i] + 2 * w.padding[i] >= span,
+                  op + ": the kernel " + list(w.kernel) + " with dilation " + list(w.dilation) +
+                      " spans " + std::to_string(span) + " along spatial dim " + std::to_string(i) +
+                      ", more than the padded input extent " + std::to_string((*image)[i]) +
+                      " + 2 * " + std::to_string(w.padding[i]));
+    }
+  }
+  return w;
+}
+
+std::vector<std::size_t> spatial_of(const Shape& s) { return {s.begin() + 2, s.end()}; }
+
+std::vector<std::size_t> positions(const std::vector<std::size_t>& in, const ir::Window& w) {
+  std::vector<std::size_t> out(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    out[i] = ir::window_positions(in[i], w.kernel[i], w.stride[i], w.padding[i], w.dilation[i]);
+  }
+  return out;
+}
+
+DynTensor unfold_checked(DynTensor x, ir::Window w, double pad_value) {
+  const Device dev = x.device();
+  return run(dev, ir::Unfold{std::move(x).handle(), std::move(w), pad_value});
+}
+
+DynTensor fold_checked(DynTensor x, std::vector<std::size_t> output, ir::Window w) {
+  const Device dev = x.device();
+  return run(dev, ir::Fold{std::move(x).handle(), std::move(output), std::move(w)});
+}
+
+// [N, C, *out] from [..., L] with N * C * L elements.
+DynTensor to_image(DynTensor y, std::size_t n, std::size_t c, const std::vector<std::size_t>& out) {
+  std::vector<std::size_t> dims{n, c};
+  dims.insert(dims.end(), out.begin(), out.end());
+  return ops::reshape(std::move(y), Shape(std::move(dims)));
+}
+
+// Checks bias [O] (before any work is done).
+void check_bias(const DynTensor& x, const DynTensor& weight, const std::optional<DynTensor>& bias,
+                std::size_t channels, const char* op) {
+  if (!bias) return;
+  ops::detail::check_same_device(x, *bias, op);
+  EMBER_CHECK(bias->rank() == 1 && bias->shape()[0] == channels && bias->dtype() == x.dtype(),
+              describe(std::string(op) + ": expected a bias [" + std::to_string(channels) +
+                           "] of the input's dtype, got (input, weight, bias)",
+                       {&x, &weight, &*bias}));
+}
+
+// y [N, O, *spatial] + bias [O], broadcast.
+DynTensor add_bias(DynTensor y, std::optional<DynTensor> bias) {
+  if (!bias) return y;
+  std::vector<std::size_t> dims(y.rank(), 1);
+  dims[1] = bias->shape()[0];
+  return ops::binary(ir::BinaryFn::Add, std::move(y),
+                     ops::reshape(std::move(*bias), Shape(std::move(dims))));
+}
+
+void check_weight(const DynTensor& x, const DynTensor& weight, const char* op) {
+  ops::detail::check_kind(x, {Kind::Float}, op);
+  ops::detail::check_same_device(x, weight, op);
+  EMBER_CHECK(weight.rank() == x.rank() && weight.dtype() == x.dtype(),
+              describe(std::string(op) + ": expected a weight of the input's rank and dtype, got",
+                       {&x, &weight}));
+}
+
+}  // namespace
+
+DynTensor unfold(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o,
+                 double pad_value) {
+  const std::size_t sp = spatial_dims(x, "unfold");
+  const auto in = spatial_of(x.shape());
+  ir::Window w = resolve_window(describe("unfold", {&x}), sp, kernel, o, nullptr, &in);
+  EMBER_CHECK(x.kind() == Kind::Float || !std::isnan(pad_value),
+              describe("unfold: a NaN padding value needs a float tensor, got", {&x}));
+  return unfold_checked(std::move(x), std::move(w), pad_value);
+}
+
+DynTensor fold(DynTensor x, const std::vector<std::size_t>& output_size,
+               const std::vector<std::size_t>& kernel, const WindowOptions& o) {
+  ops::detail::check_kind(x, {Kind::Float}, "fold");
+  const std::string op = describe("fold", {&x});
+  EMBER_CHECK(x.rank() == 3, op + ": expected columns [N, C * prod(kernel), L]");
+  EMBER_CHECK(output_size.size() >= 1 && output_size.size() <= 3,
+              op + ": output_size " + list(output_size) + " needs 1 to 3 spatial dims");
+  const std::size_t sp = output_size.size();
+  ir::Window w = resolve_window(op, sp, kernel, o, nullptr, &output_size);
+  const std::size_t k = product(w.kernel);
+  EMBER_CHECK(x.shape()[1] % k == 0, op + ": dim 1 (" + std::to_string(x.shape()[1]) +
+                                         ") is not a multiple of the kernel size " +
+                                         std::to_string(k) + " of kernel " + list(w.kernel));
+  const auto pos = positions(output_size, w);
+  EMBER_CHECK(x.shape()[2] == product(pos), op + ": dim 2 must be the number of window positions " +
+                                                list(pos) + " = " + std::to_string(product(pos)) +
+                                                " of output_size " + list(output_size));
+  return fold_checked(std::move(x), output_size, std::move(w));
+}
+
+DynTensor conv(DynTensor x, DynTensor weight, std::optional<DynTensor> bias, const WindowOptions& o,
+               std::size_t groups) {
+  const std::size_t sp = spatial_dims(x, "conv");
+  check_weight(x, weight, "conv");
+  const std::size_t n = x.shape()[0], c = x.shape()[1], out_c = weight.shape()[0];
+  EMBER_CHECK(
+      groups >= 1 && c % groups == 0 && out_c % groups == 0 && weight.shape()[1] * groups == c,
+      describe("conv: expected weight [O, C / groups, *kernel] with C and O multiples "
+               "of groups = " +
+                   std::to_string(groups) + ", got",
+               {&x, &weight}));
+  check_bias(x, weight, bias, out_c, "conv");
+  const auto in = spatial_of(x.shape());
+  const auto kernel = spatial_of(weight.shape());
+  ir::Window w = resolve_window(describe("conv", {&x, &weight}), sp, kernel, o, nullptr, &in);
+  const auto out = positions(in, w);
+  const std::size_t ck = weight.shape()[1] * product(kernel), l = product(out);
+  // cols [N, G, C/G * K, L]; weight [1, G, O/G, C/G * K]; their product [N, G, O/G, L] is
+  // [N, O, *out] in memory.
+  auto cols =
+      ops::reshape(unfold_checked(std::move(x), std::move(w), 0.0), Shape{n, groups, ck, l});
+  auto wm = ops::reshape(std::move(weight), Shape{1, groups, out_c / groups, ck});
+  return add_bias(to_image(ops::matmul(std::move(wm), std::move(cols)), n, out_c, out),
+                  std::move(bias));
+}
+
+DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor> bias,
+                         const WindowOptions& o, const std::vector<std::size_t>& output_padding,
+                         std::size_t groups) {
+  const std::size_t sp = spatial_dims(x, "conv_transpose");
+  check_weight(x, weight, "conv_transpose");
+  const std::size_t n = x.shape()[0], c = x.shape()[1];
+  EMBER_CHECK(groups >= 1 && c % groups == 0 && weight.shape()[0] == c,
+              describe("conv_transpose: expected weight [C, O / groups, *kernel] with C a "
+                       "multiple of groups = " +
+                           std::to_string(groups) + ", got",
+                       {&x, &weight}));
+  const std::size_t out_c = weight.shape()[1] * groups;
+  check_bias(x, weight, bias, out_c, "conv_transpose");
+  const auto in = spatial_of(x.shape());
+  const auto kernel = spatial_of(weight.shape());
+  const std::string op = describe("conv_transpose", {&x, &weight});
+  ir::Window w = resolve_window(op, sp, kernel, o, nullptr, nullptr);
+  std::vector<std::size_t> opad =
+      output_padding.empty() ? std::vector<std::size_t>(sp, 0) : output_padding;
+  EMBER_CHECK(opad.size() == sp, op + ": output_padding " + list(opad) + " needs " +
+                                     std::to_string(sp) + " entries, one per spatial dim");
+  std::vector<std::size_t> out(sp);
+  for (std::size_t i = 0; i < sp; ++i) {
+    EMBER_CHECK(opad[i] < w.stride[i], op + ": output_padding " + list(opad) +
+                                           " must be smaller than the stride " + list(w.stride));
+    const std::size_t full =
+        (in[i] - 1) * w.stride[i] + w.dilation[i] * (kernel[i] - 1) + opad[i] + 1;
+    EMBER_CHECK(in[i] >= 1 && full > 2 * w.padding[i], op + ": padding " + list(w.padding) +
+                                                           " leaves no output along spatial dim " +
+                                                           std::to_string(i));
+    out[i] = full - 2 * w.padding[i];
+  }
+  const std::size_t cg = c / groups, ok = weight.shape()[1] * product(kernel), l = product(in);
+  // weight^T [1, G, O/G * K, C/G] times x [N, G, C/G, L]: columns [N, O * K, L] to fold.
+  auto wt = ops::transpose(ops::reshape(std::move(weight), Shape{1, groups, cg, ok}));
+  auto xs = ops::reshape(std::move(x), Shape{n, groups, cg, l});
+  auto cols = ops::reshape(ops::matmul(std::move(wt), std::move(xs)), Shape{n, groups * ok, l});
+  return add_bias(fold_checked(std::move(cols), out, std::move(w)), std::move(bias));
+}
+
+DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o) {
+  const std::size_t sp = spatial_dims(x, "max_pool");
+  ops::detail::check_kind(x, {Kind::Float, Kind::Int}, "max_pool");
+  const auto in = spatial_of(x.shape());
+  const std::string op = describe("max_pool", {&x});
+  ir::Window w = resolve_window(op, sp, kernel, o, &kernel, &in);
+  for (std::size_t i = 0; i < sp; ++i) {
+    EMBER_CHECK(
+        2 * w.padding[i] <= w.kernel[i],
+        op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
+  }
+  const std::size_t n = x.shape()[0], c = x.shape()[1], k = product(w.kernel);
+  const auto out = positions(in, w);
+  auto cols = unfold_checked(std::move(x), std::move(w), -std::numeric_limits<double>::infinity());
+  auto m = ops::reduce(ir::ReduceFn::Max,
+                       ops::reshape(std::move(cols), Shape{n, c, k, product(out)}), 2);
+  return to_image(std::move(m), n, c, out);
+}
+
+DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o,
+                   bool count_include_pad) {
+  const std::size_t sp = spatial_dims(x, "avg_pool");
+  ops::detail::check_kind(x, {Kind::Float}, "avg_pool");
+  const auto in = spatial_of(x.shape());
+  const std::string op = describe("avg_pool", {&x});
+  EMBER_CHECK(o.dilation.empty() || product(o.dilation) == 1,
+              op + ": avg_pool takes no dilation, got " + list(o.dilation));
+  ir::Window w = resolve_window(op, sp, kernel, o, &kernel, &in);
+  for (std::size_t i = 0; i < sp; ++i) {
+    EMBER_CHECK(
+        2 * w.padding[i] <= w.kernel[i],
+        op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
+  }
+  const std::size_t n = x.shape()[0], c = x.shape()[1], k = product(w.kernel);
+  const auto out = positions(in, w);
+  const std::size_t l = product(out);
+  const DType dt = x.dtype();
+  const Device dev = x.device();
+  auto cols = ops::reshape(unfold_checked(std::move(x), w, 0.0), Shape{n, c, k, l});
+  if (count_include_pad) {
+    return to_image(ops::reduce(ir::ReduceFn::Mean, std::move(cols), 2), n, c, out);
+  }
+  // The number of window entries inside the image, per position: the same window summed
+  // over an image of ones.
+  std::vector<std::size_t> ones_shape{1, 1};
+  ones_shape.insert(ones_shape.end(), in.begin(), in.end());
+  auto counts = ops::reduce(
+      ir::ReduceFn::Sum,
+      ops::reshape(unfold_checked(ops::ones(Shape(ones_shape), dt, dev), std::move(w), 0.0),
+                   Shape{1, 1, k, l}),
+      2);
+  auto sums = ops::reduce(ir::ReduceFn::Sum, std::move(cols), 2);
+  return to_image(ops::binary(ir::BinaryFn::Div, std::move(sums), std::move(counts)), n, c, out);
+}
+
+}  // namespace ember::module_ops
