@@ -732,86 +732,112 @@ KernelSource gen_softmax(DType dt, bool log) {
   return k;
 }
 
-// Softmax of rows short enough to stay in registers: thread t holds elements t + e * blockDim
-// for e < ept, so the row is read once and written once (the looping kernel above reads it
-// three times). Each block walks rows with a grid stride and loads its next row before
-// reducing the current one, so the loads' latency overlaps the block's reductions. The host
-// picks blockDim and ept with ept * blockDim >= n.
-KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
-  KernelSource k;
+// Note [Rows in registers]: a row of up to blockDim * ept elements is held in registers,
+// thread t holding elements t + e * blockDim (e < ept), so the row is read once and written
+// once. Each block walks rows with a grid stride and loads its next row before reducing
+// the current one, so the loads' latency overlaps the block's reductions. This prints the
+// kernel's frame: `params` after x, the prefetch, and `body`, which sees the row in r[]
+// (elements past n hold `pad`), yr (the output row) and the block reduction helpers
+// (block_reduce over `v`). The host picks blockDim and ept with ept * blockDim >= n.
+std::string regs_row_kernel(const std::string& name, DType dt, int ept, const std::string& params,
+                            const std::string& pad, const std::string& body) {
   const std::string E = std::to_string(ept);
-  k.name = std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt) + "_r" + E;
   const std::string T = storage_type(dt);
-  const auto reduce_block = [](const std::string& op, const std::string& ident) {
-    return "    { const C ident = " + ident + ";\n" +
-           "    for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " + op +
-           "; }\n"
-           "    if (lane == 0) sv[warp] = v;\n"
-           "    __syncthreads();\n"
-           "    if (warp == 0) {\n"
-           "      v = lane < nwarps ? sv[lane] : ident;\n"
-           "      for (int off = 16; off > 0; off >>= 1) { const C o = em_shfl(v, off); v = " +
-           op +
-           "; }\n"
-           "      if (lane == 0) sv[0] = v;\n"
-           "    }\n"
-           "    __syncthreads();\n"
-           "    v = sv[0];\n"
-           "    __syncthreads(); }\n";
-  };
-  const auto load_row = [&](const std::string& dst, const std::string& row) {
+  const auto load_row = [&](const std::string& row) {
     return "#pragma unroll\n"
            "    for (int e = 0; e < " +
            E +
            "; ++e) {\n"
            "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
-           "      " +
-           dst + "[e] = (" + row + " < rows && j < n) ? " + load(dt, "x[" + row + " * n + j]") +
-           " : -inf;\n    }\n";
+           "      nx[e] = (" +
+           row + " < rows && j < n) ? " + load(dt, "x[" + row + " * n + j]") + " : " + pad +
+           ";\n    }\n";
   };
+  return "extern \"C\" __global__ void " + name + "(const " + T + "* __restrict__ x, " + params +
+         ", " + T + "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
+         "  __shared__ C sv[32];\n"
+         "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+         "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+         "  const C inf = (C)1 / (C)0;\n"
+         "  (void)inf;\n"
+         "  C nx[" +
+         E + "];\n  i64 row = blockIdx.x;\n" + load_row("row") +
+         "  for (; row < rows; row += gridDim.x) {\n"
+         "    C r[" +
+         E +
+         "];\n"
+         "#pragma unroll\n"
+         "    for (int e = 0; e < " +
+         E +
+         "; ++e) r[e] = nx[e];\n"
+         "    const i64 next = row + gridDim.x;\n" +
+         load_row("next") + "    " + T + "* yr = y + row * n;\n" + body + "  }\n}\n";
+}
+
+RowsInRegisters rows_in_registers(std::int64_t n, DType dt) {
+  // Measured on an H200 for softmax of 16384 x 4096 f32 (block, ept): (1024, 4) 0.194 ms,
+  // (512, 8) 0.184 ms, (128, 32) 0.52 ms (registers limit the blocks per SM). A block holds
+  // two rows' worth (the row and the next) in registers: at most 512 threads, and rows of
+  // at most 16384 elements (8192 for f64, two registers each), so that a block's registers
+  // stay well within the 64K of an SM.
+  const std::int64_t limit = 4096;  // 512 x 8: larger ept failed to launch (registers)
+  if (n > limit) return {0, 0};
+  RowsInRegisters r{32, 1};
+  while (r.block < 512 && std::int64_t(r.block) * 8 < n) r.block *= 2;
+  while (std::int64_t(r.block) * r.ept < n) r.ept *= 2;
+  return r;
+}
+
+// A loop over the row's elements held by this thread; `j` is the element's index.
+std::string each_elem(int ept, const std::string& stmt) {
+  return "#pragma unroll\n"
+         "    for (int e = 0; e < " +
+         std::to_string(ept) +
+         "; ++e) {\n"
+         "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
+         "      if (j < n) { " +
+         stmt + " }\n    }\n";
+}
+
+// Softmax of rows held in registers (Note [Rows in registers]).
+KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
+  KernelSource k;
+  k.name = std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt) + "_r" +
+           std::to_string(ept);
   const std::string max_op = "(v != v || v > o) ? v : o";
-  std::string s = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, " +
-                  T + "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
-                  "  __shared__ C sv[32];\n"
-                  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-                  "  const int nwarps = (blockDim.x + 31) >> 5;\n"
-                  "  const C inf = (C)1 / (C)0;\n"
-                  "  C nx[" +
-                  E + "];\n  i64 row = blockIdx.x;\n" + load_row("nx", "row") +
-                  "  for (; row < rows; row += gridDim.x) {\n"
-                  "    C r[" +
-                  E +
-                  "];\n"
-                  "#pragma unroll\n"
-                  "    for (int e = 0; e < " +
-                  E +
-                  "; ++e) r[e] = nx[e];\n"
-                  "    const i64 next = row + gridDim.x;\n" +
-                  load_row("nx", "next") + "    " + T +
-                  "* yr = y + row * n;\n"
-                  "    C v = -inf;\n"
-                  "#pragma unroll\n"
-                  "    for (int e = 0; e < " +
-                  E + "; ++e) { const C o = r[e]; v = " + max_op + "; }\n" +
-                  reduce_block(max_op, "-inf") +
-                  "    const C m = v;\n"
-                  "    v = (C)0;\n"
-                  "#pragma unroll\n"
-                  "    for (int e = 0; e < " +
-                  E +
-                  "; ++e) {\n"
-                  "      if (threadIdx.x + (i64)e * blockDim.x < n) {\n";
-  s += log ? "        v += m_exp(r[e] - m);\n" : "        r[e] = m_exp(r[e] - m); v += r[e];\n";
-  s += "      }\n    }\n" + reduce_block("v + o", "(C)0");
-  s += log ? "    const C l = m + m_log(v);\n" : "    const C inv = (C)1 / v;\n";
-  s += "#pragma unroll\n"
-       "    for (int e = 0; e < " +
-       E +
-       "; ++e) {\n"
-       "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
-       "      if (j < n) yr[j] = " +
-       store(dt, log ? "r[e] - l" : "r[e] * inv") + ";\n    }\n  }\n}\n";
-  k.body = std::move(s);
+  std::string body = "    C v = -inf;\n" + each_elem(ept, "const C o = r[e]; v = " + max_op + ";") +
+                     block_reduce(max_op, "-inf") + "    const C m = v;\n    v = (C)0;\n";
+  body += each_elem(ept, log ? "v += m_exp(r[e] - m);" : "r[e] = m_exp(r[e] - m); v += r[e];") +
+          block_reduce("v + o", "(C)0");
+  body += log ? "    const C l = m + m_log(v);\n" : "    const C inv = (C)1 / v;\n";
+  body += each_elem(ept, "yr[j] = " + store(dt, log ? "r[e] - l" : "r[e] * inv") + ";");
+  // Softmax takes no extra parameters; an unused one keeps the frame's signature uniform.
+  k.body = regs_row_kernel(k.name, dt, ept, "const void* __restrict__ unused", "-inf", body);
+  return k;
+}
+
+// Layer norm of rows held in registers (Note [Rows in registers]): the mean, then the sum
+// of squared deviations from it (two reductions over registers, no cancellation), then the
+// write; weight and bias (n elements each) may be null.
+KernelSource gen_layer_norm_regs(DType dt, int ept) {
+  KernelSource k;
+  k.name = "em_layer_norm_" + dname(dt) + "_r" + std::to_string(ept);
+  const std::string T = storage_type(dt);
+  // The mean is summed relative to the row's first element (exact differences for values
+  // of one magnitude), so a large common offset does not swamp the deviations, as the Cpu.
+  std::string body = "    const C sh = " + load(dt, "x[row * n]") + ";\n    C v = (C)0;\n" +
+                     each_elem(ept, "v += r[e] - sh;") + block_reduce("v + o", "(C)0") +
+                     "    const C mean = sh + v / (C)n;\n"
+                     "    v = (C)0;\n" +
+                     each_elem(ept, "const C d = r[e] - mean; v += d * d;") +
+                     block_reduce("v + o", "(C)0") +
+                     "    const C rstd = (C)(1.0 / sqrt((double)(v / (C)n) + eps));\n" +
+                     each_elem(ept, "C o = (r[e] - mean) * rstd; if (w) o = o * " +
+                                        load(dt, "w[j]") + "; if (b) o = o + " + load(dt, "b[j]") +
+                                        "; yr[j] = " + store(dt, "o") + ";");
+  k.body = regs_row_kernel(
+      k.name, dt, ept,
+      "const " + T + "* __restrict__ w, const " + T + "* __restrict__ b, double eps", "(C)0", body);
   return k;
 }
 
@@ -838,10 +864,13 @@ KernelSource gen_layer_norm(DType dt) {
                   "    " +
                   T +
                   "* yr = y + row * n;\n"
+                  "    const C sh = " +
+                  load(dt, "xr[0]") +
+                  ";  // a shift, as in gen_layer_norm_regs\n"
                   "    C v = (C)0;\n"
                   "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) v += " +
-                  xj + ";\n" + block_reduce("v + o", "(C)0") +
-                  "    const C mean = v / (C)n;\n"
+                  xj + " - sh;\n" + block_reduce("v + o", "(C)0") +
+                  "    const C mean = sh + v / (C)n;\n"
                   "    v = (C)0;\n"
                   "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) { const C d = " +
                   xj + " - mean; v += d * d; }\n" + block_reduce("v + o", "(C)0") +
@@ -1549,6 +1578,9 @@ std::vector<KernelSource> all_kernels() {
         }
       }
       out.push_back(gen_layer_norm(dt));
+      for (int ept = 1; ept <= kSoftmaxMaxEpt; ept *= 2) {
+        out.push_back(gen_layer_norm_regs(dt, ept));
+      }
       out.push_back(gen_fold(dt));
     }
     out.push_back(gen_arange(dt));

@@ -50,6 +50,7 @@ enum class Family : std::uint8_t {
   Copy,
   Reduce,
   Softmax,
+  LayerNorm,
   Fill,
 };
 constexpr std::uint64_t kernel_key(Family f, unsigned a = 0, unsigned b = 0, unsigned c = 0,
@@ -91,10 +92,20 @@ KernelSource gen_copy(std::size_t elem_size, bool contiguous);
 KernelSource gen_reduce(ir::ReduceFn fn, DType dt, bool rows);
 // Softmax (or log-softmax) of contiguous rows of a float dtype.
 KernelSource gen_softmax(DType dt, bool log);
-// Softmax of contiguous rows held in registers: `ept` (a power of two up to
-// kSoftmaxMaxEpt) elements per thread, blockDim * ept >= n.
+// Rows held in registers (Note [Rows in registers] in codegen.cpp): `ept` (a power of two
+// up to kSoftmaxMaxEpt) elements per thread, blockDim * ept >= n; one block walks rows.
+// softmax: (const T* x, const void* unused, T* y, i64 rows, i64 n)
+// layer norm: (const T* x, const T* w, const T* b, double eps, T* y, i64 rows, i64 n)
 inline constexpr int kSoftmaxMaxEpt = 32;
 KernelSource gen_softmax_regs(DType dt, bool log, int ept);
+KernelSource gen_layer_norm_regs(DType dt, int ept);
+// (block, ept) for rows of n elements of dtype dt: about 8 per thread, at most 512 threads;
+// block 0 when the row is too long to hold in registers.
+struct RowsInRegisters {
+  unsigned block;
+  int ept;
+};
+RowsInRegisters rows_in_registers(std::int64_t n, DType dt);
 // Layer norm of contiguous rows of a float dtype: (const T* x, const T* w, const T* b, T* y,
 // i64 rows, i64 n, double eps); w and b (n elements) may be null.
 KernelSource gen_layer_norm(DType dt);

@@ -4,6 +4,7 @@
 // cache, the device error flag and the random generator's key and counter.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
@@ -72,6 +73,11 @@ class CudaContext {
   int device() const { return device_; }
   int arch() const { return arch_; }
   int sm_count() const { return sm_count_; }
+  // Blocks of `block` threads that fit on the device at once (2048 threads per SM): the
+  // grid of kernels whose blocks walk rows.
+  std::int64_t resident_blocks(unsigned block) const {
+    return std::int64_t(sm_count_) * std::max(1u, 2048 / block);
+  }
   cudaStream_t stream() const { return stream_; }
   Allocator& allocator() { return *alloc_; }
 

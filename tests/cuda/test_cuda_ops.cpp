@@ -223,7 +223,11 @@ TEST_F(CudaOps, Reductions) {
       const DType out = arg ? DType::I64 : boolean ? DType::Bool : dt;
       // Products of many values overflow: keep their rows short and values near 1.
       const bool prod = fn == ir::ReduceFn::Prod;
-      for (const Shape& s : {Shape{6, 1000}, Shape{4, 37, 3}, Shape{3, 5000}, Shape{2, 0, 3}}) {
+      std::vector<Shape> shapes{Shape{6, 1000}, Shape{4, 37, 3}, Shape{3, 5000}, Shape{2, 0, 3}};
+      // Long reduced dims with few outputs take the chunked column path (dim 0 of
+      // [1024, 5], dim 1 of [2, 768, 3]); products would overflow in a chunk.
+      if (!prod) shapes.insert(shapes.end(), {Shape{1024, 5}, Shape{2, 768, 3}});
+      for (const Shape& s : shapes) {
         Shape sp = s;
         if (prod) sp[1] = std::min<std::size_t>(sp[1], 7);
         const TensorData x = data(sp, dt, 21, !arg && !prod, prod ? -2 : -50, prod ? 2 : 50);

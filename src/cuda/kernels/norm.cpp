@@ -1,5 +1,6 @@
-// Layer norm: x, weight and bias made contiguous, then the generated row kernel
-// (gen_layer_norm) with one block per normalised row.
+// Layer norm: x, weight and bias made contiguous, then a generated row kernel: rows held in
+// registers (gen_layer_norm_regs) up to 16384 elements (8192 for f64), else gen_layer_norm's three
+// passes.
 #include "cuda/codegen.hpp"
 #include "cuda/kernels/kernels.hpp"
 
@@ -21,9 +22,20 @@ ir::Handle layer_norm(CudaContext& ctx, ir::LayerNorm& op) {
   const void* bp = b ? b->data() : nullptr;
   void* yp = out->data();
   double eps = op.eps;
+  const DType dt = x->dtype();
+  if (const auto [block, ept] = rows_in_registers(n, dt); block > 0) {  // Note [Rows in registers]
+    ctx.launch(
+        kernel_key(Family::LayerNorm, static_cast<unsigned>(dt), static_cast<unsigned>(ept)),
+        [&] { return gen_layer_norm_regs(dt, ept); }, rows * block,
+        {&xp, &wp, &bp, &eps, &yp, &rows, &n}, "layer_norm", false, block,
+        ctx.resident_blocks(block));
+    return out;
+  }
   constexpr unsigned kBlock = 256;
-  ctx.launch(gen_layer_norm(x->dtype()), rows * kBlock, {&xp, &wp, &bp, &yp, &rows, &n, &eps},
-             "layer_norm", false, kBlock, 1 << 20);
+  ctx.launch(
+      kernel_key(Family::LayerNorm, static_cast<unsigned>(dt), 0),
+      [&] { return gen_layer_norm(dt); }, rows * kBlock, {&xp, &wp, &bp, &yp, &rows, &n, &eps},
+      "layer_norm", false, kBlock, 1 << 20);
   return out;
 }
 

@@ -40,6 +40,24 @@ ir::Handle reduce_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Han
   return reshape(ctx, back);
 }
 
+// Columns (inner > 1) are reduced by one thread per output, walking n: with few outputs
+// (a reduction over the leading dim of a matrix) most of the GPU idles. For associative
+// functions the walk is cut into k chunks as for rows: [outer, k, n / k, inner] reduced
+// over n / k by outer * k * inner threads, then over k.
+ir::Handle reduce_columns_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Handle& x,
+                                   std::int64_t outer, std::int64_t n, std::int64_t inner,
+                                   std::int64_t k) {
+  const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+  ir::Reshape split{x, Shape{z(outer), z(k), z(n / k), z(inner)}};
+  ir::Reduce first{op.fn, reshape(ctx, split), 2, op.out};
+  ir::Reshape partial{reduce(ctx, first), Shape{z(outer), z(k), z(inner)}};
+  ir::Reduce second{op.fn, reshape(ctx, partial), 1, op.out};
+  Shape out_shape = op.x->shape();
+  out_shape[op.dim] = 1;
+  ir::Reshape back{reduce(ctx, second), out_shape};
+  return reshape(ctx, back);
+}
+
 ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
   auto x = ctx.contiguous(op.x);
   Shape out_shape = x->shape();
@@ -54,6 +72,15 @@ ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
   const bool associative = op.fn != ir::ReduceFn::ArgMax && op.fn != ir::ReduceFn::ArgMin &&
                            !(op.fn == ir::ReduceFn::Mean && !is_float(dt)) && dt != DType::F16 &&
                            dt != DType::BF16;
+  if (!rows && associative && d.outer * d.inner < (1 << 16) && d.n >= 256) {
+    // About 2^18 threads in the first pass, each walking at least 16 elements.
+    std::int64_t k = 1;
+    while (k * 2 <= d.n / 16 && d.outer * d.inner * k * 2 <= (1 << 18) && d.n % (k * 2) == 0)
+      k *= 2;
+    if (k >= 4)
+      return reduce_columns_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d.outer, d.n,
+                                     d.inner, k);
+  }
   if (rows && associative && d.outer < 512 && d.n >= (1 << 16)) {
     std::int64_t k = 1024;
     while (k > 8 && d.n % k != 0) k /= 2;
@@ -97,20 +124,12 @@ ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
     const void* xp = x->data();
     void* yp = out->data();
     const char* name = log ? "log_softmax" : "softmax";
-    // Rows of up to 1024 * kSoftmaxMaxEpt elements stay in registers: about 8 elements per
-    // thread, 32 to 1024 threads per row. Measured on an H200 for 16384 x 4096 f32 (block,
-    // ept): (1024, 4) 0.194 ms, (512, 8) 0.184 ms, (1024, 2 of 4 used) 0.201 ms.
-    if (n <= 1024 * kSoftmaxMaxEpt) {
-      unsigned block = 32;
-      while (block < 1024 && std::int64_t(block) * 8 < n) block *= 2;
-      int ept = 1;
-      while (std::int64_t(block) * ept < n) ept *= 2;
-      // As many blocks as fit on the device at once; each walks rows, prefetching the next.
-      const std::int64_t resident = std::int64_t(ctx.sm_count()) * std::max(1u, 2048 / block);
+    if (const auto [block, ept] = rows_in_registers(n, dt); block > 0) {
+      const void* none = nullptr;
       ctx.launch(
           kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, static_cast<unsigned>(ept)),
-          [&] { return gen_softmax_regs(dt, log, ept); }, rows * block, {&xp, &yp, &rows, &n}, name,
-          false, block, resident);
+          [&] { return gen_softmax_regs(dt, log, ept); }, rows * block,
+          {&xp, &none, &yp, &rows, &n}, name, false, block, ctx.resident_blocks(block));
     } else {
       constexpr unsigned kBlock = 256;
       ctx.launch(
