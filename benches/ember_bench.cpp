@@ -564,10 +564,12 @@ int main(int argc, char** argv) {
       }
       const double e = median(r.ember_ms), t = median(r.torch_ms);
       const std::string name = r.note.empty() ? r.name : r.name + " (" + r.note + ")";
-      md << "| " << name << " | " << r.shape << " | " << (e > 0 ? fmt(e, 2) : "-") << " | "
-         << (t > 0 ? fmt(t, 2) : "-") << " | " << (e > 0 && t > 0 ? fmt(e / t, 2) : "-") << " | "
-         << roofline_pct(r, e, bw, gemm.best()) << " | " << roofline_pct(r, t, bw, gemm.best())
-         << " | " << bound(r, bw, gemm.best()) << " |\n";
+      // Sub-millisecond times (the GPU's) keep three significant digits.
+      const auto ms = [](double v) { return v <= 0 ? std::string("-") : fmt(v, v < 1 ? 3 : 2); };
+      md << "| " << name << " | " << r.shape << " | " << ms(e) << " | " << ms(t) << " | "
+         << (e > 0 && t > 0 ? fmt(e / t, 2) : "-") << " | " << roofline_pct(r, e, bw, gemm.best())
+         << " | " << roofline_pct(r, t, bw, gemm.best()) << " | " << bound(r, bw, gemm.best())
+         << " |\n";
     }
     std::cout << "wrote " << opt.markdown << "\n";
   }

@@ -8,10 +8,10 @@
 #   EMBER_BENCH_PYTHON=.venv/bin/python build/benches/ember-bench --torch-compile
 #
 # Only plain PyPI is reachable here (not download.pytorch.org's CPU index), and PyPI's
-# Linux x86-64 torch wheel is the CUDA build: about 540 MB for torch itself (2.x, checked
-# with `pip download torch --no-deps`) plus several GB of nvidia-* dependencies. So by
-# default this installs torch WITHOUT its nvidia-* dependencies (CPU use does not load
-# them); set EMBER_VENV_FULL=1 to install everything pip resolves instead.
+# Linux x86-64 torch wheel is the CUDA build: torch itself plus several GB of nvidia-*
+# wheels. Current torch (2.15) does not import without them (libcufile.so.0), so they are
+# installed by default; EMBER_VENV_FULL=0 installs torch without its nvidia-* dependencies
+# (enough for older 2.x wheels on the CPU).
 # torch.compile additionally needs a C++ compiler (g++ is already required by the build).
 set -euo pipefail
 
@@ -26,7 +26,7 @@ fi
 pip=("$venv/bin/python" -m pip install --upgrade --disable-pip-version-check)
 "${pip[@]}" pip
 
-if [ "${EMBER_VENV_FULL:-0}" = "1" ]; then
+if [ "${EMBER_VENV_FULL:-1}" = "1" ]; then
   "${pip[@]}" torch numpy
 else
   "${pip[@]}" --no-deps torch
