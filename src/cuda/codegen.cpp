@@ -736,8 +736,8 @@ KernelSource gen_softmax(DType dt, bool log) {
 // thread t holding elements t + e * blockDim (e < ept), so the row is read once and written
 // once. Each block walks rows with a grid stride and loads its next row before reducing
 // the current one, so the loads' latency overlaps the block's reductions. This prints the
-// kernel's frame: `params` after x, the prefetch, and `body`, which sees the row in r[]
-// (elements past n hold `pad`), yr (the output row) and the block reduction helpers
+// kernel's frame: `params` (may be empty) after x, the prefetch, and `body`, which sees the row in
+// r[] (elements past n hold `pad`), yr (the output row) and the block reduction helpers
 // (block_reduce over `v`). The host picks blockDim and ept with ept * blockDim >= n.
 std::string regs_row_kernel(const std::string& name, DType dt, int ept, const std::string& params,
                             const std::string& pad, const std::string& body) {
@@ -753,8 +753,9 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, const st
            row + " < rows && j < n) ? " + load(dt, "x[" + row + " * n + j]") + " : " + pad +
            ";\n    }\n";
   };
-  return "extern \"C\" __global__ void " + name + "(const " + T + "* __restrict__ x, " + params +
-         ", " + T + "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
+  return "extern \"C\" __global__ void " + name + "(const " + T + "* __restrict__ x, " +
+         (params.empty() ? "" : params + ", ") + T + "* __restrict__ y, i64 rows, i64 n) {\n" +
+         typedefs(dt) +
          "  __shared__ C sv[32];\n"
          "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
          "  const int nwarps = (blockDim.x + 31) >> 5;\n"
@@ -811,8 +812,7 @@ KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
           block_reduce("v + o", "(C)0");
   body += log ? "    const C l = m + m_log(v);\n" : "    const C inv = (C)1 / v;\n";
   body += each_elem(ept, "yr[j] = " + store(dt, log ? "r[e] - l" : "r[e] * inv") + ";");
-  // Softmax takes no extra parameters; an unused one keeps the frame's signature uniform.
-  k.body = regs_row_kernel(k.name, dt, ept, "const void* __restrict__ unused", "-inf", body);
+  k.body = regs_row_kernel(k.name, dt, ept, "", "-inf", body);
   return k;
 }
 

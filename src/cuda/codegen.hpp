@@ -94,7 +94,7 @@ KernelSource gen_reduce(ir::ReduceFn fn, DType dt, bool rows);
 KernelSource gen_softmax(DType dt, bool log);
 // Rows held in registers (Note [Rows in registers] in codegen.cpp): `ept` (a power of two
 // up to kSoftmaxMaxEpt) elements per thread, blockDim * ept >= n; one block walks rows.
-// softmax: (const T* x, const void* unused, T* y, i64 rows, i64 n)
+// softmax: (const T* x, T* y, i64 rows, i64 n)
 // layer norm: (const T* x, const T* w, const T* b, double eps, T* y, i64 rows, i64 n)
 inline constexpr int kSoftmaxMaxEpt = 32;
 KernelSource gen_softmax_regs(DType dt, bool log, int ept);

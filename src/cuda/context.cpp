@@ -139,6 +139,12 @@ void CudaContext::enqueue(cudaKernel_t kern, std::int64_t threads_total, Args ar
   if (checked) checked_ops_.push_back(op);
 }
 
+void CudaContext::fill(void* y, std::int64_t n, std::size_t elem_size, std::uint64_t bits) {
+  launch(
+      kernel_key(Family::Fill, static_cast<unsigned>(elem_size)),
+      [&] { return gen_fill(elem_size); }, n, {&y, &n, &bits}, "fill");
+}
+
 std::shared_ptr<DeviceBuffer> CudaContext::constant(DType dt, std::uint64_t bits) {
   const std::pair<DType, std::uint64_t> key{dt, bits};
   {
@@ -146,12 +152,7 @@ std::shared_ptr<DeviceBuffer> CudaContext::constant(DType dt, std::uint64_t bits
     if (auto it = constants_.find(key); it != constants_.end()) return it->second;
   }
   auto buf = std::make_shared<DeviceBuffer>(alloc_, size_of(dt));
-  void* y = buf->data();
-  std::int64_t n = 1;
-  const std::size_t elem = size_of(dt);
-  launch(
-      kernel_key(Family::Fill, static_cast<unsigned>(elem)), [&] { return gen_fill(elem); }, n,
-      {&y, &n, &bits}, "fill");
+  fill(buf->data(), 1, size_of(dt), bits);
   std::lock_guard lk(mu_);
   if (constants_.size() >= kMaxConstants) constants_.clear();
   constants_.emplace(key, buf);

@@ -118,6 +118,8 @@ class CudaContext {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 
+  // Writes the element bits (elem_size bytes, as converted by the caller) to y[0, n).
+  void fill(void* y, std::int64_t n, std::size_t elem_size, std::uint64_t bits);
   // A one-element buffer holding `bits` (a value of dtype dt), shared by every one-element
   // fill of that value, so a scalar operand (x + 1.0) costs no kernel launch after its
   // first use. The pool keeps a reference, so no op ever finds itself the sole owner of

@@ -25,11 +25,7 @@ ir::Handle fill(CudaContext& ctx, ir::Fill& op) {
                                         contiguous_strides(op.shape), 0);
   }
   auto out = ctx.empty(op.shape, op.dtype);
-  void* y = out->data();
-  const std::size_t elem = size_of(op.dtype);
-  ctx.launch(
-      kernel_key(Family::Fill, static_cast<unsigned>(elem)), [&] { return gen_fill(elem); }, n,
-      {&y, &n, &bits}, "fill");
+  ctx.fill(out->data(), n, size_of(op.dtype), bits);
   return out;
 }
 

@@ -59,10 +59,13 @@ void run_elementwise(CudaContext& ctx, const Shape& out_shape,
       {&g, &y, &p[0], &p[1], &p[2], &p0, &p1, &err}, op, checked);
 }
 
-// The output of an element-wise op: operand x's own node when reusable (Note [In-place
-// reuse] in context.hpp), else a fresh tensor.
-TensorPtr output_for(CudaContext& ctx, const ir::Handle& x, const Shape& shape, DType dtype) {
-  if (reusable(x, shape, dtype)) return std::static_pointer_cast<CudaTensor>(x);
+// The output of an element-wise op: the first of `candidates` that is reusable (Note
+// [In-place reuse] in context.hpp), else a fresh tensor.
+TensorPtr output_for(CudaContext& ctx, std::initializer_list<const ir::Handle*> candidates,
+                     const Shape& shape, DType dtype) {
+  for (const ir::Handle* x : candidates) {
+    if (reusable(*x, shape, dtype)) return std::static_pointer_cast<CudaTensor>(*x);
+  }
   return ctx.empty(shape, dtype);
 }
 
@@ -70,7 +73,7 @@ TensorPtr output_for(CudaContext& ctx, const ir::Handle& x, const Shape& shape, 
 
 ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
   const auto& x = as_cuda(op.x);
-  auto out = output_for(ctx, op.x, x.shape(), op.out);
+  auto out = output_for(ctx, {&op.x}, x.shape(), op.out);
   const auto fn = op.fn;
   const DType dt = x.dtype();
   run_elementwise(ctx, x.shape(), {&x}, *out, op.p0, op.p1, ir::name(fn), false, Family::Unary,
@@ -82,8 +85,7 @@ ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
 ir::Handle binary(CudaContext& ctx, ir::Binary& op) {
   const auto& a = as_cuda(op.lhs);
   const auto& b = as_cuda(op.rhs);
-  auto out = reusable(op.lhs, op.out_shape, op.out) ? output_for(ctx, op.lhs, op.out_shape, op.out)
-                                                    : output_for(ctx, op.rhs, op.out_shape, op.out);
+  auto out = output_for(ctx, {&op.lhs, &op.rhs}, op.out_shape, op.out);
   const auto fn = op.fn;
   const DType dt = a.dtype();
   const bool checked = is_int(dt) && (fn == ir::BinaryFn::Div || fn == ir::BinaryFn::Rem);

@@ -23,16 +23,17 @@ Dims3 split_at(const Shape& s, std::size_t dim) {
 }  // namespace
 
 // Note [Two-pass reductions]: one block per row leaves most of the GPU idle when there
-// are few long rows (a full reduction is one row). For associative functions such rows
-// are cut into k chunks (k a power of two dividing n) reduced as k * rows short rows, and
-// the k partial results per row are reduced again. Mean divides in both passes:
-// mean_k(sum_chunk / (n / k)) = sum / n.
+// are few long rows (a full reduction is one row), and one thread per output column idles
+// it when there are few columns (a reduction over the leading dim of a matrix). For
+// associative functions the reduced dim is cut into k chunks (k a power of two dividing
+// n): [outer, k, n / k, inner] is reduced over n / k, then the k partial results over k.
+// Mean divides in both passes: mean_k(sum_chunk / (n / k)) = sum / n.
 ir::Handle reduce_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Handle& x,
-                           std::int64_t outer, std::int64_t n, std::int64_t k) {
-  ir::Reshape split{x, Shape{static_cast<std::size_t>(outer * k), static_cast<std::size_t>(n / k)}};
-  ir::Reduce first{op.fn, reshape(ctx, split), 1, op.out};
-  ir::Reshape partial{reduce(ctx, first),
-                      Shape{static_cast<std::size_t>(outer), static_cast<std::size_t>(k)}};
+                           const Dims3& d, std::int64_t k) {
+  const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+  ir::Reshape split{x, Shape{z(d.outer), z(k), z(d.n / k), z(d.inner)}};
+  ir::Reduce first{op.fn, reshape(ctx, split), 2, op.out};
+  ir::Reshape partial{reduce(ctx, first), Shape{z(d.outer), z(k), z(d.inner)}};
   ir::Reduce second{op.fn, reshape(ctx, partial), 1, op.out};
   Shape out_shape = op.x->shape();
   out_shape[op.dim] = 1;
@@ -40,31 +41,29 @@ ir::Handle reduce_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Han
   return reshape(ctx, back);
 }
 
-// Columns (inner > 1) are reduced by one thread per output, walking n: with few outputs
-// (a reduction over the leading dim of a matrix) most of the GPU idles. For associative
-// functions the walk is cut into k chunks as for rows: [outer, k, n / k, inner] reduced
-// over n / k by outer * k * inner threads, then over k.
-ir::Handle reduce_columns_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Handle& x,
-                                   std::int64_t outer, std::int64_t n, std::int64_t inner,
-                                   std::int64_t k) {
-  const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
-  ir::Reshape split{x, Shape{z(outer), z(k), z(n / k), z(inner)}};
-  ir::Reduce first{op.fn, reshape(ctx, split), 2, op.out};
-  ir::Reshape partial{reduce(ctx, first), Shape{z(outer), z(k), z(inner)}};
-  ir::Reduce second{op.fn, reshape(ctx, partial), 1, op.out};
-  Shape out_shape = op.x->shape();
-  out_shape[op.dim] = 1;
-  ir::Reshape back{reduce(ctx, second), out_shape};
-  return reshape(ctx, back);
+// The chunk count of Note [Two-pass reductions] for reducing d, or 1 (one pass).
+std::int64_t two_pass_chunks(const Dims3& d) {
+  std::int64_t k = 1;
+  if (d.inner > 1) {
+    // Few columns: about 2^18 threads in the first pass, each walking at least 16 elements.
+    if (d.outer * d.inner >= (1 << 16) || d.n < 256) return 1;
+    while (k * 2 <= d.n / 16 && d.outer * d.inner * k * 2 <= (1 << 18) && d.n % (k * 2) == 0)
+      k *= 2;
+    return k >= 4 ? k : 1;
+  }
+  // Few long rows: up to 1024 chunks.
+  if (d.outer >= 512 || d.n < (1 << 16)) return 1;
+  k = 1024;
+  while (k > 8 && d.n % k != 0) k /= 2;
+  return d.n % k == 0 ? k : 1;
 }
 
 ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
   auto x = ctx.contiguous(op.x);
   Shape out_shape = x->shape();
   out_shape[op.dim] = 1;
-  auto out = ctx.empty(out_shape, op.out);
-  Dims3 d = split_at(x->shape(), op.dim);
-  if (d.outer * d.inner == 0) return out;
+  Dims3 d = split_at(x->shape(), op.dim);  // not const: launch takes its addresses
+  if (d.outer * d.inner == 0) return ctx.empty(out_shape, op.out);
   const bool rows = d.inner == 1;
   // Integer means truncate, so they are not exact in two passes; 16-bit floats would round
   // the partial results to 16 bits.
@@ -72,21 +71,10 @@ ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
   const bool associative = op.fn != ir::ReduceFn::ArgMax && op.fn != ir::ReduceFn::ArgMin &&
                            !(op.fn == ir::ReduceFn::Mean && !is_float(dt)) && dt != DType::F16 &&
                            dt != DType::BF16;
-  if (!rows && associative && d.outer * d.inner < (1 << 16) && d.n >= 256) {
-    // About 2^18 threads in the first pass, each walking at least 16 elements.
-    std::int64_t k = 1;
-    while (k * 2 <= d.n / 16 && d.outer * d.inner * k * 2 <= (1 << 18) && d.n % (k * 2) == 0)
-      k *= 2;
-    if (k >= 4)
-      return reduce_columns_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d.outer, d.n,
-                                     d.inner, k);
+  if (const std::int64_t k = associative ? two_pass_chunks(d) : 1; k > 1) {
+    return reduce_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d, k);
   }
-  if (rows && associative && d.outer < 512 && d.n >= (1 << 16)) {
-    std::int64_t k = 1024;
-    while (k > 8 && d.n % k != 0) k /= 2;
-    if (d.n % k == 0)
-      return reduce_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d.outer, d.n, k);
-  }
+  auto out = ctx.empty(out_shape, op.out);
   const auto fn = op.fn;
   const auto key =
       kernel_key(Family::Reduce, static_cast<unsigned>(fn), static_cast<unsigned>(dt), rows);
@@ -125,11 +113,10 @@ ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
     void* yp = out->data();
     const char* name = log ? "log_softmax" : "softmax";
     if (const auto [block, ept] = rows_in_registers(n, dt); block > 0) {
-      const void* none = nullptr;
       ctx.launch(
           kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, static_cast<unsigned>(ept)),
-          [&] { return gen_softmax_regs(dt, log, ept); }, rows * block,
-          {&xp, &none, &yp, &rows, &n}, name, false, block, ctx.resident_blocks(block));
+          [&] { return gen_softmax_regs(dt, log, ept); }, rows * block, {&xp, &yp, &rows, &n}, name,
+          false, block, ctx.resident_blocks(block));
     } else {
       constexpr unsigned kBlock = 256;
       ctx.launch(
