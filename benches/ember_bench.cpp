@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "ember_bench_commit.hpp"
 #include "gpu_info.hpp"
 #include "torch_bridge.hpp"
 #include "workloads.hpp"
@@ -152,28 +153,6 @@ double load_average() {
   double l = -1;
   in >> l;
   return l;
-}
-
-std::string shell_line(const std::string& cmd) {
-  std::string out;
-  if (std::FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    if (std::fgets(buf, sizeof buf, p)) out = buf;
-    pclose(p);
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
-}
-
-std::string git_commit() {
-  const std::string dir = EMBER_BENCH_SOURCE_DIR;
-  std::string c = shell_line("git -C '" + dir + "' rev-parse --short HEAD 2>/dev/null");
-  if (c.empty()) return "unknown";
-  if (!shell_line("git -C '" + dir + "' status --porcelain --untracked-files=no 2>/dev/null")
-           .empty()) {
-    c += "-dirty";
-  }
-  return c;
 }
 
 double median(std::vector<double> v) {
@@ -371,7 +350,7 @@ int main(int argc, char** argv) {
   }
 
   const double load_start = load_average();
-  const std::string commit = git_commit();
+  const std::string commit = EMBER_BENCH_COMMIT;  // the build's (build_commit.cmake)
   const eb::SizeKind size = *opt.size;
   const bool on_gpu = opt.device == "cuda";
   // The device first: without a GPU (or a Cuda build) --device cuda stops here, clearly.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ember/base/dtype.hpp"
+#include "ember/base/error.hpp"
 #include "ember/ir/ops.hpp"
 
 namespace ember::cuda {
@@ -40,23 +41,44 @@ constexpr int vector_width(std::size_t bytes) {
 }
 
 // The structural key of a generated kernel packed into 64 bits: the generator (family) and
-// the small arguments it takes (function, dtypes, layout). Launchers on the hot path look
-// their kernel up by key, so a launch never prints or hashes a kernel's source.
+// the arguments it takes (function, dtypes, element size, layout, flags). Every launcher
+// looks its kernel up by key, so a launch never prints or hashes a kernel's source; the
+// key stands for the source, so it holds every argument its generator reads, each in a
+// field wide enough for it (checked here: a value that did not fit would give two sources
+// one key). Enum arguments (DType, the IR functions) are 8-bit, so they fit any field.
 enum class Family : std::uint8_t {
-  Unary,
-  Binary,
-  Where,
-  Cast,
-  Copy,
-  Reduce,
-  Softmax,
-  LayerNorm,
-  Fill,
+  Unary,           // (fn, dtype, contiguous)
+  Binary,          // (fn, dtype, contiguous | scalar_mask << 1)
+  Where,           // (element size, 0, contiguous | scalar_mask << 1)
+  Cast,            // (from, to, contiguous)
+  Copy,            // (element size, 0, contiguous)
+  Reduce,          // (fn, dtype, rows)
+  Softmax,         // (dtype, log, ept; 0: the row-walking kernel)
+  LayerNorm,       // (dtype, ept; 0: the row-walking kernel)
+  Fill,            // (element size)
+  Scan,            // (fn, dtype)
+  Arange,          // (dtype)
+  Random,          // (dtype)
+  Gather,          // (element size)
+  Scatter,         // (dtype, add)
+  IndexSelect,     // (element size)
+  IndexAdd,        // (dtype)
+  SortRows,        // (dtype)
+  SortInit,        // ()
+  SortStage,       // (dtype)
+  SortWrite,       // (element size)
+  NonzeroCount,    // (dtype)
+  NonzeroWrite,    // (dtype)
+  ScanTiles,       // ()
+  AddTileOffsets,  // ()
+  Unfold,          // (element size)
+  Fold,            // (dtype)
 };
 constexpr std::uint64_t kernel_key(Family f, unsigned a = 0, unsigned b = 0, unsigned c = 0,
                                    unsigned d = 0) {
-  return std::uint64_t(f) | std::uint64_t(a & 0xffff) << 8 | std::uint64_t(b & 0xffff) << 24 |
-         std::uint64_t(c & 0xff) << 40 | std::uint64_t(d & 0xffff) << 48;
+  EMBER_ASSERT(a <= 0xffff && b <= 0xffff && c <= 0xff && d <= 0xffff);
+  return std::uint64_t(f) | std::uint64_t(a) << 8 | std::uint64_t(b) << 24 |
+         std::uint64_t(c) << 40 | std::uint64_t(d) << 48;
 }
 
 struct KernelSource {

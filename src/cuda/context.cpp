@@ -121,12 +121,6 @@ cudaKernel_t CudaContext::remember(std::uint64_t key, cudaKernel_t k) {
   return k;
 }
 
-void CudaContext::launch(const KernelSource& k, std::int64_t threads_total, Args args,
-                         const char* op, bool checked, unsigned block, std::int64_t max_blocks) {
-  if (threads_total <= 0) return;
-  enqueue(kernel(k), threads_total, args, op, checked, block, max_blocks);
-}
-
 void CudaContext::enqueue(cudaKernel_t kern, std::int64_t threads_total, Args args, const char* op,
                           bool checked, unsigned block, std::int64_t max_blocks) {
   // Kernels loop with a grid stride, so a grid of a few waves covers any size.

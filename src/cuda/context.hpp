@@ -90,12 +90,10 @@ class CudaContext {
   // Copies the strided view src into the strided view dst (same shape and dtype).
   void copy(const CudaTensor& src, const CudaTensor& dst);
 
-  // Compiles (or finds) kernel k and launches it on the stream; `op` names the IR op in
-  // errors. `checked`: the kernel may raise the device error flag.
-  void launch(const KernelSource& k, std::int64_t threads_total, Args args, const char* op,
-              bool checked = false, unsigned block = 256, std::int64_t max_blocks = -1);
-  // The same for a kernel found by structural key (see kernel_key): gen() prints its source
-  // on first use only.
+  // Finds the kernel of structural key `key` (see kernel_key) and launches it on the stream;
+  // on the key's first use gen() prints the kernel's source, which is compiled (or found in
+  // the cubin cache). `op` names the IR op in errors. `checked`: the kernel may raise the
+  // device error flag.
   template <class Gen>
   void launch(std::uint64_t key, Gen&& gen, std::int64_t threads_total, Args args, const char* op,
               bool checked = false, unsigned block = 256, std::int64_t max_blocks = -1) {

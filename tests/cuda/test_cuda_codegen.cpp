@@ -75,6 +75,9 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
       gen_reduce(ir::ReduceFn::Mean, DType::F16, false),
       gen_scan(ir::ScanFn::Max, DType::F64),
       gen_softmax(DType::BF16, true),
+      gen_softmax_regs(DType::F32, false, 8),
+      gen_layer_norm(DType::F64),
+      gen_layer_norm_regs(DType::BF16, 4),
       gen_fill(2),
       gen_arange(DType::I32),
       gen_random(DType::F32),
@@ -90,6 +93,8 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
       gen_nonzero_write(DType::Bool),
       gen_scan_tiles(),
       gen_add_tile_offsets(),
+      gen_unfold(8),
+      gen_fold(DType::F16),
   };
   std::string src = prelude();
   for (const auto& k : ks) src += k.body;
@@ -99,6 +104,24 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
   EXPECT_GT(cubin.size(), 1000u);
   std::printf("[ codegen ] %zu kernels to CUBIN for sm_90 in %.1f s\n", ks.size(),
               seconds_since(t0));
+}
+
+// A key stands for a kernel's source (CudaContext::launch compiles gen() only on a key's
+// first use), so its fields must not overlap and a value too wide for its field must stop
+// the launch rather than be cut to another kernel's key.
+TEST(CudaCodegen, KernelKeyFieldsAreDisjointAndChecked) {
+  // Each field at its widest: the family, then a, b, c, d.
+  const std::uint64_t fields[] = {kernel_key(Family{0xff}), kernel_key(Family{}, 0xffff),
+                                  kernel_key(Family{}, 0, 0xffff), kernel_key(Family{}, 0, 0, 0xff),
+                                  kernel_key(Family{}, 0, 0, 0, 0xffff)};
+  std::uint64_t seen = 0;
+  for (std::uint64_t f : fields) {
+    EXPECT_EQ(seen & f, 0u);
+    seen |= f;
+  }
+  EXPECT_EQ(seen, ~std::uint64_t(0));
+  EXPECT_DEATH(kernel_key(Family::Unfold, 0x10000), "invariant");
+  EXPECT_DEATH(kernel_key(Family::Unary, 0, 0, 0x100), "invariant");
 }
 
 TEST(CudaCodegen, CompileErrorsCarryTheLog) {

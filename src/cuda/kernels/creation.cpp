@@ -33,7 +33,10 @@ ir::Handle arange(CudaContext& ctx, ir::Arange& op) {
   auto out = ctx.empty(Shape{op.n}, op.dtype);
   std::int64_t n = static_cast<std::int64_t>(op.n);
   void* y = out->data();
-  ctx.launch(gen_arange(op.dtype), n, {&y, &n, &op.start, &op.step}, "arange");
+  const DType dt = op.dtype;
+  ctx.launch(
+      kernel_key(Family::Arange, static_cast<unsigned>(dt)), [&] { return gen_arange(dt); }, n,
+      {&y, &n, &op.start, &op.step}, "arange");
   return out;
 }
 
@@ -45,7 +48,10 @@ ir::Handle random(CudaContext& ctx, ir::Random& op) {
   int kind = static_cast<int>(op.dist.kind);
   double a = op.dist.a, b = op.dist.b;
   void* y = out->data();
-  ctx.launch(gen_random(op.dtype), n, {&y, &n, &key, &base, &kind, &a, &b}, "random");
+  const DType dt = op.dtype;
+  ctx.launch(
+      kernel_key(Family::Random, static_cast<unsigned>(dt)), [&] { return gen_random(dt); }, n,
+      {&y, &n, &key, &base, &kind, &a, &b}, "random");
   return out;
 }
 

@@ -35,11 +35,11 @@ void exclusive_scan(CudaContext& ctx, void* a, std::int64_t n) {
   std::int64_t tiles = (n + kScanTile - 1) / kScanTile;
   auto sums = ctx.empty(Shape{static_cast<std::size_t>(tiles)}, DType::I64);
   void* sp = sums->data();
-  ctx.launch(gen_scan_tiles(), tiles * kScanBlock, {&a, &n, &sp}, "nonzero", false,
-             static_cast<unsigned>(kScanBlock));
+  ctx.launch(kernel_key(Family::ScanTiles), gen_scan_tiles, tiles * kScanBlock, {&a, &n, &sp},
+             "nonzero", false, static_cast<unsigned>(kScanBlock));
   if (tiles == 1) return;
   exclusive_scan(ctx, sp, tiles);
-  ctx.launch(gen_add_tile_offsets(), n, {&a, &n, &sp}, "nonzero");
+  ctx.launch(kernel_key(Family::AddTileOffsets), gen_add_tile_offsets, n, {&a, &n, &sp}, "nonzero");
 }
 }  // namespace
 
@@ -57,8 +57,10 @@ ir::Handle gather(CudaContext& ctx, ir::Gather& op) {
   const void* xp = x->data();
   const void* ip = index->data();
   int* err = ctx.error_flag();
-  ctx.launch(gen_gather(size_of(x->dtype())), g.n, {&g, &y, &xp, &ip, &dim, &extent, &err},
-             "gather", true);
+  const std::size_t elem = size_of(x->dtype());
+  ctx.launch(
+      kernel_key(Family::Gather, static_cast<unsigned>(elem)), [&] { return gen_gather(elem); },
+      g.n, {&g, &y, &xp, &ip, &dim, &extent, &err}, "gather", true);
   return out;
 }
 
@@ -82,8 +84,12 @@ ir::Handle scatter(CudaContext& ctx, ir::Scatter& op) {
   const void* sp = src->data();
   int* err = ctx.error_flag();
   const std::int64_t lines = g.n / std::max<std::int64_t>(1, g.shape[op.dim]);
-  ctx.launch(gen_scatter(x.dtype(), op.add), lines, {&g, &y, &ip, &sp, &dim, &extent, &err},
-             op.add ? "scatter_add" : "scatter", true);
+  const DType dt = x.dtype();
+  const bool add = op.add;
+  ctx.launch(
+      kernel_key(Family::Scatter, static_cast<unsigned>(dt), add),
+      [&] { return gen_scatter(dt, add); }, lines, {&g, &y, &ip, &sp, &dim, &extent, &err},
+      add ? "scatter_add" : "scatter", true);
   return out;
 }
 
@@ -99,8 +105,11 @@ ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op) {
   const void* xp = x->data();
   const void* ip = index->data();
   int* err = ctx.error_flag();
-  ctx.launch(gen_index_select(size_of(x->dtype())), d.outer * k * d.inner,
-             {&y, &xp, &ip, &d.outer, &d.n, &k, &d.inner, &err}, "select", true);
+  const std::size_t elem = size_of(x->dtype());
+  ctx.launch(
+      kernel_key(Family::IndexSelect, static_cast<unsigned>(elem)),
+      [&] { return gen_index_select(elem); }, d.outer * k * d.inner,
+      {&y, &xp, &ip, &d.outer, &d.n, &k, &d.inner, &err}, "select", true);
   return out;
 }
 
@@ -116,8 +125,10 @@ ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op) {
   const void* ip = index->data();
   const void* sp = src->data();
   int* err = ctx.error_flag();
-  ctx.launch(gen_index_add(x.dtype()), d.outer * d.inner,
-             {&y, &ip, &sp, &d.outer, &d.n, &k, &d.inner, &err}, "select_assign", true);
+  const DType dt = x.dtype();
+  ctx.launch(
+      kernel_key(Family::IndexAdd, static_cast<unsigned>(dt)), [&] { return gen_index_add(dt); },
+      d.outer * d.inner, {&y, &ip, &sp, &d.outer, &d.n, &k, &d.inner, &err}, "select_assign", true);
   return out;
 }
 
@@ -139,8 +150,10 @@ ir::Handle nonzero(CudaContext& ctx, ir::Nonzero& op) {
   const void* xp = x->data();
   // The tile past the end counts 0, so after the scan offsets[tiles] is the total.
   std::int64_t counted = tiles + 1;
-  ctx.launch(gen_nonzero_count(dt), counted * kScanBlock, {&xp, &n, &offp, &counted}, "nonzero",
-             false, kScanBlock);
+  ctx.launch(
+      kernel_key(Family::NonzeroCount, static_cast<unsigned>(dt)),
+      [&] { return gen_nonzero_count(dt); }, counted * kScanBlock, {&xp, &n, &offp, &counted},
+      "nonzero", false, kScanBlock);
   exclusive_scan(ctx, offp, counted);
   std::int64_t count = 0;
   void* pinned = ctx.staging(sizeof count);
@@ -154,8 +167,10 @@ ir::Handle nonzero(CudaContext& ctx, ir::Nonzero& op) {
   Geo g;
   fill_geo(g, s);
   void* yp = out->data();
-  ctx.launch(gen_nonzero_write(dt), tiles * kScanBlock, {&g, &xp, &offp, &yp}, "nonzero", false,
-             kScanBlock);
+  ctx.launch(
+      kernel_key(Family::NonzeroWrite, static_cast<unsigned>(dt)),
+      [&] { return gen_nonzero_write(dt); }, tiles * kScanBlock, {&g, &xp, &offp, &yp}, "nonzero",
+      false, kScanBlock);
   return out;
 }
 

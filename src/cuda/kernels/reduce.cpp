@@ -134,11 +134,14 @@ ir::Handle scan(CudaContext& ctx, ir::Scan& op) {
   auto x = ctx.contiguous(op.x);
   auto out = ctx.empty(x->shape(), x->dtype());
   Dims3 d = split_at(x->shape(), op.dim);
-  const KernelSource k = gen_scan(op.fn, x->dtype());
+  const auto fn = op.fn;
+  const DType dt = x->dtype();
   const void* xp = x->data();
   void* yp = out->data();
-  ctx.launch(k, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(op.fn), false,
-             128);
+  ctx.launch(
+      kernel_key(Family::Scan, static_cast<unsigned>(fn), static_cast<unsigned>(dt)),
+      [&] { return gen_scan(fn, dt); }, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner},
+      ir::name(fn), false, 128);
   return out;
 }
 

@@ -39,7 +39,10 @@ ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
   convert_elements(&op.pad_value, DType::F64, &pad_bits, x->dtype(), 1);
   void* y = out->data();
   const void* xp = x->data();
-  ctx.launch(gen_unfold(size_of(x->dtype())), n, {&w, &y, &xp, &pad_bits}, "unfold");
+  const std::size_t elem = size_of(x->dtype());
+  ctx.launch(
+      kernel_key(Family::Unfold, static_cast<unsigned>(elem)), [&] { return gen_unfold(elem); }, n,
+      {&w, &y, &xp, &pad_bits}, "unfold");
   return out;
 }
 
@@ -57,7 +60,10 @@ ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
   if (n == 0) return out;
   void* y = out->data();
   const void* xp = x->data();
-  ctx.launch(gen_fold(x->dtype()), n, {&w, &y, &xp}, "fold");
+  const DType dt = x->dtype();
+  ctx.launch(
+      kernel_key(Family::Fold, static_cast<unsigned>(dt)), [&] { return gen_fold(dt); }, n,
+      {&w, &y, &xp}, "fold");
   return out;
 }
 
