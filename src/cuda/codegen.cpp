@@ -80,6 +80,35 @@ template <class T> __device__ __forceinline__ T em_softplus(T x) {
 template <class T> __device__ __forceinline__ T em_gelu(T x) {
   return x < T(-40) ? T(-0.0) : T(0.5) * x * m_erfc(-x * T(0.70710678118654752440));
 }
+// gelu(x) = x Phi(x) in f32 at about half erfcf's cost: erfc(z) = t exp(-z^2 + P(t)) for
+// z = |x| / sqrt(2), t = 1 / (1 + z / 2), P of degree 9 fitted to log(erfc(z) / t) + z^2 on
+// z in [0, 10.5] (error 5e-8); -x^2 / 2 is split exactly (sh + sl) so the exponential sees
+// the true argument. Phi(x) = erfc(z) / 2 for x <= 0, 1 - erfc(z) / 2 above: at most 6.4 ulp
+// from the exact value over [-14, 14] (a float model of these steps against f64).
+// |x| is clamped at 40 (the result is -0 below, x above), which NaN passes through.
+__device__ __forceinline__ float em_gelu(float x) {
+  const float xc = x < -40.f ? -40.f : (x > 40.f ? 40.f : x);
+  const float hx = 0.5f * xc;
+  const float z = fabsf(xc) * 0.70710678118654752f;
+  float t;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.5f, z, 1.f)));
+  float p = 0x1.2a81dcp-3f;
+  p = fmaf(p, t, -0x1.5f03fap-1f);
+  p = fmaf(p, t, 0x1.2b2af0p+0f);
+  p = fmaf(p, t, -0x1.6d280ap-1f);
+  p = fmaf(p, t, -0x1.0af9dcp-4f);
+  p = fmaf(p, t, -0x1.e6bdeap-8f);
+  p = fmaf(p, t, 0x1.35d7d2p-5f);
+  p = fmaf(p, t, 0x1.8b2a9ap-2f);
+  p = fmaf(p, t, 0x1.ff5910p-1f);
+  p = fmaf(p, t, -0x1.43f4bap+0f);
+  const float sh = -hx * xc, sl = fmaf(-hx, xc, -sh);
+  const float ah = sh + p, al = ((sh - ah) + p) + sl;
+  float e = expf(ah);
+  e = fmaf(e, al, e);
+  const float ec = t * e;
+  return x > 0.f ? fmaf(-hx, ec, x) : hx * ec;
+}
 template <class T> __device__ __forceinline__ T em_gelu_tanh(T x) {
   T xc = x < T(-40) ? T(-40) : x;
   T m2w = T(-2) * T(0.79788456080286535588) * xc * (T(1) + T(0.044715) * xc * xc);
@@ -732,112 +761,205 @@ KernelSource gen_softmax(DType dt, bool log) {
   return k;
 }
 
-// Note [Rows in registers]: a row of up to blockDim * ept elements is held in registers,
-// thread t holding elements t + e * blockDim (e < ept), so the row is read once and written
-// once. Each block walks rows with a grid stride and loads its next row before reducing
-// the current one, so the loads' latency overlaps the block's reductions. This prints the
-// kernel's frame: `params` (may be empty) after x, the prefetch, and `body`, which sees the row in
-// r[] (elements past n hold `pad`), yr (the output row) and the block reduction helpers
-// (block_reduce over `v`). The host picks blockDim and ept with ept * blockDim >= n.
-std::string regs_row_kernel(const std::string& name, DType dt, int ept, const std::string& params,
-                            const std::string& pad, const std::string& body) {
+// Note [Rows in registers]: a row of up to blockDim * ept elements is held in registers, so
+// it is read once and written once. Thread t holds ept / V chunks of V consecutive
+// elements, chunk c starting at element (t + c * blockDim) * V: with V > 1 (the row length
+// a multiple of V and every pointer aligned to V elements; the host picks V) a chunk is one
+// 16-byte load or store, as in Note [Vector loads]. Each block walks rows with a grid
+// stride and loads its next row (and that row's first element) before reducing the current
+// one, so the loads' latency overlaps the block's reductions. This prints the kernel's
+// frame: `params` (may be empty) after x, `prologue` (before the row loop: per-column
+// values a block keeps for every row), the prefetch, `body`, and the store. The body sees
+// the row in r[] (elements past n hold `pad`), its first element in `first`, and the block
+// reduction helpers (block_reduce over `v`), and leaves the output row in r[].
+// With V > 1 one thread also asks the copy engine to bring the row after the next into L2
+// (cp.async.bulk.prefetch, sm_90), so a block has two rows' loads in flight while holding
+// one in registers. Kernels are bounded to 512 threads and two blocks per SM (at most 64
+// registers a thread) and launched as one wave (CudaContext::kOneWave).
+// The host picks blockDim, ept and V with ept * blockDim >= n and V dividing ept.
+std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
+                            const std::string& params, const std::string& pad,
+                            const std::string& prologue, const std::string& body) {
   const std::string E = std::to_string(ept);
+  const std::string V = std::to_string(vec);
   const std::string T = storage_type(dt);
-  const auto load_row = [&](const std::string& row) {
-    return "#pragma unroll\n"
-           "    for (int e = 0; e < " +
-           E +
-           "; ++e) {\n"
-           "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
-           "      nx[e] = (" +
-           row + " < rows && j < n) ? " + load(dt, "x[" + row + " * n + j]") + " : " + pad +
-           ";\n    }\n";
-  };
-  return "extern \"C\" __global__ void " + name + "(const " + T + "* __restrict__ x, " +
-         (params.empty() ? "" : params + ", ") + T + "* __restrict__ y, i64 rows, i64 n) {\n" +
-         typedefs(dt) +
-         "  __shared__ C sv[32];\n"
-         "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-         "  const int nwarps = (blockDim.x + 31) >> 5;\n"
-         "  const C inf = (C)1 / (C)0;\n"
-         "  (void)inf;\n"
-         "  C nx[" +
-         E + "];\n  i64 row = blockIdx.x;\n" + load_row("row") +
-         "  for (; row < rows; row += gridDim.x) {\n"
-         "    C r[" +
-         E +
-         "];\n"
-         "#pragma unroll\n"
-         "    for (int e = 0; e < " +
-         E +
-         "; ++e) r[e] = nx[e];\n"
-         "    const i64 next = row + gridDim.x;\n" +
-         load_row("next") + "    " + T + "* yr = y + row * n;\n" + body + "  }\n}\n";
+  const std::string VT = "em_vec<" + T + ", " + V + ">";
+  const std::string chunk_j =
+      "      const i64 j = ((i64)threadIdx.x + (i64)c * blockDim.x) * " + V + ";\n";
+  const std::string row_bytes = "(n * (i64)sizeof(" + T + "))";
+  const std::string pf_row = "row + 2 * (i64)gridDim.x";
+  const std::string l2_prefetch =
+      vec == 1
+          ? ""
+          : "#if __CUDA_ARCH__ >= 900\n"
+            "    if (threadIdx.x == 0 && " +
+                row_bytes + " % 16 == 0 && " + pf_row +
+                " < rows) {\n"
+                "      asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" :: \"l\"(x + (" +
+                pf_row + ") * n), \"r\"((unsigned)" + row_bytes +
+                ") : \"memory\");\n"
+                "    }\n"
+                "#endif\n";
+  std::string s = "extern \"C\" __global__ void __launch_bounds__(512, 2) " + name + "(const " + T +
+                  "* __restrict__ x, " + (params.empty() ? "" : params + ", ") + T +
+                  "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
+                  "  __shared__ C sv[32];\n"
+                  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+                  "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+                  "  const C inf = (C)1 / (C)0;\n"
+                  "  (void)inf;\n"
+                  "#define EM_ROW_LOAD(dst, src, ok, padv) \\\n"
+                  "  _Pragma(\"unroll\") for (int c = 0; c < " +
+                  E + " / " + V +
+                  "; ++c) { \\\n"
+                  "    const i64 j = ((i64)threadIdx.x + (i64)c * blockDim.x) * " +
+                  V +
+                  "; \\\n"
+                  "    if ((ok) && j < n) { \\\n"
+                  "      const " +
+                  VT + " t = *(const " + VT +
+                  "*)((src) + j); \\\n"
+                  "      _Pragma(\"unroll\") for (int u = 0; u < " +
+                  V + "; ++u) dst[c * " + V + " + u] = " + load(dt, "t.v[u]") +
+                  "; \\\n"
+                  "    } else { \\\n"
+                  "      _Pragma(\"unroll\") for (int u = 0; u < " +
+                  V + "; ++u) dst[c * " + V +
+                  " + u] = (padv); \\\n"
+                  "    } \\\n"
+                  "  }\n" +
+                  prologue + "  C nx[" + E + "];\n  i64 row = blockIdx.x;\n" +
+                  "  EM_ROW_LOAD(nx, x + row * n, row < rows, " + pad +
+                  ");\n"
+                  "  C nfirst = row < rows ? " +
+                  load(dt, "x[row * n]") +
+                  " : (C)0;\n"
+                  "  for (; row < rows; row += gridDim.x) {\n" +
+                  l2_prefetch + "    C r[" + E +
+                  "];\n"
+                  "#pragma unroll\n"
+                  "    for (int e = 0; e < " +
+                  E +
+                  "; ++e) r[e] = nx[e];\n"
+                  "    const C first = nfirst;\n    (void)first;\n"
+                  "    const i64 next = row + gridDim.x;\n"
+                  "    EM_ROW_LOAD(nx, x + next * n, next < rows, " +
+                  pad +
+                  ");\n"
+                  "    nfirst = next < rows ? " +
+                  load(dt, "x[next * n]") + " : (C)0;\n" + body + "    " + T +
+                  "* yr = y + row * n;\n"
+                  "#pragma unroll\n"
+                  "    for (int c = 0; c < " +
+                  E + " / " + V + "; ++c) {\n" + chunk_j +
+                  "      if (j < n) {\n"
+                  "        " +
+                  VT +
+                  " t;\n"
+                  "#pragma unroll\n"
+                  "        for (int u = 0; u < " +
+                  V + "; ++u) t.v[u] = " + store(dt, "r[c * " + V + " + u]") +
+                  ";\n"
+                  "        *(" +
+                  VT +
+                  "*)(yr + j) = t;\n"
+                  "      }\n"
+                  "    }\n"
+                  "  }\n"
+                  "#undef EM_ROW_LOAD\n"
+                  "}\n";
+  return s;
 }
 
-RowsInRegisters rows_in_registers(std::int64_t n, DType dt) {
-  // Measured on an H200 for softmax of 16384 x 4096 f32 (block, ept): (1024, 4) 0.194 ms,
-  // (512, 8) 0.184 ms, (128, 32) 0.52 ms (registers limit the blocks per SM). A block holds
-  // two rows' worth (the row and the next) in registers: at most 512 threads, and rows of
-  // at most 16384 elements (8192 for f64, two registers each), so that a block's registers
-  // stay well within the 64K of an SM.
-  const std::int64_t limit = 4096;  // 512 x 8: larger ept failed to launch (registers)
-  if (n > limit) return {0, 0};
-  RowsInRegisters r{32, 1};
+bool aligned16(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs) {
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  }
+  return true;
+}
+
+RowsInRegisters rows_in_registers(std::int64_t n, DType dt, bool aligned) {
+  // Measured on an H200 for 16384 x 4096 f32 rows (ms, softmax / layer norm; 0.128 is the
+  // copy bound): one element per access at (512, 8) 0.196 / 0.182; 16-byte chunks 0.192 /
+  // 0.179; with the L2 prefetch 0.169 / 0.171; at two blocks per SM (launch bounds) 0.155 /
+  // 0.152; (256, 16) 0.174 / 0.188. A block holds two rows' worth (the row and the next)
+  // plus, for layer norm, weight and bias: 8 per thread (4 for f64) fit two blocks of 512
+  // threads per SM without spilling; longer rows take the three-pass kernels.
+  if (n > std::int64_t(512) * rows_max_ept(dt)) return {0, 0, 1};
+  RowsInRegisters r{32, 1, 1};
   while (r.block < 512 && std::int64_t(r.block) * 8 < n) r.block *= 2;
   while (std::int64_t(r.block) * r.ept < n) r.ept *= 2;
+  if (aligned) {
+    r.vec = vector_width(size_of(dt));
+    while (r.vec > 1 && (n % r.vec != 0 || r.vec > r.ept)) r.vec /= 2;
+  }
   return r;
 }
 
-// A loop over the row's elements held by this thread; `j` is the element's index.
-std::string each_elem(int ept, const std::string& stmt) {
+// A loop over the row's elements held by this thread (Note [Rows in registers]); `j` is
+// the element's index in the row, r[e] its value.
+std::string each_elem(int ept, int vec, const std::string& stmt) {
+  const std::string V = std::to_string(vec);
   return "#pragma unroll\n"
          "    for (int e = 0; e < " +
          std::to_string(ept) +
          "; ++e) {\n"
-         "      const i64 j = threadIdx.x + (i64)e * blockDim.x;\n"
+         "      const i64 j = ((i64)threadIdx.x + (i64)(e / " +
+         V + ") * blockDim.x) * " + V + " + e % " + V +
+         ";\n"
          "      if (j < n) { " +
          stmt + " }\n    }\n";
 }
 
+std::string regs_suffix(int ept, int vec) {
+  return "_r" + std::to_string(ept) + (vec > 1 ? "v" + std::to_string(vec) : "");
+}
+
 // Softmax of rows held in registers (Note [Rows in registers]).
-KernelSource gen_softmax_regs(DType dt, bool log, int ept) {
+KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec) {
   KernelSource k;
-  k.name = std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt) + "_r" +
-           std::to_string(ept);
+  k.name =
+      std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt) + regs_suffix(ept, vec);
   const std::string max_op = "(v != v || v > o) ? v : o";
-  std::string body = "    C v = -inf;\n" + each_elem(ept, "const C o = r[e]; v = " + max_op + ";") +
+  std::string body = "    C v = -inf;\n" +
+                     each_elem(ept, vec, "const C o = r[e]; v = " + max_op + ";") +
                      block_reduce(max_op, "-inf") + "    const C m = v;\n    v = (C)0;\n";
-  body += each_elem(ept, log ? "v += m_exp(r[e] - m);" : "r[e] = m_exp(r[e] - m); v += r[e];") +
-          block_reduce("v + o", "(C)0");
+  body +=
+      each_elem(ept, vec, log ? "v += m_exp(r[e] - m);" : "r[e] = m_exp(r[e] - m); v += r[e];") +
+      block_reduce("v + o", "(C)0");
   body += log ? "    const C l = m + m_log(v);\n" : "    const C inv = (C)1 / v;\n";
-  body += each_elem(ept, "yr[j] = " + store(dt, log ? "r[e] - l" : "r[e] * inv") + ";");
-  k.body = regs_row_kernel(k.name, dt, ept, "", "-inf", body);
+  body += each_elem(ept, vec, log ? "r[e] = r[e] - l;" : "r[e] = r[e] * inv;");
+  k.body = regs_row_kernel(k.name, dt, ept, vec, "", "-inf", "", body);
   return k;
 }
 
 // Layer norm of rows held in registers (Note [Rows in registers]): the mean, then the sum
 // of squared deviations from it (two reductions over registers, no cancellation), then the
-// write; weight and bias (n elements each) may be null.
-KernelSource gen_layer_norm_regs(DType dt, int ept) {
+// write. Weight and bias (n elements each, may be null: 1 and 0) are loaded once per block
+// and kept in registers for every row it normalises.
+KernelSource gen_layer_norm_regs(DType dt, int ept, int vec) {
   KernelSource k;
-  k.name = "em_layer_norm_" + dname(dt) + "_r" + std::to_string(ept);
+  k.name = "em_layer_norm_" + dname(dt) + regs_suffix(ept, vec);
   const std::string T = storage_type(dt);
+  const std::string E = std::to_string(ept);
+  const std::string prologue = "  C wr[" + E + "], br[" + E +
+                               "];\n"
+                               "  EM_ROW_LOAD(wr, w, w != nullptr, (C)1);\n"
+                               "  EM_ROW_LOAD(br, b, b != nullptr, (C)0);\n";
   // The mean is summed relative to the row's first element (exact differences for values
   // of one magnitude), so a large common offset does not swamp the deviations, as the Cpu.
-  std::string body = "    const C sh = " + load(dt, "x[row * n]") + ";\n    C v = (C)0;\n" +
-                     each_elem(ept, "v += r[e] - sh;") + block_reduce("v + o", "(C)0") +
-                     "    const C mean = sh + v / (C)n;\n"
+  std::string body = "    C v = (C)0;\n" + each_elem(ept, vec, "v += r[e] - first;") +
+                     block_reduce("v + o", "(C)0") +
+                     "    const C mean = first + v / (C)n;\n"
                      "    v = (C)0;\n" +
-                     each_elem(ept, "const C d = r[e] - mean; v += d * d;") +
+                     each_elem(ept, vec, "const C d = r[e] - mean; v += d * d;") +
                      block_reduce("v + o", "(C)0") +
                      "    const C rstd = (C)(1.0 / sqrt((double)(v / (C)n) + eps));\n" +
-                     each_elem(ept, "C o = (r[e] - mean) * rstd; if (w) o = o * " +
-                                        load(dt, "w[j]") + "; if (b) o = o + " + load(dt, "b[j]") +
-                                        "; yr[j] = " + store(dt, "o") + ";");
+                     each_elem(ept, vec, "r[e] = (r[e] - mean) * rstd * wr[e] + br[e];");
   k.body = regs_row_kernel(
-      k.name, dt, ept,
-      "const " + T + "* __restrict__ w, const " + T + "* __restrict__ b, double eps", "(C)0", body);
+      k.name, dt, ept, vec,
+      "const " + T + "* __restrict__ w, const " + T + "* __restrict__ b, double eps", "(C)0",
+      prologue, body);
   return k;
 }
 
@@ -1573,13 +1695,14 @@ std::vector<KernelSource> all_kernels() {
     if (is_float(dt)) {
       for (bool log : {false, true}) {
         out.push_back(gen_softmax(dt, log));
-        for (int ept = 1; ept <= kSoftmaxMaxEpt; ept *= 2) {
-          out.push_back(gen_softmax_regs(dt, log, ept));
-        }
       }
       out.push_back(gen_layer_norm(dt));
-      for (int ept = 1; ept <= kSoftmaxMaxEpt; ept *= 2) {
-        out.push_back(gen_layer_norm_regs(dt, ept));
+      for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
+        for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) {
+          out.push_back(gen_softmax_regs(dt, false, ept, vec));
+          out.push_back(gen_softmax_regs(dt, true, ept, vec));
+          out.push_back(gen_layer_norm_regs(dt, ept, vec));
+        }
       }
       out.push_back(gen_fold(dt));
     }

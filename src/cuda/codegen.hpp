@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "ember/base/dtype.hpp"
@@ -53,8 +54,8 @@ enum class Family : std::uint8_t {
   Cast,            // (from, to, contiguous)
   Copy,            // (element size, 0, contiguous)
   Reduce,          // (fn, dtype, rows)
-  Softmax,         // (dtype, log, ept; 0: the row-walking kernel)
-  LayerNorm,       // (dtype, ept; 0: the row-walking kernel)
+  Softmax,         // (dtype, log, ept, vec; ept 0: the row-walking kernel)
+  LayerNorm,       // (dtype, ept, vec; ept 0: the row-walking kernel)
   Fill,            // (element size)
   Scan,            // (fn, dtype)
   Arange,          // (dtype)
@@ -114,20 +115,26 @@ KernelSource gen_copy(std::size_t elem_size, bool contiguous);
 KernelSource gen_reduce(ir::ReduceFn fn, DType dt, bool rows);
 // Softmax (or log-softmax) of contiguous rows of a float dtype.
 KernelSource gen_softmax(DType dt, bool log);
-// Rows held in registers (Note [Rows in registers] in codegen.cpp): `ept` (a power of two
-// up to kSoftmaxMaxEpt) elements per thread, blockDim * ept >= n; one block walks rows.
+// Rows held in registers (Note [Rows in registers] in codegen.cpp): `ept` (a power of two)
+// elements per thread in chunks of `vec` consecutive ones, blockDim * ept >= n; one block
+// walks rows.
 // softmax: (const T* x, T* y, i64 rows, i64 n)
 // layer norm: (const T* x, const T* w, const T* b, double eps, T* y, i64 rows, i64 n)
-inline constexpr int kSoftmaxMaxEpt = 32;
-KernelSource gen_softmax_regs(DType dt, bool log, int ept);
-KernelSource gen_layer_norm_regs(DType dt, int ept);
-// (block, ept) for rows of n elements of dtype dt: about 8 per thread, at most 512 threads;
-// block 0 when the row is too long to hold in registers.
+// At most 8 per thread (4 for f64), so that two blocks of 512 threads fit an SM.
+inline int rows_max_ept(DType dt) { return size_of(dt) > 4 ? 4 : 8; }
+KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec);
+KernelSource gen_layer_norm_regs(DType dt, int ept, int vec);
+// (block, ept, vec) for rows of n elements of dtype dt: about 8 per thread, at most 512
+// threads; block 0 when the row is too long to hold in registers. `aligned`: every row
+// pointer the kernel reads or writes is 16-byte aligned, so chunks may be vector accesses.
 struct RowsInRegisters {
   unsigned block;
   int ept;
+  int vec;
 };
-RowsInRegisters rows_in_registers(std::int64_t n, DType dt);
+RowsInRegisters rows_in_registers(std::int64_t n, DType dt, bool aligned);
+// Whether every pointer is aligned to 16 bytes (null pointers count as aligned).
+bool aligned16(std::initializer_list<const void*> ptrs);
 // Layer norm of contiguous rows of a float dtype: (const T* x, const T* w, const T* b, T* y,
 // i64 rows, i64 n, double eps); w and b (n elements) may be null.
 KernelSource gen_layer_norm(DType dt);

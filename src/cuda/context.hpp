@@ -75,9 +75,10 @@ class CudaContext {
   int sm_count() const { return sm_count_; }
   // Blocks of `block` threads that fit on the device at once (2048 threads per SM): the
   // grid of kernels whose blocks walk rows.
-  std::int64_t resident_blocks(unsigned block) const {
-    return std::int64_t(sm_count_) * std::max(1u, 2048 / block);
-  }
+  // launch()'s max_blocks for kernels whose blocks walk rows with a grid stride (Note [Rows
+  // in registers]): one wave, as many blocks as the device holds at once for that kernel
+  // (its registers decide), so that no block waits for another to finish.
+  static constexpr std::int64_t kOneWave = -2;
   cudaStream_t stream() const { return stream_; }
   Allocator& allocator() { return *alloc_; }
 
@@ -132,6 +133,7 @@ class CudaContext {
   cudaKernel_t kernel(const KernelSource& k);
   cudaKernel_t find(std::uint64_t key);
   cudaKernel_t remember(std::uint64_t key, cudaKernel_t k);
+  std::int64_t one_wave(cudaKernel_t k, unsigned block);
   void enqueue(cudaKernel_t k, std::int64_t threads_total, Args args, const char* op, bool checked,
                unsigned block, std::int64_t max_blocks);
 
@@ -144,6 +146,7 @@ class CudaContext {
   std::mutex mu_;
   std::map<std::string, cudaKernel_t> kernels_;
   std::unordered_map<std::uint64_t, cudaKernel_t> by_key_;
+  std::map<std::pair<cudaKernel_t, unsigned>, std::int64_t> one_wave_;
   std::map<std::pair<DType, std::uint64_t>, std::shared_ptr<DeviceBuffer>> constants_;
   std::vector<cudaLibrary_t> libraries_;
   int* err_ = nullptr;

@@ -1,6 +1,5 @@
 // Layer norm: x, weight and bias made contiguous, then a generated row kernel: rows held in
-// registers (gen_layer_norm_regs) up to 16384 elements (8192 for f64), else gen_layer_norm's three
-// passes.
+// registers (gen_layer_norm_regs) up to 4096 elements, else gen_layer_norm's three passes.
 #include "cuda/codegen.hpp"
 #include "cuda/kernels/kernels.hpp"
 
@@ -23,12 +22,13 @@ ir::Handle layer_norm(CudaContext& ctx, ir::LayerNorm& op) {
   void* yp = out->data();
   double eps = op.eps;
   const DType dt = x->dtype();
-  if (const auto [block, ept] = rows_in_registers(n, dt); block > 0) {  // Note [Rows in registers]
+  if (const auto [block, ept, vec] = rows_in_registers(n, dt, aligned16({xp, wp, bp, yp}));
+      block > 0) {  // Note [Rows in registers]
     ctx.launch(
-        kernel_key(Family::LayerNorm, static_cast<unsigned>(dt), static_cast<unsigned>(ept)),
-        [&] { return gen_layer_norm_regs(dt, ept); }, rows * block,
-        {&xp, &wp, &bp, &eps, &yp, &rows, &n}, "layer_norm", false, block,
-        ctx.resident_blocks(block));
+        kernel_key(Family::LayerNorm, static_cast<unsigned>(dt), static_cast<unsigned>(ept),
+                   static_cast<unsigned>(vec)),
+        [&] { return gen_layer_norm_regs(dt, ept, vec); }, rows * block,
+        {&xp, &wp, &bp, &eps, &yp, &rows, &n}, "layer_norm", false, block, CudaContext::kOneWave);
     return out;
   }
   constexpr unsigned kBlock = 256;

@@ -112,11 +112,12 @@ ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
     const void* xp = x->data();
     void* yp = out->data();
     const char* name = log ? "log_softmax" : "softmax";
-    if (const auto [block, ept] = rows_in_registers(n, dt); block > 0) {
+    if (const auto [block, ept, vec] = rows_in_registers(n, dt, aligned16({xp, yp})); block > 0) {
       ctx.launch(
-          kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, static_cast<unsigned>(ept)),
-          [&] { return gen_softmax_regs(dt, log, ept); }, rows * block, {&xp, &yp, &rows, &n}, name,
-          false, block, ctx.resident_blocks(block));
+          kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, static_cast<unsigned>(ept),
+                     static_cast<unsigned>(vec)),
+          [&] { return gen_softmax_regs(dt, log, ept, vec); }, rows * block, {&xp, &yp, &rows, &n},
+          name, false, block, CudaContext::kOneWave);
     } else {
       constexpr unsigned kBlock = 256;
       ctx.launch(
