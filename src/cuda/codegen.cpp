@@ -1575,75 +1575,91 @@ KernelSource gen_add_tile_offsets() {
   return k;
 }
 
-KernelSource gen_unfold(std::size_t elem) {
+// Index arithmetic of the sliding-window kernels: 32-bit when every index fits (integer
+// division, several per element, is a long instruction sequence at 64 bits), else 64-bit.
+std::string window_index_type(bool wide) {
+  return wide ? "typedef i64 IX;\n" : "typedef int IX;\n";
+}
+
+KernelSource gen_unfold(std::size_t elem, bool wide) {
   // One thread per column entry: decode (plane, kernel offset, position), read the image
   // element under it or the padding value.
   KernelSource k;
-  k.name = "em_unfold_s" + std::to_string(elem);
+  k.name = "em_unfold_s" + std::to_string(elem) + (wide ? "_w" : "");
   const std::string t = sized_type(elem);
   k.body = "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t +
-           "* __restrict__ y, const " + t +
-           "* __restrict__ x, u64 pad_bits) {\n"
-           "  const " +
-           t + " pad = (" + t +
+           "* __restrict__ y, const " + t + "* __restrict__ x, u64 pad_bits) {\n" +
+           window_index_type(wide) + "  const " + t + " pad = (" + t +
            ")pad_bits;\n"
+           "  const IX L = (IX)w.L, K = (IX)w.K;\n"
+           "  IX kd[3], od[3], in[3], st[3], pd[3], dl[3];\n"
+           "  for (int d = 0; d < 3; ++d) {\n"
+           "    kd[d] = (IX)w.k[d]; od[d] = (IX)w.out[d]; in[d] = (IX)w.in[d];\n"
+           "    st[d] = (IX)w.s[d]; pd[d] = (IX)w.p[d]; dl[d] = (IX)w.d[d];\n"
+           "  }\n"
            "  for (i64 i = EM_GID; i < w.planes * w.K * w.L; i += EM_GSTRIDE) {\n"
-           "    const i64 l = i % w.L, r = i / w.L, kk = r % w.K, p = r / w.K;\n"
-           "    i64 c[3], o[3], q = kk, m = l;\n"
-           "    for (int d = 2; d >= 0; --d) { c[d] = q % w.k[d]; q /= w.k[d];\n"
-           "                                   o[d] = m % w.out[d]; m /= w.out[d]; }\n"
-           "    i64 off = 0; bool inside = true;\n"
+           "    const IX ii = (IX)i, l = ii % L, r = ii / L, kk = r % K, p = r / K;\n"
+           "    IX c[3], o[3], q = kk, m = l;\n"
+           "    for (int d = 2; d >= 0; --d) { c[d] = q % kd[d]; q /= kd[d];\n"
+           "                                   o[d] = m % od[d]; m /= od[d]; }\n"
+           "    IX off = 0; bool inside = true;\n"
            "    for (int d = 0; d < 3; ++d) {\n"
-           "      const i64 v = o[d] * w.s[d] - w.p[d] + c[d] * w.d[d];\n"
-           "      inside = inside && v >= 0 && v < w.in[d];\n"
-           "      off = off * w.in[d] + v;\n"
+           "      const IX v = o[d] * st[d] - pd[d] + c[d] * dl[d];\n"
+           "      inside = inside && v >= 0 && v < in[d];\n"
+           "      off = off * in[d] + (v >= 0 && v < in[d] ? v : 0);  // at most the image size\n"
            "    }\n"
-           "    y[i] = inside ? x[p * w.image + off] : pad;\n"
+           "    y[i] = inside ? x[(i64)p * w.image + off] : pad;\n"
            "  }\n}\n";
   return k;
 }
 
-KernelSource gen_fold(DType dt) {
+KernelSource gen_fold(DType dt, bool wide) {
   // One thread per image element, gathering every column entry that reads it in a fixed
   // order (kernel offsets row-major): deterministic, no atomics. Along a dim, kernel
   // offset c reads the element at position o = (v + p - c d) / s when that divides.
   EMBER_CHECK(is_float(dt), std::string("fold: no Cuda kernel for dtype ") + name(dt));
   KernelSource k;
-  k.name = "em_fold_" + dname(dt);
+  k.name = "em_fold_" + dname(dt) + (wide ? "_w" : "");
   const std::string t = storage_type(dt);
-  k.body =
-      "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t + "* __restrict__ y, const " + t +
-      "* __restrict__ x) {\n" + typedefs(dt) +
-      "  for (i64 i = EM_GID; i < w.planes * w.image; i += EM_GSTRIDE) {\n"
-      "    const i64 p = i / w.image;\n"
-      "    i64 v[3], m = i % w.image;\n"
-      "    for (int d = 2; d >= 0; --d) { v[d] = m % w.in[d]; m /= w.in[d]; }\n"
-      "    C acc = (C)0;\n"
-      "    const " +
-      t +
-      "* col = x + p * w.K * w.L;\n"
-      "    for (i64 c0 = 0; c0 < w.k[0]; ++c0) {\n"
-      "      const i64 n0 = v[0] + w.p[0] - c0 * w.d[0];\n"
-      "      if (n0 < 0) break;\n"
-      "      if (n0 % w.s[0] != 0 || n0 / w.s[0] >= w.out[0]) continue;\n"
-      "      for (i64 c1 = 0; c1 < w.k[1]; ++c1) {\n"
-      "        const i64 n1 = v[1] + w.p[1] - c1 * w.d[1];\n"
-      "        if (n1 < 0) break;\n"
-      "        if (n1 % w.s[1] != 0 || n1 / w.s[1] >= w.out[1]) continue;\n"
-      "        for (i64 c2 = 0; c2 < w.k[2]; ++c2) {\n"
-      "          const i64 n2 = v[2] + w.p[2] - c2 * w.d[2];\n"
-      "          if (n2 < 0) break;\n"
-      "          if (n2 % w.s[2] != 0 || n2 / w.s[2] >= w.out[2]) continue;\n"
-      "          const i64 kk = (c0 * w.k[1] + c1) * w.k[2] + c2;\n"
-      "          const i64 l = ((n0 / w.s[0]) * w.out[1] + n1 / w.s[1]) * w.out[2] + n2 / w.s[2];\n"
-      "          acc += " +
-      load(dt, "col[kk * w.L + l]") +
-      ";\n"
-      "        }\n      }\n    }\n"
-      "    y[i] = " +
-      store(dt, "acc") +
-      ";\n"
-      "  }\n}\n";
+  k.body = "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t +
+           "* __restrict__ y, const " + t + "* __restrict__ x) {\n" + typedefs(dt) +
+           window_index_type(wide) +
+           "  const IX image = (IX)w.image;\n"
+           "  IX kd[3], od[3], in[3], st[3], pd[3], dl[3];\n"
+           "  for (int d = 0; d < 3; ++d) {\n"
+           "    kd[d] = (IX)w.k[d]; od[d] = (IX)w.out[d]; in[d] = (IX)w.in[d];\n"
+           "    st[d] = (IX)w.s[d]; pd[d] = (IX)w.p[d]; dl[d] = (IX)w.d[d];\n"
+           "  }\n" +
+           "  for (i64 i = EM_GID; i < w.planes * w.image; i += EM_GSTRIDE) {\n"
+           "    const IX ii = (IX)i, p = ii / image;\n"
+           "    IX v[3], m = ii % image;\n"
+           "    for (int d = 2; d >= 0; --d) { v[d] = m % in[d]; m /= in[d]; }\n"
+           "    C acc = (C)0;\n"
+           "    const " +
+           t +
+           "* col = x + (i64)p * w.K * w.L;\n"
+           "    for (IX c0 = 0; c0 < kd[0]; ++c0) {\n"
+           "      const IX n0 = v[0] + pd[0] - c0 * dl[0];\n"
+           "      if (n0 < 0) break;\n"
+           "      if (n0 % st[0] != 0 || n0 / st[0] >= od[0]) continue;\n"
+           "      for (IX c1 = 0; c1 < kd[1]; ++c1) {\n"
+           "        const IX n1 = v[1] + pd[1] - c1 * dl[1];\n"
+           "        if (n1 < 0) break;\n"
+           "        if (n1 % st[1] != 0 || n1 / st[1] >= od[1]) continue;\n"
+           "        for (IX c2 = 0; c2 < kd[2]; ++c2) {\n"
+           "          const IX n2 = v[2] + pd[2] - c2 * dl[2];\n"
+           "          if (n2 < 0) break;\n"
+           "          if (n2 % st[2] != 0 || n2 / st[2] >= od[2]) continue;\n"
+           "          const IX kk = (c0 * kd[1] + c1) * kd[2] + c2;\n"
+           "          const IX l = ((n0 / st[0]) * od[1] + n1 / st[1]) * od[2] + n2 / st[2];\n"
+           "          acc += " +
+           load(dt, "col[(i64)kk * w.L + l]") +
+           ";\n"
+           "        }\n      }\n    }\n"
+           "    y[i] = " +
+           store(dt, "acc") +
+           ";\n"
+           "  }\n}\n";
   return k;
 }
 
@@ -1704,7 +1720,8 @@ std::vector<KernelSource> all_kernels() {
           out.push_back(gen_layer_norm_regs(dt, ept, vec));
         }
       }
-      out.push_back(gen_fold(dt));
+      out.push_back(gen_fold(dt, false));
+      out.push_back(gen_fold(dt, true));
     }
     out.push_back(gen_arange(dt));
     out.push_back(gen_random(dt));
@@ -1716,7 +1733,8 @@ std::vector<KernelSource> all_kernels() {
     out.push_back(gen_fill(e));
     out.push_back(gen_gather(e));
     out.push_back(gen_index_select(e));
-    out.push_back(gen_unfold(e));
+    out.push_back(gen_unfold(e, false));
+    out.push_back(gen_unfold(e, true));
   }
   // sort and nonzero
   for (DType dt : kAllDTypes) {

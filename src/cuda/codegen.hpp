@@ -72,8 +72,8 @@ enum class Family : std::uint8_t {
   NonzeroWrite,    // (dtype)
   ScanTiles,       // ()
   AddTileOffsets,  // ()
-  Unfold,          // (element size)
-  Fold,            // (dtype)
+  Unfold,          // (element size, wide)
+  Fold,            // (dtype, wide)
 };
 constexpr std::uint64_t kernel_key(Family f, unsigned a = 0, unsigned b = 0, unsigned c = 0,
                                    unsigned d = 0) {
@@ -195,9 +195,11 @@ struct Win {
   std::int64_t in[3] = {}, k[3] = {}, s[3] = {}, p[3] = {}, d[3] = {}, out[3] = {};
 };
 // unfold: (EmWin w, T* y, const T* x, u64 pad_bits) — pad_bits hold the padding element.
-KernelSource gen_unfold(std::size_t elem_size);
+// `wide`: 64-bit index arithmetic, needed when an index of the image or the columns
+// reaches 2^31 (window_index_wide in kernels/unfold.cpp).
+KernelSource gen_unfold(std::size_t elem_size, bool wide);
 // fold: (EmWin w, T* y, const T* x) — float dtypes; each image element sums its entries.
-KernelSource gen_fold(DType dt);
+KernelSource gen_fold(DType dt, bool wide);
 
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);

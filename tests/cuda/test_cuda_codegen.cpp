@@ -93,8 +93,10 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
       gen_nonzero_write(DType::Bool),
       gen_scan_tiles(),
       gen_add_tile_offsets(),
-      gen_unfold(8),
-      gen_fold(DType::F16),
+      gen_unfold(8, false),
+      gen_unfold(2, true),
+      gen_fold(DType::F16, false),
+      gen_fold(DType::F32, true),
   };
   std::string src = prelude();
   for (const auto& k : ks) src += k.body;

@@ -25,6 +25,18 @@ Win to_win(const backend::Window3& g) {
   return w;
 }
 
+// Whether the window kernels need 64-bit index arithmetic: an index of the image or the
+// columns (planes * image, planes * K * L), or a coordinate with padding and the kernel's
+// reach, reaches 2^31.
+bool window_index_wide(const Win& w) {
+  constexpr std::int64_t kMax = std::int64_t(1) << 31;
+  bool wide = w.planes * w.image >= kMax || w.planes * w.K * w.L >= kMax;
+  for (int d = 0; d < 3; ++d) {
+    wide = wide || w.in[d] + w.p[d] + w.out[d] * w.s[d] + w.k[d] * w.d[d] >= kMax;
+  }
+  return wide;
+}
+
 }  // namespace
 
 ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
@@ -40,9 +52,10 @@ ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
   void* y = out->data();
   const void* xp = x->data();
   const std::size_t elem = size_of(x->dtype());
+  const bool wide = window_index_wide(w);
   ctx.launch(
-      kernel_key(Family::Unfold, static_cast<unsigned>(elem)), [&] { return gen_unfold(elem); }, n,
-      {&w, &y, &xp, &pad_bits}, "unfold");
+      kernel_key(Family::Unfold, static_cast<unsigned>(elem), wide),
+      [&] { return gen_unfold(elem, wide); }, n, {&w, &y, &xp, &pad_bits}, "unfold");
   return out;
 }
 
@@ -61,9 +74,10 @@ ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
   void* y = out->data();
   const void* xp = x->data();
   const DType dt = x->dtype();
+  const bool wide = window_index_wide(w);
   ctx.launch(
-      kernel_key(Family::Fold, static_cast<unsigned>(dt)), [&] { return gen_fold(dt); }, n,
-      {&w, &y, &xp}, "fold");
+      kernel_key(Family::Fold, static_cast<unsigned>(dt), wide), [&] { return gen_fold(dt, wide); },
+      n, {&w, &y, &xp}, "fold");
   return out;
 }
 
