@@ -9,6 +9,7 @@
 // without deciding its entry is a compile error (-Wswitch -Werror), and
 // tests/autodiff/test_grad.cpp checks at run time that no differentiable op lacks a rule.
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include "autodiff/graph.hpp"
@@ -545,6 +546,36 @@ RuleEntry make_kind(ir::OpKind k) {
       return diff("unfold g with zero padding (fold is unfold's adjoint)", 0, false, [](Ctx& c) {
         c.give(0, run(c.be, ir::Unfold{c.grad(), c.op<ir::Fold>().window, 0.0}));
       });
+    case OpKind::Pool:
+      return diff(
+          "fold of g spread over each window (sum), or of g / count shared by the window "
+          "entries equal to y (max)",
+          kX, true, [](Ctx& c) {
+            const auto& o = c.op<ir::Pool>();
+            const Shape& xs = c.in_shape(0);
+            const std::size_t n = xs[0], ch = xs[1];
+            std::size_t k = 1;
+            for (std::size_t v : o.window.kernel) k *= v;
+            const std::size_t l = n * ch == 0 ? 0 : c.grad()->shape().num_elements() / (n * ch);
+            const Shape row{n, ch, 1, l}, cols{n, ch, k, l};
+            auto g = reshape(c.be, c.grad(), row);
+            Handle gcols;
+            if (o.fn == ir::ReduceFn::Sum) {
+              gcols = expand(c.be, std::move(g), cols);
+            } else {
+              // As the composite unfold + reduce max would: ties share g equally.
+              auto x = reshape(c.be,
+                               run(c.be, ir::Unfold{c.input(0), o.window,
+                                                    -std::numeric_limits<double>::infinity()}),
+                               cols);
+              auto hit = binary(c.be, BinaryFn::Eq, std::move(x), reshape(c.be, c.output(), row));
+              auto count = reduce(c.be, ir::ReduceFn::Sum, cast(c.be, hit, c.in_dtype(0)), 2);
+              gcols = mask(c.be, std::move(hit), div(c.be, std::move(g), std::move(count)));
+            }
+            std::vector<std::size_t> spatial(xs.begin() + 2, xs.end());
+            c.give(0, run(c.be, ir::Fold{reshape(c.be, std::move(gcols), Shape{n, ch * k, l}),
+                                         std::move(spatial), o.window}));
+          });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

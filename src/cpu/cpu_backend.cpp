@@ -57,9 +57,12 @@ class CpuBackend final : public backend::Backend {
     return dispatch(op);
   }
 
-  // Fold sums: float dtypes only (the tensor layer never builds another).
+  // Fold sums: float dtypes only (the tensor layer never builds another); pooling: every
+  // dtype but bool.
   bool supports(ir::OpKind k, DType dt) const override {
-    return k != ir::OpKind::Fold || is_float(dt);
+    if (k == ir::OpKind::Fold) return is_float(dt);
+    if (k == ir::OpKind::Pool) return dt != DType::Bool;
+    return true;
   }
 
   void seed(std::uint64_t s) override {
@@ -110,6 +113,7 @@ class CpuBackend final : public backend::Backend {
   ir::Handle run_one(ir::LayerNorm& o) { return layer_norm(ctx_, o); }
   ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
   ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
+  ir::Handle run_one(ir::Pool& o) { return pool(ctx_, o); }
   ir::Handle run_one(ir::Sort&) { EMBER_ASSERT(false); }
 
   // 16-bit floats are stored natively but computed in f32: ops that do arithmetic on them
@@ -129,6 +133,7 @@ class CpuBackend final : public backend::Backend {
       case ir::OpKind::Softmax:
       case ir::OpKind::LayerNorm:
       case ir::OpKind::Fold:
+      case ir::OpKind::Pool:
         return true;
       default:
         return false;

@@ -83,8 +83,9 @@ template <class T> __device__ __forceinline__ T em_gelu(T x) {
 // gelu(x) = x Phi(x) in f32 at about half erfcf's cost: erfc(z) = t exp(-z^2 + P(t)) for
 // z = |x| / sqrt(2), t = 1 / (1 + z / 2), P of degree 9 fitted to log(erfc(z) / t) + z^2 on
 // z in [0, 10.5] (error 5e-8); -x^2 / 2 is split exactly (sh + sl) so the exponential sees
-// the true argument. Phi(x) = erfc(z) / 2 for x <= 0, 1 - erfc(z) / 2 above: at most 6.4 ulp
-// from the exact value over [-14, 14] (a float model of these steps against f64).
+// the true argument. Phi(x) = erfc(z) / 2 for x <= 0, 1 - erfc(z) / 2 above: at most 7.1 ulp
+// from the exact value (a float model of these steps with exact reciprocal and exp, checked
+// over every float); with rcp.approx's and expf's documented error bounds, about 13 ulp.
 // |x| is clamped at 40 (the result is -0 below, x above), which NaN passes through.
 __device__ __forceinline__ float em_gelu(float x) {
   const float xc = x < -40.f ? -40.f : (x > 40.f ? 40.f : x);
@@ -102,7 +103,7 @@ __device__ __forceinline__ float em_gelu(float x) {
   p = fmaf(p, t, 0x1.8b2a9ap-2f);
   p = fmaf(p, t, 0x1.ff5910p-1f);
   p = fmaf(p, t, -0x1.43f4bap+0f);
-  const float sh = -hx * xc, sl = fmaf(-hx, xc, -sh);
+  const float sh = __fmul_rn(-hx, xc), sl = fmaf(-hx, xc, -sh);  // never fused: exact split
   const float ah = sh + p, al = ((sh - ah) + p) + sl;
   float e = expf(ah);
   e = fmaf(e, al, e);
@@ -887,7 +888,7 @@ RowsInRegisters rows_in_registers(std::int64_t n, DType dt, bool aligned) {
   // threads per SM without spilling; longer rows take the three-pass kernels.
   if (n > std::int64_t(512) * rows_max_ept(dt)) return {0, 0, 1};
   RowsInRegisters r{32, 1, 1};
-  while (r.block < 512 && std::int64_t(r.block) * 8 < n) r.block *= 2;
+  while (r.block < 512 && std::int64_t(r.block) * rows_max_ept(dt) < n) r.block *= 2;
   while (std::int64_t(r.block) * r.ept < n) r.ept *= 2;
   if (aligned) {
     r.vec = vector_width(size_of(dt));
@@ -935,8 +936,8 @@ KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec) {
 
 // Layer norm of rows held in registers (Note [Rows in registers]): the mean, then the sum
 // of squared deviations from it (two reductions over registers, no cancellation), then the
-// write. Weight and bias (n elements each, may be null: 1 and 0) are loaded once per block
-// and kept in registers for every row it normalises.
+// write. Weight and bias (n elements each, may be null: 1 and -0, which keep every value,
+// -0 included) are loaded once per block and kept in registers for every row it normalises.
 KernelSource gen_layer_norm_regs(DType dt, int ept, int vec) {
   KernelSource k;
   k.name = "em_layer_norm_" + dname(dt) + regs_suffix(ept, vec);
@@ -945,7 +946,7 @@ KernelSource gen_layer_norm_regs(DType dt, int ept, int vec) {
   const std::string prologue = "  C wr[" + E + "], br[" + E +
                                "];\n"
                                "  EM_ROW_LOAD(wr, w, w != nullptr, (C)1);\n"
-                               "  EM_ROW_LOAD(br, b, b != nullptr, (C)0);\n";
+                               "  EM_ROW_LOAD(br, b, b != nullptr, -(C)0);\n";
   // The mean is summed relative to the row's first element (exact differences for values
   // of one magnitude), so a large common offset does not swamp the deviations, as the Cpu.
   std::string body = "    C v = (C)0;\n" + each_elem(ept, vec, "v += r[e] - first;") +
@@ -1663,6 +1664,84 @@ KernelSource gen_fold(DType dt, bool wide) {
   return k;
 }
 
+KernelSource gen_pool(DType dt, bool max, bool wide) {
+  // One thread per output element: decode (plane, position), then visit the window's
+  // entries that lie in the image in row-major kernel order (the Cpu's order), keeping the
+  // max (NaN propagates; no entry: -inf, or the type's lowest) or the sum (integers wrap).
+  EMBER_CHECK(dt != DType::Bool, "pool: bool tensors have no pooling");
+  KernelSource k;
+  k.name = std::string("em_pool_") + (max ? "max_" : "sum_") + dname(dt) + (wide ? "_w" : "");
+  const std::string t = storage_type(dt);
+  std::string ident = "(C)0";
+  if (max) {
+    switch (dt) {
+      case DType::I64:
+        ident = "(C)(-9223372036854775807LL - 1)";
+        break;
+      case DType::I32:
+        ident = "(C)(-2147483647 - 1)";
+        break;
+      case DType::I16:
+        ident = "(C)(-32768)";
+        break;
+      case DType::I8:
+        ident = "(C)(-128)";
+        break;
+      case DType::U8:
+        ident = "(C)0";
+        break;
+      default:
+        ident = "-(C)EM_INF";
+    }
+  }
+  const std::string step = max            ? "if (v > acc || v != v) acc = v;"
+                           : is_float(dt) ? "acc += v;"
+                                          : "acc = (C)((U)acc + (U)v);";
+  k.body = "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t +
+           "* __restrict__ y, const " + t + "* __restrict__ x) {\n" + typedefs(dt) +
+           window_index_type(wide) +
+           "  IX kd[3], od[3], in[3], st[3], pd[3], dl[3];\n"
+           "  for (int d = 0; d < 3; ++d) {\n"
+           "    kd[d] = (IX)w.k[d]; od[d] = (IX)w.out[d]; in[d] = (IX)w.in[d];\n"
+           "    st[d] = (IX)w.s[d]; pd[d] = (IX)w.p[d]; dl[d] = (IX)w.d[d];\n"
+           "  }\n"
+           "  const IX L = (IX)w.L;\n"
+           "  for (i64 i = EM_GID; i < w.planes * w.L; i += EM_GSTRIDE) {\n"
+           "    const IX ii = (IX)i, p = ii / L;\n"
+           "    IX o[3], m = ii % L;\n"
+           "    for (int d = 2; d >= 0; --d) { o[d] = m % od[d]; m /= od[d]; }\n"
+           "    const " +
+           t +
+           "* src = x + (i64)p * w.image;\n"
+           "    C acc = " +
+           ident +
+           ";\n"
+           "    for (IX c0 = 0; c0 < kd[0]; ++c0) {\n"
+           "      const IX v0 = o[0] * st[0] - pd[0] + c0 * dl[0];\n"
+           "      if (v0 < 0 || v0 >= in[0]) continue;\n"
+           "      for (IX c1 = 0; c1 < kd[1]; ++c1) {\n"
+           "        const IX v1 = o[1] * st[1] - pd[1] + c1 * dl[1];\n"
+           "        if (v1 < 0 || v1 >= in[1]) continue;\n"
+           "        const " +
+           t +
+           "* xr = src + ((i64)v0 * in[1] + v1) * in[2];\n"
+           "        for (IX c2 = 0; c2 < kd[2]; ++c2) {\n"
+           "          const IX v2 = o[2] * st[2] - pd[2] + c2 * dl[2];\n"
+           "          if (v2 < 0 || v2 >= in[2]) continue;\n"
+           "          const C v = " +
+           load(dt, "xr[v2]") +
+           ";\n"
+           "          " +
+           step +
+           "\n"
+           "        }\n      }\n    }\n"
+           "    y[i] = " +
+           store(dt, "acc") +
+           ";\n"
+           "  }\n}\n";
+  return k;
+}
+
 std::vector<KernelSource> all_kernels() {
   std::vector<KernelSource> out;
   for (bool c : {true, false}) {
@@ -1735,6 +1814,13 @@ std::vector<KernelSource> all_kernels() {
     out.push_back(gen_index_select(e));
     out.push_back(gen_unfold(e, false));
     out.push_back(gen_unfold(e, true));
+  }
+  for (DType dt : kAllDTypes) {
+    if (dt == DType::Bool) continue;
+    for (bool max : {false, true}) {
+      out.push_back(gen_pool(dt, max, false));
+      out.push_back(gen_pool(dt, max, true));
+    }
   }
   // sort and nonzero
   for (DType dt : kAllDTypes) {

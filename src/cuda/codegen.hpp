@@ -74,6 +74,7 @@ enum class Family : std::uint8_t {
   AddTileOffsets,  // ()
   Unfold,          // (element size, wide)
   Fold,            // (dtype, wide)
+  Pool,            // (dtype, max, wide)
 };
 constexpr std::uint64_t kernel_key(Family f, unsigned a = 0, unsigned b = 0, unsigned c = 0,
                                    unsigned d = 0) {
@@ -200,6 +201,9 @@ struct Win {
 KernelSource gen_unfold(std::size_t elem_size, bool wide);
 // fold: (EmWin w, T* y, const T* x) — float dtypes; each image element sums its entries.
 KernelSource gen_fold(DType dt, bool wide);
+// pool: (EmWin w, T* y, const T* x) — the max (max) or the sum of each window position's
+// entries inside the image; every dtype but bool.
+KernelSource gen_pool(DType dt, bool max, bool wide);
 
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);

@@ -121,25 +121,26 @@ cudaKernel_t CudaContext::remember(std::uint64_t key, cudaKernel_t k) {
   return k;
 }
 
-std::int64_t CudaContext::one_wave(cudaKernel_t k, unsigned block) {
-  std::lock_guard lk(mu_);
-  auto [it, fresh] = one_wave_.try_emplace({k, block}, sm_count_);
-  if (fresh) {
-    int per_sm = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(k),
-                                                      static_cast<int>(block), 0) == cudaSuccess &&
-        per_sm > 0) {
-      it->second = std::int64_t(sm_count_) * per_sm;
-    }
+std::int64_t CudaContext::one_wave(cudaKernel_t k, unsigned block, const char* op) {
+  {
+    std::lock_guard lk(mu_);
+    if (auto it = one_wave_.find({k, block}); it != one_wave_.end()) return it->second;
   }
-  return it->second;
+  int per_sm = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(k),
+                                                      static_cast<int>(block), 0),
+        std::string(op) + " (occupancy query)");
+  const std::int64_t blocks = std::int64_t(sm_count_) * std::max(per_sm, 1);
+  std::lock_guard lk(mu_);
+  one_wave_.emplace(std::make_pair(k, block), blocks);
+  return blocks;
 }
 
 void CudaContext::enqueue(cudaKernel_t kern, std::int64_t threads_total, Args args, const char* op,
                           bool checked, unsigned block, std::int64_t max_blocks) {
   // Kernels loop with a grid stride, so a grid of a few waves covers any size.
   const std::int64_t cap = max_blocks > 0           ? max_blocks
-                           : max_blocks == kOneWave ? one_wave(kern, block)
+                           : max_blocks == kOneWave ? one_wave(kern, block, op)
                                                     : std::int64_t(sm_count_) * 32;
   const std::int64_t blocks = std::min<std::int64_t>((threads_total + block - 1) / block, cap);
   const cudaError_t e =

@@ -133,7 +133,7 @@ class CudaContext {
   cudaKernel_t kernel(const KernelSource& k);
   cudaKernel_t find(std::uint64_t key);
   cudaKernel_t remember(std::uint64_t key, cudaKernel_t k);
-  std::int64_t one_wave(cudaKernel_t k, unsigned block);
+  std::int64_t one_wave(cudaKernel_t k, unsigned block, const char* op);
   void enqueue(cudaKernel_t k, std::int64_t threads_total, Args args, const char* op, bool checked,
                unsigned block, std::int64_t max_blocks);
 

@@ -75,9 +75,12 @@ class CudaBackend final : public backend::Backend {
         op);
   }
 
-  // Fold sums: float dtypes only (the tensor layer never builds another).
+  // Fold sums: float dtypes only (the tensor layer never builds another); pooling: every
+  // dtype but bool.
   bool supports(ir::OpKind k, DType dt) const override {
-    return k != ir::OpKind::Fold || is_float(dt);
+    if (k == ir::OpKind::Fold) return is_float(dt);
+    if (k == ir::OpKind::Pool) return dt != DType::Bool;
+    return true;
   }
 
   void seed(std::uint64_t s) override {
@@ -120,6 +123,7 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::LayerNorm& o) { return layer_norm(ctx_, o); }
   ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
   ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
+  ir::Handle run_one(ir::Pool& o) { return pool(ctx_, o); }
 
   // Runs op on the registry's cpu backend (see the file comment).
   std::vector<ir::Handle> host_fallback(ir::Op op) {

@@ -62,7 +62,7 @@ const char* name(OpKind k) {
       "Unary",   "Binary",  "Where",       "Cast",      "Reduce", "Scan",        "Matmul",
       "Reshape", "Permute", "Expand",      "Slice",     "Flip",   "SliceAssign", "Cat",
       "Gather",  "Scatter", "IndexSelect", "IndexAdd",  "Sort",   "Nonzero",     "Fill",
-      "Arange",  "Random",  "Softmax",     "LayerNorm", "Unfold", "Fold"};
+      "Arange",  "Random",  "Softmax",     "LayerNorm", "Unfold", "Fold",        "Pool"};
   static_assert(std::size(names) == static_cast<std::size_t>(OpKind::Count_));
   static_assert(std::variant_size_v<Op> == static_cast<std::size_t>(OpKind::Count_));
   return names[static_cast<std::size_t>(k)];
@@ -79,6 +79,7 @@ OpClass op_class(OpKind k) {
     case OpKind::Scan:
     case OpKind::Softmax:
     case OpKind::LayerNorm:
+    case OpKind::Pool:
       return OpClass::Reduction;
     case OpKind::Matmul:
     case OpKind::Sort:
@@ -114,7 +115,8 @@ std::vector<const Handle*> operands(const Op& op) {
                       std::is_same_v<T, Expand> || std::is_same_v<T, Slice> ||
                       std::is_same_v<T, Flip> || std::is_same_v<T, Sort> ||
                       std::is_same_v<T, Nonzero> || std::is_same_v<T, Softmax> ||
-                      std::is_same_v<T, Unfold> || std::is_same_v<T, Fold>) {
+                      std::is_same_v<T, Unfold> || std::is_same_v<T, Fold> ||
+                      std::is_same_v<T, Pool>) {
           out.push_back(&o.x);
         } else if constexpr (std::is_same_v<T, LayerNorm>) {
           out = {&o.x, &o.weight, &o.bias};

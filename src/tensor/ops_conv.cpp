@@ -1,7 +1,7 @@
 // Convolution and pooling (ember::module_ops): validation of the sliding-window arguments
-// in one place (resolve_window), the two IR ops Unfold and Fold, and the composites built
-// on them — conv and conv_transpose through matmul, max / avg pooling through a reduction
-// over the kernel axis of the unfolded image.
+// in one place (resolve_window), the IR ops Unfold, Fold and Pool, and the composites built
+// on them — conv and conv_transpose through matmul, max pooling as Pool, average pooling
+// as Pool's sum over the window size or over the count of entries inside the image.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -91,6 +91,11 @@ DynTensor unfold_checked(DynTensor x, ir::Window w, double pad_value) {
 DynTensor fold_checked(DynTensor x, std::vector<std::size_t> output, ir::Window w) {
   const Device dev = x.device();
   return run(dev, ir::Fold{std::move(x).handle(), std::move(output), std::move(w)});
+}
+
+DynTensor pool_checked(DynTensor x, ir::Window w, ir::ReduceFn fn) {
+  const Device dev = x.device();
+  return run(dev, ir::Pool{std::move(x).handle(), std::move(w), fn});
 }
 
 // [N, C, *out] from [..., L] with N * C * L elements.
@@ -237,12 +242,7 @@ DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
         2 * w.padding[i] <= w.kernel[i],
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
-  const std::size_t n = x.shape()[0], c = x.shape()[1], k = product(w.kernel);
-  const auto out = positions(in, w);
-  auto cols = unfold_checked(std::move(x), std::move(w), -std::numeric_limits<double>::infinity());
-  auto m = ops::reduce(ir::ReduceFn::Max,
-                       ops::reshape(std::move(cols), Shape{n, c, k, product(out)}), 2);
-  return to_image(std::move(m), n, c, out);
+  return pool_checked(std::move(x), std::move(w), ir::ReduceFn::Max);
 }
 
 DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o,
@@ -259,26 +259,18 @@ DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
         2 * w.padding[i] <= w.kernel[i],
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
-  const std::size_t n = x.shape()[0], c = x.shape()[1], k = product(w.kernel);
-  const auto out = positions(in, w);
-  const std::size_t l = product(out);
+  const std::size_t k = product(w.kernel);
   const DType dt = x.dtype();
   const Device dev = x.device();
-  auto cols = ops::reshape(unfold_checked(std::move(x), w, 0.0), Shape{n, c, k, l});
-  if (count_include_pad) {
-    return to_image(ops::reduce(ir::ReduceFn::Mean, std::move(cols), 2), n, c, out);
-  }
+  auto sums = pool_checked(std::move(x), w, ir::ReduceFn::Sum);
+  if (count_include_pad) return ops::binary_scalar(ir::BinaryFn::Div, std::move(sums), double(k));
   // The number of window entries inside the image, per position: the same window summed
-  // over an image of ones.
+  // over an image of ones, [1, 1, *out], broadcast over N and C.
   std::vector<std::size_t> ones_shape{1, 1};
   ones_shape.insert(ones_shape.end(), in.begin(), in.end());
-  auto counts = ops::reduce(
-      ir::ReduceFn::Sum,
-      ops::reshape(unfold_checked(ops::ones(Shape(ones_shape), dt, dev), std::move(w), 0.0),
-                   Shape{1, 1, k, l}),
-      2);
-  auto sums = ops::reduce(ir::ReduceFn::Sum, std::move(cols), 2);
-  return to_image(ops::binary(ir::BinaryFn::Div, std::move(sums), std::move(counts)), n, c, out);
+  auto counts =
+      pool_checked(ops::ones(Shape(ones_shape), dt, dev), std::move(w), ir::ReduceFn::Sum);
+  return ops::binary(ir::BinaryFn::Div, std::move(sums), std::move(counts));
 }
 
 }  // namespace ember::module_ops

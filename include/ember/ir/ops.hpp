@@ -269,6 +269,15 @@ struct Fold {
   std::vector<std::size_t> output;  // the spatial extents; L must match their positions
   Window window;
 };
+// Pooling without the im2col matrix: the max (fn Max) or the sum (fn Sum) of each window
+// position's entries, [N, C, *spatial] -> [N, C, *positions]. Entries in the padding are
+// left out (as -inf for max and 0 for sum would be); the tensor layer keeps padding at most
+// half the kernel, so every window holds an image entry. Every dtype but bool.
+struct Pool {
+  Handle x;
+  Window window;
+  ReduceFn fn;  // Max or Sum
+};
 // ---- creation ----
 struct Fill {
   Shape shape;
@@ -289,7 +298,7 @@ struct Random {
 
 using Op = std::variant<Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute, Expand,
                         Slice, Flip, SliceAssign, Cat, Gather, Scatter, IndexSelect, IndexAdd, Sort,
-                        Nonzero, Fill, Arange, Random, Softmax, LayerNorm, Unfold, Fold>;
+                        Nonzero, Fill, Arange, Random, Softmax, LayerNorm, Unfold, Fold, Pool>;
 
 // The variant index of each op, for support queries and tables.
 enum class OpKind : std::uint8_t {
@@ -320,6 +329,7 @@ enum class OpKind : std::uint8_t {
   LayerNorm,
   Unfold,
   Fold,
+  Pool,
   Count_
 };
 inline OpKind kind_of(const Op& op) { return static_cast<OpKind>(op.index()); }

@@ -45,6 +45,7 @@ ir::Handle nonzero(CpuContext& ctx, ir::Nonzero& op);
 // unfold.cpp
 ir::Handle unfold(CpuContext& ctx, ir::Unfold& op);
 ir::Handle fold(CpuContext& ctx, ir::Fold& op);
+ir::Handle pool(CpuContext& ctx, ir::Pool& op);
 // creation.cpp
 ir::Handle fill(CpuContext& ctx, ir::Fill& op);
 ir::Handle arange(CpuContext& ctx, ir::Arange& op);

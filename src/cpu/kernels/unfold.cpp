@@ -1,10 +1,12 @@
-// Sliding-window kernels: unfold (im2col) and fold (col2im), over the canonical 3-d window
-// of backend/window.hpp. Both run one (n, c) image plane per task; along the innermost
-// dim the range of window positions that fall inside the image is computed once per row,
-// so the copy (unfold) or the sum (fold) runs without a bounds check per element. Fold's
-// sums happen in a fixed order within each plane: deterministic for any thread count.
+// Sliding-window kernels: unfold (im2col), fold (col2im) and pool, over the canonical 3-d
+// window of backend/window.hpp. All run one (n, c) image plane per task; along the
+// innermost dim the range of window positions that fall inside the image is computed once
+// per row, so the copy (unfold), the sum (fold) or the max or sum (pool) runs without a
+// bounds check per element. Fold's and pool's sums happen in a fixed order within each
+// plane (kernel offsets in row-major order): deterministic for any thread count.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/kernels.hpp"
@@ -62,6 +64,39 @@ void for_each_window_row(const Window3& g, F&& f) {
 std::size_t plane_grain(std::size_t work_per_plane) {
   return std::max<std::size_t>(1,
                                (std::size_t(1) << 15) / std::max<std::size_t>(work_per_plane, 1));
+}
+
+// Pooling of every plane: each (kernel offset, position row) pass folds one strided image
+// row into the output row with max (NaN propagates: once an output holds NaN no comparison
+// replaces it; a select, not a branch, as the comparison is a coin toss on real data) or
+// sum, in row-major kernel order.
+template <class T, bool Max>
+void pool_planes(const Window3& g, const T* xp, T* yp) {
+  constexpr T ident = !Max                                   ? T(0)
+                      : std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                             : std::numeric_limits<T>::lowest();
+  const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2];
+  parallel_for(0, g.planes, plane_grain(g.kernel_size() * L), [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t p = p0; p < p1; ++p) {
+      const T* src = xp + p * image;
+      T* dst = yp + p * L;
+      std::fill(dst, dst + L, ident);
+      for_each_window_row(g, [&](std::size_t, std::size_t r, int64_t row, std::size_t kx,
+                                 std::size_t lo, std::size_t hi) {
+        if (row < 0) return;
+        const T* xr = src + row + coord(g, 2, lo, kx);
+        T* y = dst + r * ow;
+        for (std::size_t o = lo; o < hi; ++o) {
+          const T v = xr[(o - lo) * s], cur = y[o];
+          if constexpr (Max) {
+            y[o] = ((v > cur) | (v != v)) ? v : cur;
+          } else {
+            y[o] = T(cur + v);
+          }
+        }
+      });
+    }
+  });
 }
 
 }  // namespace
@@ -143,6 +178,28 @@ ir::Handle fold(CpuContext& ctx, ir::Fold& op) {
       });
     } else {
       fail(std::string("fold: dtype ") + name(x->dtype()) + " is not a float dtype");
+    }
+  });
+  return out;
+}
+
+ir::Handle pool(CpuContext& ctx, ir::Pool& op) {
+  auto x = contiguous(ctx, op.x);
+  const Window3 g = backend::window3(x->shape(), op.window);
+  std::vector<std::size_t> dims{x->shape()[0], x->shape()[1]};
+  const std::size_t sp = op.window.kernel.size();  // Window3 pads fewer dims in front
+  for (std::size_t i = 0; i < sp; ++i) dims.push_back(g.out[3 - sp + i]);
+  auto out = ctx.empty(Shape(std::move(dims)), x->dtype());
+  EMBER_CHECK(op.fn == ir::ReduceFn::Max || op.fn == ir::ReduceFn::Sum,
+              std::string("pool: ") + ir::name(op.fn) + " is not a pooling function (max, sum)");
+  visit_numeric(x->dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>) {
+      fail("pool: bool tensors have no pooling");
+    } else if (op.fn == ir::ReduceFn::Max) {
+      pool_planes<T, true>(g, x->data_as<const T>(), out->data_as<T>());
+    } else {
+      pool_planes<T, false>(g, x->data_as<const T>(), out->data_as<T>());
     }
   });
   return out;

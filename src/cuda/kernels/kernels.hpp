@@ -42,6 +42,7 @@ std::vector<ir::Handle> sort(CudaContext& ctx, ir::Sort& op);
 // unfold.cpp
 ir::Handle unfold(CudaContext& ctx, ir::Unfold& op);
 ir::Handle fold(CudaContext& ctx, ir::Fold& op);
+ir::Handle pool(CudaContext& ctx, ir::Pool& op);
 // creation.cpp
 ir::Handle fill(CudaContext& ctx, ir::Fill& op);
 ir::Handle arange(CudaContext& ctx, ir::Arange& op);

@@ -1,4 +1,4 @@
-// Sliding-window launchers: unfold (im2col) and fold (col2im), one thread per output
+// Sliding-window launchers: unfold (im2col), fold (col2im) and pool, one thread per output
 // element over the canonical 3-d window of backend/window.hpp. Fold gathers the column
 // entries of each image element instead of scattering into it: deterministic, no atomics.
 #include "cuda/kernels/kernels.hpp"
@@ -78,6 +78,28 @@ ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
   ctx.launch(
       kernel_key(Family::Fold, static_cast<unsigned>(dt), wide), [&] { return gen_fold(dt, wide); },
       n, {&w, &y, &xp}, "fold");
+  return out;
+}
+
+ir::Handle pool(CudaContext& ctx, ir::Pool& op) {
+  EMBER_CHECK(op.fn == ir::ReduceFn::Max || op.fn == ir::ReduceFn::Sum,
+              std::string("pool: ") + ir::name(op.fn) + " is not a pooling function (max, sum)");
+  auto x = ctx.contiguous(op.x);
+  const auto g = backend::window3(x->shape(), op.window);
+  Win w = to_win(g);
+  std::vector<std::size_t> dims{x->shape()[0], x->shape()[1]};
+  const std::size_t sp = op.window.kernel.size();  // window3 pads fewer dims in front
+  for (std::size_t i = 0; i < sp; ++i) dims.push_back(g.out[3 - sp + i]);
+  auto out = ctx.empty(Shape(std::move(dims)), x->dtype());
+  const std::int64_t n = w.planes * w.L;
+  if (n == 0) return out;
+  void* y = out->data();
+  const void* xp = x->data();
+  const DType dt = x->dtype();
+  const bool max = op.fn == ir::ReduceFn::Max, wide = window_index_wide(w);
+  ctx.launch(
+      kernel_key(Family::Pool, static_cast<unsigned>(dt), max, wide),
+      [&] { return gen_pool(dt, max, wide); }, n, {&w, &y, &xp}, "pool");
   return out;
 }
 
