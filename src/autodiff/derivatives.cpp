@@ -368,6 +368,54 @@ std::vector<ir::SliceRange> full_ranges(const Shape& s) {
   return r;
 }
 
+// Pooling (ir::Pool): g flows back through the window entries, gathered by Fold from a
+// [N, C * K, L] column matrix, as the composite unfold + reduction over the window would.
+Handle fold_window_grad(Ctx& c, Handle gcols, std::size_t k, std::size_t l) {
+  const auto& o = c.op<ir::Pool>();
+  const Shape& xs = c.in_shape(0);
+  std::vector<std::size_t> spatial(xs.begin() + 2, xs.end());
+  return run(c.be, ir::Fold{reshape(c.be, std::move(gcols), Shape{xs[0], xs[1] * k, l}),
+                            std::move(spatial), o.window});
+}
+// (K, L): the window size and the number of window positions of a Pool.
+std::pair<std::size_t, std::size_t> pool_extents(Ctx& c) {
+  std::size_t k = 1;
+  for (std::size_t v : c.op<ir::Pool>().window.kernel) k *= v;
+  const std::size_t planes = c.in_shape(0)[0] * c.in_shape(0)[1];
+  return {k, planes == 0 ? 0 : c.grad()->shape().num_elements() / planes};
+}
+
+RuleEntry make_pool(ir::ReduceFn fn) {
+  using ir::ReduceFn;
+  switch (fn) {
+    case ReduceFn::Sum:
+      return diff("fold of g spread over each window", 0, false, [](Ctx& c) {
+        const auto [k, l] = pool_extents(c);
+        const Shape& xs = c.in_shape(0);
+        auto g = reshape(c.be, c.grad(), Shape{xs[0], xs[1], 1, l});
+        c.give(0, fold_window_grad(c, expand(c.be, std::move(g), Shape{xs[0], xs[1], k, l}), k, l));
+      });
+    case ReduceFn::Max:
+      return diff(
+          "fold of g / count shared by the window entries equal to y", kX, true, [](Ctx& c) {
+            const auto [k, l] = pool_extents(c);
+            const Shape& xs = c.in_shape(0);
+            const Shape row{xs[0], xs[1], 1, l}, cols{xs[0], xs[1], k, l};
+            // As unfold + a max reduction would: ties share g equally.
+            auto x = reshape(c.be,
+                             run(c.be, ir::Unfold{c.input(0), c.op<ir::Pool>().window,
+                                                  -std::numeric_limits<double>::infinity()}),
+                             cols);
+            auto hit = binary(c.be, BinaryFn::Eq, std::move(x), reshape(c.be, c.output(), row));
+            auto count = reduce(c.be, ReduceFn::Sum, cast(c.be, hit, c.in_dtype(0)), 2);
+            auto g = div(c.be, reshape(c.be, c.grad(), row), std::move(count));
+            c.give(0, fold_window_grad(c, mask(c.be, std::move(hit), std::move(g)), k, l));
+          });
+    default:
+      return none("not a pooling function (max, sum)");
+  }
+}
+
 RuleEntry make_kind(ir::OpKind k) {
   using ir::OpKind;
   switch (k) {
@@ -375,6 +423,7 @@ RuleEntry make_kind(ir::OpKind k) {
     case OpKind::Binary:
     case OpKind::Reduce:
     case OpKind::Scan:
+    case OpKind::Pool:
       return diff("per function: see its table", 0, false, nullptr);
     case OpKind::Where:
       return diff("da = cond ? g : 0, db = cond ? 0 : g", 1, false, [](Ctx& c) {
@@ -546,36 +595,6 @@ RuleEntry make_kind(ir::OpKind k) {
       return diff("unfold g with zero padding (fold is unfold's adjoint)", 0, false, [](Ctx& c) {
         c.give(0, run(c.be, ir::Unfold{c.grad(), c.op<ir::Fold>().window, 0.0}));
       });
-    case OpKind::Pool:
-      return diff(
-          "fold of g spread over each window (sum), or of g / count shared by the window "
-          "entries equal to y (max)",
-          kX, true, [](Ctx& c) {
-            const auto& o = c.op<ir::Pool>();
-            const Shape& xs = c.in_shape(0);
-            const std::size_t n = xs[0], ch = xs[1];
-            std::size_t k = 1;
-            for (std::size_t v : o.window.kernel) k *= v;
-            const std::size_t l = n * ch == 0 ? 0 : c.grad()->shape().num_elements() / (n * ch);
-            const Shape row{n, ch, 1, l}, cols{n, ch, k, l};
-            auto g = reshape(c.be, c.grad(), row);
-            Handle gcols;
-            if (o.fn == ir::ReduceFn::Sum) {
-              gcols = expand(c.be, std::move(g), cols);
-            } else {
-              // As the composite unfold + reduce max would: ties share g equally.
-              auto x = reshape(c.be,
-                               run(c.be, ir::Unfold{c.input(0), o.window,
-                                                    -std::numeric_limits<double>::infinity()}),
-                               cols);
-              auto hit = binary(c.be, BinaryFn::Eq, std::move(x), reshape(c.be, c.output(), row));
-              auto count = reduce(c.be, ir::ReduceFn::Sum, cast(c.be, hit, c.in_dtype(0)), 2);
-              gcols = mask(c.be, std::move(hit), div(c.be, std::move(g), std::move(count)));
-            }
-            std::vector<std::size_t> spatial(xs.begin() + 2, xs.end());
-            c.give(0, run(c.be, ir::Fold{reshape(c.be, std::move(gcols), Shape{n, ch * k, l}),
-                                         std::move(spatial), o.window}));
-          });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:
@@ -613,6 +632,10 @@ const std::vector<RuleEntry>& scan_table() {
   static const auto t = build<ir::ScanFn>(make_scan);
   return t;
 }
+const std::vector<RuleEntry>& pool_table() {
+  static const auto t = build<ir::ReduceFn>(make_pool);
+  return t;
+}
 const std::vector<RuleEntry>& kind_table() {
   static const auto t = build<ir::OpKind>(make_kind);
   return t;
@@ -626,6 +649,7 @@ const RuleEntry& reduce_rule(ir::ReduceFn fn) {
   return reduce_table()[static_cast<std::size_t>(fn)];
 }
 const RuleEntry& scan_rule(ir::ScanFn fn) { return scan_table()[static_cast<std::size_t>(fn)]; }
+const RuleEntry& pool_rule(ir::ReduceFn fn) { return pool_table()[static_cast<std::size_t>(fn)]; }
 const RuleEntry& kind_rule(ir::OpKind k) { return kind_table()[static_cast<std::size_t>(k)]; }
 
 const RuleEntry& rule_for(const ir::Op& op) {
@@ -633,6 +657,7 @@ const RuleEntry& rule_for(const ir::Op& op) {
   if (auto* b = std::get_if<ir::Binary>(&op)) return binary_rule(b->fn);
   if (auto* r = std::get_if<ir::Reduce>(&op)) return reduce_rule(r->fn);
   if (auto* s = std::get_if<ir::Scan>(&op)) return scan_rule(s->fn);
+  if (auto* p = std::get_if<ir::Pool>(&op)) return pool_rule(p->fn);
   return kind_rule(ir::kind_of(op));
 }
 

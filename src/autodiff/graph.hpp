@@ -48,6 +48,7 @@ const RuleEntry& unary_rule(ir::UnaryFn fn);
 const RuleEntry& binary_rule(ir::BinaryFn fn);
 const RuleEntry& reduce_rule(ir::ReduceFn fn);
 const RuleEntry& scan_rule(ir::ScanFn fn);
+const RuleEntry& pool_rule(ir::ReduceFn fn);  // ir::Pool, by its function
 // Entries of op kinds without a function enum (Unary, Binary, Reduce, Scan answer with
 // their per-function tables; this one says Differentiable for them).
 const RuleEntry& kind_rule(ir::OpKind kind);

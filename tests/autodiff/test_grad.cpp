@@ -168,12 +168,18 @@ TEST(DerivativeTable, EveryDifferentiableOpHasARule) {
       EXPECT_NE(e.rule.backward, nullptr);
     }
   }
+  for (const ir::ReduceFn fn : {ir::ReduceFn::Max, ir::ReduceFn::Sum}) {  // the pooling ones
+    const auto& e = autodiff::pool_rule(fn);
+    check(e, std::string("pool ") + ir::name(fn));
+    EXPECT_EQ(e.kind, RuleKind::Differentiable) << ir::name(fn);
+    EXPECT_NE(e.rule.backward, nullptr) << ir::name(fn);
+  }
   for (std::size_t i = 0; i < std::size_t(ir::OpKind::Count_); ++i) {
     const auto k = ir::OpKind(i);
     const auto& e = autodiff::kind_rule(k);
     check(e, ir::name(k));
     const bool family = k == ir::OpKind::Unary || k == ir::OpKind::Binary ||
-                        k == ir::OpKind::Reduce || k == ir::OpKind::Scan;
+                        k == ir::OpKind::Reduce || k == ir::OpKind::Scan || k == ir::OpKind::Pool;
     if (e.kind == RuleKind::Differentiable && !family) {
       EXPECT_NE(e.rule.backward, nullptr) << ir::name(k);
     }
