@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/kernels.hpp"
@@ -90,8 +91,11 @@ void pool_planes(const Window3& g, const T* xp, T* yp) {
           const T v = xr[(o - lo) * s], cur = y[o];
           if constexpr (Max) {
             y[o] = ((v > cur) | (v != v)) ? v : cur;
+          } else if constexpr (std::is_integral_v<T>) {  // integers wrap, as the Cuda kernel
+            using U = std::make_unsigned_t<T>;
+            y[o] = T(U(cur) + U(v));
           } else {
-            y[o] = T(cur + v);
+            y[o] = cur + v;
           }
         }
       });
