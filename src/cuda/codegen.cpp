@@ -1576,10 +1576,17 @@ KernelSource gen_add_tile_offsets() {
   return k;
 }
 
-// Index arithmetic of the sliding-window kernels: 32-bit when every index fits (integer
+// Index arithmetic of the sliding-window kernels (IX): 32-bit when every index fits (integer
 // division, several per element, is a long instruction sequence at 64 bits), else 64-bit.
-std::string window_index_type(bool wide) {
-  return wide ? "typedef i64 IX;\n" : "typedef int IX;\n";
+// The window's geometry in the index type IX (kd kernel, od positions, in image extents,
+// st stride, pd padding, dl dilation, each per dim), read once from EmWin w.
+std::string window_geometry(bool wide) {
+  return std::string(wide ? "  typedef i64 IX;\n" : "  typedef int IX;\n") +
+         "  IX kd[3], od[3], in[3], st[3], pd[3], dl[3];\n"
+         "  for (int d = 0; d < 3; ++d) {\n"
+         "    kd[d] = (IX)w.k[d]; od[d] = (IX)w.out[d]; in[d] = (IX)w.in[d];\n"
+         "    st[d] = (IX)w.s[d]; pd[d] = (IX)w.p[d]; dl[d] = (IX)w.d[d];\n"
+         "  }\n";
 }
 
 KernelSource gen_unfold(std::size_t elem, bool wide) {
@@ -1590,14 +1597,9 @@ KernelSource gen_unfold(std::size_t elem, bool wide) {
   const std::string t = sized_type(elem);
   k.body = "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t +
            "* __restrict__ y, const " + t + "* __restrict__ x, u64 pad_bits) {\n" +
-           window_index_type(wide) + "  const " + t + " pad = (" + t +
+           window_geometry(wide) + "  const " + t + " pad = (" + t +
            ")pad_bits;\n"
            "  const IX L = (IX)w.L, K = (IX)w.K;\n"
-           "  IX kd[3], od[3], in[3], st[3], pd[3], dl[3];\n"
-           "  for (int d = 0; d < 3; ++d) {\n"
-           "    kd[d] = (IX)w.k[d]; od[d] = (IX)w.out[d]; in[d] = (IX)w.in[d];\n"
-           "    st[d] = (IX)w.s[d]; pd[d] = (IX)w.p[d]; dl[d] = (IX)w.d[d];\n"
-           "  }\n"
            "  for (i64 i = EM_GID; i < w.planes * w.K * w.L; i += EM_GSTRIDE) {\n"
            "    const IX ii = (IX)i, l = ii % L, r = ii / L, kk = r % K, p = r / K;\n"
            "    IX c[3], o[3], q = kk, m = l;\n"
@@ -1624,13 +1626,7 @@ KernelSource gen_fold(DType dt, bool wide) {
   const std::string t = storage_type(dt);
   k.body = "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t +
            "* __restrict__ y, const " + t + "* __restrict__ x) {\n" + typedefs(dt) +
-           window_index_type(wide) +
-           "  const IX image = (IX)w.image;\n"
-           "  IX kd[3], od[3], in[3], st[3], pd[3], dl[3];\n"
-           "  for (int d = 0; d < 3; ++d) {\n"
-           "    kd[d] = (IX)w.k[d]; od[d] = (IX)w.out[d]; in[d] = (IX)w.in[d];\n"
-           "    st[d] = (IX)w.s[d]; pd[d] = (IX)w.p[d]; dl[d] = (IX)w.d[d];\n"
-           "  }\n" +
+           window_geometry(wide) + "  const IX image = (IX)w.image;\n" +
            "  for (i64 i = EM_GID; i < w.planes * w.image; i += EM_GSTRIDE) {\n"
            "    const IX ii = (IX)i, p = ii / image;\n"
            "    IX v[3], m = ii % image;\n"
@@ -1666,45 +1662,16 @@ KernelSource gen_fold(DType dt, bool wide) {
 
 KernelSource gen_pool(DType dt, bool max, bool wide) {
   // One thread per output element: decode (plane, position), then visit the window's
-  // entries that lie in the image in row-major kernel order (the Cpu's order), keeping the
-  // max (NaN propagates; no entry: -inf, or the type's lowest) or the sum (integers wrap).
+  // entries that lie in the image in row-major kernel order (the Cpu's order), combined as
+  // the reductions combine (reduce_init, combine: NaN propagates, integers wrap).
   EMBER_CHECK(dt != DType::Bool, "pool: bool tensors have no pooling");
   KernelSource k;
   k.name = std::string("em_pool_") + (max ? "max_" : "sum_") + dname(dt) + (wide ? "_w" : "");
   const std::string t = storage_type(dt);
-  std::string ident = "(C)0";
-  if (max) {
-    switch (dt) {
-      case DType::I64:
-        ident = "(C)(-9223372036854775807LL - 1)";
-        break;
-      case DType::I32:
-        ident = "(C)(-2147483647 - 1)";
-        break;
-      case DType::I16:
-        ident = "(C)(-32768)";
-        break;
-      case DType::I8:
-        ident = "(C)(-128)";
-        break;
-      case DType::U8:
-        ident = "(C)0";
-        break;
-      default:
-        ident = "-(C)EM_INF";
-    }
-  }
-  const std::string step = max            ? "if (v > acc || v != v) acc = v;"
-                           : is_float(dt) ? "acc += v;"
-                                          : "acc = (C)((U)acc + (U)v);";
+  const ReduceFn fn = max ? ReduceFn::Max : ReduceFn::Sum;
   k.body = "extern \"C\" __global__ void " + k.name + "(EmWin w, " + t +
            "* __restrict__ y, const " + t + "* __restrict__ x) {\n" + typedefs(dt) +
-           window_index_type(wide) +
-           "  IX kd[3], od[3], in[3], st[3], pd[3], dl[3];\n"
-           "  for (int d = 0; d < 3; ++d) {\n"
-           "    kd[d] = (IX)w.k[d]; od[d] = (IX)w.out[d]; in[d] = (IX)w.in[d];\n"
-           "    st[d] = (IX)w.s[d]; pd[d] = (IX)w.p[d]; dl[d] = (IX)w.d[d];\n"
-           "  }\n"
+           window_geometry(wide) +
            "  const IX L = (IX)w.L;\n"
            "  for (i64 i = EM_GID; i < w.planes * w.L; i += EM_GSTRIDE) {\n"
            "    const IX ii = (IX)i, p = ii / L;\n"
@@ -1714,7 +1681,7 @@ KernelSource gen_pool(DType dt, bool max, bool wide) {
            t +
            "* src = x + (i64)p * w.image;\n"
            "    C acc = " +
-           ident +
+           reduce_init(fn, dt) +
            ";\n"
            "    for (IX c0 = 0; c0 < kd[0]; ++c0) {\n"
            "      const IX v0 = o[0] * st[0] - pd[0] + c0 * dl[0];\n"
@@ -1731,9 +1698,9 @@ KernelSource gen_pool(DType dt, bool max, bool wide) {
            "          const C v = " +
            load(dt, "xr[v2]") +
            ";\n"
-           "          " +
-           step +
-           "\n"
+           "          acc = " +
+           combine(fn, dt, "acc", "v") +
+           ";\n"
            "        }\n      }\n    }\n"
            "    y[i] = " +
            store(dt, "acc") +

@@ -21,5 +21,7 @@ struct Window3 {
 
 // `image` is the image side's shape [N, C, *spatial]: Unfold's input, Fold's output.
 Window3 window3(const Shape& image, const ir::Window& w);
+// [N, C, *positions]: the shape of a per-position result over `image` (ir::Pool's output).
+Shape positions_shape(const Shape& image, const ir::Window& w);
 
 }  // namespace ember::backend

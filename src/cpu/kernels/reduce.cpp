@@ -6,6 +6,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/kernels/combine.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
@@ -25,56 +26,6 @@ Dims3 split_at(const Shape& s, std::size_t dim) {
   for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= s[i];
   return d;
 }
-
-// Accumulator type: sums and products of small ints and floats stay in their own type, as
-// PyTorch's keep-dtype reductions do.
-template <ReduceFn F, class T>
-struct Combine {
-  static T init() {
-    if constexpr (F == ReduceFn::Sum || F == ReduceFn::Mean) return T(0);
-    if constexpr (F == ReduceFn::Prod) return T(1);
-    // Floats start at -inf / +inf, not lowest() / max(): max of [-inf] is -inf.
-    if constexpr (F == ReduceFn::Max) {
-      if constexpr (std::is_floating_point_v<T>)
-        return -std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::lowest();
-    }
-    if constexpr (F == ReduceFn::Min) {
-      if constexpr (std::is_floating_point_v<T>)
-        return std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::max();
-    }
-  }
-  static T apply(T acc, T x) {
-    if constexpr (F == ReduceFn::Sum || F == ReduceFn::Mean) {
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        using W = std::make_unsigned_t<T>;
-        return static_cast<T>(static_cast<W>(static_cast<W>(acc) + static_cast<W>(x)));
-      } else {
-        return acc + x;
-      }
-    } else if constexpr (F == ReduceFn::Prod) {
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        using W = std::make_unsigned_t<T>;
-        return static_cast<T>(static_cast<W>(static_cast<W>(acc) * static_cast<W>(x)));
-      } else {
-        return acc * x;
-      }
-    } else if constexpr (F == ReduceFn::Max) {
-      if constexpr (std::is_floating_point_v<T>)
-        return (acc != acc || acc > x) ? acc : x;
-      else
-        return acc > x ? acc : x;
-    } else {
-      if constexpr (std::is_floating_point_v<T>)
-        return (acc != acc || acc < x) ? acc : x;
-      else
-        return acc < x ? acc : x;
-    }
-  }
-};
 
 // One contiguous row. Floats use sixteen accumulators so the loop vectorizes without
 // reassociating one sum; integer combining is associative, so a plain loop vectorizes (the

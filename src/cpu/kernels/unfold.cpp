@@ -6,9 +6,8 @@
 // plane (kernel offsets in row-major order): deterministic for any thread count.
 #include <algorithm>
 #include <cstring>
-#include <limits>
-#include <type_traits>
 
+#include "cpu/kernels/combine.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/thread_pool.hpp"
@@ -68,36 +67,22 @@ std::size_t plane_grain(std::size_t work_per_plane) {
 }
 
 // Pooling of every plane: each (kernel offset, position row) pass folds one strided image
-// row into the output row with max (NaN propagates: once an output holds NaN no comparison
-// replaces it; a select, not a branch, as the comparison is a coin toss on real data) or
-// sum, in row-major kernel order.
-template <class T, bool Max>
+// row into the output row with reduction F (Combine), in row-major kernel order.
+template <ir::ReduceFn F, class T>
 void pool_planes(const Window3& g, const T* xp, T* yp) {
-  constexpr T ident = !Max                                   ? T(0)
-                      : std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                             : std::numeric_limits<T>::lowest();
+  using Op = Combine<F, T>;
   const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2];
   parallel_for(0, g.planes, plane_grain(g.kernel_size() * L), [&](std::size_t p0, std::size_t p1) {
     for (std::size_t p = p0; p < p1; ++p) {
       const T* src = xp + p * image;
       T* dst = yp + p * L;
-      std::fill(dst, dst + L, ident);
+      std::fill(dst, dst + L, Op::init());
       for_each_window_row(g, [&](std::size_t, std::size_t r, int64_t row, std::size_t kx,
                                  std::size_t lo, std::size_t hi) {
         if (row < 0) return;
         const T* xr = src + row + coord(g, 2, lo, kx);
         T* y = dst + r * ow;
-        for (std::size_t o = lo; o < hi; ++o) {
-          const T v = xr[(o - lo) * s], cur = y[o];
-          if constexpr (Max) {
-            y[o] = ((v > cur) | (v != v)) ? v : cur;
-          } else if constexpr (std::is_integral_v<T>) {  // integers wrap, as the Cuda kernel
-            using U = std::make_unsigned_t<T>;
-            y[o] = T(U(cur) + U(v));
-          } else {
-            y[o] = cur + v;
-          }
-        }
+        for (std::size_t o = lo; o < hi; ++o) y[o] = Op::apply(y[o], xr[(o - lo) * s]);
       });
     }
   });
@@ -190,10 +175,7 @@ ir::Handle fold(CpuContext& ctx, ir::Fold& op) {
 ir::Handle pool(CpuContext& ctx, ir::Pool& op) {
   auto x = contiguous(ctx, op.x);
   const Window3 g = backend::window3(x->shape(), op.window);
-  std::vector<std::size_t> dims{x->shape()[0], x->shape()[1]};
-  const std::size_t sp = op.window.kernel.size();  // Window3 pads fewer dims in front
-  for (std::size_t i = 0; i < sp; ++i) dims.push_back(g.out[3 - sp + i]);
-  auto out = ctx.empty(Shape(std::move(dims)), x->dtype());
+  auto out = ctx.empty(backend::positions_shape(x->shape(), op.window), x->dtype());
   EMBER_CHECK(op.fn == ir::ReduceFn::Max || op.fn == ir::ReduceFn::Sum,
               std::string("pool: ") + ir::name(op.fn) + " is not a pooling function (max, sum)");
   visit_numeric(x->dtype(), [&](auto tag) {
@@ -201,9 +183,9 @@ ir::Handle pool(CpuContext& ctx, ir::Pool& op) {
     if constexpr (std::is_same_v<T, bool>) {
       fail("pool: bool tensors have no pooling");
     } else if (op.fn == ir::ReduceFn::Max) {
-      pool_planes<T, true>(g, x->data_as<const T>(), out->data_as<T>());
+      pool_planes<ir::ReduceFn::Max, T>(g, x->data_as<const T>(), out->data_as<T>());
     } else {
-      pool_planes<T, false>(g, x->data_as<const T>(), out->data_as<T>());
+      pool_planes<ir::ReduceFn::Sum, T>(g, x->data_as<const T>(), out->data_as<T>());
     }
   });
   return out;

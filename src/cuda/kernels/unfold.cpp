@@ -87,10 +87,7 @@ ir::Handle pool(CudaContext& ctx, ir::Pool& op) {
   auto x = ctx.contiguous(op.x);
   const auto g = backend::window3(x->shape(), op.window);
   Win w = to_win(g);
-  std::vector<std::size_t> dims{x->shape()[0], x->shape()[1]};
-  const std::size_t sp = op.window.kernel.size();  // window3 pads fewer dims in front
-  for (std::size_t i = 0; i < sp; ++i) dims.push_back(g.out[3 - sp + i]);
-  auto out = ctx.empty(Shape(std::move(dims)), x->dtype());
+  auto out = ctx.empty(backend::positions_shape(x->shape(), op.window), x->dtype());
   const std::int64_t n = w.planes * w.L;
   if (n == 0) return out;
   void* y = out->data();
