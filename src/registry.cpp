@@ -1,17 +1,20 @@
 // The one place that registers this build's backends and decorators (DESIGN §1: an
-// explicit call, never static initializers). Backends not in this build are registered as
-// unavailable with the reason, so Device::cuda() says why rather than "unknown".
-#include "cpu/cpu_backend.hpp"
-#ifdef EMBER_WITH_CUDA
-#include "cuda/cuda_backend.hpp"
-#endif
-#include "ember/autodiff/autodiff.hpp"
+// explicit call, never static initializers). The Cpu backend and the decorators are part
+// of libember; backends with heavy dependencies are libraries of their own, loaded on first
+// use (src/backend/backend_library.cpp), so a program runs on the Cpu where, say, the CUDA
+// libraries are missing, and Device::unavailable() / Device::cuda(0) say why. Backends not
+// in this build are registered as unavailable with the reason, never as "unknown".
 #include "ember/backend/registry.hpp"
+#include "cpu/cpu_backend.hpp"
+#include "ember/autodiff/autodiff.hpp"
 
 namespace ember::backend {
 
 void register_builtin_backends(Registry& registry) {
-  registry.add_backend("cpu", [](int) { return cpu::make_cpu_backend(); });
+  BackendInfo cpu_info;
+  cpu_info.indexed = false;  // one device, "cpu"
+  registry.add_backend(
+      "cpu", [](int) { return cpu::make_cpu_backend(); }, cpu_info);
   registry.add_decorator("autodiff", [](std::shared_ptr<Backend> inner) {
     return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::None);
   });
@@ -19,17 +22,16 @@ void register_builtin_backends(Registry& registry) {
     return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::Balanced);
   });
 #ifdef EMBER_WITH_CUDA
-  // device_count is 0 without a driver or GPU: Device::available() then omits "cuda" and
-  // Device::cuda(0) throws "no CUDA device".
-  registry.add_backend(
-      "cuda", [](int index) { return cuda::make_cuda_backend(index); },
-      [] { return cuda::cuda_device_count(); });
+  // libember_cuda.so (src/cuda/register.cpp). Without a driver or GPU its device count is
+  // 0, and the reason is the CUDA runtime's.
+  registry.add_library_backend("cuda");
 #else
   registry.add_unavailable("cuda",
                            "the Cuda backend is not part of this build (no CUDA toolkit found)");
 #endif
   registry.add_unavailable("vulkan", "the Vulkan backend is not part of this build yet");
-  registry.add_unavailable("libtorch", "the LibTorch backend is not part of this build yet");
+  registry.add_unavailable("libtorch", "the LibTorch backend is not part of this build yet",
+                           /*indexed=*/false);
 }
 
 }  // namespace ember::backend

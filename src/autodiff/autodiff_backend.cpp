@@ -126,7 +126,8 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
       : inner_(std::move(inner)), ck_(ck) {}
 
   std::string name() const override {
-    return "autodiff(" + inner_->name() + (ck_ == Checkpointing::Balanced ? ", balanced)" : ")");
+    // The registry's decorator names, so that Device::parse(name()) is this device.
+    return inner_->name() + (ck_ == Checkpointing::Balanced ? "+autodiff_balanced" : "+autodiff");
   }
 
   ir::Handle from_data(const TensorData& data) override { return wrap(inner_->from_data(data)); }

@@ -3,15 +3,21 @@
 #include <map>
 #include <mutex>
 
+#include "backend/backend_library.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::backend {
 
 struct Registry::Impl {
+  // A backend library not loaded yet: loaded once, by the first caller that needs it.
+  struct Pending {
+    std::once_flag once;
+  };
   struct Entry {
-    BackendFactory factory;
-    std::function<int()> device_count;
-    std::string unavailable_why;  // non-empty: known name, not in this build
+    BackendFactory factory;  // null: unavailable (why says why) or pending
+    BackendInfo info;
+    std::string unavailable_why;
+    std::shared_ptr<Pending> pending;
   };
   std::mutex mu;
   std::map<std::string, Entry> backends;
@@ -22,15 +28,22 @@ struct Registry::Impl {
 
 Registry::Registry() : impl_(std::make_shared<Impl>()) {}
 
-void Registry::add_backend(std::string name, BackendFactory factory,
-                           std::function<int()> device_count) {
+void Registry::add_backend(std::string name, BackendFactory factory, BackendInfo info) {
   std::lock_guard lk(impl_->mu);
-  impl_->backends[std::move(name)] = {std::move(factory), std::move(device_count), {}};
+  impl_->backends[std::move(name)] = {std::move(factory), std::move(info), {}, nullptr};
 }
 
-void Registry::add_unavailable(std::string name, std::string why) {
+void Registry::add_unavailable(std::string name, std::string why, bool indexed) {
   std::lock_guard lk(impl_->mu);
-  impl_->backends[std::move(name)] = {nullptr, [] { return 0; }, std::move(why)};
+  BackendInfo info{indexed, [] { return 0; }, {}};
+  impl_->backends[std::move(name)] = {nullptr, std::move(info), std::move(why), nullptr};
+}
+
+void Registry::add_library_backend(std::string name, bool indexed) {
+  std::lock_guard lk(impl_->mu);
+  BackendInfo info{indexed, [] { return 0; }, {}};
+  impl_->backends[std::move(name)] = {
+      nullptr, std::move(info), {}, std::make_shared<Impl::Pending>()};
 }
 
 void Registry::add_decorator(std::string name, DecoratorFactory factory) {
@@ -38,18 +51,49 @@ void Registry::add_decorator(std::string name, DecoratorFactory factory) {
   impl_->decorators[std::move(name)] = std::move(factory);
 }
 
+// Loads `name`'s library if it is still pending. Runs without the lock held: the library's
+// entry point registers through add_backend / add_unavailable. Concurrent callers wait in
+// call_once for the one load.
+void Registry::load_pending(const std::string& name) {
+  std::shared_ptr<Impl::Pending> pending;
+  bool indexed = true;
+  {
+    std::lock_guard lk(impl_->mu);
+    auto it = impl_->backends.find(name);
+    if (it == impl_->backends.end() || !it->second.pending) return;
+    pending = it->second.pending;
+    indexed = it->second.info.indexed;
+  }
+  std::call_once(pending->once, [&] {
+    try {
+      load_backend_library(*this, name);
+    } catch (const std::exception& e) {
+      add_unavailable(name, e.what(), indexed);
+    }
+    std::lock_guard lk(impl_->mu);
+    auto& e = impl_->backends[name];
+    if (e.pending == pending) {  // the library's entry point registered nothing
+      e.pending = nullptr;
+      e.unavailable_why =
+          backend_library_file(name) + " did not register a backend named '" + name + "'";
+    }
+  });
+}
+
 std::shared_ptr<Backend> Registry::backend(const std::string& name, int index) {
+  load_pending(name);
   std::lock_guard lk(impl_->mu);
   auto it = impl_->backends.find(name);
   EMBER_CHECK(it != impl_->backends.end(), "Device: unknown backend '" + name + "'");
   auto& e = it->second;
   EMBER_CHECK(e.factory != nullptr, "Device::" + name + ": " + e.unavailable_why);
-  const int count = e.device_count();
+  const int count = e.info.device_count();
   if (count == 0) {
     std::string upper;
     for (char c : name) upper += static_cast<char>(c >= 'a' && c <= 'z' ? c - 'a' + 'A' : c);
+    const std::string why = e.info.why_none ? e.info.why_none() : std::string();
     fail("Device::" + name + "(" + std::to_string(index) + "): no " + upper +
-         " device on this machine");
+         " device on this machine" + (why.empty() ? "" : " (" + why + ")"));
   }
   EMBER_CHECK(index >= 0 && index < count, "Device::" + name + "(" + std::to_string(index) +
                                                "): this machine has " + std::to_string(count) +
@@ -71,18 +115,55 @@ std::shared_ptr<Backend> Registry::decorate(const std::string& name,
 }
 
 std::vector<std::string> Registry::available() {
+  for (const std::string& name : backend_names()) load_pending(name);
   std::lock_guard lk(impl_->mu);
   std::vector<std::string> out;
   for (auto& [name, e] : impl_->backends) {
     if (!e.factory) continue;
-    const int n = e.device_count();
-    if (name == "cpu" || name == "libtorch") {
+    const int n = e.info.device_count();
+    if (!e.info.indexed) {
       if (n > 0) out.push_back(name);
     } else {
       for (int i = 0; i < n; ++i) out.push_back(name + ":" + std::to_string(i));
     }
   }
   return out;
+}
+
+std::vector<UnavailableBackend> Registry::unavailable() {
+  for (const std::string& name : backend_names()) load_pending(name);
+  std::lock_guard lk(impl_->mu);
+  std::vector<UnavailableBackend> out;
+  for (auto& [name, e] : impl_->backends) {
+    if (!e.factory) {
+      out.push_back({name, e.unavailable_why});
+    } else if (e.info.device_count() == 0) {
+      const std::string why = e.info.why_none ? e.info.why_none() : std::string();
+      out.push_back({name, why.empty() ? "no device on this machine" : why});
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> Registry::backend_names() {
+  std::lock_guard lk(impl_->mu);
+  std::vector<std::string> out;
+  for (auto& [name, e] : impl_->backends) out.push_back(name);
+  return out;
+}
+
+std::vector<std::string> Registry::decorator_names() {
+  std::lock_guard lk(impl_->mu);
+  std::vector<std::string> out;
+  for (auto& [name, f] : impl_->decorators) out.push_back(name);
+  return out;
+}
+
+bool Registry::is_indexed(const std::string& name) {
+  std::lock_guard lk(impl_->mu);
+  auto it = impl_->backends.find(name);
+  EMBER_CHECK(it != impl_->backends.end(), "Device: unknown backend '" + name + "'");
+  return it->second.info.indexed;
 }
 
 Registry& Registry::global() {

@@ -147,5 +147,6 @@ std::shared_ptr<backend::Backend> make_cuda_backend(int index) {
 }
 
 int cuda_device_count() { return device_count(); }
+std::string cuda_no_device_reason() { return no_device_reason(); }
 
 }  // namespace ember::cuda

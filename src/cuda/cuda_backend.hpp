@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "ember/backend/backend.hpp"
 
@@ -12,5 +13,7 @@ namespace ember::cuda {
 std::shared_ptr<backend::Backend> make_cuda_backend(int index);
 // GPUs usable now; 0, never an exception, without a driver or a GPU.
 int cuda_device_count();
+// Why cuda_device_count() is 0 (no driver, no GPU: the CUDA runtime's message).
+std::string cuda_no_device_reason();
 
 }  // namespace ember::cuda

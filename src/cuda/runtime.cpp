@@ -20,6 +20,14 @@ int device_count() {
   return n;
 }
 
+std::string no_device_reason() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e == cudaSuccess) return n == 0 ? "the CUDA runtime reports no device" : "";
+  cudaGetLastError();
+  return std::string("cudaGetDeviceCount: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+}
+
 namespace {
 // Makes `device` current for the scope: segments may be mapped or unmapped from any thread.
 class OnDevice {

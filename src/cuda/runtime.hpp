@@ -20,6 +20,9 @@ void check(cudaError_t e, const std::string& what);
 
 // GPUs usable now; 0 (never an exception) without a driver or a device.
 int device_count();
+// Why device_count() is 0, in the CUDA runtime's words ("cudaGetDeviceCount:
+// cudaErrorNoDevice: no CUDA-capable device is detected"); empty when it is not.
+std::string no_device_reason();
 
 // A stream-ordered caching allocator for one device: BlockAllocator's segments and blocks
 // (block_allocator.hpp) over cudaMalloc'd segments. All of a backend's work runs on one

@@ -12,6 +12,62 @@ Device Device::cuda(int index) { return Device(Registry::global().backend("cuda"
 Device Device::vulkan(int index) { return Device(Registry::global().backend("vulkan", index)); }
 Device Device::libtorch() { return Device(Registry::global().backend("libtorch", 0)); }
 std::vector<std::string> Device::available() { return Registry::global().available(); }
+std::vector<backend::UnavailableBackend> Device::unavailable() {
+  return Registry::global().unavailable();
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+bool contains(const std::vector<std::string>& names, const std::string& name) {
+  for (const std::string& n : names) {
+    if (n == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Device Device::parse(const std::string& name) {
+  Registry& reg = Registry::global();
+  const std::string where = "Device::parse(\"" + name + "\"): ";
+  std::size_t plus = name.find('+');
+  const std::string base = name.substr(0, plus);
+  const std::size_t colon = base.find(':');
+  const std::string backend_name = base.substr(0, colon);
+  const std::vector<std::string> backends = reg.backend_names();
+  EMBER_CHECK(contains(backends, backend_name),
+              where + "unknown backend '" + backend_name + "' (known: " + join(backends) + ")");
+  int index = 0;
+  if (colon != std::string::npos) {
+    const std::string digits = base.substr(colon + 1);
+    EMBER_CHECK(
+        reg.is_indexed(backend_name),
+        where + "'" + backend_name + "' takes no device index (write \"" + backend_name + "\")");
+    bool ok = !digits.empty() && digits.size() <= 9;
+    for (char c : digits) ok = ok && c >= '0' && c <= '9';
+    EMBER_CHECK(ok, where + "the device index '" + digits + "' is not a number (expected e.g. \"" +
+                        backend_name + ":0\")");
+    index = std::stoi(digits);
+  }
+  Device dev(reg.backend(backend_name, index));
+  const std::vector<std::string> decorators = reg.decorator_names();
+  while (plus != std::string::npos) {
+    const std::size_t next = name.find('+', plus + 1);
+    const std::string decorator =
+        name.substr(plus + 1, next == std::string::npos ? std::string::npos : next - plus - 1);
+    EMBER_CHECK(contains(decorators, decorator),
+                where + "unknown decorator '" + decorator + "' (known: " + join(decorators) + ")");
+    dev = Device(reg.decorate(decorator, dev.backend_ptr()));
+    plus = next;
+  }
+  return dev;
+}
 
 Device Device::autodiff() const {
   return Device(Registry::global().decorate("autodiff", backend_));

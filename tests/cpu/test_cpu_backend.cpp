@@ -5,14 +5,35 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <string>
 
 #include <ember/ember.hpp>
 
+#include "cpu/gemm/gemm.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 
 using namespace ember;
 
 namespace {
+
+// tests/CMakeLists.txt runs this binary once per ISA with EMBER_CPU_ISA set: on a CPU that
+// lacks the ISA, every test is skipped, saying so.
+class IsaEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* env = std::getenv("EMBER_CPU_ISA");
+    if (env == nullptr) return;
+    for (cpu::Isa isa : {cpu::Isa::Scalar, cpu::Isa::Avx2, cpu::Isa::Avx512}) {
+      if (std::string(env) == cpu::isa_name(isa) && !cpu::isa_supported(isa)) {
+        GTEST_SKIP() << "EMBER_CPU_ISA=" << env << ": this CPU cannot run these kernels";
+      }
+    }
+  }
+};
+[[maybe_unused]] const auto* const kIsaEnvironment =
+    ::testing::AddGlobalTestEnvironment(new IsaEnvironment);
+
 Tensor<1> iota(std::size_t n, const Device& dev) {
   return Tensor<1, Int>::arange(0, static_cast<std::int64_t>(n), dev).float_();
 }
@@ -82,16 +103,53 @@ TEST(CpuBackend, MemoryStatsAndEmptyCache) {
   EXPECT_EQ(memory_stats(dev).reserved, s0.reserved);
 }
 
+// GEMM and the element-wise kernels run the ISA of cpu::active_isa(): EMBER_CPU_ISA's when
+// set, else the best this CPU supports. An unknown name is an error naming it.
+TEST(CpuIsa, OneChoiceForGemmAndElementwise) {
+  using namespace ember::cpu;
+  const char* env = std::getenv("EMBER_CPU_ISA");
+  const std::string want = env ? env : "";
+  const bool known = want.empty() || want == "scalar" || want == "avx2" || want == "avx512";
+  if (!known) {
+    const auto expect_unknown = [&](auto&& f) {
+      try {
+        f();
+        ADD_FAILURE() << "EMBER_CPU_ISA=" << want << " was accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("EMBER_CPU_ISA=" + want + ": unknown ISA"),
+                  std::string::npos)
+            << e.what();
+      }
+    };
+    expect_unknown([] { active_isa(); });
+    expect_unknown([] { iota(8, Device::cpu()).exp().to_data(); });
+    return;
+  }
+  Isa expect = isa_supported(Isa::Avx512) ? Isa::Avx512
+               : isa_supported(Isa::Avx2) ? Isa::Avx2
+                                          : Isa::Scalar;
+  if (!want.empty()) {
+    for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (want == isa_name(i)) expect = i;
+    }
+  }
+  ASSERT_EQ(active_isa(), expect) << isa_name(active_isa());
+  const ElementwiseTable* table = expect == Isa::Avx512 ? &isa_avx512::elementwise_table()
+                                  : expect == Isa::Avx2 ? &isa_avx2::elementwise_table()
+                                                        : &isa_generic::elementwise_table();
+  EXPECT_EQ(&elementwise_table(), table) << elementwise_table().isa;
+  const cpu::detail::GemmIsa gemm = expect == Isa::Avx512 ? cpu::detail::GemmIsa::Avx512
+                                    : expect == Isa::Avx2 ? cpu::detail::GemmIsa::Avx2
+                                                          : cpu::detail::GemmIsa::Scalar;
+  EXPECT_EQ(cpu::detail::gemm_active_isa(), gemm);
+}
+
 // Every ISA table the CPU can run gives the same element-wise results as the generic one.
 TEST(CpuBackend, IsaTablesAgree) {
   using namespace ember::cpu;
-  __builtin_cpu_init();
   std::vector<const ElementwiseTable*> tables = {&isa_generic::elementwise_table()};
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    tables.push_back(&isa_avx2::elementwise_table());
-  }
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")) {
+  if (isa_supported(Isa::Avx2)) tables.push_back(&isa_avx2::elementwise_table());
+  if (isa_supported(Isa::Avx512)) {
     tables.push_back(&isa_avx512::elementwise_table());
   } else {
     std::printf("note: this CPU lacks AVX-512; that table is compiled but not run here\n");

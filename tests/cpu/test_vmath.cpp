@@ -7,7 +7,7 @@
 // origin (sin, cos, tan) or decays to zero (activation tails), an absolute bound relative to the
 // function's scale is accepted instead, as documented in the header.  The loops are written like
 // the kernels' callers so that the vectorized code paths are the ones exercised.
-#include "../../src/cpu/kernels/vmath.hpp"
+#include "cpu/kernels/vmath.hpp"
 
 #include <gtest/gtest.h>
 

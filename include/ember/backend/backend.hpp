@@ -25,7 +25,7 @@ struct MemoryStats {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;  // "cpu", "autodiff(cpu)", ...
+  virtual std::string name() const = 0;  // "cpu", "cuda:0", "cpu+autodiff": Device::parse's syntax
 
   virtual ir::Handle from_data(const TensorData& data) = 0;
   // Waits for pending work on x and copies it out.

@@ -1,6 +1,8 @@
 // The backend registry: devices find backends and decorators by name. It is filled by one
 // explicit call, register_builtin_backends (src/registry.cpp in the umbrella target), on
 // first use — never by static initializers, so no backend is silently dropped at link time.
+// Backends with heavy dependencies live in libraries of their own (libember_cuda.so, ...),
+// loaded with dlopen when their name is first used (src/backend/backend_library.cpp).
 #pragma once
 
 #include <functional>
@@ -15,14 +17,31 @@ namespace ember::backend {
 using BackendFactory = std::function<std::shared_ptr<Backend>(int index)>;
 using DecoratorFactory = std::function<std::shared_ptr<Backend>(std::shared_ptr<Backend>)>;
 
+// How a backend's devices are named and counted.
+struct BackendInfo {
+  // Devices are named "<name>:<index>" ("cuda:0"); false: one device named "<name>" ("cpu").
+  bool indexed = true;
+  // Devices usable now; never throws (0 where a GPU or its driver is missing).
+  std::function<int()> device_count = [] { return 1; };
+  // Why device_count() is 0 (the driver's own words), asked only then; may be empty.
+  std::function<std::string()> why_none;
+};
+
+// A backend name the API knows that cannot run here, and why.
+struct UnavailableBackend {
+  std::string name;
+  std::string why;
+};
+
 class Registry {
  public:
-  // `available` says whether index exists on this machine (e.g. a GPU is present).
-  void add_backend(
-      std::string name, BackendFactory factory,
-      std::function<int()> device_count = [] { return 1; });
-  // A name the API knows but this build lacks; using it throws `why`.
-  void add_unavailable(std::string name, std::string why);
+  void add_backend(std::string name, BackendFactory factory, BackendInfo info = {});
+  // A name the API knows but this build or machine lacks; using it throws `why`.
+  void add_unavailable(std::string name, std::string why, bool indexed = true);
+  // A backend in a library of its own, libember_<name>.so, loaded when `name` is first
+  // used: its entry point (RegisterBackendEntry) registers it, or it is registered as
+  // unavailable with what went wrong (not found, a dependency missing, ...).
+  void add_library_backend(std::string name, bool indexed = true);
   void add_decorator(std::string name, DecoratorFactory factory);
 
   // The backend instance for (name, index), created once. Throws ember::Error when the
@@ -30,8 +49,16 @@ class Registry {
   std::shared_ptr<Backend> backend(const std::string& name, int index);
   // The decorator `name` wrapping inner, created once per inner backend.
   std::shared_ptr<Backend> decorate(const std::string& name, const std::shared_ptr<Backend>& inner);
-  // "cpu", "cuda:0", ... for every backend usable now.
+  // "cpu", "cuda:0", ... for every device usable now.
   std::vector<std::string> available();
+  // Every known backend with no usable device here, with why.
+  std::vector<UnavailableBackend> unavailable();
+
+  // Every backend name known (usable or not) and every decorator name, sorted.
+  std::vector<std::string> backend_names();
+  std::vector<std::string> decorator_names();
+  // Whether `name`'s devices take an index ("cuda:0"). Throws for an unknown name.
+  bool is_indexed(const std::string& name);
 
   static Registry& global();
 
@@ -39,10 +66,16 @@ class Registry {
   struct Impl;
   std::shared_ptr<Impl> impl_;
   Registry();
+  void load_pending(const std::string& name);
   friend void register_builtin_backends(Registry&);
 };
 
 // Defined once, in the umbrella target: registers every backend and decorator of this build.
 void register_builtin_backends(Registry& registry);
+
+// The one C entry point a backend library exports, named ember_register_backend_<name>
+// (extern "C"): it registers backend <name> in `registry` — or registers it as unavailable,
+// with why — given the version of the libember that loads it.
+using RegisterBackendEntry = void (*)(Registry* registry, const char* ember_version);
 
 }  // namespace ember::backend

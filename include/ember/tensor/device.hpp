@@ -8,6 +8,7 @@
 
 #include "ember/backend/autodiff_interface.hpp"
 #include "ember/backend/backend.hpp"
+#include "ember/backend/registry.hpp"
 
 namespace ember {
 
@@ -22,6 +23,15 @@ class Device {
   static Device libtorch();
   // Every device this build and machine can run, by name ("cpu", "cuda:0", ...).
   static std::vector<std::string> available();
+  // Every backend the API knows that cannot run here, with why: not part of this build,
+  // its library (libember_cuda.so) not found or its dependencies missing (dlopen's
+  // message), or no driver or GPU (the CUDA runtime's message).
+  static std::vector<backend::UnavailableBackend> unavailable();
+  // The device a name denotes, as name() prints it: "cpu", "cuda:0" ("cuda" is "cuda:0"),
+  // "vulkan:0", "libtorch", with decorators as suffixes applied left to right
+  // ("cuda:0+autodiff"). Throws ember::Error naming an unknown backend or decorator, a
+  // malformed index, or why the backend cannot run here.
+  static Device parse(const std::string& name);
 
   Device autodiff() const;  // decorators compose: Device::cpu().autodiff()
   // Autodiff with a checkpointing strategy (autodiff() is Checkpointing::None).
@@ -31,6 +41,7 @@ class Device {
   Device inner() const;
   bool is_autodiff() const;
 
+  // "cpu", "cuda:0", "cpu+autodiff": Device::parse(name()) is this device.
   std::string name() const;
   void sync() const;
   void seed(std::uint64_t seed) const;

@@ -2,10 +2,10 @@
 // for L3, KC-deep panels for L2/L1, MC rows of A for L2), packs each block of A and B into
 // contiguous, zero-padded slivers in the order the micro-kernel reads them (this is where
 // arbitrary operand strides are absorbed), runs the blocks on the thread pool and picks
-// the micro-kernel for the CPU at run time. Products with one row or one column take the
-// matrix-vector path instead (see Note [gemv]). This file is compiled for the baseline ISA;
-// the vector kernels live in microkernel_avx2.cpp / microkernel_avx512.cpp and
-// gemv_avx2.cpp / gemv_avx512.cpp.
+// the micro-kernel for the CPU at run time (cpu/isa.hpp). Products with one row or one column take
+// the matrix-vector path instead (see Note [gemv]). This file is compiled for the baseline ISA; the
+// vector kernels live in microkernel_avx2.cpp / microkernel_avx512.cpp and gemv_avx2.cpp /
+// gemv_avx512.cpp.
 #include "cpu/gemm/gemm.hpp"
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #endif
 
 #include "cpu/gemm/microkernel.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/thread_pool.hpp"
 
 namespace ember::cpu {
@@ -32,27 +33,25 @@ using std::size_t;
 
 std::atomic<GemmIsa> g_forced_isa{GemmIsa::Auto};
 
-bool cpu_has_avx512() {
-  // The AVX-512 file is compiled with F/VL/BW/DQ, so the compiler may use any of them.
-  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                         __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
-  return ok;
+GemmIsa gemm_isa(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512:
+      return GemmIsa::Avx512;
+    case Isa::Avx2:
+      return GemmIsa::Avx2;
+    case Isa::Scalar:
+      break;
+  }
+  return GemmIsa::Scalar;
 }
 
-bool cpu_has_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
-
+// The forced family (test hook) where this CPU runs it, else cpu::active_isa()'s.
 GemmIsa resolve_isa() {
   const GemmIsa forced = g_forced_isa.load(std::memory_order_relaxed);
   if (forced == GemmIsa::Scalar) return GemmIsa::Scalar;
-  if (forced == GemmIsa::Avx2 && cpu_has_avx2()) return GemmIsa::Avx2;
-  if (forced == GemmIsa::Avx512 && cpu_has_avx512()) return GemmIsa::Avx512;
-  if (cpu_has_avx512()) return GemmIsa::Avx512;
-  if (cpu_has_avx2()) return GemmIsa::Avx2;
-  return GemmIsa::Scalar;
+  if (forced == GemmIsa::Avx2 && isa_supported(Isa::Avx2)) return GemmIsa::Avx2;
+  if (forced == GemmIsa::Avx512 && isa_supported(Isa::Avx512)) return GemmIsa::Avx512;
+  return gemm_isa(active_isa());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -626,9 +625,9 @@ void gemm_force_isa(GemmIsa isa) { g_forced_isa.store(isa, std::memory_order_rel
 bool gemm_isa_supported(GemmIsa isa) {
   switch (isa) {
     case GemmIsa::Avx512:
-      return cpu_has_avx512();
+      return isa_supported(Isa::Avx512);
     case GemmIsa::Avx2:
-      return cpu_has_avx2();
+      return isa_supported(Isa::Avx2);
     default:
       return true;
   }

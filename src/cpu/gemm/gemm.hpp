@@ -24,8 +24,9 @@ void gemm_f64(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, co
 
 namespace detail {
 
-// Test hook: which micro-kernel family gemm uses. Auto (the default) picks the best one
-// the CPU supports; forcing an unsupported one falls back to the best supported one.
+// Test hook: which micro-kernel family gemm uses. Auto (the default) is cpu::active_isa()'s
+// (cpu/isa.hpp: the best the CPU supports, or EMBER_CPU_ISA); forcing one this CPU lacks
+// falls back to Auto.
 enum class GemmIsa { Auto, Scalar, Avx2, Avx512 };
 void gemm_force_isa(GemmIsa isa);
 // Whether this CPU (and OS) can run the given family; Auto and Scalar are always true.

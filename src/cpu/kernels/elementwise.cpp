@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/isa.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
@@ -16,16 +17,14 @@ namespace ember::cpu {
 
 const ElementwiseTable& elementwise_table() {
   static const ElementwiseTable* table = [] {
-    const char* env = std::getenv("EMBER_CPU_ISA");
-    const std::string want = env ? env : "";
-    __builtin_cpu_init();
-    const bool has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
-    const bool has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (want == "generic") return &isa_generic::elementwise_table();
-    if (want == "avx2" && has2) return &isa_avx2::elementwise_table();
-    if (has512 && (want.empty() || want == "avx512")) return &isa_avx512::elementwise_table();
-    if (has2) return &isa_avx2::elementwise_table();
+    switch (active_isa()) {
+      case Isa::Avx512:
+        return &isa_avx512::elementwise_table();
+      case Isa::Avx2:
+        return &isa_avx2::elementwise_table();
+      case Isa::Scalar:
+        break;
+    }
     return &isa_generic::elementwise_table();
   }();
   return *table;

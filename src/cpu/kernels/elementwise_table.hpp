@@ -54,7 +54,7 @@ namespace isa_generic {
 const ElementwiseTable& elementwise_table();
 }
 
-// The table for the best ISA of this CPU (EMBER_CPU_ISA=generic|avx2|avx512 overrides).
+// The table for cpu::active_isa() (cpu/isa.hpp: the best of this CPU, or EMBER_CPU_ISA).
 const ElementwiseTable& elementwise_table();
 
 }  // namespace ember::cpu
