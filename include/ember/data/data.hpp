@@ -1,0 +1,7 @@
+// The data layer in one include (link ember::data): datasets, transforms, the DataLoader,
+// and the datasets on files.
+#pragma once
+
+#include "ember/data/dataset.hpp"
+#include "ember/data/idx.hpp"
+#include "ember/data/random.hpp"
