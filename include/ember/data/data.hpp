@@ -4,4 +4,5 @@
 
 #include "ember/data/dataset.hpp"
 #include "ember/data/idx.hpp"
+#include "ember/data/loader.hpp"
 #include "ember/data/random.hpp"
