@@ -4,5 +4,8 @@
 
 #include "ember/data/dataset.hpp"
 #include "ember/data/idx.hpp"
+#include "ember/data/image.hpp"
 #include "ember/data/loader.hpp"
+#include "ember/data/mnist.hpp"
 #include "ember/data/random.hpp"
+#include "ember/data/transforms.hpp"
