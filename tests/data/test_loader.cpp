@@ -249,3 +249,15 @@ TEST(DataLoader, BadInput) {
       },
       "Throwing: item 4");
 }
+
+TEST(DataLoader, ALaterBeginRetiresEarlierIterators) {
+  auto loader =
+      DataLoaderBuilder(VectorBatcher{}).batch_size(2).num_workers(1).build(iota_dataset(6));
+  auto first = loader.begin();
+  EXPECT_EQ(*first, (std::vector<int>{0, 1}));
+  auto second = loader.begin();  // resumes at batch 1
+  EXPECT_EQ(*second, (std::vector<int>{2, 3}));
+  expect_error([&] { ++first; }, "used after a later begin() replaced it");
+  ++second;
+  EXPECT_EQ(*second, (std::vector<int>{4, 5}));
+}

@@ -2,6 +2,7 @@
 // and the datasets on files.
 #pragma once
 
+#include "ember/data/csv.hpp"
 #include "ember/data/dataset.hpp"
 #include "ember/data/idx.hpp"
 #include "ember/data/image.hpp"

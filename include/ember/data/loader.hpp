@@ -80,7 +80,9 @@ class DataLoader {
   }
 
   class Iterator;
-  // Starts (or resumes, after restore() or a loop left early) the current epoch.
+  // Starts (or resumes, after restore() or a loop left early) the current epoch. One
+  // iteration at a time: a later begin() retires the iterators of earlier ones (using one
+  // is an ember::Error), and the loader must outlive its iterators and not move meanwhile.
   Iterator begin() { return Iterator(this); }
   std::default_sentinel_t end() const { return {}; }
 
@@ -145,7 +147,7 @@ class DataLoader {
       std::unique_ptr<PrefetchPipeline> pipeline;
     };
 
-    explicit Iterator(DataLoader* loader) : loader_(loader) {
+    explicit Iterator(DataLoader* loader) : loader_(loader), generation_(++loader->generation_) {
       DataLoader& l = *loader_;
       l.check_batches("DataLoader::begin");
       if (l.position_ >= l.num_batches()) {
@@ -175,6 +177,8 @@ class DataLoader {
     }
     void advance() {
       DataLoader& l = *loader_;
+      EMBER_CHECK(generation_ == l.generation_,
+                  "DataLoader: an iterator was used after a later begin() replaced it");
       current_.reset();
       if (l.position_ < l.num_batches()) {
         fetch();
@@ -186,6 +190,7 @@ class DataLoader {
     }
 
     DataLoader* loader_;
+    std::uint64_t generation_;
     std::unique_ptr<Run> run_;
     mutable std::optional<B> current_;
   };
@@ -220,6 +225,7 @@ class DataLoader {
   Device device_;
   std::uint64_t epoch_ = 0;
   std::size_t position_ = 0;
+  std::uint64_t generation_ = 0;  // counts begin() calls; see begin()
 };
 
 // Builds a DataLoader: DataLoaderBuilder(batcher).batch_size(n).shuffle(seed)
