@@ -251,8 +251,12 @@ TEST(DataLoader, BadInput) {
 }
 
 TEST(DataLoader, ALaterBeginRetiresEarlierIterators) {
+  // Over an epoch-dependent dataset, with workers still prefetching for the first
+  // iterator when the second begins (the second must stop them before set_epoch).
+  auto augmented = std::make_shared<RandomMapperDataset<int, int>>(
+      std::make_shared<SlowDataset>(60), 4, [](int v, Rng&) { return v; });
   auto loader =
-      DataLoaderBuilder(VectorBatcher{}).batch_size(2).num_workers(1).build(iota_dataset(6));
+      DataLoaderBuilder(VectorBatcher{}).batch_size(2).num_workers(3).prefetch(6).build(augmented);
   auto first = loader.begin();
   EXPECT_EQ(*first, (std::vector<int>{0, 1}));
   auto second = loader.begin();  // resumes at batch 1

@@ -137,61 +137,67 @@ class DataLoader {
       return !it.current_.has_value();
     }
 
+    Iterator(Iterator&& o) noexcept
+        : loader_(std::exchange(o.loader_, nullptr)),
+          generation_(o.generation_),
+          current_(std::move(o.current_)) {}
+    Iterator& operator=(Iterator&&) = delete;
+    // Leaving a loop early stops the epoch's workers (after their current batch).
+    ~Iterator() {
+      if (loader_ != nullptr && generation_ == loader_->generation_) loader_->run_.reset();
+    }
+
    private:
     friend class DataLoader;
-    // One epoch in progress. The pipeline is the last member, so it joins its workers
-    // before the slots they write are destroyed.
-    struct Run {
-      std::vector<std::size_t> order;
-      std::vector<std::optional<B>> slots;
-      std::unique_ptr<PrefetchPipeline> pipeline;
-    };
 
-    explicit Iterator(DataLoader* loader) : loader_(loader), generation_(++loader->generation_) {
+    explicit Iterator(DataLoader* loader) : loader_(loader) {
       DataLoader& l = *loader_;
+      // An earlier iteration's workers stop before the dataset learns the new epoch.
+      l.run_.reset();
+      generation_ = ++l.generation_;
       l.check_batches("DataLoader::begin");
       if (l.position_ >= l.num_batches()) {
         ++l.epoch_;
         l.position_ = 0;
       }
       l.dataset_->set_epoch(l.epoch_);
-      run_ = std::make_unique<Run>();
-      run_->order = l.epoch_order(l.epoch_);
+      auto run = std::make_unique<Run>();
+      run->order = l.epoch_order(l.epoch_);
       const std::size_t batches = l.num_batches();
-      run_->slots.resize(batches);
+      run->slots.resize(batches);
       const std::size_t workers = l.options_.num_workers;
       const std::size_t depth = l.options_.prefetch > 0 ? l.options_.prefetch : 2 * workers;
-      run_->pipeline = std::make_unique<PrefetchPipeline>(
+      run->pipeline = std::make_unique<PrefetchPipeline>(
           l.position_, batches, workers, depth,
-          [&l, run = run_.get()](std::size_t j) { run->slots[j] = l.make_batch(run->order, j); });
+          [&l, r = run.get()](std::size_t j) { r->slots[j] = l.make_batch(r->order, j); });
+      l.run_ = std::move(run);
       fetch();
     }
 
     void fetch() {
       DataLoader& l = *loader_;
       const std::size_t j = l.position_;
-      run_->pipeline->wait(j);
-      current_ = std::move(*run_->slots[j]);
-      run_->slots[j].reset();
+      l.run_->pipeline->wait(j);
+      current_ = std::move(*l.run_->slots[j]);
+      l.run_->slots[j].reset();
       l.position_ = j + 1;
     }
     void advance() {
-      DataLoader& l = *loader_;
-      EMBER_CHECK(generation_ == l.generation_,
+      EMBER_CHECK(loader_ != nullptr && generation_ == loader_->generation_,
                   "DataLoader: an iterator was used after a later begin() replaced it");
+      DataLoader& l = *loader_;
       current_.reset();
       if (l.position_ < l.num_batches()) {
         fetch();
         return;
       }
-      run_.reset();
+      l.run_.reset();
       ++l.epoch_;
       l.position_ = 0;
     }
 
     DataLoader* loader_;
-    std::uint64_t generation_;
-    std::unique_ptr<Run> run_;
+    std::uint64_t generation_ = 0;
     mutable std::optional<B> current_;
   };
 
@@ -226,6 +232,14 @@ class DataLoader {
   std::uint64_t epoch_ = 0;
   std::size_t position_ = 0;
   std::uint64_t generation_ = 0;  // counts begin() calls; see begin()
+  // The epoch in progress. The pipeline is Run's last member, so it joins its workers
+  // before the slots they write die; run_ is the loader's last, so it dies first.
+  struct Run {
+    std::vector<std::size_t> order;
+    std::vector<std::optional<B>> slots;
+    std::unique_ptr<PrefetchPipeline> pipeline;
+  };
+  std::unique_ptr<Run> run_;
 };
 
 // Builds a DataLoader: DataLoaderBuilder(batcher).batch_size(n).shuffle(seed)
