@@ -20,6 +20,30 @@ std::string lower(std::string s) {
   for (char& c : s) c = char(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
+// Note [Declared image sizes]: a decoder allocates what a file's header declares before it
+// reads the pixels, and stb_image fills a short BMP with zeros instead of failing, so a
+// 100-byte file can ask for gigabytes. Before decoding, the declared size must be one the
+// bytes could hold: uncompressed formats (BMP, PNM) need at least one bit per pixel;
+// compressed ones at most 8256 pixels per byte (deflate's ceiling of 1032:1 on 1-bit rows,
+// beyond which no encoder reaches); and nothing above kMaxPixels.
+constexpr std::uint64_t kMaxPixels = std::uint64_t(1) << 27;
+constexpr std::uint64_t kMaxPixelsPerByte = 8256;
+
+void check_declared_size(const std::vector<std::uint8_t>& bytes, const std::string& source) {
+  int w = 0, h = 0, c = 0;
+  if (stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &c) == 0) return;
+  const std::uint64_t pixels = std::uint64_t(w) * std::uint64_t(h), size = bytes.size();
+  const bool uncompressed =
+      size >= 2 && ((bytes[0] == 'B' && bytes[1] == 'M') ||
+                    (bytes[0] == 'P' && (bytes[1] == '5' || bytes[1] == '6')));
+  const std::uint64_t limit =
+      std::min(kMaxPixels, uncompressed ? size * 8 : size * kMaxPixelsPerByte);
+  EMBER_CHECK(pixels <= limit, "decode_image: '" + source + "' declares " + std::to_string(w) +
+                                   " x " + std::to_string(h) + " pixels, more than its " +
+                                   std::to_string(size) + " bytes can hold (limit " +
+                                   std::to_string(limit) + " pixels)");
+}
+
 struct StbiFree {
   void operator()(stbi_uc* p) const { stbi_image_free(p); }
 };
@@ -32,6 +56,7 @@ Image decode_image(const std::vector<std::uint8_t>& bytes, std::size_t channels,
   EMBER_CHECK(!bytes.empty() && bytes.size() <= std::size_t(INT32_MAX),
               "decode_image: '" + source + "' is empty or too large (" +
                   std::to_string(bytes.size()) + " bytes)");
+  check_declared_size(bytes, source);
   int w = 0, h = 0, stored = 0;
   std::unique_ptr<stbi_uc, StbiFree> px(
       stbi_load_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored, int(channels)));

@@ -172,5 +172,43 @@ TEST(ImageFiles, Errors) {
   expect_error([&] { load_image((root / "nothing.png").string()); }, "cannot open");
   expect_error([&] { decode_image({}, 0, "blob 7"); }, "'blob 7' is empty");
   expect_error([&] { decode_image({1, 2}, 5, "x"); }, "5 channels requested");
+  // A BMP whose header declares 7 x 5000000 pixels in 54 + 5 * 24 = 174 bytes (the
+  // height is at offset 22).
+  auto big = bmp(pattern(7 * 5 * 3, 1), 7, 5);
+  const std::uint32_t h = 5000000;
+  for (int k = 0; k < 4; ++k) big[std::size_t(22 + k)] = std::uint8_t(h >> (8 * k));
+  expect_error([&] { decode_image(big, 0, "huge.bmp"); },
+               "'huge.bmp' declares 7 x 5000000 pixels, more than its 174 bytes can hold");
   fs::remove_all(root);
+}
+
+TEST(ImageFiles, CorruptedFilesDecodeOrFailCleanly) {
+  // Valid PNG and BMP files with random bytes overwritten or cut short: each decodes to an
+  // image of the declared size or is an ember::Error naming the source.
+  const auto dir = fresh_dir("corrupt");
+  const auto rgb = pattern(7 * 5 * 3, 9);
+  ASSERT_NE(stbi_write_png((dir / "p.png").c_str(), 7, 5, 3, rgb.data(), 21), 0);
+  std::ifstream in(dir / "p.png", std::ios::binary);
+  const std::vector<std::uint8_t> png((std::istreambuf_iterator<char>(in)),
+                                      std::istreambuf_iterator<char>());
+  Rng rng(5);
+  int ok = 0, failed = 0;
+  for (const auto& original : {png, bmp(rgb, 7, 5)}) {
+    for (int round = 0; round < 300; ++round) {
+      auto bytes = original;
+      if (round % 3 == 0) bytes.resize(std::size_t(rng.below(bytes.size())) + 1);
+      for (int k = 0; k < 4; ++k) bytes[rng.below(bytes.size())] = std::uint8_t(rng.below(256));
+      try {
+        const Image img = decode_image(bytes, 3, "mutant");
+        EXPECT_EQ(img.pixels.size(), img.channels * img.height * img.width);
+        ++ok;
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("'mutant'"), std::string::npos) << e.what();
+        ++failed;
+      }
+    }
+  }
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(ok + failed, 0);
+  fs::remove_all(dir);
 }

@@ -21,7 +21,8 @@ namespace ember::data {
 
 // Decodes an encoded image (PNG, JPEG, BMP, ...) to an Image in [0, 1] with `channels`
 // channels (1 grey, 2 grey + alpha, 3 RGB, 4 RGBA) or, with 0, as many as it has. Throws
-// ember::Error naming `source` and the decoder's reason when the bytes do not decode.
+// ember::Error naming `source` and the decoder's reason when the bytes do not decode, or
+// when they declare more pixels than they could hold (Note [Declared image sizes]).
 Image decode_image(const std::vector<std::uint8_t>& bytes, std::size_t channels,
                    const std::string& source);
 // Reads and decodes a file; throws ember::Error naming it when it cannot be read or decoded.
