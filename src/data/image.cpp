@@ -1,5 +1,7 @@
 #include "ember/data/image.hpp"
 
+#include <cstring>
+
 #include "ember/base/error.hpp"
 
 namespace ember::data {
@@ -45,18 +47,19 @@ Tensor<4> stack_images(const std::vector<Image>& images, const Device& device) {
   EMBER_CHECK(!images.empty(), "stack_images: no images");
   const Image& first = images.front();
   const std::size_t per = first.channels * first.height * first.width;
-  std::vector<float> all;
-  all.reserve(per * images.size());
+  // Straight into the TensorData's bytes: one host buffer per batch, not two.
+  std::vector<std::byte> bytes(per * images.size() * sizeof(float));
   for (std::size_t i = 0; i < images.size(); ++i) {
     const Image& img = images[i];
     EMBER_CHECK(img.channels == first.channels && img.height == first.height &&
                     img.width == first.width && img.pixels.size() == per,
                 "stack_images: image " + std::to_string(i) + " is " + img.shape_string() +
                     " but image 0 is " + first.shape_string());
-    all.insert(all.end(), img.pixels.begin(), img.pixels.end());
+    std::memcpy(bytes.data() + i * per * sizeof(float), img.pixels.data(), per * sizeof(float));
   }
   return Tensor<4>::from_data(
-      TensorData::from(all, Shape{images.size(), first.channels, first.height, first.width}),
+      TensorData(std::move(bytes), Shape{images.size(), first.channels, first.height, first.width},
+                 DType::F32),
       device);
 }
 

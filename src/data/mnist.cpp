@@ -75,7 +75,10 @@ ImageBatch MnistBatcher::batch(std::vector<MnistItem> items, const Device& devic
   EMBER_CHECK(!items.empty(), "MnistBatcher: no items");
   EMBER_CHECK(std > 0.0f, "MnistBatcher: the standard deviation must be positive");
   const std::size_t h = items[0].height, w = items[0].width, n = h * w;
-  std::vector<float> images(items.size() * n);
+  // Pixels go straight into the TensorData's bytes (one host buffer per batch), a row of
+  // floats at a time.
+  std::vector<std::byte> images(items.size() * n * sizeof(float));
+  std::vector<float> row(n);
   std::vector<std::int64_t> labels(items.size());
   // One multiply-add per pixel: (p / 255 - mean) / std = p * a + b.
   const float a = 1.0f / (255.0f * std), b = -mean / std;
@@ -85,11 +88,12 @@ ImageBatch MnistBatcher::batch(std::vector<MnistItem> items, const Device& devic
                 "MnistBatcher: item " + std::to_string(i) + " is " + std::to_string(it.height) +
                     " x " + std::to_string(it.width) + " but item 0 is " + std::to_string(h) +
                     " x " + std::to_string(w));
-    float* dst = images.data() + i * n;
-    for (std::size_t k = 0; k < n; ++k) dst[k] = float(it.pixels[k]) * a + b;
+    for (std::size_t k = 0; k < n; ++k) row[k] = float(it.pixels[k]) * a + b;
+    std::memcpy(images.data() + i * n * sizeof(float), row.data(), n * sizeof(float));
     labels[i] = it.label;
   }
-  return {Tensor<4>::from_data(TensorData::from(images, Shape{items.size(), 1, h, w}), device),
+  return {Tensor<4>::from_data(
+              TensorData(std::move(images), Shape{items.size(), 1, h, w}, DType::F32), device),
           Tensor<1, Int>::from_data(TensorData::from(labels), device)};
 }
 

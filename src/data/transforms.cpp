@@ -78,13 +78,33 @@ Image center_crop(const Image& image, std::size_t h, std::size_t w) {
 
 Image random_crop(Image image, std::size_t h, std::size_t w, std::size_t padding, Rng& rng,
                   float fill) {
+  check_image(image, "random_crop");
   const std::size_t ph = image.height + 2 * padding, pw = image.width + 2 * padding;
   EMBER_CHECK(h > 0 && w > 0 && h <= ph && w <= pw,
               "random_crop: cannot take " + size_string(h, w) + " from an image " +
                   image.shape_string() + " padded by " + std::to_string(padding));
   const auto top = std::size_t(rng.below(ph - h + 1));
   const auto left = std::size_t(rng.below(pw - w + 1));
-  return crop(pad(std::move(image), padding, fill), top, left, h, w);
+  // crop(pad(image)) without the padded copy: window pixel (y, x) is source pixel
+  // (top + y - padding, left + x - padding) where that lies inside, `fill` elsewhere.
+  Image out(image.channels, h, w, fill);
+  const auto p = std::ptrdiff_t(padding);
+  const std::ptrdiff_t y0 = std::max<std::ptrdiff_t>(0, p - std::ptrdiff_t(top));
+  const std::ptrdiff_t y1 = std::min<std::ptrdiff_t>(
+      std::ptrdiff_t(h), std::ptrdiff_t(image.height) + p - std::ptrdiff_t(top));
+  const std::ptrdiff_t x0 = std::max<std::ptrdiff_t>(0, p - std::ptrdiff_t(left));
+  const std::ptrdiff_t x1 = std::min<std::ptrdiff_t>(
+      std::ptrdiff_t(w), std::ptrdiff_t(image.width) + p - std::ptrdiff_t(left));
+  if (y0 >= y1 || x0 >= x1) return out;
+  for (std::size_t c = 0; c < image.channels; ++c) {
+    for (std::ptrdiff_t y = y0; y < y1; ++y) {
+      const auto sy = std::size_t(std::ptrdiff_t(top) + y - p);
+      const auto sx = std::size_t(std::ptrdiff_t(left) + x0 - p);
+      std::copy_n(&image.pixels[(c * image.height + sy) * image.width + sx], x1 - x0,
+                  &out.at(c, std::size_t(y), std::size_t(x0)));
+    }
+  }
+  return out;
 }
 
 Image horizontal_flip(Image image) {

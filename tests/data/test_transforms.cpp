@@ -112,6 +112,16 @@ TEST(Transforms, RandomCropIsAPaddedWindowAtTheDrawnCorner) {
       }
   }
   EXPECT_EQ(corners.size(), 25u);  // every corner is reachable
+  // Padding wider than the image: windows may lie wholly in the fill; each equals the
+  // window of the explicitly padded image.
+  const Image small = pattern_image(2, 2, 3);
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    Rng rng(seed), replay(seed);
+    const Image out = random_crop(small, 3, 2, 4, rng, -5.0f);
+    const auto top = std::size_t(replay.below(2 + 8 - 3 + 1));
+    const auto left = std::size_t(replay.below(3 + 8 - 2 + 1));
+    ASSERT_EQ(out.pixels, crop(pad(small, 4, -5.0f), top, left, 3, 2).pixels) << seed;
+  }
   Rng rng(0);
   expect_error([&] { random_crop(img, 11, 6, 2, rng); }, "cannot take 11 x 6");
 }
