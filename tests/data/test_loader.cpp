@@ -261,7 +261,11 @@ TEST(DataLoader, ALaterBeginRetiresEarlierIterators) {
   EXPECT_EQ(*first, (std::vector<int>{0, 1}));
   auto second = loader.begin();  // resumes at batch 1
   EXPECT_EQ(*second, (std::vector<int>{2, 3}));
-  expect_error([&] { ++first; }, "used after a later begin() replaced it");
+  expect_error([&] { ++first; }, "used after a later begin() or restore() retired it");
   ++second;
   EXPECT_EQ(*second, (std::vector<int>{4, 5}));
+  // restore() retires a running iteration too.
+  loader.restore({0, 10});
+  expect_error([&] { ++second; }, "used after a later begin() or restore() retired it");
+  EXPECT_EQ(*loader.begin(), (std::vector<int>{20, 21}));
 }

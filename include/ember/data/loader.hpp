@@ -101,13 +101,16 @@ class DataLoader {
     if (position_ >= num_batches()) return {epoch_ + 1, 0};
     return {epoch_, position_};
   }
-  // The next iteration starts at `s`. Throws ember::Error when s lies beyond an epoch.
+  // The next iteration starts at `s` (an iteration in progress is retired, as by begin()).
+  // Throws ember::Error when s lies beyond an epoch.
   void restore(const LoaderState& s) {
     EMBER_CHECK(s.batch <= num_batches(), "DataLoader::restore: batch " + std::to_string(s.batch) +
                                               " lies beyond the " + std::to_string(num_batches()) +
                                               " batches of an epoch (" +
                                               std::to_string(num_items()) + " items, batch size " +
                                               std::to_string(options_.batch_size) + ")");
+    run_.reset();
+    ++generation_;
     epoch_ = s.epoch;
     position_ = s.batch;
   }
@@ -184,7 +187,7 @@ class DataLoader {
     }
     void advance() {
       EMBER_CHECK(loader_ != nullptr && generation_ == loader_->generation_,
-                  "DataLoader: an iterator was used after a later begin() replaced it");
+                  "DataLoader: an iterator was used after a later begin() or restore() retired it");
       DataLoader& l = *loader_;
       current_.reset();
       if (l.position_ < l.num_batches()) {
