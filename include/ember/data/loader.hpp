@@ -250,7 +250,7 @@ class DataLoader {
 template <class Bt>
 class DataLoaderBuilder {
  public:
-  explicit DataLoaderBuilder(Bt batcher) : batcher_(std::move(batcher)) {}
+  explicit DataLoaderBuilder(Bt batcher) : batcher_(std::move(batcher)), device_(Device::cpu()) {}
 
   DataLoaderBuilder& batch_size(std::size_t n) {
     EMBER_CHECK(n > 0, "DataLoaderBuilder::batch_size: the batch size must be positive, got 0");
@@ -288,14 +288,13 @@ class DataLoaderBuilder {
     auto fn = [batcher](std::vector<I> items, const Device& dev) -> B {
       return batcher->batch(std::move(items), dev);
     };
-    return DataLoader<I, B>(DatasetPtr<I>(std::move(dataset)), std::move(fn), options_,
-                            device_ ? *device_ : Device::cpu());
+    return DataLoader<I, B>(DatasetPtr<I>(std::move(dataset)), std::move(fn), options_, device_);
   }
 
  private:
   Bt batcher_;
   LoaderOptions options_;
-  std::optional<Device> device_;
+  Device device_;
 };
 
 }  // namespace ember::data
