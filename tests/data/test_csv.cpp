@@ -8,7 +8,10 @@
 
 #include <ember/data/csv.hpp>
 
+#include "data/expect_error.hpp"
+
 using namespace ember;
+using ember::data::testing::expect_error;
 using namespace ember::data;
 
 namespace {
@@ -17,15 +20,6 @@ std::string write_file(const std::string& name, const std::string& text) {
   const auto path = (std::filesystem::temp_directory_path() / ("ember_test_csv_" + name)).string();
   std::ofstream(path, std::ios::binary) << text;
   return path;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

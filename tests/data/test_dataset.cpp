@@ -10,7 +10,10 @@
 
 #include <ember/data/data.hpp>
 
+#include "data/expect_error.hpp"
+
 using namespace ember;
+using ember::data::testing::expect_error;
 using namespace ember::data;
 
 namespace {
@@ -29,15 +32,6 @@ std::vector<I> all_items(const Dataset<I>& d) {
   EXPECT_FALSE(d.get(d.len()).has_value());
   EXPECT_FALSE(d.get(d.len() + 1000).has_value());
   return out;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -11,7 +11,10 @@
 #include <ember/data/data.hpp>
 #include <ember/data/image_folder.hpp>
 
+#include "data/expect_error.hpp"
+
 using namespace ember;
+using ember::data::testing::expect_error;
 using namespace ember::data;
 namespace fs = std::filesystem;
 
@@ -72,15 +75,6 @@ void expect_pixels(const Image& img, const std::vector<std::uint8_t>& hwc, std::
       for (std::size_t k = 0; k < c; ++k)
         ASSERT_EQ(img.at(k, y, x), float(hwc[(y * w + x) * c + k]) / 255.0f)
             << "pixel " << y << "," << x << "," << k;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -12,7 +12,10 @@
 #include <ember/data/data.hpp>
 #include <ember/ember.hpp>
 
+#include "data/expect_error.hpp"
+
 using namespace ember;
+using ember::data::testing::expect_error;
 using namespace ember::data;
 
 namespace {
@@ -48,15 +51,6 @@ std::vector<std::vector<int>> one_epoch(L& loader) {
   std::vector<std::vector<int>> out;
   for (auto& b : loader) out.push_back(b);
   return out;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -11,7 +11,10 @@
 #include <ember/data/data.hpp>
 #include <ember/ember.hpp>
 
+#include "data/expect_error.hpp"
+
 using namespace ember;
+using ember::data::testing::expect_error;
 using namespace ember::data;
 
 namespace {
@@ -34,15 +37,6 @@ std::uint32_t be32(const std::vector<std::uint8_t>& b, std::size_t at) {
 
 std::string temp_path(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("ember_test_mnist_" + name)).string();
-}
-
-void expect_error(const std::function<void()>& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 bool have_fashion_mnist() {

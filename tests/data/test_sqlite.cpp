@@ -10,7 +10,10 @@
 #include <ember/data/data.hpp>
 #include <ember/data/sqlite.hpp>
 
+#include "data/expect_error.hpp"
+
 using namespace ember;
+using ember::data::testing::expect_error;
 using namespace ember::data;
 
 namespace {
@@ -28,15 +31,6 @@ void run_sql(const std::string& path, const std::string& sql) {
   EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
   sqlite3_free(err);
   sqlite3_close(db);
-}
-
-void expect_error(const std::function<void()>& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -11,7 +11,10 @@
 #include <ember/data/data.hpp>
 #include <ember/ember.hpp>
 
+#include "data/expect_error.hpp"
+
 using namespace ember;
+using ember::data::testing::expect_error;
 using namespace ember::data;
 
 namespace {
@@ -26,15 +29,6 @@ Image pattern_image(std::size_t c, std::size_t h, std::size_t w) {
     for (std::size_t y = 0; y < h; ++y)
       for (std::size_t x = 0; x < w; ++x) img.at(k, y, x) = float(pattern(k, y, x));
   return img;
-}
-
-void expect_error(const std::function<void()>& f, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << what << "'";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -37,7 +37,7 @@ class Dataset {
 
   virtual std::optional<I> get(std::size_t index) const = 0;
   virtual std::size_t len() const = 0;
-  virtual void set_epoch(std::uint64_t epoch) {}
+  virtual void set_epoch(std::uint64_t /*epoch*/) {}
 
   bool is_empty() const { return len() == 0; }
 };

@@ -174,7 +174,12 @@ class DataLoader {
           l.position_, batches, workers, depth,
           [&l, r = run.get()](std::size_t j) { r->slots[j] = l.make_batch(r->order, j); });
       l.run_ = std::move(run);
-      fetch();
+      try {
+        fetch();
+      } catch (...) {
+        l.run_.reset();  // no iterator will exist to stop the workers
+        throw;
+      }
     }
 
     void fetch() {
