@@ -1,5 +1,6 @@
 #include "ember/data/image.hpp"
 
+#include <array>
 #include <cstring>
 
 #include "ember/base/error.hpp"
@@ -24,13 +25,19 @@ Image image_from_bytes(const std::vector<std::uint8_t>& hwc, std::size_t height,
                   std::to_string(height) + " x " + std::to_string(width) + " image of " +
                   std::to_string(channels) + " channels (expected " +
                   std::to_string(height * width * channels) + ")");
+  // byte / 255 from a table: the same floats as the division, without 1 division a pixel.
+  static const std::array<float, 256> scaled = [] {
+    std::array<float, 256> t{};
+    for (std::size_t k = 0; k < 256; ++k) t[k] = float(k) / 255.0f;
+    return t;
+  }();
   Image img(channels, height, width);
-  for (std::size_t y = 0; y < height; ++y) {
-    for (std::size_t x = 0; x < width; ++x) {
-      for (std::size_t c = 0; c < channels; ++c) {
-        img.at(c, y, x) = float(hwc[(y * width + x) * channels + c]) / 255.0f;
-      }
-    }
+  const std::size_t plane = height * width;
+  if (plane == 0) return img;
+  for (std::size_t c = 0; c < channels; ++c) {
+    float* dst = img.pixels.data() + c * plane;
+    const std::uint8_t* src = hwc.data() + c;
+    for (std::size_t i = 0; i < plane; ++i) dst[i] = scaled[src[i * channels]];
   }
   return img;
 }
