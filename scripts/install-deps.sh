@@ -8,6 +8,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev            # the reference BLAS the benchmarks compare with
   zlib1g-dev                 # gzip IDX files (data layer)
+  libsqlite3-dev             # SqliteDataset and SqliteWriter (data layer)
+  libstb-dev                 # PNG/JPEG/BMP decoding for ImageFolderDataset (data layer)
   dataset-fashion-mnist      # the demo's data
   python3 python3-numpy python3-torch  # independent reference values for tests
 )
