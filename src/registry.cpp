@@ -11,7 +11,10 @@
 namespace ember::backend {
 
 void register_builtin_backends(Registry& registry) {
-  registry.add_backend("cpu", [](int) { return cpu::make_cpu_backend(); });
+  // The Cpu is one device ("cpu") and the fallback for what another backend does not run.
+  registry.add_backend(
+      "cpu", [](int) { return cpu::make_cpu_backend(); }, [] { return 1; },
+      BackendTraits{.indexed = false, .fallback = true});
   registry.add_decorator("autodiff", [](std::shared_ptr<Backend> inner) {
     return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::None);
   });

@@ -12,6 +12,7 @@ struct Registry::Impl {
     BackendFactory factory;
     std::function<int()> device_count;
     std::string unavailable_why;  // non-empty: known name, not in this build
+    BackendTraits traits;
   };
   std::mutex mu;
   std::map<std::string, Entry> backends;
@@ -23,14 +24,14 @@ struct Registry::Impl {
 Registry::Registry() : impl_(std::make_shared<Impl>()) {}
 
 void Registry::add_backend(std::string name, BackendFactory factory,
-                           std::function<int()> device_count) {
+                           std::function<int()> device_count, BackendTraits traits) {
   std::lock_guard lk(impl_->mu);
-  impl_->backends[std::move(name)] = {std::move(factory), std::move(device_count), {}};
+  impl_->backends[std::move(name)] = {std::move(factory), std::move(device_count), {}, traits};
 }
 
 void Registry::add_unavailable(std::string name, std::string why) {
   std::lock_guard lk(impl_->mu);
-  impl_->backends[std::move(name)] = {nullptr, [] { return 0; }, std::move(why)};
+  impl_->backends[std::move(name)] = {nullptr, [] { return 0; }, std::move(why), {}};
 }
 
 void Registry::add_decorator(std::string name, DecoratorFactory factory) {
@@ -76,13 +77,42 @@ std::vector<std::string> Registry::available() {
   for (auto& [name, e] : impl_->backends) {
     if (!e.factory) continue;
     const int n = e.device_count();
-    if (name == "cpu" || name == "libtorch") {
+    if (!e.traits.indexed) {
       if (n > 0) out.push_back(name);
     } else {
       for (int i = 0; i < n; ++i) out.push_back(name + ":" + std::to_string(i));
     }
   }
   return out;
+}
+
+std::shared_ptr<Backend> Registry::fallback_for(const ir::Op& op, const Backend& from) {
+  std::lock_guard lk(impl_->mu);
+  for (auto& [name, e] : impl_->backends) {
+    if (!e.factory || !e.traits.fallback || e.device_count() == 0) continue;
+    auto& inst = impl_->instances[{name, 0}];
+    if (!inst) inst = e.factory(0);
+    if (inst.get() != &from && inst->supports(op)) return inst;
+  }
+  return nullptr;
+}
+
+std::vector<ir::Handle> execute_on_fallback(Backend& from, ir::Op op) {
+  auto to = Registry::global().fallback_for(op, from);
+  if (!to) {
+    std::string dtypes;
+    ir::for_each_operand(op, [&](const ir::Handle& h) {
+      if (h) dtypes += std::string(dtypes.empty() ? "" : ", ") + ember::name(h->dtype());
+    });
+    fail(from.name() + ": " + ir::name(ir::kind_of(op)) + " of (" + dtypes +
+         ") is not supported by this backend, and no registered backend can run it");
+  }
+  ir::for_each_operand(op, [&](ir::Handle& h) {
+    if (h) h = to->from_data(from.to_data(h));
+  });
+  auto outs = to->execute(std::move(op));
+  for (auto& h : outs) h = from.from_data(to->to_data(h));
+  return outs;
 }
 
 Registry& Registry::global() {

@@ -10,6 +10,10 @@
 // kept inputs against their snapshot (clone invariance) and the sentinel-padded parents
 // of sliced inputs against theirs (guard bytes: nothing writes outside a view).
 //
+// A case runs on the device's backend behind a probe that asks Backend::supports before
+// every op: an op that neither the backend nor a registered fallback supports makes the
+// case Unsupported (`n/s` in docs/ops.md); any other error is a failure.
+//
 // The same cases drive the gtest suite, `--mode support` (docs/ops.md) and `--mode perf`.
 #pragma once
 

@@ -15,12 +15,21 @@ namespace ember::backend {
 using BackendFactory = std::function<std::shared_ptr<Backend>(int index)>;
 using DecoratorFactory = std::function<std::shared_ptr<Backend>(std::shared_ptr<Backend>)>;
 
+// How the registry treats a backend.
+struct BackendTraits {
+  // Its devices are named "name:index" ("cuda:0"); false: one device named "name" ("cpu").
+  bool indexed = true;
+  // It may run, through host copies, the ops another backend does not support
+  // (execute_on_fallback). Fallbacks are tried in name order.
+  bool fallback = false;
+};
+
 class Registry {
  public:
   // `available` says whether index exists on this machine (e.g. a GPU is present).
   void add_backend(
       std::string name, BackendFactory factory,
-      std::function<int()> device_count = [] { return 1; });
+      std::function<int()> device_count = [] { return 1; }, BackendTraits traits = {});
   // A name the API knows but this build lacks; using it throws `why`.
   void add_unavailable(std::string name, std::string why);
   void add_decorator(std::string name, DecoratorFactory factory);
@@ -32,6 +41,9 @@ class Registry {
   std::shared_ptr<Backend> decorate(const std::string& name, const std::shared_ptr<Backend>& inner);
   // "cpu", "cuda:0", ... for every backend usable now.
   std::vector<std::string> available();
+  // The first fallback backend (device 0) other than `from` that supports op; null when
+  // there is none.
+  std::shared_ptr<Backend> fallback_for(const ir::Op& op, const Backend& from);
 
   static Registry& global();
 
@@ -41,6 +53,12 @@ class Registry {
   Registry();
   friend void register_builtin_backends(Registry&);
 };
+
+// Runs op, which `from` does not support, on the registry's fallback for it: the operands
+// are copied out of `from` (to_data, a sync point), the op runs there and its outputs are
+// copied back into `from`. Throws ember::Error naming the op and its operands' dtypes when
+// no registered backend supports it.
+std::vector<ir::Handle> execute_on_fallback(Backend& from, ir::Op op);
 
 // Defined once, in the umbrella target: registers every backend and decorator of this build.
 void register_builtin_backends(Registry& registry);
