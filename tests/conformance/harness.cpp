@@ -398,10 +398,13 @@ struct UnsupportedOp {
 
 // The device a case runs on: the backend under test, asked before every op whether it
 // supports it. An op that neither it nor a registered fallback supports stops the trial
-// as unsupported; everything else passes straight through.
+// as unsupported; everything else passes straight through. It also notes the kinds of
+// the ops the case ran (Result::op_kinds).
+static_assert(ember::ir::kNumOps <= 64, "Result::op_kinds has a bit per ir::OpKind");
 class SupportProbe final : public ember::backend::Backend {
  public:
-  explicit SupportProbe(std::shared_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  SupportProbe(std::shared_ptr<Backend> inner, std::uint64_t& kinds)
+      : inner_(std::move(inner)), kinds_(kinds) {}
   std::string name() const override { return inner_->name(); }
   ember::ir::Handle from_data(const ember::TensorData& data) override {
     return inner_->from_data(data);
@@ -412,6 +415,7 @@ class SupportProbe final : public ember::backend::Backend {
       throw UnsupportedOp{std::string(ember::ir::name(ember::ir::kind_of(op))) +
                           " is not supported by " + inner_->name() + " nor by a fallback"};
     }
+    kinds_ |= std::uint64_t(1) << static_cast<unsigned>(ember::ir::kind_of(op));
     return inner_->execute(std::move(op));
   }
   bool supports(const ember::ir::Op& op) const override { return inner_->supports(op); }
@@ -424,6 +428,7 @@ class SupportProbe final : public ember::backend::Backend {
 
  private:
   std::shared_ptr<Backend> inner_;
+  std::uint64_t& kinds_;
 };
 
 struct TrialFailure {
@@ -539,7 +544,7 @@ Result run_case(const Case& c, const Device& dev, DType dt, Scale scale) {
     r.message = c.known_failure;
     return r;
   }
-  const Device probe(std::make_shared<SupportProbe>(dev.backend_ptr()));
+  const Device probe(std::make_shared<SupportProbe>(dev.backend_ptr(), r.op_kinds));
   for (const Trial& tr : c.trials(dt, scale)) {
     ++r.trials;
     if (auto f = run_trial(c, tr, probe, dt)) {

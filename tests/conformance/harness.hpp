@@ -107,6 +107,7 @@ struct Result {
   Outcome outcome = Outcome::Pass;
   std::string message;  // first failure, or the reason for Unsupported / KnownFailure
   std::size_t trials = 0;
+  std::uint64_t op_kinds = 0;  // bit k: the case ran an IR op of ir::OpKind k
 };
 Result run_case(const Case& c, const Device& dev, DType dt, Scale scale = Scale::Test);
 int cli_main(int argc, char** argv);

@@ -5,8 +5,13 @@
 // The tensor layer validates every op before building it, so a backend may assume well-
 // formed input. Element-wise function families (UnaryFn, BinaryFn) are enumerations whose
 // scalar definitions live once per backend kernel set; everything else in the user API is
-// a composite of these ops. Each op reports its class (op_class), which is what Fusion
-// and Autodiff need to know without a second description of the op.
+// a composite of these ops.
+//
+// Each struct describes itself: its name, its class (what Fusion and Autodiff go by),
+// whether it computes on its operands' values, and its operand handles (traits below,
+// checked by the OpStruct concept); its output shapes, dtypes and dtype rules are in
+// ir/infer.hpp. Every list over ops (OpKind, names, classes, operands) is derived from
+// EMBER_IR_OPS and these traits, so none can miss an op.
 #pragma once
 
 #include <array>
@@ -217,7 +222,7 @@ struct Softmax {
 // Layer normalisation over the trailing `dims` dims of x, as torch.nn.functional.layer_norm:
 // y = (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, over each
 // "row" of the trailing dims' elements. weight and bias are optional (null when absent;
-// operands() still lists their slots); when present their shape is x's trailing `dims`
+// handles() keeps their slots); when present their shape is x's trailing `dims`
 // dims. One op rather than a composite, so a backend can make it one or two passes over
 // each row.
 struct LayerNorm {
@@ -231,7 +236,9 @@ struct LayerNorm {
   double eps;
 };
 // ---- compute ----
-struct Matmul {  // [..., m, k] x [..., k, n] -> out_shape [..., m, n]; batch dims broadcast
+// [..., m, k] x [..., k, n] -> out_shape [..., m, n] (ir::matmul_shape); batch dims
+// broadcast; float dtypes.
+struct Matmul {
   static constexpr const char* kName = "Matmul";
   static constexpr OpClass kClass = OpClass::Compute;
   static constexpr bool kArithmetic = true;
