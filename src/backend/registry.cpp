@@ -100,11 +100,12 @@ std::shared_ptr<Backend> Registry::fallback_for(const ir::Op& op, const Backend&
 std::vector<ir::Handle> execute_on_fallback(Backend& from, ir::Op op) {
   auto to = Registry::global().fallback_for(op, from);
   if (!to) {
-    std::string dtypes;
+    std::string operands;
     ir::for_each_operand(op, [&](const ir::Handle& h) {
-      if (h) dtypes += std::string(dtypes.empty() ? "" : ", ") + ember::name(h->dtype());
+      if (!operands.empty()) operands += ", ";
+      operands += h ? h->shape().to_string() + " " + ember::name(h->dtype()) : "none";
     });
-    fail(from.name() + ": " + ir::name(ir::kind_of(op)) + " of (" + dtypes +
+    fail(from.name() + ": " + ir::name(ir::kind_of(op)) + " of (" + operands +
          ") is not supported by this backend, and no registered backend can run it");
   }
   ir::for_each_operand(op, [&](ir::Handle& h) {

@@ -56,8 +56,8 @@ class Registry {
 
 // Runs op, which `from` does not support, on the registry's fallback for it: the operands
 // are copied out of `from` (to_data, a sync point), the op runs there and its outputs are
-// copied back into `from`. Throws ember::Error naming the op and its operands' dtypes when
-// no registered backend supports it.
+// copied back into `from`. Throws ember::Error naming the op and its operands' shapes and
+// dtypes when no registered backend supports it.
 std::vector<ir::Handle> execute_on_fallback(Backend& from, ir::Op op);
 
 // Defined once, in the umbrella target: registers every backend and decorator of this build.
