@@ -47,6 +47,11 @@ format:
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
 
+# Regenerates the op table of docs/ir.md from the IR (test_ir fails while it is stale).
+.PHONY: ir-doc
+ir-doc: build
+	EMBER_WRITE_DOCS=1 $(BUILD)/tests/test_ir --gtest_filter=IrDoc.*
+
 # Regenerates docs/ops.md (function x backend x dtype) from the conformance cases.
 .PHONY: ops-doc
 ops-doc: build

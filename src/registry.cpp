@@ -11,8 +11,10 @@
 namespace ember::backend {
 
 void register_builtin_backends(Registry& registry) {
+  // The Cpu is one device ("cpu") and the fallback for what another backend does not run.
   BackendInfo cpu_info;
-  cpu_info.indexed = false;  // one device, "cpu"
+  cpu_info.indexed = false;
+  cpu_info.fallback = true;
   registry.add_backend(
       "cpu", [](int) { return cpu::make_cpu_backend(); }, cpu_info);
   registry.add_decorator("autodiff", [](std::shared_ptr<Backend> inner) {

@@ -32,11 +32,6 @@ std::uint64_t next_node_id() {
 
 namespace {
 
-ir::Handle& operand_at(ir::Op& op, std::size_t i) {
-  // ir::operands gives const pointers into op; op is ours to modify.
-  return const_cast<ir::Handle&>(*ir::operands(op)[i]);
-}
-
 class BackwardPass final : public Engine {
  public:
   explicit BackwardPass(backend::Backend& inner) : inner_(inner) {}
@@ -53,7 +48,7 @@ class BackwardPass final : public Engine {
     EMBER_ASSERT(node.recomputable);
     ir::Op op = node.op;
     for (std::size_t i = 0; i < node.parents.size(); ++i) {
-      ir::Handle& h = operand_at(op, i);
+      ir::Handle& h = ir::operand(op, i);
       // An absent optional operand has neither a handle nor a parent.
       if (!h && node.parents[i]) h = value(*node.parents[i]);
     }
@@ -134,25 +129,25 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
   TensorData to_data(const ir::Handle& x) override { return inner_->to_data(unwrap(x).inner()); }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
-    const auto ops = ir::operands(op);
-    const std::size_t n = ops.size();
+    const std::size_t n = ir::operand_count(op);
     std::vector<std::shared_ptr<Node>> parents(n);
     std::vector<Shape> shapes(n);
     std::vector<DType> dtypes(n);
     bool tracked = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      ir::Handle& h = const_cast<ir::Handle&>(*ops[i]);
-      if (!h) continue;  // an absent optional operand: no gradient, no parent
+    std::size_t i = 0;
+    ir::for_each_operand(op, [&](ir::Handle& h) {
+      const std::size_t slot = i++;
+      if (!h) return;  // an absent optional operand: no gradient, no parent
       AdTensor& t = unwrap(h);
-      shapes[i] = t.shape();
-      dtypes[i] = t.dtype();
+      shapes[slot] = t.shape();
+      dtypes[slot] = t.dtype();
       if (t.node()) {
-        parents[i] = t.node();
+        parents[slot] = t.node();
         tracked = true;
       }
       // A handle the op alone owns can go to the inner backend by move (in-place reuse).
       h = h.use_count() == 1 ? t.take_inner() : t.inner();
-    }
+    });
     const RuleEntry* entry = tracked ? &rule_for(op) : nullptr;
     if (entry && entry->kind == RuleKind::NotDifferentiable) entry = nullptr;
     std::shared_ptr<Node> proto;
@@ -179,7 +174,8 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
     return wrapped;
   }
 
-  bool supports(ir::OpKind op, DType dtype) const override { return inner_->supports(op, dtype); }
+  // Operands and outputs are the inner backend's: what it supports, this runs.
+  bool supports(const ir::Op& op) const override { return inner_->supports(op); }
   void seed(std::uint64_t s) override { inner_->seed(s); }
   backend::MemoryStats memory_stats() const override { return inner_->memory_stats(); }
   void empty_cache() override { inner_->empty_cache(); }
@@ -256,7 +252,7 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
     node->recomputable = balanced && is_memory_bound(ir::kind_of(op));
     node->op = op;
     for (std::size_t i = 0; i < parents.size(); ++i) {
-      ir::Handle& h = operand_at(node->op, i);
+      ir::Handle& h = ir::operand(node->op, i);
       const bool from_recomputable = parents[i] && parents[i]->recomputable;
       const bool needed = (entry.rule.needs_inputs >> i & 1) || node->recomputable;
       if (from_recomputable || !needed) h.reset();
@@ -274,7 +270,7 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
 }  // namespace
 
 ir::Handle BackwardCtx::input(std::size_t i) {
-  ir::Handle h = *ir::operands(node_.op)[i];
+  ir::Handle h = ir::operand(node_.op, i);
   if (h) return h;
   EMBER_ASSERT(node_.parents[i] != nullptr);
   return engine_.value(*node_.parents[i]);

@@ -385,17 +385,17 @@ std::pair<std::size_t, std::size_t> pool_extents(Ctx& c) {
   return {k, planes == 0 ? 0 : c.grad()->shape().num_elements() / planes};
 }
 
-RuleEntry make_pool(ir::ReduceFn fn) {
-  using ir::ReduceFn;
+RuleEntry make_pool(ir::PoolFn fn) {
+  using ir::PoolFn;
   switch (fn) {
-    case ReduceFn::Sum:
+    case PoolFn::Sum:
       return diff("fold of g spread over each window", 0, false, [](Ctx& c) {
         const auto [k, l] = pool_extents(c);
         const Shape& xs = c.in_shape(0);
         auto g = reshape(c.be, c.grad(), Shape{xs[0], xs[1], 1, l});
         c.give(0, fold_window_grad(c, expand(c.be, std::move(g), Shape{xs[0], xs[1], k, l}), k, l));
       });
-    case ReduceFn::Max:
+    case PoolFn::Max:
       return diff(
           "fold of g / count shared by the window entries equal to y", kX, true, [](Ctx& c) {
             const auto [k, l] = pool_extents(c);
@@ -407,13 +407,14 @@ RuleEntry make_pool(ir::ReduceFn fn) {
                                                   -std::numeric_limits<double>::infinity()}),
                              cols);
             auto hit = binary(c.be, BinaryFn::Eq, std::move(x), reshape(c.be, c.output(), row));
-            auto count = reduce(c.be, ReduceFn::Sum, cast(c.be, hit, c.in_dtype(0)), 2);
+            auto count = reduce(c.be, ir::ReduceFn::Sum, cast(c.be, hit, c.in_dtype(0)), 2);
             auto g = div(c.be, reshape(c.be, c.grad(), row), std::move(count));
             c.give(0, fold_window_grad(c, mask(c.be, std::move(hit), std::move(g)), k, l));
           });
-    default:
-      return none("not a pooling function (max, sum)");
+    case PoolFn::Count_:
+      break;
   }
+  return todo("unknown pooling function");
 }
 
 RuleEntry make_kind(ir::OpKind k) {
@@ -633,7 +634,7 @@ const std::vector<RuleEntry>& scan_table() {
   return t;
 }
 const std::vector<RuleEntry>& pool_table() {
-  static const auto t = build<ir::ReduceFn>(make_pool);
+  static const auto t = build<ir::PoolFn>(make_pool);
   return t;
 }
 const std::vector<RuleEntry>& kind_table() {
@@ -649,16 +650,27 @@ const RuleEntry& reduce_rule(ir::ReduceFn fn) {
   return reduce_table()[static_cast<std::size_t>(fn)];
 }
 const RuleEntry& scan_rule(ir::ScanFn fn) { return scan_table()[static_cast<std::size_t>(fn)]; }
-const RuleEntry& pool_rule(ir::ReduceFn fn) { return pool_table()[static_cast<std::size_t>(fn)]; }
+const RuleEntry& pool_rule(ir::PoolFn fn) { return pool_table()[static_cast<std::size_t>(fn)]; }
 const RuleEntry& kind_rule(ir::OpKind k) { return kind_table()[static_cast<std::size_t>(k)]; }
 
+const RuleEntry& fn_rule(UnaryFn fn) { return unary_rule(fn); }
+const RuleEntry& fn_rule(BinaryFn fn) { return binary_rule(fn); }
+const RuleEntry& fn_rule(ir::ReduceFn fn) { return reduce_rule(fn); }
+const RuleEntry& fn_rule(ir::ScanFn fn) { return scan_rule(fn); }
+const RuleEntry& fn_rule(ir::PoolFn fn) { return pool_rule(fn); }
+
 const RuleEntry& rule_for(const ir::Op& op) {
-  if (auto* u = std::get_if<ir::Unary>(&op)) return unary_rule(u->fn);
-  if (auto* b = std::get_if<ir::Binary>(&op)) return binary_rule(b->fn);
-  if (auto* r = std::get_if<ir::Reduce>(&op)) return reduce_rule(r->fn);
-  if (auto* s = std::get_if<ir::Scan>(&op)) return scan_rule(s->fn);
-  if (auto* p = std::get_if<ir::Pool>(&op)) return pool_rule(p->fn);
-  return kind_rule(ir::kind_of(op));
+  return std::visit(
+      [&](const auto& o) -> const RuleEntry& {
+        // An op with a function enum answers with that function's table (an enum without
+        // an fn_rule overload does not compile); the others with their kind's entry.
+        if constexpr (requires { o.fn; }) {
+          return fn_rule(o.fn);
+        } else {
+          return kind_rule(ir::kind_of(op));
+        }
+      },
+      op);
 }
 
 bool is_memory_bound(ir::OpKind kind) {

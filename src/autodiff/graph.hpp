@@ -48,9 +48,16 @@ const RuleEntry& unary_rule(ir::UnaryFn fn);
 const RuleEntry& binary_rule(ir::BinaryFn fn);
 const RuleEntry& reduce_rule(ir::ReduceFn fn);
 const RuleEntry& scan_rule(ir::ScanFn fn);
-const RuleEntry& pool_rule(ir::ReduceFn fn);  // ir::Pool, by its function
-// Entries of op kinds without a function enum (Unary, Binary, Reduce, Scan answer with
-// their per-function tables; this one says Differentiable for them).
+const RuleEntry& pool_rule(ir::PoolFn fn);
+// The table of an op's function (every op struct with a member fn has one).
+const RuleEntry& fn_rule(ir::UnaryFn fn);
+const RuleEntry& fn_rule(ir::BinaryFn fn);
+const RuleEntry& fn_rule(ir::ReduceFn fn);
+const RuleEntry& fn_rule(ir::ScanFn fn);
+const RuleEntry& fn_rule(ir::PoolFn fn);
+// Entries of op kinds without a function enum (the ops with one — Unary, Binary, Reduce,
+// Scan, Pool — answer with their per-function tables; this one says Differentiable for
+// them).
 const RuleEntry& kind_rule(ir::OpKind kind);
 // Element-wise ops and views: cheap to recompute, what Balanced checkpointing drops.
 bool is_memory_bound(ir::OpKind kind);

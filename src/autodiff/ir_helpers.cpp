@@ -2,6 +2,7 @@
 #include "autodiff/ir_helpers.hpp"
 
 #include "ember/base/error.hpp"
+#include "ember/ir/infer.hpp"
 
 namespace ember::autodiff::h {
 
@@ -10,9 +11,7 @@ using ir::BinaryFn;
 namespace {
 Shape broadcast(const Shape& x, const Shape& y) {
   EMBER_ASSERT(x.rank() == y.rank());
-  std::vector<std::size_t> d(x.rank());
-  for (std::size_t i = 0; i < d.size(); ++i) d[i] = x[i] == 1 ? y[i] : x[i];
-  return Shape(std::move(d));
+  return ir::broadcast_shapes(x, y, "autodiff");
 }
 bool is_comparison(BinaryFn fn) {
   return fn == BinaryFn::Eq || fn == BinaryFn::Ne || fn == BinaryFn::Gt || fn == BinaryFn::Ge ||
@@ -135,15 +134,9 @@ Handle slice_assign(Backend& b, Handle x, std::vector<ir::SliceRange> ranges, Ha
   return run(b, ir::SliceAssign{std::move(x), std::move(ranges), std::move(value)});
 }
 Handle matmul(Backend& b, Handle x, Handle y) {
-  const Shape& sx = x->shape();
-  const Shape& sy = y->shape();
-  const std::size_t r = sx.rank();
-  EMBER_ASSERT(r == sy.rank() && r >= 2);
-  std::vector<std::size_t> out(r);
-  for (std::size_t i = 0; i + 2 < r; ++i) out[i] = sx[i] == 1 ? sy[i] : sx[i];
-  out[r - 2] = sx[r - 2];
-  out[r - 1] = sy[r - 1];
-  return run(b, ir::Matmul{std::move(x), std::move(y), Shape(std::move(out))});
+  EMBER_ASSERT(x->shape().rank() == y->shape().rank());
+  Shape out = ir::matmul_shape(x->shape(), y->shape(), "autodiff");
+  return run(b, ir::Matmul{std::move(x), std::move(y), std::move(out)});
 }
 Handle gather(Backend& b, Handle x, std::size_t dim, Handle index) {
   return run(b, ir::Gather{std::move(x), dim, std::move(index)});

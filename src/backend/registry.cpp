@@ -166,6 +166,36 @@ bool Registry::is_indexed(const std::string& name) {
   return it->second.info.indexed;
 }
 
+std::shared_ptr<Backend> Registry::fallback_for(const ir::Op& op, const Backend& from) {
+  std::lock_guard lk(impl_->mu);
+  for (auto& [name, e] : impl_->backends) {
+    if (!e.factory || !e.info.fallback || e.info.device_count() == 0) continue;
+    auto& inst = impl_->instances[{name, 0}];
+    if (!inst) inst = e.factory(0);
+    if (inst.get() != &from && inst->supports(op)) return inst;
+  }
+  return nullptr;
+}
+
+std::vector<ir::Handle> execute_on_fallback(Backend& from, ir::Op op) {
+  auto to = Registry::global().fallback_for(op, from);
+  if (!to) {
+    std::string operands;
+    ir::for_each_operand(op, [&](const ir::Handle& h) {
+      if (!operands.empty()) operands += ", ";
+      operands += h ? h->shape().to_string() + " " + ember::name(h->dtype()) : "none";
+    });
+    fail(from.name() + ": " + ir::name(ir::kind_of(op)) + " of (" + operands +
+         ") is not supported by this backend, and no registered backend can run it");
+  }
+  ir::for_each_operand(op, [&](ir::Handle& h) {
+    if (h) h = to->from_data(from.to_data(h));
+  });
+  auto outs = to->execute(std::move(op));
+  for (auto& h : outs) h = from.from_data(to->to_data(h));
+  return outs;
+}
+
 Registry& Registry::global() {
   static Registry* r = [] {
     auto* reg = new Registry();  // never destroyed: backends may outlive static destructors

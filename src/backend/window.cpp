@@ -1,8 +1,7 @@
 #include "ember/backend/window.hpp"
 
-#include <vector>
-
 #include "ember/base/error.hpp"
+#include "ember/ir/infer.hpp"
 
 namespace ember::backend {
 
@@ -26,15 +25,6 @@ Window3 window3(const Shape& image, const ir::Window& w) {
     g.out[i] = ir::window_positions(g.in[i], g.kernel[i], g.stride[i], g.padding[i], g.dilation[i]);
   }
   return g;
-}
-
-Shape positions_shape(const Shape& image, const ir::Window& w) {
-  std::vector<std::size_t> dims{image[0], image[1]};
-  for (std::size_t i = 0; i < w.kernel.size(); ++i) {
-    dims.push_back(
-        ir::window_positions(image[2 + i], w.kernel[i], w.stride[i], w.padding[i], w.dilation[i]));
-  }
-  return Shape(std::move(dims));
 }
 
 }  // namespace ember::backend

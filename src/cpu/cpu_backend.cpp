@@ -1,3 +1,11 @@
+// CpuBackend: dispatch of IR ops to the kernels in kernels/, and the f16 widening. Every
+// op runs to completion before execute returns. An op the IR's dtype rules do not define
+// (Backend::supports) never reaches a kernel: it goes to the registry's fallback, which
+// for the Cpu means a clear ember::Error.
+//
+// 16-bit floats are stored natively but computed in f32: the ops that compute on their
+// operands' values (ir::is_arithmetic) widen their 16-bit operands, run, and narrow the
+// float outputs back.
 #include "cpu/cpu_backend.hpp"
 
 #if defined(__linux__)
@@ -10,6 +18,7 @@
 
 #include "cpu/context.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "ember/backend/registry.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -53,16 +62,9 @@ class CpuBackend final : public backend::Backend {
   }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
+    if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
     if (needs_widening(op)) return execute_widened(std::move(op));
     return dispatch(op);
-  }
-
-  // Fold sums: float dtypes only (the tensor layer never builds another); pooling: every
-  // dtype but bool.
-  bool supports(ir::OpKind k, DType dt) const override {
-    if (k == ir::OpKind::Fold) return is_float(dt);
-    if (k == ir::OpKind::Pool) return dt != DType::Bool;
-    return true;
   }
 
   void seed(std::uint64_t s) override {
@@ -74,14 +76,14 @@ class CpuBackend final : public backend::Backend {
   void sync() override {}
 
  private:
+  // One overload of run_one per op: an op without one fails to compile here.
   std::vector<ir::Handle> dispatch(ir::Op& op) {
     return std::visit(
         [&](auto& o) -> std::vector<ir::Handle> {
-          using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, ir::Sort>) {
-            return sort(ctx_, o);
-          } else {
+          if constexpr (std::is_same_v<decltype(run_one(o)), ir::Handle>) {
             return {run_one(o)};
+          } else {
+            return run_one(o);
           }
         },
         op);
@@ -105,6 +107,7 @@ class CpuBackend final : public backend::Backend {
   ir::Handle run_one(ir::Scatter& o) { return scatter(ctx_, o); }
   ir::Handle run_one(ir::IndexSelect& o) { return index_select(ctx_, o); }
   ir::Handle run_one(ir::IndexAdd& o) { return index_add(ctx_, o); }
+  std::vector<ir::Handle> run_one(ir::Sort& o) { return sort(ctx_, o); }
   ir::Handle run_one(ir::Nonzero& o) { return nonzero(ctx_, o); }
   ir::Handle run_one(ir::Fill& o) { return fill(ctx_, o); }
   ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
@@ -114,49 +117,22 @@ class CpuBackend final : public backend::Backend {
   ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
   ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
   ir::Handle run_one(ir::Pool& o) { return pool(ctx_, o); }
-  ir::Handle run_one(ir::Sort&) { EMBER_ASSERT(false); }
 
-  // 16-bit floats are stored natively but computed in f32: ops that do arithmetic on them
-  // widen their operands, run, and narrow the float outputs back.
-  static bool computes(const ir::Op& op) {
-    switch (ir::kind_of(op)) {
-      case ir::OpKind::Unary:
-      case ir::OpKind::Binary:
-      case ir::OpKind::Reduce:
-      case ir::OpKind::Scan:
-      case ir::OpKind::Matmul:
-      case ir::OpKind::Sort:
-      case ir::OpKind::Scatter:
-      case ir::OpKind::IndexAdd:
-      case ir::OpKind::Nonzero:
-      case ir::OpKind::Where:
-      case ir::OpKind::Softmax:
-      case ir::OpKind::LayerNorm:
-      case ir::OpKind::Fold:
-      case ir::OpKind::Pool:
-        return true;
-      default:
-        return false;
-    }
-  }
   static bool needs_widening(const ir::Op& op) {
-    if (!computes(op)) return false;
-    for (const ir::Handle* h : ir::operands(op)) {
-      if (*h && is_half((*h)->dtype())) return true;
-    }
-    return false;
+    if (!ir::is_arithmetic(ir::kind_of(op))) return false;
+    bool half = false;
+    ir::for_each_operand(op,
+                         [&](const ir::Handle& h) { half = half || (h && is_half(h->dtype())); });
+    return half;
   }
   std::vector<ir::Handle> execute_widened(ir::Op op) {
     DType half = DType::F32;
-    for (const ir::Handle* h : ir::operands(op)) {
-      if (*h && is_half((*h)->dtype())) half = (*h)->dtype();
-    }
-    for (const ir::Handle* h : ir::operands(op)) {
-      if (*h && is_half((*h)->dtype())) {
-        ir::Cast c{*h, DType::F32};
-        const_cast<ir::Handle&>(*h) = cast(ctx_, c);
-      }
-    }
+    ir::for_each_operand(op, [&](ir::Handle& h) {
+      if (!h || !is_half(h->dtype())) return;
+      half = h->dtype();
+      ir::Cast c{std::move(h), DType::F32};
+      h = cast(ctx_, c);
+    });
     std::visit(
         [&](auto& o) {
           if constexpr (requires { o.out; }) {

@@ -3,10 +3,11 @@
 // at once; to_data and sync wait, and raise device-side errors (bad indices, integer
 // division by zero) that kernels flagged since the last wait.
 //
-// Host fallback: matmul of non-float dtypes runs through the registry's "cpu" backend —
-// the operands are copied to the host, the op runs there, and the results are copied
-// back. It is a sync point; it keeps every op available on Cuda while a device kernel for
-// it is written.
+// Fallback: an op this backend does not support (supports() below: the IR's dtype rules
+// and the Cuda kernels' own limits) runs on the registry's fallback backend for it
+// (backend::execute_on_fallback): the operands are copied to the host, the op runs there,
+// and the results are copied back. It is a sync point; it keeps every op available on
+// Cuda while a device kernel for it is written.
 #include "cuda/cuda_backend.hpp"
 
 #include <cstring>
@@ -59,27 +60,30 @@ class CudaBackend final : public backend::Backend {
   }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
+    if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
     ctx_.activate();
+    // One overload of run_one per op: an op without one fails to compile here.
     return std::visit(
         [&](auto& o) -> std::vector<ir::Handle> {
-          using T = std::decay_t<decltype(o)>;
-          if constexpr (std::is_same_v<T, ir::Sort>) {
-            return sort(ctx_, o);
-          } else if constexpr (std::is_same_v<T, ir::Matmul>) {
-            if (!is_float(o.a->dtype())) return host_fallback(std::move(op));
-            return {matmul(ctx_, o)};
-          } else {
+          if constexpr (std::is_same_v<decltype(run_one(o)), ir::Handle>) {
             return {run_one(o)};
+          } else {
+            return run_one(o);
           }
         },
         op);
   }
 
-  // Fold sums: float dtypes only (the tensor layer never builds another); pooling: every
-  // dtype but bool.
-  bool supports(ir::OpKind k, DType dt) const override {
-    if (k == ir::OpKind::Fold) return is_float(dt);
-    if (k == ir::OpKind::Pool) return dt != DType::Bool;
+  // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero
+  // address their operands by coordinates of at most kMaxDims dims, uncollapsed.
+  bool supports(const ir::Op& op) const override {
+    if (!Backend::supports(op)) return false;
+    const auto rank_ok = [](const ir::Handle& h) {
+      return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
+    };
+    if (const auto* g = std::get_if<ir::Gather>(&op)) return rank_ok(g->index);
+    if (const auto* s = std::get_if<ir::Scatter>(&op)) return rank_ok(s->index);
+    if (const auto* n = std::get_if<ir::Nonzero>(&op)) return rank_ok(n->x);
     return true;
   }
 
@@ -104,6 +108,7 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Cast& o) { return cast(ctx_, o); }
   ir::Handle run_one(ir::Reduce& o) { return reduce(ctx_, o); }
   ir::Handle run_one(ir::Scan& o) { return scan(ctx_, o); }
+  ir::Handle run_one(ir::Matmul& o) { return matmul(ctx_, o); }
   ir::Handle run_one(ir::Reshape& o) { return reshape(ctx_, o); }
   ir::Handle run_one(ir::Permute& o) { return permute(ctx_, o); }
   ir::Handle run_one(ir::Expand& o) { return expand(ctx_, o); }
@@ -115,6 +120,7 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Scatter& o) { return scatter(ctx_, o); }
   ir::Handle run_one(ir::IndexSelect& o) { return index_select(ctx_, o); }
   ir::Handle run_one(ir::IndexAdd& o) { return index_add(ctx_, o); }
+  std::vector<ir::Handle> run_one(ir::Sort& o) { return sort(ctx_, o); }
   ir::Handle run_one(ir::Nonzero& o) { return nonzero(ctx_, o); }
   ir::Handle run_one(ir::Fill& o) { return fill(ctx_, o); }
   ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
@@ -125,19 +131,7 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
   ir::Handle run_one(ir::Pool& o) { return pool(ctx_, o); }
 
-  // Runs op on the registry's cpu backend (see the file comment).
-  std::vector<ir::Handle> host_fallback(ir::Op op) {
-    if (!cpu_) cpu_ = backend::Registry::global().backend("cpu", 0);
-    for (const ir::Handle* h : ir::operands(op)) {
-      if (*h) const_cast<ir::Handle&>(*h) = cpu_->from_data(to_data(*h));
-    }
-    auto outs = cpu_->execute(std::move(op));
-    for (auto& h : outs) h = from_data(cpu_->to_data(h));
-    return outs;
-  }
-
   CudaContext ctx_;
-  std::shared_ptr<backend::Backend> cpu_;
 };
 
 }  // namespace

@@ -1,6 +1,11 @@
 #include "ember/ir/ops.hpp"
 
+#include <array>
+#include <iterator>
 #include <type_traits>
+#include <utility>
+
+#include "ember/base/error.hpp"
 
 namespace ember::ir {
 
@@ -57,87 +62,80 @@ const char* name(ScanFn f) {
   return names[static_cast<std::size_t>(f)];
 }
 
-const char* name(OpKind k) {
-  static const char* const names[] = {
-      "Unary",   "Binary",  "Where",       "Cast",      "Reduce", "Scan",        "Matmul",
-      "Reshape", "Permute", "Expand",      "Slice",     "Flip",   "SliceAssign", "Cat",
-      "Gather",  "Scatter", "IndexSelect", "IndexAdd",  "Sort",   "Nonzero",     "Fill",
-      "Arange",  "Random",  "Softmax",     "LayerNorm", "Unfold", "Fold",        "Pool"};
-  static_assert(std::size(names) == static_cast<std::size_t>(OpKind::Count_));
-  static_assert(std::variant_size_v<Op> == static_cast<std::size_t>(OpKind::Count_));
-  return names[static_cast<std::size_t>(k)];
-}
-
-OpClass op_class(OpKind k) {
-  switch (k) {
-    case OpKind::Unary:
-    case OpKind::Binary:
-    case OpKind::Where:
-    case OpKind::Cast:
-      return OpClass::ElementWise;
-    case OpKind::Reduce:
-    case OpKind::Scan:
-    case OpKind::Softmax:
-    case OpKind::LayerNorm:
-    case OpKind::Pool:
-      return OpClass::Reduction;
-    case OpKind::Matmul:
-    case OpKind::Sort:
-      return OpClass::Compute;
-    case OpKind::Reshape:
-    case OpKind::Permute:
-    case OpKind::Expand:
-    case OpKind::Slice:
-    case OpKind::Flip:
-      return OpClass::View;
-    case OpKind::Fill:
-    case OpKind::Arange:
-    case OpKind::Random:
-      return OpClass::Creation;
-    default:
-      return OpClass::DataMovement;
+const char* name(OpClass c) {
+  switch (c) {
+    case OpClass::ElementWise:
+      return "element-wise";
+    case OpClass::Reduction:
+      return "reduction";
+    case OpClass::View:
+      return "view";
+    case OpClass::DataMovement:
+      return "data movement";
+    case OpClass::Compute:
+      return "compute";
+    case OpClass::Creation:
+      return "creation";
   }
+  return "?";
 }
 
-std::size_t window_positions(std::size_t in, std::size_t kernel, std::size_t stride,
-                             std::size_t padding, std::size_t dilation) {
-  return (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+const char* name(PoolFn f) {
+  static const char* const names[] = {"max_pool", "sum_pool"};
+  static_assert(std::size(names) == static_cast<std::size_t>(PoolFn::Count_));
+  return names[static_cast<std::size_t>(f)];
 }
 
-std::vector<const Handle*> operands(const Op& op) {
-  std::vector<const Handle*> out;
-  std::visit(
-      [&](const auto& o) {
-        using T = std::decay_t<decltype(o)>;
-        if constexpr (std::is_same_v<T, Unary> || std::is_same_v<T, Cast> ||
-                      std::is_same_v<T, Reduce> || std::is_same_v<T, Scan> ||
-                      std::is_same_v<T, Reshape> || std::is_same_v<T, Permute> ||
-                      std::is_same_v<T, Expand> || std::is_same_v<T, Slice> ||
-                      std::is_same_v<T, Flip> || std::is_same_v<T, Sort> ||
-                      std::is_same_v<T, Nonzero> || std::is_same_v<T, Softmax> ||
-                      std::is_same_v<T, Unfold> || std::is_same_v<T, Fold> ||
-                      std::is_same_v<T, Pool>) {
-          out.push_back(&o.x);
-        } else if constexpr (std::is_same_v<T, LayerNorm>) {
-          out = {&o.x, &o.weight, &o.bias};
-        } else if constexpr (std::is_same_v<T, Binary>) {
-          out = {&o.lhs, &o.rhs};
-        } else if constexpr (std::is_same_v<T, Where>) {
-          out = {&o.cond, &o.a, &o.b};
-        } else if constexpr (std::is_same_v<T, Matmul>) {
-          out = {&o.a, &o.b};
-        } else if constexpr (std::is_same_v<T, SliceAssign>) {
-          out = {&o.x, &o.value};
-        } else if constexpr (std::is_same_v<T, Cat>) {
-          for (const auto& h : o.xs) out.push_back(&h);
-        } else if constexpr (std::is_same_v<T, Gather> || std::is_same_v<T, IndexSelect>) {
-          out = {&o.x, &o.index};
-        } else if constexpr (std::is_same_v<T, Scatter> || std::is_same_v<T, IndexAdd>) {
-          out = {&o.x, &o.index, &o.src};
-        }
+// Every enumerator of OpKind is its struct's variant index (both come from EMBER_IR_OPS).
+#define EMBER_IR_CHECK_KIND(T) static_assert(kind_v<T> == OpKind::T);
+EMBER_IR_OPS(EMBER_IR_CHECK_KIND)
+#undef EMBER_IR_CHECK_KIND
+
+namespace {
+
+// A table over OpKind of one trait of each op struct.
+template <class R, class F>
+constexpr auto per_kind(F trait) {
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    return std::array<R, kNumOps>{
+        trait(std::type_identity<std::variant_alternative_t<I, Op>>{})...};
+  }
+  (std::make_index_sequence<kNumOps>{});
+}
+
+constexpr auto kNames = per_kind<const char*>([](auto t) { return decltype(t)::type::kName; });
+constexpr auto kClasses = per_kind<OpClass>([](auto t) { return decltype(t)::type::kClass; });
+constexpr auto kArithmetic = per_kind<bool>([](auto t) { return decltype(t)::type::kArithmetic; });
+
+}  // namespace
+
+const char* name(OpKind k) { return kNames[static_cast<std::size_t>(k)]; }
+OpClass op_class(OpKind k) { return kClasses[static_cast<std::size_t>(k)]; }
+bool is_arithmetic(OpKind k) { return kArithmetic[static_cast<std::size_t>(k)]; }
+
+std::size_t operand_count(const Op& op) {
+  return std::visit(
+      [](const auto& o) { return std::size(std::remove_cvref_t<decltype(o)>::handles(o)); }, op);
+}
+
+Handle& operand(Op& op, std::size_t i) {
+  return std::visit(
+      [i](auto& o) -> Handle& {
+        auto hs = std::remove_cvref_t<decltype(o)>::handles(o);
+        EMBER_ASSERT(i < std::size(hs));
+        return detail::deref(hs[i]);
       },
       op);
-  return out;
+}
+
+const Handle& operand(const Op& op, std::size_t i) {
+  return std::visit(
+      [i](const auto& o) -> const Handle& {
+        auto hs = std::remove_cvref_t<decltype(o)>::handles(o);
+        EMBER_ASSERT(i < std::size(hs));
+        return detail::deref(hs[i]);
+      },
+      op);
 }
 
 }  // namespace ember::ir

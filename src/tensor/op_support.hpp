@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/ir/infer.hpp"
 #include "ember/tensor/ops.hpp"
 
 namespace ember::ops::detail {

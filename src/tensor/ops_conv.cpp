@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "ember/ir/infer.hpp"
 #include "ember/tensor/module_ops.hpp"
 #include "tensor/op_support.hpp"
 
@@ -75,14 +76,6 @@ ir::Window resolve_window(const std::string& op, std::size_t sp,
 
 std::vector<std::size_t> spatial_of(const Shape& s) { return {s.begin() + 2, s.end()}; }
 
-std::vector<std::size_t> positions(const std::vector<std::size_t>& in, const ir::Window& w) {
-  std::vector<std::size_t> out(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    out[i] = ir::window_positions(in[i], w.kernel[i], w.stride[i], w.padding[i], w.dilation[i]);
-  }
-  return out;
-}
-
 DynTensor unfold_checked(DynTensor x, ir::Window w, double pad_value) {
   const Device dev = x.device();
   return run(dev, ir::Unfold{std::move(x).handle(), std::move(w), pad_value});
@@ -93,7 +86,7 @@ DynTensor fold_checked(DynTensor x, std::vector<std::size_t> output, ir::Window 
   return run(dev, ir::Fold{std::move(x).handle(), std::move(output), std::move(w)});
 }
 
-DynTensor pool_checked(DynTensor x, ir::Window w, ir::ReduceFn fn) {
+DynTensor pool_checked(DynTensor x, ir::Window w, ir::PoolFn fn) {
   const Device dev = x.device();
   return run(dev, ir::Pool{std::move(x).handle(), std::move(w), fn});
 }
@@ -158,7 +151,7 @@ DynTensor fold(DynTensor x, const std::vector<std::size_t>& output_size,
   EMBER_CHECK(x.shape()[1] % k == 0, op + ": dim 1 (" + std::to_string(x.shape()[1]) +
                                          ") is not a multiple of the kernel size " +
                                          std::to_string(k) + " of kernel " + list(w.kernel));
-  const auto pos = positions(output_size, w);
+  const auto pos = ir::window_positions(output_size, w);
   EMBER_CHECK(x.shape()[2] == product(pos), op + ": dim 2 must be the number of window positions " +
                                                 list(pos) + " = " + std::to_string(product(pos)) +
                                                 " of output_size " + list(output_size));
@@ -180,7 +173,7 @@ DynTensor conv(DynTensor x, DynTensor weight, std::optional<DynTensor> bias, con
   const auto in = spatial_of(x.shape());
   const auto kernel = spatial_of(weight.shape());
   ir::Window w = resolve_window(describe("conv", {&x, &weight}), sp, kernel, o, nullptr, &in);
-  const auto out = positions(in, w);
+  const auto out = ir::window_positions(in, w);
   const std::size_t ck = weight.shape()[1] * product(kernel), l = product(out);
   // cols [N, G, C/G * K, L]; weight [1, G, O/G, C/G * K]; their product [N, G, O/G, L] is
   // [N, O, *out] in memory.
@@ -242,7 +235,7 @@ DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
         2 * w.padding[i] <= w.kernel[i],
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
-  return pool_checked(std::move(x), std::move(w), ir::ReduceFn::Max);
+  return pool_checked(std::move(x), std::move(w), ir::PoolFn::Max);
 }
 
 DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o,
@@ -262,14 +255,13 @@ DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
   const std::size_t k = product(w.kernel);
   const DType dt = x.dtype();
   const Device dev = x.device();
-  auto sums = pool_checked(std::move(x), w, ir::ReduceFn::Sum);
+  auto sums = pool_checked(std::move(x), w, ir::PoolFn::Sum);
   if (count_include_pad) return ops::binary_scalar(ir::BinaryFn::Div, std::move(sums), double(k));
   // The number of window entries inside the image, per position: the same window summed
   // over an image of ones, [1, 1, *out], broadcast over N and C.
   std::vector<std::size_t> ones_shape{1, 1};
   ones_shape.insert(ones_shape.end(), in.begin(), in.end());
-  auto counts =
-      pool_checked(ops::ones(Shape(ones_shape), dt, dev), std::move(w), ir::ReduceFn::Sum);
+  auto counts = pool_checked(ops::ones(Shape(ones_shape), dt, dev), std::move(w), ir::PoolFn::Sum);
   return ops::binary(ir::BinaryFn::Div, std::move(sums), std::move(counts));
 }
 

@@ -12,17 +12,7 @@ using ir::BinaryFn;
 using ir::UnaryFn;
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
-  const std::size_t r = std::max(a.rank(), b.rank());
-  std::vector<std::size_t> out(r);
-  for (std::size_t i = 0; i < r; ++i) {
-    const std::size_t da = i < r - a.rank() ? 1 : a[i - (r - a.rank())];
-    const std::size_t db = i < r - b.rank() ? 1 : b[i - (r - b.rank())];
-    EMBER_CHECK(da == db || da == 1 || db == 1, std::string(op) + ": shapes " + a.to_string() +
-                                                    " and " + b.to_string() +
-                                                    " cannot be broadcast together");
-    out[i] = da == 1 ? db : da;
-  }
-  return Shape(std::move(out));
+  return ir::broadcast_shapes(a, b, op);
 }
 
 namespace {

@@ -115,18 +115,11 @@ DynTensor matmul(DynTensor a, DynTensor b) {
   const std::size_t ra = a.rank(), rb = b.rank();
   const std::size_t k = a.shape()[ra - 1];
   EMBER_CHECK(k == b.shape()[rb - 2], detail::describe("matmul: inner dims differ", {&a, &b}));
-  const std::size_t m = a.shape()[ra - 2], n = b.shape()[rb - 1];
-  Shape ba(std::vector<std::size_t>(a.shape().begin(), a.shape().end() - 2));
-  Shape bb(std::vector<std::size_t>(b.shape().begin(), b.shape().end() - 2));
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
-  const std::size_t r = batch.rank() + 2;
-  a = detail::left_pad_rank(std::move(a), r);
-  b = detail::left_pad_rank(std::move(b), r);
-  auto out = batch.dims();
-  out.push_back(m);
-  out.push_back(n);
+  Shape out = ir::matmul_shape(a.shape(), b.shape(), "matmul");
+  a = detail::left_pad_rank(std::move(a), out.rank());
+  b = detail::left_pad_rank(std::move(b), out.rank());
   const Device dev = a.device();
-  return run(dev, ir::Matmul{std::move(a).handle(), std::move(b).handle(), Shape(std::move(out))});
+  return run(dev, ir::Matmul{std::move(a).handle(), std::move(b).handle(), std::move(out)});
 }
 
 }  // namespace ember::ops

@@ -245,8 +245,7 @@ DynTensor cat(std::vector<DynTensor> xs, std::int64_t dim) {
   EMBER_CHECK(!xs.empty(), "cat: no tensors given");
   const DynTensor& first = xs[0];
   const std::size_t d = normalize_dim(dim, first.rank(), "cat");
-  std::vector<std::size_t> out = first.shape().dims();
-  out[d] = 0;
+  const std::vector<std::size_t>& out = first.shape().dims();
   for (const auto& x : xs) {
     detail::check_same_device(first, x, "cat");
     bool ok = x.rank() == first.rank() && x.dtype() == first.dtype();
@@ -254,13 +253,13 @@ DynTensor cat(std::vector<DynTensor> xs, std::int64_t dim) {
     EMBER_CHECK(ok, "cat: " + detail::describe("tensors must match except along dim " +
                                                    std::to_string(d) + ", got",
                                                {&first, &x}));
-    out[d] += x.shape()[d];
   }
   if (xs.size() == 1) return std::move(xs[0]);
   const Device dev = first.device();
   std::vector<ir::Handle> hs;
   for (auto& x : xs) hs.push_back(std::move(x).handle());
-  return run(dev, ir::Cat{std::move(hs), d, Shape(std::move(out))});
+  Shape shape = ir::cat_shape(hs, d);
+  return run(dev, ir::Cat{std::move(hs), d, std::move(shape)});
 }
 
 DynTensor stack(std::vector<DynTensor> xs, std::int64_t dim) {

@@ -17,16 +17,14 @@ std::size_t normalize_dim(std::int64_t dim, std::size_t rank, const char* op) {
 DynTensor reduce(ReduceFn fn, DynTensor x, std::int64_t dim) {
   const char* op = ir::name(fn);
   const std::size_t d = normalize_dim(dim, x.rank(), op);
-  DType out = x.dtype();
+  const DType out = ir::reduce_dtype(fn, x.dtype());
   switch (fn) {
     case ReduceFn::ArgMax:
     case ReduceFn::ArgMin:
       detail::check_kind(x, {Kind::Float, Kind::Int}, op);
-      out = DType::I64;
       break;
     case ReduceFn::Any:
     case ReduceFn::All:
-      out = DType::Bool;
       break;
     case ReduceFn::Max:
     case ReduceFn::Min:

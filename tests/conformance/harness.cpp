@@ -390,10 +390,46 @@ std::string compare(const HostTensor& got, const HostTensor& want, const Toleran
   return "";
 }
 
-bool is_unsupported(const std::string& msg) {
-  return msg.find("not supported") != std::string::npos ||
-         msg.find("unsupported") != std::string::npos;
-}
+// An op the device's backend does not support (Backend::supports) and no fallback of the
+// registry runs either.
+struct UnsupportedOp {
+  std::string message;
+};
+
+// The device a case runs on: the backend under test, asked before every op whether it
+// supports it. An op that neither it nor a registered fallback supports stops the trial
+// as unsupported; everything else passes straight through. It also notes the kinds of
+// the ops the case ran (Result::op_kinds).
+static_assert(ember::ir::kNumOps <= 64, "Result::op_kinds has a bit per ir::OpKind");
+class SupportProbe final : public ember::backend::Backend {
+ public:
+  SupportProbe(std::shared_ptr<Backend> inner, std::uint64_t& kinds)
+      : inner_(std::move(inner)), kinds_(kinds) {}
+  std::string name() const override { return inner_->name(); }
+  ember::ir::Handle from_data(const ember::TensorData& data) override {
+    return inner_->from_data(data);
+  }
+  ember::TensorData to_data(const ember::ir::Handle& x) override { return inner_->to_data(x); }
+  std::vector<ember::ir::Handle> execute(ember::ir::Op op) override {
+    if (!inner_->supports(op) && !ember::backend::Registry::global().fallback_for(op, *inner_)) {
+      throw UnsupportedOp{std::string(ember::ir::name(ember::ir::kind_of(op))) +
+                          " is not supported by " + inner_->name() + " nor by a fallback"};
+    }
+    kinds_ |= std::uint64_t(1) << static_cast<unsigned>(ember::ir::kind_of(op));
+    return inner_->execute(std::move(op));
+  }
+  bool supports(const ember::ir::Op& op) const override { return inner_->supports(op); }
+  void seed(std::uint64_t s) override { inner_->seed(s); }
+  ember::backend::MemoryStats memory_stats() const override { return inner_->memory_stats(); }
+  void empty_cache() override { inner_->empty_cache(); }
+  void sync() override { inner_->sync(); }
+  DType default_float() const override { return inner_->default_float(); }
+  DType default_int() const override { return inner_->default_int(); }
+
+ private:
+  std::shared_ptr<Backend> inner_;
+  std::uint64_t& kinds_;
+};
 
 struct TrialFailure {
   std::string message;
@@ -486,8 +522,10 @@ std::optional<TrialFailure> run_trial(const Case& c, const Trial& tr, const Devi
         }
       }
     }
+  } catch (const UnsupportedOp& e) {
+    return TrialFailure{e.message, true};
   } catch (const ember::Error& e) {
-    return TrialFailure{std::string("ember::Error: ") + e.what(), is_unsupported(e.what())};
+    return TrialFailure{std::string("ember::Error: ") + e.what()};
   } catch (const std::exception& e) {
     return TrialFailure{std::string("exception: ") + e.what()};
   }
@@ -506,9 +544,10 @@ Result run_case(const Case& c, const Device& dev, DType dt, Scale scale) {
     r.message = c.known_failure;
     return r;
   }
+  const Device probe(std::make_shared<SupportProbe>(dev.backend_ptr(), r.op_kinds));
   for (const Trial& tr : c.trials(dt, scale)) {
     ++r.trials;
-    if (auto f = run_trial(c, tr, dev, dt)) {
+    if (auto f = run_trial(c, tr, probe, dt)) {
       r.outcome = f->unsupported ? Outcome::Unsupported : Outcome::Fail;
       r.message = c.fn + " [" + ember::name(dt) + ", " + dev.name() + "] trial " + tr.label + ": " +
                   f->message;

@@ -10,6 +10,10 @@
 // kept inputs against their snapshot (clone invariance) and the sentinel-padded parents
 // of sliced inputs against theirs (guard bytes: nothing writes outside a view).
 //
+// A case runs on the device's backend behind a probe that asks Backend::supports before
+// every op: an op that neither the backend nor a registered fallback supports makes the
+// case Unsupported (`n/s` in docs/ops.md); any other error is a failure.
+//
 // The same cases drive the gtest suite, `--mode support` (docs/ops.md) and `--mode perf`.
 #pragma once
 
@@ -103,6 +107,7 @@ struct Result {
   Outcome outcome = Outcome::Pass;
   std::string message;  // first failure, or the reason for Unsupported / KnownFailure
   std::size_t trials = 0;
+  std::uint64_t op_kinds = 0;  // bit k: the case ran an IR op of ir::OpKind k
 };
 Result run_case(const Case& c, const Device& dev, DType dt, Scale scale = Scale::Test);
 int cli_main(int argc, char** argv);

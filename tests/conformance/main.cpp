@@ -63,6 +63,20 @@ void register_tests() {
   }
 }
 
+// Every IR op is run by some case (on the Cpu, in each case's first dtype): an op added
+// without a harness case fails here.
+TEST(ConformanceCoverage, EveryIrOpHasACase) {
+  const Device cpu = Device::cpu();
+  std::uint64_t kinds = 0;
+  for (const Case& c : all_cases()) {
+    if (!c.dtypes.empty()) kinds |= run_case(c, cpu, c.dtypes.front()).op_kinds;
+  }
+  for (std::size_t k = 0; k < ember::ir::kNumOps; ++k) {
+    EXPECT_TRUE(kinds >> k & 1) << "no conformance case runs ir::"
+                                << ember::ir::name(static_cast<ember::ir::OpKind>(k));
+  }
+}
+
 bool matches(const Case& c, const std::string& filter) {
   return filter.empty() || c.fn == filter || c.family == filter ||
          (filter.back() == '*' && c.fn.rfind(filter.substr(0, filter.size() - 1), 0) == 0);
@@ -101,8 +115,9 @@ int write_support(const std::string& out_path, const std::string& filter) {
         "`ember/tensor/tensor.hpp` is run on every available backend against an independent\n"
         "f64 reference, with contiguous and strided (permuted, sliced, flipped, expanded) "
         "inputs.\n\n"
-        "Legend: `ok` passes, `FAIL` fails, `n/s` unsupported by the backend, `known` a known\n"
-        "failure (see the notes), blank: the function is not defined for the dtype.\n\n";
+        "Legend: `ok` passes, `FAIL` fails, `n/s` runs an op that neither the backend nor a\n"
+        "fallback supports (`Backend::supports`), `known` a known failure (see the notes),\n"
+        "blank: the function is not defined for the dtype.\n\n";
   std::vector<std::string> notes;
   std::size_t failures = 0;
   std::map<std::string, std::size_t> pass_per_dtype;

@@ -387,6 +387,26 @@ TEST_F(CudaOps, Indexing) {
   }
 }
 
+// More dims than the Cuda indexing kernels address (kMaxDims): supports() says no, and
+// execute runs the op on the registry's fallback (the Cpu) through host copies.
+TEST_F(CudaOps, IndexingBeyondKernelRankRunsOnTheFallback) {
+  const Shape s{2, 1, 2, 1, 2, 1, 2, 1, 3};
+  ASSERT_GT(s.rank(), static_cast<std::size_t>(cuda::kMaxDims));
+  const TensorData x = data(s, DType::F32, 65, false);
+  std::vector<std::int64_t> iv;
+  for (std::size_t i = 0; i < s.num_elements(); ++i) iv.push_back(static_cast<int>(i * 7 % 3));
+  const TensorData idx = TensorData::from(iv, s);
+  EXPECT_FALSE(gpu->supports(ir::Gather{gpu->from_data(x), 8, gpu->from_data(idx)}));
+  EXPECT_TRUE(cpu->supports(ir::Gather{cpu->from_data(x), 8, cpu->from_data(idx)}));
+  compare(
+      [&](Backend& be) -> ir::Op {
+        return ir::Gather{be.from_data(x), 8, be.from_data(idx)};
+      },
+      0, "gather of 9 dims");
+  compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(x)}; }, 0,
+          "nonzero of 9 dims");
+}
+
 // Device sort against the Cpu's stable sort: every dtype, both directions, each dim of a
 // 3-d tensor (strided rows), row lengths on both sides of the shared-memory limit and
 // of powers of two, and many ties (values drawn from a small set) so stability shows.

@@ -2,7 +2,7 @@
 // (Autodiff, Fusion) implements. A backend turns TensorData into handles, executes IR ops
 // on handles and reads handles back. Ops arrive by value: a handle the caller moved into
 // the op and that nobody else references may be reused in place (Note [In-place reuse]
-// in src/cpu/cpu_backend.cpp).
+// in src/cpu/context.hpp).
 #pragma once
 
 #include <cstddef>
@@ -31,8 +31,13 @@ class Backend {
   // Waits for pending work on x and copies it out.
   virtual TensorData to_data(const ir::Handle& x) = 0;
   // Executes op; returns its outputs (one for most ops; Sort returns values and indices).
+  // An op this backend does not support goes to a fallback backend of the registry
+  // (execute_on_fallback in registry.hpp), or raises ember::Error when none can run it.
   virtual std::vector<ir::Handle> execute(ir::Op op) = 0;
-  virtual bool supports(ir::OpKind op, DType dtype) const = 0;
+  // Whether this backend runs op with its own kernels. The default is the IR's dtype rule
+  // (ir::well_typed): a backend overrides it only for its own exceptions, and the
+  // fallback, the conformance harness and docs/ops.md all read this answer.
+  virtual bool supports(const ir::Op& op) const;
 
   virtual void seed(std::uint64_t seed) = 0;
   virtual MemoryStats memory_stats() const = 0;

@@ -25,6 +25,9 @@ struct BackendInfo {
   std::function<int()> device_count = [] { return 1; };
   // Why device_count() is 0 (the driver's own words), asked only then; may be empty.
   std::function<std::string()> why_none;
+  // It may run, through host copies, the ops another backend does not support
+  // (execute_on_fallback). Fallbacks are tried in name order.
+  bool fallback = false;
 };
 
 // A backend name the API knows that cannot run here, and why.
@@ -59,6 +62,9 @@ class Registry {
   std::vector<std::string> decorator_names();
   // Whether `name`'s devices take an index ("cuda:0"). Throws for an unknown name.
   bool is_indexed(const std::string& name);
+  // The first fallback backend (device 0) other than `from` that supports op; null when
+  // there is none.
+  std::shared_ptr<Backend> fallback_for(const ir::Op& op, const Backend& from);
 
   static Registry& global();
 
@@ -69,6 +75,12 @@ class Registry {
   void load_pending(const std::string& name);
   friend void register_builtin_backends(Registry&);
 };
+
+// Runs op, which `from` does not support, on the registry's fallback for it: the operands
+// are copied out of `from` (to_data, a sync point), the op runs there and its outputs are
+// copied back into `from`. Throws ember::Error naming the op and its operands' shapes and
+// dtypes when no registered backend supports it.
+std::vector<ir::Handle> execute_on_fallback(Backend& from, ir::Op op);
 
 // Defined once, in the umbrella target: registers every backend and decorator of this build.
 void register_builtin_backends(Registry& registry);

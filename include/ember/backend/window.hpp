@@ -1,4 +1,4 @@
-// The geometry of a sliding window (ir::Unfold, ir::Fold) in the one form every backend's
+// The geometry of a sliding window (ir::Unfold, ir::Fold, ir::Pool) in the one form every backend's
 // kernel takes: exactly 3 spatial dims, a problem with fewer being padded in front with
 // dims of extent 1 and a window of 1 there. So one kernel serves 1-, 2- and 3-d windows.
 #pragma once
@@ -19,9 +19,8 @@ struct Window3 {
   std::size_t image_size() const { return in[0] * in[1] * in[2]; }
 };
 
-// `image` is the image side's shape [N, C, *spatial]: Unfold's input, Fold's output.
+// `image` is the image side's shape [N, C, *spatial]: Unfold's and Pool's input, Fold's
+// output. (The ops' output shapes are ir::out_shape's.)
 Window3 window3(const Shape& image, const ir::Window& w);
-// [N, C, *positions]: the shape of a per-position result over `image` (ir::Pool's output).
-Shape positions_shape(const Shape& image, const ir::Window& w);
 
 }  // namespace ember::backend

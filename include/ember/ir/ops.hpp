@@ -5,13 +5,23 @@
 // The tensor layer validates every op before building it, so a backend may assume well-
 // formed input. Element-wise function families (UnaryFn, BinaryFn) are enumerations whose
 // scalar definitions live once per backend kernel set; everything else in the user API is
-// a composite of these ops. Each op reports its class (op_class), which is what Fusion
-// and Autodiff need to know without a second description of the op.
+// a composite of these ops.
+//
+// Each struct describes itself: its name, its class (what Fusion and Autodiff go by),
+// whether it computes on its operands' values, and its operand handles (traits below,
+// checked by the OpStruct concept); its output shapes, dtypes and dtype rules are in
+// ir/infer.hpp. Every list over ops (OpKind, names, classes, operands) is derived from
+// EMBER_IR_OPS and these traits, so none can miss an op.
 #pragma once
 
+#include <array>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -39,7 +49,21 @@ class TensorNode {
 };
 using Handle = std::shared_ptr<TensorNode>;
 
+namespace detail {
+// The operand slots of an op struct (its handles()): pointers to its Handle members,
+// const when the op is.
+template <class... H>
+constexpr auto refs(H&... h) {
+  return std::array<std::common_type_t<H*...>, sizeof...(H)>{&h...};
+}
+template <class Self>
+constexpr auto no_refs(Self&) {
+  return std::array<std::conditional_t<std::is_const_v<Self>, const Handle, Handle>*, 0>{};
+}
+}  // namespace detail
+
 enum class OpClass : std::uint8_t { ElementWise, Reduction, View, DataMovement, Compute, Creation };
+const char* name(OpClass c);  // "element-wise", "reduction", ...
 
 // Element-wise functions of one operand. p0/p1 of Unary carry parameters where noted.
 enum class UnaryFn : std::uint8_t {
@@ -115,11 +139,13 @@ enum class BinaryFn : std::uint8_t {
 };
 enum class ReduceFn : std::uint8_t { Sum, Prod, Mean, Max, Min, ArgMax, ArgMin, Any, All, Count_ };
 enum class ScanFn : std::uint8_t { Sum, Prod, Max, Min, Count_ };
+enum class PoolFn : std::uint8_t { Max, Sum, Count_ };
 
 const char* name(UnaryFn f);
 const char* name(BinaryFn f);
 const char* name(ReduceFn f);
 const char* name(ScanFn f);
+const char* name(PoolFn f);
 
 struct SliceRange {
   std::size_t start = 0, end = 0, step = 1;  // validated: start <= end <= dim, step >= 1
@@ -127,33 +153,57 @@ struct SliceRange {
 
 // ---- element-wise ----
 struct Unary {
+  static constexpr const char* kName = "Unary";
+  static constexpr OpClass kClass = OpClass::ElementWise;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   UnaryFn fn;
   Handle x;
   DType out;  // x's dtype, or Bool for predicates
   double p0 = 0, p1 = 0;
 };
 struct Binary {
+  static constexpr const char* kName = "Binary";
+  static constexpr OpClass kClass = OpClass::ElementWise;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.lhs, self.rhs); }
   BinaryFn fn;
   Handle lhs, rhs;  // same dtype; shapes broadcast to out_shape (same rank)
   Shape out_shape;
   DType out;  // operand dtype, or Bool for comparisons
 };
 struct Where {  // cond ? a : b, broadcast to out_shape (same rank)
+  static constexpr const char* kName = "Where";
+  static constexpr OpClass kClass = OpClass::ElementWise;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.cond, self.a, self.b); }
   Handle cond, a, b;
   Shape out_shape;
 };
 struct Cast {
+  static constexpr const char* kName = "Cast";
+  static constexpr OpClass kClass = OpClass::ElementWise;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   DType to;
 };
 // ---- reductions (the reduced dim stays, with extent 1) ----
 struct Reduce {
+  static constexpr const char* kName = "Reduce";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   ReduceFn fn;
   Handle x;
   std::size_t dim;
   DType out;  // Arg*: I64; Any/All: Bool; else x's dtype
 };
 struct Scan {  // inclusive prefix along dim
+  static constexpr const char* kName = "Scan";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   ScanFn fn;
   Handle x;
   std::size_t dim;
@@ -161,6 +211,10 @@ struct Scan {  // inclusive prefix along dim
 // Softmax (or log-softmax) along dim: one op rather than a composite, so a backend can
 // make it one pass over each row.
 struct Softmax {
+  static constexpr const char* kName = "Softmax";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   std::size_t dim;
   bool log;
@@ -168,79 +222,141 @@ struct Softmax {
 // Layer normalisation over the trailing `dims` dims of x, as torch.nn.functional.layer_norm:
 // y = (x - mean) / sqrt(var + eps) * weight + bias with the biased variance, over each
 // "row" of the trailing dims' elements. weight and bias are optional (null when absent;
-// operands() still lists their slots); when present their shape is x's trailing `dims`
+// handles() keeps their slots); when present their shape is x's trailing `dims`
 // dims. One op rather than a composite, so a backend can make it one or two passes over
 // each row.
 struct LayerNorm {
+  static constexpr const char* kName = "LayerNorm";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.weight, self.bias); }
   Handle x;
   Handle weight, bias;
   std::size_t dims;
   double eps;
 };
 // ---- compute ----
-struct Matmul {  // [..., m, k] x [..., k, n] -> out_shape [..., m, n]; batch dims broadcast
+// [..., m, k] x [..., k, n] -> out_shape [..., m, n] (ir::matmul_shape); batch dims
+// broadcast; float dtypes.
+struct Matmul {
+  static constexpr const char* kName = "Matmul";
+  static constexpr OpClass kClass = OpClass::Compute;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.a, self.b); }
   Handle a, b;
   Shape out_shape;
 };
 // ---- views (no data movement where the backend supports strides) ----
 struct Reshape {  // x must be contiguous-compatible or the backend copies
+  static constexpr const char* kName = "Reshape";
+  static constexpr OpClass kClass = OpClass::View;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   Shape shape;
 };
 struct Permute {
+  static constexpr const char* kName = "Permute";
+  static constexpr OpClass kClass = OpClass::View;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   std::vector<std::size_t> axes;
 };
 struct Expand {  // same rank; dims of extent 1 grow to shape
+  static constexpr const char* kName = "Expand";
+  static constexpr OpClass kClass = OpClass::View;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   Shape shape;
 };
 struct Slice {
+  static constexpr const char* kName = "Slice";
+  static constexpr OpClass kClass = OpClass::View;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   std::vector<SliceRange> ranges;  // one per dim
 };
 struct Flip {
+  static constexpr const char* kName = "Flip";
+  static constexpr OpClass kClass = OpClass::View;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   std::vector<std::size_t> axes;
 };
 // ---- data movement ----
 struct SliceAssign {  // copy of x with x[ranges] = value (value has the slice's shape)
+  static constexpr const char* kName = "SliceAssign";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x, self.value); }
   Handle x;
   std::vector<SliceRange> ranges;
   Handle value;
 };
 struct Cat {
+  static constexpr const char* kName = "Cat";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return std::span(self.xs); }
   std::vector<Handle> xs;
   std::size_t dim;
   Shape out_shape;
 };
 struct Gather {  // out[i..] = x[.., index[i..], ..] along dim; index I64 with out's shape
+  static constexpr const char* kName = "Gather";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x, self.index); }
   Handle x;
   std::size_t dim;
   Handle index;
 };
 struct Scatter {  // copy of x with x[.., index[i], ..] = (or +=) src[i] along dim
+  static constexpr const char* kName = "Scatter";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.index, self.src); }
   Handle x;
   std::size_t dim;
   Handle index, src;
   bool add;
 };
 struct IndexSelect {  // out = x with dim taken at index (rank-1 I64)
+  static constexpr const char* kName = "IndexSelect";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x, self.index); }
   Handle x;
   std::size_t dim;
   Handle index;
 };
 struct IndexAdd {  // copy of x with x.select(dim, index[i]) += src.select(dim, i)
+  static constexpr const char* kName = "IndexAdd";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.index, self.src); }
   Handle x;
   std::size_t dim;
   Handle index, src;
 };
 struct Sort {  // stable; NaN sorts as largest. Outputs: values, I64 indices
+  static constexpr const char* kName = "Sort";
+  static constexpr OpClass kClass = OpClass::Compute;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   std::size_t dim;
   bool descending;
 };
 struct Nonzero {  // -> I64 [count, rank] of the coordinates of non-zero elements
+  static constexpr const char* kName = "Nonzero";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
 };
 // ---- sliding windows (convolution and pooling are composites of these) ----
@@ -249,15 +365,15 @@ struct Nonzero {  // -> I64 [count, rank] of the coordinates of non-zero element
 struct Window {
   std::vector<std::size_t> kernel, stride, padding, dilation;
 };
-// Number of window positions along a dim of extent `in`; the tensor layer checks that
-// in + 2 padding >= dilation (kernel - 1) + 1, so at least one position exists.
-std::size_t window_positions(std::size_t in, std::size_t kernel, std::size_t stride,
-                             std::size_t padding, std::size_t dilation);
 // im2col: [N, C, *spatial] -> [N, C * prod(kernel), L], L = prod(window positions). Row
 // c * prod(kernel) + k holds channel c at kernel offset k (row-major over the kernel dims)
 // for every window position l (row-major); positions in the padding read pad_value
 // (-inf for max pooling). torch.nn.functional.unfold's layout for 2 spatial dims.
 struct Unfold {
+  static constexpr const char* kName = "Unfold";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   Window window;
   double pad_value = 0;
@@ -265,6 +381,10 @@ struct Unfold {
 // col2im, the adjoint of Unfold (pad_value 0): [N, C * prod(kernel), L] -> [N, C, *output],
 // each output element the sum of every column entry that Unfold would have read from it.
 struct Fold {
+  static constexpr const char* kName = "Fold";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   std::vector<std::size_t> output;  // the spatial extents; L must match their positions
   Window window;
@@ -274,70 +394,153 @@ struct Fold {
 // left out (as -inf for max and 0 for sum would be); the tensor layer keeps padding at most
 // half the kernel, so every window holds an image entry. Every dtype but bool.
 struct Pool {
+  static constexpr const char* kName = "Pool";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
   Window window;
-  ReduceFn fn;  // Max or Sum
+  PoolFn fn;
 };
 // ---- creation ----
 struct Fill {
+  static constexpr const char* kName = "Fill";
+  static constexpr OpClass kClass = OpClass::Creation;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::no_refs(self); }
   Shape shape;
   DType dtype;
   double value;            // float and bool dtypes
   std::int64_t int_value;  // int dtypes
 };
 struct Arange {  // start + i * step for i < n
+  static constexpr const char* kName = "Arange";
+  static constexpr OpClass kClass = OpClass::Creation;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::no_refs(self); }
   double start, step;
   std::size_t n;
   DType dtype;
 };
 struct Random {
+  static constexpr const char* kName = "Random";
+  static constexpr OpClass kClass = OpClass::Creation;
+  static constexpr bool kArithmetic = false;
+  static auto handles(auto& self) { return detail::no_refs(self); }
   Shape shape;
   DType dtype;
   Distribution dist;
 };
 
-using Op = std::variant<Unary, Binary, Where, Cast, Reduce, Scan, Matmul, Reshape, Permute, Expand,
-                        Slice, Flip, SliceAssign, Cat, Gather, Scatter, IndexSelect, IndexAdd, Sort,
-                        Nonzero, Fill, Arange, Random, Softmax, LayerNorm, Unfold, Fold, Pool>;
+// The one list of IR ops. The variant Op, the enumeration OpKind (its index) and every
+// table over ops (names, classes, operands) are built from it and from the structs' own
+// traits, so an op is added by writing its struct and naming it here (at the end: the
+// order is OpKind's); a struct without its traits (kName, kClass, kArithmetic, handles)
+// fails to compile (OpStruct below).
+// clang-format off
+#define EMBER_IR_OPS(X)                                                        \
+  X(Unary) X(Binary) X(Where) X(Cast) X(Reduce) X(Scan) X(Matmul)              \
+  X(Reshape) X(Permute) X(Expand) X(Slice) X(Flip)                             \
+  X(SliceAssign) X(Cat) X(Gather) X(Scatter) X(IndexSelect) X(IndexAdd)        \
+  X(Sort) X(Nonzero) X(Fill) X(Arange) X(Random)                               \
+  X(Softmax) X(LayerNorm) X(Unfold) X(Fold) X(Pool)
+// clang-format on
+
+namespace detail {
+template <class First, class... Ops>
+struct VariantOfRest {
+  using type = std::variant<Ops...>;
+};
+}  // namespace detail
+
+#define EMBER_IR_COMMA_TYPE(T) , T
+using Op = detail::VariantOfRest<void EMBER_IR_OPS(EMBER_IR_COMMA_TYPE)>::type;
+#undef EMBER_IR_COMMA_TYPE
 
 // The variant index of each op, for support queries and tables.
 enum class OpKind : std::uint8_t {
-  Unary,
-  Binary,
-  Where,
-  Cast,
-  Reduce,
-  Scan,
-  Matmul,
-  Reshape,
-  Permute,
-  Expand,
-  Slice,
-  Flip,
-  SliceAssign,
-  Cat,
-  Gather,
-  Scatter,
-  IndexSelect,
-  IndexAdd,
-  Sort,
-  Nonzero,
-  Fill,
-  Arange,
-  Random,
-  Softmax,
-  LayerNorm,
-  Unfold,
-  Fold,
-  Pool,
-  Count_
+#define EMBER_IR_ENUMERATOR(T) T,
+  EMBER_IR_OPS(EMBER_IR_ENUMERATOR)
+#undef EMBER_IR_ENUMERATOR
+      Count_
 };
+inline constexpr std::size_t kNumOps = std::variant_size_v<Op>;
+static_assert(kNumOps == static_cast<std::size_t>(OpKind::Count_));
+
+// What every op struct states about itself.
+template <class T>
+concept OpStruct = requires(T& op, const T& cop) {
+  { T::kName } -> std::convertible_to<const char*>;  // the op's name, as in docs/ir.md
+  { T::kClass } -> std::convertible_to<OpClass>;     // what Fusion and Autodiff go by
+  // Whether the op computes on its operands' values (arithmetic, comparisons, sums), as
+  // opposed to moving or creating them: a backend storing 16-bit floats natively but
+  // computing in f32 widens the operands of exactly these ops.
+  { T::kArithmetic } -> std::convertible_to<bool>;
+  // Its tensor operands in declaration order: a range of Handle (or pointers to them),
+  // const when the op is. Optional operands (LayerNorm's weight and bias) keep their slot
+  // and are null when absent.
+  T::handles(op);
+  T::handles(cop);
+};
+
+namespace detail {
+template <class T>
+struct Alternatives;
+template <class... T>
+struct Alternatives<std::variant<T...>> {
+  static constexpr bool all_ops = (OpStruct<T> && ...);
+};
+}  // namespace detail
+static_assert(detail::Alternatives<Op>::all_ops, "every ir::Op alternative states its traits");
+
+namespace detail {
+template <class T, class V>
+struct IndexIn;
+template <class T, class... U>
+struct IndexIn<T, std::variant<U...>> {
+  static constexpr std::size_t value = [] {
+    constexpr bool same[] = {std::is_same_v<T, U>...};
+    std::size_t i = 0;
+    while (i < sizeof...(U) && !same[i]) ++i;
+    return i;
+  }();
+};
+}  // namespace detail
+// The OpKind of an op struct type.
+template <class T>
+inline constexpr OpKind kind_v = static_cast<OpKind>(detail::IndexIn<T, Op>::value);
+
 inline OpKind kind_of(const Op& op) { return static_cast<OpKind>(op.index()); }
 const char* name(OpKind k);
 OpClass op_class(OpKind k);
+// Whether ops of kind k compute on their operands' values (OpStruct::kArithmetic).
+bool is_arithmetic(OpKind k);
 
-// All tensor operands of an op, in declaration order. Optional operands (LayerNorm's weight
-// and bias) keep their slot and are null when absent.
-std::vector<const Handle*> operands(const Op& op);
+// ---- the operands of any op (from each struct's handles) ----
+namespace detail {
+template <class R>
+constexpr decltype(auto) deref(R&& r) {
+  if constexpr (std::is_pointer_v<std::remove_cvref_t<R>>) {
+    return *r;
+  } else {
+    return std::forward<R>(r);
+  }
+}
+}  // namespace detail
+
+// Calls f(Handle&) (f(const Handle&) for a const op) on every operand slot, in order,
+// absent optional operands included (null).
+template <class O, class F>
+requires std::is_same_v<std::remove_const_t<O>, Op>
+void for_each_operand(O& op, F&& f) {
+  std::visit(
+      [&](auto& o) {
+        for (auto&& h : std::remove_cvref_t<decltype(o)>::handles(o)) f(detail::deref(h));
+      },
+      op);
+}
+std::size_t operand_count(const Op& op);
+Handle& operand(Op& op, std::size_t i);
+const Handle& operand(const Op& op, std::size_t i);
 
 }  // namespace ember::ir

@@ -84,12 +84,10 @@ ir::Handle scatter(CpuContext& ctx, ir::Scatter& op) {
 }
 
 ir::Handle index_select(CpuContext& ctx, ir::IndexSelect& op) {
+  auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = contiguous(ctx, op.x);
   auto index = contiguous(ctx, op.index);
   const std::size_t k = index->shape()[0];
-  Shape out_shape = x->shape();
-  out_shape[op.dim] = k;
-  auto out = ctx.empty(out_shape, x->dtype());
   std::size_t outer = 1, inner = 1;
   for (std::size_t i = 0; i < op.dim; ++i) outer *= x->shape()[i];
   for (std::size_t i = op.dim + 1; i < x->shape().rank(); ++i) inner *= x->shape()[i];

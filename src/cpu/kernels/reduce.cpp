@@ -227,10 +227,8 @@ void bool_reduce(const T* x, bool* y, Dims3 d) {
 }  // namespace
 
 ir::Handle reduce(CpuContext& ctx, ir::Reduce& op) {
+  auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = contiguous(ctx, op.x);
-  Shape out_shape = x->shape();
-  out_shape[op.dim] = 1;
-  auto out = ctx.empty(out_shape, op.out);
   const Dims3 d = split_at(x->shape(), op.dim);
   visit_numeric(x->dtype(), [&](auto tag) {
     using T = decltype(tag);

@@ -91,10 +91,10 @@ void pool_planes(const Window3& g, const T* xp, T* yp) {
 }  // namespace
 
 ir::Handle unfold(CpuContext& ctx, ir::Unfold& op) {
+  auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = contiguous(ctx, op.x);
   const Window3 g = backend::window3(x->shape(), op.window);
-  const std::size_t K = g.kernel_size(), L = g.positions(), C = x->shape()[1];
-  auto out = ctx.empty(Shape{x->shape()[0], C * K, L}, x->dtype());
+  const std::size_t K = g.kernel_size(), L = g.positions();
   const std::size_t elem = size_of(x->dtype());
   std::uint64_t pad_bits = 0;
   convert_elements(&op.pad_value, DType::F64, &pad_bits, x->dtype(), 1);
@@ -132,19 +132,11 @@ ir::Handle unfold(CpuContext& ctx, ir::Unfold& op) {
 }
 
 ir::Handle fold(CpuContext& ctx, ir::Fold& op) {
+  auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = contiguous(ctx, op.x);
-  const std::size_t K = [&] {
-    std::size_t k = 1;
-    for (std::size_t v : op.window.kernel) k *= v;
-    return k;
-  }();
-  std::vector<std::size_t> dims{x->shape()[0], x->shape()[1] / K};
-  dims.insert(dims.end(), op.output.begin(), op.output.end());
-  const Shape image_shape(std::move(dims));
-  const Window3 g = backend::window3(image_shape, op.window);
-  const std::size_t L = g.positions();
+  const Window3 g = backend::window3(out->shape(), op.window);
+  const std::size_t K = g.kernel_size(), L = g.positions();
   EMBER_ASSERT(L == x->shape()[2]);
-  auto out = ctx.empty(image_shape, x->dtype());
   visit_numeric(x->dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {
@@ -173,16 +165,14 @@ ir::Handle fold(CpuContext& ctx, ir::Fold& op) {
 }
 
 ir::Handle pool(CpuContext& ctx, ir::Pool& op) {
+  auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = contiguous(ctx, op.x);
   const Window3 g = backend::window3(x->shape(), op.window);
-  auto out = ctx.empty(backend::positions_shape(x->shape(), op.window), x->dtype());
-  EMBER_CHECK(op.fn == ir::ReduceFn::Max || op.fn == ir::ReduceFn::Sum,
-              std::string("pool: ") + ir::name(op.fn) + " is not a pooling function (max, sum)");
   visit_numeric(x->dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {
       fail("pool: bool tensors have no pooling");
-    } else if (op.fn == ir::ReduceFn::Max) {
+    } else if (op.fn == ir::PoolFn::Max) {
       pool_planes<ir::ReduceFn::Max, T>(g, x->data_as<const T>(), out->data_as<T>());
     } else {
       pool_planes<ir::ReduceFn::Sum, T>(g, x->data_as<const T>(), out->data_as<T>());

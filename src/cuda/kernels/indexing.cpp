@@ -94,12 +94,10 @@ ir::Handle scatter(CudaContext& ctx, ir::Scatter& op) {
 }
 
 ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op) {
+  auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = ctx.contiguous(op.x);
   auto index = ctx.contiguous(op.index);
   std::int64_t k = static_cast<std::int64_t>(index->shape()[0]);
-  Shape out_shape = x->shape();
-  out_shape[op.dim] = static_cast<std::size_t>(k);
-  auto out = ctx.empty(out_shape, x->dtype());
   Split d = split_at(x->shape(), op.dim);
   void* y = out->data();
   const void* xp = x->data();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/context.hpp"
+#include "ember/ir/infer.hpp"
 #include "ember/ir/ops.hpp"
 
 namespace ember::cuda {

@@ -35,9 +35,7 @@ ir::Handle reduce_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Han
   ir::Reduce first{op.fn, reshape(ctx, split), 2, op.out};
   ir::Reshape partial{reduce(ctx, first), Shape{z(d.outer), z(k), z(d.inner)}};
   ir::Reduce second{op.fn, reshape(ctx, partial), 1, op.out};
-  Shape out_shape = op.x->shape();
-  out_shape[op.dim] = 1;
-  ir::Reshape back{reduce(ctx, second), out_shape};
+  ir::Reshape back{reduce(ctx, second), ir::out_shape(op)};
   return reshape(ctx, back);
 }
 
@@ -59,9 +57,8 @@ std::int64_t two_pass_chunks(const Dims3& d) {
 }
 
 ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
+  const Shape out_shape = ir::out_shape(op);
   auto x = ctx.contiguous(op.x);
-  Shape out_shape = x->shape();
-  out_shape[op.dim] = 1;
   Dims3 d = split_at(x->shape(), op.dim);  // not const: launch takes its addresses
   if (d.outer * d.inner == 0) return ctx.empty(out_shape, op.out);
   const bool rows = d.inner == 1;

@@ -40,11 +40,10 @@ bool window_index_wide(const Win& w) {
 }  // namespace
 
 ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
+  auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = ctx.contiguous(op.x);
   const auto g = backend::window3(x->shape(), op.window);
   Win w = to_win(g);
-  auto out =
-      ctx.empty(Shape{x->shape()[0], x->shape()[1] * g.kernel_size(), g.positions()}, x->dtype());
   const std::int64_t n = w.planes * w.K * w.L;
   if (n == 0) return out;
   std::uint64_t pad_bits = 0;  // converted as the Cpu converts it
@@ -60,15 +59,10 @@ ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
 }
 
 ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
+  auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = ctx.contiguous(op.x);
-  std::size_t K = 1;
-  for (std::size_t v : op.window.kernel) K *= v;
-  std::vector<std::size_t> dims{x->shape()[0], x->shape()[1] / K};
-  dims.insert(dims.end(), op.output.begin(), op.output.end());
-  const Shape image_shape(std::move(dims));
-  const auto g = backend::window3(image_shape, op.window);
+  const auto g = backend::window3(out->shape(), op.window);
   Win w = to_win(g);
-  auto out = ctx.empty(image_shape, x->dtype());
   const std::int64_t n = w.planes * w.image;
   if (n == 0) return out;
   void* y = out->data();
@@ -82,18 +76,16 @@ ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
 }
 
 ir::Handle pool(CudaContext& ctx, ir::Pool& op) {
-  EMBER_CHECK(op.fn == ir::ReduceFn::Max || op.fn == ir::ReduceFn::Sum,
-              std::string("pool: ") + ir::name(op.fn) + " is not a pooling function (max, sum)");
+  auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = ctx.contiguous(op.x);
   const auto g = backend::window3(x->shape(), op.window);
   Win w = to_win(g);
-  auto out = ctx.empty(backend::positions_shape(x->shape(), op.window), x->dtype());
   const std::int64_t n = w.planes * w.L;
   if (n == 0) return out;
   void* y = out->data();
   const void* xp = x->data();
   const DType dt = x->dtype();
-  const bool max = op.fn == ir::ReduceFn::Max, wide = window_index_wide(w);
+  const bool max = op.fn == ir::PoolFn::Max, wide = window_index_wide(w);
   ctx.launch(
       kernel_key(Family::Pool, static_cast<unsigned>(dt), max, wide),
       [&] { return gen_pool(dt, max, wide); }, n, {&w, &y, &xp}, "pool");
