@@ -13,8 +13,6 @@
 #include <ember/ember.hpp>
 #include <ember/ir/infer.hpp>
 
-#include "cpu/cpu_backend.hpp"
-
 namespace {
 
 using namespace ember;
@@ -109,7 +107,7 @@ TEST(IrInfer, MatmulCatReduceShapes) {
 
 // What the Cpu backend allocates is what ir/ says.
 TEST(IrInfer, CpuOutputsMatchTheInferredShapes) {
-  auto be = cpu::make_cpu_backend();
+  auto be = backend::Registry::global().backend("cpu", 0);
   auto x = be->from_data(TensorData::from(std::vector<float>(2 * 3 * 7 * 9, 1.0f), {2, 3, 7, 9}));
   const ir::Window w{{3, 2}, {2, 3}, {1, 0}, {1, 2}};
   const std::vector<ir::Op> ops = {
@@ -137,7 +135,7 @@ TEST(IrInfer, CpuOutputsMatchTheInferredShapes) {
 // ---- supports and the fallback ----
 
 TEST(Supports, DefaultIsTheIrDtypeRule) {
-  auto be = cpu::make_cpu_backend();
+  auto be = backend::Registry::global().backend("cpu", 0);
   const auto f32 = node({1, 4, 3}), i32 = node({1, 4, 3}, DType::I32);
   const ir::Window w{{2}, {1}, {0}, {1}};
   EXPECT_TRUE(be->supports(ir::Fold{f32, {4}, w}));
@@ -160,7 +158,7 @@ TEST(Supports, AnOpNoBackendRunsIsAClearError) {
   }
 }
 
-// A backend with its own storage (a private Cpu) that runs everything but matmul itself:
+// A backend that stores its tensors on the registered Cpu and runs everything but matmul itself:
 // matmul reaches the registry's fallback, which is the registered "cpu".
 class NoMatmulBackend final : public backend::Backend {
  public:
@@ -185,7 +183,7 @@ class NoMatmulBackend final : public backend::Backend {
   int copies_in = 0;
 
  private:
-  std::shared_ptr<backend::Backend> store_ = cpu::make_cpu_backend();
+  std::shared_ptr<backend::Backend> store_ = backend::Registry::global().backend("cpu", 0);
 };
 
 TEST(Supports, AnUnsupportedOpRunsOnTheRegistrysFallback) {
