@@ -2,6 +2,7 @@
 #include "autodiff/ir_helpers.hpp"
 
 #include "ember/base/error.hpp"
+#include "ember/ir/scalar_table.hpp"
 
 namespace ember::autodiff::h {
 
@@ -14,10 +15,6 @@ Shape broadcast(const Shape& x, const Shape& y) {
   for (std::size_t i = 0; i < d.size(); ++i) d[i] = x[i] == 1 ? y[i] : x[i];
   return Shape(std::move(d));
 }
-bool is_comparison(BinaryFn fn) {
-  return fn == BinaryFn::Eq || fn == BinaryFn::Ne || fn == BinaryFn::Gt || fn == BinaryFn::Ge ||
-         fn == BinaryFn::Lt || fn == BinaryFn::Le;
-}
 }  // namespace
 
 Handle run(Backend& b, ir::Op op) {
@@ -27,13 +24,13 @@ Handle run(Backend& b, ir::Op op) {
 }
 
 Handle unary(Backend& b, ir::UnaryFn fn, Handle x, double p0, double p1) {
-  const DType dt = x->dtype();
+  const DType dt = ir::sx::result_dtype(fn, x->dtype());
   return run(b, ir::Unary{fn, std::move(x), dt, p0, p1});
 }
 
 Handle binary(Backend& b, BinaryFn fn, Handle x, Handle y) {
   Shape s = broadcast(x->shape(), y->shape());
-  const DType dt = is_comparison(fn) ? DType::Bool : x->dtype();
+  const DType dt = ir::sx::result_dtype(fn, x->dtype());
   return run(b, ir::Binary{fn, std::move(x), std::move(y), std::move(s), dt});
 }
 Handle add(Backend& b, Handle x, Handle y) {

@@ -5,8 +5,9 @@
 // NVRTC on machines without a GPU (tests/cuda/test_cuda_codegen.cpp).
 //
 // Every kernel source is prelude() + body; the prelude holds the shared device helpers
-// (16-bit float conversions, math overloads, the scalar semantics of scalar_ops.hpp that
-// need statements) and the EmGeo argument struct, so many bodies can share one program.
+// (16-bit float conversions, the math primitives and integer semantics that the scalar
+// expressions of ir/scalar_table.hpp call, tuned forms) and the EmGeo argument struct, so many
+// bodies can share one program.
 #pragma once
 
 #include <cstdint>
@@ -91,11 +92,9 @@ struct KernelSource {
 const std::string& prelude();
 std::string full_source(const KernelSource& k);  // prelude() + body
 
-// Whether the table defines fn for dtype (mirrors cpu::unary_defined / binary_defined).
+// Whether fn is defined for dtype (ir/scalar_table.hpp), so gen_unary / gen_binary print it.
 bool unary_supported(ir::UnaryFn fn, DType dt);
 bool binary_supported(ir::BinaryFn fn, DType dt);
-bool unary_is_predicate(ir::UnaryFn fn);
-bool binary_is_comparison(ir::BinaryFn fn);
 
 // Element-wise. `contiguous`: every operand is contiguous with the output's shape (index
 // i everywhere); else offsets are unravelled from EmGeo.

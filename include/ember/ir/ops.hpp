@@ -4,7 +4,7 @@
 // and what the caller already decided about its output (dtype, shape where not obvious).
 // The tensor layer validates every op before building it, so a backend may assume well-
 // formed input. Element-wise function families (UnaryFn, BinaryFn) are enumerations whose
-// scalar definitions live once per backend kernel set; everything else in the user API is
+// scalar definitions live once, in ir/scalar_table.hpp; everything else in the user API is
 // a composite of these ops. Each op reports its class (op_class), which is what Fusion
 // and Autodiff need to know without a second description of the op.
 #pragma once
@@ -63,11 +63,16 @@ enum class UnaryFn : std::uint8_t {
   Asin,
   Acos,
   Atan,
+  Asinh,
+  Acosh,
+  Atanh,
   Erf,
   Floor,
   Ceil,
   Round,
   Trunc,
+  Deg2Rad,
+  Rad2Deg,
   Relu,
   Sigmoid,
   Gelu,
@@ -95,6 +100,8 @@ enum class BinaryFn : std::uint8_t {
   Rem,
   Pow,
   Atan2,
+  Hypot,
+  LogAddExp,
   Max,
   Min,
   Eq,
