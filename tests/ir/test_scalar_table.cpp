@@ -4,8 +4,8 @@
 // compared with the table's expression evaluated by the f64 (floats) or exact (integers)
 // interpreter over specials and random values. A cell the table defines and a kernel
 // lacks, or the reverse, fails. Also: the table's own traits (names, Bool results, NaN
-// propagation), the reductions' identities and combine steps, the printers' output, and
-// sign(-0) = +0.
+// propagation), the reductions' identities and combine steps, the printers' output (the
+// C++ dialect compiled and run), and sign(-0) = +0.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +15,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "cpu/kernels/combine.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "ember/ir/scalar_table.hpp"
+#include "ir/printed_cells.hpp"
 
 using namespace ember;
 namespace sx = ember::ir::sx;
@@ -466,4 +468,70 @@ TEST(ScalarTable, PrintersCoverEveryCell) {
             "(((a != a) || (a > b)) ? a : b)");
   EXPECT_EQ(sx::print(sx::def(UnaryFn::Exp).flt, sx::Dialect::Cpp, DType::F64).value,
             "std::exp(a)");
+}
+
+// The C++ dialect, compiled: every cell printed by print_scalar_cpp (tests/CMakeLists.txt)
+// gives the interpreters' values.
+TEST(ScalarTable, PrintedCppMatchesTheInterpreters) {
+  std::set<std::tuple<bool, std::size_t, DType>> printed;
+  for (const PrintedCell& c : printed_cells()) printed.insert({c.binary, c.fn, c.dtype});
+  std::size_t expected = 0;
+  for_each_row_type([&]<class T>() {
+    const DType dt = dtype_of<T>();
+    for (std::size_t i = 0; i < sx::kNumUnary; ++i) {
+      if (!sx::defined_for(sx::kUnaryDefs[i], sx::kind(dt))) continue;
+      ++expected;
+      EXPECT_EQ(printed.count({false, i, dt}), 1u) << sx::kUnaryDefs[i].name << " " << name(dt);
+    }
+    for (std::size_t i = 0; i < sx::kNumBinary; ++i) {
+      if (!sx::defined_for(sx::kBinaryDefs[i], sx::kind(dt))) continue;
+      ++expected;
+      EXPECT_EQ(printed.count({true, i, dt}), 1u) << sx::kBinaryDefs[i].name << " " << name(dt);
+    }
+  });
+  EXPECT_EQ(printed_cells().size(), expected);
+  for (const PrintedCell& c : printed_cells()) {
+    const sx::FnDef& d = c.binary ? sx::kBinaryDefs[c.fn] : sx::kUnaryDefs[c.fn];
+    const sx::Expr& e = sx::expr(d, sx::kind(c.dtype));
+    const auto ps = c.binary ? std::vector<std::pair<double, double>>{{0, 0}}
+                             : params(static_cast<UnaryFn>(c.fn), sx::kind(c.dtype) != Kind::Float);
+    for_each_row_type([&]<class T>() {
+      if (dtype_of<T>() != c.dtype) return;
+      Values<T> v;
+      if constexpr (std::is_floating_point_v<T>) {
+        for (double x : float_values(c.fn, false)) v.push_back(T(x));
+        v.resize(std::min<std::size_t>(v.size(), 60));
+      } else {
+        // The cells take doubles: i64 values stay within 2^53, where doubles are exact.
+        const Values<T> all = int_values<T>(c.fn);
+        for (std::size_t i = 0; i < all.size(); ++i) {
+          if (std::fabs(double(all[i])) <= 9007199254740992.0) v.push_back(all[i]);
+        }
+      }
+      for (const auto& [p0, p1] : ps) {
+        for (std::size_t i = 0; i < v.size(); ++i) {
+          for (std::size_t j = 0; j < (c.binary ? v.size() : 1); ++j) {
+            const double a = double(v[i]), b = c.binary ? double(v[j]) : 0.0;
+            const double got = c.f(a, b, p0, p1);
+            if constexpr (std::is_floating_point_v<T>) {
+              const double ref = sx::eval_float(e, a, b, double(T(p0)), double(T(p1)));
+              const double want = d.result == sx::Result::Bool ? ref : double(T(ref));
+              const double m = std::max(std::fabs(a), std::fabs(b));
+              const double scale = c.binary && std::isfinite(m) ? m : 0;
+              ASSERT_TRUE(close<T>(got, want, scale))
+                  << d.name << "(" << show(a) << ", " << show(b) << ") in " << name(c.dtype)
+                  << ": printed C++ " << show(got) << ", interpreter " << show(want);
+            } else {
+              const std::int64_t ref = sx::eval_int(e, c.dtype, static_cast<std::int64_t>(v[i]),
+                                                    c.binary ? static_cast<std::int64_t>(v[j]) : 0,
+                                                    static_cast<std::int64_t>(static_cast<T>(p0)),
+                                                    static_cast<std::int64_t>(static_cast<T>(p1)));
+              ASSERT_EQ(static_cast<std::int64_t>(got), ref)
+                  << d.name << "(" << a << ", " << b << ") in " << name(c.dtype);
+            }
+          }
+        }
+      }
+    });
+  }
 }

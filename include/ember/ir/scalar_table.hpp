@@ -242,10 +242,10 @@ constexpr FnDef binary(BinaryFn f) {
       return {.name = "logaddexp",
               .flt = select(eq(call(Math::Fabs, x), kInf) && eq(x, y), x, far)};
     }
-    case BinaryFn::Max:
-      return {.name = "maximum", .flt = max_nan(x, y), .integer = max_nan(x, y)};
+    case BinaryFn::Max:  // integers have no NaN
+      return {.name = "maximum", .flt = max_nan(x, y), .integer = select(x > y, x, y)};
     case BinaryFn::Min:
-      return {.name = "minimum", .flt = min_nan(x, y), .integer = min_nan(x, y)};
+      return {.name = "minimum", .flt = min_nan(x, y), .integer = select(x < y, x, y)};
     case BinaryFn::Eq:
       return cmp("equal", eq(x, y));
     case BinaryFn::Ne:
