@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <vector>
 
 #include "ember/base/error.hpp"
@@ -35,10 +34,10 @@ static_assert([] {
 void expression_too_large() { EMBER_ASSERT(false && "scalar expression exceeds kMaxNodes"); }
 
 const char* name(Math m) {
-  static const char* const names[] = {"fabs", "sqrt",  "exp",   "log",   "log1p", "expm1", "sin",
-                                      "cos",  "tan",   "sinh",  "cosh",  "tanh",  "asin",  "acos",
-                                      "atan", "asinh", "acosh", "atanh", "erf",   "erfc",  "floor",
-                                      "ceil", "rint",  "trunc", "pow",   "atan2", "hypot"};
+  static const char* const names[] = {"fabs", "sqrt", "exp",  "log",   "log1p", "expm1", "sin",
+                                      "cos",  "tan",  "sinh", "cosh",  "tanh",  "asin",  "acos",
+                                      "atan", "erf",  "erfc", "floor", "ceil",  "rint",  "trunc",
+                                      "pow",  "atan2"};
   static_assert(std::size(names) == static_cast<std::size_t>(Math::Count_));
   return names[static_cast<std::size_t>(m)];
 }
@@ -77,12 +76,6 @@ double call_f64(Math m, double x, double y) {
       return std::acos(x);
     case Math::Atan:
       return std::atan(x);
-    case Math::Asinh:
-      return std::asinh(x);
-    case Math::Acosh:
-      return std::acosh(x);
-    case Math::Atanh:
-      return std::atanh(x);
     case Math::Erf:
       return std::erf(x);
     case Math::Erfc:
@@ -99,8 +92,6 @@ double call_f64(Math m, double x, double y) {
       return std::pow(x, y);
     case Math::Atan2:
       return std::atan2(x, y);
-    case Math::Hypot:
-      return std::hypot(x, y);
     case Math::Count_:
       break;
   }
@@ -507,45 +498,25 @@ Printed print(const Expr& e, Dialect d, DType dt, const Names& names, const std:
     ch[1] = n.b >= 0 ? text[static_cast<std::size_t>(n.b)] : "";
     ch[2] = n.c >= 0 ? text[static_cast<std::size_t>(n.c)] : "";
   };
-  // Pass 1: every node's full text, to find the subtrees that occur more than once.
-  std::vector<std::string> full(static_cast<std::size_t>(e.size));
-  std::map<std::string, int> count;
-  for (int i = 0; i < e.size; ++i) {
-    std::string ch[3];
-    children(e[i], full, ch);
-    full[static_cast<std::size_t>(i)] = spell(d, e[i], k, dt, ch, names);
-    if (!is_leaf(e[i].op)) ++count[full[static_cast<std::size_t>(i)]];
-  }
-  // A repeated subtree is hoisted unless it only repeats as part of a larger repeated one.
-  std::vector<int> parent_count(static_cast<std::size_t>(e.size), 1);
+  // Each node used more than once becomes one temporary, defined before its first use.
+  std::vector<int> uses(static_cast<std::size_t>(e.size), 0);
   for (int i = 0; i < e.size; ++i) {
     for (const std::int8_t c : {e[i].a, e[i].b, e[i].c}) {
-      if (c < 0) continue;
-      const std::size_t ci = static_cast<std::size_t>(c);
-      const int pc = is_leaf(e[i].op) ? 1 : count[full[static_cast<std::size_t>(i)]];
-      parent_count[ci] = i == e.root() ? 1 : pc;
+      if (c >= 0) ++uses[static_cast<std::size_t>(c)];
     }
   }
-  // Pass 2: each such subtree becomes one temporary, defined before its first use.
   Printed out;
   std::vector<std::string> text(static_cast<std::size_t>(e.size));
-  std::map<std::string, std::string> temps;
+  int temps = 0;
   for (int i = 0; i < e.size; ++i) {
     std::string ch[3];
     children(e[i], text, ch);
     std::string t = spell(d, e[i], k, dt, ch, names);
-    const std::string& key = full[static_cast<std::size_t>(i)];
-    const bool hoist = count[key] > 1 && (count[key] > parent_count[static_cast<std::size_t>(i)] ||
-                                          temps.count(key) != 0);
-    if (i != e.root() && !is_leaf(e[i].op) && hoist) {
-      auto it = temps.find(key);
-      if (it == temps.end()) {
-        const std::string tn = temp_prefix + std::to_string(temps.size());
-        out.statements +=
-            indent + "const " + (gives_bool_node(e, i) ? "bool " : "C ") + tn + " = " + t + ";\n";
-        it = temps.emplace(key, tn).first;
-      }
-      t = it->second;
+    if (i != e.root() && !is_leaf(e[i].op) && uses[static_cast<std::size_t>(i)] > 1) {
+      const std::string tn = temp_prefix + std::to_string(temps++);
+      out.statements +=
+          indent + "const " + (gives_bool_node(e, i) ? "bool " : "C ") + tn + " = " + t + ";\n";
+      t = tn;
     }
     text[static_cast<std::size_t>(i)] = std::move(t);
   }

@@ -2,8 +2,8 @@
 // (UnaryFn, BinaryFn) and every reduction's identity and combine step is defined once
 // (ir/scalar_table.hpp), for every backend and every fused kernel.
 //
-// An Expr is a tree of at most kMaxNodes nodes stored in post-order (children before their
-// parent, the root last), built at compile time by the builder functions below:
+// An Expr is a DAG of at most kMaxNodes nodes, children before their parents and the root
+// last (a subexpression used twice is one node), built at compile time by the builder:
 // constants, the operands a and b (x is a), the op's parameters p0 and p1, arithmetic,
 // comparisons, logic, select and calls to a small set of primitive math functions. Its
 // meaning is fixed here, for every dtype kind, so that each printer and evaluator gives
@@ -23,6 +23,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -89,9 +90,6 @@ enum class Math : std::uint8_t {
   Asin,
   Acos,
   Atan,
-  Asinh,
-  Acosh,
-  Atanh,
   Erf,
   Erfc,
   Floor,
@@ -100,11 +98,10 @@ enum class Math : std::uint8_t {
   Trunc,
   Pow,
   Atan2,
-  Hypot,
   Count_
 };
 constexpr int arity(Math m) {
-  return m == Math::Pow || m == Math::Atan2 || m == Math::Hypot ? 2 : 1;
+  return m == Math::Pow || m == Math::Atan2 ? 2 : 1;
 }
 const char* name(Math m);  // its C name ("exp", "atan2", ...)
 
@@ -121,7 +118,7 @@ struct Node {
   double value = 0;                    // Const
 };
 
-inline constexpr int kMaxNodes = 48;
+inline constexpr int kMaxNodes = 32;
 
 // Called when a definition outgrows kMaxNodes: not constexpr, so such a table does not
 // compile.
@@ -141,16 +138,28 @@ struct Expr {
     if (size >= kMaxNodes) expression_too_large();
     nodes[static_cast<std::size_t>(size++)] = n;
   }
-  // Appends e's nodes; returns the index of e's root here.
+  // Appends e's nodes, sharing every node this expression already has (the same operator
+  // over the same children), so a subexpression used twice is one node: an Expr is a DAG.
+  // Returns the index of e's root here.
   constexpr std::int8_t append(const Expr& e) {
-    const int off = size;
+    std::array<std::int8_t, kMaxNodes> at{};
     for (int i = 0; i < e.size; ++i) {
       Node n = e[i];
-      if (n.a >= 0) n.a = static_cast<std::int8_t>(n.a + off);
-      if (n.b >= 0) n.b = static_cast<std::int8_t>(n.b + off);
-      if (n.c >= 0) n.c = static_cast<std::int8_t>(n.c + off);
-      push(n);
+      if (n.a >= 0) n.a = at[static_cast<std::size_t>(n.a)];
+      if (n.b >= 0) n.b = at[static_cast<std::size_t>(n.b)];
+      if (n.c >= 0) n.c = at[static_cast<std::size_t>(n.c)];
+      at[static_cast<std::size_t>(i)] = find_or_push(n);
     }
+    return at[static_cast<std::size_t>(e.root())];
+  }
+  constexpr std::int8_t find_or_push(const Node& n) {
+    for (int j = 0; j < size; ++j) {
+      const Node& m = nodes[static_cast<std::size_t>(j)];
+      if (m.op == n.op && m.fn == n.fn && m.a == n.a && m.b == n.b && m.c == n.c &&
+          std::bit_cast<std::uint64_t>(m.value) == std::bit_cast<std::uint64_t>(n.value))
+        return static_cast<std::int8_t>(j);
+    }
+    push(n);
     return static_cast<std::int8_t>(size - 1);
   }
 };
@@ -239,8 +248,8 @@ enum class Dialect : std::uint8_t { Cuda, Cpp };
 struct Names {
   std::string a = "a", b = "b", p0 = "p0", p1 = "p1";
 };
-// An expression printed as `statements` (one `const C t = ...;` line each, every call and
-// every repeated subtree once, each line starting with `indent`) followed by `value`.
+// An expression printed as `statements` (one `const C t = ...;` line for each node used more
+// than once, each line starting with `indent`) followed by `value`.
 struct Printed {
   std::string statements;
   std::string value;

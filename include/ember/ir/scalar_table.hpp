@@ -63,6 +63,13 @@ namespace table_detail {
 
 using namespace build;  // NOLINT: the definitions read as formulas
 inline constexpr double kPi = 3.14159265358979323846;
+inline constexpr double kLn2 = 0.69314718055994530942;
+inline constexpr double kBig = 268435456.0;  // 2^28: beyond it x^2 - 1 and x^2 + 1 are x^2
+
+// r carrying x's sign; x itself at +-0 and NaN (odd functions keep -0 and NaN).
+constexpr Expr with_sign_of(const Expr& r, const Expr& x) {
+  return select(x < 0.0, -r, select(x > 0.0, r, x));
+}
 
 constexpr Expr sigmoid(const Expr& x) {
   const Expr e = call(Math::Exp, -call(Math::Fabs, x));
@@ -125,12 +132,25 @@ constexpr FnDef unary(UnaryFn f) {
       return math("acos", Math::Acos);
     case UnaryFn::Atan:
       return math("atan", Math::Atan);
-    case UnaryFn::Asinh:
-      return math("asinh", Math::Asinh);
-    case UnaryFn::Acosh:
-      return math("acosh", Math::Acosh);
-    case UnaryFn::Atanh:
-      return math("atanh", Math::Atanh);
+    // The inverse hyperbolic functions through log1p, accurate near 0 (and acosh near 1),
+    // log(|x|) + log(2) where squaring |x| would overflow.
+    case UnaryFn::Asinh: {
+      const Expr s = call(Math::Fabs, x);
+      const Expr r = select(s > kBig, call(Math::Log, s) + kLn2,
+                            call(Math::Log1p, s + s * s / (1.0 + call(Math::Sqrt, 1.0 + s * s))));
+      return {.name = "asinh", .flt = with_sign_of(r, x)};
+    }
+    case UnaryFn::Acosh: {  // NaN below 1: sqrt(x - 1)'s
+      const Expr t = x - 1.0;
+      const Expr root = call(Math::Sqrt, t) * call(Math::Sqrt, x + 1.0);
+      return {.name = "acosh",
+              .flt = select(x > kBig, call(Math::Log, x) + kLn2, call(Math::Log1p, t + root))};
+    }
+    case UnaryFn::Atanh: {  // +-inf at +-1, NaN beyond
+      const Expr s = call(Math::Fabs, x);
+      const Expr r = 0.5 * call(Math::Log1p, 2.0 * s / (1.0 - s));
+      return {.name = "atanh", .flt = with_sign_of(r, x)};
+    }
     case UnaryFn::Erf:
       return math("erf", Math::Erf);
     case UnaryFn::Floor:
@@ -233,8 +253,17 @@ constexpr FnDef binary(BinaryFn f) {
       return {.name = "pow", .flt = call(Math::Pow, x, y), .nan = NanRule::Ieee};
     case BinaryFn::Atan2:
       return {.name = "atan2", .flt = call(Math::Atan2, x, y)};
-    case BinaryFn::Hypot:
-      return {.name = "hypot", .flt = call(Math::Hypot, x, y), .nan = NanRule::Ieee};
+    case BinaryFn::Hypot: {
+      // big * sqrt(1 + (small / big)^2): no overflow or underflow of the squares. An infinite
+      // operand gives inf even beside a NaN (IEEE); both zero give +0.
+      const Expr ax = call(Math::Fabs, x), ay = call(Math::Fabs, y);
+      const Expr big = select(ax > ay, ax, ay), small = select(ax > ay, ay, ax);
+      const Expr r = small / big;
+      const Expr v = big * call(Math::Sqrt, 1.0 + r * r);
+      return {.name = "hypot",
+              .flt = select(eq(ax, kInf) || eq(ay, kInf), kInf, select(eq(big, 0.0), small, v)),
+              .nan = NanRule::Ieee};
+    }
     case BinaryFn::LogAddExp: {
       // log(e^a + e^b) = max + log1p(e^-|a - b|); equal infinities are their own result
       // (a - b would be NaN).

@@ -112,12 +112,6 @@ template <ir::sx::Math M, class T>
     return vm::acos(x);
   } else if constexpr (M == Math::Atan) {
     return vm::atan(x);
-  } else if constexpr (M == Math::Asinh) {
-    return std::asinh(x);
-  } else if constexpr (M == Math::Acosh) {
-    return std::acosh(x);
-  } else if constexpr (M == Math::Atanh) {
-    return std::atanh(x);
   } else if constexpr (M == Math::Erf) {
     return vm::erf(x);
   } else if constexpr (M == Math::Erfc) {
@@ -134,8 +128,6 @@ template <ir::sx::Math M, class T>
     return std::pow(x, y);
   } else if constexpr (M == Math::Atan2) {
     return vm::atan2(x, y);
-  } else if constexpr (M == Math::Hypot) {
-    return std::hypot(x, y);
   } else {
     static_assert(M != M, "a primitive without a Cpu implementation");
   }
