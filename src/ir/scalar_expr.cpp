@@ -34,10 +34,10 @@ static_assert([] {
 void expression_too_large() { EMBER_ASSERT(false && "scalar expression exceeds kMaxNodes"); }
 
 const char* name(Math m) {
-  static const char* const names[] = {"fabs", "sqrt", "exp",  "log",   "log1p", "expm1", "sin",
-                                      "cos",  "tan",  "sinh", "cosh",  "tanh",  "asin",  "acos",
-                                      "atan", "erf",  "erfc", "floor", "ceil",  "rint",  "trunc",
-                                      "pow",  "atan2"};
+  static const char* const names[] = {"fabs", "sqrt", "exp",   "log",  "log1p", "expm1",
+                                      "sin",  "cos",  "tan",   "sinh", "cosh",  "tanh",
+                                      "asin", "acos", "atan",  "erf",  "erfc",  "floor",
+                                      "ceil", "rint", "trunc", "pow",  "atan2"};
   static_assert(std::size(names) == static_cast<std::size_t>(Math::Count_));
   return names[static_cast<std::size_t>(m)];
 }

@@ -100,9 +100,7 @@ enum class Math : std::uint8_t {
   Atan2,
   Count_
 };
-constexpr int arity(Math m) {
-  return m == Math::Pow || m == Math::Atan2 ? 2 : 1;
-}
+constexpr int arity(Math m) { return m == Math::Pow || m == Math::Atan2 ? 2 : 1; }
 const char* name(Math m);  // its C name ("exp", "atan2", ...)
 
 // Whether node op yields bool (comparisons and logic) rather than the compute type.
