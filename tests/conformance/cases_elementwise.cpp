@@ -43,6 +43,25 @@ HostTensor map2(const HostTensor& a, const HostTensor& b, DType out,
   return y;
 }
 
+// A case's run through the function's Tensor method, so that the case does not compile
+// without it. Operands of different ranks (which Tensor<D> methods do not take) go
+// through ops::binary.
+template <class M>
+RunFn method1(M m) {
+  return [m](Tensors&& x, const Params&) { return Tensors{with_typed(std::move(x[0]), m)}; };
+}
+template <class M>
+RunFn method2(BinaryFn f, M m) {
+  return [f, m](Tensors&& x, const Params&) {
+    if (x[0].rank() != x[1].rank()) {
+      return Tensors{ops::binary(f, std::move(x[0]), std::move(x[1]))};
+    }
+    DynTensor b = std::move(x[1]);
+    return Tensors{
+        with_typed(std::move(x[0]), [&](auto a) { return m(a, decltype(a)(std::move(b))); })};
+  };
+}
+
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
 
@@ -252,17 +271,22 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_unary(
       cs, "asinh", UnaryFn::Asinh, kAllFloats, D::Any, true, [](double x) { return std::asinh(x); },
       2);
+  cs.back().run = method1([](auto t) { return t.asinh(); });
   // Positive: about a quarter of the values lie below 1, where acosh is NaN.
   add_unary(
       cs, "acosh", UnaryFn::Acosh, kAllFloats, D::Positive, true,
       [](double x) { return std::acosh(x); }, 2);
+  cs.back().run = method1([](auto t) { return t.acosh(); });
   add_unary(
       cs, "atanh", UnaryFn::Atanh, kAllFloats, D::Unit, true,
       [](double x) { return std::atanh(x); }, 2);
+  cs.back().run = method1([](auto t) { return t.atanh(); });
   add_unary(cs, "deg2rad", UnaryFn::Deg2Rad, kAllFloats, D::Any, true,
             [](double x) { return x * (M_PI / 180.0); });
+  cs.back().run = method1([](auto t) { return t.deg2rad(); });
   add_unary(cs, "rad2deg", UnaryFn::Rad2Deg, kAllFloats, D::Any, true,
             [](double x) { return x * (180.0 / M_PI); });
+  cs.back().run = method1([](auto t) { return t.rad2deg(); });
   add_unary(
       cs, "erf", UnaryFn::Erf, kAllFloats, D::Small, false, [](double x) { return std::erf(x); },
       2);
@@ -407,6 +431,7 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_binary(
       cs, "hypot", BinaryFn::Hypot, kAllFloats, D::Any, D::Any, true,
       [](double a, double b) { return std::hypot(a, b); }, 2);
+  cs.back().run = method2(BinaryFn::Hypot, [](auto a, auto b) { return a.hypot(b); });
   add_binary(
       cs, "logaddexp", BinaryFn::LogAddExp, kAllFloats, D::Any, D::Any, true,
       [](double a, double b) {
@@ -416,6 +441,7 @@ void add_elementwise_cases(std::vector<Case>& cs) {
         return m + std::log(std::exp(a - m) + std::exp(b - m));
       },
       2);
+  cs.back().run = method2(BinaryFn::LogAddExp, [](auto a, auto b) { return a.logaddexp(b); });
   add_binary(cs, "maximum", BinaryFn::Max, FI, D::Any, D::Any, true, max_nan);
   add_binary(cs, "minimum", BinaryFn::Min, FI, D::Any, D::Any, true, min_nan);
   add_binary(cs, "bitwise_and", BinaryFn::BitAnd, kInts, D::Any, D::Any, false,
