@@ -19,7 +19,8 @@
 // Printers turn an Expr into source (CUDA C, C++: print() below; a new dialect is one
 // spelling function in scalar_expr.cpp); eval_float / eval_int are the f64 and exact
 // integer interpreters the tests compare every backend with; the Cpu backend instantiates
-// its vectorized kernels from the same trees at compile time (cpu/kernels/scalar_eval.hpp).
+// its vectorized kernels from the same expressions at compile time
+// (cpu/kernels/scalar_eval.hpp).
 #pragma once
 
 #include <array>
