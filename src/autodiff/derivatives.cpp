@@ -106,6 +106,27 @@ RuleEntry make_unary(UnaryFn fn) {
         auto den = add_scalar(c.be, unary(c.be, UnaryFn::Square, c.input(0)), 1.0);
         c.give(0, div(c.be, c.grad(), std::move(den)));
       });
+    case UnaryFn::Asinh:
+      return diff("g / sqrt(x^2 + 1)", kX, false, [](Ctx& c) {
+        auto s = add_scalar(c.be, unary(c.be, UnaryFn::Square, c.input(0)), 1.0);
+        give_scaled(c, unary(c.be, UnaryFn::Rsqrt, std::move(s)));
+      });
+    case UnaryFn::Acosh:
+      return diff("g / sqrt(x^2 - 1)", kX, false, [](Ctx& c) {
+        auto s = add_scalar(c.be, unary(c.be, UnaryFn::Square, c.input(0)), -1.0);
+        give_scaled(c, unary(c.be, UnaryFn::Rsqrt, std::move(s)));
+      });
+    case UnaryFn::Atanh:
+      return diff("g / (1 - x^2)", kX, false, [](Ctx& c) {
+        auto den = rsub_scalar(c.be, 1.0, unary(c.be, UnaryFn::Square, c.input(0)));
+        c.give(0, div(c.be, c.grad(), std::move(den)));
+      });
+    case UnaryFn::Deg2Rad:
+      return diff("g pi / 180", 0, false,
+                  [](Ctx& c) { c.give(0, mul_scalar(c.be, c.grad(), std::numbers::pi / 180.0)); });
+    case UnaryFn::Rad2Deg:
+      return diff("g 180 / pi", 0, false,
+                  [](Ctx& c) { c.give(0, mul_scalar(c.be, c.grad(), 180.0 / std::numbers::pi)); });
     case UnaryFn::Erf:
       return diff("g 2/sqrt(pi) exp(-x^2)", kX, false, [](Ctx& c) {
         auto e = unary(c.be, UnaryFn::Exp, neg(c.be, unary(c.be, UnaryFn::Square, c.input(0))));
@@ -266,6 +287,22 @@ RuleEntry make_binary(BinaryFn fn) {
         auto q = div(c.be, c.grad(), std::move(den));
         if (c.wants(0)) c.give(0, mul(c.be, q, b));
         if (c.wants(1)) c.give(1, neg(c.be, mul(c.be, q, a)));
+      });
+    case BinaryFn::Hypot:
+      return diff("da = g a / y, db = g b / y", kAll, true, [](Ctx& c) {
+        auto q = div(c.be, c.grad(), c.output());
+        if (c.wants(0)) c.give(0, mul(c.be, q, c.input(0)));
+        if (c.wants(1)) c.give(1, mul(c.be, q, c.input(1)));
+      });
+    case BinaryFn::LogAddExp:
+      return diff("da = g sigmoid(a - b), db = g sigmoid(b - a)", kAll, false, [](Ctx& c) {
+        auto a = c.input(0), b = c.input(1);
+        if (c.wants(0)) {
+          c.give(0, mul(c.be, c.grad(), unary(c.be, UnaryFn::Sigmoid, sub(c.be, a, b))));
+        }
+        if (c.wants(1)) {
+          c.give(1, mul(c.be, c.grad(), unary(c.be, UnaryFn::Sigmoid, sub(c.be, b, a))));
+        }
       });
     case BinaryFn::Max:
     case BinaryFn::Min:

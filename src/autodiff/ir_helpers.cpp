@@ -3,6 +3,7 @@
 
 #include "ember/base/error.hpp"
 #include "ember/ir/infer.hpp"
+#include "ember/ir/scalar_table.hpp"
 
 namespace ember::autodiff::h {
 
@@ -13,10 +14,6 @@ Shape broadcast(const Shape& x, const Shape& y) {
   EMBER_ASSERT(x.rank() == y.rank());
   return ir::broadcast_shapes(x, y, "autodiff");
 }
-bool is_comparison(BinaryFn fn) {
-  return fn == BinaryFn::Eq || fn == BinaryFn::Ne || fn == BinaryFn::Gt || fn == BinaryFn::Ge ||
-         fn == BinaryFn::Lt || fn == BinaryFn::Le;
-}
 }  // namespace
 
 Handle run(Backend& b, ir::Op op) {
@@ -26,13 +23,13 @@ Handle run(Backend& b, ir::Op op) {
 }
 
 Handle unary(Backend& b, ir::UnaryFn fn, Handle x, double p0, double p1) {
-  const DType dt = x->dtype();
+  const DType dt = ir::sx::result_dtype(fn, x->dtype());
   return run(b, ir::Unary{fn, std::move(x), dt, p0, p1});
 }
 
 Handle binary(Backend& b, BinaryFn fn, Handle x, Handle y) {
   Shape s = broadcast(x->shape(), y->shape());
-  const DType dt = is_comparison(fn) ? DType::Bool : x->dtype();
+  const DType dt = ir::sx::result_dtype(fn, x->dtype());
   return run(b, ir::Binary{fn, std::move(x), std::move(y), std::move(s), dt});
 }
 Handle add(Backend& b, Handle x, Handle y) {

@@ -1,12 +1,14 @@
 // Kernel generators of the Cuda backend: each prints the CUDA C of one kernel for an IR op
-// family. A kernel's name is structural — op, function, dtypes and layout class — never
-// sizes: extents and strides are kernel arguments, so one compiled kernel serves every
-// shape. Generators depend on nothing but the IR, so they are compiled and tested with
-// NVRTC on machines without a GPU (tests/cuda/test_cuda_codegen.cpp).
+// family (codegen/elementwise.cpp, codegen/reduce.cpp, the rest in codegen.cpp, around the
+// shared vocabulary of codegen/printer.hpp). A kernel's name is structural — op, function,
+// dtypes and layout class — never sizes: extents and strides are kernel arguments, so one
+// compiled kernel serves every shape. Generators depend on nothing but the IR, so they are compiled
+// and tested with NVRTC on machines without a GPU (tests/cuda/test_cuda_codegen.cpp).
 //
 // Every kernel source is prelude() + body; the prelude holds the shared device helpers
-// (16-bit float conversions, math overloads, the scalar semantics of scalar_ops.hpp that
-// need statements) and the EmGeo argument struct, so many bodies can share one program.
+// (16-bit float conversions, the math primitives and integer semantics that the scalar
+// expressions of ir/scalar_table.hpp call, tuned forms) and the EmGeo argument struct, so
+// many bodies can share one program.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@ struct Geo {
 
 // Elements per thread and iteration of a contiguous element-wise kernel whose widest operand
 // (or output) element has `bytes` bytes: one 16-byte access per operand (Note [Vector
-// loads] in codegen.cpp).
+// loads] in codegen/printer.cpp).
 constexpr int vector_width(std::size_t bytes) {
   return bytes >= 16 ? 1 : static_cast<int>(16 / bytes);
 }
@@ -91,11 +93,9 @@ struct KernelSource {
 const std::string& prelude();
 std::string full_source(const KernelSource& k);  // prelude() + body
 
-// Whether the table defines fn for dtype (mirrors cpu::unary_defined / binary_defined).
+// Whether fn is defined for dtype (ir/scalar_table.hpp), so gen_unary / gen_binary print it.
 bool unary_supported(ir::UnaryFn fn, DType dt);
 bool binary_supported(ir::BinaryFn fn, DType dt);
-bool unary_is_predicate(ir::UnaryFn fn);
-bool binary_is_comparison(ir::BinaryFn fn);
 
 // Element-wise. `contiguous`: every operand is contiguous with the output's shape (index
 // i everywhere); else offsets are unravelled from EmGeo.

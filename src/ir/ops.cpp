@@ -9,45 +9,7 @@
 
 namespace ember::ir {
 
-const char* name(UnaryFn f) {
-  static const char* const names[] = {
-      "neg",         "abs",    "sign",     "recip",     "square",     "sqrt",       "rsqrt",
-      "exp",         "log",    "log1p",    "expm1",     "sin",        "cos",        "tan",
-      "sinh",        "cosh",   "tanh",     "asin",      "acos",       "atan",       "erf",
-      "floor",       "ceil",   "round",    "trunc",     "relu",       "sigmoid",    "gelu",
-      "gelu_tanh",   "silu",   "softplus", "mish",      "leaky_relu", "elu",        "clamp",
-      "powf_scalar", "is_nan", "is_inf",   "is_finite", "bool_not",   "bitwise_not"};
-  static_assert(std::size(names) == static_cast<std::size_t>(UnaryFn::Count_));
-  return names[static_cast<std::size_t>(f)];
-}
-
-const char* name(BinaryFn f) {
-  static const char* const names[] = {"add",
-                                      "sub",
-                                      "mul",
-                                      "div",
-                                      "rem",
-                                      "pow",
-                                      "atan2",
-                                      "maximum",
-                                      "minimum",
-                                      "equal",
-                                      "not_equal",
-                                      "greater",
-                                      "greater_equal",
-                                      "lower",
-                                      "lower_equal",
-                                      "bool_and",
-                                      "bool_or",
-                                      "bool_xor",
-                                      "bitwise_and",
-                                      "bitwise_or",
-                                      "bitwise_xor",
-                                      "bitwise_left_shift",
-                                      "bitwise_right_shift"};
-  static_assert(std::size(names) == static_cast<std::size_t>(BinaryFn::Count_));
-  return names[static_cast<std::size_t>(f)];
-}
+// name(UnaryFn) and name(BinaryFn) come from the element-wise table (scalar_expr.cpp).
 
 const char* name(ReduceFn f) {
   static const char* const names[] = {"sum",    "prod",   "mean", "max", "min",

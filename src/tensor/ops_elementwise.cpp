@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ember/ir/scalar_table.hpp"
 #include "tensor/op_support.hpp"
 
 namespace ember::ops {
@@ -17,19 +18,15 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 namespace {
 
-bool is_float_only(UnaryFn f) {
-  switch (f) {
-    case UnaryFn::Neg:
-    case UnaryFn::Abs:
-    case UnaryFn::Sign:
-    case UnaryFn::Square:
-    case UnaryFn::Clamp:
-    case UnaryFn::BitNot:
-    case UnaryFn::LogicalNot:
-      return false;
-    default:
-      return true;
+// Rejects x unless fn is defined for its dtype kind (ir/scalar_table.hpp says which).
+void check_defined(const DynTensor& x, const ir::sx::FnDef& fn, const char* op) {
+  if (ir::sx::defined_for(fn, x.kind())) return;
+  std::string want;
+  for (Kind k : {Kind::Float, Kind::Int, Kind::Bool}) {
+    if (ir::sx::defined_for(fn, k)) want += std::string(want.empty() ? "" : " or ") + name(k);
   }
+  fail(std::string(op) + ": expected a " + want + " tensor, got dtype " + name(x.dtype()) +
+       " with shape " + x.shape().to_string());
 }
 
 // The dtype two operands are computed in: float beats int beats bool; wider wins.
@@ -54,28 +51,8 @@ DType promote(DType a, DType b) {
 }  // namespace
 
 DynTensor unary(UnaryFn fn, DynTensor x, double p0, double p1) {
-  const char* op = ir::name(fn);
-  DType out = x.dtype();
-  switch (fn) {
-    case UnaryFn::IsNan:
-    case UnaryFn::IsInf:
-    case UnaryFn::IsFinite:
-      detail::check_kind(x, {Kind::Float}, op);
-      out = DType::Bool;
-      break;
-    case UnaryFn::LogicalNot:
-      detail::check_kind(x, {Kind::Bool}, op);
-      break;
-    case UnaryFn::BitNot:
-      detail::check_kind(x, {Kind::Int}, op);
-      break;
-    default:
-      if (is_float_only(fn)) {
-        detail::check_kind(x, {Kind::Float}, op);
-      } else {
-        detail::check_kind(x, {Kind::Float, Kind::Int}, op);
-      }
-  }
+  check_defined(x, ir::sx::def(fn), ir::name(fn));
+  const DType out = ir::sx::result_dtype(fn, x.dtype());
   const Device dev = x.device();
   return run(dev, ir::Unary{fn, std::move(x).handle(), out, p0, p1});
 }
@@ -84,39 +61,9 @@ DynTensor binary(BinaryFn fn, DynTensor a, DynTensor b) {
   const char* op = ir::name(fn);
   detail::check_same_device(a, b, op);
   const DType dt = promote(a.dtype(), b.dtype());
-  DType out = dt;
-  switch (fn) {
-    case BinaryFn::Eq:
-    case BinaryFn::Ne:
-    case BinaryFn::Gt:
-    case BinaryFn::Ge:
-    case BinaryFn::Lt:
-    case BinaryFn::Le:
-      out = DType::Bool;
-      break;
-    case BinaryFn::And:
-    case BinaryFn::Or:
-    case BinaryFn::Xor:
-      detail::check_kind(a, {Kind::Bool}, op);
-      detail::check_kind(b, {Kind::Bool}, op);
-      break;
-    case BinaryFn::BitAnd:
-    case BinaryFn::BitOr:
-    case BinaryFn::BitXor:
-    case BinaryFn::Shl:
-    case BinaryFn::Shr:
-      detail::check_kind(a, {Kind::Int}, op);
-      detail::check_kind(b, {Kind::Int}, op);
-      break;
-    case BinaryFn::Pow:
-    case BinaryFn::Atan2:
-      detail::check_kind(a, {Kind::Float}, op);
-      detail::check_kind(b, {Kind::Float}, op);
-      break;
-    default:
-      detail::check_kind(a, {Kind::Float, Kind::Int}, op);
-      detail::check_kind(b, {Kind::Float, Kind::Int}, op);
-  }
+  check_defined(a, ir::sx::def(fn), op);
+  check_defined(b, ir::sx::def(fn), op);
+  const DType out = ir::sx::result_dtype(fn, dt);
   Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
   if (a.dtype() != dt) a = cast(std::move(a), dt);
   if (b.dtype() != dt) b = cast(std::move(b), dt);

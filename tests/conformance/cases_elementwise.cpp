@@ -43,6 +43,25 @@ HostTensor map2(const HostTensor& a, const HostTensor& b, DType out,
   return y;
 }
 
+// A case's run through the function's Tensor method, so that the case does not compile
+// without it. Operands of different ranks (which Tensor<D> methods do not take) go
+// through ops::binary.
+template <class M>
+RunFn method1(M m) {
+  return [m](Tensors&& x, const Params&) { return Tensors{with_typed(std::move(x[0]), m)}; };
+}
+template <class M>
+RunFn method2(BinaryFn f, M m) {
+  return [f, m](Tensors&& x, const Params&) {
+    if (x[0].rank() != x[1].rank()) {
+      return Tensors{ops::binary(f, std::move(x[0]), std::move(x[1]))};
+    }
+    DynTensor b = std::move(x[1]);
+    return Tensors{
+        with_typed(std::move(x[0]), [&](auto a) { return m(a, decltype(a)(std::move(b))); })};
+  };
+}
+
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
 
@@ -181,8 +200,32 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_unary(cs, "neg", UnaryFn::Neg, FI, D::Any, true, [](double x) { return -x; });
   add_unary(cs, "abs", UnaryFn::Abs, FI, D::Any, true, [](double x) { return std::fabs(x); });
   add_unary(cs, "sign", UnaryFn::Sign, FI, D::Any, true, [](double x) {
-    return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    return x > 0 ? 1.0 : x < 0 ? -1.0 : x + 0.0;  // NaN stays NaN, -0 gives +0
   });
+  {
+    // sign(-0) is +0, as PyTorch: the value comparison cannot see a zero's sign.
+    Case c;
+    c.fn = "sign_of_zero";
+    c.family = "unary";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale) {
+      return std::vector<Trial>{
+          {"[-0, 0, -2, 3, nan]", {HostTensor(Shape{5}, dt, {-0.0, 0.0, -2.0, 3.0, kNaN})}, {}}};
+    };
+    c.run = [](Tensors&& x, const Params&) {
+      return Tensors{ops::unary(UnaryFn::Sign, std::move(x[0]))};
+    };
+    c.verify = [](const std::vector<HostTensor>&, const std::vector<HostTensor>& out,
+                  const Params&) -> std::string {
+      const auto& y = out[0].v;
+      if (y.size() != 5 || y[0] != 0 || std::signbit(y[0]) || y[1] != 0 || std::signbit(y[1]) ||
+          y[2] != -1 || y[3] != 1 || !std::isnan(y[4])) {
+        return "expected [+0, +0, -1, 1, nan]";
+      }
+      return "";
+    };
+    cs.push_back(std::move(c));
+  }
   add_unary(cs, "square", UnaryFn::Square, FI, D::Any, true, [](double x) { return x * x; });
   add_unary(cs, "recip", UnaryFn::Recip, kAllFloats, D::NonZero, true,
             [](double x) { return 1 / x; });
@@ -225,6 +268,25 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_unary(
       cs, "atan", UnaryFn::Atan, kAllFloats, D::Any, false, [](double x) { return std::atan(x); },
       2);
+  add_unary(
+      cs, "asinh", UnaryFn::Asinh, kAllFloats, D::Any, true, [](double x) { return std::asinh(x); },
+      2);
+  cs.back().run = method1([](auto t) { return t.asinh(); });
+  // Positive: about a quarter of the values lie below 1, where acosh is NaN.
+  add_unary(
+      cs, "acosh", UnaryFn::Acosh, kAllFloats, D::Positive, true,
+      [](double x) { return std::acosh(x); }, 2);
+  cs.back().run = method1([](auto t) { return t.acosh(); });
+  add_unary(
+      cs, "atanh", UnaryFn::Atanh, kAllFloats, D::Unit, true,
+      [](double x) { return std::atanh(x); }, 2);
+  cs.back().run = method1([](auto t) { return t.atanh(); });
+  add_unary(cs, "deg2rad", UnaryFn::Deg2Rad, kAllFloats, D::Any, true,
+            [](double x) { return x * (M_PI / 180.0); });
+  cs.back().run = method1([](auto t) { return t.deg2rad(); });
+  add_unary(cs, "rad2deg", UnaryFn::Rad2Deg, kAllFloats, D::Any, true,
+            [](double x) { return x * (180.0 / M_PI); });
+  cs.back().run = method1([](auto t) { return t.rad2deg(); });
   add_unary(
       cs, "erf", UnaryFn::Erf, kAllFloats, D::Small, false, [](double x) { return std::erf(x); },
       2);
@@ -366,6 +428,20 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_binary(
       cs, "atan2", BinaryFn::Atan2, kAllFloats, D::Any, D::Any, false,
       [](double a, double b) { return std::atan2(a, b); }, 2);
+  add_binary(
+      cs, "hypot", BinaryFn::Hypot, kAllFloats, D::Any, D::Any, true,
+      [](double a, double b) { return std::hypot(a, b); }, 2);
+  cs.back().run = method2(BinaryFn::Hypot, [](auto a, auto b) { return a.hypot(b); });
+  add_binary(
+      cs, "logaddexp", BinaryFn::LogAddExp, kAllFloats, D::Any, D::Any, true,
+      [](double a, double b) {
+        if (std::isnan(a) || std::isnan(b)) return kNaN;
+        const double m = std::max(a, b);
+        if (std::isinf(m)) return m;  // +inf wins; both -inf give -inf
+        return m + std::log(std::exp(a - m) + std::exp(b - m));
+      },
+      2);
+  cs.back().run = method2(BinaryFn::LogAddExp, [](auto a, auto b) { return a.logaddexp(b); });
   add_binary(cs, "maximum", BinaryFn::Max, FI, D::Any, D::Any, true, max_nan);
   add_binary(cs, "minimum", BinaryFn::Min, FI, D::Any, D::Any, true, min_nan);
   add_binary(cs, "bitwise_and", BinaryFn::BitAnd, kInts, D::Any, D::Any, false,

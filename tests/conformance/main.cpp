@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "conformance/harness.hpp"
+#include "ember/ir/scalar_table.hpp"
 
 namespace conformance {
 namespace {
@@ -235,6 +236,34 @@ int cli_main(int argc, char** argv) {
   if (mode == "test" || mode.empty()) return run_listing(filter);
   std::fprintf(stderr, "unknown mode '%s' (test, support, perf)\n", mode.c_str());
   return 2;
+}
+
+// Every element-wise function has a case named as the function, over every dtype the
+// table defines it for: adding a function without its case fails here.
+TEST(ConformanceCases, EveryElementwiseFunctionHasACase) {
+  const auto covered = [](const char* fn, auto defined) {
+    for (const Case& c : all_cases()) {
+      if (c.fn != fn) continue;
+      for (DType dt : kAllDtypes) {
+        const bool listed = std::find(c.dtypes.begin(), c.dtypes.end(), dt) != c.dtypes.end();
+        EXPECT_EQ(listed, defined(dt)) << "case " << fn << ", dtype " << ember::name(dt);
+      }
+      return true;
+    }
+    return false;
+  };
+  for (std::size_t i = 0; i < std::size_t(ember::ir::UnaryFn::Count_); ++i) {
+    const auto f = ember::ir::UnaryFn(i);
+    EXPECT_TRUE(
+        covered(ember::ir::name(f), [f](DType dt) { return ember::ir::sx::defined_for(f, dt); }))
+        << "no conformance case for " << ember::ir::name(f);
+  }
+  for (std::size_t i = 0; i < std::size_t(ember::ir::BinaryFn::Count_); ++i) {
+    const auto f = ember::ir::BinaryFn(i);
+    EXPECT_TRUE(
+        covered(ember::ir::name(f), [f](DType dt) { return ember::ir::sx::defined_for(f, dt); }))
+        << "no conformance case for " << ember::ir::name(f);
+  }
 }
 
 }  // namespace conformance

@@ -14,6 +14,7 @@
 #include "cuda/codegen.hpp"
 #include "cuda/compiler.hpp"
 #include "ember/base/error.hpp"
+#include "ember/ir/scalar_table.hpp"
 
 using namespace ember;
 using namespace ember::cuda;
@@ -34,19 +35,69 @@ TEST(CudaCodegen, KernelNamesAreUniqueAndStructural) {
   EXPECT_GT(ks.size(), 1000u);
 }
 
-TEST(CudaCodegen, EveryTableEntryHasItsDtypes) {
-  // The Cpu's definition domain: floats get every non-logical, non-bitwise function.
-  for (std::size_t f = 0; f < static_cast<std::size_t>(ir::UnaryFn::Count_); ++f) {
-    const auto fn = static_cast<ir::UnaryFn>(f);
-    const bool logical = fn == ir::UnaryFn::LogicalNot || fn == ir::UnaryFn::BitNot;
-    EXPECT_EQ(unary_supported(fn, DType::F32), !logical) << ir::name(fn);
-    EXPECT_EQ(unary_supported(fn, DType::BF16), !logical) << ir::name(fn);
+// Every (function, dtype) cell the element-wise table defines is printed, contiguous and
+// strided, among the kernels the NVRTC test compiles; no other cell is.
+TEST(CudaCodegen, EveryTableCellHasItsKernels) {
+  std::set<std::string> names;
+  for (const auto& k : all_kernels()) names.insert(k.name);
+  const DType dts[] = {DType::F64, DType::F32, DType::F16, DType::BF16, DType::I64,
+                       DType::I32, DType::I16, DType::I8,  DType::U8,   DType::Bool};
+  std::size_t cells = 0;
+  for (DType dt : dts) {
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ir::UnaryFn::Count_); ++f) {
+      const auto fn = static_cast<ir::UnaryFn>(f);
+      const bool defined = ir::sx::defined_for(fn, dt);
+      EXPECT_EQ(unary_supported(fn, dt), defined) << ir::name(fn) << " " << name(dt);
+      for (bool contiguous : {true, false}) {
+        const std::string n =
+            std::string("em_unary_") + ir::name(fn) + "_" + name(dt) + (contiguous ? "_c" : "_s");
+        EXPECT_EQ(names.count(n), defined ? 1u : 0u) << n;
+      }
+      if (!defined) {
+        EXPECT_THROW(gen_unary(fn, dt, true), Error) << ir::name(fn);
+      }
+      cells += defined;
+    }
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ir::BinaryFn::Count_); ++f) {
+      const auto fn = static_cast<ir::BinaryFn>(f);
+      const bool defined = ir::sx::defined_for(fn, dt);
+      EXPECT_EQ(binary_supported(fn, dt), defined) << ir::name(fn) << " " << name(dt);
+      for (bool contiguous : {true, false}) {
+        const std::string n =
+            std::string("em_binary_") + ir::name(fn) + "_" + name(dt) + (contiguous ? "_c" : "_s");
+        EXPECT_EQ(names.count(n), defined ? 1u : 0u) << n;
+      }
+      if (!defined) {
+        EXPECT_THROW(gen_binary(fn, dt, true), Error) << ir::name(fn);
+      }
+      cells += defined;
+    }
   }
-  EXPECT_TRUE(unary_supported(ir::UnaryFn::LogicalNot, DType::Bool));
-  EXPECT_TRUE(unary_supported(ir::UnaryFn::BitNot, DType::I8));
-  EXPECT_TRUE(binary_supported(ir::BinaryFn::Shl, DType::I64));
-  EXPECT_FALSE(binary_supported(ir::BinaryFn::Pow, DType::I32));
-  EXPECT_THROW(gen_binary(ir::BinaryFn::Pow, DType::I32, true), Error);
+  EXPECT_GT(cells, 300u);
+}
+
+// The kernels print the table's expressions: gelu keeps its tuned f32 form, everything
+// else (f64 gelu included) is the expression itself.
+TEST(CudaCodegen, ElementwiseKernelsPrintTheTable) {
+  EXPECT_NE(gen_unary(ir::UnaryFn::Gelu, DType::F32, true).body.find("em_gelu(x)"),
+            std::string::npos);
+  EXPECT_NE(gen_unary(ir::UnaryFn::Gelu, DType::BF16, true).body.find("em_gelu(x)"),
+            std::string::npos);
+  ir::sx::Names x_names;
+  x_names.a = "x";
+  const auto f64_gelu =
+      ir::sx::print(ir::sx::def(ir::UnaryFn::Gelu).flt, ir::sx::Dialect::Cuda, DType::F64, x_names);
+  const std::string body = gen_unary(ir::UnaryFn::Gelu, DType::F64, true).body;
+  EXPECT_EQ(body.find("em_gelu"), std::string::npos);
+  EXPECT_NE(body.find(f64_gelu.value), std::string::npos);
+  const auto max =
+      ir::sx::print(ir::sx::def(ir::BinaryFn::Max).flt, ir::sx::Dialect::Cuda, DType::F32);
+  EXPECT_NE(gen_binary(ir::BinaryFn::Max, DType::F32, false).body.find(max.value),
+            std::string::npos);
+  // The reductions combine with the same expression (acc, v for a, b).
+  EXPECT_NE(gen_reduce(ir::ReduceFn::Max, DType::F32, true)
+                .body.find("((acc != acc) || (acc > v)) ? acc : v"),
+            std::string::npos);
 }
 
 TEST(CudaCodegen, AllKernelsCompileForSm90) {

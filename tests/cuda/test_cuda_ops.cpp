@@ -18,6 +18,7 @@
 #include "ember/backend/registry.hpp"
 #include "ember/base/error.hpp"
 #include "ember/base/tensor_data.hpp"
+#include "ember/ir/scalar_table.hpp"
 
 using namespace ember;
 using backend::Backend;
@@ -116,9 +117,8 @@ TEST_F(CudaOps, Unary) {
     const auto fn = static_cast<ir::UnaryFn>(f);
     for (DType dt : kAll) {
       if (!cuda::unary_supported(fn, dt)) continue;
-      const bool pred =
-          fn == ir::UnaryFn::IsNan || fn == ir::UnaryFn::IsInf || fn == ir::UnaryFn::IsFinite;
-      const DType out = pred ? DType::Bool : dt;
+      const bool pred = ir::sx::gives_bool(fn);
+      const DType out = ir::sx::result_dtype(fn, dt);
       const TensorData d = data(Shape{37, 29}, dt, static_cast<unsigned>(f + 1));
       double p0 = 0.1, p1 = 0;
       if (fn == ir::UnaryFn::Clamp) {
@@ -149,7 +149,7 @@ TEST_F(CudaOps, Unary) {
 TEST_F(CudaOps, Binary) {
   for (std::size_t f = 0; f < static_cast<std::size_t>(ir::BinaryFn::Count_); ++f) {
     const auto fn = static_cast<ir::BinaryFn>(f);
-    const bool cmp = fn >= ir::BinaryFn::Eq && fn <= ir::BinaryFn::Le;
+    const bool cmp = ir::sx::gives_bool(fn);
     for (DType dt : kAll) {
       if (!cuda::binary_supported(fn, dt)) continue;
       const bool shift = fn == ir::BinaryFn::Shl || fn == ir::BinaryFn::Shr;
@@ -159,7 +159,7 @@ TEST_F(CudaOps, Binary) {
                            : (div && !is_float(dt) ? data(Shape{1, 4, 70}, dt, 4, false, 1, 9)
                                                    : data(Shape{1, 4, 70}, dt, 4));
       if (fn == ir::BinaryFn::Pow) a = data(Shape{3, 1, 70}, dt, 3, true, 0, 3);
-      const DType out = cmp ? DType::Bool : dt;
+      const DType out = ir::sx::result_dtype(fn, dt);
       compare(
           [&](Backend& be) -> ir::Op {
             return ir::Binary{fn, be.from_data(a), be.from_data(b), Shape{3, 4, 70}, out};

@@ -4,7 +4,7 @@
 // and what the caller already decided about its output (dtype, shape where not obvious).
 // The tensor layer validates every op before building it, so a backend may assume well-
 // formed input. Element-wise function families (UnaryFn, BinaryFn) are enumerations whose
-// scalar definitions live once per backend kernel set; everything else in the user API is
+// scalar definitions live once, in ir/scalar_table.hpp; everything else in the user API is
 // a composite of these ops.
 //
 // Each struct describes itself: its name, its class (what Fusion and Autodiff go by),
@@ -87,11 +87,16 @@ enum class UnaryFn : std::uint8_t {
   Asin,
   Acos,
   Atan,
+  Asinh,
+  Acosh,
+  Atanh,
   Erf,
   Floor,
   Ceil,
   Round,
   Trunc,
+  Deg2Rad,
+  Rad2Deg,
   Relu,
   Sigmoid,
   Gelu,
@@ -119,6 +124,8 @@ enum class BinaryFn : std::uint8_t {
   Rem,
   Pow,
   Atan2,
+  Hypot,
+  LogAddExp,
   Max,
   Min,
   Eq,

@@ -1,12 +1,11 @@
 // Combine<F, T>: the identity and the step of reduction F (sum, mean, prod, max, min) in
-// element type T, shared by every Cpu kernel that reduces (reductions, scans, pooling):
-// integer sums and products wrap, max and min propagate NaN.
+// element type T, shared by every Cpu kernel that reduces (reductions, scans, pooling).
+// Both come from the reduction's definition in ir/scalar_table.hpp (ir::sx::reduction):
+// the identity expression, and the element-wise function that combines, so integer sums
+// and products wrap and max and min propagate NaN exactly as the binary ops do.
 #pragma once
 
-#include <limits>
-#include <type_traits>
-
-#include "ember/ir/ops.hpp"
+#include "cpu/kernels/scalar_eval.hpp"
 
 namespace ember::cpu {
 
@@ -14,50 +13,8 @@ namespace ember::cpu {
 // PyTorch's keep-dtype reductions do.
 template <ir::ReduceFn F, class T>
 struct Combine {
-  static T init() {
-    if constexpr (F == ir::ReduceFn::Sum || F == ir::ReduceFn::Mean) return T(0);
-    if constexpr (F == ir::ReduceFn::Prod) return T(1);
-    // Floats start at -inf / +inf, not lowest() / max(): max of [-inf] is -inf.
-    if constexpr (F == ir::ReduceFn::Max) {
-      if constexpr (std::is_floating_point_v<T>)
-        return -std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::lowest();
-    }
-    if constexpr (F == ir::ReduceFn::Min) {
-      if constexpr (std::is_floating_point_v<T>)
-        return std::numeric_limits<T>::infinity();
-      else
-        return std::numeric_limits<T>::max();
-    }
-  }
-  static T apply(T acc, T x) {
-    if constexpr (F == ir::ReduceFn::Sum || F == ir::ReduceFn::Mean) {
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        using W = std::make_unsigned_t<T>;
-        return static_cast<T>(static_cast<W>(static_cast<W>(acc) + static_cast<W>(x)));
-      } else {
-        return acc + x;
-      }
-    } else if constexpr (F == ir::ReduceFn::Prod) {
-      if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-        using W = std::make_unsigned_t<T>;
-        return static_cast<T>(static_cast<W>(static_cast<W>(acc) * static_cast<W>(x)));
-      } else {
-        return acc * x;
-      }
-    } else if constexpr (F == ir::ReduceFn::Max) {
-      if constexpr (std::is_floating_point_v<T>)
-        return (acc != acc || acc > x) ? acc : x;
-      else
-        return acc > x ? acc : x;
-    } else {
-      if constexpr (std::is_floating_point_v<T>)
-        return (acc != acc || acc < x) ? acc : x;
-      else
-        return acc < x ? acc : x;
-    }
-  }
+  static T init() { return eval<ReduceIdentity<F>, T>(T(0), T(0), T(0), T(0)); }
+  static T apply(T acc, T x) { return eval<ReduceStep<F, T>, T>(acc, x, T(0), T(0)); }
 };
 
 }  // namespace ember::cpu

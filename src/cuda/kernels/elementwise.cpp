@@ -1,7 +1,7 @@
 // Element-wise launchers: operands are passed as strided views of the output's shape
 // (broadcast dims with stride 0), collapsed to as few dims as possible; when every operand
 // walks the output linearly the contiguous kernel variant runs, moving vector_width()
-// elements per thread and iteration (Note [Vector loads] in codegen.cpp).
+// elements per thread and iteration (Note [Vector loads] in codegen/printer.cpp).
 #include <algorithm>
 #include <cmath>
 #include <string>

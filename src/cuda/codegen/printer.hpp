@@ -1,0 +1,57 @@
+// The shared printing vocabulary of the Cuda kernel generators (cuda/codegen/*.cpp): the
+// device prelude every kernel follows, how each dtype is stored, loaded, computed and
+// converted in CUDA C, the element-wise kernel skeleton, and the reductions' combine steps
+// and identities (printed from ir/scalar_table.hpp). Internal to the Cuda backend.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <string>
+
+#include "ember/base/dtype.hpp"
+#include "ember/ir/ops.hpp"
+
+namespace ember::cuda::codegen {
+
+inline constexpr DType kAllDTypes[] = {DType::F64, DType::F32, DType::F16, DType::BF16,
+                                       DType::I64, DType::I32, DType::I16, DType::I8,
+                                       DType::U8,  DType::Bool};
+
+// The kind a dtype computes as.
+enum class K { Float, Int, Bool };
+K kind(DType t);
+const char* compute_type(DType t);                 // "double", "float" (f32, f16, bf16), "i32", ...
+const char* unsigned_type(DType t);                // the type integer arithmetic wraps in
+std::string load(DType t, const std::string& e);   // storage expression e as the compute type
+std::string store(DType t, const std::string& v);  // compute value v as storage
+std::string from_f64(DType t, const std::string& v);  // double v as storage (saturating)
+std::string to_f64(DType t, const std::string& s);    // storage s as double
+// The typedefs C (compute type) and U (wrapping unsigned) every expression prints against.
+std::string typedefs(DType t);
+std::string lower(const char* s);
+std::string dname(DType t);
+// Bytes of a storage type name as printed by storage_type / sized_type.
+std::size_t sized_bytes(const std::string& t);
+// The unsigned storage type of elem bytes ("u8", "h16", "unsigned int", "u64").
+const char* sized_type(std::size_t elem);
+// Replaces every occurrence of token in s with by.
+std::string subst(std::string s, const std::string& token, const std::string& by);
+
+// The element-wise skeleton (elementwise.cpp's note): a grid-stride loop over the output
+// running `body`, which reads operand k as $Xk and writes $Y.
+std::string ew_kernel(const std::string& name, const char* out_t,
+                      const std::array<const char*, 3>& in_t, int n_in, bool contiguous,
+                      const std::string& pre, const std::string& body,
+                      const std::string& y_strided = "y[i]", unsigned scalar_mask = 0);
+const char* layout_suffix(bool contiguous);
+std::string scalar_suffix(bool contiguous, unsigned scalar_mask);
+
+// A reduction's combine step over `acc` and `v` and its identity, printed from
+// ir::sx::reduction (reduce.cpp); reduce_supported: whether fn is defined for dtype t.
+std::string combine(ir::ReduceFn fn, DType t, const std::string& acc, const std::string& v);
+std::string reduce_init(ir::ReduceFn fn, DType t);
+bool reduce_supported(ir::ReduceFn fn, DType t);
+// Reduces each thread's `v` across the block with `op` over v and o (identity `ident`).
+std::string block_reduce(const std::string& op, const std::string& ident);
+
+}  // namespace ember::cuda::codegen
