@@ -2,7 +2,7 @@
 // scalar function each, instantiated from their one definition in ir/scalar_table.hpp
 // (cpu/kernels/scalar_eval.hpp), so the row loops that call them vectorize. The
 // activations with a tuned vectorized form in vmath (sigmoid, silu, softplus, gelu,
-// gelu_tanh, mish) call it instead; tests/ir/test_scalar_table.cpp checks every
+// gelu_tanh, mish) call it instead; tests/cpu/test_scalar_table.cpp checks every
 // (function, dtype) cell of these kernels against the table's expressions.
 #pragma once
 
