@@ -53,6 +53,7 @@ class CpuBackend final : public backend::Backend {
   }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
+    CpuContext::current_op = ir::name(ir::kind_of(op));
     if (needs_widening(op)) return execute_widened(std::move(op));
     return dispatch(op);
   }
