@@ -153,6 +153,8 @@ DynTensor diagonal_offsets(const Shape& shape, const Device& device, const char*
   EMBER_CHECK(shape.rank() >= 2,
               std::string(op) + ": expected rank >= 2, got shape " + shape.to_string());
   detail::check_size(shape, DType::I64, op, device);
+  // An empty mask needs no offsets (and its rows or cols alone may be huge).
+  if (shape.num_elements() == 0) return detail::fill(shape, 0.0, DType::I64, device);
   const std::size_t r = shape[shape.rank() - 2], c = shape[shape.rank() - 1];
   auto rows = reshape(arange(0, double(r), 1, DType::I64, device), Shape{r, 1});
   auto cols = reshape(arange(0, double(c), 1, DType::I64, device), Shape{1, c});

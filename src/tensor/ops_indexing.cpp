@@ -100,6 +100,11 @@ DynTensor one_hot(DynTensor indices, std::size_t num_classes, DType dtype) {
                     "), got values in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   const Device dev = indices.device();
+  if (indices.num_elements() == 0) {  // no rows: the class range is not needed
+    auto dims = indices.shape().dims();
+    dims.push_back(num_classes);
+    return detail::fill(Shape(std::move(dims)), 0.0, dtype, dev);
+  }
   const auto r = static_cast<std::int64_t>(indices.rank());
   // The classes in i64, never the index dtype (which may not hold num_classes - 1).
   auto classes = arange(0, double(num_classes), 1, DType::I64, dev);

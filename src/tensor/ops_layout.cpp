@@ -250,7 +250,7 @@ DynTensor slice_assign(DynTensor x, const std::vector<Range>& ranges, DynTensor 
 }
 
 DynTensor slice_fill(DynTensor x, const std::vector<Range>& ranges, double value) {
-  auto v = detail::scalar_like(x, value);
+  auto v = detail::scalar_like(x, detail::fill_value(value, x.dtype(), "slice_fill"));
   return slice_assign(std::move(x), ranges, std::move(v));
 }
 
@@ -355,9 +355,6 @@ DynTensor pad(DynTensor x, const std::vector<std::pair<std::size_t, std::size_t>
                             x.dtype(), x.device());
     return slice_assign(std::move(out), ranges, std::move(x));
   }
-  // Reflect and edge gather each padded dim through an index computed on the device from
-  // j in [-before, n + after): edge clamps j into [0, n - 1]; reflect folds it at 0 and at
-  // n - 1, |(n - 1) - |j|| subtracted from n - 1.
   for (std::size_t i = 0; i < pads.size(); ++i) {
     const std::size_t d = first + i;
     const std::size_t n = x.shape()[d];
@@ -370,6 +367,17 @@ DynTensor pad(DynTensor x, const std::vector<std::pair<std::size_t, std::size_t>
                       std::to_string(after) + ") must be smaller than dim " + std::to_string(d) +
                       " of extent " + std::to_string(n));
     }
+  }
+  // An empty result needs no index (one padded dim's alone may be huge).
+  if (Shape(dims).num_elements() == 0) return detail::fill(Shape(dims), 0.0, x.dtype(), x.device());
+  // Reflect and edge gather each padded dim through an index computed on the device from
+  // j in [-before, n + after): edge clamps j into [0, n - 1]; reflect folds it at 0 and at
+  // n - 1, |(n - 1) - |j|| subtracted from n - 1.
+  for (std::size_t i = 0; i < pads.size(); ++i) {
+    const std::size_t d = first + i;
+    const std::size_t n = x.shape()[d];
+    const auto [before, after] = pads[i];
+    if (before == 0 && after == 0) continue;
     const auto b = static_cast<std::int64_t>(before), last = static_cast<std::int64_t>(n) - 1;
     auto j = arange(-double(b), double(last + 1) + double(after), 1, DType::I64, x.device());
     DynTensor index =
