@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
 #include <string>
 #include <utility>
 
@@ -12,7 +13,12 @@ namespace ember::ops {
 using detail::run;
 
 DynTensor from_data(const TensorData& data, const Device& device) {
-  return DynTensor(device.backend().from_data(data), device);
+  try {
+    return DynTensor(device.backend().from_data(data), device);
+  } catch (const std::bad_alloc&) {
+    fail("from_data: out of memory copying a tensor of shape " + data.shape().to_string() +
+         " and dtype " + name(data.dtype()) + " to " + device.name());
+  }
 }
 
 namespace {
@@ -191,5 +197,12 @@ namespace ember {
 DynTensor DynTensor::from_data(const TensorData& data, const Device& device) {
   return ops::from_data(data, device);
 }
-TensorData DynTensor::to_data() const { return device_.backend().to_data(handle_); }
+TensorData DynTensor::to_data() const {
+  try {
+    return device_.backend().to_data(handle_);
+  } catch (const std::bad_alloc&) {
+    fail("to_data: out of memory copying a tensor of shape " + shape().to_string() + " and dtype " +
+         name(dtype()) + " from " + device_.name() + " to the host");
+  }
+}
 }  // namespace ember
