@@ -10,11 +10,14 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <ember/ember.hpp>
 
+#include "cpu/allocator.hpp"
 #include "support/isolated.hpp"
 
 using namespace ember;
@@ -27,17 +30,17 @@ constexpr std::size_t kBig62 = std::size_t{1} << 62;
 constexpr std::size_t kBig63 = std::size_t{1} << 63;
 constexpr std::size_t kMax = std::numeric_limits<std::size_t>::max();
 
-Device cpu() { return Device::cpu(); }
+Device host_cpu() { return Device::cpu(); }
 
 DynTensor f32(std::vector<float> v, Shape s) {
-  return ops::from_data(TensorData::from<float>(v, std::move(s)), cpu());
+  return ops::from_data(TensorData::from<float>(v, std::move(s)), host_cpu());
 }
-DynTensor ones_f32(Shape s) { return ops::ones(s, DType::F32, cpu()); }
+DynTensor ones_f32(Shape s) { return ops::ones(s, DType::F32, host_cpu()); }
 
 template <class T>
 DynTensor ints(std::vector<T> v) {
   const Shape s{v.size()};
-  return ops::from_data(TensorData::from<T>(v, s), cpu());
+  return ops::from_data(TensorData::from<T>(v, s), host_cpu());
 }
 
 std::vector<double> values(const DynTensor& x) { return x.to_data().to_vector<double>(); }
@@ -63,28 +66,58 @@ std::string temp_path(const char* name) {
 
 // 1. A byte count that wraps to 0 once sized a 1-byte buffer that was then written.
 TEST(Hardening, Item01_CreationByteCountOverflow) {
-  expect_error([] { ops::full(Shape{kBig62}, 1.0, DType::F32, cpu()); }, {"full", "2^62"});
-  expect_error([] { ops::zeros(Shape{kBig63}, DType::F32, cpu()); }, {"zeros"});
-  expect_error([] { ops::random(Shape{kBig62}, Distribution::uniform(0, 1), DType::F32, cpu()); },
-               {"random"});
-  expect_error([] { ops::linspace(0, 1, kBig62, DType::F32, cpu()); }, {"linspace"});
+  expect_error([] { ops::full(Shape{kBig62}, 1.0, DType::F32, host_cpu()); }, {"full", "2^62"});
+  expect_error([] { ops::zeros(Shape{kBig63}, DType::F32, host_cpu()); }, {"zeros"});
+  expect_error(
+      [] { ops::random(Shape{kBig62}, Distribution::uniform(0, 1), DType::F32, host_cpu()); },
+      {"random"});
+  expect_error([] { ops::linspace(0, 1, kBig62, DType::F32, host_cpu()); }, {"linspace"});
 }
 
 // 2. A size above 2^61 hung CpuAllocator::size_class.
 TEST(Hardening, Item02_AllocatorSizeClassNeverHangs) {
-  expect_error([] { ops::full(Shape{(std::size_t{1} << 61) + 1}, 1.0, DType::F32, cpu()); },
+  expect_error([] { ops::full(Shape{(std::size_t{1} << 61) + 1}, 1.0, DType::F32, host_cpu()); },
                {"full"}, 10);
-  expect_error([] { ops::linspace(0, 1, kMax, DType::F32, cpu()); }, {"linspace"}, 10);
+  expect_error([] { ops::linspace(0, 1, kMax, DType::F32, host_cpu()); }, {"linspace"}, 10);
   // size_class itself, through a request the machine cannot hold: refused at once.
-  expect_error([] { ops::full(Shape{std::size_t{1} << 60}, 1.0, DType::U8, cpu()); },
+  expect_error([] { ops::full(Shape{std::size_t{1} << 60}, 1.0, DType::U8, host_cpu()); },
                {"full", "can ever allocate"}, 10);
+}
+
+// 2. The size classes themselves: every request gets a class at least as large, wasting at
+// most a quarter above 4 KiB, and sizes beyond 2^62 (which allocate refuses) return at once.
+TEST(Hardening, Item02_SizeClasses) {
+  const Outcome o = run_isolated(
+      [] {
+        std::string bad;
+        for (std::size_t b :
+             {std::size_t{1}, std::size_t{64}, std::size_t{65}, std::size_t{4096},
+              std::size_t{4097}, std::size_t{8192}, std::size_t{12289}, (std::size_t{1} << 40) + 1,
+              (std::size_t{1} << 61) + 1, std::size_t{1} << 62}) {
+          const std::size_t c = cpu::CpuAllocator::size_class(b);
+          const bool ok = c >= b && c % 64 == 0 && (b <= 4096 || c - b <= c / 4);
+          if (!ok) bad += std::to_string(b) + " -> " + std::to_string(c) + "; ";
+        }
+        for (std::size_t b : {(std::size_t{1} << 62) + 1, kBig63, kMax}) {
+          if (cpu::CpuAllocator::size_class(b) < b) bad += "huge " + std::to_string(b) + "; ";
+        }
+        if (cpu::CpuAllocator::size_class(8192) != 8192) bad += "8192 is its own class; ";
+        return bad;
+      },
+      10);
+  ASSERT_TRUE(o.ok()) << o.str();
+  EXPECT_EQ(o.text, "");
 }
 
 // 3. An element count that wraps to 0 was accepted, and TensorData's byte check used the
 // same wrapped product.
 TEST(Hardening, Item03_ElementCountOverflow) {
   const std::size_t e = std::size_t{1} << 32;
-  expect_error([&] { ops::full(Shape{e, e}, 1.0, DType::F32, cpu()); }, {"full", "element count"});
+  expect_error(
+      [&] {
+        ops::full(Shape{e, e}, 1.0, DType::F32, host_cpu());
+      },
+      {"full", "element count"});
   expect_error(
       [&] {
         TensorData(std::vector<std::byte>{}, Shape{e, e}, DType::F32);
@@ -193,6 +226,42 @@ TEST(Hardening, Item08_PoolBackwardEmptyBatch) {
   }
 }
 
+// 9. Two threads calling backward on losses sharing an intermediate aborted or crashed; now
+// one pass wins with the sequential gradients and the other reports the graph (more rounds
+// and variants: tests/autodiff/test_concurrent_backward.cpp, also under TSan).
+TEST(Hardening, Item09_ConcurrentBackwardSharedNodes) {
+  const Outcome o = run_isolated([] {
+    const Device dev = Device::cpu().autodiff();
+    std::string bad;
+    for (int round = 0; round < 50; ++round) {
+      auto x = ops::require_grad(ops::from_data(TensorData::from<double>({0.5, -1}), dev));
+      auto y = ops::unary(ir::UnaryFn::Exp, x);
+      auto l1 = ops::reduce_all(ir::ReduceFn::Sum, ops::binary_scalar(ir::BinaryFn::Mul, y, 2));
+      auto l2 = ops::reduce_all(ir::ReduceFn::Sum, ops::binary_scalar(ir::BinaryFn::Mul, y, 3));
+      std::optional<double> g[2];
+      std::string err[2];
+      const auto pass = [&](int k, const DynTensor& l) {
+        try {
+          g[k] = ops::grad(x, ops::backward(l))->to_data().get_f64(0);
+        } catch (const Error& e) {
+          err[k] = e.what();
+        }
+      };
+      std::thread t0([&] { pass(0, l1); });
+      std::thread t1([&] { pass(1, l2); });
+      t0.join();
+      t1.join();
+      const int won = g[0] ? 0 : 1;
+      if (g[0].has_value() == g[1].has_value()) bad += "not exactly one pass; ";
+      if (g[won] && std::fabs(*g[won] - (won ? 3 : 2) * std::exp(0.5)) > 1e-12) bad += "grad; ";
+      if (err[1 - won].rfind("backward: the graph", 0) != 0) bad += "error: " + err[1 - won];
+    }
+    return bad;
+  });
+  ASSERT_TRUE(o.ok()) << o.str();
+  EXPECT_EQ(o.text, "");
+}
+
 // 10. Windows whose span or padding overflowed gave garbage; windows wholly in the padding
 // gave -inf.
 TEST(Hardening, Item10_WindowOverflowGarbage) {
@@ -296,14 +365,14 @@ TEST(Hardening, Item15_IntClampNanBound) {
 // 16. Scalars take part as PyTorch's Python scalars (docs/tensor.md, "Scalars").
 TEST(Hardening, Item16_ScalarPromotion) {
   // Fill values a dtype cannot hold are errors, as torch.full.
-  expect_error([] { ops::full(Shape{2}, 1e300, DType::I32, cpu()); }, {"full", "i32"});
-  expect_error([] { ops::full(Shape{1}, 300, DType::I8, cpu()); }, {"full", "i8"});
-  expect_error([] { ops::full(Shape{1}, NAN, DType::I64, cpu()); }, {"full"});
-  expect_error([] { ops::full(Shape{1}, 1e300, DType::F32, cpu()); }, {"full", "f32"});
-  expect_error([] { ops::full(Shape{1}, 70000, DType::F16, cpu()); }, {"full", "f16"});
-  EXPECT_EQ(values(ops::full(Shape{1}, -3, DType::U8, cpu())), (std::vector<double>{253}));
-  EXPECT_EQ(values(ops::full(Shape{1}, 2.7, DType::I32, cpu())), (std::vector<double>{2}));
-  EXPECT_EQ(values(ops::full(Shape{1}, INFINITY, DType::F16, cpu())),
+  expect_error([] { ops::full(Shape{2}, 1e300, DType::I32, host_cpu()); }, {"full", "i32"});
+  expect_error([] { ops::full(Shape{1}, 300, DType::I8, host_cpu()); }, {"full", "i8"});
+  expect_error([] { ops::full(Shape{1}, NAN, DType::I64, host_cpu()); }, {"full"});
+  expect_error([] { ops::full(Shape{1}, 1e300, DType::F32, host_cpu()); }, {"full", "f32"});
+  expect_error([] { ops::full(Shape{1}, 70000, DType::F16, host_cpu()); }, {"full", "f16"});
+  EXPECT_EQ(values(ops::full(Shape{1}, -3, DType::U8, host_cpu())), (std::vector<double>{253}));
+  EXPECT_EQ(values(ops::full(Shape{1}, 2.7, DType::I32, host_cpu())), (std::vector<double>{2}));
+  EXPECT_EQ(values(ops::full(Shape{1}, INFINITY, DType::F16, host_cpu())),
             (std::vector<double>{INFINITY}));
   auto m = ops::binary_scalar(ir::BinaryFn::Gt, ints<std::int8_t>({1, 0}), 0);
   expect_error([&] { ops::mask_fill(ints<std::int8_t>({1, 2}), m, INFINITY); }, {"mask_fill"});
@@ -343,7 +412,7 @@ TEST(Hardening, Item16_ScalarPromotion) {
   expect_error([] { ops::binary_scalar(BinaryFn::Add, ints<std::int8_t>({2}), 1000); },
                {"add", "i8"});
   // The typed Int API keeps its kind: a fractional scalar is refused.
-  auto ti = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({1, 2}), cpu());
+  auto ti = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({1, 2}), host_cpu());
   expect_error([&] { (void)(ti * 1.5); }, {"not an integer"});
   EXPECT_EQ((ti * 3.0).to_data().to_vector<double>(), (std::vector<double>{3, 6}));
 }
@@ -364,7 +433,7 @@ TEST(Hardening, Item17_PowiIntegers) {
 TEST(Hardening, Item18_EmptyTensorData) {
   auto d = TensorData::from<float>(std::vector<float>{}, Shape{0});
   EXPECT_EQ(d.num_elements(), 0u);
-  auto t = ops::from_data(d, cpu());
+  auto t = ops::from_data(d, host_cpu());
   EXPECT_EQ(t.shape(), (Shape{0}));
   EXPECT_TRUE(t.to_data().to_vector<float>().empty());
   auto e = TensorData::from<std::int64_t>(std::vector<std::int64_t>{}, Shape{3, 0});
@@ -373,16 +442,16 @@ TEST(Hardening, Item18_EmptyTensorData) {
 
 // 19. Messages name the function the user called, its shapes and the offending argument.
 TEST(Hardening, Item19_MessagesNameTheCall) {
-  expect_error([] { ops::eye(std::size_t{1} << 40, DType::F32, cpu()); }, {"eye"});
+  expect_error([] { ops::eye(std::size_t{1} << 40, DType::F32, host_cpu()); }, {"eye"});
   expect_error([] { ops::one_hot(ints<std::int64_t>({1}), kBig62, DType::F32); }, {"one_hot"});
   expect_error(
       [] {
-        ops::tril_mask(Shape{std::size_t{1} << 40, std::size_t{1} << 40}, 0, cpu());
+        ops::tril_mask(Shape{std::size_t{1} << 40, std::size_t{1} << 40}, 0, host_cpu());
       },
       {"tril_mask"});
   expect_error(
       [] {
-        ops::stack({ones_f32(Shape{2}), ops::ones(Shape{2}, DType::I64, cpu())}, 0);
+        ops::stack({ones_f32(Shape{2}), ops::ones(Shape{2}, DType::I64, host_cpu())}, 0);
       },
       {"stack", "[2] f32", "[2] i64"});
   expect_error([] { ops::narrow(ones_f32(Shape{5}), 0, 3, 4); }, {"narrow", "start 3", "length 4"});
@@ -398,6 +467,6 @@ TEST(Hardening, Item19_MessagesNameTheCall) {
       },
       {"gather", "dim 0", "[2, 3]"});
   // An allocation the machine can never give names the function, the shape and the bytes.
-  expect_error([] { ops::full(Shape{std::size_t{1} << 50}, 0.0, DType::F32, cpu()); },
+  expect_error([] { ops::full(Shape{std::size_t{1} << 50}, 0.0, DType::F32, host_cpu()); },
                {"full", "[1125899906842624]", "f32", "bytes"});
 }
