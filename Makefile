@@ -1,13 +1,14 @@
 # ember's entry points. Each installs what is missing, configures, builds and runs.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 JOBS ?= 2
 CMAKE_FLAGS ?=
 # e.g. make bench BENCH_ARGS='--filter matmul,softmax --size full --json bench.json'
 BENCH_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps configure build demo test test-asan bench format clean ops-doc
+.PHONY: all deps configure build demo test test-asan test-tsan fuzz bench format clean ops-doc
 
 all: build
 
@@ -35,6 +36,22 @@ test-asan: deps
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 1800
 
+# The threading tests under ThreadSanitizer: only their binaries are built (the library
+# with them, without the Cuda backend), to keep CI short.
+TSAN_TESTS ?= test_concurrent_backward test_grad
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE_THREAD=ON \
+	  -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/test_concurrent_backward
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_grad --gtest_filter='*Threads*'
+
+# The API fuzzer beyond CI's fixed budget: FUZZ_SEEDS x FUZZ_CALLS calls.
+FUZZ_SEEDS ?= 1 2 3 4 5 6 7 8
+FUZZ_CALLS ?= 200000
+fuzz: build
+	@for s in $(FUZZ_SEEDS); do $(BUILD)/tests/ember_fuzz --seed $$s --calls $(FUZZ_CALLS) || exit 1; done
+
 bench: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCHES=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
@@ -45,7 +62,7 @@ format:
 	  | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
 
 # Regenerates the op table of docs/ir.md from the IR (test_ir fails while it is stale).
 .PHONY: ir-doc

@@ -11,7 +11,8 @@
 // reverse topological order), call each rule with the accumulated output gradient, keep
 // the gradients of require_grad leaves, and free every visited non-leaf node's saved
 // tensors as soon as it is done. The backend object holds no mutable state except the
-// atomic id counter, so independent graphs run on different threads.
+// atomic id counter, so independent graphs run on different threads; passes over graphs
+// that share nodes are kept apart by claiming them (Note [Concurrent backward]).
 #include "ember/autodiff/autodiff.hpp"
 
 #include <algorithm>
@@ -70,9 +71,7 @@ class BackwardPass final : public Engine {
     while (!stack.empty()) {
       auto n = std::move(stack.back());
       stack.pop_back();
-      EMBER_CHECK(!n->consumed,
-                  "backward: the graph was already freed by an earlier backward (a tensor of it "
-                  "was used again after backward)");
+      if (!n->leaf) claim(*n, order);  // Note [Concurrent backward]
       for (const auto& p : n->parents) {
         if (p && !seen[p->id]) {
           seen[p->id] = true;
@@ -85,22 +84,33 @@ class BackwardPass final : public Engine {
               [](const auto& a, const auto& b) { return a->id > b->id; });
 
     backend::GradientsStore out;
-    grads_[root->id] = h::full(inner_, root->shape, 1.0, root->dtype);
-    for (const auto& n : order) {
-      auto g = grads_.extract(n->id);
-      if (n->leaf) {
-        if (!g.empty()) out.insert(n->id, std::move(g.mapped()));
-        continue;
+    try {
+      grads_[root->id] = h::full(inner_, root->shape, 1.0, root->dtype);
+      for (const auto& n : order) {
+        auto g = grads_.extract(n->id);
+        if (n->leaf) {
+          if (!g.empty()) out.insert(n->id, std::move(g.mapped()));
+          continue;
+        }
+        if (!g.empty()) {
+          BackwardCtx ctx(inner_, *this, *n, std::move(g.mapped()));
+          n->rule->backward(ctx);
+        }
+        // Free what the graph kept for this node; its children (higher ids) are all done.
+        // It stays claimed: a later pass reaching it reports the freed graph.
+        n->consumed.store(true, std::memory_order_release);
+        n->op = ir::Op{};
+        n->outputs.clear();
+        recomputed_.erase(n->id);
       }
-      if (!g.empty()) {
-        BackwardCtx ctx(inner_, *this, *n, std::move(g.mapped()));
-        n->rule->backward(ctx);
+    } catch (...) {
+      // A rule failed: the nodes not yet freed are given back as they were.
+      for (const auto& n : order) {
+        if (!n->leaf && !n->consumed.load(std::memory_order_relaxed)) {
+          n->claimed.store(false, std::memory_order_release);
+        }
       }
-      // Free what the graph kept for this node; its children (higher ids) are all done.
-      n->consumed = true;
-      n->op = ir::Op{};
-      n->outputs.clear();
-      recomputed_.erase(n->id);
+      throw;
     }
     // Parents last: dropping them may free long chains of nodes.
     for (const auto& n : order) {
@@ -110,6 +120,21 @@ class BackwardPass final : public Engine {
   }
 
  private:
+  // Claims n for this pass, or releases every claim taken so far (the non-leaf nodes of
+  // `order`) and throws naming why n is unavailable.
+  static void claim(Node& n, const std::vector<std::shared_ptr<Node>>& order) {
+    bool expected = false;
+    if (n.claimed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
+    const bool freed = n.consumed.load(std::memory_order_acquire);
+    for (const auto& c : order) {
+      if (!c->leaf) c->claimed.store(false, std::memory_order_release);
+    }
+    fail(freed ? "backward: the graph was already freed by an earlier backward (a tensor of it "
+                 "was used again after backward)"
+               : "backward: the graph shares nodes with a backward running on another thread; "
+                 "run backward passes over shared nodes one after the other");
+  }
+
   backend::Backend& inner_;
   std::unordered_map<std::uint64_t, ir::Handle> grads_;
   std::unordered_map<std::uint64_t, std::vector<ir::Handle>> recomputed_;

@@ -14,6 +14,7 @@
 
 #include "autodiff/graph.hpp"
 #include "autodiff/ir_helpers.hpp"
+#include "ember/backend/window.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::autodiff {
@@ -416,10 +417,13 @@ Handle fold_window_grad(Ctx& c, Handle gcols, std::size_t k, std::size_t l) {
 }
 // (K, L): the window size and the number of window positions of a Pool.
 std::pair<std::size_t, std::size_t> pool_extents(Ctx& c) {
-  std::size_t k = 1;
-  for (std::size_t v : c.op<ir::Pool>().window.kernel) k *= v;
-  const std::size_t planes = c.in_shape(0)[0] * c.in_shape(0)[1];
-  return {k, planes == 0 ? 0 : c.grad()->shape().num_elements() / planes};
+  const ir::Window& w = c.op<ir::Pool>().window;
+  std::size_t k = 1, l = 1;
+  for (std::size_t v : w.kernel) k *= v;
+  // L from the window geometry, not from g's size: an empty batch (N or C of 0) has L > 0.
+  const Shape pos = backend::positions_shape(c.in_shape(0), w);
+  for (std::size_t i = 2; i < pos.rank(); ++i) l *= pos[i];
+  return {k, l};
 }
 
 RuleEntry make_pool(ir::PoolFn fn) {

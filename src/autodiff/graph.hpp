@@ -66,7 +66,13 @@ struct Node {
   std::uint64_t id = 0;
   bool leaf = false;          // made by require_grad: its gradient is kept
   bool recomputable = false;  // Balanced: value recomputed from op in backward
-  bool consumed = false;      // a backward pass freed it
+  // Note [Concurrent backward]: a backward pass claims every non-leaf node it will visit
+  // before reading or changing it; a node claimed by another pass (running, or done and
+  // so consumed) makes the pass release its claims and throw ember::Error. Leaves are
+  // only read in backward and are never claimed, so graphs sharing only leaves run
+  // concurrently.
+  std::atomic<bool> claimed{false};
+  std::atomic<bool> consumed{false};  // a backward pass freed it
   const Rule* rule = nullptr;
   std::vector<std::shared_ptr<Node>> parents;  // per operand slot; null: not tracked
   std::vector<Shape> in_shapes;

@@ -1,10 +1,16 @@
 #include "ember/base/shape.hpp"
 
+#include "ember/base/checked.hpp"
+
 namespace ember {
 
 std::size_t Shape::num_elements() const {
   std::size_t n = 1;
-  for (std::size_t d : dims_) n *= d;
+  bool over = false;
+  for (std::size_t d : dims_) over |= d > kMaxSize || __builtin_mul_overflow(n, d, &n);
+  // The functions that build shapes check them naming themselves (checked_num_elements);
+  // this is the backstop, so that no wrapped count ever sizes a buffer or a loop.
+  if (over || n > kMaxSize) checked_num_elements(*this, "shape");
   return n;
 }
 

@@ -1,5 +1,7 @@
 #include "ember/base/tensor_data.hpp"
 
+#include "ember/base/checked.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -101,7 +103,7 @@ void convert_elements(const void* src, DType from, void* dst, DType to, std::siz
 
 TensorData::TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype)
     : bytes_(std::move(bytes)), shape_(std::move(shape)), dtype_(dtype) {
-  const std::size_t expected = shape_.num_elements() * size_of(dtype_);
+  const std::size_t expected = checked_bytes(shape_, dtype_, "TensorData");
   EMBER_CHECK(bytes_.size() == expected, "TensorData: " + std::to_string(bytes_.size()) +
                                              " bytes given for shape " + shape_.to_string() +
                                              " of " + name(dtype_) + ", expected " +

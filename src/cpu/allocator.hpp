@@ -21,14 +21,16 @@ class CpuAllocator {
   CpuAllocator& operator=(const CpuAllocator&) = delete;
   ~CpuAllocator();
 
-  // Returns at least `bytes` bytes, 64-byte aligned; throws ember::Error when the system
-  // is out of memory.
+  // Returns at least `bytes` bytes, 64-byte aligned; throws ember::Error at once when
+  // `bytes` exceeds capacity(), and when the system is out of memory.
   void* allocate(std::size_t bytes);
   void deallocate(void* p, std::size_t bytes);
   backend::MemoryStats stats() const;
   void empty_cache();
 
   static std::size_t size_class(std::size_t bytes);
+  // The most this machine can ever give: its memory and swap (at most 2^62 bytes).
+  static std::size_t capacity();
 
  private:
   mutable std::mutex mu_;

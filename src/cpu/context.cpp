@@ -1,18 +1,32 @@
 #include "cpu/context.hpp"
 
 #include <cstring>
+#include <new>
+#include <string>
 
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/strided.hpp"
 #include "ember/backend/strided_view.hpp"
+#include "ember/base/checked.hpp"
 
 namespace ember::cpu {
 
 bool CpuTensor::is_contiguous() const { return backend::is_contiguous(shape_, strides_); }
 
+thread_local const char* CpuContext::current_op = "cpu";
+
 std::shared_ptr<CpuTensor> CpuContext::empty(const Shape& shape, DType dtype) {
-  const std::size_t bytes = std::max<std::size_t>(1, shape.num_elements() * size_of(dtype));
-  auto buf = std::make_shared<Buffer>(allocator, bytes);
+  const std::size_t bytes = std::max<std::size_t>(1, checked_bytes(shape, dtype, current_op));
+  std::shared_ptr<Buffer> buf;
+  try {
+    buf = std::make_shared<Buffer>(allocator, bytes);
+  } catch (const Error& e) {
+    fail(std::string(current_op) + ": the output " + shape.to_string() + " of " + name(dtype) +
+         " cannot be allocated (" + e.what() + ")");
+  } catch (const std::bad_alloc&) {
+    fail(std::string(current_op) + ": out of memory allocating the output " + shape.to_string() +
+         " of " + name(dtype));
+  }
   return std::make_shared<CpuTensor>(std::move(buf), shape, dtype, contiguous_strides(shape), 0);
 }
 

@@ -16,8 +16,11 @@ struct CpuContext {
   std::atomic<std::uint64_t> seed{0x5eed'e3be'2026ULL};
   std::atomic<std::uint64_t> counter{0};
 
-  // A fresh contiguous tensor (contents uninitialised).
+  // A fresh contiguous tensor (contents uninitialised); an ember::Error naming current_op,
+  // the shape and the dtype when it cannot be allocated.
   std::shared_ptr<CpuTensor> empty(const Shape& shape, DType dtype);
+  // The IR op this thread is executing (set by the backend), named in allocation errors.
+  static thread_local const char* current_op;
 };
 
 // x itself when it is contiguous, else a contiguous copy.

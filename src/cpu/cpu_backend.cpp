@@ -62,6 +62,7 @@ class CpuBackend final : public backend::Backend {
   }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
+    CpuContext::current_op = ir::name(ir::kind_of(op));
     if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
     if (needs_widening(op)) return execute_widened(std::move(op));
     return dispatch(op);

@@ -4,6 +4,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -106,15 +107,29 @@ TensorData load_idx(const std::string& path) {
     EMBER_CHECK(read_exact(f.get(), b.data(), 4),
                 "load_idx: '" + path + "' is truncated in its header");
     d = (std::size_t(b[0]) << 24) | (std::size_t(b[1]) << 16) | (std::size_t(b[2]) << 8) | b[3];
-    count *= d;
+    EMBER_CHECK(!__builtin_mul_overflow(count, d, &count),
+                "load_idx: '" + path + "' declares a shape whose element count overflows");
   }
   const std::size_t width = size_of(dt);
-  EMBER_CHECK(count <= (std::size_t(1) << 40) / width,
-              "load_idx: '" + path + "' declares an implausibly large tensor");
-  std::vector<std::byte> bytes(count * width);
-  EMBER_CHECK(read_exact(f.get(), bytes.data(), bytes.size()),
-              "load_idx: '" + path + "' is truncated: expected " + std::to_string(count) +
-                  " elements of " + Shape(dims).to_string());
+  EMBER_CHECK(
+      count <= (std::size_t(1) << 40) / width,
+      "load_idx: '" + path + "' declares an implausibly large tensor " + Shape(dims).to_string());
+  // The header is not trusted with the allocation: the buffer grows with the data actually
+  // read, a chunk at a time, so a short file costs at most one chunk beyond its contents.
+  const std::size_t total = count * width;
+  constexpr std::size_t kChunk = std::size_t{64} << 20;
+  std::vector<std::byte> bytes;
+  for (std::size_t have = 0; have < total;) {
+    const std::size_t step = std::min(total - have, kChunk);
+    if (bytes.capacity() < have + step) {
+      bytes.reserve(std::min(total, std::max(2 * bytes.capacity(), have + step)));
+    }
+    bytes.resize(have + step);
+    EMBER_CHECK(read_exact(f.get(), bytes.data() + have, step),
+                "load_idx: '" + path + "' is truncated: expected " + std::to_string(count) +
+                    " elements of " + Shape(dims).to_string());
+    have += step;
+  }
   unsigned char extra;
   EMBER_CHECK(gzread(f.get(), &extra, 1) == 0,
               "load_idx: '" + path + "' has trailing bytes after " + Shape(dims).to_string());

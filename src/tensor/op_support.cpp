@@ -1,15 +1,37 @@
 #include "tensor/op_support.hpp"
 
+#include <new>
+#include <stdexcept>
+
+#include "ember/base/checked.hpp"
+
 namespace ember::ops::detail {
 
+namespace {
+// Only ember::Error leaves a public function: what a backend's containers or the system
+// throw is translated here, the one boundary every op crosses.
+std::vector<ir::Handle> execute(const Device& device, ir::Op op) {
+  const ir::OpKind kind = ir::kind_of(op);
+  try {
+    return device.backend().execute(std::move(op));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::bad_alloc&) {
+    fail(std::string(ir::name(kind)) + " on " + device.name() + ": out of memory");
+  } catch (const std::exception& e) {
+    fail(std::string(ir::name(kind)) + " on " + device.name() + ": " + e.what());
+  }
+}
+}  // namespace
+
 DynTensor run(const Device& device, ir::Op op) {
-  auto outs = device.backend().execute(std::move(op));
+  auto outs = execute(device, std::move(op));
   EMBER_ASSERT(!outs.empty());
   return DynTensor(std::move(outs[0]), device);
 }
 
 std::vector<DynTensor> run_all(const Device& device, ir::Op op) {
-  auto outs = device.backend().execute(std::move(op));
+  auto outs = execute(device, std::move(op));
   std::vector<DynTensor> r;
   r.reserve(outs.size());
   for (auto& h : outs) r.emplace_back(std::move(h), device);
@@ -26,6 +48,22 @@ std::string describe(const std::string& op, std::initializer_list<const DynTenso
     s += x->shape().to_string() + " " + name(x->dtype());
   }
   return s + ")";
+}
+
+std::size_t check_size(const Shape& shape, DType dtype, const std::string& op) {
+  return checked_bytes(shape, dtype, op);
+}
+
+std::size_t check_size(const Shape& shape, DType dtype, const std::string& op,
+                       const Device& device) {
+  const std::size_t bytes = checked_bytes(shape, dtype, op);
+  if (bytes < (std::size_t{1} << 30)) return bytes;  // small: no need to ask the device
+  const std::size_t cap = device.backend().memory_stats().capacity;
+  EMBER_CHECK(bytes <= cap, op + ": a tensor of shape " + shape.to_string() + " and dtype " +
+                                name(dtype) + " needs " + std::to_string(bytes) +
+                                " bytes, more than " + device.name() + " can ever allocate (" +
+                                std::to_string(cap) + " bytes)");
+  return bytes;
 }
 
 void check_same_device(const DynTensor& a, const DynTensor& b, const char* op) {
@@ -45,7 +83,7 @@ void check_kind(const DynTensor& x, std::initializer_list<Kind> allowed, const c
 
 DynTensor scalar_like(const DynTensor& x, double v) {
   Shape s(std::vector<std::size_t>(x.rank(), 1));
-  return full(s, v, x.dtype(), x.device());
+  return fill(s, v, x.dtype(), x.device());
 }
 
 DynTensor left_pad_rank(DynTensor x, std::size_t rank) {

@@ -2,10 +2,13 @@
 // in one place (resolve_window), the IR ops Unfold, Fold and Pool, and the composites built
 // on them — conv and conv_transpose through matmul, max pooling as Pool, average pooling
 // as Pool's sum over the window size or over the count of entries inside the image.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <string>
 
+#include "ember/base/checked.hpp"
 #include "ember/ir/infer.hpp"
 #include "ember/tensor/module_ops.hpp"
 #include "tensor/op_support.hpp"
@@ -22,10 +25,22 @@ std::string list(const std::vector<std::size_t>& v) {
   return s + "]";
 }
 
-std::size_t product(const std::vector<std::size_t>& v) {
+// The product of v; an ember::Error naming op and `what` when it exceeds 2^62.
+std::size_t product(const std::vector<std::size_t>& v, const std::string& op = "window",
+                    const char* what = "the product") {
   std::size_t p = 1;
-  for (std::size_t e : v) p *= e;
+  for (std::size_t e : v) p = checked_mul(p, e, op, what);
   return p;
+}
+
+// Every window quantity (extent, padded extent, span, stride, padding) is at most 2^60, so
+// that the kernels' signed coordinate arithmetic (sums of three of them) cannot overflow.
+constexpr std::size_t kMaxWindow = std::size_t{1} << 60;
+
+std::size_t window_bound(std::size_t v, const std::string& op, const std::string& what) {
+  EMBER_CHECK(v <= kMaxWindow, op + ": " + what + " " + std::to_string(v) +
+                                   " exceeds the largest window extent (2^60)");
+  return v;
 }
 
 // The number of spatial dims of an image x [N, C, *spatial]; throws naming op.
@@ -62,8 +77,18 @@ ir::Window resolve_window(const std::string& op, std::size_t sp,
     EMBER_CHECK(w.kernel[i] >= 1 && w.stride[i] >= 1 && w.dilation[i] >= 1,
                 op + ": kernel " + list(w.kernel) + ", stride " + list(w.stride) +
                     " and dilation " + list(w.dilation) + " must be >= 1");
+    const std::string dim = " along spatial dim " + std::to_string(i);
+    window_bound(w.stride[i], op, "the stride" + dim);
+    window_bound(w.padding[i], op, "the padding" + dim);
+    const std::size_t span =
+        window_bound(checked_add(checked_mul(w.dilation[i], w.kernel[i] - 1, op, "the kernel span"),
+                                 1, op, "the kernel span"),
+                     op, "the kernel span dilation * (kernel - 1) + 1" + dim);
     if (image) {
-      const std::size_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
+      window_bound((*image)[i], op, "the extent" + dim);
+      window_bound(checked_add((*image)[i], checked_mul(2, w.padding[i], op, "the padding"), op,
+                               "the padded extent"),
+                   op, "the padded extent" + dim);
       EMBER_CHECK((*image)[i] + 2 * w.padding[i] >= span,
                   op + ": the kernel " + list(w.kernel) + " with dilation " + list(w.dilation) +
                       " spans " + std::to_string(span) + " along spatial dim " + std::to_string(i) +
@@ -75,6 +100,45 @@ ir::Window resolve_window(const std::string& op, std::size_t sp,
 }
 
 std::vector<std::size_t> spatial_of(const Shape& s) { return {s.begin() + 2, s.end()}; }
+
+// Pooling's contract (ir::Pool): every window position holds at least one image entry.
+// Along each dim only the positions starting in the padding before the image can miss it
+// (padding is at most half the kernel), so only those are looked at.
+void check_windows_touch_image(const std::string& op, const std::vector<std::size_t>& in,
+                               const ir::Window& w) {
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const auto n = static_cast<std::int64_t>(in[i]), s = static_cast<std::int64_t>(w.stride[i]),
+               pad = static_cast<std::int64_t>(w.padding[i]),
+               d = static_cast<std::int64_t>(w.dilation[i]),
+               k = static_cast<std::int64_t>(w.kernel[i]);
+    const auto positions = static_cast<std::int64_t>(
+        ir::window_positions(in[i], w.kernel[i], w.stride[i], w.padding[i], w.dilation[i]));
+    bool ok = n > 0;
+    for (std::int64_t p = 0; ok && p < positions; ++p) {
+      const std::int64_t start = p * s - pad;  // the first tap's coordinate
+      if (start >= 0) {
+        ok = start < n;
+        break;
+      }
+      const std::int64_t k0 = (-start + d - 1) / d;  // the first tap at a coordinate >= 0
+      ok = k0 < k && start + k0 * d < n;
+    }
+    EMBER_CHECK(ok, op + ": a window of kernel " + list(w.kernel) + ", stride " + list(w.stride) +
+                        ", padding " + list(w.padding) + " and dilation " + list(w.dilation) +
+                        " lies wholly in the padding along spatial dim " + std::to_string(i) +
+                        " (extent " + std::to_string(in[i]) + ")");
+  }
+}
+
+// The shape [N, C, *positions] of a per-position result, checked to fit.
+std::vector<std::size_t> checked_positions_shape(const std::string& op, std::size_t n,
+                                                 std::size_t c, const std::vector<std::size_t>& pos,
+                                                 DType dtype, const Device& device) {
+  std::vector<std::size_t> dims{n, c};
+  dims.insert(dims.end(), pos.begin(), pos.end());
+  ops::detail::check_size(Shape(dims), dtype, op, device);
+  return dims;
+}
 
 DynTensor unfold_checked(DynTensor x, ir::Window w, double pad_value) {
   const Device dev = x.device();
@@ -135,6 +199,14 @@ DynTensor unfold(DynTensor x, const std::vector<std::size_t>& kernel, const Wind
   ir::Window w = resolve_window(describe("unfold", {&x}), sp, kernel, o, nullptr, &in);
   EMBER_CHECK(x.kind() == Kind::Float || !std::isnan(pad_value),
               describe("unfold: a NaN padding value needs a float tensor, got", {&x}));
+  {
+    const std::string op = describe("unfold", {&x});
+    const std::size_t rows = checked_mul(x.shape()[1], product(w.kernel, op, "the kernel size"), op,
+                                         "the rows C * prod(kernel)");
+    ops::detail::check_size(
+        Shape{x.shape()[0], rows, product(positions(in, w), op, "the window positions")}, x.dtype(),
+        op, x.device());
+  }
   return unfold_checked(std::move(x), std::move(w), pad_value);
 }
 
@@ -147,14 +219,20 @@ DynTensor fold(DynTensor x, const std::vector<std::size_t>& output_size,
               op + ": output_size " + list(output_size) + " needs 1 to 3 spatial dims");
   const std::size_t sp = output_size.size();
   ir::Window w = resolve_window(op, sp, kernel, o, nullptr, &output_size);
-  const std::size_t k = product(w.kernel);
+  const std::size_t k = product(w.kernel, op, "the kernel size");
   EMBER_CHECK(x.shape()[1] % k == 0, op + ": dim 1 (" + std::to_string(x.shape()[1]) +
                                          ") is not a multiple of the kernel size " +
                                          std::to_string(k) + " of kernel " + list(w.kernel));
   const auto pos = ir::window_positions(output_size, w);
-  EMBER_CHECK(x.shape()[2] == product(pos), op + ": dim 2 must be the number of window positions " +
-                                                list(pos) + " = " + std::to_string(product(pos)) +
-                                                " of output_size " + list(output_size));
+  const std::size_t l = product(pos, op, "the window positions");
+  EMBER_CHECK(x.shape()[2] == l, op + ": dim 2 must be the number of window positions " +
+                                     list(pos) + " = " + std::to_string(l) + " of output_size " +
+                                     list(output_size));
+  {
+    std::vector<std::size_t> dims{x.shape()[0], x.shape()[1] / k};
+    dims.insert(dims.end(), output_size.begin(), output_size.end());
+    ops::detail::check_size(Shape(std::move(dims)), x.dtype(), op, x.device());
+  }
   return fold_checked(std::move(x), output_size, std::move(w));
 }
 
@@ -174,7 +252,13 @@ DynTensor conv(DynTensor x, DynTensor weight, std::optional<DynTensor> bias, con
   const auto kernel = spatial_of(weight.shape());
   ir::Window w = resolve_window(describe("conv", {&x, &weight}), sp, kernel, o, nullptr, &in);
   const auto out = ir::window_positions(in, w);
-  const std::size_t ck = weight.shape()[1] * product(kernel), l = product(out);
+  const std::string cop = describe("conv", {&x, &weight});
+  const std::size_t ck = checked_mul(weight.shape()[1], product(kernel, cop, "the kernel size"),
+                                     cop, "the rows C / groups * prod(kernel)"),
+                    l = product(out, cop, "the window positions");
+  checked_positions_shape(cop, n, out_c, out, x.dtype(), x.device());
+  ops::detail::check_size(Shape{n, checked_mul(groups, ck, cop, "the column rows"), l}, x.dtype(),
+                          cop, x.device());
   // cols [N, G, C/G * K, L]; weight [1, G, O/G, C/G * K]; their product [N, G, O/G, L] is
   // [N, O, *out] in memory.
   auto cols =
@@ -209,14 +293,27 @@ DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor>
   for (std::size_t i = 0; i < sp; ++i) {
     EMBER_CHECK(opad[i] < w.stride[i], op + ": output_padding " + list(opad) +
                                            " must be smaller than the stride " + list(w.stride));
+    EMBER_CHECK(in[i] >= 1, op + ": spatial dim " + std::to_string(i) + " is empty");
     const std::size_t full =
-        (in[i] - 1) * w.stride[i] + w.dilation[i] * (kernel[i] - 1) + opad[i] + 1;
-    EMBER_CHECK(in[i] >= 1 && full > 2 * w.padding[i], op + ": padding " + list(w.padding) +
-                                                           " leaves no output along spatial dim " +
-                                                           std::to_string(i));
+        checked_add(checked_add(checked_mul(in[i] - 1, w.stride[i], op, "the output extent"),
+                                checked_mul(w.dilation[i], kernel[i] - 1, op, "the kernel span"),
+                                op, "the output extent"),
+                    opad[i] + 1, op, "the output extent");
+    window_bound(full, op, "the output extent along spatial dim " + std::to_string(i));
+    EMBER_CHECK(full > 2 * w.padding[i], op + ": padding " + list(w.padding) +
+                                             " leaves no output along spatial dim " +
+                                             std::to_string(i));
     out[i] = full - 2 * w.padding[i];
   }
-  const std::size_t cg = c / groups, ok = weight.shape()[1] * product(kernel), l = product(in);
+  checked_positions_shape(op, n, out_c, out, x.dtype(), x.device());
+  // The window over the output image, checked as Fold will slide it.
+  w = resolve_window(op, sp, kernel, o, nullptr, &out);
+  const std::size_t cg = c / groups,
+                    ok = checked_mul(weight.shape()[1], product(kernel, op, "the kernel size"), op,
+                                     "the rows O / groups * prod(kernel)"),
+                    l = product(in, op, "the input positions");
+  ops::detail::check_size(Shape{n, checked_mul(groups, ok, op, "the column rows"), l}, x.dtype(),
+                          op, x.device());
   // weight^T [1, G, O/G * K, C/G] times x [N, G, C/G, L]: columns [N, O * K, L] to fold.
   auto wt = ops::transpose(ops::reshape(std::move(weight), Shape{1, groups, cg, ok}));
   auto xs = ops::reshape(std::move(x), Shape{n, groups, cg, l});
@@ -235,6 +332,8 @@ DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
         2 * w.padding[i] <= w.kernel[i],
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
+  check_windows_touch_image(op, in, w);
+  checked_positions_shape(op, x.shape()[0], x.shape()[1], ir::window_positions(in, w), x.dtype(), x.device());
   return pool_checked(std::move(x), std::move(w), ir::PoolFn::Max);
 }
 
@@ -244,15 +343,18 @@ DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
   ops::detail::check_kind(x, {Kind::Float}, "avg_pool");
   const auto in = spatial_of(x.shape());
   const std::string op = describe("avg_pool", {&x});
-  EMBER_CHECK(o.dilation.empty() || product(o.dilation) == 1,
-              op + ": avg_pool takes no dilation, got " + list(o.dilation));
+  EMBER_CHECK(
+      std::all_of(o.dilation.begin(), o.dilation.end(), [](std::size_t d) { return d == 1; }),
+      op + ": avg_pool takes no dilation, got " + list(o.dilation));
   ir::Window w = resolve_window(op, sp, kernel, o, &kernel, &in);
   for (std::size_t i = 0; i < sp; ++i) {
     EMBER_CHECK(
         2 * w.padding[i] <= w.kernel[i],
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
-  const std::size_t k = product(w.kernel);
+  check_windows_touch_image(op, in, w);
+  checked_positions_shape(op, x.shape()[0], x.shape()[1], positions(in, w), x.dtype(), x.device());
+  const std::size_t k = product(w.kernel, op, "the kernel size");
   const DType dt = x.dtype();
   const Device dev = x.device();
   auto sums = pool_checked(std::move(x), w, ir::PoolFn::Sum);

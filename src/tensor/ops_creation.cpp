@@ -1,6 +1,10 @@
 // Creation functions: full, arange, random, from_data and the composites built on them.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <new>
+#include <string>
+#include <utility>
 
 #include "tensor/op_support.hpp"
 
@@ -9,7 +13,12 @@ namespace ember::ops {
 using detail::run;
 
 DynTensor from_data(const TensorData& data, const Device& device) {
-  return DynTensor(device.backend().from_data(data), device);
+  try {
+    return DynTensor(device.backend().from_data(data), device);
+  } catch (const std::bad_alloc&) {
+    fail("from_data: out of memory copying a tensor of shape " + data.shape().to_string() +
+         " and dtype " + name(data.dtype()) + " to " + device.name());
+  }
 }
 
 namespace {
@@ -21,17 +30,77 @@ std::int64_t saturate_int(double v) {
 }
 }  // namespace
 
-DynTensor full(const Shape& shape, double value, DType dtype, const Device& device) {
+namespace detail {
+
+std::pair<double, double> int_range(DType dtype) {
+  switch (dtype) {
+    case DType::I64:
+      return {-9.2233720368547758e18, 9.2233720368547758e18};  // the max rounds up to 2^63
+    case DType::I32:
+      return {-2147483648.0, 2147483647.0};
+    case DType::I16:
+      return {-32768.0, 32767.0};
+    case DType::I8:
+      return {-128.0, 127.0};
+    case DType::U8:
+      return {0.0, 255.0};
+    case DType::Bool:
+      return {0.0, 1.0};
+    default:
+      return {-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity()};
+  }
+}
+
+double fill_value(double value, DType dtype, const std::string& op) {
+  const auto bad = [&] {
+    fail(op + ": the value " + std::to_string(value) + " cannot be converted to " + name(dtype) +
+         " without overflow");
+  };
+  if (dtype == DType::Bool) return value;
+  if (is_int(dtype)) {
+    // As PyTorch: u8 takes a negative integer down to -255, wrapped modulo 256.
+    if (dtype == DType::U8 && value < 0 && value >= -255 && std::trunc(value) == value) {
+      return value + 256;
+    }
+    const auto [lo, hi] = int_range(dtype);
+    // i64: hi is 2^63, one past the max; every double below it converts exactly.
+    const bool in = dtype == DType::I64 ? value >= lo && value < hi : value >= lo && value <= hi;
+    if (!in) bad();  // NaN and the infinities included
+    return std::trunc(value);
+  }
+  double max = std::numeric_limits<float>::max();
+  if (dtype == DType::F64) return value;
+  if (dtype == DType::F16) max = 65504.0;
+  if (dtype == DType::BF16) max = 3.3895313892515355e38;
+  if (std::isfinite(value) && std::fabs(value) > max) bad();
+  return value;
+}
+
+DynTensor fill(const Shape& shape, double value, DType dtype, const Device& device) {
+  if (is_int(dtype)) {
+    const auto [lo, hi] = int_range(dtype);
+    value = std::isnan(value) ? 0.0 : std::clamp(value, lo, hi);
+  }
   return run(device, ir::Fill{shape, dtype, value, saturate_int(value)});
 }
+
+}  // namespace detail
+
+DynTensor full(const Shape& shape, double value, DType dtype, const Device& device) {
+  detail::check_size(shape, dtype, "full", device);
+  return detail::fill(shape, detail::fill_value(value, dtype, "full"), dtype, device);
+}
 DynTensor zeros(const Shape& shape, DType dtype, const Device& device) {
-  return full(shape, 0.0, dtype, device);
+  detail::check_size(shape, dtype, "zeros", device);
+  return detail::fill(shape, 0.0, dtype, device);
 }
 DynTensor ones(const Shape& shape, DType dtype, const Device& device) {
-  return full(shape, 1.0, dtype, device);
+  detail::check_size(shape, dtype, "ones", device);
+  return detail::fill(shape, 1.0, dtype, device);
 }
 DynTensor empty(const Shape& shape, DType dtype, const Device& device) {
-  return full(shape, 0.0, dtype, device);
+  detail::check_size(shape, dtype, "empty", device);
+  return detail::fill(shape, 0.0, dtype, device);
 }
 
 DynTensor arange(double start, double end, double step, DType dtype, const Device& device) {
@@ -41,18 +110,26 @@ DynTensor arange(double start, double end, double step, DType dtype, const Devic
                   ")");
   EMBER_CHECK(dtype != DType::Bool, "arange: bool dtype is not allowed");
   const double n = std::ceil((end - start) / step);
-  EMBER_CHECK(n < 1e12, "arange: too many elements (" + std::to_string(n) + ")");
+  EMBER_CHECK(n < 0x1p62, "arange: [" + std::to_string(start) + ", " + std::to_string(end) +
+                              ") in steps of " + std::to_string(step) + " has " +
+                              std::to_string(n) + " elements, more than 2^62");
   const std::size_t count = n > 0 ? static_cast<std::size_t>(n) : 0;
+  detail::check_size(Shape{count}, dtype, "arange", device);
   return run(device, ir::Arange{start, step, count, dtype});
 }
 
 DynTensor linspace(double start, double end, std::size_t n, DType dtype, const Device& device) {
   EMBER_CHECK(is_float(dtype), std::string("linspace: expected a float dtype, got ") + name(dtype));
+  EMBER_CHECK(std::isfinite(start) && std::isfinite(end),
+              "linspace: start and end must be finite (got " + std::to_string(start) + ", " +
+                  std::to_string(end) + ")");
+  detail::check_size(Shape{n}, dtype, "linspace", device);
   const double step = n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0;
   return run(device, ir::Arange{start, step, n, dtype});
 }
 
 DynTensor eye(std::size_t n, DType dtype, const Device& device) {
+  detail::check_size(Shape{n, n}, dtype, "eye", device);
   auto i = arange(0, static_cast<double>(n), 1, DType::I64, device);
   auto rows = reshape(i, Shape{n, 1});
   auto cols = reshape(std::move(i), Shape{1, n});
@@ -72,6 +149,7 @@ DynTensor random(const Shape& shape, const Distribution& dist, DType dtype, cons
     EMBER_CHECK(dist.a >= 0 && dist.a <= 1,
                 "random: bernoulli needs 0 <= p <= 1 (got " + std::to_string(dist.a) + ")");
   }
+  detail::check_size(shape, dtype, "random", device);
   return run(device, ir::Random{shape, dtype, dist});
 }
 
@@ -80,6 +158,9 @@ namespace {
 DynTensor diagonal_offsets(const Shape& shape, const Device& device, const char* op) {
   EMBER_CHECK(shape.rank() >= 2,
               std::string(op) + ": expected rank >= 2, got shape " + shape.to_string());
+  detail::check_size(shape, DType::I64, op, device);
+  // An empty mask needs no offsets (and its rows or cols alone may be huge).
+  if (shape.num_elements() == 0) return detail::fill(shape, 0.0, DType::I64, device);
   const std::size_t r = shape[shape.rank() - 2], c = shape[shape.rank() - 1];
   auto rows = reshape(arange(0, double(r), 1, DType::I64, device), Shape{r, 1});
   auto cols = reshape(arange(0, double(c), 1, DType::I64, device), Shape{1, c});
@@ -116,5 +197,12 @@ namespace ember {
 DynTensor DynTensor::from_data(const TensorData& data, const Device& device) {
   return ops::from_data(data, device);
 }
-TensorData DynTensor::to_data() const { return device_.backend().to_data(handle_); }
+TensorData DynTensor::to_data() const {
+  try {
+    return device_.backend().to_data(handle_);
+  } catch (const std::bad_alloc&) {
+    fail("to_data: out of memory copying a tensor of shape " + shape().to_string() + " and dtype " +
+         name(dtype()) + " from " + device_.name() + " to the host");
+  }
+}
 }  // namespace ember

@@ -74,14 +74,103 @@ DynTensor binary(BinaryFn fn, DynTensor a, DynTensor b) {
              ir::Binary{fn, std::move(a).handle(), std::move(b).handle(), std::move(shape), out});
 }
 
-DynTensor binary_scalar(BinaryFn fn, DynTensor a, double s) {
-  auto b = detail::scalar_like(a, s);
+namespace {
+
+bool is_comparison(BinaryFn fn) {
+  return fn == BinaryFn::Eq || fn == BinaryFn::Ne || fn == BinaryFn::Gt || fn == BinaryFn::Ge ||
+         fn == BinaryFn::Lt || fn == BinaryFn::Le;
+}
+
+// a fn s for an int or bool tensor a, comparing values exactly (never s converted to a's
+// dtype first): s is replaced by the integer bound that gives the same answer for every
+// integer, and a bound outside a's range gives a constant result.
+DynTensor compare_exact(BinaryFn fn, DynTensor a, double s) {
+  const auto constant = [&](bool v) {
+    return detail::fill(a.shape(), v ? 1.0 : 0.0, DType::Bool, a.device());
+  };
+  if (std::isnan(s)) return constant(fn == BinaryFn::Ne);
+  const auto [lo, hi_d] = detail::int_range(a.dtype());
+  // The exclusive upper end: i64's range ends below 2^63, which int_range gives as its max.
+  const bool i64 = a.dtype() == DType::I64;
+  const auto above = [&](double t) { return i64 ? t >= hi_d : t > hi_d; };  // t > max
+  const auto at_or_above = [&](double t) { return t >= hi_d; };             // t >= max
+  double t = s;
+  switch (fn) {
+    case BinaryFn::Eq:
+    case BinaryFn::Ne:
+      if (std::trunc(s) != s || s < lo || above(s)) return constant(fn == BinaryFn::Ne);
+      break;
+    case BinaryFn::Gt:  // x > s  <=>  x > floor(s)
+      t = std::floor(s);
+      if (at_or_above(t)) return constant(false);
+      if (t < lo) return constant(true);
+      break;
+    case BinaryFn::Le:  // x <= s  <=>  x <= floor(s)
+      t = std::floor(s);
+      if (at_or_above(t)) return constant(true);
+      if (t < lo) return constant(false);
+      break;
+    case BinaryFn::Ge:  // x >= s  <=>  x >= ceil(s)
+      t = std::ceil(s);
+      if (above(t)) return constant(false);
+      if (t <= lo) return constant(true);
+      break;
+    case BinaryFn::Lt:  // x < s  <=>  x < ceil(s)
+      t = std::ceil(s);
+      if (above(t)) return constant(true);
+      if (t <= lo) return constant(false);
+      break;
+    default:
+      break;
+  }
+  auto b = detail::scalar_like(a, t);
   return binary(fn, std::move(a), std::move(b));
 }
 
-DynTensor rbinary_scalar(BinaryFn fn, double s, DynTensor a) {
+BinaryFn mirrored(BinaryFn fn) {  // s fn a == a mirrored(fn) s
+  switch (fn) {
+    case BinaryFn::Gt:
+      return BinaryFn::Lt;
+    case BinaryFn::Ge:
+      return BinaryFn::Le;
+    case BinaryFn::Lt:
+      return BinaryFn::Gt;
+    case BinaryFn::Le:
+      return BinaryFn::Ge;
+    default:
+      return fn;
+  }
+}
+
+// Note [Scalar promotion]: a scalar takes part as PyTorch's Python scalar does. With a float
+// tensor the op computes in the tensor's dtype. With an int tensor, an integral scalar keeps
+// the tensor's dtype and must lie in its range (else an ember::Error, as PyTorch's full), a
+// fractional or non-finite scalar makes the op compute in the default float dtype (f32).
+// Comparisons of an int or bool tensor with a scalar compare the values exactly.
+DynTensor scalar_op(BinaryFn fn, DynTensor a, double s, bool scalar_first) {
+  if (a.kind() != Kind::Float && is_comparison(fn)) {
+    return compare_exact(scalar_first ? mirrored(fn) : fn, std::move(a), s);
+  }
+  if (a.kind() == Kind::Int) {
+    if (!std::isfinite(s) || std::trunc(s) != s) {
+      a = cast(std::move(a), DType::F32);
+    } else {
+      s = detail::fill_value(s, a.dtype(), ir::name(fn));
+    }
+  }
   auto b = detail::scalar_like(a, s);
-  return binary(fn, std::move(b), std::move(a));
+  return scalar_first ? binary(fn, std::move(b), std::move(a))
+                      : binary(fn, std::move(a), std::move(b));
+}
+
+}  // namespace
+
+DynTensor binary_scalar(BinaryFn fn, DynTensor a, double s) {
+  return scalar_op(fn, std::move(a), s, false);
+}
+
+DynTensor rbinary_scalar(BinaryFn fn, double s, DynTensor a) {
+  return scalar_op(fn, std::move(a), s, true);
 }
 
 DynTensor cast(DynTensor x, DType to) {
@@ -91,8 +180,10 @@ DynTensor cast(DynTensor x, DType to) {
 }
 
 DynTensor clamp(DynTensor x, std::optional<double> min, std::optional<double> max) {
-  EMBER_CHECK(!(min && max && *min > *max), "clamp: min " + std::to_string(*min) +
-                                                " is greater than max " + std::to_string(*max));
+  EMBER_CHECK(!(min && max && *min > *max),
+              detail::describe("clamp: min " + std::to_string(*min) + " is greater than max " +
+                                   std::to_string(*max) + ", got",
+                               {&x}));
   if (is_int(x.dtype())) {
     // Integer bounds reach the kernels inside the dtype's range, never NaN: a missing
     // bound is the type's limit, and an out-of-range bound saturates (u8 clamp_max(-1) = 0).
@@ -117,8 +208,11 @@ DynTensor clamp(DynTensor x, std::optional<double> min, std::optional<double> ma
       default:
         break;
     }
-    const double a = std::clamp(min.value_or(lo), lo, hi);
-    const double b = std::clamp(max.value_or(hi), lo, hi);
+    EMBER_CHECK(!(min && std::isnan(*min)) && !(max && std::isnan(*max)),
+                detail::describe("clamp: a NaN bound needs a float tensor, got", {&x}));
+    // A fractional bound rounds inwards: the result holds the integers within [min, max].
+    const double a = std::clamp(min ? std::ceil(*min) : lo, lo, hi);
+    const double b = std::clamp(max ? std::floor(*max) : hi, lo, hi);
     return unary(UnaryFn::Clamp, std::move(x), a, b);
   }
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -142,15 +236,25 @@ DynTensor mask_where(DynTensor mask, DynTensor value, DynTensor x) {
 }
 
 DynTensor mask_fill(DynTensor x, DynTensor mask, double value) {
-  auto v = detail::scalar_like(x, value);
+  auto v = detail::scalar_like(x, detail::fill_value(value, x.dtype(), "mask_fill"));
   return mask_where(std::move(mask), std::move(v), std::move(x));
 }
 
 DynTensor powi(DynTensor x, std::int64_t n) {
   detail::check_kind(x, {Kind::Float, Kind::Int}, "powi");
   if (x.kind() == Kind::Float) return unary(UnaryFn::PowScalar, std::move(x), double(n));
-  const DType dt = x.dtype();
-  return cast(unary(UnaryFn::PowScalar, cast(std::move(x), DType::F64), double(n)), dt);
+  EMBER_CHECK(n >= 0, detail::describe("powi: integers to negative powers (" + std::to_string(n) +
+                                           ") are not allowed, got",
+                                       {&x}));
+  // Exact in the int dtype (wrapping as its multiplication does), by repeated squaring:
+  // at most 2 * 63 multiplications per call, none per element.
+  DynTensor result = detail::fill(x.shape(), 1.0, x.dtype(), x.device());
+  DynTensor base = std::move(x);
+  for (auto e = static_cast<std::uint64_t>(n); e != 0; e >>= 1) {
+    if (e & 1) result = binary(BinaryFn::Mul, std::move(result), base);
+    if (e > 1) base = binary(BinaryFn::Mul, base, base);
+  }
+  return result;
 }
 
 DynTensor softmax(DynTensor x, std::int64_t dim) {

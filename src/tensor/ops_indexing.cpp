@@ -87,6 +87,11 @@ DynTensor scatter_add(DynTensor x, std::int64_t dim, DynTensor indices, DynTenso
 DynTensor one_hot(DynTensor indices, std::size_t num_classes, DType dtype) {
   detail::check_kind(indices, {Kind::Int}, "one_hot");
   EMBER_CHECK(num_classes > 0, "one_hot: num_classes must be > 0");
+  {
+    auto dims = indices.shape().dims();
+    dims.push_back(num_classes);
+    detail::check_size(Shape(std::move(dims)), dtype, "one_hot", indices.device());
+  }
   if (indices.num_elements() > 0) {
     auto lo = reduce_all(ir::ReduceFn::Min, indices).to_data().get_f64(0);
     auto hi = reduce_all(ir::ReduceFn::Max, indices).to_data().get_f64(0);
@@ -95,9 +100,16 @@ DynTensor one_hot(DynTensor indices, std::size_t num_classes, DType dtype) {
                     "), got values in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   const Device dev = indices.device();
+  if (indices.num_elements() == 0) {  // no rows: the class range is not needed
+    auto dims = indices.shape().dims();
+    dims.push_back(num_classes);
+    return detail::fill(Shape(std::move(dims)), 0.0, dtype, dev);
+  }
   const auto r = static_cast<std::int64_t>(indices.rank());
-  auto classes = arange(0, double(num_classes), 1, indices.dtype(), dev);
-  auto eq = binary(ir::BinaryFn::Eq, unsqueeze(std::move(indices), r), std::move(classes));
+  // The classes in i64, never the index dtype (which may not hold num_classes - 1).
+  auto classes = arange(0, double(num_classes), 1, DType::I64, dev);
+  auto eq = binary(ir::BinaryFn::Eq, unsqueeze(cast(std::move(indices), DType::I64), r),
+                   std::move(classes));
   return cast(std::move(eq), dtype);
 }
 

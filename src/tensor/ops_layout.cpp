@@ -2,6 +2,9 @@
 // from them (squeeze, repeat, cat, split, pad, ...).
 #include <algorithm>
 #include <numeric>
+#include <string>
+
+#include "ember/base/checked.hpp"
 
 #include "tensor/op_support.hpp"
 
@@ -36,7 +39,7 @@ DynTensor reshape(DynTensor x, const std::vector<std::int64_t>& shape) {
     } else {
       EMBER_CHECK(shape[i] >= 0, "reshape: negative extent " + std::to_string(shape[i]));
       dims[i] = static_cast<std::size_t>(shape[i]);
-      known *= dims[i];
+      known = checked_mul(known, dims[i], "reshape", "the product of the given extents");
     }
   }
   if (infer >= 0) {
@@ -99,30 +102,40 @@ DynTensor expand(DynTensor x, const Shape& shape) {
     EMBER_CHECK(x.shape()[i] == shape[i + off] || x.shape()[i] == 1,
                 "expand: cannot expand " + x.shape().to_string() + " to " + shape.to_string());
   }
+  detail::check_size(shape, x.dtype(), "expand");
   x = detail::left_pad_rank(std::move(x), shape.rank());
   if (x.shape() == shape) return x;
   const Device dev = x.device();
   return run(dev, ir::Expand{std::move(x).handle(), shape});
 }
 
-DynTensor repeat(DynTensor x, const std::vector<std::size_t>& times) {
-  EMBER_CHECK(times.size() == x.rank(), "repeat: " + std::to_string(times.size()) +
-                                            " repeat counts given for shape " +
-                                            x.shape().to_string());
+namespace {
+DynTensor repeat_impl(DynTensor x, const std::vector<std::size_t>& times, const std::string& op) {
   std::vector<std::size_t> split, big, out;
   for (std::size_t i = 0; i < x.rank(); ++i) {
     split.insert(split.end(), {1, x.shape()[i]});
     big.insert(big.end(), {times[i], x.shape()[i]});
-    out.push_back(times[i] * x.shape()[i]);
+    out.push_back(checked_mul(times[i], x.shape()[i], op, "the repeated extent"));
   }
+  detail::check_size(Shape(out), x.dtype(), op, x.device());
   auto e = expand(reshape(std::move(x), Shape(split)), Shape(big));
   return reshape(std::move(e), Shape(out));
+}
+}  // namespace
+
+DynTensor repeat(DynTensor x, const std::vector<std::size_t>& times) {
+  EMBER_CHECK(times.size() == x.rank(), "repeat: " + std::to_string(times.size()) +
+                                            " repeat counts given for shape " +
+                                            x.shape().to_string());
+  const std::string op = "repeat " + x.shape().to_string();
+  return repeat_impl(std::move(x), times, op);
 }
 
 DynTensor repeat_dim(DynTensor x, std::int64_t dim, std::size_t times) {
   std::vector<std::size_t> t(x.rank(), 1);
   t[normalize_dim(dim, x.rank(), "repeat_dim")] = times;
-  return repeat(std::move(x), t);
+  const std::string op = "repeat_dim " + x.shape().to_string();
+  return repeat_impl(std::move(x), t, op);
 }
 
 DynTensor squeeze(DynTensor x, std::int64_t dim) {
@@ -210,7 +223,7 @@ DynTensor narrow(DynTensor x, std::int64_t dim, std::int64_t start, std::size_t 
   const std::size_t d = normalize_dim(dim, x.rank(), "narrow");
   const auto n = static_cast<std::int64_t>(x.shape()[d]);
   const std::int64_t s = start < 0 ? start + n : start;
-  EMBER_CHECK(s >= 0 && s + static_cast<std::int64_t>(length) <= n,
+  EMBER_CHECK(s >= 0 && s <= n && length <= static_cast<std::size_t>(n - s),
               "narrow: start " + std::to_string(start) + " with length " + std::to_string(length) +
                   " is out of bounds for dim " + std::to_string(d) + " of shape " +
                   x.shape().to_string());
@@ -237,7 +250,7 @@ DynTensor slice_assign(DynTensor x, const std::vector<Range>& ranges, DynTensor 
 }
 
 DynTensor slice_fill(DynTensor x, const std::vector<Range>& ranges, double value) {
-  auto v = detail::scalar_like(x, value);
+  auto v = detail::scalar_like(x, detail::fill_value(value, x.dtype(), "slice_fill"));
   return slice_assign(std::move(x), ranges, std::move(v));
 }
 
@@ -267,21 +280,23 @@ DynTensor stack(std::vector<DynTensor> xs, std::int64_t dim) {
   const std::size_t d = normalize_dim(dim, xs[0].rank() + 1, "stack");
   // Check every shape before unsqueezing any: xs[0] is the reference shape.
   for (const auto& x : xs) {
-    EMBER_CHECK(x.shape() == xs[0].shape(),
-                "stack: " + detail::describe("shapes differ", {&xs[0], &x}));
+    detail::check_same_device(xs[0], x, "stack");
+    EMBER_CHECK(x.shape() == xs[0].shape() && x.dtype() == xs[0].dtype(),
+                detail::describe("stack: tensors must share shape and dtype, got", {&xs[0], &x}));
   }
   for (auto& x : xs) x = unsqueeze(std::move(x), static_cast<std::int64_t>(d));
   return cat(std::move(xs), static_cast<std::int64_t>(d));
 }
 
-std::vector<DynTensor> split_sizes(DynTensor x, const std::vector<std::size_t>& sizes,
-                                   std::int64_t dim) {
-  const std::size_t d = normalize_dim(dim, x.rank(), "split");
+namespace {
+std::vector<DynTensor> split_impl(DynTensor x, const std::vector<std::size_t>& sizes,
+                                  std::int64_t dim, const char* op) {
+  const std::size_t d = normalize_dim(dim, x.rank(), op);
   std::size_t total = 0;
-  for (std::size_t s : sizes) total += s;
-  EMBER_CHECK(total == x.shape()[d], "split: sizes add up to " + std::to_string(total) +
-                                         ", but dim " + std::to_string(d) + " of shape " +
-                                         x.shape().to_string() + " has extent " +
+  for (std::size_t s : sizes) total = checked_add(total, s, op, "the sum of the sizes");
+  EMBER_CHECK(total == x.shape()[d], std::string(op) + ": sizes add up to " +
+                                         std::to_string(total) + ", but dim " + std::to_string(d) +
+                                         " of shape " + x.shape().to_string() + " has extent " +
                                          std::to_string(x.shape()[d]));
   std::vector<DynTensor> out;
   std::size_t start = 0;
@@ -291,6 +306,12 @@ std::vector<DynTensor> split_sizes(DynTensor x, const std::vector<std::size_t>& 
   }
   return out;
 }
+}  // namespace
+
+std::vector<DynTensor> split_sizes(DynTensor x, const std::vector<std::size_t>& sizes,
+                                   std::int64_t dim) {
+  return split_impl(std::move(x), sizes, dim, "split_sizes");
+}
 
 std::vector<DynTensor> split(DynTensor x, std::size_t split_size, std::int64_t dim) {
   const std::size_t d = normalize_dim(dim, x.rank(), "split");
@@ -299,7 +320,7 @@ std::vector<DynTensor> split(DynTensor x, std::size_t split_size, std::int64_t d
   std::vector<std::size_t> sizes;
   for (std::size_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
   if (sizes.empty()) sizes.push_back(0);
-  return split_sizes(std::move(x), sizes, dim);
+  return split_impl(std::move(x), sizes, dim, "split");
 }
 
 std::vector<DynTensor> chunk(DynTensor x, std::size_t chunks, std::int64_t dim) {
@@ -313,45 +334,57 @@ DynTensor pad(DynTensor x, const std::vector<std::pair<std::size_t, std::size_t>
               PadMode mode, double value) {
   EMBER_CHECK(pads.size() <= x.rank(), "pad: " + std::to_string(pads.size()) +
                                            " pads given for shape " + x.shape().to_string());
+  const std::string op = "pad " + x.shape().to_string();
   const std::size_t first = x.rank() - pads.size();
+  std::vector<std::size_t> dims = x.shape().dims();
+  for (std::size_t i = 0; i < pads.size(); ++i) {
+    const std::size_t d = first + i;
+    dims[d] = checked_add(dims[d], checked_add(pads[i].first, pads[i].second, op, "the padding"),
+                          op, "the padded extent");
+  }
+  detail::check_size(Shape(dims), x.dtype(), op, x.device());
   if (mode == PadMode::Constant) {
-    std::vector<std::size_t> dims = x.shape().dims();
     std::vector<Range> ranges(x.rank(), Range(0, std::nullopt));
     for (std::size_t i = 0; i < pads.size(); ++i) {
       const std::size_t d = first + i;
-      dims[d] += pads[i].first + pads[i].second;
       ranges[d] = Range(static_cast<std::int64_t>(pads[i].first),
                         static_cast<std::int64_t>(pads[i].first + x.shape()[d]));
     }
-    auto out = full(Shape(std::move(dims)), value, x.dtype(), x.device());
+    auto out = detail::fill(Shape(std::move(dims)), detail::fill_value(value, x.dtype(), "pad"),
+                            x.dtype(), x.device());
     return slice_assign(std::move(out), ranges, std::move(x));
   }
-  // Reflect and edge gather each padded dim through an index vector.
   for (std::size_t i = 0; i < pads.size(); ++i) {
     const std::size_t d = first + i;
-    const auto n = static_cast<std::int64_t>(x.shape()[d]);
+    const std::size_t n = x.shape()[d];
     const auto [before, after] = pads[i];
     if (before == 0 && after == 0) continue;
-    EMBER_CHECK(n > 0, "pad: cannot pad an empty dim " + std::to_string(d));
+    EMBER_CHECK(n > 0, op + ": cannot pad the empty dim " + std::to_string(d));
     if (mode == PadMode::Reflect) {
-      EMBER_CHECK(static_cast<std::int64_t>(std::max(before, after)) < n,
-                  "pad: reflect padding (" + std::to_string(before) + ", " + std::to_string(after) +
-                      ") must be smaller than dim " + std::to_string(d) + " of shape " +
-                      x.shape().to_string());
+      EMBER_CHECK(std::max(before, after) < n,
+                  op + ": reflect padding (" + std::to_string(before) + ", " +
+                      std::to_string(after) + ") must be smaller than dim " + std::to_string(d) +
+                      " of extent " + std::to_string(n));
     }
-    std::vector<std::int64_t> idx;
-    const auto b = static_cast<std::int64_t>(before);
-    for (std::int64_t j = -b; j < n + static_cast<std::int64_t>(after); ++j) {
-      std::int64_t k = j;
-      if (mode == PadMode::Reflect) {
-        if (k < 0) k = -k;
-        if (k >= n) k = 2 * (n - 1) - k;
-      } else {
-        k = std::clamp<std::int64_t>(k, 0, n - 1);
-      }
-      idx.push_back(k);
-    }
-    auto index = detail::index_tensor(idx, x.device());
+  }
+  // An empty result needs no index (one padded dim's alone may be huge).
+  if (Shape(dims).num_elements() == 0) return detail::fill(Shape(dims), 0.0, x.dtype(), x.device());
+  // Reflect and edge gather each padded dim through an index computed on the device from
+  // j in [-before, n + after): edge clamps j into [0, n - 1]; reflect folds it at 0 and at
+  // n - 1, |(n - 1) - |j|| subtracted from n - 1.
+  for (std::size_t i = 0; i < pads.size(); ++i) {
+    const std::size_t d = first + i;
+    const std::size_t n = x.shape()[d];
+    const auto [before, after] = pads[i];
+    if (before == 0 && after == 0) continue;
+    const auto b = static_cast<std::int64_t>(before), last = static_cast<std::int64_t>(n) - 1;
+    auto j = arange(-double(b), double(last + 1) + double(after), 1, DType::I64, x.device());
+    DynTensor index =
+        mode == PadMode::Reflect
+            ? rbinary_scalar(ir::BinaryFn::Sub, double(last),
+                             unary(ir::UnaryFn::Abs, rbinary_scalar(ir::BinaryFn::Sub, double(last),
+                                                                    unary(ir::UnaryFn::Abs, j))))
+            : clamp(j, 0.0, double(last));
     x = select(std::move(x), static_cast<std::int64_t>(d), std::move(index));
   }
   return x;

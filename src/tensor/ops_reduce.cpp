@@ -1,4 +1,6 @@
 // Reductions, scans and sorting.
+#include <algorithm>
+
 #include "tensor/op_support.hpp"
 
 namespace ember::ops {
@@ -30,6 +32,10 @@ DynTensor reduce(ReduceFn fn, DynTensor x, std::int64_t dim) {
     case ReduceFn::Min:
       detail::check_kind(x, {Kind::Float, Kind::Int}, op);
       break;
+    case ReduceFn::Mean:
+      // As PyTorch: the mean of ints is not an int; cast to a float dtype first.
+      detail::check_kind(x, {Kind::Float}, op);
+      break;
     default:
       detail::check_kind(x, {Kind::Float, Kind::Int}, op);
   }
@@ -57,8 +63,9 @@ std::pair<DynTensor, DynTensor> var_mean(DynTensor x, std::int64_t dim, std::siz
   auto mean = reduce(ReduceFn::Mean, x, dim);
   auto diff = binary(ir::BinaryFn::Sub, std::move(x), mean);
   auto sq = unary(ir::UnaryFn::Square, std::move(diff));
+  // The divisor clamps at 0 (as PyTorch): a correction >= n gives inf (or NaN for 0 / 0).
   auto v = binary_scalar(ir::BinaryFn::Div, reduce(ReduceFn::Sum, std::move(sq), dim),
-                         n - static_cast<double>(correction));
+                         std::max(0.0, n - static_cast<double>(correction)));
   return {std::move(v), std::move(mean)};
 }
 

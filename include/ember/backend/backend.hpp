@@ -20,6 +20,9 @@ struct MemoryStats {
   std::size_t in_use = 0;    // bytes held by live tensors
   std::size_t reserved = 0;  // bytes held by the backend, cached or in use
   std::size_t peak = 0;      // largest in_use seen
+  // The most one tensor can ever get (a Cpu machine's memory and swap); a request beyond
+  // it is an ember::Error at once. 2^62 where the backend does not know.
+  std::size_t capacity = std::size_t{1} << 62;
 };
 
 class Backend {

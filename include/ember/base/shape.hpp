@@ -19,6 +19,8 @@ class Shape {
 
   std::size_t rank() const { return dims_.size(); }
   std::size_t size() const { return dims_.size(); }
+  // The product of the extents; throws ember::Error when an extent or the product exceeds
+  // 2^62 (ember/base/checked.hpp), never a wrapped count.
   std::size_t num_elements() const;
   std::size_t operator[](std::size_t i) const { return dims_[i]; }
   std::size_t& operator[](std::size_t i) { return dims_[i]; }

@@ -17,7 +17,8 @@ namespace ember {
 class TensorData {
  public:
   TensorData() = default;
-  // Takes raw bytes; throws ember::Error when their count does not match shape and dtype.
+  // Takes raw bytes; throws ember::Error when their count does not match shape and dtype
+  // (or the shape's byte count exceeds 2^62).
   TensorData(std::vector<std::byte> bytes, Shape shape, DType dtype);
 
   template <class T>
@@ -65,6 +66,7 @@ class TensorData {
 
  private:
   static void copy_in(std::byte* dst, const void* src, std::size_t n, DType t) {
+    if (n == 0) return;  // an empty vector's data() may be null: memcpy(null, ..., 0) is UB
     std::memcpy(dst, src, n * size_of(t));
   }
   void convert_out(void* dst, DType to) const;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -118,18 +119,18 @@ class Tensor {
   Tensor method()&& { return Tensor(ops::unary(ir::UnaryFn::fn, std::move(t_))); }
 #define EMBER_PREDICATE(method, fn) \
   Tensor<D, Bool> method() const& { return Tensor<D, Bool>(ops::unary(ir::UnaryFn::fn, t_)); }
-#define EMBER_BINARY(method, fn)                                           \
-  Tensor method(const Tensor& o) const& {                                  \
-    return Tensor(ops::binary(ir::BinaryFn::fn, t_, o.t_));                \
-  }                                                                        \
-  Tensor method(const Tensor& o)&& {                                       \
-    return Tensor(ops::binary(ir::BinaryFn::fn, std::move(t_), o.t_));     \
-  }                                                                        \
-  Tensor method##_scalar(double s) const& {                                \
-    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, t_, s));            \
-  }                                                                        \
-  Tensor method##_scalar(double s)&& {                                     \
-    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, std::move(t_), s)); \
+#define EMBER_BINARY(method, fn)                                                      \
+  Tensor method(const Tensor& o) const& {                                             \
+    return Tensor(ops::binary(ir::BinaryFn::fn, t_, o.t_));                           \
+  }                                                                                   \
+  Tensor method(const Tensor& o)&& {                                                  \
+    return Tensor(ops::binary(ir::BinaryFn::fn, std::move(t_), o.t_));                \
+  }                                                                                   \
+  Tensor method##_scalar(double s) const& {                                           \
+    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, t_, same_kind(s)));            \
+  }                                                                                   \
+  Tensor method##_scalar(double s)&& {                                                \
+    return Tensor(ops::binary_scalar(ir::BinaryFn::fn, std::move(t_), same_kind(s))); \
   }
 #define EMBER_COMPARE(method, fn)                                        \
   Tensor<D, Bool> method(const Tensor& o) const {                        \
@@ -447,10 +448,10 @@ class Tensor {
   friend Tensor operator+(double s, const Tensor& a) { return a.add_scalar(s); }
   friend Tensor operator*(double s, const Tensor& a) { return a.mul_scalar(s); }
   friend Tensor operator-(double s, const Tensor& a) {
-    return Tensor(ops::rbinary_scalar(ir::BinaryFn::Sub, s, a.t_));
+    return Tensor(ops::rbinary_scalar(ir::BinaryFn::Sub, a.same_kind(s), a.t_));
   }
   friend Tensor operator/(double s, const Tensor& a) {
-    return Tensor(ops::rbinary_scalar(ir::BinaryFn::Div, s, a.t_));
+    return Tensor(ops::rbinary_scalar(ir::BinaryFn::Div, a.same_kind(s), a.t_));
   }
   Tensor operator-() const& { return neg(); }
   Tensor operator-() && { return std::move(*this).neg(); }
@@ -461,6 +462,16 @@ class Tensor {
 #undef EMBER_COMPARE
 
  private:
+  // The typed API keeps an op's kind: an Int tensor's arithmetic takes integral scalars
+  // (ops::binary_scalar would compute a fractional one in f32, Note [Scalar promotion]).
+  static double same_kind(double s) {
+    if constexpr (K::kind == Kind::Int) {
+      EMBER_CHECK(std::isfinite(s) && std::trunc(s) == s,
+                  "Tensor<" + std::to_string(D) + ", int>: the scalar " + std::to_string(s) +
+                      " is not an integer; cast the tensor to a float kind first");
+    }
+    return s;
+  }
   static std::vector<DynTensor> dyns(const std::vector<Tensor>& xs) {
     std::vector<DynTensor> v;
     v.reserve(xs.size());

@@ -12,10 +12,14 @@
 namespace ember::cpu {
 namespace {
 
-std::size_t checked(std::int64_t i, std::size_t extent, const char* op) {
+// i as an index into dim `dim` of a tensor of shape `shape` (indices of shape `index`).
+std::size_t checked(std::int64_t i, std::size_t dim, const Shape& shape, const Shape& index,
+                    const char* op) {
+  const std::size_t extent = shape[dim];
   EMBER_CHECK(i >= 0 && static_cast<std::size_t>(i) < extent,
-              std::string(op) + ": index " + std::to_string(i) + " is out of range for extent " +
-                  std::to_string(extent));
+              std::string(op) + ": index " + std::to_string(i) + " is out of range for dim " +
+                  std::to_string(dim) + " (extent " + std::to_string(extent) + ") of the tensor " +
+                  shape.to_string() + " (indices " + index.to_string() + ")");
   return static_cast<std::size_t>(i);
 }
 
@@ -52,7 +56,7 @@ ir::Handle gather(CpuContext& ctx, ir::Gather& op) {
   std::vector<std::size_t> idx(is.rank());
   for (std::size_t p = 0; p < is.num_elements(); ++p) {
     unravel(p, is, idx);
-    idx[op.dim] = checked(ip[p], x->shape()[op.dim], "gather");
+    idx[op.dim] = checked(ip[p], op.dim, x->shape(), is, "gather");
     std::int64_t src = 0;
     for (std::size_t d = 0; d < idx.size(); ++d) src += static_cast<std::int64_t>(idx[d]) * xs[d];
     std::memcpy(out->data() + p * elem, x->data() + src * static_cast<std::int64_t>(elem), elem);
@@ -74,7 +78,7 @@ ir::Handle scatter(CpuContext& ctx, ir::Scatter& op) {
     T* yp = out->data_as<T>();
     for (std::size_t p = 0; p < is.num_elements(); ++p) {
       unravel(p, is, idx);
-      idx[op.dim] = checked(ip[p], out->shape()[op.dim], op.add ? "scatter_add" : "scatter");
+      idx[op.dim] = checked(ip[p], op.dim, out->shape(), is, op.add ? "scatter_add" : "scatter");
       std::int64_t dst = 0;
       for (std::size_t d = 0; d < idx.size(); ++d) dst += static_cast<std::int64_t>(idx[d]) * os[d];
       yp[dst] = op.add ? add_values(yp[dst], sp[p]) : sp[p];
@@ -95,7 +99,8 @@ ir::Handle index_select(CpuContext& ctx, ir::IndexSelect& op) {
   const std::size_t row = inner * size_of(x->dtype());
   const std::int64_t* ip = index->data_as<const std::int64_t>();
   std::vector<std::size_t> rows(k);
-  for (std::size_t j = 0; j < k; ++j) rows[j] = checked(ip[j], n, "select");
+  for (std::size_t j = 0; j < k; ++j)
+    rows[j] = checked(ip[j], op.dim, x->shape(), index->shape(), "select");
   for (std::size_t o = 0; o < outer; ++o) {
     for (std::size_t j = 0; j < k; ++j) {
       std::memcpy(out->data() + (o * k + j) * row, x->data() + (o * n + rows[j]) * row, row);
@@ -116,7 +121,8 @@ ir::Handle index_add(CpuContext& ctx, ir::IndexAdd& op) {
   const std::size_t n = x.shape()[op.dim];
   const std::int64_t* ip = index->data_as<const std::int64_t>();
   std::vector<std::size_t> rows(k);
-  for (std::size_t j = 0; j < k; ++j) rows[j] = checked(ip[j], n, "select_assign");
+  for (std::size_t j = 0; j < k; ++j)
+    rows[j] = checked(ip[j], op.dim, x.shape(), index->shape(), "select_assign");
   visit_numeric(out->dtype(), [&](auto tag) {
     using T = decltype(tag);
     const T* sp = src->data_as<const T>();
