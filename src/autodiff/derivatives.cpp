@@ -16,6 +16,7 @@
 #include "autodiff/ir_helpers.hpp"
 #include "ember/backend/window.hpp"
 #include "ember/base/error.hpp"
+#include "ember/ir/infer.hpp"
 
 namespace ember::autodiff {
 
@@ -421,8 +422,9 @@ std::pair<std::size_t, std::size_t> pool_extents(Ctx& c) {
   std::size_t k = 1, l = 1;
   for (std::size_t v : w.kernel) k *= v;
   // L from the window geometry, not from g's size: an empty batch (N or C of 0) has L > 0.
-  const Shape pos = backend::positions_shape(c.in_shape(0), w);
-  for (std::size_t i = 2; i < pos.rank(); ++i) l *= pos[i];
+  const Shape& xs = c.in_shape(0);
+  for (std::size_t p : ir::window_positions(std::vector<std::size_t>(xs.begin() + 2, xs.end()), w))
+    l *= p;
   return {k, l};
 }
 

@@ -204,8 +204,8 @@ DynTensor unfold(DynTensor x, const std::vector<std::size_t>& kernel, const Wind
     const std::size_t rows = checked_mul(x.shape()[1], product(w.kernel, op, "the kernel size"), op,
                                          "the rows C * prod(kernel)");
     ops::detail::check_size(
-        Shape{x.shape()[0], rows, product(positions(in, w), op, "the window positions")}, x.dtype(),
-        op, x.device());
+        Shape{x.shape()[0], rows, product(ir::window_positions(in, w), op, "the window positions")},
+        x.dtype(), op, x.device());
   }
   return unfold_checked(std::move(x), std::move(w), pad_value);
 }
@@ -333,7 +333,8 @@ DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
   check_windows_touch_image(op, in, w);
-  checked_positions_shape(op, x.shape()[0], x.shape()[1], ir::window_positions(in, w), x.dtype(), x.device());
+  checked_positions_shape(op, x.shape()[0], x.shape()[1], ir::window_positions(in, w), x.dtype(),
+                          x.device());
   return pool_checked(std::move(x), std::move(w), ir::PoolFn::Max);
 }
 
@@ -353,7 +354,8 @@ DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
   check_windows_touch_image(op, in, w);
-  checked_positions_shape(op, x.shape()[0], x.shape()[1], positions(in, w), x.dtype(), x.device());
+  checked_positions_shape(op, x.shape()[0], x.shape()[1], ir::window_positions(in, w), x.dtype(),
+                          x.device());
   const std::size_t k = product(w.kernel, op, "the kernel size");
   const DType dt = x.dtype();
   const Device dev = x.device();

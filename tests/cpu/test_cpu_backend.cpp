@@ -4,14 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include <ember/ember.hpp>
 
+#include "cpu/allocator.hpp"
 #include "cpu/gemm/gemm.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
+#include "support/isolated.hpp"
 
 using namespace ember;
 
@@ -175,4 +178,32 @@ TEST(CpuBackend, IsaTablesAgree) {
       }
     }
   }
+}
+
+// The size classes (a regression of the hardening issue's item 2: sizes above 2^61 hung): every
+// request gets a class at least as large, wasting at most a quarter above 4 KiB, and sizes beyond
+// 2^62 (which allocate refuses) return at once.
+TEST(CpuAllocator, SizeClassesNeverHang) {
+  using ember::testing::Outcome;
+  using ember::testing::run_isolated;
+  const Outcome o = run_isolated(
+      [] {
+        std::string bad;
+        for (std::size_t b :
+             {std::size_t{1}, std::size_t{64}, std::size_t{65}, std::size_t{4096},
+              std::size_t{4097}, std::size_t{8192}, std::size_t{12289}, (std::size_t{1} << 40) + 1,
+              (std::size_t{1} << 61) + 1, std::size_t{1} << 62}) {
+          const std::size_t c = cpu::CpuAllocator::size_class(b);
+          const bool ok = c >= b && c % 64 == 0 && (b <= 4096 || c - b <= c / 4);
+          if (!ok) bad += std::to_string(b) + " -> " + std::to_string(c) + "; ";
+        }
+        for (std::size_t b : {(std::size_t{1} << 62) + 1, (std::size_t{1} << 63), SIZE_MAX}) {
+          if (cpu::CpuAllocator::size_class(b) < b) bad += "huge " + std::to_string(b) + "; ";
+        }
+        if (cpu::CpuAllocator::size_class(8192) != 8192) bad += "8192 is its own class; ";
+        return bad;
+      },
+      10);
+  ASSERT_TRUE(o.ok()) << o.str();
+  EXPECT_EQ(o.text, "");
 }

@@ -17,7 +17,6 @@
 
 #include <ember/ember.hpp>
 
-#include "cpu/allocator.hpp"
 #include "support/isolated.hpp"
 
 using namespace ember;
@@ -82,31 +81,6 @@ TEST(Hardening, Item02_AllocatorSizeClassNeverHangs) {
   // size_class itself, through a request the machine cannot hold: refused at once.
   expect_error([] { ops::full(Shape{std::size_t{1} << 60}, 1.0, DType::U8, host_cpu()); },
                {"full", "can ever allocate"}, 10);
-}
-
-// 2. The size classes themselves: every request gets a class at least as large, wasting at
-// most a quarter above 4 KiB, and sizes beyond 2^62 (which allocate refuses) return at once.
-TEST(Hardening, Item02_SizeClasses) {
-  const Outcome o = run_isolated(
-      [] {
-        std::string bad;
-        for (std::size_t b :
-             {std::size_t{1}, std::size_t{64}, std::size_t{65}, std::size_t{4096},
-              std::size_t{4097}, std::size_t{8192}, std::size_t{12289}, (std::size_t{1} << 40) + 1,
-              (std::size_t{1} << 61) + 1, std::size_t{1} << 62}) {
-          const std::size_t c = cpu::CpuAllocator::size_class(b);
-          const bool ok = c >= b && c % 64 == 0 && (b <= 4096 || c - b <= c / 4);
-          if (!ok) bad += std::to_string(b) + " -> " + std::to_string(c) + "; ";
-        }
-        for (std::size_t b : {(std::size_t{1} << 62) + 1, kBig63, kMax}) {
-          if (cpu::CpuAllocator::size_class(b) < b) bad += "huge " + std::to_string(b) + "; ";
-        }
-        if (cpu::CpuAllocator::size_class(8192) != 8192) bad += "8192 is its own class; ";
-        return bad;
-      },
-      10);
-  ASSERT_TRUE(o.ok()) << o.str();
-  EXPECT_EQ(o.text, "");
 }
 
 // 3. An element count that wraps to 0 was accepted, and TensorData's byte check used the
