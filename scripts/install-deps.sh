@@ -8,6 +8,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev            # the reference BLAS the benchmarks compare with
   zlib1g-dev                 # gzip IDX files (data layer)
+  nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
   dataset-fashion-mnist      # the demo's data
   python3 python3-numpy python3-torch  # independent reference values for tests
 )
