@@ -14,6 +14,7 @@
 // for a struct that mirrors the PyTorch module.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -70,6 +71,10 @@ DynTensor prepare_buffer(DynTensor t);
 // Checks what a mapper left in an entry: rank `rank`, kind `kind`; throws naming the path.
 void check_mapped(const TensorEntry& e, std::size_t rank, Kind kind);
 std::ostream& write_summary(std::ostream& os, const std::string& summary);
+template <std::size_t N>
+std::vector<std::size_t> to_vec(const std::array<std::size_t, N>& a) {
+  return {a.begin(), a.end()};
+}
 }  // namespace detail
 
 template <class T>
@@ -411,18 +416,20 @@ std::string summary(const M& m) {
 
 // EMBER_MODULE(Type, fields...): the module API over the named fields, in declaration
 // order. Adds only member functions, so Type stays an aggregate.
-#define EMBER_MODULE(Type, ...)                                    \
-  template <class F>                                               \
-  void ember_fields(F&& ember_f) const {                           \
-    (void)ember_f;                                                 \
-    EMBER_PP_FOR_EACH(EMBER_MODULE_FIELD_, __VA_ARGS__)            \
-  }                                                                \
-  template <class F>                                               \
-  void ember_fields(F&& ember_f) {                                 \
-    (void)ember_f;                                                 \
-    EMBER_PP_FOR_EACH(EMBER_MODULE_FIELD_, __VA_ARGS__)            \
-  }                                                                \
-  static constexpr const char* ember_type_name() { return #Type; } \
+#define EMBER_MODULE(Type, ...) EMBER_MODULE_NAMED(Type, #Type __VA_OPT__(, ) __VA_ARGS__)
+// The same with the name summaries print given (for class templates: "Conv2d").
+#define EMBER_MODULE_NAMED(Type, type_name, ...)                       \
+  template <class F>                                                   \
+  void ember_fields(F&& ember_f) const {                               \
+    (void)ember_f;                                                     \
+    EMBER_PP_FOR_EACH(EMBER_MODULE_FIELD_, __VA_ARGS__)                \
+  }                                                                    \
+  template <class F>                                                   \
+  void ember_fields(F&& ember_f) {                                     \
+    (void)ember_f;                                                     \
+    EMBER_PP_FOR_EACH(EMBER_MODULE_FIELD_, __VA_ARGS__)                \
+  }                                                                    \
+  static constexpr const char* ember_type_name() { return type_name; } \
   EMBER_MODULE_API(Type)
 
 #define EMBER_MODULE_FIELD_(field) ember_f(#field, field);
