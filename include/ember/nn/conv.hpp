@@ -70,10 +70,14 @@ std::pair<DynTensor, std::optional<DynTensor>> conv_init(const Shape& weight_sha
                                                          std::size_t groups, std::size_t c_in,
                                                          std::size_t c_out, const Initializer& init,
                                                          const Device& device, const char* layer);
-constexpr const char* conv_name(std::size_t n, bool transposed) {
+// "nn::Conv2d" for errors; the summary's type name is the part after "nn::".
+constexpr const char* conv_qualified_name(std::size_t n, bool transposed) {
   if (transposed)
-    return n == 1 ? "ConvTranspose1d" : n == 2 ? "ConvTranspose2d" : "ConvTranspose3d";
-  return n == 1 ? "Conv1d" : n == 2 ? "Conv2d" : "Conv3d";
+    return n == 1 ? "nn::ConvTranspose1d" : n == 2 ? "nn::ConvTranspose2d" : "nn::ConvTranspose3d";
+  return n == 1 ? "nn::Conv1d" : n == 2 ? "nn::Conv2d" : "nn::Conv3d";
+}
+constexpr const char* conv_name(std::size_t n, bool transposed) {
+  return conv_qualified_name(n, transposed) + 4;
 }
 inline std::optional<DynTensor> bias_dyn(const std::optional<Param<Tensor<1>>>& b) {
   if (!b) return std::nullopt;
@@ -98,7 +102,7 @@ struct Conv {
     return Tensor<N + 2>(
         detail::conv_forward(x.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
                              {detail::to_vec(stride), detail::to_vec(dilation), groups}, padding,
-                             detail::conv_name(N, false)));
+                             detail::conv_qualified_name(N, false)));
   }
 };
 
@@ -122,7 +126,7 @@ struct ConvConfig {
     Shape ws{channels_out, groups == 0 ? 0 : channels_in / groups};
     for (auto k : kernel_size) ws.dims().push_back(k);
     auto [w, b] = detail::conv_init(ws, channels_out, bias, groups, channels_in, channels_out,
-                                    initializer, device, detail::conv_name(N, false));
+                                    initializer, device, detail::conv_qualified_name(N, false));
     std::optional<Param<Tensor<1>>> bp;
     if (b) bp.emplace(Tensor<1>(std::move(*b)));
     return Conv<N>{Param<Tensor<N + 2>>(Tensor<N + 2>(std::move(w))),
@@ -153,7 +157,7 @@ struct ConvTranspose {
     return Tensor<N + 2>(detail::conv_transpose_forward(
         x.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
         {detail::to_vec(stride), detail::to_vec(dilation), groups}, detail::to_vec(padding),
-        detail::to_vec(output_padding), detail::conv_name(N, true)));
+        detail::to_vec(output_padding), detail::conv_qualified_name(N, true)));
   }
 };
 
@@ -177,10 +181,10 @@ struct ConvTransposeConfig {
     Shape ws{channels_in, groups == 0 ? 0 : channels_out / groups};
     for (auto k : kernel_size) ws.dims().push_back(k);
     auto [w, b] = detail::conv_init(ws, channels_out, bias, groups, channels_in, channels_out,
-                                    initializer, device, detail::conv_name(N, true));
+                                    initializer, device, detail::conv_qualified_name(N, true));
     for (std::size_t i = 0; i < N; ++i)
       EMBER_CHECK(output_padding[i] < std::max(stride[i], dilation[i]),
-                  std::string(detail::conv_name(N, true)) +
+                  std::string(detail::conv_qualified_name(N, true)) +
                       ": output_padding must be smaller than the stride or the dilation");
     std::optional<Param<Tensor<1>>> bp;
     if (b) bp.emplace(Tensor<1>(std::move(*b)));

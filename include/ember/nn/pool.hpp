@@ -61,7 +61,7 @@ struct MaxPool {
     return Tensor<N + 2, K>(detail::max_pool_forward(
         x.dyn(), detail::to_vec(config.kernel_size), detail::opt_vec(config.stride),
         detail::to_vec(config.padding), detail::to_vec(config.dilation),
-        (N == 1 ? "MaxPool1d" : "MaxPool2d")));
+        (N == 1 ? "nn::MaxPool1d" : "nn::MaxPool2d")));
   }
 };
 
@@ -80,10 +80,10 @@ struct AvgPool {
   AvgPoolConfig<N> config;
   EMBER_MODULE_NAMED(AvgPool, (N == 1 ? "AvgPool1d" : "AvgPool2d"), config)
   Tensor<N + 2> forward(const Tensor<N + 2>& x) const {
-    return Tensor<N + 2>(
-        detail::avg_pool_forward(x.dyn(), detail::to_vec(config.kernel_size),
-                                 detail::opt_vec(config.stride), detail::to_vec(config.padding),
-                                 config.count_include_pad, (N == 1 ? "AvgPool1d" : "AvgPool2d")));
+    return Tensor<N + 2>(detail::avg_pool_forward(
+        x.dyn(), detail::to_vec(config.kernel_size), detail::opt_vec(config.stride),
+        detail::to_vec(config.padding), config.count_include_pad,
+        (N == 1 ? "nn::AvgPool1d" : "nn::AvgPool2d")));
   }
 };
 
@@ -100,9 +100,9 @@ struct AdaptiveAvgPool {
   AdaptiveAvgPoolConfig<N> config;
   EMBER_MODULE_NAMED(AdaptiveAvgPool, (N == 1 ? "AdaptiveAvgPool1d" : "AdaptiveAvgPool2d"), config)
   Tensor<N + 2> forward(const Tensor<N + 2>& x) const {
-    return Tensor<N + 2>(
-        detail::adaptive_avg_pool_forward(x.dyn(), detail::to_vec(config.output_size),
-                                          (N == 1 ? "AdaptiveAvgPool1d" : "AdaptiveAvgPool2d")));
+    return Tensor<N + 2>(detail::adaptive_avg_pool_forward(
+        x.dyn(), detail::to_vec(config.output_size),
+        (N == 1 ? "nn::AdaptiveAvgPool1d" : "nn::AdaptiveAvgPool2d")));
   }
 };
 
