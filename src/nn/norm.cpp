@@ -119,10 +119,13 @@ LayerNorm LayerNormConfig::init(const Device& device) const {
                    filled_param(elementwise_affine && bias, d_model, 0.0, device), d_model, eps};
 }
 
-// ---- GroupNorm ----
+// ---- GroupNorm and InstanceNorm ----
 
-DynTensor GroupNorm::forward_dyn(const DynTensor& x) const {
-  check_features(x, num_channels, "nn::GroupNorm", 2, 8);
+namespace {
+// x [N, C, *] normalised per sample over groups of C / groups channels and the spatial dims.
+DynTensor group_norm(const DynTensor& x, std::size_t num_groups, std::size_t num_channels,
+                     const std::optional<Param<Tensor<1>>>& weight,
+                     const std::optional<Param<Tensor<1>>>& bias, double eps) {
   const std::size_t n = x.shape()[0],
                     per_group = x.num_elements() / std::max<std::size_t>(n, 1) / num_groups;
   DynTensor g = ops::reshape(x, Shape{n, num_groups, per_group});
@@ -132,6 +135,24 @@ DynTensor GroupNorm::forward_dyn(const DynTensor& x) const {
   if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
   if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
   return ops::reshape(std::move(y), x.shape());
+}
+}  // namespace
+
+DynTensor GroupNorm::forward_dyn(const DynTensor& x) const {
+  check_features(x, num_channels, "nn::GroupNorm", 2, 8);
+  return group_norm(x, num_groups, num_channels, weight, bias, eps);
+}
+
+DynTensor InstanceNorm::forward_dyn(const DynTensor& x) const {
+  check_features(x, num_channels, "nn::InstanceNorm", 3, 8);
+  return group_norm(x, num_channels, num_channels, weight, bias, eps);
+}
+
+InstanceNorm InstanceNormConfig::init(const Device& device) const {
+  EMBER_CHECK(num_channels > 0 && eps >= 0,
+              "nn::InstanceNormConfig: needs num_channels > 0, eps >= 0");
+  return InstanceNorm{filled_param(affine, num_channels, 1.0, device),
+                      filled_param(affine, num_channels, 0.0, device), num_channels, eps};
 }
 
 GroupNorm GroupNormConfig::init(const Device& device) const {

@@ -241,6 +241,19 @@ def losses():
         [lp, torch.log_softmax(randn(3, 4), 1)])
 
 
+def more_layers():
+    run("conv3d", nn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1)),
+        [randn(2, 2, 4, 5, 4)])
+    run("conv_transpose1d", nn.ConvTranspose1d(3, 2, 4, stride=3, padding=1, output_padding=2),
+        [randn(2, 3, 5)])
+    run("max_pool1d", nn.MaxPool1d(3, stride=2, padding=1), [randn(2, 3, 9)])
+    run("avg_pool1d", nn.AvgPool1d(2), [randn(2, 3, 9)])
+    run("adaptive_avg_pool1d", nn.AdaptiveAvgPool1d(4), [randn(2, 3, 9)])
+    run("batch_norm3d_train", perturb_state(nn.BatchNorm3d(2)), [randn(3, 2, 2, 3, 2)])
+    run("instance_norm2d", nn.InstanceNorm2d(3), [randn(2, 3, 4, 5)])
+    run("instance_norm1d_affine", perturb_state(nn.InstanceNorm1d(3, affine=True)), [randn(2, 3, 6)])
+
+
 class Block(nn.Module):
     def __init__(self):
         super().__init__()
@@ -273,3 +286,5 @@ if __name__ == "__main__":
     layers()
     losses()
     state_dict_keys()
+    torch.manual_seed(1)
+    more_layers()

@@ -217,6 +217,32 @@ TEST(NnParity, Conv) {
            true, unary<4, nn::ConvTranspose2d>());
 }
 
+TEST(NnParity, Conv3dAndTransposed1d) {
+  run_both("conv3d",
+           nn::Conv3dConfig{2, 4, {2, 3, 2}}
+               .with_stride({1, 2, 1})
+               .with_padding(nn::Padding{1, 0, 1})
+               .init(cpu),
+           true, unary<5, nn::Conv3d>());
+  run_both("conv_transpose1d",
+           nn::ConvTranspose1dConfig{3, 2, {4}}
+               .with_stride({3})
+               .with_padding({1})
+               .with_output_padding({2})
+               .init(cpu),
+           true, unary<3, nn::ConvTranspose1d>());
+}
+
+TEST(NnParity, Pool1d) {
+  run_both(
+      "max_pool1d",
+      nn::MaxPool1dConfig{{3}}.with_stride(std::array<std::size_t, 1>{2}).with_padding({1}).init(),
+      true, unary<3, nn::MaxPool1d>());
+  run_both("avg_pool1d", nn::AvgPool1dConfig{{2}}.init(), true, unary<3, nn::AvgPool1d>());
+  run_both("adaptive_avg_pool1d", nn::AdaptiveAvgPool1dConfig{{4}}.init(), true,
+           unary<3, nn::AdaptiveAvgPool1d>());
+}
+
 TEST(NnParity, Pool) {
   run_both("max_pool2d",
            nn::MaxPool2dConfig{{3, 2}}
@@ -242,6 +268,14 @@ TEST(NnParity, BatchNormTrainingAndInference) {
   run_both("batch_norm1d_train_rank2", nn::BatchNormConfig{3}.with_momentum(0.3).init(cpu), true,
            unary<2, nn::BatchNorm>());
   run_both("batch_norm1d_train_rank3", bn, true, unary<3, nn::BatchNorm>());
+}
+
+TEST(NnParity, BatchNorm3dAndInstanceNorm) {
+  run_both("batch_norm3d_train", nn::BatchNormConfig{2}.init(cpu), true, unary<5, nn::BatchNorm>());
+  run_both("instance_norm2d", nn::InstanceNormConfig{3}.init(cpu), true,
+           unary<4, nn::InstanceNorm>());
+  run_both("instance_norm1d_affine", nn::InstanceNormConfig{3}.with_affine(true).init(cpu), true,
+           unary<3, nn::InstanceNorm>());
 }
 
 TEST(NnParity, Norms) {

@@ -97,6 +97,32 @@ struct GroupNormConfig {
   GroupNorm init(const Device& device) const;
 };
 
+// x [N, C, *]: each sample's channel normalised over its spatial dims, as
+// torch.nn.InstanceNorm1d/2d/3d without running statistics (track_running_stats=False);
+// affine (off by default, as PyTorch) adds a per-channel weight and bias.
+struct InstanceNorm {
+  std::optional<Param<Tensor<1>>> weight;  // [C], ones (affine)
+  std::optional<Param<Tensor<1>>> bias;    // [C], zeros (affine)
+  std::size_t num_channels = 0;
+  double eps = 1e-5;
+  EMBER_MODULE(InstanceNorm, weight, bias, num_channels, eps)
+
+  DynTensor forward_dyn(const DynTensor& x) const;
+  template <std::size_t D>
+  Tensor<D> forward(const Tensor<D>& x) const {
+    static_assert(D >= 3, "nn::InstanceNorm takes [N, C, *spatial] inputs");
+    return Tensor<D>(forward_dyn(x.dyn()));
+  }
+};
+
+struct InstanceNormConfig {
+  std::size_t num_channels;
+  double eps = 1e-5;
+  bool affine = false;
+  EMBER_CONFIG(InstanceNormConfig, num_channels, eps, affine)
+  InstanceNorm init(const Device& device) const;
+};
+
 // Over the last dim: x / sqrt(mean(x^2) + eps) * weight, as torch.nn.RMSNorm; eps defaults,
 // as PyTorch's, to the machine epsilon of the input's dtype.
 struct RmsNorm {
