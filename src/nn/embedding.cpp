@@ -11,13 +11,17 @@ DynTensor embedding_forward(const DynTensor& weight, const DynTensor& ids,
   const std::size_t n = weight.shape()[0], d = weight.shape()[1];
   DynTensor flat = ops::reshape(ids, Shape{ids.num_elements()});
   if (flat.num_elements() > 0) {
-    const auto lo = ops::reduce_all(ir::ReduceFn::Min, flat).to_data().get_f64(0);
-    const auto hi = ops::reduce_all(ir::ReduceFn::Max, flat).to_data().get_f64(0);
-    EMBER_CHECK(lo >= 0 && hi < double(n),
-                "nn::Embedding: indices of shape " + ids.shape().to_string() + " range over [" +
-                    std::to_string(std::int64_t(lo)) + ", " + std::to_string(std::int64_t(hi)) +
-                    "], outside [0, " + std::to_string(n) + ") for weight " +
-                    weight.shape().to_string());
+    // One flag read back per call; the range is computed only to report a failure.
+    const DynTensor ok =
+        ops::binary(ir::BinaryFn::And, ops::binary_scalar(ir::BinaryFn::Ge, flat, 0.0),
+                    ops::binary_scalar(ir::BinaryFn::Lt, flat, double(n)));
+    if (ops::all(ok).to_data().get_f64(0) == 0.0) {
+      const auto lo = ops::reduce_all(ir::ReduceFn::Min, flat).to_data().get_f64(0);
+      const auto hi = ops::reduce_all(ir::ReduceFn::Max, flat).to_data().get_f64(0);
+      fail("nn::Embedding: indices of shape " + ids.shape().to_string() + " range over [" +
+           std::to_string(std::int64_t(lo)) + ", " + std::to_string(std::int64_t(hi)) +
+           "], outside [0, " + std::to_string(n) + ") for weight " + weight.shape().to_string());
+    }
   }
   DynTensor rows = ops::select(weight, 0, flat);
   if (padding_idx) {
