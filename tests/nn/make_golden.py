@@ -252,6 +252,12 @@ def more_layers():
     run("batch_norm3d_train", perturb_state(nn.BatchNorm3d(2)), [randn(3, 2, 2, 3, 2)])
     run("instance_norm2d", nn.InstanceNorm2d(3), [randn(2, 3, 4, 5)])
     run("instance_norm1d_affine", perturb_state(nn.InstanceNorm1d(3, affine=True)), [randn(2, 3, 6)])
+    run("gru", nn.GRU(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+        [randn(3, 6, 4), randn(4, 3, 5) * 0.5], forward=lambda m, xs: m(xs[0], xs[1]))
+    run("rnn_relu", nn.RNN(3, 4, nonlinearity="relu", batch_first=True), [randn(2, 5, 3)],
+        forward=lambda m, xs: m(xs[0]))
+    run("rnn_tanh_bidirectional", nn.RNN(3, 4, bidirectional=True, bias=False, batch_first=True),
+        [randn(2, 5, 3)], forward=lambda m, xs: m(xs[0]))
 
 
 class Block(nn.Module):

@@ -409,7 +409,7 @@ TEST(NnBadInput, LayersNameThemselvesAndTheShapes) {
                             nn::LstmState{Tensor<3>::zeros(Shape{1, 3, 4}, d),
                                           Tensor<3>::zeros(Shape{1, 3, 4}, d)}));
       },
-      {"initial state", "[1, 2, 4]"});
+      {"initial hidden state", "[1, 2, 4]"});
   expect_error_has(
       [&] {
         (void)(nn::Glu{}.forward(Tensor<2>::zeros(Shape{2, 3}, d)));

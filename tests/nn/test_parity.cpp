@@ -335,6 +335,21 @@ TEST(NnParity, Lstm) {
   run_both("lstm_zero_state", nn::LstmConfig{3, 4}.init(cpu), true, fwd);
 }
 
+TEST(NnParity, GruAndRnn) {
+  const auto fwd = [](const auto& m, const std::vector<DynTensor>& in) {
+    std::optional<Tensor<3>> h0;
+    if (in.size() == 2) h0 = Tensor<3>(in[1]);
+    auto [out, hidden] = m.forward(Tensor<3>(in[0]), h0);
+    return std::vector<DynTensor>{out.dyn(), hidden.dyn()};
+  };
+  run_both<nn::Gru>(
+      "gru", nn::GruConfig{4, 5}.with_num_layers(2).with_bidirectional(true).init(cpu), true, fwd);
+  run_both<nn::Rnn>("rnn_relu", nn::RnnConfig{3, 4}.with_nonlinearity("relu").init(cpu), true, fwd);
+  run_both<nn::Rnn>("rnn_tanh_bidirectional",
+                    nn::RnnConfig{3, 4}.with_bidirectional(true).with_bias(false).init(cpu), true,
+                    fwd);
+}
+
 TEST(NnParity, MultiHeadAttention) {
   run_both<nn::MultiHeadAttention>(
       "mha", nn::MultiHeadAttentionConfig{8, 2}.init(cpu), true,
