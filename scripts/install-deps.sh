@@ -10,6 +10,7 @@ packages=(
   zlib1g-dev                 # gzip IDX files (data layer)
   libsqlite3-dev             # SqliteDataset and SqliteWriter (data layer)
   libstb-dev                 # PNG/JPEG/BMP decoding for ImageFolderDataset (data layer)
+  nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
   dataset-fashion-mnist      # the demo's data
   python3 python3-numpy python3-torch  # independent reference values for tests
 )

@@ -1,0 +1,93 @@
+// MultiHeadAttention, as torch.nn.MultiheadAttention with batch_first=True and equal q/k/v
+// dims: in_proj_weight [3 d, d] (q, k, v rows in that order), in_proj_bias [3 d],
+// out_proj.weight [d, d], out_proj.bias [d]; and TransformerEncoderLayer, as
+// torch.nn.TransformerEncoderLayer (batch_first=True).
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "ember/nn/config.hpp"
+#include "ember/nn/dropout.hpp"
+#include "ember/nn/linear.hpp"
+#include "ember/nn/module.hpp"
+#include "ember/nn/norm.hpp"
+
+namespace ember::nn {
+
+// Masks, as PyTorch's boolean masks: true marks a position that may NOT be attended.
+// attn_mask [seq_q, seq_k] applies to every batch and head; key_padding_mask
+// [batch, seq_k] hides keys per batch.
+struct AttentionMasks {
+  std::optional<Tensor<2, Bool>> attn_mask;
+  std::optional<Tensor<2, Bool>> key_padding_mask;
+};
+
+struct AttentionOutput {
+  Tensor<3> context;  // [batch, seq_q, d_model]
+  Tensor<3> weights;  // [batch, seq_q, seq_k], averaged over the heads (PyTorch's default)
+};
+
+struct MultiHeadAttention {
+  Param<Tensor<2>> in_proj_weight;               // [3 d_model, d_model]
+  std::optional<Param<Tensor<1>>> in_proj_bias;  // [3 d_model]
+  Linear out_proj;                               // [d_model, d_model]
+  std::size_t n_heads = 1;
+  double dropout = 0.0;  // on the attention weights, in training mode
+  EMBER_MODULE(MultiHeadAttention, in_proj_weight, in_proj_bias, out_proj, n_heads, dropout)
+
+  // q [batch, seq_q, d], k and v [batch, seq_k, d] -> [batch, seq_q, d].
+  Tensor<3> forward(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
+                    const AttentionMasks& masks = {}) const {
+    return forward_with_weights(q, k, v, masks).context;
+  }
+  Tensor<3> forward(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
+                    const Tensor<2, Bool>& attn_mask) const {
+    return forward(q, k, v, AttentionMasks{attn_mask, std::nullopt});
+  }
+  AttentionOutput forward_with_weights(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
+                                       const AttentionMasks& masks = {}) const;
+  std::size_t d_model() const { return in_proj_weight.shape()[1]; }
+};
+
+struct MultiHeadAttentionConfig {
+  std::size_t d_model;
+  std::size_t n_heads;
+  double dropout = 0.0;
+  bool bias = true;
+  EMBER_CONFIG(MultiHeadAttentionConfig, d_model, n_heads, dropout, bias)
+  // PyTorch's init: in_proj_weight xavier_uniform, biases zero, out_proj.weight as Linear's.
+  MultiHeadAttention init(const Device& device) const;
+};
+
+// Post-norm (PyTorch's default) or pre-norm (norm_first); ReLU or GELU in the feed-forward.
+struct TransformerEncoderLayer {
+  MultiHeadAttention self_attn;
+  Linear linear1;  // [d_ff, d_model]
+  Dropout dropout;
+  Linear linear2;  // [d_model, d_ff]
+  LayerNorm norm1, norm2;
+  Dropout dropout1, dropout2;
+  bool norm_first = false;
+  bool gelu = false;
+  EMBER_MODULE(TransformerEncoderLayer, self_attn, linear1, dropout, linear2, norm1, norm2,
+               dropout1, dropout2, norm_first, gelu)
+
+  // x [batch, seq, d_model] -> the same shape.
+  Tensor<3> forward(const Tensor<3>& x, const AttentionMasks& masks = {}) const;
+};
+
+struct TransformerEncoderLayerConfig {
+  std::size_t d_model;
+  std::size_t n_heads;
+  std::size_t d_ff = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";  // or "gelu"
+  double layer_norm_eps = 1e-5;
+  bool norm_first = false;
+  EMBER_CONFIG(TransformerEncoderLayerConfig, d_model, n_heads, d_ff, dropout, activation,
+               layer_norm_eps, norm_first)
+  TransformerEncoderLayer init(const Device& device) const;
+};
+
+}  // namespace ember::nn

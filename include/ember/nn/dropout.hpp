@@ -1,0 +1,32 @@
+// Dropout, as torch.nn.Dropout: in training mode — an input on an autodiff device (Burn's
+// rule) — each element is zeroed with probability prob and the rest scaled by
+// 1 / (1 - prob); elsewhere the input passes through.
+#pragma once
+
+#include <cstddef>
+
+#include "ember/nn/config.hpp"
+#include "ember/nn/module.hpp"
+
+namespace ember::nn {
+
+namespace detail {
+DynTensor dropout_forward(const DynTensor& x, double prob);
+}
+
+struct Dropout {
+  double prob = 0.5;
+  EMBER_MODULE(Dropout, prob)
+  template <std::size_t D>
+  Tensor<D> forward(const Tensor<D>& x) const {
+    return Tensor<D>(detail::dropout_forward(x.dyn(), prob));
+  }
+};
+
+struct DropoutConfig {
+  double prob;
+  EMBER_CONFIG(DropoutConfig, prob)
+  Dropout init() const;
+};
+
+}  // namespace ember::nn

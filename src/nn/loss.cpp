@@ -1,0 +1,250 @@
+// Losses as composites of tensor ops, with PyTorch's formulas (see loss.hpp).
+#include "ember/nn/loss.hpp"
+
+#include <cmath>
+
+namespace ember::nn::loss::detail {
+
+namespace {
+using ir::BinaryFn;
+using ir::ReduceFn;
+using ir::UnaryFn;
+
+DynTensor add(DynTensor a, const DynTensor& b) {
+  return ops::binary(BinaryFn::Add, std::move(a), b);
+}
+DynTensor sub(DynTensor a, const DynTensor& b) {
+  return ops::binary(BinaryFn::Sub, std::move(a), b);
+}
+DynTensor mul(DynTensor a, const DynTensor& b) {
+  return ops::binary(BinaryFn::Mul, std::move(a), b);
+}
+DynTensor div(DynTensor a, const DynTensor& b) {
+  return ops::binary(BinaryFn::Div, std::move(a), b);
+}
+DynTensor scale(DynTensor a, double s) {
+  return ops::binary_scalar(BinaryFn::Mul, std::move(a), s);
+}
+DynTensor sum_all(DynTensor a) { return ops::reduce_all(ReduceFn::Sum, std::move(a)); }
+
+DynTensor reduce(DynTensor per, Reduction r, const char* loss) {
+  switch (r) {
+    case Reduction::Mean:
+      return ops::reduce_all(ReduceFn::Mean, std::move(per));
+    case Reduction::Sum:
+      return sum_all(std::move(per));
+    case Reduction::None:
+      return ops::reshape(std::move(per), Shape{per.num_elements()});
+    case Reduction::BatchMean: {
+      EMBER_CHECK(per.rank() >= 1 && per.shape()[0] > 0,
+                  std::string(loss) + ": BatchMean needs a non-empty first dim");
+      const double n = double(per.shape()[0]);
+      return scale(sum_all(std::move(per)), 1.0 / n);
+    }
+  }
+  fail(std::string(loss) + ": unknown reduction");
+}
+
+void check_pair(const DynTensor& a, const DynTensor& b, const char* loss) {
+  EMBER_CHECK(a.shape() == b.shape() && a.kind() == Kind::Float && b.dtype() == a.dtype(),
+              std::string(loss) +
+                  ": input and target must be float tensors of one shape and dtype, "
+                  "got " +
+                  a.shape().to_string() + " " + name(a.dtype()) + " and " + b.shape().to_string() +
+                  " " + name(b.dtype()));
+}
+
+// Checks logits [N, C] and labels Int [N] with every label in [0, C) or equal to ignore.
+void check_labels(const DynTensor& logits, const DynTensor& labels, std::int64_t ignore,
+                  const std::optional<Tensor<1>>& weight, const char* loss) {
+  EMBER_CHECK(logits.rank() == 2 && logits.kind() == Kind::Float,
+              std::string(loss) + ": expected float logits [batch, classes], got shape " +
+                  logits.shape().to_string());
+  EMBER_CHECK(
+      labels.rank() == 1 && labels.kind() == Kind::Int && labels.shape()[0] == logits.shape()[0],
+      std::string(loss) + ": expected Int labels [" + std::to_string(logits.shape()[0]) +
+          "] for logits " + logits.shape().to_string() + ", got " + labels.shape().to_string() +
+          " " + name(labels.dtype()));
+  const std::size_t c = logits.shape()[1];
+  if (weight)
+    EMBER_CHECK(weight->shape() == (Shape{c}) && weight->dtype() == logits.dtype(),
+                std::string(loss) + ": class weights must be [" + std::to_string(c) +
+                    "] of the "
+                    "logits' dtype, got " +
+                    weight->shape().to_string());
+  if (labels.num_elements() == 0) return;
+  const DynTensor in_range =
+      ops::binary(BinaryFn::And, ops::binary_scalar(BinaryFn::Ge, labels, 0.0),
+                  ops::binary_scalar(BinaryFn::Lt, labels, double(c)));
+  const DynTensor ok =
+      ops::binary(BinaryFn::Or, in_range, ops::binary_scalar(BinaryFn::Eq, labels, double(ignore)));
+  if (ops::all(ok).to_data().get_f64(0) == 0.0) {
+    const auto v = labels.to_data().to_vector<std::int64_t>();
+    for (std::size_t i = 0; i < v.size(); ++i)
+      EMBER_CHECK((v[i] >= 0 && v[i] < std::int64_t(c)) || v[i] == ignore,
+                  std::string(loss) + ": label " + std::to_string(v[i]) + " at index " +
+                      std::to_string(i) + " is outside [0, " + std::to_string(c) + ") for logits " +
+                      logits.shape().to_string() + " (ignore_index " + std::to_string(ignore) +
+                      ")");
+  }
+}
+
+// The weighted negative log-likelihood parts shared by nll and cross_entropy: per-sample
+// -w[y] logp[y] and the per-sample weights w[y] (0 for ignored samples).
+std::pair<DynTensor, DynTensor> weighted_nll(const DynTensor& logp, const DynTensor& labels,
+                                             std::int64_t ignore,
+                                             const std::optional<Tensor<1>>& weight) {
+  const std::size_t n = logp.shape()[0];
+  const DynTensor ignored = ops::binary_scalar(BinaryFn::Eq, labels, double(ignore));
+  const DynTensor safe = ops::mask_fill(labels, ignored, 0.0);
+  DynTensor picked = ops::reshape(ops::gather(logp, 1, ops::reshape(safe, Shape{n, 1})), Shape{n});
+  DynTensor w = weight ? ops::select(weight->dyn(), 0, safe)
+                       : ops::ones(Shape{n}, logp.dtype(), logp.device());
+  w = ops::mask_fill(std::move(w), ignored, 0.0);
+  return {ops::unary(UnaryFn::Neg, mul(std::move(picked), w)), w};
+}
+}  // namespace
+
+DynTensor nll(const DynTensor& log_probs, const DynTensor& labels, const NllOptions& o) {
+  check_labels(log_probs, labels, o.ignore_index, o.weight, "nn::loss::nll");
+  auto [per, w] = weighted_nll(log_probs, labels, o.ignore_index, o.weight);
+  if (o.reduction == Reduction::Mean) return div(sum_all(std::move(per)), sum_all(std::move(w)));
+  return reduce(std::move(per), o.reduction, "nn::loss::nll");
+}
+
+DynTensor cross_entropy(const DynTensor& logits, const DynTensor& labels,
+                        const CrossEntropyOptions& o) {
+  const char* name = "nn::loss::cross_entropy";
+  check_labels(logits, labels, o.ignore_index, o.weight, name);
+  EMBER_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1,
+              std::string(name) + ": label_smoothing must be in [0, 1], got " +
+                  std::to_string(o.label_smoothing));
+  const DynTensor logp = ops::log_softmax(logits, 1);
+  auto [per, w] = weighted_nll(logp, labels, o.ignore_index, o.weight);
+  const double eps = o.label_smoothing;
+  if (eps > 0) {
+    // PyTorch's smoothing term: -sum_c w_c logp_c per sample (0 when ignored), with the
+    // same reduction and denominator as the nll term.
+    const std::size_t n = logits.shape()[0], c = logits.shape()[1];
+    DynTensor wl = o.weight ? mul(logp, ops::reshape(o.weight->dyn(), Shape{1, c})) : logp;
+    DynTensor smooth = ops::unary(
+        UnaryFn::Neg, ops::reshape(ops::reduce(ReduceFn::Sum, std::move(wl), 1), Shape{n}));
+    smooth = ops::mask_fill(std::move(smooth),
+                            ops::binary_scalar(BinaryFn::Eq, labels, double(o.ignore_index)), 0.0);
+    per = add(scale(std::move(per), 1.0 - eps), scale(std::move(smooth), eps / double(c)));
+  }
+  if (o.reduction == Reduction::Mean) return div(sum_all(std::move(per)), sum_all(std::move(w)));
+  return reduce(std::move(per), o.reduction, name);
+}
+
+DynTensor cross_entropy_probs(const DynTensor& logits, const DynTensor& target,
+                              const CrossEntropyOptions& o) {
+  const char* name = "nn::loss::cross_entropy";
+  check_pair(logits, target, name);
+  EMBER_CHECK(logits.rank() == 2, std::string(name) + ": expected logits [batch, classes], got " +
+                                      logits.shape().to_string());
+  const std::size_t n = logits.shape()[0], c = logits.shape()[1];
+  DynTensor p = target;
+  if (o.label_smoothing > 0)
+    p = ops::binary_scalar(BinaryFn::Add, scale(std::move(p), 1.0 - o.label_smoothing),
+                           o.label_smoothing / double(c));
+  DynTensor terms = mul(ops::log_softmax(logits, 1), p);
+  if (o.weight) terms = mul(std::move(terms), ops::reshape(o.weight->dyn(), Shape{1, c}));
+  DynTensor per = ops::unary(
+      UnaryFn::Neg, ops::reshape(ops::reduce(ReduceFn::Sum, std::move(terms), 1), Shape{n}));
+  return reduce(std::move(per), o.reduction, name);
+}
+
+DynTensor binary_cross_entropy(const DynTensor& probs, const DynTensor& target,
+                               const std::optional<DynTensor>& weight, Reduction r) {
+  const char* name = "nn::loss::binary_cross_entropy";
+  check_pair(probs, target, name);
+  if (probs.num_elements() > 0) {
+    const DynTensor ok = ops::binary(BinaryFn::And, ops::binary_scalar(BinaryFn::Ge, probs, 0.0),
+                                     ops::binary_scalar(BinaryFn::Le, probs, 1.0));
+    EMBER_CHECK(ops::all(ok).to_data().get_f64(0) != 0.0,
+                std::string(name) + ": every input must be in [0, 1] (input " +
+                    probs.shape().to_string() + ")");
+  }
+  const DynTensor log_p = ops::clamp(ops::unary(UnaryFn::Log, probs), -100.0, std::nullopt);
+  const DynTensor log_q =
+      ops::clamp(ops::unary(UnaryFn::Log, ops::rbinary_scalar(BinaryFn::Sub, 1.0, probs)), -100.0,
+                 std::nullopt);
+  DynTensor per = ops::unary(
+      UnaryFn::Neg,
+      add(mul(target, log_p), mul(ops::rbinary_scalar(BinaryFn::Sub, 1.0, target), log_q)));
+  if (weight) per = mul(std::move(per), *weight);
+  return reduce(std::move(per), r, name);
+}
+
+DynTensor binary_cross_entropy_with_logits(const DynTensor& logits, const DynTensor& target,
+                                           const std::optional<DynTensor>& weight,
+                                           const std::optional<DynTensor>& pos_weight,
+                                           Reduction r) {
+  const char* name = "nn::loss::binary_cross_entropy_with_logits";
+  check_pair(logits, target, name);
+  // softplus(-x) = log1p(exp(-|x|)) + max(-x, 0), stable for any x.
+  const DynTensor sp =
+      add(ops::unary(
+              UnaryFn::Log1p,
+              ops::unary(UnaryFn::Exp, ops::unary(UnaryFn::Neg, ops::unary(UnaryFn::Abs, logits)))),
+          ops::clamp(ops::unary(UnaryFn::Neg, logits), 0.0, std::nullopt));
+  DynTensor coef = ops::ones(logits.shape(), logits.dtype(), logits.device());
+  if (pos_weight) {
+    EMBER_CHECK(logits.rank() >= 1 && pos_weight->rank() == 1 &&
+                    pos_weight->shape()[0] == logits.shape()[logits.rank() - 1],
+                std::string(name) + ": pos_weight must be [" +
+                    std::to_string(logits.shape()[logits.rank() - 1]) + "], got " +
+                    pos_weight->shape().to_string());
+    // 1 + (pos_weight - 1) target
+    coef = ops::binary_scalar(
+        BinaryFn::Add, mul(ops::binary_scalar(BinaryFn::Sub, *pos_weight, 1.0), target), 1.0);
+  }
+  DynTensor per =
+      add(mul(ops::rbinary_scalar(BinaryFn::Sub, 1.0, target), logits), mul(std::move(coef), sp));
+  if (weight) per = mul(std::move(per), *weight);
+  return reduce(std::move(per), r, name);
+}
+
+DynTensor mse(const DynTensor& a, const DynTensor& b, Reduction r) {
+  check_pair(a, b, "nn::loss::mse");
+  return reduce(ops::unary(UnaryFn::Square, sub(a, b)), r, "nn::loss::mse");
+}
+
+DynTensor l1(const DynTensor& a, const DynTensor& b, Reduction r) {
+  check_pair(a, b, "nn::loss::l1");
+  return reduce(ops::unary(UnaryFn::Abs, sub(a, b)), r, "nn::loss::l1");
+}
+
+DynTensor huber(const DynTensor& a, const DynTensor& b, double delta, Reduction r) {
+  check_pair(a, b, "nn::loss::huber");
+  EMBER_CHECK(delta > 0, "nn::loss::huber: delta must be > 0, got " + std::to_string(delta));
+  const DynTensor d = sub(a, b), ad = ops::unary(UnaryFn::Abs, d);
+  const DynTensor quad = scale(ops::unary(UnaryFn::Square, d), 0.5);
+  const DynTensor lin = scale(ops::binary_scalar(BinaryFn::Sub, ad, 0.5 * delta), delta);
+  return reduce(ops::mask_where(ops::binary_scalar(BinaryFn::Lt, ad, delta), quad, lin), r,
+                "nn::loss::huber");
+}
+
+DynTensor smooth_l1(const DynTensor& a, const DynTensor& b, double beta, Reduction r) {
+  check_pair(a, b, "nn::loss::smooth_l1");
+  EMBER_CHECK(beta >= 0, "nn::loss::smooth_l1: beta must be >= 0, got " + std::to_string(beta));
+  const DynTensor d = sub(a, b), ad = ops::unary(UnaryFn::Abs, d);
+  if (beta == 0) return reduce(ad, r, "nn::loss::smooth_l1");
+  const DynTensor quad = scale(ops::unary(UnaryFn::Square, d), 0.5 / beta);
+  const DynTensor lin = ops::binary_scalar(BinaryFn::Sub, ad, 0.5 * beta);
+  return reduce(ops::mask_where(ops::binary_scalar(BinaryFn::Lt, ad, beta), quad, lin), r,
+                "nn::loss::smooth_l1");
+}
+
+DynTensor kl_div(const DynTensor& input, const DynTensor& target, bool log_target, Reduction r) {
+  check_pair(input, target, "nn::loss::kl_div");
+  if (log_target)
+    return reduce(mul(ops::unary(UnaryFn::Exp, target), sub(target, input)), r, "nn::loss::kl_div");
+  // xlogy: 0 where target = 0 (1 inside the log there, so its gradient stays finite).
+  const DynTensor zero = ops::binary_scalar(BinaryFn::Le, target, 0.0);
+  const DynTensor log_t = ops::unary(UnaryFn::Log, ops::mask_fill(target, zero, 1.0));
+  return reduce(ops::mask_fill(mul(target, sub(log_t, input)), zero, 0.0), r, "nn::loss::kl_div");
+}
+
+}  // namespace ember::nn::loss::detail

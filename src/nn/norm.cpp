@@ -1,0 +1,191 @@
+// Normalisation layers (Note [Batch norm modes] in norm.hpp).
+#include "ember/nn/norm.hpp"
+
+#include <limits>
+
+#include "ember/tensor/module_ops.hpp"
+
+namespace ember::nn {
+
+namespace {
+using ir::BinaryFn;
+
+DynTensor mul(DynTensor a, const DynTensor& b) {
+  return ops::binary(BinaryFn::Mul, std::move(a), b);
+}
+DynTensor add(DynTensor a, const DynTensor& b) {
+  return ops::binary(BinaryFn::Add, std::move(a), b);
+}
+DynTensor sub(DynTensor a, const DynTensor& b) {
+  return ops::binary(BinaryFn::Sub, std::move(a), b);
+}
+
+// A [C] tensor shaped [1, C, 1] to broadcast over [N, C, L].
+DynTensor per_channel(const DynTensor& v) { return ops::reshape(v, Shape{1, v.shape()[0], 1}); }
+std::optional<Param<Tensor<1>>> filled_param(bool make, std::size_t n, double v, const Device& d) {
+  if (!make) return std::nullopt;
+  return Param<Tensor<1>>(Tensor<1>::full(Shape{n}, v, d));
+}
+void check_features(const DynTensor& x, std::size_t c, const char* layer, std::size_t min_rank,
+                    std::size_t max_rank) {
+  EMBER_CHECK(x.rank() >= min_rank && x.rank() <= max_rank && x.shape()[1] == c,
+              std::string(layer) + ": expected an input [N, " + std::to_string(c) +
+                  ", *] of rank " + std::to_string(min_rank) + " to " + std::to_string(max_rank) +
+                  ", got shape " + x.shape().to_string());
+  EMBER_CHECK(x.kind() == Kind::Float,
+              std::string(layer) + ": expected a float input, got " + name(x.dtype()));
+}
+// x [N, C, *] as [N, C, L].
+DynTensor as_ncl(const DynTensor& x) {
+  const std::size_t n = x.shape()[0], c = x.shape()[1];
+  return ops::reshape(x, Shape{n, c, n * c == 0 ? 0 : x.num_elements() / (n * c)});
+}
+}  // namespace
+
+// ---- BatchNorm ----
+
+DynTensor BatchNorm::forward_dyn(const DynTensor& x) const {
+  const std::size_t c = num_features();
+  check_features(x, c, "nn::BatchNorm", 2, 5);
+  const DynTensor xr = as_ncl(x);
+  const bool training = x.device().is_autodiff();
+  DynTensor mean = per_channel(running_mean.val().dyn()),
+            var = per_channel(running_var.val().dyn());
+  if (training) {
+    const std::size_t count = xr.shape()[0] * xr.shape()[2];
+    EMBER_CHECK(count > 1,
+                "nn::BatchNorm: training needs more than one value per channel, got "
+                "input " +
+                    x.shape().to_string());
+    mean = ops::reduce(ir::ReduceFn::Mean, ops::reduce(ir::ReduceFn::Mean, xr, 2), 0);
+    const DynTensor centered = sub(xr, mean);
+    var = ops::reduce(ir::ReduceFn::Mean,
+                      ops::reduce(ir::ReduceFn::Mean, ops::unary(ir::UnaryFn::Square, centered), 2),
+                      0);
+    // The running statistics, outside the graph.
+    const DynTensor m = ops::reshape(ops::detach(mean), Shape{c});
+    const DynTensor v = ops::binary_scalar(BinaryFn::Mul, ops::reshape(ops::detach(var), Shape{c}),
+                                           double(count) / double(count - 1));
+    const auto blend = [&](const Buffer<Tensor<1>>& b, const DynTensor& batch) {
+      DynTensor old = ops::cast(b.val().dyn(), batch.dtype());
+      DynTensor next = add(ops::binary_scalar(BinaryFn::Mul, std::move(old), 1.0 - momentum),
+                           ops::binary_scalar(BinaryFn::Mul, batch, momentum));
+      b.set(Tensor<1>(ops::cast(std::move(next), b.val().dtype())));
+    };
+    blend(running_mean, m);
+    blend(running_var, v);
+    num_batches_tracked.set(num_batches_tracked.val().add_scalar(1.0));
+  } else {
+    mean = ops::cast(std::move(mean), x.dtype());
+    var = ops::cast(std::move(var), x.dtype());
+  }
+  DynTensor y = mul(sub(xr, mean),
+                    ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, var, eps)));
+  if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
+  if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
+  return ops::reshape(std::move(y), x.shape());
+}
+
+BatchNorm BatchNormConfig::init(const Device& device) const {
+  EMBER_CHECK(num_features > 0, "nn::BatchNormConfig: num_features must be > 0");
+  EMBER_CHECK(eps >= 0 && momentum >= 0 && momentum <= 1,
+              "nn::BatchNormConfig: needs eps >= 0 and 0 <= momentum <= 1, got eps " +
+                  std::to_string(eps) + ", momentum " + std::to_string(momentum));
+  const Shape s{num_features};
+  return BatchNorm{filled_param(affine, num_features, 1.0, device),
+                   filled_param(affine, num_features, 0.0, device),
+                   Buffer<Tensor<1>>(Tensor<1>::zeros(s, device)),
+                   Buffer<Tensor<1>>(Tensor<1>::ones(s, device)),
+                   Buffer<Tensor<1, Int>>(Tensor<1, Int>::zeros(Shape{1}, device), true),
+                   eps,
+                   momentum};
+}
+
+// ---- LayerNorm ----
+
+DynTensor LayerNorm::forward_dyn(const DynTensor& x) const {
+  EMBER_CHECK(x.rank() >= 1 && x.shape()[x.rank() - 1] == d_model,
+              "nn::LayerNorm: input of shape " + x.shape().to_string() +
+                  " must end in d_model = " + std::to_string(d_model));
+  std::optional<DynTensor> w, b;
+  if (weight) w = weight->val().dyn();
+  if (bias) b = bias->val().dyn();
+  return ops::layer_norm(x, Shape{d_model}, std::move(w), std::move(b), eps);
+}
+
+LayerNorm LayerNormConfig::init(const Device& device) const {
+  EMBER_CHECK(d_model > 0 && eps >= 0, "nn::LayerNormConfig: needs d_model > 0 and eps >= 0");
+  return LayerNorm{filled_param(elementwise_affine, d_model, 1.0, device),
+                   filled_param(elementwise_affine && bias, d_model, 0.0, device), d_model, eps};
+}
+
+// ---- GroupNorm and InstanceNorm ----
+
+namespace {
+// x [N, C, *] normalised per sample over groups of C / groups channels and the spatial dims.
+DynTensor group_norm(const DynTensor& x, std::size_t num_groups, std::size_t num_channels,
+                     const std::optional<Param<Tensor<1>>>& weight,
+                     const std::optional<Param<Tensor<1>>>& bias, double eps) {
+  const std::size_t n = x.shape()[0],
+                    per_group = x.num_elements() / std::max<std::size_t>(n, 1) / num_groups;
+  DynTensor g = ops::reshape(x, Shape{n, num_groups, per_group});
+  g = ops::layer_norm(std::move(g), Shape{per_group}, std::nullopt, std::nullopt, eps);
+  DynTensor y =
+      ops::reshape(std::move(g), Shape{n, num_channels, per_group * num_groups / num_channels});
+  if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
+  if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
+  return ops::reshape(std::move(y), x.shape());
+}
+}  // namespace
+
+DynTensor GroupNorm::forward_dyn(const DynTensor& x) const {
+  check_features(x, num_channels, "nn::GroupNorm", 2, 8);
+  return group_norm(x, num_groups, num_channels, weight, bias, eps);
+}
+
+DynTensor InstanceNorm::forward_dyn(const DynTensor& x) const {
+  check_features(x, num_channels, "nn::InstanceNorm", 3, 8);
+  return group_norm(x, num_channels, num_channels, weight, bias, eps);
+}
+
+InstanceNorm InstanceNormConfig::init(const Device& device) const {
+  EMBER_CHECK(num_channels > 0 && eps >= 0,
+              "nn::InstanceNormConfig: needs num_channels > 0, eps >= 0");
+  return InstanceNorm{filled_param(affine, num_channels, 1.0, device),
+                      filled_param(affine, num_channels, 0.0, device), num_channels, eps};
+}
+
+GroupNorm GroupNormConfig::init(const Device& device) const {
+  EMBER_CHECK(num_groups > 0 && num_channels > 0 && num_channels % num_groups == 0,
+              "nn::GroupNormConfig: num_groups " + std::to_string(num_groups) +
+                  " must divide num_channels " + std::to_string(num_channels));
+  return GroupNorm{filled_param(affine, num_channels, 1.0, device),
+                   filled_param(affine, num_channels, 0.0, device), num_groups, num_channels, eps};
+}
+
+// ---- RmsNorm ----
+
+DynTensor RmsNorm::forward_dyn(const DynTensor& x) const {
+  EMBER_CHECK(x.rank() >= 1 && x.shape()[x.rank() - 1] == d_model && x.kind() == Kind::Float,
+              "nn::RmsNorm: expected a float input ending in d_model = " + std::to_string(d_model) +
+                  ", got shape " + x.shape().to_string());
+  const double e =
+      eps ? *eps
+          : (x.dtype() == DType::F64    ? std::numeric_limits<double>::epsilon()
+             : x.dtype() == DType::F16  ? 0.0009765625
+             : x.dtype() == DType::BF16 ? 0.0078125
+                                        : double(std::numeric_limits<float>::epsilon()));
+  const std::int64_t last = std::int64_t(x.rank()) - 1;
+  DynTensor ms = ops::reduce(ir::ReduceFn::Mean, ops::unary(ir::UnaryFn::Square, x), last);
+  DynTensor y =
+      mul(x, ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, std::move(ms), e)));
+  if (weight) y = mul(std::move(y), weight->val().dyn());
+  return y;
+}
+
+RmsNorm RmsNormConfig::init(const Device& device) const {
+  EMBER_CHECK(d_model > 0, "nn::RmsNormConfig: d_model must be > 0");
+  return RmsNorm{filled_param(elementwise_affine, d_model, 1.0, device), d_model, eps};
+}
+
+}  // namespace ember::nn

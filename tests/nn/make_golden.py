@@ -1,0 +1,296 @@
+#!/usr/bin/python3
+"""Writes the PyTorch reference values tests/nn/test_parity.cpp checks ember's nn against.
+
+Run with Debian's torch (/usr/bin/python3 tests/nn/make_golden.py); it rewrites
+tests/nn/golden/<case>.json. Every case is computed in float64 and holds:
+
+  state.<key>       the module's state_dict (the C++ test loads it by path)
+  input.<i>         the forward inputs
+  output.<i>        the forward outputs
+  gout.<i>          a random upstream gradient per output: the test backpropagates
+                    sum_i sum(output_i * gout_i)
+  grad.input.<i>    the gradient of that scalar for each float input
+  grad.state.<key>  ... and for each parameter
+  after.<key>       each buffer after the forward (batch norm's running statistics)
+
+A tensor is {"shape": [...], "dtype": "f64" | "i64" | "bool", "data": [flat values]}.
+"""
+import json
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden")
+
+
+def enc(t):
+    t = t.detach()
+    if t.dtype == torch.bool:
+        dt, data = "bool", [bool(v) for v in t.flatten().tolist()]
+    elif t.dtype in (torch.int64, torch.int32):
+        dt, data = "i64", [int(v) for v in t.flatten().tolist()]
+    else:
+        dt, data = "f64", [float(v) for v in t.double().flatten().tolist()]
+    return {"shape": list(t.shape), "dtype": dt, "data": data}
+
+
+def write(name, tensors, meta=None):
+    os.makedirs(OUT, exist_ok=True)
+    doc = {"case": name, "meta": meta or {}, "tensors": {k: enc(v) for k, v in tensors.items()}}
+    with open(os.path.join(OUT, name + ".json"), "w") as f:
+        json.dump(doc, f, separators=(",", ":"))
+        f.write("\n")
+
+
+def randn(*shape):
+    return torch.randn(tuple(shape), dtype=torch.float64)
+
+
+def run(name, module, inputs, train=True, meta=None, forward=None, nograd=()):
+    """Forward and backward of `module` (float64) on `inputs` (those in `nograd` get no
+    gradient); writes the case."""
+    module = module.double()
+    module.train(train)
+    t = {}
+    for k, v in module.state_dict().items():
+        t["state." + k] = v.clone()
+    ins = []
+    for i, x in enumerate(inputs):
+        x = x.clone()
+        if x.is_floating_point() and i not in nograd:
+            x.requires_grad_(True)
+        t["input.%d" % i] = x.detach().clone()
+        ins.append(x)
+    outs = forward(module, ins) if forward else module(*ins)
+    if not isinstance(outs, (tuple, list)):
+        outs = [outs]
+    total = 0
+    for i, y in enumerate(outs):
+        t["output.%d" % i] = y.detach().clone()
+        g = randn(*y.shape)
+        t["gout.%d" % i] = g
+        total = total + (y * g).sum()
+    params = dict(module.named_parameters())
+    fi = [i for i, x in enumerate(ins) if x.requires_grad]
+    targets = [ins[i] for i in fi] + list(params.values())
+    if total.requires_grad and targets:
+        grads = torch.autograd.grad(total, targets, allow_unused=True)
+        n_in = len(fi)
+        for j, g in enumerate(grads[:n_in]):
+            if g is not None:
+                t["grad.input.%d" % fi[j]] = g
+        for (k, _), g in zip(params.items(), grads[n_in:]):
+            if g is not None:
+                t["grad.state." + k] = g
+    for k, v in module.named_buffers():
+        t["after." + k] = v.clone()
+    write(name, t, meta)
+
+
+def perturb_state(module):
+    """Replaces default-initialised affine params and running stats by random values."""
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            p.copy_(randn(*p.shape) * 0.5 + (1.0 if name.endswith("weight") and p.dim() == 1 else 0.0))
+        for name, b in module.named_buffers():
+            if name.endswith("running_mean"):
+                b.copy_(randn(*b.shape) * 0.3)
+            elif name.endswith("running_var"):
+                b.copy_(torch.rand(*b.shape, dtype=torch.float64) + 0.5)
+            elif name.endswith("num_batches_tracked"):
+                b.fill_(5)
+    return module
+
+
+class RmsNormRef(nn.Module):
+    """RMSNorm by its formula (torch 1.13 has no nn.RMSNorm)."""
+
+    def __init__(self, d, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d, dtype=torch.float64))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class Fn(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        self.f = f
+
+    def forward(self, *xs):
+        return self.f(*xs)
+
+
+def layers():
+    run("linear", nn.Linear(5, 3), [randn(4, 5)])
+    run("linear_rank3", nn.Linear(5, 3, bias=False), [randn(2, 3, 5)])
+    run("conv2d", nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 1), dilation=(1, 2), groups=2),
+        [randn(2, 4, 7, 6)])
+    run("conv2d_same", nn.Conv2d(3, 4, (4, 3), padding="same", bias=False), [randn(2, 3, 6, 5)])
+    run("conv1d", nn.Conv1d(3, 4, 3, stride=2, padding=1), [randn(2, 3, 9)])
+    run("conv_transpose2d",
+        nn.ConvTranspose2d(4, 6, (3, 3), stride=2, padding=1, output_padding=1, groups=2),
+        [randn(2, 4, 4, 5)])
+    run("max_pool2d", nn.MaxPool2d((3, 2), stride=(2, 1), padding=(1, 1)), [randn(2, 3, 7, 6)])
+    run("avg_pool2d", nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False),
+        [randn(2, 3, 7, 6)])
+    run("adaptive_avg_pool2d", nn.AdaptiveAvgPool2d((3, 4)), [randn(2, 3, 7, 10)])
+    run("batch_norm2d_train", perturb_state(nn.BatchNorm2d(3)), [randn(4, 3, 3, 2) * 2 + 1])
+    run("batch_norm2d_eval", perturb_state(nn.BatchNorm2d(3)), [randn(4, 3, 3, 2)], train=False)
+    run("batch_norm1d_train_rank2", perturb_state(nn.BatchNorm1d(3, momentum=0.3)), [randn(8, 3)])
+    run("batch_norm1d_train_rank3", perturb_state(nn.BatchNorm1d(3)), [randn(4, 3, 5)])
+    run("layer_norm", perturb_state(nn.LayerNorm(6)), [randn(2, 3, 6)])
+    run("group_norm", perturb_state(nn.GroupNorm(2, 6)), [randn(2, 6, 3, 4)])
+    run("rms_norm", perturb_state(RmsNormRef(6, 1e-6)), [randn(2, 3, 6)], meta={"eps": 1e-6})
+    emb = nn.Embedding(7, 4, padding_idx=1)
+    with torch.no_grad():
+        emb.weight[1] = randn(4)  # a loaded padding row keeps its value; it gets no gradient
+    run("embedding", emb, [torch.tensor([[0, 1, 3, 6, 1], [2, 2, 5, 4, 1]])])
+
+    acts = {
+        "relu": nn.ReLU(), "relu6": nn.ReLU6(), "leaky_relu": nn.LeakyReLU(0.1),
+        "gelu": nn.GELU(), "gelu_tanh": nn.GELU(approximate="tanh"), "tanh": nn.Tanh(),
+        "sigmoid": nn.Sigmoid(), "silu": nn.SiLU(), "mish": nn.Mish(), "elu": nn.ELU(0.7),
+        "celu": nn.CELU(1.3), "selu": nn.SELU(), "softplus": nn.Softplus(beta=2, threshold=3),
+        "softsign": nn.Softsign(), "hardtanh": nn.Hardtanh(-2, 1.5), "hardsigmoid": nn.Hardsigmoid(),
+        "hardswish": nn.Hardswish(), "logsigmoid": nn.LogSigmoid(), "tanhshrink": nn.Tanhshrink(),
+        "softshrink": nn.Softshrink(0.6), "hardshrink": nn.Hardshrink(0.6),
+        "threshold": nn.Threshold(0.3, -1.5), "glu": nn.GLU(), "softmax": nn.Softmax(dim=1),
+        "log_softmax": nn.LogSoftmax(dim=1),
+    }
+    # Values in (-4, 4) kept away from every kink (0, +-0.6, 0.3, -2, 1.5, +-3, 6/beta).
+    x = torch.linspace(-3.9, 3.9, 48, dtype=torch.float64)[torch.randperm(48)].reshape(3, 16) + 0.0123
+    for name, m in acts.items():
+        run("act_" + name, m, [x])
+    prelu = nn.PReLU(3)
+    with torch.no_grad():
+        prelu.weight.copy_(torch.tensor([0.25, -0.5, 1.5]))
+    run("act_prelu", prelu, [randn(2, 3, 4) + 0.01])
+
+    lstm = nn.LSTM(4, 5, num_layers=2, bidirectional=True, batch_first=True)
+    h0, c0 = randn(4, 3, 5) * 0.5, randn(4, 3, 5) * 0.5
+    run("lstm", lstm, [randn(3, 6, 4), h0, c0],
+        forward=lambda m, xs: (lambda out: (out[0], out[1][0], out[1][1]))(m(xs[0], (xs[1], xs[2]))))
+    run("lstm_zero_state", nn.LSTM(3, 4, batch_first=True), [randn(2, 5, 3)],
+        forward=lambda m, xs: (lambda out: (out[0], out[1][0], out[1][1]))(m(xs[0])))
+
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.copy_(randn(24) * 0.1)
+        mha.out_proj.bias.copy_(randn(8) * 0.1)
+    attn_mask = torch.rand(5, 6) < 0.3
+    attn_mask[:, 0] = False  # no fully masked row
+    kpm = torch.zeros(2, 6, dtype=torch.bool)
+    kpm[1, 4:] = True
+    run("mha", mha, [randn(2, 5, 8), randn(2, 6, 8), randn(2, 6, 8), attn_mask, kpm],
+        forward=lambda m, xs: m(xs[0], xs[1], xs[2], key_padding_mask=xs[4], attn_mask=xs[3]))
+    run("mha_self", nn.MultiheadAttention(6, 3, batch_first=True), [randn(2, 4, 6)],
+        forward=lambda m, xs: m(xs[0], xs[0], xs[0])[0])
+    for norm_first in (False, True):
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
+                                           norm_first=norm_first)
+        perturb_state(layer.norm1)
+        perturb_state(layer.norm2)
+        run("encoder_layer" + ("_norm_first" if norm_first else ""), layer, [randn(2, 5, 8)])
+
+
+def losses():
+    logits = randn(6, 5)
+    labels = torch.tensor([0, 3, -100, 4, 1, 3])
+    w = torch.rand(5, dtype=torch.float64) + 0.5
+    ce = lambda **kw: Fn(lambda x, y: F.cross_entropy(x, y, **kw))
+    run("loss_cross_entropy", ce(), [logits, labels])
+    run("loss_cross_entropy_weight_smoothing", ce(weight=w, label_smoothing=0.2), [logits, labels],
+        meta={"weight": w.tolist()})
+    run("loss_cross_entropy_sum", ce(reduction="sum", label_smoothing=0.1), [logits, labels])
+    run("loss_cross_entropy_none", ce(reduction="none", weight=w), [logits, labels],
+        meta={"weight": w.tolist()})
+    probs = torch.softmax(randn(6, 5), 1)
+    run("loss_cross_entropy_probs", ce(weight=w, label_smoothing=0.1), [logits, probs],
+        meta={"weight": w.tolist()})
+    run("loss_nll", Fn(lambda x, y: F.nll_loss(x, y, weight=w)), [torch.log_softmax(logits, 1), labels],
+        meta={"weight": w.tolist()})
+    p = torch.rand(4, 3, dtype=torch.float64) * 0.9 + 0.05
+    t = torch.rand(4, 3, dtype=torch.float64)
+    bw = torch.rand(4, 3, dtype=torch.float64) + 0.5
+    run("loss_bce", Fn(lambda x, y, z: F.binary_cross_entropy(x, y, weight=z)), [p, t, bw],
+        nograd=(1, 2))
+    pw = torch.tensor([0.5, 2.0, 3.0], dtype=torch.float64)
+    run("loss_bce_with_logits",
+        Fn(lambda x, y, z, q: F.binary_cross_entropy_with_logits(x, y, weight=z, pos_weight=q)),
+        [randn(4, 3) * 3, t, bw, pw], nograd=(2, 3))
+    a, b = randn(3, 4), randn(3, 4)
+    run("loss_mse", Fn(F.mse_loss), [a, b])
+    run("loss_mse_sum", Fn(lambda x, y: F.mse_loss(x, y, reduction="sum")), [a, b])
+    run("loss_l1_none", Fn(lambda x, y: F.l1_loss(x, y, reduction="none")), [a, b])
+    run("loss_huber", Fn(lambda x, y: F.huber_loss(x, y, delta=0.7)), [a, b])
+    run("loss_smooth_l1", Fn(lambda x, y: F.smooth_l1_loss(x, y, beta=0.6)), [a, b])
+    lp = torch.log_softmax(randn(3, 4), 1)
+    tp = torch.softmax(randn(3, 4), 1)
+    tp[0, 1] = 0.0  # xlogy: a zero target contributes 0
+    # A zero target has an infinite target gradient (log 0): only the input's is compared.
+    run("loss_kl_div_batchmean", Fn(lambda x, y: F.kl_div(x, y, reduction="batchmean")), [lp, tp],
+        nograd=(1,))
+    run("loss_kl_div_log_target",
+        Fn(lambda x, y: F.kl_div(x, y, reduction="mean", log_target=True)),
+        [lp, torch.log_softmax(randn(3, 4), 1)])
+
+
+def more_layers():
+    run("conv3d", nn.Conv3d(2, 4, (2, 3, 2), stride=(1, 2, 1), padding=(1, 0, 1)),
+        [randn(2, 2, 4, 5, 4)])
+    run("conv_transpose1d", nn.ConvTranspose1d(3, 2, 4, stride=3, padding=1, output_padding=2),
+        [randn(2, 3, 5)])
+    run("max_pool1d", nn.MaxPool1d(3, stride=2, padding=1), [randn(2, 3, 9)])
+    run("avg_pool1d", nn.AvgPool1d(2), [randn(2, 3, 9)])
+    run("adaptive_avg_pool1d", nn.AdaptiveAvgPool1d(4), [randn(2, 3, 9)])
+    run("batch_norm3d_train", perturb_state(nn.BatchNorm3d(2)), [randn(3, 2, 2, 3, 2)])
+    run("instance_norm2d", nn.InstanceNorm2d(3), [randn(2, 3, 4, 5)])
+    run("instance_norm1d_affine", perturb_state(nn.InstanceNorm1d(3, affine=True)), [randn(2, 3, 6)])
+    run("gru", nn.GRU(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+        [randn(3, 6, 4), randn(4, 3, 5) * 0.5], forward=lambda m, xs: m(xs[0], xs[1]))
+    run("rnn_relu", nn.RNN(3, 4, nonlinearity="relu", batch_first=True), [randn(2, 5, 3)],
+        forward=lambda m, xs: m(xs[0]))
+    run("rnn_tanh_bidirectional", nn.RNN(3, 4, bidirectional=True, bias=False, batch_first=True),
+        [randn(2, 5, 3)], forward=lambda m, xs: m(xs[0]))
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+
+
+class Net(nn.Module):
+    """Mirrors the Net struct of test_parity.cpp: the state_dict keys must equal its paths."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.blocks = nn.ModuleList([Block(), Block()])
+        self.head = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        self.rnn = nn.LSTM(4, 3, batch_first=True)
+        self.attn = nn.MultiheadAttention(4, 2, batch_first=True)
+        self.embed = nn.Embedding(10, 4)
+
+
+def state_dict_keys():
+    net = Net().double()
+    write("state_dict_net", {"state." + k: v for k, v in net.state_dict().items()},
+          meta={"keys": list(net.state_dict().keys())})
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    layers()
+    losses()
+    state_dict_keys()
+    torch.manual_seed(1)
+    more_layers()

@@ -1,0 +1,476 @@
+// Parity with PyTorch: every layer, activation and loss loads the weights PyTorch used
+// (tests/nn/golden/<case>.json, written by tests/nn/make_golden.py) by the state_dict keys —
+// which must equal the module's visit paths, in order — and must reproduce PyTorch's
+// outputs, input and parameter gradients and updated buffers, in f64 and in f32 (against
+// the f64 reference), in training mode (autodiff device) or inference mode.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include <ember/ember.hpp>
+
+using namespace ember;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+class Golden {
+ public:
+  explicit Golden(const std::string& name) : name_(name) {
+    const std::string path = std::string(EMBER_NN_GOLDEN_DIR) + "/" + name + ".json";
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("missing golden file " + path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    j_ = Json::parse(ss.str());
+  }
+  const std::string& name() const { return name_; }
+  bool has(const std::string& key) const { return j_["tensors"].contains(key); }
+  const Json& meta() const { return j_["meta"]; }
+  // The stored tensor; a PyTorch scalar (shape []) comes back with shape [1].
+  TensorData data(const std::string& key) const {
+    const Json& t = j_["tensors"].at(key);
+    std::vector<std::size_t> dims = t["shape"].get<std::vector<std::size_t>>();
+    if (dims.empty()) dims.push_back(1);
+    const std::string dt = t["dtype"];
+    if (dt == "f64") return TensorData::from(t["data"].get<std::vector<double>>(), Shape(dims));
+    if (dt == "i64")
+      return TensorData::from(t["data"].get<std::vector<std::int64_t>>(), Shape(dims));
+    std::vector<bool> b = t["data"].get<std::vector<bool>>();
+    std::vector<std::uint8_t> u(b.begin(), b.end());
+    return TensorData::from(u, Shape(dims)).convert(DType::Bool);
+  }
+  // The tensor on dev; float data in `dt`.
+  DynTensor tensor(const std::string& key, const Device& dev, DType dt) const {
+    TensorData d = data(key);
+    if (is_float(d.dtype())) d = d.convert(dt);
+    return ops::from_data(d, dev);
+  }
+  std::vector<std::string> state_keys() const {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : j_["tensors"].items())
+      if (k.rfind("state.", 0) == 0) keys.push_back(k.substr(6));
+    return keys;
+  }
+
+ private:
+  std::string name_;
+  Json j_;
+};
+
+struct Tol {
+  double rtol, atol;
+};
+Tol tol_for(DType dt) { return dt == DType::F64 ? Tol{1e-9, 1e-10} : Tol{2e-4, 5e-5}; }
+
+void expect_close(const DynTensor& actual, const Golden& g, const std::string& key, Tol t) {
+  TensorData want = g.data(key);
+  TensorData got = actual.to_data().convert(DType::F64);
+  if (got.num_elements() == want.num_elements() && got.shape() != want.shape() &&
+      want.num_elements() == 1)
+    want = TensorData(want.bytes(), got.shape(), want.dtype());
+  try {
+    got.assert_approx_eq(want.convert(DType::F64), t.rtol, t.atol);
+  } catch (const Error& e) {
+    ADD_FAILURE() << g.name() << " " << key << ": " << e.what();
+  }
+}
+
+std::vector<std::string> paths_of(const nn::Module auto& m) {
+  std::vector<std::string> out;
+  m.visit([&](const nn::TensorEntry& e) { out.emplace_back(e.path); });
+  return out;
+}
+
+// Loads the golden state_dict into m by path, as a record loader would: keys must equal the
+// paths, shapes must match (a scalar buffer takes the one-element value).
+template <class M>
+M load_state(M m, const Golden& g, const Device& dev, DType dt) {
+  EXPECT_EQ(paths_of(m), g.state_keys()) << g.name() << ": visit paths vs state_dict keys";
+  return std::move(m).map([&](nn::TensorEntry& e) {
+    const std::string key = "state." + std::string(e.path);
+    if (!g.has(key)) {
+      ADD_FAILURE() << g.name() << ": no state_dict entry for " << e.path;
+      return;
+    }
+    DynTensor t = g.tensor(key, dev, dt);
+    if (e.scalar) {
+      EXPECT_EQ(t.num_elements(), 1u) << e.path;
+      t = ops::reshape(ops::cast(t, e.dtype()), e.shape());
+    }
+    EXPECT_EQ(t.shape(), e.shape()) << g.name() << ": shape of " << e.path;
+    e.tensor = t;
+  });
+}
+
+template <class M>
+using Forward = std::function<std::vector<DynTensor>(const M&, const std::vector<DynTensor>&)>;
+
+// Loads, runs and compares one golden case (see the file comment).
+template <class M>
+void run_case(const std::string& name, const M& fresh, DType dt, bool train, const Forward<M>& fwd,
+              double tol_scale = 1.0) {
+  SCOPED_TRACE(name + " in " + ember::name(dt));
+  const Golden g(name);
+  const Device dev = train ? Device::cpu().autodiff() : Device::cpu();
+  const M m = load_state(fresh, g, dev, dt);
+  Tol t = tol_for(dt);
+  t.rtol *= tol_scale;
+  t.atol *= tol_scale;
+  std::vector<DynTensor> in;
+  for (std::size_t i = 0; g.has("input." + std::to_string(i)); ++i) {
+    DynTensor x = g.tensor("input." + std::to_string(i), dev, dt);
+    if (train && g.has("grad.input." + std::to_string(i))) x = ops::require_grad(x);
+    in.push_back(x);
+  }
+  const std::vector<DynTensor> out = fwd(m, in);
+  std::optional<DynTensor> total;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::string k = std::to_string(i);
+    ASSERT_TRUE(g.has("output." + k)) << "ember gives more outputs than PyTorch";
+    expect_close(out[i], g, "output." + k, t);
+    if (!train) continue;
+    DynTensor gout = g.tensor("gout." + k, dev, dt);
+    if (out[i].shape() != gout.shape()) gout = ops::reshape(gout, out[i].shape());
+    DynTensor s = ops::reduce_all(ir::ReduceFn::Sum, ops::binary(ir::BinaryFn::Mul, out[i], gout));
+    total = total ? ops::binary(ir::BinaryFn::Add, *total, s) : s;
+  }
+  EXPECT_FALSE(g.has("output." + std::to_string(out.size()))) << "ember gives fewer outputs";
+  if (train && total) {
+    Gradients grads = ops::backward(*total);
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const std::string k = "grad.input." + std::to_string(i);
+      if (!g.has(k)) continue;
+      auto gx = ops::grad(in[i], grads);
+      if (!gx) {
+        ADD_FAILURE() << name << ": no gradient for input " << i;
+        continue;
+      }
+      expect_close(*gx, g, k, t);
+    }
+    m.visit([&](const nn::TensorEntry& e) {
+      const std::string k = "grad.state." + std::string(e.path);
+      if (!e.is_param() || !g.has(k)) return;
+      auto gp = ops::grad(e.tensor, grads);
+      if (!gp) {
+        ADD_FAILURE() << name << ": no gradient for " << e.path;
+        return;
+      }
+      expect_close(*gp, g, k, t);
+    });
+  }
+  m.visit([&](const nn::TensorEntry& e) {
+    const std::string k = "after." + std::string(e.path);
+    if (e.is_buffer() && g.has(k)) expect_close(e.tensor, g, k, t);
+  });
+}
+
+template <class M>
+void run_both(const std::string& name, const M& fresh, bool train, const Forward<M>& fwd,
+              double tol_scale = 1.0) {
+  for (DType dt : {DType::F64, DType::F32}) run_case(name, fresh, dt, train, fwd, tol_scale);
+}
+
+// A one-input, one-output layer of rank D.
+template <std::size_t D, class M>
+Forward<M> unary() {
+  return [](const M& m, const std::vector<DynTensor>& in) {
+    return std::vector<DynTensor>{m.forward(Tensor<D>(in[0])).dyn()};
+  };
+}
+
+const Device cpu = Device::cpu();
+
+}  // namespace
+
+TEST(NnParity, Linear) {
+  run_both("linear", nn::LinearConfig{5, 3}.init(cpu), true, unary<2, nn::Linear>());
+  run_both("linear_rank3", nn::LinearConfig{5, 3}.with_bias(false).init(cpu), true,
+           unary<3, nn::Linear>());
+}
+
+TEST(NnParity, Conv) {
+  run_both("conv2d",
+           nn::Conv2dConfig{4, 6, {3, 2}}
+               .with_stride({2, 1})
+               .with_padding(nn::Padding{1, 1})
+               .with_dilation({1, 2})
+               .with_groups(2)
+               .init(cpu),
+           true, unary<4, nn::Conv2d>());
+  run_both(
+      "conv2d_same",
+      nn::Conv2dConfig{3, 4, {4, 3}}.with_padding(nn::Padding::same()).with_bias(false).init(cpu),
+      true, unary<4, nn::Conv2d>());
+  run_both("conv1d",
+           nn::Conv1dConfig{3, 4, {3}}.with_stride({2}).with_padding(nn::Padding{1}).init(cpu),
+           true, unary<3, nn::Conv1d>());
+  run_both("conv_transpose2d",
+           nn::ConvTranspose2dConfig{4, 6, {3, 3}}
+               .with_stride({2, 2})
+               .with_padding({1, 1})
+               .with_output_padding({1, 1})
+               .with_groups(2)
+               .init(cpu),
+           true, unary<4, nn::ConvTranspose2d>());
+}
+
+TEST(NnParity, Conv3dAndTransposed1d) {
+  run_both("conv3d",
+           nn::Conv3dConfig{2, 4, {2, 3, 2}}
+               .with_stride({1, 2, 1})
+               .with_padding(nn::Padding{1, 0, 1})
+               .init(cpu),
+           true, unary<5, nn::Conv3d>());
+  run_both("conv_transpose1d",
+           nn::ConvTranspose1dConfig{3, 2, {4}}
+               .with_stride({3})
+               .with_padding({1})
+               .with_output_padding({2})
+               .init(cpu),
+           true, unary<3, nn::ConvTranspose1d>());
+}
+
+TEST(NnParity, Pool1d) {
+  run_both(
+      "max_pool1d",
+      nn::MaxPool1dConfig{{3}}.with_stride(std::array<std::size_t, 1>{2}).with_padding({1}).init(),
+      true, unary<3, nn::MaxPool1d>());
+  run_both("avg_pool1d", nn::AvgPool1dConfig{{2}}.init(), true, unary<3, nn::AvgPool1d>());
+  run_both("adaptive_avg_pool1d", nn::AdaptiveAvgPool1dConfig{{4}}.init(), true,
+           unary<3, nn::AdaptiveAvgPool1d>());
+}
+
+TEST(NnParity, Pool) {
+  run_both("max_pool2d",
+           nn::MaxPool2dConfig{{3, 2}}
+               .with_stride(std::array<std::size_t, 2>{2, 1})
+               .with_padding({1, 1})
+               .init(),
+           true, unary<4, nn::MaxPool2d>());
+  run_both("avg_pool2d",
+           nn::AvgPool2dConfig{{3, 3}}
+               .with_stride(std::array<std::size_t, 2>{2, 2})
+               .with_padding({1, 1})
+               .with_count_include_pad(false)
+               .init(),
+           true, unary<4, nn::AvgPool2d>());
+  run_both("adaptive_avg_pool2d", nn::AdaptiveAvgPool2dConfig{{3, 4}}.init(), true,
+           unary<4, nn::AdaptiveAvgPool2d>());
+}
+
+TEST(NnParity, BatchNormTrainingAndInference) {
+  const auto bn = nn::BatchNormConfig{3}.init(cpu);
+  run_both("batch_norm2d_train", bn, true, unary<4, nn::BatchNorm>());
+  run_both("batch_norm2d_eval", bn, false, unary<4, nn::BatchNorm>());
+  run_both("batch_norm1d_train_rank2", nn::BatchNormConfig{3}.with_momentum(0.3).init(cpu), true,
+           unary<2, nn::BatchNorm>());
+  run_both("batch_norm1d_train_rank3", bn, true, unary<3, nn::BatchNorm>());
+}
+
+TEST(NnParity, BatchNorm3dAndInstanceNorm) {
+  run_both("batch_norm3d_train", nn::BatchNormConfig{2}.init(cpu), true, unary<5, nn::BatchNorm>());
+  run_both("instance_norm2d", nn::InstanceNormConfig{3}.init(cpu), true,
+           unary<4, nn::InstanceNorm>());
+  run_both("instance_norm1d_affine", nn::InstanceNormConfig{3}.with_affine(true).init(cpu), true,
+           unary<3, nn::InstanceNorm>());
+}
+
+TEST(NnParity, Norms) {
+  run_both("layer_norm", nn::LayerNormConfig{6}.init(cpu), true, unary<3, nn::LayerNorm>());
+  run_both("group_norm", nn::GroupNormConfig{2, 6}.init(cpu), true, unary<4, nn::GroupNorm>());
+  run_both("rms_norm", nn::RmsNormConfig{6}.with_eps(1e-6).init(cpu), true,
+           unary<3, nn::RmsNorm>());
+}
+
+TEST(NnParity, EmbeddingPaddingRowGetsNoGradient) {
+  run_both<nn::Embedding>("embedding", nn::EmbeddingConfig{7, 4}.with_padding_idx(1).init(cpu),
+                          true, [](const nn::Embedding& m, const std::vector<DynTensor>& in) {
+                            return std::vector<DynTensor>{m.forward(Tensor<2, Int>(in[0])).dyn()};
+                          });
+}
+
+TEST(NnParity, Activations) {
+  run_both("act_relu", nn::Relu{}, true, unary<2, nn::Relu>());
+  run_both("act_relu6", nn::Relu6{}, true, unary<2, nn::Relu6>());
+  run_both("act_leaky_relu", nn::LeakyRelu{0.1}, true, unary<2, nn::LeakyRelu>());
+  run_both("act_gelu", nn::Gelu{}, true, unary<2, nn::Gelu>());
+  run_both("act_gelu_tanh", nn::Gelu{true}, true, unary<2, nn::Gelu>());
+  run_both("act_tanh", nn::Tanh{}, true, unary<2, nn::Tanh>());
+  run_both("act_sigmoid", nn::Sigmoid{}, true, unary<2, nn::Sigmoid>());
+  run_both("act_silu", nn::Silu{}, true, unary<2, nn::Silu>());
+  run_both("act_mish", nn::Mish{}, true, unary<2, nn::Mish>());
+  run_both("act_elu", nn::Elu{0.7}, true, unary<2, nn::Elu>());
+  // PyTorch's f64 CELU and Hardsigmoid gradients use float constants (1.0f / 6.0f, a float
+  // 1 / alpha), 3e-8 off the exact value; ember's are exact, so these two allow 1e-7.
+  run_both("act_celu", nn::Celu{1.3}, true, unary<2, nn::Celu>(), 100.0);
+  run_both("act_selu", nn::Selu{}, true, unary<2, nn::Selu>());
+  run_both("act_softplus", nn::Softplus{2.0, 3.0}, true, unary<2, nn::Softplus>());
+  run_both("act_softsign", nn::Softsign{}, true, unary<2, nn::Softsign>());
+  run_both("act_hardtanh", nn::Hardtanh{-2.0, 1.5}, true, unary<2, nn::Hardtanh>());
+  run_both("act_hardsigmoid", nn::HardSigmoid{}, true, unary<2, nn::HardSigmoid>(), 100.0);
+  run_both("act_hardswish", nn::HardSwish{}, true, unary<2, nn::HardSwish>());
+  run_both("act_logsigmoid", nn::LogSigmoid{}, true, unary<2, nn::LogSigmoid>());
+  run_both("act_tanhshrink", nn::Tanhshrink{}, true, unary<2, nn::Tanhshrink>());
+  run_both("act_softshrink", nn::Softshrink{0.6}, true, unary<2, nn::Softshrink>());
+  run_both("act_hardshrink", nn::Hardshrink{0.6}, true, unary<2, nn::Hardshrink>());
+  run_both("act_threshold", nn::Threshold{0.3, -1.5}, true, unary<2, nn::Threshold>());
+  run_both("act_glu", nn::Glu{}, true, unary<2, nn::Glu>());
+  run_both("act_softmax", nn::Softmax{1}, true, unary<2, nn::Softmax>());
+  run_both("act_log_softmax", nn::LogSoftmax{1}, true, unary<2, nn::LogSoftmax>());
+  run_both("act_prelu", nn::PReluConfig{3}.init(cpu), true, unary<3, nn::PRelu>());
+}
+
+TEST(NnParity, Lstm) {
+  const Forward<nn::Lstm> fwd = [](const nn::Lstm& m, const std::vector<DynTensor>& in) {
+    std::optional<nn::LstmState> s;
+    if (in.size() == 3) s = nn::LstmState{Tensor<3>(in[1]), Tensor<3>(in[2])};
+    auto [out, state] = m.forward(Tensor<3>(in[0]), s);
+    return std::vector<DynTensor>{out.dyn(), state.hidden.dyn(), state.cell.dyn()};
+  };
+  run_both("lstm", nn::LstmConfig{4, 5}.with_num_layers(2).with_bidirectional(true).init(cpu), true,
+           fwd);
+  run_both("lstm_zero_state", nn::LstmConfig{3, 4}.init(cpu), true, fwd);
+}
+
+TEST(NnParity, GruAndRnn) {
+  const auto fwd = [](const auto& m, const std::vector<DynTensor>& in) {
+    std::optional<Tensor<3>> h0;
+    if (in.size() == 2) h0 = Tensor<3>(in[1]);
+    auto [out, hidden] = m.forward(Tensor<3>(in[0]), h0);
+    return std::vector<DynTensor>{out.dyn(), hidden.dyn()};
+  };
+  run_both<nn::Gru>(
+      "gru", nn::GruConfig{4, 5}.with_num_layers(2).with_bidirectional(true).init(cpu), true, fwd);
+  run_both<nn::Rnn>("rnn_relu", nn::RnnConfig{3, 4}.with_nonlinearity("relu").init(cpu), true, fwd);
+  run_both<nn::Rnn>("rnn_tanh_bidirectional",
+                    nn::RnnConfig{3, 4}.with_bidirectional(true).with_bias(false).init(cpu), true,
+                    fwd);
+}
+
+TEST(NnParity, MultiHeadAttention) {
+  run_both<nn::MultiHeadAttention>(
+      "mha", nn::MultiHeadAttentionConfig{8, 2}.init(cpu), true,
+      [](const nn::MultiHeadAttention& m, const std::vector<DynTensor>& in) {
+        auto r = m.forward_with_weights(Tensor<3>(in[0]), Tensor<3>(in[1]), Tensor<3>(in[2]),
+                                        {Tensor<2, Bool>(in[3]), Tensor<2, Bool>(in[4])});
+        return std::vector<DynTensor>{r.context.dyn(), r.weights.dyn()};
+      });
+  run_both<nn::MultiHeadAttention>(
+      "mha_self", nn::MultiHeadAttentionConfig{6, 3}.init(cpu), true,
+      [](const nn::MultiHeadAttention& m, const std::vector<DynTensor>& in) {
+        const Tensor<3> x(in[0]);
+        return std::vector<DynTensor>{m.forward(x, x, x).dyn()};
+      });
+}
+
+TEST(NnParity, TransformerEncoderLayer) {
+  const auto cfg = nn::TransformerEncoderLayerConfig{8, 2}.with_d_ff(16).with_dropout(0.0);
+  run_both("encoder_layer", cfg.init(cpu), true, unary<3, nn::TransformerEncoderLayer>());
+  run_both("encoder_layer_norm_first", cfg.with_norm_first(true).init(cpu), true,
+           unary<3, nn::TransformerEncoderLayer>());
+}
+
+namespace {
+struct NoParams {
+  EMBER_MODULE(NoParams)
+};
+using LossFn = std::function<Tensor<1>(const std::vector<DynTensor>&)>;
+// Reduction::None returns the per-element losses flattened; they are compared in
+// PyTorch's shape.
+void run_loss(const std::string& name, const LossFn& f) {
+  const Shape shape = Golden(name).data("output.0").shape();
+  run_both<NoParams>(name, NoParams{}, true,
+                     [&](const NoParams&, const std::vector<DynTensor>& in) {
+                       return std::vector<DynTensor>{ops::reshape(f(in).dyn(), shape)};
+                     });
+}
+Tensor<1> weight_of(const Golden& g, const DynTensor& like) {
+  return Tensor<1>(
+      ops::cast(ops::from_data(TensorData::from(g.meta()["weight"].get<std::vector<double>>()),
+                               like.device()),
+                like.dtype()));
+}
+}  // namespace
+
+TEST(NnParity, Losses) {
+  using namespace nn::loss;
+  const auto t2 = [](const DynTensor& x) { return Tensor<2>(x); };
+  const auto lab = [](const DynTensor& x) { return Tensor<1, Int>(x); };
+  run_loss("loss_cross_entropy", [&](auto& in) { return cross_entropy(t2(in[0]), lab(in[1])); });
+  const Golden ws("loss_cross_entropy_weight_smoothing");
+  run_loss("loss_cross_entropy_weight_smoothing", [&](auto& in) {
+    return cross_entropy(t2(in[0]), lab(in[1]), {weight_of(ws, in[0]), 0.2});
+  });
+  run_loss("loss_cross_entropy_sum", [&](auto& in) {
+    return cross_entropy(t2(in[0]), lab(in[1]), {std::nullopt, 0.1, -100, Reduction::Sum});
+  });
+  run_loss("loss_cross_entropy_none", [&](auto& in) {
+    return cross_entropy(t2(in[0]), lab(in[1]), {weight_of(ws, in[0]), 0.0, -100, Reduction::None});
+  });
+  run_loss("loss_cross_entropy_probs", [&](auto& in) {
+    return cross_entropy(t2(in[0]), t2(in[1]), {weight_of(ws, in[0]), 0.1});
+  });
+  run_loss("loss_nll",
+           [&](auto& in) { return nll(t2(in[0]), lab(in[1]), {weight_of(ws, in[0])}); });
+  run_loss("loss_bce", [&](auto& in) {
+    return binary_cross_entropy(t2(in[0]), t2(in[1]), Reduction::Mean, std::optional(t2(in[2])));
+  });
+  run_loss("loss_bce_with_logits", [&](auto& in) {
+    return binary_cross_entropy_with_logits(t2(in[0]), t2(in[1]), Reduction::Mean,
+                                            std::optional(t2(in[2])),
+                                            std::optional(Tensor<1>(in[3])));
+  });
+  run_loss("loss_mse", [&](auto& in) { return mse(t2(in[0]), t2(in[1])); });
+  run_loss("loss_mse_sum", [&](auto& in) { return mse(t2(in[0]), t2(in[1]), Reduction::Sum); });
+  run_loss("loss_l1_none", [&](auto& in) { return l1(t2(in[0]), t2(in[1]), Reduction::None); });
+  run_loss("loss_huber", [&](auto& in) { return huber(t2(in[0]), t2(in[1]), 0.7); });
+  run_loss("loss_smooth_l1", [&](auto& in) { return smooth_l1(t2(in[0]), t2(in[1]), 0.6); });
+  run_loss("loss_kl_div_batchmean",
+           [&](auto& in) { return kl_div(t2(in[0]), t2(in[1]), Reduction::BatchMean); });
+  run_loss("loss_kl_div_log_target",
+           [&](auto& in) { return kl_div(t2(in[0]), t2(in[1]), Reduction::Mean, true); });
+}
+
+// ---- A PyTorch state_dict maps onto the mirroring struct by name ----
+
+namespace {
+struct ParityBlock {
+  nn::Linear fc;
+  nn::LayerNorm norm;
+  EMBER_MODULE(ParityBlock, fc, norm)
+};
+struct ParityNet {
+  nn::Conv2d conv1;
+  nn::BatchNorm bn1;
+  std::vector<ParityBlock> blocks;
+  nn::Sequential head;
+  nn::Lstm rnn;
+  nn::MultiHeadAttention attn;
+  nn::Embedding embed;
+  EMBER_MODULE(ParityNet, conv1, bn1, blocks, head, rnn, attn, embed)
+};
+}  // namespace
+
+TEST(NnParity, StateDictKeysEqualVisitPaths) {
+  const auto block = [] {
+    return ParityBlock{nn::LinearConfig{4, 4}.init(cpu), nn::LayerNormConfig{4}.init(cpu)};
+  };
+  ParityNet net{nn::Conv2dConfig{1, 4, {3, 3}}.with_padding(nn::Padding{1, 1}).init(cpu),
+                nn::BatchNormConfig{4}.init(cpu),
+                {block(), block()},
+                nn::Sequential(nn::LinearConfig{4, 8}.init(cpu), nn::Relu{},
+                               nn::LinearConfig{8, 2}.init(cpu)),
+                nn::LstmConfig{4, 3}.init(cpu),
+                nn::MultiHeadAttentionConfig{4, 2}.init(cpu),
+                nn::EmbeddingConfig{10, 4}.init(cpu)};
+  const Golden g("state_dict_net");
+  EXPECT_EQ(paths_of(net), g.meta()["keys"].get<std::vector<std::string>>());
+  const ParityNet loaded = load_state(net, g, cpu, DType::F32);
+  loaded.visit([&](const nn::TensorEntry& e) {
+    expect_close(e.tensor, g, "state." + std::string(e.path), tol_for(DType::F32));
+  });
+  EXPECT_EQ(loaded.num_params(), net.num_params());
+}
