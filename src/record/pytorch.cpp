@@ -250,7 +250,7 @@ std::unique_ptr<TensorReader> open_pytorch(std::shared_ptr<const ByteSource> sou
       fail("record: '" + file + "' was saved on a big-endian machine, which ember does not read");
     }
   }
-  std::vector<std::byte> bytes = r->zip_->read(*pkl, /*verify=*/true);
+  std::vector<std::byte> bytes = r->zip_->read(*pkl, options.verify_checksums);
   std::size_t pos = 0;
   const std::uint32_t root = pk::unpickle(bytes, pos, r->arena_, file);
   for (const pk::StorageRef& s : r->arena_.storages) {

@@ -60,11 +60,11 @@ struct RecordInfo {
 
 struct SaveOptions {
   // The format; by default the path's extension decides.
-  std::optional<Format> format;
+  std::optional<Format> format = {};
   // The model's config (NetConfig{}.to_json()), stored beside the tensors.
-  nn::Json config;
+  nn::Json config = {};
   // User key/values (safetensors' __metadata__).
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata = {};
 };
 
 // What a load did: every file key applied, every module key missing from the file, every
@@ -95,10 +95,10 @@ class LoadError : public Error {
 struct LoadOptions {
   // (regex, replacement) pairs (ECMAScript std::regex, $1-style groups) applied in order to
   // every file key before matching it to the module: {{"^model\\.", ""}} strips a prefix.
-  std::vector<std::pair<std::string, std::string>> remap;
+  std::vector<std::pair<std::string, std::string>> remap = {};
   // Every float tensor loads as this dtype (f32 -> bf16 on load, and back); the module's
   // float dtype is not checked.
-  std::optional<DType> float_dtype;
+  std::optional<DType> float_dtype = {};
   // A file dtype that differs from the module's is converted to the module's (within a
   // kind: float to float, integer to integer); without it a difference is a mismatch.
   bool cast = false;
@@ -106,7 +106,7 @@ struct LoadOptions {
   bool mmap = false;
   // Load the dict under this key of a PyTorch checkpoint ({"model_state_dict": ...}); for
   // .ember and safetensors files, the tensors whose keys start with "<key>." (prefix removed).
-  std::string top_level_key;
+  std::string top_level_key = {};
   // Check the per-tensor checksums of .ember files and the CRC-32s of zip entries.
   bool verify_checksums = true;
 };
@@ -246,7 +246,11 @@ RecordInfo inspect(std::span<const std::byte> bytes, const LoadOptions& options 
 // Free-standing tensors: what optimizer state records build on (docs/record.md).
 void save_tensors(const std::vector<NamedTensor>& tensors, const std::string& path,
                   const SaveOptions& options = {});
+// Every tensor of a file, in file order (a scalar as a one-element tensor); the options'
+// remap does not apply, float_dtype does.
 std::vector<NamedTensor> load_tensors(const std::string& path, const Device& dev,
+                                      const LoadOptions& options = {});
+std::vector<NamedTensor> load_tensors(std::span<const std::byte> bytes, const Device& dev,
                                       const LoadOptions& options = {});
 
 }  // namespace ember::record
