@@ -33,17 +33,17 @@ const char* version_string() { return EMBER_VERSION_STRING; }
 
 }  // namespace
 
-void write_ember(const std::vector<SaveTensor>& tensors, const SaveOptions& options,
+void write_ember(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
                  ByteSink& sink) {
   const std::uint64_t base = sink.position();
   sink.write_zeros(ef::kPreambleSize);  // filled in last
 
   nn::Json list = nn::Json::array();
   std::uint64_t offset = 0;
-  for (const SaveTensor& t : tensors) {
+  for (const WriteTensor& t : tensors) {
     // One tensor on the host at a time (Note: the data section precedes the metadata so
     // that its checksum is known when the metadata is written).
-    TensorData data = t.tensor.to_data();
+    TensorData data = t.data();
     const std::uint64_t n = data.bytes().size();
     const std::uint32_t crc = crc32_update(0, data.data(), n);
     sink.write(data.data(), n);

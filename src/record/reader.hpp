@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -42,9 +43,22 @@ std::unique_ptr<TensorReader> open_pytorch(std::shared_ptr<const ByteSource> sou
                                            const ReaderOptions& options);
 std::unique_ptr<TensorReader> open_pytorch_legacy(std::shared_ptr<const ByteSource> source,
                                                   const ReaderOptions& options);
-void write_ember(const std::vector<SaveTensor>& tensors, const SaveOptions& options,
+// What a writer is given per tensor: its description, and its elements on the host when
+// asked (one tensor at a time, so a save never holds more than one in host memory). The
+// writers know nothing of devices.
+struct WriteTensor {
+  std::string key;
+  nn::TensorRole role;
+  nn::ParamId id;
+  bool trainable;
+  bool scalar;  // stored with shape []
+  Shape shape;
+  DType dtype;
+  std::function<TensorData()> data;
+};
+void write_ember(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
                  ByteSink& sink);
-void write_safetensors(const std::vector<SaveTensor>& tensors, const SaveOptions& options,
+void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
                        ByteSink& sink);
 
 // Shared by the readers: a dtype from its .ember name ("f32"), the element count of a

@@ -222,12 +222,18 @@ void check_save_list(const std::vector<SaveTensor>& tensors) {
 void write_format(const std::vector<SaveTensor>& tensors, Format format, const SaveOptions& options,
                   ByteSink& sink) {
   check_save_list(tensors);
+  std::vector<WriteTensor> list;
+  list.reserve(tensors.size());
+  for (const SaveTensor& t : tensors) {
+    list.push_back({t.key, t.role, t.id, t.trainable, t.scalar, t.tensor.shape(), t.tensor.dtype(),
+                    [&t] { return t.tensor.to_data(); }});
+  }
   switch (format) {
     case Format::Ember:
-      write_ember(tensors, options, sink);
+      write_ember(list, options, sink);
       return;
     case Format::Safetensors:
-      write_safetensors(tensors, options, sink);
+      write_safetensors(list, options, sink);
       return;
     case Format::PyTorch:
     case Format::PyTorchLegacy:

@@ -162,7 +162,7 @@ std::unique_ptr<TensorReader> open_safetensors(std::shared_ptr<const ByteSource>
   return std::make_unique<SafetensorsReader>(std::move(source));
 }
 
-void write_safetensors(const std::vector<SaveTensor>& tensors, const SaveOptions& options,
+void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
                        ByteSink& sink) {
   nn::Json header = nn::Json::object();
   nn::Json meta = nn::Json::object();
@@ -170,15 +170,14 @@ void write_safetensors(const std::vector<SaveTensor>& tensors, const SaveOptions
   if (!options.config.is_null()) meta[kConfigKey] = options.config.dump();
   if (!meta.empty()) header["__metadata__"] = meta;
   std::uint64_t offset = 0;
-  for (const SaveTensor& t : tensors) {
+  for (const WriteTensor& t : tensors) {
     nn::Json shape = nn::Json::array();
     if (!t.scalar) {
-      for (std::size_t d : t.tensor.shape()) shape.push_back(d);
+      for (std::size_t d : t.shape) shape.push_back(d);
     }
-    const std::uint64_t n = checked_num_bytes(t.tensor.shape(), t.tensor.dtype(), "record::save");
-    header[t.key] = {{"dtype", st_name(t.tensor.dtype())},
-                     {"shape", shape},
-                     {"data_offsets", {offset, offset + n}}};
+    const std::uint64_t n = checked_num_bytes(t.shape, t.dtype, "record::save");
+    header[t.key] = {
+        {"dtype", st_name(t.dtype)}, {"shape", shape}, {"data_offsets", {offset, offset + n}}};
     offset = checked_add(offset, n, "record::save");
   }
   std::string text = header.dump();
@@ -188,7 +187,7 @@ void write_safetensors(const std::vector<SaveTensor>& tensors, const SaveOptions
   sink.write(len, 8);
   sink.write(text.data(), text.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    TensorData data = tensors[i].tensor.to_data();  // one tensor on the host at a time
+    TensorData data = tensors[i].data();  // one tensor on the host at a time
     sink.write(data.data(), data.bytes().size());
   }
 }
