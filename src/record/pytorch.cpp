@@ -127,9 +127,7 @@ class PyTorchReader final : public TensorReader {
       const pk::StorageRef& s = arena_.storages[v.storage];
       std::vector<std::size_t> dims(v.size.begin(), v.size.end());
       TensorInfo info{key, s.dtype, Shape(std::move(dims)), std::nullopt, 0, false};
-      const std::uint64_t nbytes =
-          checked_num_bytes(info.shape, info.dtype, file + " '" + key + "'");
-      (void)nbytes;
+      (void)checked_num_bytes(info.shape, info.dtype, file + " '" + key + "'");  // fits
       // The last element the view reaches must lie inside the storage.
       std::uint64_t elements = 1;
       for (std::uint64_t d : v.size) elements = checked_mul(elements, d, file);
@@ -152,7 +150,6 @@ class PyTorchReader final : public TensorReader {
   TensorData read(std::size_t i) const override {
     const TensorInfo& info = info_.tensors.at(i);
     const TensorView& v = views_[i];
-    const pk::StorageRef& s = arena_.storages[v.storage];
     const std::uint64_t el = size_of(info.dtype);
     const std::uint64_t n = info.shape.num_elements();
     if (n == 0) return TensorData({}, info.shape, info.dtype);
@@ -175,7 +172,6 @@ class PyTorchReader final : public TensorReader {
         }
       }
     }
-    (void)s;
     if (contiguous) {
       raw.resize(static_cast<std::size_t>(n * el));
       return TensorData(std::move(raw), info.shape, info.dtype);

@@ -58,11 +58,12 @@ Format detect_format(const ByteSource& source) {
   source.read(0, std::span<std::byte>(head, size >= 9 ? 9 : 8));
   if (std::memcmp(head, ember_format::kMagic, 8) == 0) return Format::Ember;
   if (std::memcmp(head, "PK\x03\x04", 4) == 0) return Format::PyTorch;
-  if (head[0] == std::byte{0x80} && static_cast<unsigned>(head[1]) <= 5) {
-    return Format::PyTorchLegacy;
-  }
-  std::uint64_t n = load_u64(head);
+  // safetensors before pickles: a header length such as 0x180 also starts with 0x80.
+  const std::uint64_t n = load_u64(head);
   if (size >= 9 && head[8] == std::byte{'{'} && n <= size - 8) return Format::Safetensors;
+  if (head[0] == std::byte{0x80} && static_cast<unsigned>(head[1]) <= 5) {
+    return Format::PyTorchLegacy;  // a pickle's PROTO opcode
+  }
   char hex[3 * 8 + 1] = {};
   for (int i = 0; i < 8; ++i) {
     std::snprintf(hex + 3 * i, 4, "%02x ", static_cast<unsigned>(head[i]));

@@ -299,6 +299,10 @@ TEST(Record, DamagedSafetensorsFilesAreErrors) {
   };
   EXPECT_EQ(load(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 8).tensors.size(),
             1u);
+  // A header of 0x180 bytes starts the file with 0x80, as a pickle does: still safetensors.
+  std::string padded = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  padded.resize(0x180, ' ');
+  EXPECT_EQ(load(padded, 8).format, record::Format::Safetensors);
   expect_error_contains(
       [&] { load(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 7); },
       "do not hold its 8 bytes");

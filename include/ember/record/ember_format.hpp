@@ -18,9 +18,9 @@
 //                 (from data_offset) that is a multiple of 256, zero padding between
 //   ...     ...   metadata: UTF-8 JSON, an object:
 //     "format": "ember", "format_version": 1, "ember_version": "0.1.0",
-//     "tensors": [ {"path": "fc.weight", "dtype": "f32", "shape": [4, 3],
-//                   "offset": 0, "size": 48, "crc32": 2583014380,
-//                   "role": "param", "param_id": 17, "trainable": true}, ... ],
+//     "tensors": [ {"path": "fc.weight", "dtype": "f32", "shape": [2, 3],
+//                   "offset": 0, "size": 24, "crc32": 1099480966,
+//                   "role": "param", "param_id": 1, "trainable": true}, ... ],
 //     "config": {...} (the model's config when saved with one; absent otherwise),
 //     "metadata": {"key": "value", ...} (user strings)
 //
