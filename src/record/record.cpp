@@ -169,8 +169,8 @@ LoadReport Loader::plan(const std::vector<ModuleTensor>& module, bool strict) {
         t.shape == m.shape || (t.shape.rank() == 0 && m.shape.num_elements() == 1);
     DType target = m.dtype;
     if (o.float_dtype && is_float(m.dtype) && is_float(t.dtype)) target = *o.float_dtype;
-    const bool dtype_ok =
-        t.dtype == target || (kind_of(t.dtype) == kind_of(target) && (o.cast || o.float_dtype));
+    const bool dtype_ok = t.dtype == target || (kind_of(t.dtype) == kind_of(target) &&
+                                                (o.cast || (o.float_dtype && is_float(target))));
     if (!shape_ok || !dtype_ok) {
       report.mismatched.push_back({m.path, describe(m.dtype, m.shape), describe(t.dtype, t.shape)});
       continue;

@@ -81,6 +81,18 @@ TEST(Record, InspectListsKeysInVisitOrderWithConfigAndMetadata) {
   EXPECT_EQ(info.find("stats.running_mean")->role, nn::TensorRole::Buffer);
 }
 
+TEST(Record, AnEmberConfigSavesBesideTheModelAndComesBack) {
+  const Device cpu = Device::cpu();
+  TmpDir dir;
+  const auto config = nn::LinearConfig{3, 4}.with_bias(false);
+  for (const char* file : {"net.ember", "net.safetensors"}) {
+    record::save(make_net(cpu, 1.0), dir / file, {.config = config.to_json()});
+    const auto back = nn::LinearConfig::from_json(record::inspect(dir / file).config);
+    EXPECT_EQ(back.to_json(), config.to_json()) << file;
+    EXPECT_FALSE(back.bias) << file;
+  }
+}
+
 TEST(Record, StrictLoadListsMissingUnexpectedAndMismatchedKeys) {
   const Device cpu = Device::cpu();
   TmpDir dir;
@@ -235,6 +247,10 @@ TEST(Record, LoadOnAnAutodiffDeviceMakesTrainableParamsRequireGrad) {
   EXPECT_TRUE(b.fc1.weight.val().is_require_grad());
   EXPECT_TRUE(b.fc2.bias->val().is_require_grad());
   EXPECT_TRUE(b.stats.running_mean.val().device().is_autodiff());
+  // A model on an autodiff device saves as any other.
+  record::save(b, dir / "ad.safetensors");
+  expect_same_tensors(record::load(make_net(cpu, 0.0), dir / "ad.safetensors", cpu),
+                      record::load(make_net(cpu, 0.0), dir / "net.ember", cpu));
 }
 
 TEST(Record, SaveIsAtomicAndNamesBadPaths) {
