@@ -112,6 +112,28 @@ class FileSource final : public ByteSource {
   std::uint64_t size_;
 };
 
+// The permissions a saved file gets: an existing file's (a save replaces it), else what
+// open(2) would give a new file (0666 less the umask, read from /proc since umask(2) can
+// only be read by changing it), else 0644. mkstemp's 0600 would make every save private.
+mode_t new_file_mode(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return st.st_mode & 07777;
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  mode_t mode = 0644;
+  if (f != nullptr) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      unsigned mask = 0;
+      if (std::sscanf(line, "Umask: %o", &mask) == 1) {
+        mode = 0666 & ~static_cast<mode_t>(mask);
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  return mode;
+}
+
 class VectorSink final : public ByteSink {
  public:
   explicit VectorSink(std::vector<std::byte>& out) : out_(out) { out_.clear(); }
@@ -147,7 +169,7 @@ class AtomicFileSink final : public ByteSink {
     }
     tmp_.assign(name.data());
     fd_ = fd;
-    ::fchmod(fd_, 0644);
+    ::fchmod(fd_, new_file_mode(path_));
   }
   ~AtomicFileSink() override {
     if (fd_ >= 0) ::close(fd_);

@@ -268,6 +268,12 @@ TEST(Record, SaveIsAtomicAndNamesBadPaths) {
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path)) ++files;
   EXPECT_EQ(files, 1u);
+  // A save over an existing file keeps its permissions (not the temporary file's 0600).
+  namespace fs = std::filesystem;
+  const auto rw_r = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read;
+  fs::permissions(dir / "net.ember", rw_r, fs::perm_options::replace);
+  record::save(a, dir / "net.ember");
+  EXPECT_EQ(fs::status(dir / "net.ember").permissions() & fs::perms::mask, rw_r);
   EXPECT_THROW(record::save(a, dir / "no/such/dir/net.ember"), Error);
   expect_error_contains([&] { record::save(a, dir / "net.pt"); }, "writes .ember or .safetensors");
   expect_error_contains([&] { record::save(a, dir / "net.bin"); }, "extension");
