@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps configure build demo test test-asan test-tsan fuzz bench format clean ops-doc
+.PHONY: all deps configure build demo test test-asan test-tsan fuzz fuzz-record bench format clean ops-doc
 
 all: build
 
@@ -56,6 +56,18 @@ bench: deps
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCHES=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	$(BUILD)/benches/ember-bench $(BENCH_ARGS)
+
+# libFuzzer on the record readers, seeded with the committed fixtures (FUZZ_SECONDS each run).
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 300
+fuzz-record: deps
+	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_FUZZ=ON \
+	  -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_record
+	mkdir -p $(FUZZ_BUILD)/corpus
+	cp tests/record/fixtures/v*/*.ember tests/record/fixtures/torch/* $(FUZZ_BUILD)/corpus/
+	$(FUZZ_BUILD)/fuzz_record -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
+	  $(FUZZ_BUILD)/corpus
 
 format:
 	@find include src tests benches examples tools -name '*.hpp' -o -name '*.cpp' -o -name '*.inc' 2>/dev/null \

@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build ccache pkg-config clang-format
+  clang                      # libFuzzer for `make fuzz` (record readers)
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev            # the reference BLAS the benchmarks compare with
   zlib1g-dev                 # gzip IDX files (data layer)

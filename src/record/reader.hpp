@@ -1,0 +1,72 @@
+// The interface every format's reader implements: what a file holds (RecordInfo, read
+// without tensor data) and each tensor's data on demand, one at a time.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ember/base/tensor_data.hpp"
+#include "ember/record/record.hpp"
+#include "record/byte_io.hpp"
+
+namespace ember::record::detail {
+
+struct ReaderOptions {
+  bool verify_checksums = true;
+  std::string top_level_key;  // PyTorch checkpoints: the dict to read
+};
+
+class TensorReader {
+ public:
+  virtual ~TensorReader() = default;
+  const RecordInfo& info() const { return info_; }
+  // Tensor i of info().tensors: its elements, contiguous, in the file's dtype and shape.
+  virtual TensorData read(std::size_t i) const = 0;
+
+ protected:
+  RecordInfo info_;
+};
+
+// The format of a source, from its first bytes; an ember::Error naming the file otherwise.
+Format detect_format(const ByteSource& source);
+std::unique_ptr<TensorReader> open_reader(std::shared_ptr<const ByteSource> source,
+                                          const ReaderOptions& options);
+
+// Each format's reader and writer.
+std::unique_ptr<TensorReader> open_ember(std::shared_ptr<const ByteSource> source,
+                                         const ReaderOptions& options);
+std::unique_ptr<TensorReader> open_safetensors(std::shared_ptr<const ByteSource> source,
+                                               const ReaderOptions& options);
+std::unique_ptr<TensorReader> open_pytorch(std::shared_ptr<const ByteSource> source,
+                                           const ReaderOptions& options);
+std::unique_ptr<TensorReader> open_pytorch_legacy(std::shared_ptr<const ByteSource> source,
+                                                  const ReaderOptions& options);
+// What a writer is given per tensor: its description, and its elements on the host when
+// asked (one tensor at a time, so a save never holds more than one in host memory). The
+// writers know nothing of devices.
+struct WriteTensor {
+  std::string key;
+  nn::TensorRole role;
+  nn::ParamId id;
+  bool trainable;
+  bool scalar;  // stored with shape []
+  Shape shape;
+  DType dtype;
+  std::function<TensorData()> data;
+};
+void write_ember(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
+                 ByteSink& sink);
+void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
+                       ByteSink& sink);
+
+// Shared by the readers: a dtype from its .ember name ("f32"), the element count of a
+// shape read from a file (checked), a JSON text's nesting depth checked before parsing.
+std::uint64_t checked_num_bytes(const Shape& shape, DType dtype, const std::string& what);
+void check_json_depth(const std::byte* text, std::size_t n, std::size_t max_depth,
+                      const std::string& what);
+// Parses JSON from a file; an ember::Error naming `what` on bad syntax or too deep nesting.
+nn::Json parse_json(const std::byte* text, std::size_t n, const std::string& what);
+
+}  // namespace ember::record::detail
