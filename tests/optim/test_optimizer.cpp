@@ -213,6 +213,9 @@ TEST(State, TenStepsSavedAndLoadedContinueAsTwentyUninterrupted) {
       named("adagrad", optim::AdaGradConfig{}.with_lr_decay(0.1)),
       named("rmsprop", optim::RmsPropConfig{}.with_centered(true).with_momentum(0.5)),
       named("lion", optim::LionConfig{}),
+      named("adan", optim::AdanConfig{}.with_weight_decay(0.01)),
+      named("adafactor", optim::AdafactorConfig{}),
+      named("muon", optim::MuonConfig{}.with_nesterov(false)),
   };
   for (const auto& o : optimizers) {
     SCOPED_TRACE(o.name);
@@ -310,6 +313,11 @@ TEST(BadInput, Configs) {
   EXPECT_ERROR_HAS(optim::SgdConfig{}.with_nesterov(true).init(), "Nesterov");
   EXPECT_ERROR_HAS(optim::RmsPropConfig{}.with_alpha(1.5).init(), "alpha");
   EXPECT_ERROR_HAS(optim::LionConfig{}.with_beta_2(1.0).init(), "beta_2");
+  EXPECT_ERROR_HAS(optim::AdanConfig{}.with_beta_3(1.2).init(), "beta_3");
+  EXPECT_ERROR_HAS(optim::AdafactorConfig{}.with_decay_rate(0.5).init(), "decay_rate");
+  EXPECT_ERROR_HAS(optim::MuonConfig{}.with_ns_steps(0).init(), "ns_steps");
+  EXPECT_ERROR_HAS(optim::newton_schulz(ops::zeros(Shape{3}, DType::F32, Device::cpu()), 5),
+                   "expected a matrix, got shape [3]");
 }
 
 TEST(BadInput, GradientShapeDiffersFromItsParam) {
@@ -323,6 +331,30 @@ TEST(BadInput, GradientShapeDiffersFromItsParam) {
       net = opt.step(0.1, std::move(net), std::move(gp)),
       "optim::Adam::step: the gradient of 'fc1.weight' has shape [4, 6], the parameter [6, 4]");
   EXPECT_EQ(weights_of(net), before);
+}
+
+TEST(Muon, NewtonSchulzActsOnEachSingularValue) {
+  // For A = [diag(d); 0] (tall: the transposed path), the iteration keeps the singular
+  // vectors and maps each singular value s = d_i / |A|_F through s <- a s + b s^3 + c s^5,
+  // five times: X = [diag(f(s_i)); 0], each f(s_i) near 1.
+  const Device cpu = Device::cpu();
+  const std::vector<double> d = {3.0, 1.0, 0.5};
+  std::vector<double> a(5 * 3, 0.0);
+  for (std::size_t i = 0; i < 3; ++i) a[i * 3 + i] = d[i];
+  const auto x = values(optim::newton_schulz(tensor_of(a, Shape{5, 3}, DType::F64, cpu), 5));
+  const double norm = std::sqrt(9.0 + 1.0 + 0.25) + 1e-7;
+  for (std::size_t r = 0; r < 5; ++r)
+    for (std::size_t c = 0; c < 3; ++c) {
+      double want = 0.0;
+      if (r == c) {
+        want = d[r] / norm;
+        for (int k = 0; k < 5; ++k)
+          want = 3.4445 * want - 4.7750 * std::pow(want, 3) + 2.0315 * std::pow(want, 5);
+        EXPECT_GT(want, 0.6);
+        EXPECT_LT(want, 1.25);
+      }
+      EXPECT_NEAR(x[r * 3 + c], want, 1e-12) << r << "," << c;
+    }
 }
 
 // ---- clipping and accumulation ----

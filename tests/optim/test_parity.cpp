@@ -95,6 +95,9 @@ std::vector<Case> cases() {
            RmsPropConfig{}.with_alpha(0.9).with_weight_decay(0.01).with_momentum(0.5).with_centered(
                true))},
       {"lion", 0.01, maker(LionConfig{}.with_weight_decay(0.1))},
+      {"adan", 0.01, maker(AdanConfig{}.with_weight_decay(0.02))},
+      {"adafactor", 0.05, maker(AdafactorConfig{}.with_weight_decay(0.01))},
+      {"muon", 0.02, maker(MuonConfig{}.with_weight_decay(0.01))},
   };
 }
 
