@@ -51,6 +51,7 @@ void StepSession::plan(const nn::TensorEntry& e, GradientsParams& grads) {
   if (!e.is_param()) return;
   opt_.bind_loaded_state(e);
   if (!e.trainable || index_.count(e.id)) return;  // frozen, or a tied param seen before
+  opt_.plan_param(e);
   auto g = grads.remove(e.id);
   if (!g) return;
   const std::string who = std::string(opt_.name()) + "::step: ";
@@ -114,6 +115,7 @@ ParamState& Optimizer::state_for(nn::ParamId id, const std::string& path) {
     it = states_.emplace(id, ParamState{}).first;
     order_.push_back(id);
   }
+  it->second.id = id;
   it->second.path = path;
   return it->second;
 }
@@ -196,12 +198,14 @@ void Optimizer::bind_loaded_state(const nn::TensorEntry& e) {
   if (it == loaded_.end()) return;
   ParamState st = std::move(it->second);
   loaded_.erase(it);
+  st.id = e.id;
   check_slots(st, e.shape(), e.dtype());
   const Device& dev = e.tensor.device();
   const Device inner = dev.is_autodiff() ? dev.inner() : dev;
   for (auto& [slot, t] : st.slots)
     if (!(t.device() == inner)) t = ops::to_device(std::move(t), inner);
   if (!states_.count(e.id)) order_.push_back(e.id);
+  st.id = e.id;
   states_[e.id] = std::move(st);
 }
 

@@ -12,6 +12,7 @@
 #include "ember/optim/lr_scheduler.hpp"
 #include "ember/optim/muon.hpp"
 #include "ember/optim/optimizer.hpp"
+#include "ember/optim/param_groups.hpp"
 #include "ember/optim/rmsprop.hpp"
 #include "ember/optim/sgd.hpp"
 #include "ember/optim/state.hpp"

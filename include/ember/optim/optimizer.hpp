@@ -45,6 +45,7 @@ namespace ember::optim {
 
 // One param's optimizer state (Note [Optimizer state]).
 struct ParamState {
+  nn::ParamId id = 0;     // the param's id
   std::string path;       // where the param was last seen
   std::int64_t step = 0;  // updates applied (the update rule counts them)
   std::map<std::string, DynTensor, std::less<>> slots;
@@ -96,6 +97,7 @@ class Optimizer {
     detail::StepSession session(*this, lr);
     nn::visit(module, [&](const nn::TensorEntry& e) { session.plan(e, grads); });
     check_loaded_state_bound();
+    end_plan();
     M taken = nn::map(std::move(module), [&](nn::TensorEntry& e) { session.take(e); });
     session.run();
     return nn::map(std::move(taken), [&](nn::TensorEntry& e) { session.put(e); });
@@ -124,10 +126,15 @@ class Optimizer {
   const ParamState* param_state(nn::ParamId id) const;
   std::size_t num_param_states() const { return states_.size(); }
 
- protected:
   // Checks a loaded state's slots against the param's shape and dtype; the default wants
   // every slot shaped as the param. Throws an ember::Error naming path and slot.
   virtual void check_slots(const ParamState& s, const Shape& shape, DType dtype) const;
+
+ protected:
+  // Hooks of a step's first walk: every trainable param, then the end of the walk (before
+  // anything moves, so a throw leaves the module as it was). ParamGroups routes here.
+  virtual void plan_param(const nn::TensorEntry& /*e*/) {}
+  virtual void end_plan() {}
 
  private:
   friend class detail::StepSession;
