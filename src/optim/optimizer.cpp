@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "config_checks.hpp"
 #include "ember/tensor/ops.hpp"
 #include "tensor_math.hpp"
 
@@ -38,9 +39,9 @@ double sum_value(DynTensor a) {
 namespace detail {
 
 void check_lr(const char* who, double lr) {
-  EMBER_CHECK(std::isfinite(lr) && lr >= 0.0,
-              std::string(who) + "::step: the learning rate must be finite and >= 0, got " +
-                  std::to_string(lr));
+  EMBER_CHECK(
+      std::isfinite(lr) && lr >= 0.0,
+      std::string(who) + "::step: the learning rate must be finite and >= 0, got " + num(lr));
 }
 
 StepSession::StepSession(Optimizer& opt, double lr) : opt_(opt), lr_(lr) {
