@@ -47,4 +47,33 @@ double clip_grad_norm(GradientsParams& grads, double max_norm, double norm_type)
   return norm;
 }
 
+GradientClipping GradientClipping::value(double clip_value) {
+  EMBER_CHECK(std::isfinite(clip_value) && clip_value >= 0.0,
+              "optim::GradientClipping::value: the clip value must be finite and >= 0, got " +
+                  std::to_string(clip_value));
+  return {Kind::Value, clip_value};
+}
+
+GradientClipping GradientClipping::norm(double max_norm) {
+  EMBER_CHECK(std::isfinite(max_norm) && max_norm >= 0.0,
+              "optim::GradientClipping::norm: max_norm must be finite and >= 0, got " +
+                  std::to_string(max_norm));
+  return {Kind::Norm, max_norm};
+}
+
+DynTensor GradientClipping::apply(DynTensor g) const {
+  switch (kind) {
+    case Kind::None:
+      return g;
+    case Kind::Value:
+      return ops::clamp(std::move(g), -limit, limit);
+    case Kind::Norm: {
+      const double norm = std::sqrt(math::sum_value(math::square(g)));
+      const double coef = limit / (norm + 1e-6);
+      return coef < 1.0 ? math::scale(std::move(g), coef) : g;
+    }
+  }
+  return g;
+}
+
 }  // namespace ember::optim

@@ -70,12 +70,13 @@ ParamGroups::ParamGroups(std::shared_ptr<Optimizer> rest) : rest_(std::move(rest
   EMBER_CHECK(rest_ != nullptr, "optim::ParamGroups: the optimizer of the other params is null");
 }
 
-ParamGroups& ParamGroups::add(Select select, std::shared_ptr<Optimizer> rule, double lr_scale) {
+ParamGroups& ParamGroups::add(Select select, std::shared_ptr<Optimizer> rule, double lr_scale,
+                              GradientClipping clipping) {
   EMBER_CHECK(rule != nullptr, "optim::ParamGroups::add: the group's optimizer is null");
   EMBER_CHECK(
       std::isfinite(lr_scale) && lr_scale >= 0.0,
       "optim::ParamGroups::add: lr_scale must be finite and >= 0, got " + std::to_string(lr_scale));
-  groups_.push_back(Group{std::move(select), std::move(rule), lr_scale});
+  groups_.push_back(Group{std::move(select), std::move(rule), lr_scale, clipping});
   return *this;
 }
 
@@ -114,7 +115,8 @@ DynTensor ParamGroups::update_param(DynTensor param, DynTensor grad, ParamState&
       it != assigned_.end() ? it->second : route(state.path, state.id, param.shape());
   if (g == groups_.size()) return rest_->update_param(std::move(param), std::move(grad), state, lr);
   const Group& group = groups_[g];
-  return group.rule->update_param(std::move(param), std::move(grad), state, lr * group.lr_scale);
+  return group.rule->update_param(std::move(param), group.clipping.apply(std::move(grad)), state,
+                                  lr * group.lr_scale);
 }
 
 void ParamGroups::check_slots(const ParamState& s, const Shape& shape, DType dtype) const {

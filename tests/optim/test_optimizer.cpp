@@ -109,6 +109,26 @@ TEST(Step, ParamsWithoutGradientOrFrozenKeepTheirValues) {
   EXPECT_EQ(opt.num_param_states(), 1u);
 }
 
+struct Tied {
+  nn::Param<Tensor<1>> a;
+  nn::Param<Tensor<1>> b;  // the same param as a (same id): tied weights
+  EMBER_MODULE(Tied, a, b)
+};
+
+TEST(Step, ATiedParamMovesOnceAndStaysTied) {
+  const Device ad = Device::cpu().autodiff();
+  nn::Param<Tensor<1>> p(Tensor<1>(tensor_of({1, 2}, Shape{2}, DType::F64, ad)));
+  Tied m{p, p};
+  optim::GradientsParams gp;
+  gp.insert(p.id(), tensor_of({1, 1}, Shape{2}, DType::F64, Device::cpu()));
+  auto opt = optim::SgdConfig{}.init();
+  m = opt.step(0.25, std::move(m), std::move(gp));
+  EXPECT_EQ(values(m.a.val().dyn()), (std::vector<double>{0.75, 1.75}));
+  EXPECT_EQ(values(m.b.val().dyn()), (std::vector<double>{0.75, 1.75}));
+  EXPECT_EQ(m.a.id(), m.b.id());
+  EXPECT_EQ(opt.num_param_states(), 1u);
+}
+
 TEST(Step, FromModuleTakesASubset) {
   const Device ad = Device::cpu().autodiff();
   Mlp net = make_mlp(kInit, DType::F32, ad);

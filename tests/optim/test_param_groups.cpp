@@ -2,6 +2,9 @@
 // updated exactly as its own optimizer would; the weight-decay split; bad input; state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "optim/mlp.hpp"
 
 using namespace ember;
@@ -111,6 +114,40 @@ TEST(ParamGroups, ByIdsAndPredicate) {
   EXPECT_EQ(after.at("fc1.weight"), before.at("fc1.weight"));  // lr 0 by predicate
   EXPECT_EQ(after.at("fc1.bias"), before.at("fc1.bias"));
   EXPECT_NE(after.at("fc2.bias"), before.at("fc2.bias"));  // the rest, at the full lr
+}
+
+TEST(ParamGroups, ClippingPerGroup) {
+  // SGD at lr 1 moves each param by its (clipped) gradient: fc1.* clipped to 1e-3 per
+  // element, fc2.weight to a 2-norm of 1e-3, fc2.bias unclipped.
+  const Device ad = Device::cpu().autodiff();
+  Mlp net = make_mlp(init_weights(), DType::F64, ad);
+  const auto x = batch(4, 0.3, ad), t = batch(3, 0.7, ad);
+  optim::ParamGroups groups(optim::SgdConfig{});
+  groups
+      .add(optim::Select::glob("fc1.*"), optim::SgdConfig{}, 1.0,
+           optim::GradientClipping::value(1e-3))
+      .add(optim::Select::glob("fc2.weight"), optim::SgdConfig{}, 1.0,
+           optim::GradientClipping::norm(1e-3));
+  auto gp = mse_grads(net, x, t);
+  std::map<std::string, std::vector<double>> g;
+  net.visit([&](const nn::TensorEntry& e) {
+    g[std::string(e.path)] = ops::cast(*gp.get(e.id), DType::F64).to_data().to_vector<double>();
+  });
+  const Weights before = weights_of(net);
+  net = groups.step(1.0, std::move(net), std::move(gp));
+  const Weights after = weights_of(net);
+  for (const char* p : {"fc1.weight", "fc1.bias"})
+    for (std::size_t i = 0; i < g[p].size(); ++i)
+      EXPECT_NEAR(after.at(p)[i], before.at(p)[i] - std::clamp(g[p][i], -1e-3, 1e-3), 1e-15) << p;
+  double n2 = 0;
+  for (double v : g["fc2.weight"]) n2 += v * v;
+  const double coef = std::min(1.0, 1e-3 / (std::sqrt(n2) + 1e-6));
+  ASSERT_LT(coef, 1.0);
+  for (std::size_t i = 0; i < g["fc2.weight"].size(); ++i)
+    EXPECT_NEAR(after.at("fc2.weight")[i], before.at("fc2.weight")[i] - coef * g["fc2.weight"][i],
+                1e-15);
+  for (std::size_t i = 0; i < g["fc2.bias"].size(); ++i)
+    EXPECT_NEAR(after.at("fc2.bias")[i], before.at("fc2.bias")[i] - g["fc2.bias"][i], 1e-15);
 }
 
 TEST(ParamGroups, AGroupThatSelectsNothingIsAnError) {

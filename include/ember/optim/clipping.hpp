@@ -2,6 +2,7 @@
 // gradient of a GradientsParams, updated in place where the gradient is solely owned.
 #pragma once
 
+#include <cstdint>
 #include <limits>
 
 #include "ember/optim/gradients_params.hpp"
@@ -17,5 +18,17 @@ void clip_grad_value(GradientsParams& grads, double clip_value);
 double clip_grad_norm(GradientsParams& grads, double max_norm, double norm_type = 2.0);
 
 inline constexpr double inf_norm = std::numeric_limits<double>::infinity();
+
+// Clipping of one gradient tensor on its own (Burn's GradientClipping): by value, or by
+// that tensor's 2-norm. ParamGroups applies it per group.
+struct GradientClipping {
+  enum class Kind : std::uint8_t { None, Value, Norm };
+  Kind kind = Kind::None;
+  double limit = 0.0;
+  static GradientClipping none() { return {}; }
+  static GradientClipping value(double clip_value);
+  static GradientClipping norm(double max_norm);
+  DynTensor apply(DynTensor grad) const;
+};
 
 }  // namespace ember::optim

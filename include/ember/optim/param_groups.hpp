@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ember/optim/clipping.hpp"
 #include "ember/optim/optimizer.hpp"
 
 namespace ember::optim {
@@ -53,12 +54,15 @@ class ParamGroups final : public Optimizer {
   explicit ParamGroups(const C& rest_config) : ParamGroups(rule_of(rest_config)) {}
 
   // A group: the params `select` takes (the first group that selects a param gets it),
-  // updated by `rule` with the step's learning rate times lr_scale.
-  ParamGroups& add(Select select, std::shared_ptr<Optimizer> rule, double lr_scale = 1.0);
+  // updated by `rule` with the step's learning rate times lr_scale, each gradient clipped
+  // by `clipping` first.
+  ParamGroups& add(Select select, std::shared_ptr<Optimizer> rule, double lr_scale = 1.0,
+                   GradientClipping clipping = {});
   template <class C>
   requires requires(const C& c) { c.init(); }
-  ParamGroups& add(Select select, const C& config, double lr_scale = 1.0) {
-    return add(std::move(select), rule_of(config), lr_scale);
+  ParamGroups& add(Select select, const C& config, double lr_scale = 1.0,
+                   GradientClipping clipping = {}) {
+    return add(std::move(select), rule_of(config), lr_scale, clipping);
   }
   std::size_t num_groups() const { return groups_.size(); }
   // The group of param `id` in the last step (num_groups() for the rest), or nothing.
@@ -82,6 +86,7 @@ class ParamGroups final : public Optimizer {
     Select select;
     std::shared_ptr<Optimizer> rule;
     double lr_scale;
+    GradientClipping clipping;
   };
   std::size_t route(std::string_view path, nn::ParamId id, const Shape& shape) const;
 
