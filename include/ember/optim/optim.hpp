@@ -8,6 +8,7 @@
 #include "ember/optim/adan.hpp"
 #include "ember/optim/clipping.hpp"
 #include "ember/optim/gradients_params.hpp"
+#include "ember/optim/lbfgs.hpp"
 #include "ember/optim/lion.hpp"
 #include "ember/optim/lr_scheduler.hpp"
 #include "ember/optim/muon.hpp"
