@@ -8,6 +8,7 @@
 #include "ember/base/tensor_data.hpp"
 #include "ember/data/idx.hpp"
 #include "ember/nn/nn.hpp"
+#include "ember/optim/optim.hpp"
 #include "ember/record/record.hpp"
 #include "ember/tensor/activation.hpp"
 #include "ember/tensor/device.hpp"
