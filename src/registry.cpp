@@ -29,7 +29,8 @@ void register_builtin_backends(Registry& registry) {
   registry.add_library_backend("cuda");
 #else
   registry.add_unavailable("cuda",
-                           "the Cuda backend is not part of this build (no CUDA toolkit found)");
+                           "the Cuda backend is not part of this build (configured with "
+                           "EMBER_CUDA=OFF, or where no CUDA toolkit was found)");
 #endif
   registry.add_unavailable("vulkan", "the Vulkan backend is not part of this build yet");
   registry.add_unavailable("libtorch", "the LibTorch backend is not part of this build yet",
