@@ -119,8 +119,11 @@ bool well_typed(const Cast&) { return true; }
 Shape out_shape(const Reduce& op) { return reduced_shape(op.x->shape(), op.dim); }
 DType out_dtype(const Reduce& op) { return op.out; }
 bool well_typed(const Reduce& op) {
-  const bool logical = op.fn == ReduceFn::Any || op.fn == ReduceFn::All;
-  return (logical || op.x->dtype() != DType::Bool) && op.out == reduce_dtype(op.fn, op.x->dtype());
+  // Bool takes the logical reductions and the arg reductions (false < true); the tensor
+  // layer offers only the logical ones on bool, as PyTorch.
+  const bool on_bool = op.fn == ReduceFn::Any || op.fn == ReduceFn::All ||
+                       op.fn == ReduceFn::ArgMax || op.fn == ReduceFn::ArgMin;
+  return (on_bool || op.x->dtype() != DType::Bool) && op.out == reduce_dtype(op.fn, op.x->dtype());
 }
 
 Shape out_shape(const Scan& op) { return op.x->shape(); }

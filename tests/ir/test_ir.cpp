@@ -249,3 +249,19 @@ TEST(IrDoc, OpTableIsCurrent) {
 }
 
 }  // namespace
+
+// Bool takes the arg reductions at the IR level (false < true, the first maximum wins),
+// though the tensor layer offers only any/all on bool.
+TEST(Supports, ArgReductionsOfBoolRunOnTheCpu) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  auto x = be->from_data(
+      TensorData({std::byte{0}, std::byte{1}, std::byte{1}, std::byte{0}}, Shape{4}, DType::Bool));
+  const ir::Reduce amax{ir::ReduceFn::ArgMax, x, 0, DType::I64};
+  const ir::Reduce amin{ir::ReduceFn::ArgMin, x, 0, DType::I64};
+  ASSERT_TRUE(be->supports(amax));
+  EXPECT_EQ(be->to_data(be->execute(amax)[0]).to_vector<std::int64_t>(),
+            std::vector<std::int64_t>{1});
+  EXPECT_EQ(be->to_data(be->execute(amin)[0]).to_vector<std::int64_t>(),
+            std::vector<std::int64_t>{0});
+  EXPECT_FALSE(be->supports(ir::Reduce{ir::ReduceFn::Sum, x, 0, DType::Bool}));
+}
