@@ -2,12 +2,24 @@
 
 namespace ember::backend {
 
+namespace {
+// The next row-major stride. Sizes are checked to fit 2^62 (base/checked.hpp), so a
+// product can pass that only in an empty tensor ([0, 2^61, 4]), whose strides address
+// nothing: there it saturates instead of overflowing.
+std::int64_t next_stride(std::int64_t acc, std::size_t extent) {
+  constexpr std::int64_t kLimit = std::int64_t{1} << 62;
+  const auto e = static_cast<std::int64_t>(extent);
+  if (e != 0 && acc > kLimit / e) return kLimit;
+  return acc * e;
+}
+}  // namespace
+
 std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
   std::vector<std::int64_t> s(shape.rank());
   std::int64_t acc = 1;
   for (std::size_t i = shape.rank(); i-- > 0;) {
     s[i] = acc;
-    acc *= static_cast<std::int64_t>(shape[i]);
+    acc = next_stride(acc, shape[i]);
   }
   return s;
 }
@@ -16,7 +28,7 @@ bool is_contiguous(const Shape& shape, const std::vector<std::int64_t>& strides)
   std::int64_t acc = 1;
   for (std::size_t i = shape.rank(); i-- > 0;) {
     if (shape[i] != 1 && strides[i] != acc) return false;
-    acc *= static_cast<std::int64_t>(shape[i]);
+    acc = next_stride(acc, shape[i]);
   }
   return true;
 }

@@ -444,3 +444,15 @@ TEST(Hardening, Item19_MessagesNameTheCall) {
   expect_error([] { ops::full(Shape{std::size_t{1} << 50}, 0.0, DType::F32, host_cpu()); },
                {"full", "[1125899906842624]", "f32", "bytes"});
 }
+
+// An empty tensor may have extents whose product passes 2^62 ([0, 2^61 + 1, 4]): its
+// row-major strides saturate instead of overflowing (found by the fuzzer under UBSan).
+TEST(Hardening, EmptyTensorWithHugeExtentsHasBoundedStrides) {
+  const Shape s{0, (std::size_t{1} << 61) + 1, 4};
+  const auto t = ops::zeros(s, DType::F32, host_cpu());
+  EXPECT_EQ(t.shape(), s);
+  EXPECT_EQ(t.num_elements(), 0u);
+  const auto m = ops::triu_mask(s, -4, host_cpu());
+  EXPECT_EQ(m.num_elements(), 0u);
+  EXPECT_EQ(m.to_data().bytes().size(), 0u);
+}
