@@ -172,6 +172,10 @@ std::uint32_t Context::memory_type(std::uint32_t bits, bool host) const {
 }
 
 Memory Context::allocate_memory(std::size_t size, bool host, const std::string& what) {
+  EMBER_CHECK(size <= pd_.max_allocation,
+              what + ": " + std::to_string(size) + " bytes exceed the largest allocation of " +
+                  pd_.props.deviceName + " (maxMemoryAllocationSize " +
+                  std::to_string(pd_.max_allocation) + " bytes)");
   Memory m;
   m.size = size;
   m.host = host;
@@ -259,6 +263,7 @@ backend::MemoryStats Context::stats() {
   s.in_use = in_use_;
   s.reserved = in_use_ + cached_;
   s.peak = peak_;
+  s.capacity = pd_.max_allocation;
   return s;
 }
 

@@ -138,6 +138,15 @@ Instance create_instance() {
       continue;
     }
     d.features = query_features(pd);
+    {
+      VkPhysicalDeviceMaintenance3Properties m3{};
+      m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+      VkPhysicalDeviceProperties2 p2{};
+      p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+      p2.pNext = &m3;
+      vkGetPhysicalDeviceProperties2(pd, &p2);
+      d.max_allocation = m3.maxMemoryAllocationSize;
+    }
     if (d.props.apiVersion >= VK_API_VERSION_1_2 ||
         has_extension(pd, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME)) {
       VkPhysicalDeviceFloatControlsProperties fc{};
