@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps configure build demo test test-asan test-tsan fuzz fuzz-record bench format clean ops-doc
+.PHONY: all deps configure build demo test test-asan test-tsan test-vulkan fuzz fuzz-record bench format clean ops-doc
 
 all: build
 
@@ -51,6 +51,12 @@ test-tsan: deps
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/test_concurrent_backward
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_grad --gtest_filter='*Threads*'
+
+# Every conformance case in every dtype on the Vulkan devices (CI's vulkan_conformance runs
+# f32, i32 and bool); on lavapipe where no GPU driver is installed.
+test-vulkan: build
+	$(BUILD)/tests/test_vulkan
+	$(BUILD)/tests/test_conformance --gtest_filter='Conformance_vulkan*'
 
 # The API fuzzer beyond CI's fixed budget: FUZZ_SEEDS x FUZZ_CALLS calls.
 FUZZ_SEEDS ?= 1 2 3 4 5 6 7 8

@@ -1,5 +1,6 @@
 #include "vulkan/instance.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ember/base/error.hpp"
@@ -170,6 +171,24 @@ Instance create_instance() {
                std::to_string(d.props.vendorID);
     inst.devices.push_back(std::move(d));
   }
+  // GPUs first (discrete, integrated, virtual), CPU implementations such as lavapipe last,
+  // each kind in the loader's order: vulkan:0 is the best device there is.
+  const auto rank = [](const PhysicalDevice& d) {
+    switch (d.props.deviceType) {
+      case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return 0;
+      case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return 1;
+      case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return 2;
+      case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return 4;
+      default:
+        return 3;
+    }
+  };
+  std::stable_sort(inst.devices.begin(), inst.devices.end(),
+                   [&](const PhysicalDevice& a, const PhysicalDevice& b) { return rank(a) < rank(b); });
   if (inst.devices.empty()) {
     inst.why_none = n == 0 ? "the Vulkan loader found no physical device"
                            : "no Vulkan device can run ember's kernels (" + skipped + ")";
