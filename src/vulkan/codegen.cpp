@@ -169,15 +169,23 @@ std::string prelude(DType dt) {
     }
     p += "#define EM_BITS " + std::to_string(bits) + "\n";
     p += is_signed ? "#define EM_SIGNED 1\n" : "#define EM_SIGNED 0\n";
+    // Kernels that check divisors bind the context's error word and define this.
+    p += "#ifndef EM_FLAG_DIV0\n#define EM_FLAG_DIV0()\n#endif\n";
     p += R"(C em_idiv(C a, C b) {
-  if (b == C(0)) return C(0);
+  if (b == C(0)) {
+    EM_FLAG_DIV0();
+    return C(0);
+  }
 #if EM_SIGNED
   if (b == C(-1)) return C(U(0) - U(a));
 #endif
   return C(a / b);
 }
 C em_imod(C a, C b) {
-  if (b == C(0)) return C(0);
+  if (b == C(0)) {
+    EM_FLAG_DIV0();
+    return C(0);
+  }
 #if EM_SIGNED
   if (b == C(-1)) return C(0);
 #endif
@@ -425,10 +433,25 @@ std::string params(DType dt) {
          ";\n";
 }
 
+// Whether e divides integers: its kernel reports a zero divisor (kErrorDivisionByZero).
+bool divides_ints(const sx::Expr& e, DType dt) {
+  if (sx::kind(dt) != Kind::Int) return false;
+  for (int i = 0; i < e.size; ++i) {
+    if (e[i].op == sx::Op::Div || e[i].op == sx::Op::Mod) return true;
+  }
+  return false;
+}
+
 std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs) {
   std::vector<std::pair<std::string, DType>> bufs = {{"y", out}, {"x0", dt}};
   if (inputs == 2) bufs.push_back({"x1", dt});
-  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs) + prelude(dt) + bf16_helpers();
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs);
+  if (divides_ints(e, dt)) {
+    s += "layout(std430, binding = " + std::to_string(bufs.size() + 1) +
+         ") buffer Err { int em_err[]; };\n#define EM_FLAG_DIV0() em_err[0] = " +
+         std::to_string(kErrorDivisionByZero) + "\n";
+  }
+  s += prelude(dt) + bf16_helpers();
   s += "void main() {\n" + map_offsets(inputs) + params(dt);
   s += "  C a = " + load(dt, "x0[o1]") + ";\n";
   if (inputs == 2) s += "  C b = " + load(dt, "x1[o2]") + ";\n";
@@ -933,7 +956,20 @@ std::string KernelSpec::source() const {
   EMBER_ASSERT(false);
 }
 
+bool KernelSpec::reports_errors() const {
+  if (family == Family::Unary) {
+    const auto dt = static_cast<DType>(b);
+    return divides_ints(sx::expr(sx::def(static_cast<ir::UnaryFn>(a)), sx::kind(dt)), dt);
+  }
+  if (family == Family::Binary) {
+    const auto dt = static_cast<DType>(b);
+    return divides_ints(sx::expr(sx::def(static_cast<ir::BinaryFn>(a)), sx::kind(dt)), dt);
+  }
+  return false;
+}
+
 int KernelSpec::buffers() const {
+  if (reports_errors()) return (family == Family::Binary ? 3 : 2) + 1;
   switch (family) {
     case Family::Fill:
     case Family::Arange:

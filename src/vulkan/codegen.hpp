@@ -28,6 +28,8 @@ namespace ember::vulkan {
 
 // Most dims an element-wise kernel walks after collapsing (the host collapses the rest).
 inline constexpr int kMaxDims = 8;
+// The codes kernels write into the context's error word (0: none).
+inline constexpr int kErrorDivisionByZero = 2;
 // Threads per workgroup of the one-dimensional kernels.
 inline constexpr std::uint32_t kLocal = 256;
 
@@ -58,9 +60,12 @@ enum class Family : std::uint8_t {
 struct KernelSpec {
   Family family;
   std::uint8_t a = 0, b = 0, c = 0;
-  std::string key() const;           // "binary.add.f32": names the pipeline
-  std::string source() const;        // the GLSL
-  int buffers() const;               // tensors bound at 1.. (the output first)
+  std::string key() const;     // "binary.add.f32": names the pipeline
+  std::string source() const;  // the GLSL
+  int buffers() const;         // tensors bound at 1.. (the output first)
+  // Whether the kernel reports errors (integer division by zero) into the context's error
+  // word, bound after its tensors.
+  bool reports_errors() const;
   std::uint32_t local_size() const;  // threads per workgroup
 };
 

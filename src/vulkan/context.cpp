@@ -160,6 +160,24 @@ Context::Context(int index) {
   check(vkCreatePipelineCache(device_, &ci, nullptr, &pipeline_cache_), what.c_str(),
         "vkCreatePipelineCache");
   cache_dir_ = cache_dir();
+  errors_ = allocate(16, what, /*host=*/true);
+  std::memset(errors_->mem().mapped, 0, 16);
+}
+
+void Context::raise_errors() {
+  if (checked_ops_.empty()) return;
+  std::vector<std::string> ops;
+  ops.swap(checked_ops_);
+  volatile std::int32_t* word = reinterpret_cast<std::int32_t*>(errors_->mem().mapped);
+  const std::int32_t code = *word;
+  if (code == 0) return;
+  *word = 0;
+  std::string names;
+  for (const auto& o : ops) {
+    if (names.find(o) == std::string::npos) names += (names.empty() ? "" : ", ") + o;
+  }
+  fail(names + ": integer division by zero (detected on the Vulkan device " + pd_.props.deviceName +
+       ")");
 }
 
 // ---- memory ----
@@ -172,10 +190,10 @@ std::uint32_t Context::memory_type(std::uint32_t bits, bool host) const {
 }
 
 Memory Context::allocate_memory(std::size_t size, bool host, const std::string& what) {
-  EMBER_CHECK(size <= pd_.max_allocation,
-              what + ": " + std::to_string(size) + " bytes exceed the largest allocation of " +
-                  pd_.props.deviceName + " (maxMemoryAllocationSize " +
-                  std::to_string(pd_.max_allocation) + " bytes)");
+  EMBER_CHECK(size <= pd_.max_allocation, what + ": " + std::to_string(size) +
+                                              " bytes exceed the largest allocation of " +
+                                              pd_.props.deviceName + " (maxMemoryAllocationSize " +
+                                              std::to_string(pd_.max_allocation) + " bytes)");
   Memory m;
   m.size = size;
   m.host = host;
@@ -195,7 +213,8 @@ Memory Context::allocate_memory(std::size_t size, bool host, const std::string& 
   VkResult r = vkAllocateMemory(device_, &ai, nullptr, &m.memory);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) {
     // Give back what the cache holds (after the work that may still use it) and try again.
-    sync();
+    submit();
+    retire(true);
     empty_cache();
     r = vkAllocateMemory(device_, &ai, nullptr, &m.memory);
   }
@@ -375,6 +394,7 @@ void Context::sync() {
   std::lock_guard lk(mu_);
   submit();
   retire(true);
+  raise_errors();
 }
 
 std::pair<std::uint32_t, std::uint32_t> Context::groups_for(std::int64_t n,
@@ -556,7 +576,12 @@ void Context::dispatch(const KernelSpec& spec, const std::vector<std::int32_t>& 
                        const std::vector<const Block*>& buffers, std::uint32_t gx, std::uint32_t gy,
                        std::uint32_t gz) {
   std::lock_guard lk(mu_);
-  EMBER_ASSERT(static_cast<int>(buffers.size()) == spec.buffers());
+  std::vector<const Block*> bound = buffers;
+  if (spec.reports_errors()) {
+    bound.push_back(errors_.get());
+    checked_ops_.push_back(spec.key());
+  }
+  EMBER_ASSERT(static_cast<int>(bound.size()) == spec.buffers());
   const Pipeline& p = pipeline(spec);
   // The arguments, in the arena (a fresh one when it is full).
   const std::size_t align =
@@ -575,10 +600,10 @@ void Context::dispatch(const KernelSpec& spec, const std::vector<std::int32_t>& 
   std::memset(arena_->mem().mapped + at + args.size() * 4, 0, 4);
   arena_used_ = at + bytes;
 
-  std::vector<VkDescriptorBufferInfo> infos(buffers.size() + 1);
+  std::vector<VkDescriptorBufferInfo> infos(bound.size() + 1);
   infos[0] = {arena_->buffer(), at, bytes};
-  for (std::size_t i = 0; i < buffers.size(); ++i)
-    infos[i + 1] = {buffers[i]->buffer(), 0, VK_WHOLE_SIZE};
+  for (std::size_t i = 0; i < bound.size(); ++i)
+    infos[i + 1] = {bound[i]->buffer(), 0, VK_WHOLE_SIZE};
   std::vector<VkWriteDescriptorSet> writes(infos.size());
   for (std::size_t i = 0; i < infos.size(); ++i) {
     auto& w = writes[i];

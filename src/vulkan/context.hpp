@@ -117,7 +117,7 @@ class Context {
                 std::uint32_t gz = 1);
   // Workgroups of `local` threads covering n threads, as (x, y) within the device's limits.
   std::pair<std::uint32_t, std::uint32_t> groups_for(std::int64_t n, std::uint32_t local) const;
-  void sync();  // submits and waits for everything recorded
+  void sync();  // submits and waits for everything recorded; raises the kernels' errors
 
   // Kernels compiled since the context was made (for tests of the cache).
   std::size_t pipelines_compiled() const { return compiled_; }
@@ -143,6 +143,10 @@ class Context {
   void retire(bool wait_all);
   const Pipeline& pipeline(const KernelSpec& spec);
   std::string with_float_controls(const std::string& source) const;
+  // Kernels that report errors (KernelSpec::reports_errors) bind the error word after their
+  // tensors; what they report raises an ember::Error, naming the ops that could have, at
+  // the next wait.
+  void raise_errors();
   std::vector<std::uint32_t> compile(const std::string& key, const std::string& source);
   VkDescriptorSetLayout set_layout(int bindings);
 
@@ -172,6 +176,8 @@ class Context {
   std::map<std::string, Pipeline> pipelines_;
   std::map<int, VkDescriptorSetLayout> set_layouts_;
   std::size_t compiled_ = 0;
+  std::shared_ptr<Block> errors_;
+  std::vector<std::string> checked_ops_;  // since the last wait
   std::string cache_dir_;
 };
 

@@ -187,8 +187,9 @@ Instance create_instance() {
         return 3;
     }
   };
-  std::stable_sort(inst.devices.begin(), inst.devices.end(),
-                   [&](const PhysicalDevice& a, const PhysicalDevice& b) { return rank(a) < rank(b); });
+  std::stable_sort(
+      inst.devices.begin(), inst.devices.end(),
+      [&](const PhysicalDevice& a, const PhysicalDevice& b) { return rank(a) < rank(b); });
   if (inst.devices.empty()) {
     inst.why_none = n == 0 ? "the Vulkan loader found no physical device"
                            : "no Vulkan device can run ember's kernels (" + skipped + ")";

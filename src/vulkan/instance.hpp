@@ -30,7 +30,7 @@ struct PhysicalDevice {
   std::uint32_t queue_family = 0;
   Features features;
   std::size_t max_allocation = 0;  // maxMemoryAllocationSize
-  std::string driver;  // the driver's name and version, for the pipeline cache's key
+  std::string driver;              // the driver's name and version, for the pipeline cache's key
 };
 
 struct Instance {
