@@ -31,9 +31,9 @@ std::string why_no_vulkan() {
   return "(no reason given)";
 }
 
-#define REQUIRE_VULKAN()                                                                  \
-  do {                                                                                    \
-    if (!has_vulkan()) GTEST_SKIP() << "no Vulkan device here: " << why_no_vulkan();      \
+#define REQUIRE_VULKAN()                                                             \
+  do {                                                                               \
+    if (!has_vulkan()) GTEST_SKIP() << "no Vulkan device here: " << why_no_vulkan(); \
   } while (0)
 
 std::string error_of(const std::function<void()>& f) {
