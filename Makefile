@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps configure build demo test test-asan test-tsan fuzz fuzz-record bench format clean ops-doc
+.PHONY: all deps configure build demo test test-asan test-tsan test-vulkan fuzz fuzz-record bench format clean ops-doc
 
 all: build
 
@@ -32,12 +32,13 @@ test: build
 
 # The unit suites under AddressSanitizer and UndefinedBehaviorSanitizer. Left out to keep CI
 # short: the Cuda backend (its tests need a GPU; its NVRTC compile test runs in `make test`),
+# the Vulkan backend (its tests run lavapipe, an uninstrumented LLVM JIT; `make test` runs them),
 # the examples, the PyTorch-driven workload check and the per-ISA reruns of suites that run
 # here once.
 ASAN_EXCLUDE ?= test_bench_workloads|cpu_isa_|package_install
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE=ON \
-	  -DEMBER_CUDA=OFF -DEMBER_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	  -DEMBER_CUDA=OFF -DEMBER_VULKAN=OFF -DEMBER_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 1800 -E '$(ASAN_EXCLUDE)'
@@ -47,10 +48,16 @@ test-asan: deps
 TSAN_TESTS ?= test_concurrent_backward test_grad
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE_THREAD=ON \
-	  -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_CUDA=OFF $(CMAKE_FLAGS)
+	  -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_CUDA=OFF -DEMBER_VULKAN=OFF $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/test_concurrent_backward
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_grad --gtest_filter='*Threads*'
+
+# Every conformance case in every dtype on the Vulkan devices (CI's vulkan_conformance runs
+# f32, i32 and bool); on lavapipe where no GPU driver is installed.
+test-vulkan: build
+	$(BUILD)/tests/test_vulkan
+	$(BUILD)/tests/test_conformance --gtest_filter='Conformance_vulkan*'
 
 # The API fuzzer beyond CI's fixed budget: FUZZ_SEEDS x FUZZ_CALLS calls.
 FUZZ_SEEDS ?= 1 2 3 4 5 6 7 8

@@ -14,6 +14,9 @@ packages=(
   nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
   dataset-fashion-mnist      # the demo's data
   python3 python3-numpy python3-torch  # independent reference values for tests
+  # The Vulkan backend: the loader, shaderc with the static glslang / SPIRV-Tools it links,
+  # and Mesa's lavapipe (a CPU Vulkan driver) that its tests run on.
+  libvulkan-dev libshaderc-dev glslang-dev spirv-tools mesa-vulkan-drivers
 )
 
 missing=()

@@ -32,7 +32,16 @@ void register_builtin_backends(Registry& registry) {
                            "the Cuda backend is not part of this build (configured with "
                            "EMBER_CUDA=OFF, or where no CUDA toolkit was found)");
 #endif
-  registry.add_unavailable("vulkan", "the Vulkan backend is not part of this build yet");
+#ifdef EMBER_WITH_VULKAN
+  // libember_vulkan.so (src/vulkan/register.cpp). Without a Vulkan driver its device count
+  // is 0, and the reason is the loader's.
+  registry.add_library_backend("vulkan");
+#else
+  registry.add_unavailable("vulkan",
+                           "the Vulkan backend is not part of this build (configured with "
+                           "EMBER_VULKAN=OFF, or where the Vulkan loader or shaderc was not "
+                           "found: libvulkan-dev, libshaderc-dev, glslang-dev, spirv-tools)");
+#endif
   registry.add_unavailable("libtorch", "the LibTorch backend is not part of this build yet",
                            /*indexed=*/false);
 }

@@ -467,6 +467,111 @@ std::string spell_cpp(const Node& n, Kind k, DType, const std::string (&ch)[3],
   return spell_c(n, k, ch, names);
 }
 
+// GLSL against the Vulkan prelude (vulkan/codegen.cpp): C and U are #defines of the
+// compute and wrapping types, casts are constructors, m_<fn> and em_* are functions
+// overloaded for C, EM_INF and the limits are the prelude's constants.
+std::string spell_glsl(const Node& n, Kind k, DType dt, const std::string (&ch)[3],
+                       const Names& names) {
+  const std::string &A = ch[0], &B = ch[1], &C = ch[2];
+  const bool ints = k == Kind::Int;
+  const auto infix = [](const std::string& x, const char* o, const std::string& y) {
+    return "(" + x + " " + o + " " + y + ")";
+  };
+  const auto wrapping = [&](const char* o) {
+    return ints ? "C(U(" + A + ") " + o + " U(" + B + "))" : infix(A, o, B);
+  };
+  switch (n.op) {
+    case Op::Const: {
+      if (k == Kind::Bool) return n.value != 0 ? "true" : "false";
+      if (std::isinf(n.value)) return n.value > 0 ? "EM_INF" : "(-EM_INF)";
+      if (n.value == 0 && std::signbit(n.value)) return "C(-0.0)";
+      char buf[40];
+      if (n.value == std::trunc(n.value) && std::fabs(n.value) < 9007199254740992.0) {
+        std::snprintf(buf, sizeof buf, "%.1f", n.value);
+      } else {
+        std::snprintf(buf, sizeof buf, "%.17e", n.value);
+      }
+      std::string lit = buf;
+      if (ints) lit = std::to_string(static_cast<long long>(n.value));
+      // f64 literals need their suffix, or they are rounded to float first.
+      if (dt == DType::F64) lit += "lf";
+      return "C(" + lit + ")";
+    }
+    case Op::Lowest:
+      return "EM_LOWEST";
+    case Op::Highest:
+      return "EM_HIGHEST";
+    case Op::A:
+      return names.a;
+    case Op::B:
+      return names.b;
+    case Op::P0:
+      return "C(" + names.p0 + ")";
+    case Op::P1:
+      return "C(" + names.p1 + ")";
+    case Op::Neg:
+      return ints ? "C(U(0) - U(" + A + "))" : "(-" + A + ")";
+    case Op::Not:
+      return "(!" + A + ")";
+    case Op::BitNot:
+      return "C(~" + A + ")";
+    case Op::ToC:
+      return "(" + A + " ? C(1) : C(0))";
+    case Op::Add: {
+      // x + 0 turns -0 into +0; drivers that fold it to x (Mesa's, whatever the shader's
+      // float controls say) meet a zero they cannot see: EM_ZERO, the prelude's run-time 0.
+      if (k == Kind::Float) {
+        const auto zero = [](const std::string& t) { return t == "C(0.0)" || t == "C(0.0lf)"; };
+        if (zero(B)) return infix(A, "+", std::string("EM_ZERO"));
+        if (zero(A)) return infix(std::string("EM_ZERO"), "+", B);
+      }
+      return wrapping("+");
+    }
+    case Op::Sub:
+      return wrapping("-");
+    case Op::Mul:
+      return wrapping("*");
+    case Op::Div:
+      return ints ? "em_idiv(" + A + ", " + B + ")" : infix(A, "/", B);
+    case Op::Mod:
+      return ints ? "em_imod(" + A + ", " + B + ")" : "m_fmod(" + A + ", " + B + ")";
+    case Op::Eq:
+      return infix(A, "==", B);
+    case Op::Ne:
+      return infix(A, "!=", B);
+    // GLSL orders no bools: as ints (false < true).
+    case Op::Lt:
+      return k == Kind::Bool ? infix("int(" + A + ")", "<", "int(" + B + ")") : infix(A, "<", B);
+    case Op::Le:
+      return k == Kind::Bool ? infix("int(" + A + ")", "<=", "int(" + B + ")") : infix(A, "<=", B);
+    case Op::Gt:
+      return k == Kind::Bool ? infix("int(" + A + ")", ">", "int(" + B + ")") : infix(A, ">", B);
+    case Op::Ge:
+      return k == Kind::Bool ? infix("int(" + A + ")", ">=", "int(" + B + ")") : infix(A, ">=", B);
+    case Op::And:
+      return infix(A, "&&", B);
+    case Op::Or:
+      return infix(A, "||", B);
+    case Op::BitAnd:
+      return "C(" + A + " & " + B + ")";
+    case Op::BitOr:
+      return "C(" + A + " | " + B + ")";
+    case Op::BitXor:
+      return "C(" + A + " ^ " + B + ")";
+    case Op::Shl:
+      return "em_shl(" + A + ", " + B + ")";
+    case Op::Shr:
+      return "em_shr(" + A + ", " + B + ")";
+    case Op::Select:
+      return "(" + A + " ? " + B + " : " + C + ")";
+    case Op::Call:
+      return std::string("m_") + name(n.fn) + "(" + A + (arity(n.fn) == 2 ? ", " + B : "") + ")";
+    case Op::Count_:
+      break;
+  }
+  EMBER_ASSERT(false && "a GLSL spelling for every node");
+}
+
 std::string spell(Dialect d, const Node& n, Kind k, DType dt, const std::string (&ch)[3],
                   const Names& names) {
   switch (d) {
@@ -474,6 +579,8 @@ std::string spell(Dialect d, const Node& n, Kind k, DType dt, const std::string 
       return spell_cuda(n, k, dt, ch, names);
     case Dialect::Cpp:
       return spell_cpp(n, k, dt, ch, names);
+    case Dialect::Glsl:
+      return spell_glsl(n, k, dt, ch, names);
   }
   EMBER_ASSERT(false);
 }
@@ -514,8 +621,8 @@ Printed print(const Expr& e, Dialect d, DType dt, const Names& names, const std:
     std::string t = spell(d, e[i], k, dt, ch, names);
     if (i != e.root() && !is_leaf(e[i].op) && uses[static_cast<std::size_t>(i)] > 1) {
       const std::string tn = temp_prefix + std::to_string(temps++);
-      out.statements +=
-          indent + "const " + (gives_bool_node(e, i) ? "bool " : "C ") + tn + " = " + t + ";\n";
+      out.statements += indent + (d == Dialect::Glsl ? "" : "const ") +
+                        (gives_bool_node(e, i) ? "bool " : "C ") + tn + " = " + t + ";\n";
       t = tn;
     }
     text[static_cast<std::size_t>(i)] = std::move(t);

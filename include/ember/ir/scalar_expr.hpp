@@ -16,7 +16,7 @@
 //   - shl / shr of a negative or too large shift give 0 (shr of a negative value: -1);
 //   - lowest / highest are -inf / +inf for floats, the type's min / max otherwise;
 //   - calls follow IEEE / C semantics of the function for NaN, infinities and signed zeros.
-// Printers turn an Expr into source (CUDA C, C++: print() below; a new dialect is one
+// Printers turn an Expr into source (CUDA C, GLSL, C++: print() below; a new dialect is one
 // spelling function in scalar_expr.cpp); eval_float / eval_int are the f64 and exact
 // integer interpreters the tests compare every backend with; the Cpu backend instantiates
 // its vectorized kernels from the same expressions at compile time
@@ -242,7 +242,10 @@ std::int64_t eval_int(const Expr& e, DType dt, std::int64_t a, std::int64_t b = 
 // Source dialects. Every dialect prints against two type names in scope: C, the compute
 // type of dtype dt, and U, the unsigned type integer arithmetic wraps in, and the
 // dialect's own prelude (m_<fn> math overloads, em_idiv / em_imod / em_shl / em_shr).
-enum class Dialect : std::uint8_t { Cuda, Cpp };
+// GLSL (Vulkan compute) spells casts as constructors (C(x)), defines its temporaries
+// without `const` (GLSL's const needs a constant initializer) and reads its prelude of
+// m_<fn> functions for C from the generator that prints it (vulkan/codegen.cpp).
+enum class Dialect : std::uint8_t { Cuda, Cpp, Glsl };
 
 struct Names {
   std::string a = "a", b = "b", p0 = "p0", p1 = "p1";

@@ -1,0 +1,1069 @@
+#include "vulkan/codegen.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ember/base/error.hpp"
+#include "ember/ir/infer.hpp"
+#include "ember/ir/scalar_table.hpp"
+
+namespace ember::vulkan {
+namespace sx = ir::sx;
+namespace {
+
+const char* dtype_tag(DType dt) { return ember::name(dt); }
+
+// The GLSL storage type of a dtype's elements.
+const char* storage(DType dt) {
+  switch (dt) {
+    case DType::F64:
+      return "double";
+    case DType::F32:
+      return "float";
+    case DType::F16:
+      return "float16_t";
+    case DType::BF16:
+      return "uint16_t";
+    case DType::I64:
+      return "int64_t";
+    case DType::I32:
+      return "int";
+    case DType::I16:
+      return "int16_t";
+    case DType::I8:
+      return "int8_t";
+    case DType::U8:
+    case DType::Bool:
+      return "uint8_t";
+  }
+  return "float";
+}
+
+// The compute type C.
+const char* compute(DType dt) {
+  switch (dt) {
+    case DType::F64:
+      return "double";
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return "float";
+    case DType::Bool:
+      return "bool";
+    default:
+      return storage(dt);
+  }
+}
+
+// The unsigned type U that integer arithmetic wraps in.
+const char* wrapping(DType dt) {
+  switch (dt) {
+    case DType::I64:
+      return "uint64_t";
+    case DType::I32:
+      return "uint";
+    case DType::I16:
+      return "uint16_t";
+    case DType::I8:
+    case DType::U8:
+      return "uint8_t";
+    default:
+      return compute(dt);
+  }
+}
+
+// Storage element -> compute value.
+std::string load(DType dt, const std::string& e) {
+  switch (dt) {
+    case DType::F16:
+      return "float(" + e + ")";
+    case DType::BF16:
+      return "uintBitsToFloat(uint(" + e + ") << 16)";
+    case DType::Bool:
+      return "(" + e + " != uint8_t(0))";
+    default:
+      return e;
+  }
+}
+// Compute value -> storage element.
+std::string store(DType dt, const std::string& v) {
+  switch (dt) {
+    case DType::F16:
+      return "float16_t(" + v + ")";
+    case DType::BF16:
+      return "em_to_bf16(" + v + ")";
+    case DType::Bool:
+      return "((" + v + ") ? uint8_t(1) : uint8_t(0))";
+    default:
+      return v;
+  }
+}
+
+// A compute value from two argument words (low first) holding compute_bits().
+std::string from_words(DType dt, const std::string& lo, const std::string& hi) {
+  switch (dt) {
+    case DType::F64:
+      return "packDouble2x32(uvec2(uint(" + lo + "), uint(" + hi + ")))";
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return "uintBitsToFloat(uint(" + lo + "))";
+    case DType::I64:
+      return "int64_t((uint64_t(uint(" + hi + ")) << 32) | uint64_t(uint(" + lo + ")))";
+    case DType::Bool:
+      return "(" + lo + " != 0)";
+    default:
+      return std::string(compute(dt)) + "(" + lo + ")";
+  }
+}
+
+const char* header() {
+  return R"(#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types : enable
+#extension GL_EXT_shader_16bit_storage : enable
+#extension GL_EXT_shader_8bit_storage : enable
+)";
+}
+
+// Round to nearest even into bf16 (NaN stays a quiet NaN of its sign).
+const char* bf16_helpers() {
+  return R"(uint16_t em_to_bf16(float f) {
+  uint u = floatBitsToUint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t(((u >> 16) & 0x8000u) | 0x7fc0u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+)";
+}
+
+// The prelude for compute type C of dtype dt: C, U, the limits and the m_<fn> / em_<fn>
+// functions the GLSL dialect calls, each with the C library's values at zeros, infinities
+// and NaN (GLSL leaves many of those undefined).
+std::string prelude(DType dt) {
+  std::string p;
+  p += std::string("#define C ") + compute(dt) + "\n#define U " + wrapping(dt) + "\n";
+  const Kind k = sx::kind(dt);
+  if (k == Kind::Bool) return p + "#define EM_LOWEST false\n#define EM_HIGHEST true\n";
+  if (k == Kind::Int) {
+    const bool is_signed = dt != DType::U8;
+    const int bits = static_cast<int>(size_of(dt)) * 8;
+    switch (dt) {
+      case DType::I64:
+        p += "#define EM_LOWEST int64_t(0x8000000000000000ul)\n"
+             "#define EM_HIGHEST int64_t(0x7ffffffffffffffful)\n";
+        break;
+      case DType::I32:
+        p += "#define EM_LOWEST int(0x80000000u)\n#define EM_HIGHEST int(0x7fffffff)\n";
+        break;
+      case DType::I16:
+        p += "#define EM_LOWEST int16_t(-32768)\n#define EM_HIGHEST int16_t(32767)\n";
+        break;
+      case DType::I8:
+        p += "#define EM_LOWEST int8_t(-128)\n#define EM_HIGHEST int8_t(127)\n";
+        break;
+      default:
+        p += "#define EM_LOWEST uint8_t(0)\n#define EM_HIGHEST uint8_t(255)\n";
+        break;
+    }
+    p += "#define EM_BITS " + std::to_string(bits) + "\n";
+    p += is_signed ? "#define EM_SIGNED 1\n" : "#define EM_SIGNED 0\n";
+    // Kernels that check divisors bind the context's error word and define this.
+    p += "#ifndef EM_FLAG_DIV0\n#define EM_FLAG_DIV0()\n#endif\n";
+    p += R"(C em_idiv(C a, C b) {
+  if (b == C(0)) {
+    EM_FLAG_DIV0();
+    return C(0);
+  }
+#if EM_SIGNED
+  if (b == C(-1)) return C(U(0) - U(a));
+#endif
+  return C(a / b);
+}
+C em_imod(C a, C b) {
+  if (b == C(0)) {
+    EM_FLAG_DIV0();
+    return C(0);
+  }
+#if EM_SIGNED
+  if (b == C(-1)) return C(0);
+#endif
+  return C(U(a) - U(C(a / b)) * U(b));
+}
+C em_shl(C a, C b) {
+  if (b < C(0) || b >= C(EM_BITS)) return C(0);
+  return C(U(a) << int(b));
+}
+C em_shr(C a, C b) {
+  if (b < C(0) || b >= C(EM_BITS)) return a < C(0) ? C(-1) : C(0);
+  return C(a >> int(b));
+}
+)";
+    return p;
+  }
+  // Floats.
+  if (dt == DType::F64) {
+    p += "#define EM_INF packDouble2x32(uvec2(0u, 0x7ff00000u))\n"
+         "#define EM_NAN packDouble2x32(uvec2(0u, 0x7ff80000u))\n";
+  } else {
+    p += "#define EM_INF uintBitsToFloat(0x7f800000u)\n"
+         "#define EM_NAN uintBitsToFloat(0x7fc00000u)\n";
+  }
+  p += "#define EM_LOWEST (-EM_INF)\n#define EM_HIGHEST EM_INF\n";
+  // A zero the compiler cannot fold away (x + EM_ZERO must turn -0 into +0): the last
+  // argument word, which Context::dispatch appends to every kernel's arguments as 0.
+  p += "#define EM_ZERO C(arg[arg.length() - 1])\n";
+  // The functions GLSL has for double too.
+  p += R"(bool em_isnan(C x) { return isnan(x); }
+C m_fabs(C x) { return abs(x); }
+C m_sqrt(C x) { return x < C(0) ? EM_NAN : sqrt(x); }
+C m_floor(C x) { return floor(x); }
+C m_ceil(C x) { return ceil(x); }
+C m_rint(C x) { return roundEven(x); }
+C m_trunc(C x) { return trunc(x); }
+C m_fmod(C x, C y) {
+  if (isnan(x) || isnan(y) || isinf(x) || y == C(0)) return EM_NAN;
+  if (isinf(y)) return x;
+  C ax = abs(x), ay = abs(y);
+  C r = ax - ay * trunc(ax / ay);
+  if (r >= ay) r -= ay;
+  if (r < C(0)) r += ay;
+  return x < C(0) ? -r : r;
+}
+)";
+  if (dt == DType::F64) return p;
+  p += R"(float m_exp(float x) {
+  if (isnan(x)) return x;
+  if (x > 88.8) return EM_INF;
+  if (x < -104.0) return 0.0;
+  return exp(x);
+}
+float m_log(float x) {
+  if (isnan(x) || x < 0.0) return EM_NAN;
+  if (x == 0.0) return -EM_INF;
+  if (isinf(x)) return x;
+  return log(x);
+}
+float m_log1p(float x) {
+  if (isnan(x) || x < -1.0) return EM_NAN;
+  if (x == -1.0) return -EM_INF;
+  if (isinf(x)) return x;
+  float u = 1.0 + x;
+  if (u == 1.0) return x;
+  return log(u) * (x / (u - 1.0));
+}
+float m_expm1(float x) {
+  if (isnan(x)) return x;
+  if (x > 88.8) return EM_INF;
+  if (x < -30.0) return -1.0;
+  if (abs(x) < 1e-5) return x + 0.5 * x * x;
+  float u = exp(x);
+  if (u == 1.0) return x;
+  float um1 = u - 1.0;
+  if (um1 == -1.0) return -1.0;
+  return um1 * (x / log(u));
+}
+float m_sin(float x) { return isinf(x) ? EM_NAN : sin(x); }
+float m_cos(float x) { return isinf(x) ? EM_NAN : cos(x); }
+float m_tan(float x) { return isinf(x) ? EM_NAN : tan(x); }
+float m_sinh(float x) {
+  float a = abs(x);
+  if (isnan(x) || a == 0.0) return x;
+  float r;
+  if (a < 1.0) {
+    float e = m_expm1(a);
+    r = 0.5 * (e + e / (e + 1.0));
+  } else {
+    float e = m_exp(a - 0.69314718055994531);
+    r = e - 0.25 / e;
+  }
+  return x < 0.0 ? -r : r;
+}
+float m_cosh(float x) {
+  float a = abs(x);
+  if (isnan(x)) return x;
+  float e = m_exp(a - 0.69314718055994531);
+  return e + 0.25 / e;
+}
+float m_tanh(float x) {
+  float a = abs(x);
+  if (isnan(x) || a == 0.0) return x;
+  float r;
+  if (a > 20.0) {
+    r = 1.0;
+  } else {
+    float e = m_expm1(2.0 * a);
+    r = e / (e + 2.0);
+  }
+  return x < 0.0 ? -r : r;
+}
+// asin and acos through atan (GLSL's own may be coarse): accurate to a few ulp.
+float m_asin(float x) {
+  if (isnan(x) || abs(x) > 1.0) return EM_NAN;
+  if (x == 0.0) return x;
+  return atan(x, sqrt((1.0 - x) * (1.0 + x)));
+}
+float m_acos(float x) {
+  if (isnan(x) || abs(x) > 1.0) return EM_NAN;
+  return 2.0 * atan(sqrt(1.0 - x), sqrt(1.0 + x));
+}
+float m_atan(float x) {
+  if (isinf(x)) return x > 0.0 ? 1.5707963267948966 : -1.5707963267948966;
+  return atan(x);
+}
+float m_atan2(float y, float x) {
+  if (isnan(x) || isnan(y)) return x + y;
+  const float pi = 3.14159265358979323846;
+  bool xneg = x < 0.0 || (x == 0.0 && (floatBitsToUint(x) >> 31) != 0u);
+  float sy = (floatBitsToUint(y) >> 31) != 0u ? -1.0 : 1.0;
+  if (y == 0.0) return xneg ? sy * pi : y;
+  if (isinf(x) && isinf(y)) return sy * (xneg ? 0.75 * pi : 0.25 * pi);
+  if (isinf(x)) return xneg ? sy * pi : sy * 0.0;
+  if (isinf(y) || x == 0.0) return sy * 0.5 * pi;
+  return atan(y, x);
+}
+// erfc for x >= 0 as exp(-x^2) times a rational fit in t = 1 / (1 + x / 2) (fractional
+// error below 1.2e-7); erf near zero from its Taylor series.
+float em_erfc_pos(float z) {
+  float t = 1.0 / (1.0 + 0.5 * z);
+  float poly = -1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 +
+      t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 +
+      t * (-0.82215223 + t * 0.17087277))))))));
+  return t * m_exp(-z * z + poly);
+}
+float m_erf(float x) {
+  if (isnan(x)) return x;
+  float a = abs(x);
+  float r;
+  if (a < 0.5) {
+    float x2 = x * x;
+    float s = 1.0 + x2 * (-1.0 / 3.0 + x2 * (1.0 / 10.0 + x2 * (-1.0 / 42.0 + x2 * (1.0 / 216.0 +
+        x2 * (-1.0 / 1320.0 + x2 * (1.0 / 9360.0))))));
+    return x * 1.1283791670955126 * s;
+  }
+  r = a > 10.0 ? 1.0 : 1.0 - em_erfc_pos(a);
+  return x < 0.0 ? -r : r;
+}
+float m_erfc(float x) {
+  if (isnan(x)) return x;
+  if (x < 0.5) return 1.0 - m_erf(x);
+  if (x > 10.5) return 0.0;
+  return em_erfc_pos(x);
+}
+float m_pow(float x, float y) {
+  if (y == 0.0 || x == 1.0) return 1.0;
+  if (isnan(x) || isnan(y)) return x + y;
+  float ay = abs(y);
+  bool yint = trunc(y) == y;
+  bool yodd = yint && ay < 16777216.0 && mod(ay, 2.0) == 1.0;
+  if (isinf(y)) {
+    float ax = abs(x);
+    if (ax == 1.0) return 1.0;
+    return ((ax > 1.0) == (y > 0.0)) ? EM_INF : 0.0;
+  }
+  if (x == 0.0) {
+    if (y < 0.0) return yodd ? 1.0 / x : EM_INF;
+    return yodd ? x : 0.0;
+  }
+  if (isinf(x)) {
+    float r = (x > 0.0) == (y > 0.0) || (x < 0.0 && y > 0.0) ? EM_INF : 0.0;
+    if (x > 0.0) return y > 0.0 ? EM_INF : 0.0;
+    r = y > 0.0 ? EM_INF : 0.0;
+    return yodd ? -r : r;
+  }
+  if (x < 0.0) {
+    if (!yint) return EM_NAN;
+    float r = pow(-x, y);
+    return yodd ? -r : r;
+  }
+  return pow(x, y);
+}
+)";
+  return p;
+}
+
+std::string buffers_decl(const std::vector<std::pair<std::string, DType>>& bufs) {
+  std::string s = "layout(std430, binding = 0) readonly buffer Args { int arg[]; };\n";
+  int b = 1;
+  for (const auto& [name, dt] : bufs) {
+    s += "layout(std430, binding = " + std::to_string(b) + ") buffer B" + std::to_string(b) +
+         " { " + storage(dt) + " " + name + "[]; };\n";
+    ++b;
+  }
+  return s;
+}
+
+std::string local_decl(std::uint32_t n) {
+  return "layout(local_size_x = " + std::to_string(n) + ") in;\n";
+}
+
+// The flat thread index over a 2-d grid of kLocal-thread groups.
+const char* thread_index() {
+  return "  int i = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * "
+         "int(gl_WorkGroupSize.x) + int(gl_LocalInvocationID.x);\n";
+}
+
+// The body shared by every element-wise kernel: offsets of the output (o0) and of each
+// input (o1..) unravelled from the output's index.
+std::string map_offsets(int inputs) {
+  std::string s = thread_index();
+  s += "  if (i >= arg[0]) return;\n";
+  for (int j = 0; j <= inputs; ++j) {
+    s += "  int o" + std::to_string(j) + " = arg[" + std::to_string(kMapOperand + j * kMapStride) +
+         "];\n";
+  }
+  s += "  int r = i;\n  for (int d = arg[1] - 1; d >= 0; --d) {\n"
+       "    int e = arg[2 + d];\n    int c = r % e;\n    r /= e;\n";
+  for (int j = 0; j <= inputs; ++j) {
+    s += "    o" + std::to_string(j) + " += c * arg[" +
+         std::to_string(kMapOperand + j * kMapStride + 1) + " + d];\n";
+  }
+  s += "  }\n";
+  return s;
+}
+
+std::string params(DType dt) {
+  return "  C p0 = " +
+         from_words(dt, "arg[" + std::to_string(kMapParams) + "]",
+                    "arg[" + std::to_string(kMapParams + 1) + "]") +
+         ";\n  C p1 = " +
+         from_words(dt, "arg[" + std::to_string(kMapParams + 2) + "]",
+                    "arg[" + std::to_string(kMapParams + 3) + "]") +
+         ";\n";
+}
+
+// Whether e divides integers: its kernel reports a zero divisor (kErrorDivisionByZero).
+bool divides_ints(const sx::Expr& e, DType dt) {
+  if (sx::kind(dt) != Kind::Int) return false;
+  for (int i = 0; i < e.size; ++i) {
+    if (e[i].op == sx::Op::Div || e[i].op == sx::Op::Mod) return true;
+  }
+  return false;
+}
+
+std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs) {
+  std::vector<std::pair<std::string, DType>> bufs = {{"y", out}, {"x0", dt}};
+  if (inputs == 2) bufs.push_back({"x1", dt});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs);
+  if (divides_ints(e, dt)) {
+    s += "layout(std430, binding = " + std::to_string(bufs.size() + 1) +
+         ") buffer Err { int em_err[]; };\n#define EM_FLAG_DIV0() em_err[0] = " +
+         std::to_string(kErrorDivisionByZero) + "\n";
+  }
+  s += prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + map_offsets(inputs) + params(dt);
+  s += "  C a = " + load(dt, "x0[o1]") + ";\n";
+  if (inputs == 2) s += "  C b = " + load(dt, "x1[o2]") + ";\n";
+  const sx::Printed pr = sx::print(e, sx::Dialect::Glsl, dt, {}, "  ");
+  s += pr.statements;
+  if (sx::kind(out) == Kind::Float) {
+    // `precise`: no reassociation or algebraic folding (x + 0 stays, so -0 becomes +0; no
+    // contraction into fma), as the expressions are defined.
+    s += "  precise C res = " + pr.value + ";\n  y[o0] = " + store(out, "res") + ";\n}\n";
+  } else {
+    s += "  y[o0] = " + store(out, pr.value) + ";\n}\n";
+  }
+  return s;
+}
+
+std::string gen_where(DType dt) {
+  const std::string s_ = header() + local_decl(kLocal) +
+                         buffers_decl({{"y", dt}, {"x0", DType::Bool}, {"x1", dt}, {"x2", dt}}) +
+                         prelude(dt) + bf16_helpers();
+  return s_ + "void main() {\n" + map_offsets(3) + "  y[o0] = " + load(DType::Bool, "x0[o1]") +
+         " ? x1[o2] : x2[o3];\n}\n";
+}
+
+std::string gen_copy(DType dt) {
+  return header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) + "void main() {\n" +
+         map_offsets(1) + "  y[o0] = x0[o1];\n}\n";
+}
+
+// The value v (of `from`'s compute type) converted to `to`'s compute type, as
+// convert_elements on the host: integers wrap, floats to integers saturate (NaN: 0),
+// anything to bool is v != 0.
+std::string convert(DType from, DType to, const std::string& v) {
+  const Kind kf = sx::kind(from), kt = sx::kind(to);
+  const std::string tc = compute(to);
+  if (kt == Kind::Bool) {
+    if (kf == Kind::Bool) return v;
+    return "(" + v + " != " + compute(from) + "(0))";
+  }
+  if (kf == Kind::Bool) return "(" + v + " ? " + tc + "(1) : " + tc + "(0))";
+  if (kf == Kind::Float && kt == Kind::Int) {
+    double lo = 0, hi = 0;
+    switch (to) {
+      case DType::I64:
+        lo = -9223372036854775808.0, hi = 9223372036854775807.0;
+        break;
+      case DType::I32:
+        lo = -2147483648.0, hi = 2147483647.0;
+        break;
+      case DType::I16:
+        lo = -32768, hi = 32767;
+        break;
+      case DType::I8:
+        lo = -128, hi = 127;
+        break;
+      default:
+        lo = 0, hi = 255;
+        break;
+    }
+    const std::string fc = compute(from);
+    const std::string suffix = from == DType::F64 ? "lf" : "";
+    char los[64], his[64];
+    std::snprintf(los, sizeof los, "%.1f%s", lo, suffix.c_str());
+    std::snprintf(his, sizeof his, "%.1f%s", hi, suffix.c_str());
+    return "(isnan(" + v + ") ? " + tc + "(0) : " + v + " <= " + fc + "(" + los +
+           ") ? EMT_LOWEST : " + v + " >= " + fc + "(" + his + ") ? EMT_HIGHEST : " + tc + "(" + v +
+           "))";
+  }
+  return tc + "(" + v + ")";
+}
+
+std::string target_limits(DType to) {
+  // The target's limits for saturating conversions (EMT_: the prelude's C is the source).
+  switch (to) {
+    case DType::I64:
+      return "#define EMT_LOWEST int64_t(0x8000000000000000ul)\n"
+             "#define EMT_HIGHEST int64_t(0x7ffffffffffffffful)\n";
+    case DType::I32:
+      return "#define EMT_LOWEST int(0x80000000u)\n#define EMT_HIGHEST int(0x7fffffff)\n";
+    case DType::I16:
+      return "#define EMT_LOWEST int16_t(-32768)\n#define EMT_HIGHEST int16_t(32767)\n";
+    case DType::I8:
+      return "#define EMT_LOWEST int8_t(-128)\n#define EMT_HIGHEST int8_t(127)\n";
+    case DType::U8:
+      return "#define EMT_LOWEST uint8_t(0)\n#define EMT_HIGHEST uint8_t(255)\n";
+    default:
+      return "";
+  }
+}
+
+std::string gen_cast(DType from, DType to) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", to}, {"x0", from}}) +
+                  target_limits(to) + bf16_helpers();
+  s += "void main() {\n" + map_offsets(1);
+  s += std::string("  ") + compute(from) + " v = " + load(from, "x0[o1]") + ";\n";
+  s += "  y[o0] = " + store(to, convert(from, to, "v")) + ";\n}\n";
+  return s;
+}
+
+std::string gen_fill(DType dt) {
+  std::string s =
+      header() + local_decl(kLocal) + buffers_decl({{"y", dt}}) + prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  C v = " + from_words(dt, "arg[1]", "arg[2]") + ";\n";
+  s += "  y[i] = " + store(dt, "v") + ";\n}\n";
+  return s;
+}
+
+// start + i * step in f64, converted as the host converts a double.
+std::string gen_arange(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}}) + target_limits(dt) +
+                  bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  double start = " + from_words(DType::F64, "arg[1]", "arg[2]") + ";\n";
+  s += "  double step = " + from_words(DType::F64, "arg[3]", "arg[4]") + ";\n";
+  s += "  double v = start + double(i) * step;\n";
+  s += "  y[i] = " + store(dt, convert(DType::F64, dt, "v")) + ";\n}\n";
+  return s;
+}
+
+// Kernels over lines of x ([outer, n, inner], contiguous, at offset arg[3]; arg[0] lines,
+// arg[1] n, arg[2] inner). `group` false: one thread walks each line (short lines); true: a
+// workgroup of kLocal threads shares each line, each thread folding a strided part and the
+// parts meeting in a tree in shared memory (long lines: every thread's loop stays short,
+// which lavapipe needs, as it caps a loop at 65535 iterations).
+std::string line_head(bool group) {
+  std::string s;
+  if (group) {
+    s += "  int line = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);\n"
+         "  if (line >= arg[0]) return;\n  int t = int(gl_LocalInvocationID.x);\n";
+  } else {
+    s += std::string(thread_index()) + "  int line = i;\n  if (line >= arg[0]) return;\n";
+  }
+  s += "  int n = arg[1], inner = arg[2];\n"
+       "  int base = (line / inner) * n * inner + (line % inner);\n  int xo = arg[3] + base;\n";
+  return s;
+}
+// The loop over a thread's elements of the line: k from `first` stepping `step`.
+std::string line_loop(bool group) {
+  return group ? "for (int k = t; k < n; k += " + std::to_string(kLocal) + ")"
+               : std::string("for (int k = 0; k < n; ++k)");
+}
+// A tree over sh[0, kLocal) combining sh[t] with sh[t + s] by `combine` (statements over
+// `a`, `b` that set `r`).
+std::string tree(const std::string& var, const std::string& combine) {
+  return "  " + var + "[t] = part;\n  barrier();\n  for (int s = " + std::to_string(kLocal / 2) +
+         "; s > 0; s >>= 1) {\n    if (t < s) {\n      C a = " + var + "[t], b = " + var +
+         "[t + s];\n" + combine + "      " + var + "[t] = r;\n    }\n    barrier();\n  }\n";
+}
+
+std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
+  using ir::ReduceFn;
+  const DType out = ir::reduce_dtype(fn, dt);
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", out}, {"x0", dt}});
+  const bool logical = fn == ReduceFn::Any || fn == ReduceFn::All;
+  const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
+  const DType acc_t = logical ? DType::Bool : dt;
+  s += prelude(acc_t) + bf16_helpers();
+  const std::string x = load(dt, "x0[xo + k * inner]");
+  if (arg) {
+    const bool max = fn == ReduceFn::ArgMax;
+    const bool flt = sx::kind(dt) == Kind::Float;
+    const std::string vt = dt == DType::Bool ? "int" : compute(dt);
+    // Whether (v, i) replaces (best, at): the first NaN wins, then strictly better values,
+    // then the lower index among equals; at < 0: nothing yet.
+    s += "bool em_take(" + vt + " v, int i, " + vt +
+         " best, int at) {\n"
+         "  if (i < 0) return false;\n  if (at < 0) return true;\n";
+    if (flt) s += "  if (isnan(best)) return isnan(v) && i < at;\n  if (isnan(v)) return true;\n";
+    s += "  if (v == best) return i < at;\n  return v " + std::string(max ? ">" : "<") +
+         " best;\n}\n";
+    if (group)
+      s += "shared " + vt + " shv[" + std::to_string(kLocal) + "];\nshared int shi[" +
+           std::to_string(kLocal) + "];\n";
+    s += "void main() {\n" + line_head(group);
+    const std::string ld = dt == DType::Bool ? "int(x0[xo + k * inner])" : x;
+    s += "  " + vt + " best = " + vt + "(0);\n  int at = -1;\n";
+    s += "  " + line_loop(group) + " {\n    " + vt + " v = " + ld +
+         ";\n    if (em_take(v, k, best, at)) { best = v; at = k; }\n  }\n";
+    if (group) {
+      s += "  shv[t] = best;\n  shi[t] = at;\n  barrier();\n  for (int s = " +
+           std::to_string(kLocal / 2) +
+           "; s > 0; s >>= 1) {\n    if (t < s && em_take(shv[t + s], shi[t + s], shv[t], shi[t])) "
+           "{\n"
+           "      shv[t] = shv[t + s];\n      shi[t] = shi[t + s];\n    }\n    barrier();\n  }\n"
+           "  if (t == 0) y[line] = int64_t(max(shi[0], 0));\n}\n";
+    } else {
+      s += "  y[line] = int64_t(max(at, 0));\n}\n";
+    }
+    return s;
+  }
+  const sx::ReduceDef def = sx::reduction(fn);
+  const sx::Expr& combine = sx::expr(sx::def(def.combine), sx::kind(acc_t));
+  const sx::Printed id = sx::print(def.identity, sx::Dialect::Glsl, acc_t, {}, "  ");
+  const sx::Printed step = sx::print(combine, sx::Dialect::Glsl, acc_t, {"part", "v"}, "    ");
+  const sx::Printed ab = sx::print(combine, sx::Dialect::Glsl, acc_t, {"a", "b"}, "      ", "u");
+  const std::string ld = logical ? convert(dt, DType::Bool, x) : x;
+  if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n" + line_head(group);
+  s += id.statements + "  C part = " + id.value + ";\n";
+  s += "  " + line_loop(group) + " {\n    C v = " + ld + ";\n" + step.statements +
+       "    part = " + step.value + ";\n  }\n";
+  std::string result = "part";
+  if (group) {
+    s += tree("sh", ab.statements + "      C r = " + ab.value + ";\n");
+    s += "  if (t != 0) return;\n";
+    result = "sh[0]";
+  }
+  if (fn == ReduceFn::Mean) result = "(" + result + " / C(n))";
+  s += "  y[line] = " + store(out, result) + ";\n}\n";
+  return s;
+}
+
+// Inclusive scans. group: each thread takes a contiguous chunk of the line; the chunks'
+// totals are scanned by thread 0, then each thread rescans its chunk from its prefix.
+std::string gen_scan(ir::ScanFn fn, DType dt, bool group) {
+  const sx::ReduceDef def = sx::reduction(sx::as_reduce(fn));
+  const sx::Expr& combine = sx::expr(sx::def(def.combine), sx::kind(dt));
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+                  prelude(dt) + bf16_helpers();
+  if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n" + line_head(group);
+  const sx::Printed id = sx::print(def.identity, sx::Dialect::Glsl, dt, {}, "  ");
+  const sx::Printed st = sx::print(combine, sx::Dialect::Glsl, dt, {"acc", "v"}, "    ");
+  const sx::Printed pre = sx::print(combine, sx::Dialect::Glsl, dt, {"acc", "p"}, "      ", "u");
+  const std::string x = load(dt, "x0[xo + k * inner]");
+  const std::string fold =
+      "    C v = " + x + ";\n" + st.statements + "    acc = " + st.value + ";\n";
+  s += id.statements;
+  if (!group) {
+    s += "  C acc = " + id.value + ";\n  for (int k = 0; k < n; ++k) {\n" + fold +
+         "    y[base + k * inner] = " + store(dt, "acc") + ";\n  }\n}\n";
+    return s;
+  }
+  const std::string L = std::to_string(kLocal);
+  s += "  int chunk = (n + " + L + " - 1) / " + L +
+       ";\n"
+       "  int k0 = t * chunk, k1 = min(n, k0 + chunk);\n";
+  s += "  C acc = " + id.value + ";\n  for (int k = k0; k < k1; ++k) {\n" + fold + "  }\n";
+  s += "  sh[t] = acc;\n  barrier();\n  if (t == 0) {\n    C acc = " + id.value +
+       ";\n    for (int j = 0; j < " + L + "; ++j) {\n      C p = sh[j];\n      sh[j] = acc;\n" +
+       pre.statements + "      acc = " + pre.value + ";\n    }\n  }\n  barrier();\n";
+  s += "  acc = sh[t];\n  for (int k = k0; k < k1; ++k) {\n" + fold +
+       "    y[base + k * inner] = " + store(dt, "acc") + ";\n  }\n}\n";
+  return s;
+}
+
+// Softmax: the max, the sum of exponentials, then the outputs.
+std::string gen_softmax(DType dt, bool log, bool group) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+                  prelude(dt) + bf16_helpers();
+  if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n" + line_head(group);
+  const std::string x = load(dt, "x0[xo + k * inner]");
+  const std::string loop = "  " + line_loop(group);
+  s += "  C part = -EM_INF;\n" + loop + " { C v = " + x +
+       "; part = (isnan(v) || v > part) ? v : part; }\n";
+  if (group) {
+    s += tree("sh", "      C r = (isnan(b) || b > a) ? b : a;\n") +
+         "  part = sh[0];\n  barrier();\n";
+  }
+  s += "  C m = part;\n  part = C(0);\n" + loop + " part += m_exp(" + x + " - m);\n";
+  if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n";
+  s += "  C sum = part;\n";
+  if (log) {
+    s += "  C ls = m_log(sum);\n" + loop + " y[base + k * inner] = " + store(dt, x + " - m - ls") +
+         ";\n}\n";
+  } else {
+    s += loop + " y[base + k * inner] = " + store(dt, "m_exp(" + x + " - m) / sum") + ";\n}\n";
+  }
+  return s;
+}
+
+// Layer norm over rows of n (arg[0] rows, arg[1] n, arg[2] x offset, arg[3..5) eps): the
+// mean, the biased variance (two passes), then the outputs.
+std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
+  std::vector<std::pair<std::string, DType>> bufs = {{"y", dt}, {"x0", dt}};
+  if (weight) bufs.push_back({"w", dt});
+  if (bias) bufs.push_back({"bb", dt});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs) + prelude(dt) + bf16_helpers();
+  if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n";
+  if (group) {
+    s += "  int line = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);\n"
+         "  if (line >= arg[0]) return;\n  int t = int(gl_LocalInvocationID.x);\n";
+  } else {
+    s += std::string(thread_index()) + "  int line = i;\n  if (line >= arg[0]) return;\n";
+  }
+  s += "  int n = arg[1];\n  int xo = arg[2] + line * n;\n";
+  s += "  C eps = " + from_words(dt, "arg[3]", "arg[4]") + ";\n";
+  const std::string x = load(dt, "x0[xo + k]");
+  const std::string loop =
+      "  " + std::string(group ? "for (int k = t; k < n; k += " + std::to_string(kLocal) + ")"
+                               : "for (int k = 0; k < n; ++k)");
+  s += "  C part = C(0);\n" + loop + " part += " + x + ";\n";
+  if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
+  // A second pass corrects the mean by the mean of x - mean (the first sum's rounding).
+  s += "  C mean = part / C(n);\n  part = C(0);\n" + loop + " part += " + x + " - mean;\n";
+  if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
+  s += "  mean += part / C(n);\n  part = C(0);\n" + loop + " { C d = " + x +
+       " - mean; part += d * d; }\n";
+  if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n";
+  s += "  C rstd = C(1) / sqrt(part / C(n) + eps);\n";
+  std::string v = "(" + x + " - mean) * rstd";
+  if (weight) v = "(" + v + ") * " + load(dt, "w[k]");
+  if (bias) v = "(" + v + ") + " + load(dt, "bb[k]");
+  s += loop + " y[line * n + k] = " + store(dt, v) + ";\n}\n";
+  return s;
+}
+
+// Matmul: y [batch, M, N] (contiguous) = a [.., M, K] x b [.., K, N], a and b strided.
+// Arguments: [0] M, [1] N, [2] K, [3] a offset, [4] a row stride, [5] a column stride,
+// [6] b offset, [7] b row stride, [8] b column stride, [9] batch rank R (<= 4),
+// [10..14) the output's batch shape, [14..18) a's batch strides, [18..22) b's.
+// Each workgroup of 16 x 16 threads computes a 64 x 64 tile, 4 x 4 per thread, through
+// shared-memory tiles of depth 16.
+std::string gen_matmul(DType dt) {
+  std::string s = std::string(header()) + "layout(local_size_x = 16, local_size_y = 16) in;\n" +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}}) + prelude(dt) + bf16_helpers();
+  s += R"(shared C As[16][64];
+shared C Bs[16][64];
+void main() {
+  int M = arg[0], N = arg[1], K = arg[2];
+  int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y);
+  int lid = ty * 16 + tx;
+  int m0 = int(gl_WorkGroupID.y) * 64, n0 = int(gl_WorkGroupID.x) * 64;
+  int batch = int(gl_WorkGroupID.z);
+  int ao = arg[3], bo = arg[6];
+  int rem = batch;
+  for (int d = arg[9] - 1; d >= 0; --d) {
+    int e = arg[10 + d];
+    int c = rem % e;
+    rem /= e;
+    ao += c * arg[14 + d];
+    bo += c * arg[18 + d];
+  }
+  int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
+  C acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = C(0);
+  for (int kt = 0; kt < K; kt += 16) {
+    for (int l = 0; l < 4; ++l) {
+      int idx = lid + l * 256;
+      int r = idx >> 4, c = idx & 15;
+      int gr = m0 + r, gc = kt + c;
+      As[c][r] = (gr < M && gc < K) ? )" +
+       load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+      int br = idx >> 6, bc = idx & 63;
+      int gk = kt + br, gn = n0 + bc;
+      Bs[br][bc] = (gk < K && gn < N) ? )" +
+       load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+    }
+    barrier();
+    for (int k = 0; k < 16; ++k) {
+      C av[4], bv[4];
+      for (int i = 0; i < 4; ++i) av[i] = As[k][ty + 16 * i];
+      for (int j = 0; j < 4; ++j) bv[j] = Bs[k][tx + 16 * j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
+    }
+    barrier();
+  }
+  int yo = batch * M * N;
+  for (int i = 0; i < 4; ++i) {
+    int r = m0 + ty + 16 * i;
+    if (r >= M) continue;
+    for (int j = 0; j < 4; ++j) {
+      int c = n0 + tx + 16 * j;
+      if (c < N) y[yo + r * N + c] = )" +
+       store(dt, "acc[i][j]") + R"(;
+    }
+  }
+}
+)";
+  return s;
+}
+
+// Whether e calls only math functions GLSL has for double.
+bool f64_printable(const sx::Expr& e) {
+  for (int i = 0; i < e.size; ++i) {
+    const sx::Node& n = e[i];
+    if (n.op != sx::Op::Call) continue;
+    switch (n.fn) {
+      case sx::Math::Fabs:
+      case sx::Math::Sqrt:
+      case sx::Math::Floor:
+      case sx::Math::Ceil:
+      case sx::Math::Rint:
+      case sx::Math::Trunc:
+        break;
+      default:
+        return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool printable(ir::UnaryFn fn, DType dt) {
+  const sx::Expr& e = sx::expr(sx::def(fn), sx::kind(dt));
+  return !e.empty() && (dt != DType::F64 || f64_printable(e));
+}
+bool printable(ir::BinaryFn fn, DType dt) {
+  const sx::Expr& e = sx::expr(sx::def(fn), sx::kind(dt));
+  return !e.empty() && (dt != DType::F64 || f64_printable(e));
+}
+
+KernelSpec unary_spec(ir::UnaryFn fn, DType dt) {
+  return {Family::Unary, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
+}
+KernelSpec binary_spec(ir::BinaryFn fn, DType dt) {
+  return {Family::Binary, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
+}
+KernelSpec where_spec(DType dt) { return {Family::Where, static_cast<std::uint8_t>(dt)}; }
+KernelSpec cast_spec(DType from, DType to) {
+  return {Family::Cast, static_cast<std::uint8_t>(from), static_cast<std::uint8_t>(to)};
+}
+KernelSpec copy_spec(DType dt) { return {Family::Copy, static_cast<std::uint8_t>(dt)}; }
+KernelSpec fill_spec(DType dt) { return {Family::Fill, static_cast<std::uint8_t>(dt)}; }
+KernelSpec arange_spec(DType dt) { return {Family::Arange, static_cast<std::uint8_t>(dt)}; }
+KernelSpec reduce_spec(ir::ReduceFn fn, DType dt, bool group) {
+  return {Family::Reduce, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt), group};
+}
+KernelSpec scan_spec(ir::ScanFn fn, DType dt, bool group) {
+  return {Family::Scan, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt), group};
+}
+KernelSpec softmax_spec(DType dt, bool log, bool group) {
+  return {Family::Softmax, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(log), group};
+}
+KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
+  return {Family::LayerNorm, static_cast<std::uint8_t>(dt),
+          static_cast<std::uint8_t>(weight | (bias << 1)), group};
+}
+KernelSpec matmul_spec(DType dt) { return {Family::Matmul, static_cast<std::uint8_t>(dt)}; }
+
+std::string KernelSpec::key() const {
+  const auto dt = [](std::uint8_t v) { return dtype_tag(static_cast<DType>(v)); };
+  switch (family) {
+    case Family::Unary:
+      return std::string("unary.") + ir::name(static_cast<ir::UnaryFn>(a)) + "." + dt(b);
+    case Family::Binary:
+      return std::string("binary.") + ir::name(static_cast<ir::BinaryFn>(a)) + "." + dt(b);
+    case Family::Where:
+      return std::string("where.") + dt(a);
+    case Family::Cast:
+      return std::string("cast.") + dt(a) + "." + dt(b);
+    case Family::Copy:
+      return std::string("copy.") + dt(a);
+    case Family::Fill:
+      return std::string("fill.") + dt(a);
+    case Family::Arange:
+      return std::string("arange.") + dt(a);
+    case Family::Reduce:
+      return std::string("reduce.") + ir::name(static_cast<ir::ReduceFn>(a)) + "." + dt(b) +
+             (c ? ".group" : "");
+    case Family::Scan:
+      return std::string("scan.") + ir::name(static_cast<ir::ScanFn>(a)) + "." + dt(b) +
+             (c ? ".group" : "");
+    case Family::Softmax:
+      return std::string(b ? "log_softmax." : "softmax.") + dt(a) + (c ? ".group" : "");
+    case Family::LayerNorm:
+      return std::string("layer_norm.") + dt(a) + (b & 1 ? ".w" : "") + (b & 2 ? ".b" : "") +
+             (c ? ".group" : "");
+    case Family::Matmul:
+      return std::string("matmul.") + dt(a);
+  }
+  return "?";
+}
+
+std::string KernelSpec::source() const {
+  const auto dt = [](std::uint8_t v) { return static_cast<DType>(v); };
+  switch (family) {
+    case Family::Unary: {
+      const auto fn = static_cast<ir::UnaryFn>(a);
+      return gen_fn(sx::expr(sx::def(fn), sx::kind(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 1);
+    }
+    case Family::Binary: {
+      const auto fn = static_cast<ir::BinaryFn>(a);
+      return gen_fn(sx::expr(sx::def(fn), sx::kind(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 2);
+    }
+    case Family::Where:
+      return gen_where(dt(a));
+    case Family::Cast:
+      return gen_cast(dt(a), dt(b));
+    case Family::Copy:
+      return gen_copy(dt(a));
+    case Family::Fill:
+      return gen_fill(dt(a));
+    case Family::Arange:
+      return gen_arange(dt(a));
+    case Family::Reduce:
+      return gen_reduce(static_cast<ir::ReduceFn>(a), dt(b), c != 0);
+    case Family::Scan:
+      return gen_scan(static_cast<ir::ScanFn>(a), dt(b), c != 0);
+    case Family::Softmax:
+      return gen_softmax(dt(a), b != 0, c != 0);
+    case Family::LayerNorm:
+      return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
+    case Family::Matmul:
+      return gen_matmul(dt(a));
+  }
+  EMBER_ASSERT(false);
+}
+
+bool KernelSpec::reports_errors() const {
+  if (family == Family::Unary) {
+    const auto dt = static_cast<DType>(b);
+    return divides_ints(sx::expr(sx::def(static_cast<ir::UnaryFn>(a)), sx::kind(dt)), dt);
+  }
+  if (family == Family::Binary) {
+    const auto dt = static_cast<DType>(b);
+    return divides_ints(sx::expr(sx::def(static_cast<ir::BinaryFn>(a)), sx::kind(dt)), dt);
+  }
+  return false;
+}
+
+int KernelSpec::buffers() const {
+  if (reports_errors()) return (family == Family::Binary ? 3 : 2) + 1;
+  switch (family) {
+    case Family::Fill:
+    case Family::Arange:
+      return 1;
+    case Family::Binary:
+    case Family::Matmul:
+      return 3;
+    case Family::Where:
+      return 4;
+    case Family::LayerNorm:
+      return 2 + (b & 1) + ((b >> 1) & 1);
+    default:
+      return 2;
+  }
+}
+
+std::uint32_t KernelSpec::local_size() const { return family == Family::Matmul ? 256 : kLocal; }
+
+std::uint64_t compute_bits(DType dt, double v) {
+  switch (sx::kind(dt)) {
+    case Kind::Float:
+      if (dt == DType::F64) return std::bit_cast<std::uint64_t>(v);
+      return std::bit_cast<std::uint32_t>(static_cast<float>(v));
+    case Kind::Bool:
+      return v != 0;
+    case Kind::Int:
+      break;
+  }
+  // Saturating, NaN -> 0, as the host's conversions.
+  if (std::isnan(v)) return 0;
+  double lo = -9223372036854775808.0, hi = 9223372036854775807.0;
+  if (dt == DType::I32) lo = -2147483648.0, hi = 2147483647.0;
+  if (dt == DType::I16) lo = -32768, hi = 32767;
+  if (dt == DType::I8) lo = -128, hi = 127;
+  if (dt == DType::U8) lo = 0, hi = 255;
+  if (v <= lo)
+    return compute_bits_int(dt, dt == DType::I64 ? std::numeric_limits<std::int64_t>::min()
+                                                 : static_cast<std::int64_t>(lo));
+  if (v >= hi)
+    return compute_bits_int(dt, dt == DType::I64 ? std::numeric_limits<std::int64_t>::max()
+                                                 : static_cast<std::int64_t>(hi));
+  return compute_bits_int(dt, static_cast<std::int64_t>(v));
+}
+
+std::uint64_t compute_bits_int(DType dt, std::int64_t v) {
+  if (dt == DType::I64) return static_cast<std::uint64_t>(v);
+  // Narrower types read one word: the value's low 32 bits, sign-extended by the constructor.
+  return static_cast<std::uint32_t>(static_cast<std::int32_t>(v));
+}
+
+std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
+  std::vector<KernelSpec> out;
+  for (DType dt : dtypes) {
+    for (std::size_t f = 0; f < sx::kNumUnary; ++f) {
+      if (printable(static_cast<ir::UnaryFn>(f), dt))
+        out.push_back(unary_spec(static_cast<ir::UnaryFn>(f), dt));
+    }
+    for (std::size_t f = 0; f < sx::kNumBinary; ++f) {
+      if (printable(static_cast<ir::BinaryFn>(f), dt))
+        out.push_back(binary_spec(static_cast<ir::BinaryFn>(f), dt));
+    }
+    out.push_back(where_spec(dt));
+    out.push_back(copy_spec(dt));
+    out.push_back(fill_spec(dt));
+    out.push_back(arange_spec(dt));
+    for (DType to : dtypes) out.push_back(cast_spec(dt, to));
+    for (int r = 0; r < static_cast<int>(ir::ReduceFn::Count_); ++r) {
+      const auto fn = static_cast<ir::ReduceFn>(r);
+      const bool logical = fn == ir::ReduceFn::Any || fn == ir::ReduceFn::All;
+      const bool arg = fn == ir::ReduceFn::ArgMax || fn == ir::ReduceFn::ArgMin;
+      if (dt == DType::Bool && !logical && !arg) continue;
+      if (fn == ir::ReduceFn::Mean && sx::kind(dt) != Kind::Float) continue;
+      for (bool g : {false, true}) out.push_back(reduce_spec(fn, dt, g));
+    }
+    if (dt != DType::Bool) {
+      for (int s = 0; s < static_cast<int>(ir::ScanFn::Count_); ++s) {
+        for (bool g : {false, true}) out.push_back(scan_spec(static_cast<ir::ScanFn>(s), dt, g));
+      }
+    }
+    if (sx::kind(dt) == Kind::Float && dt != DType::F64) {
+      for (bool g : {false, true}) {
+        out.push_back(softmax_spec(dt, false, g));
+        out.push_back(softmax_spec(dt, true, g));
+      }
+    }
+    if (sx::kind(dt) == Kind::Float) {
+      for (bool g : {false, true}) {
+        out.push_back(layer_norm_spec(dt, true, true, g));
+        out.push_back(layer_norm_spec(dt, false, false, g));
+      }
+    }
+    if (sx::kind(dt) == Kind::Float) out.push_back(matmul_spec(dt));
+  }
+  return out;
+}
+
+}  // namespace ember::vulkan

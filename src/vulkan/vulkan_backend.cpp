@@ -1,0 +1,549 @@
+// VulkanBackend: dispatch of IR ops to generated compute kernels (vulkan/codegen.hpp) on
+// one device's context (vulkan/context.hpp). Views (reshape where possible, permute,
+// expand, slice, flip) are strided views of the same block and launch nothing; element-wise
+// kernels walk any strides, so views are never copied first. Every op is recorded and
+// returns at once; to_data and sync wait.
+//
+// Fallback: supports() says which ops run here — the IR's dtype rules, the device's
+// features (f64, i64, 16- and 8-bit storage and arithmetic), what GLSL can print (f64 has no
+// exp, sin, ...), the 32-bit indexing of the kernels (buffers within maxStorageBufferRange)
+// and the ops that have kernels. Everything else runs on the registry's fallback (the Cpu)
+// through host copies (backend::execute_on_fallback), a sync point.
+#include "vulkan/vulkan_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "ember/backend/registry.hpp"
+#include "ember/base/error.hpp"
+#include "ember/ir/infer.hpp"
+#include "ember/ir/scalar_table.hpp"
+#include "vulkan/context.hpp"
+
+namespace ember::vulkan {
+namespace {
+
+struct Operand {
+  const Block* block;
+  backend::StridedView v;
+};
+
+class VulkanBackend final : public backend::Backend {
+ public:
+  explicit VulkanBackend(int index) : index_(index), ctx_(index) {}
+
+  std::string name() const override { return "vulkan:" + std::to_string(index_); }
+
+  ir::Handle from_data(const TensorData& data) override {
+    std::lock_guard lk(ctx_.mutex());
+    auto t = ctx_.empty(data.shape(), data.dtype(), "from_data");
+    ctx_.upload(*t->block, data.data(), data.bytes().size(), "from_data");
+    return t;
+  }
+
+  TensorData to_data(const ir::Handle& h) override {
+    std::lock_guard lk(ctx_.mutex());
+    const VkTensor& x = as_vk(h, "to_data");
+    const std::size_t es = size_of(x.dtype());
+    const std::size_t n = x.shape().num_elements();
+    std::vector<std::byte> out(n * es);
+    if (x.contiguous() || n == 0) {
+      ctx_.download(*x.block, out.data(), out.size(), "to_data");
+    } else if (dtype_ok(x.dtype()) && fits(x)) {
+      auto c = copy_of(x);
+      ctx_.download(*c->block, out.data(), out.size(), "to_data");
+    } else {
+      // A view the kernels cannot copy (its dtype, or a buffer beyond the binding range):
+      // the whole block comes back and is gathered on the host.
+      std::vector<std::byte> all(x.block->mem().size);
+      ctx_.download(*x.block, all.data(), all.size(), "to_data");
+      const std::size_t rank = x.shape().rank();
+      std::vector<std::size_t> idx(rank, 0);
+      for (std::size_t i = 0; i < n; ++i) {
+        std::int64_t off = x.offset;
+        for (std::size_t d = 0; d < rank; ++d)
+          off += static_cast<std::int64_t>(idx[d]) * x.strides[d];
+        std::memcpy(out.data() + i * es, all.data() + static_cast<std::size_t>(off) * es, es);
+        for (std::size_t d = rank; d-- > 0;) {
+          if (++idx[d] < x.shape()[d]) break;
+          idx[d] = 0;
+        }
+      }
+    }
+    return TensorData(std::move(out), x.shape(), x.dtype());
+  }
+
+  std::vector<ir::Handle> execute(ir::Op op) override {
+    if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
+    std::lock_guard lk(ctx_.mutex());
+    return std::visit(
+        [&](auto& o) -> std::vector<ir::Handle> {
+          if constexpr (std::is_same_v<decltype(run_one(o)), ir::Handle>) {
+            return {run_one(o)};
+          } else {
+            return run_one(o);
+          }
+        },
+        op);
+  }
+
+  bool supports(const ir::Op& op) const override {
+    if (!Backend::supports(op)) return false;
+    bool ok = true;
+    ir::for_each_operand(op, [&](const ir::Handle& h) {
+      if (!h) return;
+      const auto* t = dynamic_cast<const VkTensor*>(h.get());
+      if (t == nullptr || !fits(*t)) ok = false;
+    });
+    if (!ok) return false;
+    return std::visit([&](const auto& o) { return supports_one(o); }, op);
+  }
+
+  void seed(std::uint64_t s) override { seed_ = s; }
+  backend::MemoryStats memory_stats() const override {
+    auto s = const_cast<Context&>(ctx_).stats();
+    return s;
+  }
+  void empty_cache() override {
+    ctx_.sync();
+    ctx_.empty_cache();
+  }
+  void sync() override { ctx_.sync(); }
+
+ private:
+  // ---- what runs here ----
+  bool dtype_ok(DType dt) const {
+    const Features& f = ctx_.features();
+    switch (dt) {
+      case DType::F32:
+      case DType::I32:
+        return true;
+      case DType::F64:
+        return f.f64;
+      case DType::I64:
+        return f.i64;
+      case DType::F16:
+        return f.storage16 && f.f16;
+      case DType::BF16:
+      case DType::I16:
+        return f.storage16 && f.i16;
+      case DType::I8:
+      case DType::U8:
+      case DType::Bool:
+        return f.storage8 && f.i8;
+    }
+    return false;
+  }
+  std::size_t limit() const {
+    return std::min<std::size_t>(ctx_.max_range(), std::numeric_limits<std::int32_t>::max());
+  }
+  // Whether the kernels can address the tensor's buffer with 32-bit indices in one binding.
+  bool fits(const VkTensor& t) const { return t.block->mem().size <= limit(); }
+  bool out_fits(const Shape& s, DType dt) const {
+    return s.num_elements() * size_of(dt) <= limit() && s.rank() <= kMaxDims;
+  }
+  bool all_ok(std::initializer_list<DType> dts) const {
+    for (DType d : dts) {
+      if (!dtype_ok(d)) return false;
+    }
+    return true;
+  }
+
+  bool supports_one(const ir::Unary& o) const {
+    return all_ok({o.x->dtype(), o.out}) && printable(o.fn, o.x->dtype()) &&
+           out_fits(o.x->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::Binary& o) const {
+    return all_ok({o.lhs->dtype(), o.out}) && printable(o.fn, o.lhs->dtype()) &&
+           out_fits(o.out_shape, o.lhs->dtype()) && out_fits(o.out_shape, o.out);
+  }
+  bool supports_one(const ir::Where& o) const {
+    return all_ok({DType::Bool, o.a->dtype()}) && out_fits(o.out_shape, o.a->dtype());
+  }
+  bool supports_one(const ir::Cast& o) const {
+    return all_ok({o.x->dtype(), o.to}) && out_fits(o.x->shape(), o.to) &&
+           out_fits(o.x->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::Reduce& o) const {
+    return all_ok({o.x->dtype(), o.out}) && out_fits(o.x->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::Scan& o) const {
+    return dtype_ok(o.x->dtype()) && out_fits(o.x->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::Softmax& o) const {
+    // GLSL has no exp for double.
+    return o.x->dtype() != DType::F64 && dtype_ok(o.x->dtype()) &&
+           out_fits(o.x->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::LayerNorm& o) const {
+    return dtype_ok(o.x->dtype()) && out_fits(o.x->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::Matmul& o) const {
+    if (!dtype_ok(o.a->dtype()) || !out_fits(o.out_shape, o.a->dtype())) return false;
+    const auto& lim = ctx_.physical().props.limits;
+    const std::size_t r = o.out_shape.rank();
+    std::size_t batch = 1, batch_dims = 0;
+    for (std::size_t d = 0; d + 2 < r; ++d) {
+      batch *= o.out_shape[d];
+      batch_dims += o.out_shape[d] > 1;
+    }
+    const std::size_t m = o.out_shape[r - 2], n = o.out_shape[r - 1];
+    return batch_dims <= 4 && batch <= lim.maxComputeWorkGroupCount[2] &&
+           (m + kMatmulTile - 1) / kMatmulTile <= lim.maxComputeWorkGroupCount[1] &&
+           (n + kMatmulTile - 1) / kMatmulTile <= lim.maxComputeWorkGroupCount[0];
+  }
+  bool supports_one(const ir::Reshape& o) const {
+    const auto& x = static_cast<const VkTensor&>(*o.x);
+    return backend::reshape_view(x.view(), o.shape).has_value() ||
+           (dtype_ok(x.dtype()) && out_fits(x.shape(), x.dtype()));
+  }
+  bool supports_one(const ir::Permute&) const { return true; }
+  bool supports_one(const ir::Expand&) const { return true; }
+  bool supports_one(const ir::Slice&) const { return true; }
+  bool supports_one(const ir::Flip&) const { return true; }
+  bool supports_one(const ir::SliceAssign& o) const {
+    return dtype_ok(o.x->dtype()) && out_fits(o.x->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::Cat& o) const {
+    return !o.xs.empty() && dtype_ok(o.xs[0]->dtype()) && out_fits(o.out_shape, o.xs[0]->dtype());
+  }
+  bool supports_one(const ir::Fill& o) const {
+    return dtype_ok(o.dtype) && out_fits(o.shape, o.dtype);
+  }
+  bool supports_one(const ir::Arange& o) const {
+    // start + i * step in f64, as the host.
+    return ctx_.features().f64 && dtype_ok(o.dtype) && out_fits(Shape{o.n}, o.dtype);
+  }
+  // No kernels yet: the fallback runs these.
+  bool supports_one(const ir::Gather&) const { return false; }
+  bool supports_one(const ir::Scatter&) const { return false; }
+  bool supports_one(const ir::IndexSelect&) const { return false; }
+  bool supports_one(const ir::IndexAdd&) const { return false; }
+  bool supports_one(const ir::Sort&) const { return false; }
+  bool supports_one(const ir::Nonzero&) const { return false; }
+  bool supports_one(const ir::Random&) const { return false; }
+  bool supports_one(const ir::Unfold&) const { return false; }
+  bool supports_one(const ir::Fold&) const { return false; }
+  bool supports_one(const ir::Pool&) const { return false; }
+
+  // ---- helpers ----
+  const VkTensor& as_vk(const ir::Handle& h, const char* what) const {
+    const auto* t = dynamic_cast<const VkTensor*>(h.get());
+    EMBER_CHECK(t != nullptr, name() + ": " + what + " got a tensor of another backend");
+    return *t;
+  }
+  std::shared_ptr<VkTensor> view(const VkTensor& x, backend::StridedView v) const {
+    return std::make_shared<VkTensor>(x.block, std::move(v), x.dtype());
+  }
+  static Operand operand(const VkTensor& t) { return {t.block.get(), t.view()}; }
+
+  // An element-wise kernel writing `out` (any view) from `ins` (broadcast to out's shape),
+  // over dims collapsed where every operand allows it.
+  void run_map(const KernelSpec& spec, const Operand& out, const std::vector<Operand>& ins,
+               std::uint64_t p0 = 0, std::uint64_t p1 = 0) {
+    const Shape& shape = out.v.shape;
+    const std::size_t n = shape.num_elements();
+    if (n == 0) return;
+    std::vector<std::vector<std::int64_t>> st = {out.v.strides};
+    std::vector<std::int64_t> offsets = {out.v.offset};
+    for (const Operand& in : ins) {
+      const backend::StridedView e = in.v.shape == shape ? in.v : backend::expand_view(in.v, shape);
+      st.push_back(e.strides);
+      offsets.push_back(e.offset);
+    }
+    std::vector<std::int64_t> dims;
+    std::vector<std::vector<std::int64_t>> cst(st.size());
+    for (std::size_t d = 0; d < shape.rank(); ++d) {
+      const auto ext = static_cast<std::int64_t>(shape[d]);
+      if (ext == 1) continue;
+      bool merge = !dims.empty();
+      for (std::size_t j = 0; merge && j < st.size(); ++j) merge = cst[j].back() == st[j][d] * ext;
+      if (merge) {
+        dims.back() *= ext;
+        for (std::size_t j = 0; j < st.size(); ++j) cst[j].back() = st[j][d];
+      } else {
+        dims.push_back(ext);
+        for (std::size_t j = 0; j < st.size(); ++j) cst[j].push_back(st[j][d]);
+      }
+    }
+    EMBER_ASSERT(dims.size() <= static_cast<std::size_t>(kMaxDims));
+    std::vector<std::int32_t> args(kMapArgs, 0);
+    args[0] = static_cast<std::int32_t>(n);
+    args[1] = static_cast<std::int32_t>(dims.size());
+    for (std::size_t d = 0; d < dims.size(); ++d) args[2 + d] = static_cast<std::int32_t>(dims[d]);
+    for (std::size_t j = 0; j < st.size(); ++j) {
+      const std::size_t base = kMapOperand + j * kMapStride;
+      args[base] = static_cast<std::int32_t>(offsets[j]);
+      for (std::size_t d = 0; d < dims.size(); ++d)
+        args[base + 1 + d] = static_cast<std::int32_t>(cst[j][d]);
+    }
+    args[kMapParams] = static_cast<std::int32_t>(p0 & 0xffffffffu);
+    args[kMapParams + 1] = static_cast<std::int32_t>(p0 >> 32);
+    args[kMapParams + 2] = static_cast<std::int32_t>(p1 & 0xffffffffu);
+    args[kMapParams + 3] = static_cast<std::int32_t>(p1 >> 32);
+    std::vector<const Block*> bufs = {out.block};
+    for (const Operand& in : ins) bufs.push_back(in.block);
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(spec, args, bufs, gx, gy);
+  }
+
+  std::shared_ptr<VkTensor> copy_of(const VkTensor& x) {
+    auto out = ctx_.empty(x.shape(), x.dtype(), "copy");
+    run_map(copy_spec(x.dtype()), operand(*out), {operand(x)});
+    return out;
+  }
+  std::shared_ptr<const VkTensor> contiguous(const ir::Handle& h) {
+    const VkTensor& x = as_vk(h, "contiguous");
+    if (x.contiguous()) return std::static_pointer_cast<const VkTensor>(h);
+    return copy_of(x);
+  }
+  struct Dims3 {
+    std::size_t outer = 1, n = 1, inner = 1;
+  };
+  static Dims3 split_at(const Shape& s, std::size_t dim) {
+    Dims3 d{1, s[dim], 1};
+    for (std::size_t i = 0; i < dim; ++i) d.outer *= s[i];
+    for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= s[i];
+    return d;
+  }
+  // A kernel over lines [outer, n, inner] of a contiguous x: args (lines, n, inner, 0);
+  // make_spec(group) is the kernel, a workgroup per line (group) or a thread per line.
+  template <class MakeSpec>
+  ir::Handle run_lines(MakeSpec make_spec, const ir::Handle& xh, std::size_t dim,
+                       const Shape& out_shape, DType out_dt) {
+    auto x = contiguous(xh);
+    const Dims3 d = split_at(x->shape(), dim);
+    const bool group = d.n > kGroupLine;
+    const KernelSpec spec = make_spec(group);
+    auto out = ctx_.empty(out_shape, out_dt, spec.key());
+    const std::size_t lines = d.outer * d.inner;
+    if (lines == 0 || out_shape.num_elements() == 0) return out;
+    const std::vector<std::int32_t> args = {static_cast<std::int32_t>(lines),
+                                            static_cast<std::int32_t>(d.n),
+                                            static_cast<std::int32_t>(d.inner), 0};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(lines), group ? 1 : kLocal);
+    ctx_.dispatch(spec, args, {out->block.get(), x->block.get()}, gx, gy);
+    return out;
+  }
+
+  // ---- the ops ----
+  ir::Handle run_one(ir::Unary& o) {
+    const VkTensor& x = as_vk(o.x, "Unary");
+    auto out = ctx_.empty(x.shape(), o.out, "Unary");
+    run_map(unary_spec(o.fn, x.dtype()), operand(*out), {operand(x)}, compute_bits(x.dtype(), o.p0),
+            compute_bits(x.dtype(), o.p1));
+    return out;
+  }
+  ir::Handle run_one(ir::Binary& o) {
+    const VkTensor& a = as_vk(o.lhs, "Binary");
+    const VkTensor& b = as_vk(o.rhs, "Binary");
+    auto out = ctx_.empty(o.out_shape, o.out, "Binary");
+    run_map(binary_spec(o.fn, a.dtype()), operand(*out), {operand(a), operand(b)});
+    return out;
+  }
+  ir::Handle run_one(ir::Where& o) {
+    const VkTensor& c = as_vk(o.cond, "Where");
+    const VkTensor& a = as_vk(o.a, "Where");
+    const VkTensor& b = as_vk(o.b, "Where");
+    auto out = ctx_.empty(o.out_shape, a.dtype(), "Where");
+    run_map(where_spec(a.dtype()), operand(*out), {operand(c), operand(a), operand(b)});
+    return out;
+  }
+  ir::Handle run_one(ir::Cast& o) {
+    const VkTensor& x = as_vk(o.x, "Cast");
+    auto out = ctx_.empty(x.shape(), o.to, "Cast");
+    run_map(x.dtype() == o.to ? copy_spec(o.to) : cast_spec(x.dtype(), o.to), operand(*out),
+            {operand(x)});
+    return out;
+  }
+  ir::Handle run_one(ir::Reduce& o) {
+    return run_lines([&](bool g) { return reduce_spec(o.fn, o.x->dtype(), g); }, o.x, o.dim,
+                     ir::out_shape(o), o.out);
+  }
+  ir::Handle run_one(ir::Scan& o) {
+    return run_lines([&](bool g) { return scan_spec(o.fn, o.x->dtype(), g); }, o.x, o.dim,
+                     o.x->shape(), o.x->dtype());
+  }
+  ir::Handle run_one(ir::Softmax& o) {
+    return run_lines([&](bool g) { return softmax_spec(o.x->dtype(), o.log, g); }, o.x, o.dim,
+                     o.x->shape(), o.x->dtype());
+  }
+  ir::Handle run_one(ir::LayerNorm& o) {
+    auto x = contiguous(o.x);
+    const DType dt = x->dtype();
+    auto out = ctx_.empty(x->shape(), dt, "LayerNorm");
+    std::size_t n = 1;
+    for (std::size_t d = x->shape().rank() - o.dims; d < x->shape().rank(); ++d) n *= x->shape()[d];
+    const std::size_t rows = n == 0 ? 0 : x->shape().num_elements() / n;
+    if (rows == 0 || n == 0) return out;
+    std::shared_ptr<const VkTensor> w, b;
+    std::vector<const Block*> bufs = {out->block.get(), x->block.get()};
+    if (o.weight) {
+      w = contiguous(o.weight);
+      bufs.push_back(w->block.get());
+    }
+    if (o.bias) {
+      b = contiguous(o.bias);
+      bufs.push_back(b->block.get());
+    }
+    const std::uint64_t eps = compute_bits(dt, o.eps);
+    const std::vector<std::int32_t> args = {
+        static_cast<std::int32_t>(rows), static_cast<std::int32_t>(n), 0,
+        static_cast<std::int32_t>(eps & 0xffffffffu), static_cast<std::int32_t>(eps >> 32)};
+    const bool group = n > kGroupLine;
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(rows), group ? 1 : kLocal);
+    ctx_.dispatch(layer_norm_spec(dt, o.weight != nullptr, o.bias != nullptr, group), args, bufs,
+                  gx, gy);
+    return out;
+  }
+  ir::Handle run_one(ir::Matmul& o) {
+    const VkTensor& a = as_vk(o.a, "Matmul");
+    const VkTensor& b = as_vk(o.b, "Matmul");
+    const DType dt = a.dtype();
+    auto out = ctx_.empty(o.out_shape, dt, "Matmul");
+    const std::size_t r = o.out_shape.rank(), ra = a.shape().rank(), rb = b.shape().rank();
+    const std::size_t M = o.out_shape[r - 2], N = o.out_shape[r - 1], K = a.shape()[ra - 1];
+    if (o.out_shape.num_elements() == 0) return out;
+    std::vector<std::int32_t> args(22, 0);
+    args[0] = static_cast<std::int32_t>(M);
+    args[1] = static_cast<std::int32_t>(N);
+    args[2] = static_cast<std::int32_t>(K);
+    args[3] = static_cast<std::int32_t>(a.offset);
+    args[4] = static_cast<std::int32_t>(a.strides[ra - 2]);
+    args[5] = static_cast<std::int32_t>(a.strides[ra - 1]);
+    args[6] = static_cast<std::int32_t>(b.offset);
+    args[7] = static_cast<std::int32_t>(b.strides[rb - 2]);
+    args[8] = static_cast<std::int32_t>(b.strides[rb - 1]);
+    // The output's batch dims of extent > 1, with each operand's stride there (0 where it
+    // broadcasts or lacks the dim).
+    std::size_t nb = 0, batch = 1;
+    for (std::size_t d = 0; d + 2 < r; ++d) {
+      const std::size_t ext = o.out_shape[d];
+      batch *= ext;
+      if (ext == 1) continue;
+      const auto stride_of = [&](const VkTensor& t, std::size_t rt) -> std::int64_t {
+        const std::size_t back = r - d;  // position from the end
+        if (back > rt) return 0;
+        const std::size_t dt_ = rt - back;
+        return t.shape()[dt_] == 1 ? 0 : t.strides[dt_];
+      };
+      args[10 + nb] = static_cast<std::int32_t>(ext);
+      args[14 + nb] = static_cast<std::int32_t>(stride_of(a, ra));
+      args[18 + nb] = static_cast<std::int32_t>(stride_of(b, rb));
+      ++nb;
+    }
+    args[9] = static_cast<std::int32_t>(nb);
+    const auto groups = [](std::size_t v) {
+      return static_cast<std::uint32_t>((v + kMatmulTile - 1) / kMatmulTile);
+    };
+    ctx_.dispatch(matmul_spec(dt), args, {out->block.get(), a.block.get(), b.block.get()},
+                  groups(N), groups(M), static_cast<std::uint32_t>(batch));
+    return out;
+  }
+  ir::Handle run_one(ir::Reshape& o) {
+    const VkTensor& x = as_vk(o.x, "Reshape");
+    if (auto v = backend::reshape_view(x.view(), o.shape)) return view(x, std::move(*v));
+    auto c = copy_of(x);
+    return view(*c, {o.shape, backend::contiguous_strides(o.shape), 0});
+  }
+  ir::Handle run_one(ir::Permute& o) {
+    const VkTensor& x = as_vk(o.x, "Permute");
+    return view(x, backend::permute_view(x.view(), o.axes));
+  }
+  ir::Handle run_one(ir::Expand& o) {
+    const VkTensor& x = as_vk(o.x, "Expand");
+    return view(x, backend::expand_view(x.view(), o.shape));
+  }
+  ir::Handle run_one(ir::Slice& o) {
+    const VkTensor& x = as_vk(o.x, "Slice");
+    return view(x, backend::slice_view(x.view(), o.ranges));
+  }
+  ir::Handle run_one(ir::Flip& o) {
+    const VkTensor& x = as_vk(o.x, "Flip");
+    return view(x, backend::flip_view(x.view(), o.axes));
+  }
+  ir::Handle run_one(ir::SliceAssign& o) {
+    const VkTensor& x = as_vk(o.x, "SliceAssign");
+    const VkTensor& v = as_vk(o.value, "SliceAssign");
+    auto out = copy_of(x);
+    run_map(copy_spec(x.dtype()), {out->block.get(), backend::slice_view(out->view(), o.ranges)},
+            {operand(v)});
+    return out;
+  }
+  ir::Handle run_one(ir::Cat& o) {
+    const DType dt = o.xs.front()->dtype();
+    auto out = ctx_.empty(o.out_shape, dt, "Cat");
+    std::size_t at = 0;
+    for (const ir::Handle& h : o.xs) {
+      const VkTensor& x = as_vk(h, "Cat");
+      std::vector<ir::SliceRange> ranges;
+      for (std::size_t d = 0; d < o.out_shape.rank(); ++d) {
+        ranges.push_back(d == o.dim ? ir::SliceRange{at, at + x.shape()[d], 1}
+                                    : ir::SliceRange{0, o.out_shape[d], 1});
+      }
+      at += x.shape()[o.dim];
+      run_map(copy_spec(dt), {out->block.get(), backend::slice_view(out->view(), ranges)},
+              {operand(x)});
+    }
+    return out;
+  }
+  ir::Handle run_one(ir::Fill& o) {
+    auto out = ctx_.empty(o.shape, o.dtype, "Fill");
+    const std::size_t n = o.shape.num_elements();
+    if (n == 0) return out;
+    const std::uint64_t bits = ir::sx::kind(o.dtype) == Kind::Int
+                                   ? compute_bits_int(o.dtype, o.int_value)
+                                   : compute_bits(o.dtype, o.value);
+    const std::vector<std::int32_t> args = {static_cast<std::int32_t>(n),
+                                            static_cast<std::int32_t>(bits & 0xffffffffu),
+                                            static_cast<std::int32_t>(bits >> 32)};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(fill_spec(o.dtype), args, {out->block.get()}, gx, gy);
+    return out;
+  }
+  ir::Handle run_one(ir::Arange& o) {
+    auto out = ctx_.empty(Shape{o.n}, o.dtype, "Arange");
+    if (o.n == 0) return out;
+    const std::uint64_t s = compute_bits(DType::F64, o.start),
+                        st = compute_bits(DType::F64, o.step);
+    const std::vector<std::int32_t> args = {
+        static_cast<std::int32_t>(o.n), static_cast<std::int32_t>(s & 0xffffffffu),
+        static_cast<std::int32_t>(s >> 32), static_cast<std::int32_t>(st & 0xffffffffu),
+        static_cast<std::int32_t>(st >> 32)};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(o.n), kLocal);
+    ctx_.dispatch(arange_spec(o.dtype), args, {out->block.get()}, gx, gy);
+    return out;
+  }
+  // Ops without kernels here never reach run_one (supports() sends them to the fallback).
+  [[noreturn]] ir::Handle unreachable(const char* op) {
+    fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
+  }
+  ir::Handle run_one(ir::Gather&) { unreachable("Gather"); }
+  ir::Handle run_one(ir::Scatter&) { unreachable("Scatter"); }
+  ir::Handle run_one(ir::IndexSelect&) { unreachable("IndexSelect"); }
+  ir::Handle run_one(ir::IndexAdd&) { unreachable("IndexAdd"); }
+  std::vector<ir::Handle> run_one(ir::Sort&) { unreachable("Sort"); }
+  ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
+  ir::Handle run_one(ir::Random&) { unreachable("Random"); }
+  ir::Handle run_one(ir::Unfold&) { unreachable("Unfold"); }
+  ir::Handle run_one(ir::Fold&) { unreachable("Fold"); }
+  ir::Handle run_one(ir::Pool&) { unreachable("Pool"); }
+
+  int index_;
+  mutable Context ctx_;
+  std::uint64_t seed_ = 0;
+};
+
+}  // namespace
+
+std::shared_ptr<backend::Backend> make_vulkan_backend(int index) {
+  return std::make_shared<VulkanBackend>(index);
+}
+
+int vulkan_device_count() { return static_cast<int>(instance().devices.size()); }
+
+std::string vulkan_no_device_reason() { return instance().why_none; }
+
+}  // namespace ember::vulkan
