@@ -41,6 +41,7 @@ const std::map<std::string, OpInfo>& op_table() {
     register_reduce(m);
     register_nn(m);
     register_control(m);
+    register_rnn(m);
     return m;
   }();
   return table;

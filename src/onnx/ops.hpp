@@ -55,5 +55,6 @@ void register_shape(OpMap& m);
 void register_reduce(OpMap& m);
 void register_nn(OpMap& m);
 void register_control(OpMap& m);
+void register_rnn(OpMap& m);
 
 }  // namespace ember::onnx

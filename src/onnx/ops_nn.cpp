@@ -228,7 +228,7 @@ V conv_transpose(OpCall& c) {
     }
     if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       const std::int64_t tp = full + static_cast<std::int64_t>(out_pad[i]) - target;
-      begin[i] = auto_pad == "SAME_UPPER" ? tp / 2 : tp - tp / 2;
+      begin[i] = tp < 0 ? 0 : auto_pad == "SAME_UPPER" ? tp / 2 : tp - tp / 2;
       total[i] = target;
     } else {
       std::int64_t pb = 0, pe = 0;
@@ -502,15 +502,17 @@ struct ResizeSpec {
 
 double source_coord(const ResizeSpec& s, double x, double scale, std::size_t in, std::size_t out,
                     double roi_lo, double roi_hi) {
-  const auto fin = static_cast<double>(in), fout = static_cast<double>(out);
+  // The resized length is scale * in, unrounded (the ONNX reference's rule).
+  (void)out;
+  const auto fin = static_cast<double>(in), fout = scale * fin;
   if (s.coord == "half_pixel") return (x + 0.5) / scale - 0.5;
-  if (s.coord == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-  if (s.coord == "align_corners") return out > 1 ? x * (fin - 1) / (fout - 1) : 0.0;
+  if (s.coord == "pytorch_half_pixel") return fout > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+  if (s.coord == "align_corners") return fout > 1 ? x * (fin - 1) / (fout - 1) : 0.0;
   if (s.coord == "asymmetric") return x / scale;
   if (s.coord == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
   // tf_crop_and_resize
-  return out > 1 ? roi_lo * (fin - 1) + x * (roi_hi - roi_lo) * (fin - 1) / (fout - 1)
-                 : 0.5 * (roi_lo + roi_hi) * (fin - 1);
+  return fout > 1 ? roi_lo * (fin - 1) + x * (roi_hi - roi_lo) * (fin - 1) / (fout - 1)
+                  : 0.5 * (roi_lo + roi_hi) * (fin - 1);
 }
 
 DynTensor resize_axis(const OpCall& c, DynTensor x, std::size_t d, std::size_t out, double scale,
@@ -726,6 +728,59 @@ V lrn(OpCall& c) {
   return {div(std::move(x), ops::unary(UnaryFn::PowScalar, std::move(d), beta))};
 }
 
+// ---- losses ----
+// NegativeLogLikelihoodLoss over input [N, C, d...] and target [N, d...]: -input[n, t, d]
+// * weight[t], zero where t is ignore_index; mean divides by the sum of the weights used.
+DynTensor nll(const OpCall& c, DynTensor input, DynTensor target, std::optional<DynTensor> weight) {
+  c.check(input.rank() >= 2 && target.rank() + 1 == input.rank(),
+          "input " + input.shape().to_string() + " must be [N, C, d...] and target " +
+              target.shape().to_string() + " [N, d...]");
+  const std::size_t classes = input.shape()[1];
+  DynTensor t = ops::cast(std::move(target), DType::I64);
+  std::optional<DynTensor> ignored;
+  if (c.node.has("ignore_index"))
+    ignored = ops::binary_scalar(BinaryFn::Eq, t, double(c.node.i("ignore_index", 0)));
+  DynTensor safe =
+      ignored ? ops::mask_where(*ignored, ops::zeros(Shape{}, DType::I64, c.device), t) : t;
+  if (safe.num_elements() > 0) {
+    const auto v = host_ints(safe);
+    for (auto e : v)
+      c.check(e >= 0 && static_cast<std::size_t>(e) < classes,
+              "target " + std::to_string(e) + " is out of range for " + std::to_string(classes) +
+                  " classes");
+  }
+  DynTensor picked = ops::squeeze(ops::gather(std::move(input), 1, ops::unsqueeze(safe, 1)), 1);
+  const DType dt = picked.dtype();
+  const Shape ts = safe.shape();
+  DynTensor w =
+      weight ? ops::reshape(ops::select(*weight, 0, ops::reshape(safe, Shape{safe.num_elements()})),
+                            ts)
+             : ops::ones(ts, dt, c.device);
+  if (ignored) w = ops::mask_where(*ignored, ops::zeros(Shape{}, dt, c.device), std::move(w));
+  DynTensor loss = ops::unary(UnaryFn::Neg, mul(std::move(picked), w));
+  const std::string red = c.node.s("reduction", "mean");
+  if (red == "none") return loss;
+  DynTensor total = ops::reshape(ops::reduce_all(ReduceFn::Sum, std::move(loss)), Shape{});
+  if (red == "sum") return total;
+  c.check(red == "mean", "reduction '" + red + "' is not one of none, sum, mean");
+  return div(std::move(total), ops::reshape(ops::reduce_all(ReduceFn::Sum, std::move(w)), Shape{}));
+}
+
+V nll_loss(OpCall& c) {
+  std::optional<DynTensor> w;
+  if (c.has(2)) w = c.at(2);
+  return {nll(c, c.at(0), c.at(1), std::move(w))};
+}
+
+V softmax_cross_entropy(OpCall& c) {
+  DynTensor scores = c.at(0);
+  c.check(scores.rank() >= 2, "scores must be [N, C, d...], got " + scores.shape().to_string());
+  DynTensor logp = ops::log_softmax(std::move(scores), 1);
+  std::optional<DynTensor> w;
+  if (c.has(2)) w = c.at(2);
+  return {nll(c, logp, c.at(1), std::move(w)), logp};
+}
+
 }  // namespace
 
 void register_nn(OpMap& m) {
@@ -754,6 +809,8 @@ void register_nn(OpMap& m) {
   reg("QuantizeLinear", quantize_linear);
   reg("DequantizeLinear", dequantize_linear);
   reg("LRN", lrn);
+  reg("NegativeLogLikelihoodLoss", nll_loss);
+  reg("SoftmaxCrossEntropyLoss", softmax_cross_entropy);
 }
 
 }  // namespace ember::onnx
