@@ -99,14 +99,27 @@ std::optional<Shape> static_shape(const ValueInfo* v) {
   return Shape(dims);
 }
 
+[[noreturn]] void unsupported(const Graph& g, const Node& n) {
+  fail(n.describe() + " (opset " + std::to_string(g.opset) + "): operator " +
+       (n.domain.empty() ? "" : "of domain '" + n.domain + "' ") +
+       "is not supported; expected an operator of the default domain (ai.onnx) that ember "
+       "implements (docs/onnx.md lists them)");
+}
+
+// Every node that run() would execute, subgraphs included, has an implementation.
+void check_supported(const Graph& g) {
+  const auto& table = op_table();
+  for (const auto& n : g.nodes) {
+    if (!n.domain.empty() || !table.count(n.op_type)) unsupported(g, n);
+    for (const auto& [k, a] : n.attrs)
+      if (a.g) check_supported(*a.g);
+  }
+}
+
 std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
   const auto& table = op_table();
   auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
-  if (it == table.end())
-    fail(n.describe() + " (opset " + std::to_string(g.opset) + "): operator " +
-         (n.domain.empty() ? "" : "of domain '" + n.domain + "' ") +
-         "is not supported; expected an operator of the default domain (ai.onnx) that ember "
-         "implements (docs/onnx.md lists them)");
+  if (it == table.end()) unsupported(g, n);
   OpCall call{n, g.opset, g.device, {}, n.outputs.size(), &env};
   for (const auto& name : n.inputs) {
     if (name.empty()) {
@@ -124,6 +137,8 @@ std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
     const std::string msg = e.what();
     if (msg.rfind("node '", 0) == 0) throw;  // already names its node
     call.error(msg);
+  } catch (const std::bad_alloc&) {
+    call.error("out of memory computing its outputs");
   }
   std::size_t named = 0;
   for (std::size_t i = 0; i < n.outputs.size(); ++i)
@@ -299,6 +314,7 @@ std::vector<std::pair<std::string, DynTensor>> Model::initializers() const {
 Model load_bytes(const void* data, std::size_t size, const Device& device,
                  const LoadOptions& options, const std::string& base_dir) {
   auto g = parse_model(data, size, device, base_dir, options.trainable);
+  check_supported(*g);
   fold_and_prune(*g, options);
   return Model(std::move(g));
 }
