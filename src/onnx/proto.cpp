@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -405,10 +406,32 @@ std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Dev
               "onnx::load: the model imports no opset of the default domain "
               "(ai.onnx); expected one of " +
                   std::to_string(kMinOpset) + " to " + std::to_string(max_opset()));
-  EMBER_CHECK(opset >= kMinOpset && opset <= max_opset(),
+  EMBER_CHECK(opset >= 1 && opset <= max_opset(),
               "onnx::load: the model's opset " + std::to_string(opset) +
                   " (ai.onnx) is not supported; expected " + std::to_string(kMinOpset) + " to " +
                   std::to_string(max_opset()));
+  // Below opset 7, a model loads when each of its operators is the one of opset 7 (it has
+  // not changed since); the others name their node and the opset that changed them.
+  if (opset < kMinOpset) {
+    const std::function<void(const pb::GraphProto&)> check_old = [&](const pb::GraphProto& g) {
+      for (const auto& n : g.node()) {
+        if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+        const auto* old = pb::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset));
+        const auto* v7 = pb::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(kMinOpset));
+        EMBER_CHECK(old && v7 && old->SinceVersion() == v7->SinceVersion(),
+                    "onnx::load: node '" + n.name() + "' (" + n.op_type() + ") (opset " +
+                        std::to_string(opset) + "): the operator changed at opset " +
+                        (v7 ? std::to_string(v7->SinceVersion()) : std::string("?")) +
+                        "; models of opset " + std::to_string(opset) +
+                        " load only when every operator is unchanged by opset " +
+                        std::to_string(kMinOpset) + " (expected opset " +
+                        std::to_string(kMinOpset) + " to " + std::to_string(max_opset()) + ")");
+        for (const auto& a : n.attribute())
+          if (a.has_g()) check_old(a.g());
+      }
+    };
+    check_old(model.graph());
+  }
   try {
     pb::checker::CheckerContext ctx;
     ctx.set_ir_version(static_cast<int>(model.ir_version()));

@@ -87,7 +87,7 @@ Model load_bytes(const void* data, std::size_t size, const Device& device,
                  const LoadOptions& options = {}, const std::string& base_dir = "");
 
 // The highest default-domain opset this build's ONNX library knows, and the lowest ember
-// reads.
+// reads in full (an older model loads when each of its operators is unchanged by opset 7).
 std::int64_t max_opset();
 constexpr std::int64_t kMinOpset = 7;
 
