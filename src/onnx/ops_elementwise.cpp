@@ -205,6 +205,11 @@ std::optional<DType> dtype_of_onnx_code(std::int64_t t) {
       return DType::F64;
     case 16:
       return DType::BF16;
+    case 4:  // uint16, widened as tensors of it are when read
+      return DType::I32;
+    case 12:  // uint32
+    case 13:  // uint64
+      return DType::I64;
     default:
       return std::nullopt;
   }

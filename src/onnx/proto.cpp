@@ -117,6 +117,13 @@ std::optional<DType> dtype_of_onnx(int t) {
       return DType::U8;
     case pb::TensorProto::BOOL:
       return DType::Bool;
+    // ember has no unsigned types wider than 8 bits: they widen to the next signed type
+    // that holds every value (uint64 values above 2^63 - 1 are refused when read).
+    case pb::TensorProto::UINT16:
+      return DType::I32;
+    case pb::TensorProto::UINT32:
+    case pb::TensorProto::UINT64:
+      return DType::I64;
     default:
       return std::nullopt;
   }
@@ -124,9 +131,10 @@ std::optional<DType> dtype_of_onnx(int t) {
 
 DType require_dtype(int t, const std::string& what) {
   auto d = dtype_of_onnx(t);
-  EMBER_CHECK(d.has_value(), what + ": element type " + onnx_type_name(t) +
-                                 " is not supported (expected float, double, float16, "
-                                 "bfloat16, int64, int32, int16, int8, uint8 or bool)");
+  EMBER_CHECK(d.has_value(),
+              what + ": element type " + onnx_type_name(t) +
+                  " is not supported (expected float, double, float16, "
+                  "bfloat16, int64, int32, int16, int8, uint8, uint16, uint32, uint64 or bool)");
   return *d;
 }
 
@@ -192,9 +200,70 @@ void narrow_copy(const Src& src, std::vector<std::byte>& bytes, std::size_t n) {
   }
 }
 
+// uint16, uint32 and uint64 tensors, widened to i32 / i64.
+TensorData widened_unsigned(const pb::TensorProto& t, const std::string& base_dir,
+                            const std::string& what, const Shape& shape) {
+  const std::size_t n = checked_num_elements(shape, what);
+  const int ty = t.data_type();
+  const std::size_t width = ty == pb::TensorProto::UINT16   ? 2
+                            : ty == pb::TensorProto::UINT32 ? 4
+                                                            : 8;
+  const std::size_t nbytes = checked_mul(n, width, what, "bytes");
+  std::vector<std::uint64_t> v(n);
+  const auto from_bytes = [&](const char* p, std::size_t size) {
+    EMBER_CHECK(size == nbytes, what + ": holds " + std::to_string(size) + " bytes where shape " +
+                                    shape.to_string() + " of " + onnx_type_name(ty) + " needs " +
+                                    std::to_string(nbytes));
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint64_t x = 0;
+      std::memcpy(&x, p + i * width, width);  // little-endian, as ONNX stores it
+      v[i] = x;
+    }
+  };
+  const auto count = [&](int have, const char* field) {
+    EMBER_CHECK(static_cast<std::size_t>(have) == n,
+                what + ": " + field + " holds " + std::to_string(have) + " values where shape " +
+                    shape.to_string() + " needs " + std::to_string(n));
+  };
+  if (t.data_location() == pb::TensorProto::EXTERNAL) {
+    const auto bytes = read_external(t, base_dir, nbytes, what);
+    from_bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  } else if (t.has_raw_data()) {
+    from_bytes(t.raw_data().data(), t.raw_data().size());
+  } else if (ty == pb::TensorProto::UINT16) {
+    count(t.int32_data_size(), "int32_data");
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = static_cast<std::uint16_t>(t.int32_data(static_cast<int>(i)));
+  } else {
+    count(t.uint64_data_size(), "uint64_data");
+    for (std::size_t i = 0; i < n; ++i) v[i] = t.uint64_data(static_cast<int>(i));
+  }
+  if (ty == pb::TensorProto::UINT16) {
+    std::vector<std::int32_t> out(v.begin(), v.end());
+    return TensorData::from<std::int32_t>(out, shape);
+  }
+  std::vector<std::int64_t> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    EMBER_CHECK(
+        v[i] <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()),
+        what + ": uint64 value " + std::to_string(v[i]) + " exceeds the int64 it widens to");
+    out[i] = static_cast<std::int64_t>(v[i]);
+  }
+  return TensorData::from<std::int64_t>(out, shape);
+}
+
 TensorData tensor_of(const pb::TensorProto& t, const std::string& base_dir) {
   const std::string what = "tensor '" + t.name() + "'";
   const DType dt = require_dtype(t.data_type(), what);
+  if (t.data_type() == pb::TensorProto::UINT16 || t.data_type() == pb::TensorProto::UINT32 ||
+      t.data_type() == pb::TensorProto::UINT64) {
+    std::vector<std::size_t> dims;
+    for (auto d : t.dims()) {
+      EMBER_CHECK(d >= 0, what + ": negative dim " + std::to_string(d));
+      dims.push_back(checked_size(static_cast<std::size_t>(d), what, "dim"));
+    }
+    return widened_unsigned(t, base_dir, what, Shape(dims));
+  }
   std::vector<std::size_t> dims;
   for (auto d : t.dims()) {
     EMBER_CHECK(d >= 0, what + ": negative dim " + std::to_string(d));
