@@ -42,6 +42,7 @@ const std::map<std::string, OpInfo>& op_table() {
     register_nn(m);
     register_control(m);
     register_rnn(m);
+    register_extra(m);
     return m;
   }();
   return table;

@@ -56,5 +56,6 @@ void register_reduce(OpMap& m);
 void register_nn(OpMap& m);
 void register_control(OpMap& m);
 void register_rnn(OpMap& m);
+void register_extra(OpMap& m);
 
 }  // namespace ember::onnx

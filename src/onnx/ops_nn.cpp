@@ -728,6 +728,57 @@ V lrn(OpCall& c) {
   return {div(std::move(x), ops::unary(UnaryFn::PowScalar, std::move(d), beta))};
 }
 
+// ---- integer and quantized linear algebra, computed exactly in f64 ----
+DynTensor zero_point(const OpCall& c, std::size_t i, std::size_t rank, std::size_t axis) {
+  if (!c.has(i)) return ops::zeros(Shape{}, DType::F64, c.device);
+  DynTensor z = ops::cast(c.at(i), DType::F64);
+  if (z.num_elements() == 1) return ops::reshape(std::move(z), Shape{});
+  Sizes dims(rank, 1);
+  dims[axis] = z.num_elements();
+  return ops::reshape(std::move(z), Shape(dims));
+}
+
+V conv_integer(OpCall& c) {
+  const std::size_t r = c.at(0).rank();
+  DynTensor x = sub(ops::cast(c.at(0), DType::F64), zero_point(c, 2, r, 1));
+  DynTensor w = sub(ops::cast(c.at(1), DType::F64), zero_point(c, 3, r, 0));
+  OpCall inner{c.node, c.opset, c.device, {x, w}, 1, c.env};
+  return {ops::cast(conv(inner)[0], DType::I32)};
+}
+
+DynTensor requantize(const OpCall& c, DynTensor real, std::size_t ys, std::size_t yz) {
+  DynTensor q = ops::unary(UnaryFn::Round, div(std::move(real), ops::cast(c.at(ys), DType::F64)));
+  const DType to = c.has(yz) ? c.at(yz).dtype() : DType::U8;
+  if (c.has(yz)) q = add(std::move(q), ops::cast(c.at(yz), DType::F64));
+  q = ops::clamp(std::move(q), to == DType::U8 ? 0.0 : -128.0, to == DType::U8 ? 255.0 : 127.0);
+  return ops::cast(std::move(q), to);
+}
+
+V qlinear_matmul(OpCall& c) {
+  DynTensor a = sub(ops::cast(c.at(0), DType::F64), ops::cast(c.at(2), DType::F64));
+  DynTensor b = sub(ops::cast(c.at(3), DType::F64), ops::cast(c.at(5), DType::F64));
+  DynTensor s = mul(ops::cast(c.at(1), DType::F64), ops::cast(c.at(4), DType::F64));
+  return {requantize(c, mul(matmul_any(std::move(a), std::move(b)), std::move(s)), 6, 7)};
+}
+
+V qlinear_conv(OpCall& c) {
+  const std::size_t r = c.at(0).rank();
+  const auto at = [&](std::size_t i) -> std::optional<DynTensor> {
+    if (c.has(i)) return c.at(i);
+    return std::nullopt;
+  };
+  OpCall zc{c.node, c.opset, c.device, {at(0), at(1), at(2), at(3), at(4), at(5)}, 1, c.env};
+  DynTensor x = sub(ops::cast(c.at(0), DType::F64), zero_point(zc, 2, r, 1));
+  DynTensor w = sub(ops::cast(c.at(3), DType::F64), zero_point(zc, 5, r, 0));
+  OpCall inner{c.node, c.opset, c.device, {x, w}, 1, c.env};
+  DynTensor acc = conv(inner)[0];
+  if (c.has(8)) acc = add(std::move(acc), channel(ops::cast(c.at(8), DType::F64), r));
+  DynTensor ws = ops::cast(c.at(4), DType::F64);
+  ws = ws.num_elements() == 1 ? ops::reshape(std::move(ws), Shape{}) : channel(std::move(ws), r);
+  DynTensor real = mul(mul(std::move(acc), std::move(ws)), ops::cast(c.at(1), DType::F64));
+  return {requantize(c, std::move(real), 6, 7)};
+}
+
 // ---- losses ----
 // NegativeLogLikelihoodLoss over input [N, C, d...] and target [N, d...]: -input[n, t, d]
 // * weight[t], zero where t is ignore_index; mean divides by the sum of the weights used.
@@ -809,6 +860,9 @@ void register_nn(OpMap& m) {
   reg("QuantizeLinear", quantize_linear);
   reg("DequantizeLinear", dequantize_linear);
   reg("LRN", lrn);
+  reg("ConvInteger", conv_integer);
+  reg("QLinearMatMul", qlinear_matmul);
+  reg("QLinearConv", qlinear_conv);
   reg("NegativeLogLikelihoodLoss", nll_loss);
   reg("SoftmaxCrossEntropyLoss", softmax_cross_entropy);
 }
