@@ -290,6 +290,15 @@ TensorData tensor_of(const pb::TensorProto& t, const std::string& base_dir) {
                   what + ": " + field + " holds " + std::to_string(have) + " values where shape " +
                       shape.to_string() + " needs " + std::to_string(n));
     };
+    // The count first: a shape the data does not fill is never allocated.
+    if (dt == DType::F32)
+      count(t.float_data_size(), "float_data");
+    else if (dt == DType::F64)
+      count(t.double_data_size(), "double_data");
+    else if (dt == DType::I64)
+      count(t.int64_data_size(), "int64_data");
+    else
+      count(t.int32_data_size(), "int32_data");
     bytes.resize(nbytes);
     switch (dt) {
       case DType::F32:
@@ -338,10 +347,14 @@ TensorData tensor_of(const pb::TensorProto& t, const std::string& base_dir) {
 ValueInfo value_info_of(const pb::ValueInfoProto& v) {
   ValueInfo out;
   out.name = v.name();
-  if (!v.type().has_tensor_type()) {
-    out.dtype = DType::F32;
-    return out;
-  }
+  if (v.type().value_case() == pb::TypeProto::VALUE_NOT_SET) return out;  // untyped: f32, any shape
+  EMBER_CHECK(v.type().has_tensor_type(),
+              "onnx::load: value '" + v.name() + "' is " +
+                  (v.type().has_sequence_type()   ? "a sequence"
+                   : v.type().has_optional_type() ? "an optional"
+                   : v.type().has_map_type()      ? "a map"
+                                                  : "not a tensor") +
+                  "; ember imports graphs whose inputs and outputs are tensors");
   const auto& tt = v.type().tensor_type();
   auto d = dtype_of_onnx(tt.elem_type());
   out.dtype = d.value_or(DType::F32);
@@ -431,7 +444,8 @@ struct Converter {
     for (const auto& v : gp.input())
       if (!init_names.count(v.name())) g->inputs.push_back(value_info_of(v));
     for (const auto& v : gp.output()) g->outputs.push_back(value_info_of(v));
-    for (const auto& v : gp.value_info()) g->value_info[v.name()] = value_info_of(v);
+    for (const auto& v : gp.value_info())
+      if (v.type().has_tensor_type()) g->value_info[v.name()] = value_info_of(v);
     int k = 0;
     for (const auto& np : gp.node()) {
       Node n;
