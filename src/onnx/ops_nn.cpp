@@ -271,13 +271,56 @@ V max_pool(OpCall& c) {
   DynTensor x = c.at(0);
   c.check(x.rank() >= 3 && x.rank() <= 5,
           "input must be [N, C, *spatial] with 1 to 3 spatial dims, got " + x.shape().to_string());
-  c.check(c.num_outputs < 2 || c.node.outputs[1].empty(), "the Indices output is not supported");
   I64s k = c.node.ints("kernel_shape");
   Sizes kernel(k.begin(), k.end());
   Geometry g = geometry(c, x.shape(), kernel, c.node.i("ceil_mode", 0) != 0);
   const double low = is_float(x.dtype()) ? -INFINITY : (x.dtype() == DType::U8 ? 0.0 : -128.0);
+  const Shape in_shape = x.shape();
   x = pad_spatial(std::move(x), g, low);
-  return {module_ops::max_pool(std::move(x), g.kernel, {g.stride, {}, g.dilation})};
+  DynTensor y = module_ops::max_pool(x, g.kernel, {g.stride, {}, g.dilation});
+  if (c.num_outputs < 2 || c.node.outputs[1].empty()) return {y};
+  // Indices: the flat index (over the whole input, row-major or, with storage_order 1,
+  // column-major spatial dims) of each window's first maximum, found by unfolding the
+  // input and an index map the same way.
+  const std::size_t n = in_shape[0], ch = in_shape[1], rank = in_shape.rank();
+  const bool col = c.node.i("storage_order", 0) != 0;
+  std::vector<double> idx(in_shape.num_elements());
+  const std::size_t plane = in_shape.num_elements() / std::max<std::size_t>(n * ch, 1);
+  Sizes sp(in_shape.dims().begin() + 2, in_shape.dims().end());
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    std::size_t rest = i % plane, flat = 0, stride = 1;
+    Sizes coord(sp.size());
+    for (std::size_t d = sp.size(); d-- > 0;) {
+      coord[d] = rest % sp[d];
+      rest /= sp[d];
+    }
+    if (col) {
+      for (std::size_t d = 0; d < sp.size(); ++d) {
+        flat += coord[d] * stride;
+        stride *= sp[d];
+      }
+    } else {
+      for (std::size_t d = sp.size(); d-- > 0;) {
+        flat += coord[d] * stride;
+        stride *= sp[d];
+      }
+    }
+    idx[i] = static_cast<double>((i / plane) * plane + flat);
+  }
+  DynTensor imap =
+      pad_spatial(ops::from_data(TensorData::from<double>(idx, in_shape), c.device), g, -1.0);
+  std::size_t kn = 1;
+  for (auto e : g.kernel) kn *= e;
+  const module_ops::WindowOptions o{g.stride, {}, g.dilation};
+  DynTensor ux = module_ops::unfold(x, g.kernel, o, low);
+  const std::size_t l = ux.shape()[2];
+  ux = ops::reshape(std::move(ux), Shape{n, ch, kn, l});
+  DynTensor ui =
+      ops::reshape(module_ops::unfold(std::move(imap), g.kernel, o, -1.0), Shape{n, ch, kn, l});
+  DynTensor arg = ops::cast(ops::reduce(ReduceFn::ArgMax, std::move(ux), 2), DType::I64);
+  DynTensor picked = ops::cast(ops::gather(std::move(ui), 2, std::move(arg)), DType::I64);
+  (void)rank;
+  return {y, ops::reshape(std::move(picked), y.shape())};
 }
 
 // Sum over windows divided by the count of positions that count: the padding when
