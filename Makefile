@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps configure build demo test test-asan test-tsan test-vulkan fuzz fuzz-record bench format clean ops-doc
+.PHONY: all deps configure build demo test test-asan test-tsan test-vulkan fuzz fuzz-record bench format clean ops-doc fuzz-onnx onnx-nodes
 
 all: build
 
@@ -81,6 +81,22 @@ fuzz-record: deps
 	cp tests/record/fixtures/v*/*.ember tests/record/fixtures/torch/* $(FUZZ_BUILD)/corpus/
 	$(FUZZ_BUILD)/fuzz_record -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -timeout=10 \
 	  $(FUZZ_BUILD)/corpus
+
+# libFuzzer on the ONNX parser and loader, seeded with the committed models and a sample of
+# the node tests' models (FUZZ_SECONDS).
+fuzz-onnx: deps
+	CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_FUZZ=ON \
+	  -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_onnx
+	mkdir -p $(FUZZ_BUILD)/corpus-onnx
+	cp tests/onnx/models/*.onnx $(FUZZ_BUILD)/corpus-onnx/
+	for d in /usr/share/libonnx-testdata/data/node/test_[a-c]*; do cp $$d/model.onnx $(FUZZ_BUILD)/corpus-onnx/$$(basename $$d).onnx; done
+	$(FUZZ_BUILD)/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
+	  $(FUZZ_BUILD)/corpus-onnx
+
+# Every ONNX node test through the loader, with the report docs/onnx.md is made from.
+onnx-nodes: build
+	$(BUILD)/tests/onnx_node_tests --report $(BUILD)/onnx-node-tests.md
 
 format:
 	@find include src tests benches examples tools -name '*.hpp' -o -name '*.cpp' -o -name '*.inc' 2>/dev/null \

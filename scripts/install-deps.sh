@@ -17,6 +17,7 @@ packages=(
   # The Vulkan backend: the loader, shaderc with the static glslang / SPIRV-Tools it links,
   # and Mesa's lavapipe (a CPU Vulkan driver) that its tests run on.
   libvulkan-dev libshaderc-dev glslang-dev spirv-tools mesa-vulkan-drivers
+  libonnx-dev libprotobuf-dev libonnx-testdata  # ONNX import (ember::onnx) and its node tests
 )
 
 missing=()

@@ -89,7 +89,9 @@ DynTensor compare_exact(BinaryFn fn, DynTensor a, double s) {
     return detail::fill(a.shape(), v ? 1.0 : 0.0, DType::Bool, a.device());
   };
   if (std::isnan(s)) return constant(fn == BinaryFn::Ne);
-  const auto [lo, hi_d] = detail::int_range(a.dtype());
+  // Not a structured binding: clang before 16 cannot capture one in the lambdas below.
+  const auto range = detail::int_range(a.dtype());
+  const double lo = range.first, hi_d = range.second;
   // The exclusive upper end: i64's range ends below 2^63, which int_range gives as its max.
   const bool i64 = a.dtype() == DType::I64;
   const auto above = [&](double t) { return i64 ? t >= hi_d : t > hi_d; };  // t > max

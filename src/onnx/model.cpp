@@ -1,0 +1,334 @@
+// onnx::load and Model::run: the parsed graph (proto.cpp) is finished here — constant
+// folding, dead-node elimination, the declared shapes kept for checking inputs — and run
+// node by node over an environment of named DynTensors.
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "ember/base/checked.hpp"
+#include "ops.hpp"
+
+namespace ember::onnx {
+
+const DynTensor& OpCall::at(std::size_t i) const {
+  if (!has(i))
+    error("input " + std::to_string(i) + " is required but " +
+          (i < in.size() ? std::string("omitted")
+                         : "the node has only " + std::to_string(in.size())));
+  return *in[i];
+}
+
+void OpCall::error(const std::string& what) const {
+  fail(node.describe() + " (opset " + std::to_string(opset) + "): " + what);
+}
+
+std::vector<std::int64_t> host_ints(const DynTensor& t) {
+  return t.to_data().to_vector<std::int64_t>();
+}
+std::vector<double> host_f64(const DynTensor& t) { return t.to_data().to_vector<double>(); }
+double host_scalar(const DynTensor& t) {
+  EMBER_CHECK(t.num_elements() == 1,
+              "expected a one-element tensor, got shape " + t.shape().to_string());
+  return t.to_data().get_f64(0);
+}
+
+const std::map<std::string, OpInfo>& op_table() {
+  static const OpMap table = [] {
+    OpMap m;
+    register_elementwise(m);
+    register_shape(m);
+    register_reduce(m);
+    register_nn(m);
+    register_control(m);
+    register_rnn(m);
+    register_extra(m);
+    return m;
+  }();
+  return table;
+}
+
+namespace {
+
+// Names a graph reads from outside itself (its subgraphs included).
+void free_names(const Graph& g, std::set<std::string>& out) {
+  std::set<std::string> defined;
+  for (const auto& v : g.inputs) defined.insert(v.name);
+  for (const auto& [k, v] : g.constants) defined.insert(k);
+  for (const auto& n : g.nodes) {
+    for (const auto& i : n.inputs)
+      if (!i.empty() && !defined.count(i)) out.insert(i);
+    for (const auto& [k, a] : n.attrs)
+      if (a.g) {
+        std::set<std::string> inner;
+        free_names(*a.g, inner);
+        for (const auto& x : inner)
+          if (!defined.count(x)) out.insert(x);
+      }
+    for (const auto& o : n.outputs) defined.insert(o);
+  }
+}
+
+// Every value a node reads: its inputs and what its subgraphs read from outside.
+std::vector<std::string> reads_of(const Node& n) {
+  std::vector<std::string> r;
+  for (const auto& i : n.inputs)
+    if (!i.empty()) r.push_back(i);
+  for (const auto& [k, a] : n.attrs)
+    if (a.g) {
+      std::set<std::string> inner;
+      free_names(*a.g, inner);
+      r.insert(r.end(), inner.begin(), inner.end());
+    }
+  return r;
+}
+
+const ValueInfo* info_of(const Graph& g, const std::string& name) {
+  for (const auto& v : g.inputs)
+    if (v.name == name) return &v;
+  auto it = g.value_info.find(name);
+  return it == g.value_info.end() ? nullptr : &it->second;
+}
+
+std::optional<Shape> static_shape(const ValueInfo* v) {
+  if (!v || !v->shape) return std::nullopt;
+  std::vector<std::size_t> dims;
+  for (const auto& d : *v->shape) {
+    if (!d.value) return std::nullopt;
+    dims.push_back(*d.value);
+  }
+  return Shape(dims);
+}
+
+[[noreturn]] void unsupported(const Graph& g, const Node& n) {
+  fail(n.describe() + " (opset " + std::to_string(g.opset) + "): operator " +
+       (n.domain.empty() ? "" : "of domain '" + n.domain + "' ") +
+       "is not supported; expected an operator of the default domain (ai.onnx) that ember "
+       "implements (docs/onnx.md lists them)");
+}
+
+// Every node that run() would execute, subgraphs included, has an implementation.
+void check_supported(const Graph& g) {
+  const auto& table = op_table();
+  for (const auto& n : g.nodes) {
+    if (!n.domain.empty() || !table.count(n.op_type)) unsupported(g, n);
+    for (const auto& [k, a] : n.attrs)
+      if (a.g) check_supported(*a.g);
+  }
+}
+
+std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
+  const auto& table = op_table();
+  auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
+  if (it == table.end()) unsupported(g, n);
+  OpCall call{n, g.opset, g.device, {}, n.outputs.size(), &env};
+  for (const auto& name : n.inputs) {
+    if (name.empty()) {
+      call.in.emplace_back(std::nullopt);
+      continue;
+    }
+    auto v = env.find(name);
+    if (v == env.end()) call.error("input '" + name + "' is not defined");
+    call.in.emplace_back(v->second);
+  }
+  std::vector<DynTensor> out;
+  try {
+    out = it->second.fn(call);
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    if (msg.rfind("node '", 0) == 0) throw;  // already names its node
+    call.error(msg);
+  } catch (const std::bad_alloc&) {
+    call.error("out of memory computing its outputs");
+  }
+  std::size_t named = 0;
+  for (std::size_t i = 0; i < n.outputs.size(); ++i)
+    if (!n.outputs[i].empty()) named = i + 1;
+  if (out.size() < named)
+    call.error("produced " + std::to_string(out.size()) + " outputs where the node names " +
+               std::to_string(named));
+  return out;
+}
+
+void fold_and_prune(Graph& g, const LoadOptions& options) {
+  std::set<std::string> trainable(g.trainable.begin(), g.trainable.end());
+  const auto& table = op_table();
+  std::vector<Node> kept;
+  if (options.fold_constants) {
+    Env env(g.constants.begin(), g.constants.end());
+    for (auto& n : g.nodes) {
+      bool known = n.domain.empty() && table.count(n.op_type) && table.at(n.op_type).foldable;
+      for (const auto& r : reads_of(n))
+        if (!g.constants.count(r) || trainable.count(r)) known = false;
+      // Shape and Size of a value whose shape is static are known without the value.
+      std::optional<Shape> st;
+      if (!known && n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size") &&
+          n.inputs.size() == 1) {
+        st = static_shape(info_of(g, n.inputs[0]));
+        if (!st) {
+          auto c = g.constants.find(n.inputs[0]);
+          if (c != g.constants.end()) st = c->second.shape();
+        }
+      }
+      if (st) {
+        std::vector<std::int64_t> dims(st->dims().begin(), st->dims().end());
+        if (n.op_type == "Size") {
+          std::int64_t p = 1;
+          for (auto d : dims) p *= d;
+          g.constants.insert_or_assign(
+              n.outputs[0], ops::from_data(TensorData::from<std::int64_t>({p}, Shape{}), g.device));
+        } else {
+          const auto r = static_cast<std::int64_t>(dims.size());
+          auto clampi = [&](std::int64_t v) {
+            if (v < 0) v += r;
+            return std::min(std::max<std::int64_t>(v, 0), r);
+          };
+          const std::int64_t s = clampi(n.i("start", 0)), e = clampi(n.i("end", r));
+          std::vector<std::int64_t> part;
+          for (auto k = s; k < e; ++k) part.push_back(dims[static_cast<std::size_t>(k)]);
+          g.constants.insert_or_assign(
+              n.outputs[0], ops::from_data(TensorData::from<std::int64_t>(part), g.device));
+        }
+        ++g.stats.folded;
+        continue;
+      }
+      if (!known) {
+        kept.push_back(std::move(n));
+        continue;
+      }
+      for (const auto& [k, v] : g.constants) env.insert_or_assign(k, v);
+      auto out = run_node(g, n, env);
+      for (std::size_t i = 0; i < n.outputs.size() && i < out.size(); ++i)
+        if (!n.outputs[i].empty()) g.constants.insert_or_assign(n.outputs[i], out[i]);
+      ++g.stats.folded;
+    }
+  } else {
+    kept = std::move(g.nodes);
+  }
+  // Dead-node elimination: keep what the outputs need, walking backwards.
+  std::set<std::string> needed;
+  for (const auto& o : g.outputs) needed.insert(o.name);
+  std::vector<Node> live;
+  for (auto it = kept.rbegin(); it != kept.rend(); ++it) {
+    bool used = false;
+    for (const auto& o : it->outputs)
+      if (!o.empty() && needed.count(o)) used = true;
+    if (!used) {
+      ++g.stats.eliminated;
+      continue;
+    }
+    for (const auto& r : reads_of(*it)) needed.insert(r);
+    live.push_back(std::move(*it));
+  }
+  g.nodes.assign(std::make_move_iterator(live.rbegin()), std::make_move_iterator(live.rend()));
+  // Constants nobody reads any more are dropped (the trainable ones stay: initializers()).
+  for (auto it = g.constants.begin(); it != g.constants.end();) {
+    if (!needed.count(it->first) && !trainable.count(it->first))
+      it = g.constants.erase(it);
+    else
+      ++it;
+  }
+  g.stats.kept = g.nodes.size();
+}
+
+void check_inputs(const Graph& g, const std::vector<DynTensor>& inputs) {
+  EMBER_CHECK(inputs.size() == g.inputs.size(),
+              "onnx::Model::run: got " + std::to_string(inputs.size()) + " inputs; the graph has " +
+                  std::to_string(g.inputs.size()) + " (initializers excluded)");
+  std::map<std::string, std::size_t> symbols;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const auto& v = g.inputs[i];
+    const auto& x = inputs[i];
+    const std::string what = "onnx::Model::run: input " + std::to_string(i) + " '" + v.name + "'";
+    EMBER_CHECK(x.device() == g.device,
+                what + " is on " + x.device().name() + "; the model is on " + g.device.name());
+    EMBER_CHECK(x.dtype() == v.dtype,
+                what + " has dtype " + name(x.dtype()) + "; expected " + name(v.dtype));
+    if (!v.shape) continue;
+    const auto& dims = *v.shape;
+    std::string expected = "[";
+    for (std::size_t k = 0; k < dims.size(); ++k)
+      expected += (k ? ", " : "") + (dims[k].value            ? std::to_string(*dims[k].value)
+                                     : dims[k].symbol.empty() ? "?"
+                                                              : dims[k].symbol);
+    expected += "]";
+    EMBER_CHECK(x.rank() == dims.size(), what + " has shape " + x.shape().to_string() +
+                                             "; expected rank " + std::to_string(dims.size()) +
+                                             ", " + expected);
+    for (std::size_t k = 0; k < dims.size(); ++k) {
+      if (dims[k].value) {
+        EMBER_CHECK(x.shape()[k] == *dims[k].value,
+                    what + " has shape " + x.shape().to_string() + "; expected " + expected);
+      } else if (!dims[k].symbol.empty()) {
+        auto [it, fresh] = symbols.emplace(dims[k].symbol, x.shape()[k]);
+        EMBER_CHECK(fresh || it->second == x.shape()[k],
+                    what + " has shape " + x.shape().to_string() + "; expected " + expected +
+                        " with " + dims[k].symbol + " = " + std::to_string(it->second) +
+                        " as an earlier input binds it");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void run_nodes(const Graph& g, Env& env) {
+  for (const auto& n : g.nodes) {
+    auto out = run_node(g, n, env);
+    for (std::size_t i = 0; i < n.outputs.size() && i < out.size(); ++i)
+      if (!n.outputs[i].empty()) env.insert_or_assign(n.outputs[i], std::move(out[i]));
+  }
+}
+
+Model::Model(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {}
+
+std::vector<DynTensor> Model::run(const std::vector<DynTensor>& inputs) const {
+  const Graph& g = *graph_;
+  check_inputs(g, inputs);
+  Env env(g.constants.begin(), g.constants.end());
+  for (std::size_t i = 0; i < inputs.size(); ++i) env.insert_or_assign(g.inputs[i].name, inputs[i]);
+  run_nodes(g, env);
+  std::vector<DynTensor> out;
+  for (const auto& o : g.outputs) {
+    auto it = env.find(o.name);
+    EMBER_CHECK(it != env.end(),
+                "onnx::Model::run: graph output '" + o.name + "' was not computed");
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+const std::vector<ValueInfo>& Model::inputs() const { return graph_->inputs; }
+const std::vector<ValueInfo>& Model::outputs() const { return graph_->outputs; }
+const Device& Model::device() const { return graph_->device; }
+std::int64_t Model::opset() const { return graph_->opset; }
+const LoadStats& Model::stats() const { return graph_->stats; }
+std::vector<std::pair<std::string, DynTensor>> Model::initializers() const {
+  std::vector<std::pair<std::string, DynTensor>> out;
+  for (const auto& k : graph_->initializer_names) {
+    auto it = graph_->constants.find(k);
+    if (it != graph_->constants.end()) out.emplace_back(k, it->second);
+  }
+  return out;
+}
+
+Model load_bytes(const void* data, std::size_t size, const Device& device,
+                 const LoadOptions& options, const std::string& base_dir) {
+  auto g = parse_model(data, size, device, base_dir, options.trainable);
+  check_supported(*g);
+  fold_and_prune(*g, options);
+  return Model(std::move(g));
+}
+
+Model load(const std::string& path, const Device& device, const LoadOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  EMBER_CHECK(in.good(), "onnx::load: cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  return load_bytes(bytes.data(), bytes.size(), device, options, dir);
+}
+
+}  // namespace ember::onnx

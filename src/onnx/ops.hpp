@@ -1,0 +1,61 @@
+// The ONNX operators: one function per op type, each a composite of ember ops on
+// DynTensor (ember/tensor/ops.hpp, module_ops.hpp). The table is filled by explicit calls
+// (register_*), never by static initializers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ember/tensor/ops.hpp"
+#include "graph.hpp"
+
+namespace ember::onnx {
+
+struct OpCall {
+  const Node& node;
+  std::int64_t opset;
+  const Device& device;
+  std::vector<std::optional<DynTensor>> in;  // nullopt: an omitted optional input
+  std::size_t num_outputs;                   // outputs the node names (some may be "")
+  const Env* env;                            // the values in scope (for subgraphs)
+
+  std::size_t size() const { return in.size(); }
+  bool has(std::size_t i) const { return i < in.size() && in[i].has_value(); }
+  // Input i, or an ember::Error naming the node when it is missing.
+  const DynTensor& at(std::size_t i) const;
+  [[noreturn]] void error(const std::string& what) const;
+  void check(bool cond, const std::string& what) const {
+    if (!cond) error(what);
+  }
+};
+
+using OpFn = std::vector<DynTensor> (*)(OpCall&);
+
+struct OpInfo {
+  OpFn fn;
+  bool foldable;  // deterministic: may run at load time on constant inputs
+};
+
+// The table of every supported op type of the default domain.
+const std::map<std::string, OpInfo>& op_table();
+
+// Host values of a small tensor (shapes, axes, indices).
+std::vector<std::int64_t> host_ints(const DynTensor& t);
+std::vector<double> host_f64(const DynTensor& t);
+double host_scalar(const DynTensor& t);
+// The dtype of an ONNX TensorProto.DataType code (Cast's "to"), nullopt where ember has none.
+std::optional<DType> dtype_of_onnx_code(std::int64_t t);
+
+using OpMap = std::map<std::string, OpInfo>;
+void register_elementwise(OpMap& m);
+void register_shape(OpMap& m);
+void register_reduce(OpMap& m);
+void register_nn(OpMap& m);
+void register_control(OpMap& m);
+void register_rnn(OpMap& m);
+void register_extra(OpMap& m);
+
+}  // namespace ember::onnx
