@@ -314,6 +314,9 @@ def transformers_and_more():
     run("pixel_shuffle", nn.PixelShuffle(2), [randn(2, 8, 3, 4)])
     run("pixel_unshuffle", nn.PixelUnshuffle(2), [randn(2, 2, 4, 6)])
     run("cosine_similarity", nn.CosineSimilarity(dim=1), [randn(4, 5, 3), randn(4, 5, 3)])
+    run("unfold", nn.Unfold((2, 3), dilation=(1, 2), padding=(1, 0), stride=(2, 1)),
+        [randn(2, 3, 5, 7)])
+    run("fold", nn.Fold((4, 5), (2, 2), stride=(1, 2), padding=(1, 1)), [randn(2, 8, 15)])
     run("pairwise_distance", nn.PairwiseDistance(), [randn(4, 5), randn(4, 5)])
     run("pairwise_distance_p3", nn.PairwiseDistance(p=3.0), [randn(4, 5), randn(4, 5)])
 

@@ -589,3 +589,33 @@ TEST(NnBadInput, NewLayersNameThemselves) {
       },
       "nn::loss::margin_ranking");
 }
+
+TEST(NnInit, OrthogonalRowsOrColumnsAreOrthonormal) {
+  const Device dev = Device::cpu();
+  for (const Shape& shape : {Shape{3, 7}, Shape{8, 4}, Shape{5, 5}, Shape{4, 2, 3}}) {
+    const double gain = 1.5;
+    const auto w = nn::Initializer::orthogonal(gain).init(shape, dev, std::nullopt, DType::F64);
+    const auto v = w.to_data().to_vector<double>();
+    const std::size_t rows = shape[0], cols = shape.num_elements() / rows;
+    // The smaller side's vectors are orthonormal (times the gain).
+    const bool by_rows = rows <= cols;
+    const std::size_t count = by_rows ? rows : cols, len = by_rows ? cols : rows;
+    const auto at = [&](std::size_t vec, std::size_t k) {
+      return by_rows ? v[vec * cols + k] : v[k * cols + vec];
+    };
+    for (std::size_t i = 0; i < count; ++i)
+      for (std::size_t j = 0; j < count; ++j) {
+        double dot = 0;
+        for (std::size_t k = 0; k < len; ++k) dot += at(i, k) * at(j, k);
+        EXPECT_NEAR(dot, i == j ? gain * gain : 0.0, 1e-12) << shape.to_string() << i << j;
+      }
+  }
+  // Seeded by the device's generator: the same seed draws the same matrix.
+  dev.seed(7);
+  const auto a = nn::Initializer::orthogonal().init(Shape{4, 6}, dev).to_data().to_vector<float>();
+  dev.seed(7);
+  const auto b = nn::Initializer::orthogonal().init(Shape{4, 6}, dev).to_data().to_vector<float>();
+  EXPECT_EQ(a, b);
+  EXPECT_THROW(nn::Initializer::orthogonal().init(Shape{4}, dev), Error);
+  EXPECT_THROW(nn::Initializer::orthogonal().distribution(Shape{4, 4}), Error);
+}

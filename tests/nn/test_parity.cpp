@@ -415,6 +415,15 @@ TEST(NnParity, FeedForwardBlocks) {
 TEST(NnParity, PixelShuffleAndDistances) {
   run_both("pixel_shuffle", nn::PixelShuffle{2}, true, unary<4, nn::PixelShuffle>());
   run_both("pixel_unshuffle", nn::PixelUnshuffle{2}, true, unary<4, nn::PixelUnshuffle>());
+  run_both("unfold",
+           nn::UnfoldConfig{{2, 3}}
+               .with_dilation({1, 2})
+               .with_padding({1, 0})
+               .with_stride({2, 1})
+               .init(),
+           true, unary<4, nn::Unfold>());
+  run_both("fold", nn::FoldConfig{{4, 5}, {2, 2}}.with_stride({1, 2}).with_padding({1, 1}).init(),
+           true, unary<3, nn::Fold>());
   run_both<nn::CosineSimilarity>(
       "cosine_similarity", nn::CosineSimilarityConfig{}.init(), true,
       [](const nn::CosineSimilarity& m, const std::vector<DynTensor>& in) {

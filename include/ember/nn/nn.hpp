@@ -18,3 +18,4 @@
 #include "ember/nn/rnn.hpp"
 #include "ember/nn/sequential.hpp"
 #include "ember/nn/transformer.hpp"
+#include "ember/nn/unfold.hpp"
