@@ -115,6 +115,15 @@ struct CharLm {
     x = blocks.forward(x, {nn::causal_mask(seq, dev), std::nullopt});
     return head.forward(x);
   }
+  // Decoding: the logits of the new positions idx [batch, new], which follow the positions
+  // the caches have seen (their keys and values are kept, not recomputed).
+  Tensor<3> forward_cached(const Tensor<2, Int>& idx, std::vector<nn::KvCache>& caches) const {
+    const std::size_t past = caches.empty() ? 0 : caches[0].seen(), fresh = idx.shape()[1];
+    const Device& dev = idx.device();
+    auto positions = Tensor<1, Int>::arange(std::int64_t(past), std::int64_t(past + fresh), dev)
+                         .reshape<2>(Shape{1, fresh});
+    return head.forward(blocks.forward_cached(tok.forward(idx) + pos.forward(positions), caches));
+  }
 };
 
 struct CharLmConfig {
@@ -242,22 +251,30 @@ int main(int argc, char** argv) try {
               "char_lm: the model did not learn: validation perplexity " +
                   std::to_string(std::exp(vloss)) + " is not below half the vocabulary size");
 
-  // A sample, drawn character by character from the softmax of the last position.
-  std::string prompt = "The ";
+  // A sample, drawn character by character from the softmax of the last position, with a
+  // key/value cache (the context restarts from its last half when it is full).
+  const std::string prompt = "The ";
   std::vector<std::int64_t> ctx;
   for (unsigned char c : prompt) ctx.push_back(id[c] >= 0 ? id[c] : 0);
   std::string out = prompt;
   std::mt19937_64 srng(o.seed + 2);
+  std::vector<nn::KvCache> caches;
+  std::vector<std::int64_t> feed = ctx;
   for (std::size_t i = 0; i < o.sample; ++i) {
-    const std::size_t n = std::min(ctx.size(), o.seq);
-    std::vector<std::int64_t> window(ctx.end() - std::ptrdiff_t(n), ctx.end());
-    auto x = Tensor<2, Int>::from_data(TensorData::from(window, Shape{1, n}), dev);
-    auto logits = eval.forward(x).narrow(1, std::int64_t(n - 1), 1).reshape<1>(Shape{vocab});
+    if ((caches.empty() ? 0 : caches[0].seen()) + feed.size() > o.seq) {
+      caches.clear();
+      feed.assign(ctx.end() - std::ptrdiff_t(o.seq / 2), ctx.end());
+    }
+    const std::size_t n = feed.size();
+    auto x = Tensor<2, Int>::from_data(TensorData::from(feed, Shape{1, n}), dev);
+    auto logits =
+        eval.forward_cached(x, caches).narrow(1, std::int64_t(n - 1), 1).reshape<1>(Shape{vocab});
     const auto p =
         activation::softmax(logits.mul_scalar(1.0 / 0.8), 0).to_data().to_vector<double>();
     std::discrete_distribution<std::size_t> pick(p.begin(), p.end());
     const std::size_t next = pick(srng);
     ctx.push_back(std::int64_t(next));
+    feed.assign(1, std::int64_t(next));
     out.push_back(char(chars[next]));
   }
   std::printf("--- sample ---\n%s\n--------------\n", out.c_str());

@@ -44,6 +44,17 @@ Tensor<3> TransformerEncoder::forward(const Tensor<3>& x, const AttentionMasks& 
   return norm ? norm->forward(y) : y;
 }
 
+Tensor<3> TransformerEncoder::forward_cached(const Tensor<3>& x,
+                                             std::vector<KvCache>& caches) const {
+  if (caches.empty()) caches.resize(layers.size());
+  EMBER_CHECK(caches.size() == layers.size(),
+              "nn::TransformerEncoder::forward_cached: " + std::to_string(caches.size()) +
+                  " caches for " + std::to_string(layers.size()) + " layers");
+  Tensor<3> y = x;
+  for (std::size_t i = 0; i < layers.size(); ++i) y = layers[i].forward_cached(y, caches[i]);
+  return norm ? norm->forward(y) : y;
+}
+
 TransformerEncoder TransformerEncoderConfig::init(const Device& device) const {
   EMBER_CHECK(num_layers > 0, "nn::TransformerEncoderConfig: num_layers must be positive");
   TransformerEncoder m;

@@ -309,6 +309,11 @@ def transformers_and_more():
                                 2, norm=nn.LayerNorm(8))
     run("decoder", dec, [randn(2, 5, 8), randn(2, 4, 8), causal],
         forward=lambda m, xs: m(xs[0], xs[1], tgt_mask=xs[2]))
+    mha = nn.MultiheadAttention(6, 2, kdim=5, vdim=3, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.copy_(randn(18) * 0.1)
+    run("mha_kv_dims", mha, [randn(2, 4, 6), randn(2, 3, 5), randn(2, 3, 3)],
+        forward=lambda m, xs: m(xs[0], xs[1], xs[2]))
     run("swiglu", SwiGluRef(6, 4, True), [randn(2, 3, 6)])
     run("position_wise_feed_forward", PositionWiseFeedForwardRef(6, 10), [randn(2, 3, 6)])
     run("pixel_shuffle", nn.PixelShuffle(2), [randn(2, 8, 3, 4)])

@@ -619,3 +619,35 @@ TEST(NnInit, OrthogonalRowsOrColumnsAreOrthonormal) {
   EXPECT_THROW(nn::Initializer::orthogonal().init(Shape{4}, dev), Error);
   EXPECT_THROW(nn::Initializer::orthogonal().distribution(Shape{4, 4}), Error);
 }
+
+TEST(NnTransformer, KeyValueCacheMatchesTheFullCausalForward) {
+  // Decoding in pieces of 1, 3 and 2 positions reproduces the full causal forward's rows.
+  const Device dev = Device::cpu();
+  for (bool norm_first : {false, true}) {
+    const auto enc =
+        nn::TransformerEncoderConfig{
+            nn::TransformerEncoderLayerConfig{8, 2}.with_d_ff(16).with_dropout(0.0).with_norm_first(
+                norm_first),
+            2}
+            .with_final_norm(norm_first)
+            .init(dev);
+    auto x = Tensor<3>::random(Shape{2, 6, 8}, Distribution::normal(0, 1), dev);
+    const auto full =
+        enc.forward(x, {nn::causal_mask(6, dev), std::nullopt}).to_data().to_vector<double>();
+    std::vector<nn::KvCache> caches;
+    std::vector<double> pieces;
+    for (auto [start, len] : {std::pair{0, 1}, {1, 3}, {4, 2}}) {
+      const auto y = enc.forward_cached(x.narrow(1, start, std::size_t(len)), caches);
+      ASSERT_EQ(y.shape(), (Shape{2, std::size_t(len), 8}));
+      const auto v = y.to_data().to_vector<double>();
+      for (std::size_t b = 0; b < 2; ++b)
+        for (int p = 0; p < len; ++p)
+          for (std::size_t k = 0; k < 8; ++k)
+            EXPECT_NEAR(v[(b * std::size_t(len) + std::size_t(p)) * 8 + k],
+                        full[(b * 6 + std::size_t(start + p)) * 8 + k], 1e-5)
+                << norm_first << " position " << start + p;
+    }
+    EXPECT_EQ(caches.size(), 2u);
+    EXPECT_EQ(caches[0].seen(), 6u);
+  }
+}

@@ -404,6 +404,16 @@ TEST(NnParity, TransformerStacks) {
       dec_fwd);
 }
 
+TEST(NnParity, MultiHeadAttentionWithKeyAndValueDims) {
+  using Mha = nn::MultiHeadAttention;
+  const Mha m = nn::MultiHeadAttentionConfig{6, 2}.with_kdim(5).with_vdim(3).init(cpu);
+  EXPECT_FALSE(m.in_proj_weight.has_value());
+  run_both<Mha>("mha_kv_dims", m, true, [](const Mha& m, const std::vector<DynTensor>& in) {
+    auto r = m.forward_with_weights(Tensor<3>(in[0]), Tensor<3>(in[1]), Tensor<3>(in[2]));
+    return std::vector<DynTensor>{r.context.dyn(), r.weights.dyn()};
+  });
+}
+
 TEST(NnParity, FeedForwardBlocks) {
   run_both("swiglu", nn::SwiGluConfig{6, 4}.with_bias(true).init(cpu), true,
            unary<3, nn::SwiGlu>());

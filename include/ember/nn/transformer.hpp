@@ -40,6 +40,9 @@ struct TransformerEncoder {
 
   // x [batch, seq, d_model] -> the same shape.
   Tensor<3> forward(const Tensor<3>& x, const AttentionMasks& masks = {}) const;
+  // Causal decoding step by step: the new positions attend to those seen before (one cache
+  // per layer, resized on first use). Equals forward's rows under causal_mask.
+  Tensor<3> forward_cached(const Tensor<3>& x, std::vector<KvCache>& caches) const;
 };
 
 struct TransformerEncoderConfig {
