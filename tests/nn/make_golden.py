@@ -314,6 +314,10 @@ def transformers_and_more():
         mha.in_proj_bias.copy_(randn(18) * 0.1)
     run("mha_kv_dims", mha, [randn(2, 4, 6), randn(2, 3, 5), randn(2, 3, 3)],
         forward=lambda m, xs: m(xs[0], xs[1], xs[2]))
+    run("local_response_norm", nn.LocalResponseNorm(3, alpha=0.01, beta=0.6, k=1.5),
+        [randn(2, 5, 3, 4)])
+    run("local_response_norm_even_1d", nn.LocalResponseNorm(4), [randn(2, 6, 5)])
+    run("rrelu_eval", nn.RReLU(0.1, 0.3), [randn(3, 7)], train=False)
     run("swiglu", SwiGluRef(6, 4, True), [randn(2, 3, 6)])
     run("position_wise_feed_forward", PositionWiseFeedForwardRef(6, 10), [randn(2, 3, 6)])
     run("pixel_shuffle", nn.PixelShuffle(2), [randn(2, 8, 3, 4)])

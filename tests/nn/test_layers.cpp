@@ -651,3 +651,23 @@ TEST(NnTransformer, KeyValueCacheMatchesTheFullCausalForward) {
     EXPECT_EQ(caches[0].seen(), 6u);
   }
 }
+
+TEST(NnActivation, RReluDrawsItsSlopesInTraining) {
+  const Device ad = Device::cpu().autodiff();
+  auto x = Tensor<2>::full(Shape{100, 100}, -2.0, ad).require_grad();
+  const auto y = nn::RRelu{0.1, 0.3}.forward(x);
+  const auto v = y.to_data().to_vector<double>();
+  std::vector<double> slopes;
+  for (double e : v) slopes.push_back(e / -2.0);
+  const Stats s = stats_of(slopes);
+  EXPECT_GE(s.min, 0.1);
+  EXPECT_LE(s.max, 0.3);
+  EXPECT_NEAR(s.mean, 0.2, 5 * 0.2 / std::sqrt(12.0) / 100.0);  // U(0.1, 0.3): std 0.0577
+  // The gradient of sum(y) is each element's own slope.
+  Gradients g = y.sum().backward();
+  const auto gx = x.grad(g).value().to_data().to_vector<double>();
+  for (std::size_t i = 0; i < gx.size(); i += 997) EXPECT_NEAR(gx[i], slopes[i], 1e-6);
+  // Positive inputs pass through.
+  const auto p = nn::RRelu{}.forward(Tensor<2>::ones(Shape{2, 2}, ad)).to_data().to_vector<float>();
+  EXPECT_EQ(p, std::vector<float>(4, 1.0f));
+}

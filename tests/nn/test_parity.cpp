@@ -414,6 +414,15 @@ TEST(NnParity, MultiHeadAttentionWithKeyAndValueDims) {
   });
 }
 
+TEST(NnParity, LocalResponseNormAndRRelu) {
+  run_both("local_response_norm",
+           nn::LocalResponseNormConfig{3}.with_alpha(0.01).with_beta(0.6).with_k(1.5).init(), true,
+           unary<4, nn::LocalResponseNorm>());
+  run_both("local_response_norm_even_1d", nn::LocalResponseNormConfig{4}.init(), true,
+           unary<3, nn::LocalResponseNorm>());
+  run_both("rrelu_eval", nn::RRelu{0.1, 0.3}, false, unary<2, nn::RRelu>());
+}
+
 TEST(NnParity, FeedForwardBlocks) {
   run_both("swiglu", nn::SwiGluConfig{6, 4}.with_bias(true).init(cpu), true,
            unary<3, nn::SwiGlu>());
