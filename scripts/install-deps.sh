@@ -13,6 +13,7 @@ packages=(
   libstb-dev                 # PNG/JPEG/BMP decoding for ImageFolderDataset (data layer)
   nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
   dataset-fashion-mnist      # the demo's data
+  fortunes-min               # the char_lm example's corpus (fortunes has more text)
   python3 python3-numpy python3-torch  # independent reference values for tests
   # The Vulkan backend: the loader, shaderc with the static glslang / SPIRV-Tools it links,
   # and Mesa's lavapipe (a CPU Vulkan driver) that its tests run on.

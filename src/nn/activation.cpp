@@ -1,7 +1,24 @@
 // The activation modules with more than one line of logic.
 #include "ember/nn/activation.hpp"
 
+#include <cmath>
+
 namespace ember::nn {
+
+namespace detail {
+DynTensor rrelu_forward(const DynTensor& x, double lower, double upper) {
+  EMBER_CHECK(lower <= upper && std::isfinite(lower) && std::isfinite(upper),
+              "nn::RRelu: expected finite lower <= upper, got " + std::to_string(lower) + ", " +
+                  std::to_string(upper));
+  EMBER_CHECK(x.kind() == Kind::Float,
+              std::string("nn::RRelu: expected a float input, got ") + name(x.dtype()));
+  if (!x.device().is_autodiff()) return ops::unary(ir::UnaryFn::LeakyRelu, x, (lower + upper) / 2);
+  const DynTensor slope =
+      ops::random(x.shape(), Distribution::uniform(lower, upper), x.dtype(), x.device());
+  const DynTensor negative = ops::binary_scalar(ir::BinaryFn::Lt, x, 0.0);
+  return ops::mask_where(negative, ops::binary(ir::BinaryFn::Mul, x, slope), x);
+}
+}  // namespace detail
 
 DynTensor PRelu::forward_dyn(const DynTensor& x) const {
   const std::size_t n = weight.shape()[0];

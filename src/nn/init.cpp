@@ -2,6 +2,7 @@
 #include "ember/nn/init.hpp"
 
 #include <cmath>
+#include <vector>
 
 namespace ember::nn {
 
@@ -65,14 +66,56 @@ Distribution Initializer::distribution(const Shape& shape, std::optional<Fans> f
       const double bound = std::sqrt(3.0) * std;
       return Distribution::uniform(-bound, bound);
     }
+    case Kind::Orthogonal:
+      fail("nn::Initializer::orthogonal: a QR factor, not a distribution");
   }
   fail("nn::Initializer: unknown kind");
 }
+
+namespace {
+// The orthogonal factor Q [m, n] (m >= n) of the row-major a [m, n] = Q R with R's diagonal
+// positive (the factor PyTorch's sign correction gives), by modified Gram-Schmidt applied
+// twice (re-orthogonalisation keeps Q orthonormal to f64 precision).
+std::vector<double> orthonormal_columns(std::vector<double> a, std::size_t m, std::size_t n) {
+  for (std::size_t j = 0; j < n; ++j) {
+    for (int pass = 0; pass < 2; ++pass)
+      for (std::size_t k = 0; k < j; ++k) {
+        double dot = 0;
+        for (std::size_t i = 0; i < m; ++i) dot += a[i * n + k] * a[i * n + j];
+        for (std::size_t i = 0; i < m; ++i) a[i * n + j] -= dot * a[i * n + k];
+      }
+    double norm = 0;
+    for (std::size_t i = 0; i < m; ++i) norm += a[i * n + j] * a[i * n + j];
+    norm = std::sqrt(norm);
+    EMBER_CHECK(norm > 0, "nn::Initializer::orthogonal: a rank-deficient draw");
+    for (std::size_t i = 0; i < m; ++i) a[i * n + j] /= norm;
+  }
+  return a;
+}
+}  // namespace
 
 DynTensor Initializer::init(const Shape& shape, const Device& device, std::optional<Fans> fans,
                             std::optional<DType> dtype) const {
   const DType dt = dtype.value_or(device.default_float());
   if (kind == Kind::Constant) return ops::full(shape, a, dt, device);
+  if (kind == Kind::Orthogonal) {
+    EMBER_CHECK(shape.rank() >= 2 && shape.num_elements() > 0,
+                "nn::Initializer::orthogonal: needs a non-empty tensor of rank >= 2, got " +
+                    shape.to_string());
+    const std::size_t rows = shape[0], cols = shape.num_elements() / rows;
+    const bool wide = rows < cols;  // orthonormalise the transpose's columns
+    const std::size_t m = wide ? cols : rows, n = wide ? rows : cols;
+    std::vector<double> draw =
+        ops::random(Shape{m, n}, Distribution::normal(0.0, 1.0), DType::F64, device)
+            .to_data()
+            .to_vector<double>();
+    const std::vector<double> q = orthonormal_columns(std::move(draw), m, n);
+    std::vector<double> w(rows * cols);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j)
+        w[i * cols + j] = a * (wide ? q[j * n + i] : q[i * n + j]);
+    return ops::cast(ops::from_data(TensorData::from(w, shape), device), dt);
+  }
   return ops::random(shape, distribution(shape, fans), dt, device);
 }
 

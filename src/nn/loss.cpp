@@ -2,6 +2,9 @@
 #include "ember/nn/loss.hpp"
 
 #include <cmath>
+#include <limits>
+
+#include "ember/nn/distance.hpp"
 
 namespace ember::nn::loss::detail {
 
@@ -245,6 +248,148 @@ DynTensor kl_div(const DynTensor& input, const DynTensor& target, bool log_targe
   const DynTensor zero = ops::binary_scalar(BinaryFn::Le, target, 0.0);
   const DynTensor log_t = ops::unary(UnaryFn::Log, ops::mask_fill(target, zero, 1.0));
   return reduce(ops::mask_fill(mul(target, sub(log_t, input)), zero, 0.0), r, "nn::loss::kl_div");
+}
+
+// ---- margin and embedding losses, Gaussian and Poisson NLL (PyTorch's formulas) ----
+
+namespace {
+// y (1 or -1, any kind) in x's dtype, broadcast to x's shape.
+DynTensor signs_like(const DynTensor& y, const DynTensor& x, const char* loss) {
+  EMBER_CHECK(y.shape() == x.shape(), std::string(loss) + ": expected the target of shape " +
+                                          x.shape().to_string() + ", got " + y.shape().to_string());
+  return y.dtype() == x.dtype() ? y : ops::cast(y, x.dtype());
+}
+DynTensor relu(DynTensor x) { return ops::clamp(std::move(x), 0.0, std::nullopt); }
+DynTensor where_eq(const DynTensor& y, double v, const DynTensor& a, const DynTensor& b) {
+  return ops::mask_where(ops::binary_scalar(BinaryFn::Eq, y, v), a, b);
+}
+void check_float(const DynTensor& x, const char* loss) {
+  EMBER_CHECK(x.kind() == Kind::Float,
+              std::string(loss) + ": expected a float input, got " + name(x.dtype()));
+}
+}  // namespace
+
+DynTensor cosine_embedding(const DynTensor& x1, const DynTensor& x2, const DynTensor& y,
+                           double margin, Reduction r) {
+  const char* loss = "nn::loss::cosine_embedding";
+  check_pair(x1, x2, loss);
+  EMBER_CHECK(x1.rank() == 1 || x1.rank() == 2,
+              std::string(loss) + ": expected inputs [N, d] or [d], got " + x1.shape().to_string());
+  const std::int64_t dim = std::int64_t(x1.rank()) - 1;
+  const auto sum = [&](DynTensor t) {
+    return ops::squeeze(ops::reduce(ReduceFn::Sum, std::move(t), dim), dim);
+  };
+  const DynTensor prod = sum(mul(x1, x2));
+  const DynTensor m1 = ops::binary_scalar(BinaryFn::Add, sum(mul(x1, x1)), 1e-12);
+  const DynTensor m2 = ops::binary_scalar(BinaryFn::Add, sum(mul(x2, x2)), 1e-12);
+  const DynTensor cos = div(prod, ops::unary(UnaryFn::Sqrt, mul(m1, m2)));
+  const DynTensor t = signs_like(y, cos, loss);
+  const DynTensor zero = scale(cos, 0.0);
+  const DynTensor pos = ops::rbinary_scalar(BinaryFn::Sub, 1.0, cos);
+  const DynTensor neg = relu(ops::binary_scalar(BinaryFn::Sub, cos, margin));
+  return reduce(add(where_eq(t, 1.0, pos, zero), where_eq(t, -1.0, neg, zero)), r, loss);
+}
+
+DynTensor gaussian_nll(const DynTensor& input, const DynTensor& target, const DynTensor& var,
+                       bool full, double eps, Reduction r) {
+  const char* loss = "nn::loss::gaussian_nll";
+  check_pair(input, target, loss);
+  EMBER_CHECK(var.dtype() == input.dtype() &&
+                  ops::broadcast_shapes(var.shape(), input.shape(), loss) == input.shape(),
+              std::string(loss) + ": var must broadcast to the input's shape " +
+                  input.shape().to_string() + " in its dtype, got " + var.shape().to_string());
+  EMBER_CHECK(eps > 0, std::string(loss) + ": eps must be positive");
+  // max(var, eps) with the gradient of var itself (PyTorch clamps a copy under no_grad).
+  const DynTensor clamped = ops::clamp(ops::detach(var), eps, std::nullopt);
+  const DynTensor v = add(var, sub(clamped, ops::detach(var)));
+  DynTensor per = scale(
+      add(ops::unary(UnaryFn::Log, v), div(ops::unary(UnaryFn::Square, sub(input, target)), v)),
+      0.5);
+  if (full) per = ops::binary_scalar(BinaryFn::Add, std::move(per), 0.5 * std::log(2 * M_PI));
+  return reduce(std::move(per), r, loss);
+}
+
+DynTensor poisson_nll(const DynTensor& input, const DynTensor& target, bool log_input, bool full,
+                      double eps, Reduction r) {
+  const char* loss = "nn::loss::poisson_nll";
+  check_pair(input, target, loss);
+  DynTensor per =
+      log_input ? sub(ops::unary(UnaryFn::Exp, input), mul(target, input))
+                : sub(input, mul(target, ops::unary(UnaryFn::Log, ops::binary_scalar(BinaryFn::Add,
+                                                                                     input, eps))));
+  if (full) {
+    // Stirling's approximation of log(target!), counted where target > 1.
+    const DynTensor stirling = add(sub(mul(target, ops::unary(UnaryFn::Log, target)), target),
+                                   scale(ops::unary(UnaryFn::Log, scale(target, 2 * M_PI)), 0.5));
+    per = add(std::move(per), ops::mask_where(ops::binary_scalar(BinaryFn::Gt, target, 1.0),
+                                              stirling, scale(target, 0.0)));
+  }
+  return reduce(std::move(per), r, loss);
+}
+
+DynTensor margin_ranking(const DynTensor& x1, const DynTensor& x2, const DynTensor& y,
+                         double margin, Reduction r) {
+  const char* loss = "nn::loss::margin_ranking";
+  check_pair(x1, x2, loss);
+  const DynTensor t = signs_like(y, x1, loss);
+  return reduce(relu(ops::binary_scalar(BinaryFn::Add, scale(mul(t, sub(x1, x2)), -1.0), margin)),
+                r, loss);
+}
+
+DynTensor triplet_margin(const DynTensor& anchor, const DynTensor& positive,
+                         const DynTensor& negative, double margin, double p, double eps, bool swap,
+                         Reduction r) {
+  const char* loss = "nn::loss::triplet_margin";
+  check_pair(anchor, positive, loss);
+  check_pair(anchor, negative, loss);
+  EMBER_CHECK(anchor.rank() == 2,
+              std::string(loss) + ": expected inputs [N, d], got " + anchor.shape().to_string());
+  const auto dist = [&](const DynTensor& a, const DynTensor& b) {
+    return nn::detail::pairwise_distance(a, b, p, eps, false);
+  };
+  DynTensor d_neg = dist(anchor, negative);
+  if (swap) d_neg = ops::binary(BinaryFn::Min, std::move(d_neg), dist(positive, negative));
+  return reduce(relu(ops::binary_scalar(BinaryFn::Add, sub(dist(anchor, positive), d_neg), margin)),
+                r, loss);
+}
+
+DynTensor hinge_embedding(const DynTensor& x, const DynTensor& y, double margin, Reduction r) {
+  const char* loss = "nn::loss::hinge_embedding";
+  check_float(x, loss);
+  const DynTensor t = signs_like(y, x, loss);
+  const DynTensor zero = scale(x, 0.0);
+  const DynTensor below = relu(ops::rbinary_scalar(BinaryFn::Sub, margin, x));
+  const DynTensor m = ops::mask_where(ops::binary_scalar(BinaryFn::Ne, t, 1.0), below, zero);
+  const DynTensor s = ops::mask_where(ops::binary_scalar(BinaryFn::Ne, t, -1.0), x, zero);
+  return reduce(add(m, s), r, loss);
+}
+
+DynTensor multi_margin(const DynTensor& x, const DynTensor& labels, int p, double margin,
+                       const std::optional<DynTensor>& weight, Reduction r) {
+  const char* loss = "nn::loss::multi_margin";
+  EMBER_CHECK(p == 1 || p == 2, std::string(loss) + ": p must be 1 or 2, got " + std::to_string(p));
+  const std::optional<Tensor<1>> w =
+      weight ? std::optional<Tensor<1>>(Tensor<1>(*weight)) : std::nullopt;
+  check_labels(x, labels, std::numeric_limits<std::int64_t>::min(), w, loss);
+  const std::size_t n = x.shape()[0], c = x.shape()[1];
+  const DynTensor idx = ops::reshape(labels, Shape{n, 1});
+  const DynTensor xy = ops::gather(x, 1, idx);  // [N, 1]
+  DynTensor z = relu(ops::binary_scalar(BinaryFn::Add, sub(x, xy), margin));
+  if (p == 2) z = ops::unary(UnaryFn::Square, std::move(z));
+  if (weight) z = mul(std::move(z), ops::reshape(ops::select(*weight, 0, labels), Shape{n, 1}));
+  const DynTensor others =
+      ops::rbinary_scalar(BinaryFn::Sub, 1.0, ops::one_hot(labels, c, x.dtype()));
+  DynTensor per = scale(ops::squeeze(ops::reduce(ReduceFn::Sum, mul(std::move(z), others), 1), 1),
+                        1.0 / double(c));
+  return reduce(std::move(per), r, loss);
+}
+
+DynTensor soft_margin(const DynTensor& x, const DynTensor& y, Reduction r) {
+  const char* loss = "nn::loss::soft_margin";
+  check_float(x, loss);
+  const DynTensor t = signs_like(y, x, loss);
+  return reduce(ops::unary(UnaryFn::Log1p, ops::unary(UnaryFn::Exp, scale(mul(t, x), -1.0))), r,
+                loss);
 }
 
 }  // namespace ember::nn::loss::detail

@@ -188,4 +188,27 @@ RmsNorm RmsNormConfig::init(const Device& device) const {
   return RmsNorm{filled_param(elementwise_affine, d_model, 1.0, device), d_model, eps};
 }
 
+DynTensor LocalResponseNorm::forward_dyn(const DynTensor& x) const {
+  EMBER_CHECK(
+      x.rank() >= 3 && x.kind() == Kind::Float,
+      "nn::LocalResponseNorm: expected a float [N, C, *] input, got " + x.shape().to_string());
+  EMBER_CHECK(size > 0, "nn::LocalResponseNorm: size must be positive");
+  const std::size_t n = x.shape()[0], c = x.shape()[1], rest = x.num_elements() / (n * c);
+  // The windowed mean of x^2 over channels: x^2 as [N, 1, C, rest], zero-padded on C, pooled.
+  DynTensor sq = ops::reshape(ops::unary(ir::UnaryFn::Square, x), Shape{n, 1, c, rest});
+  sq = ops::pad(std::move(sq), {{size / 2, (size - 1) / 2}, {0, 0}});
+  DynTensor mean = module_ops::avg_pool(std::move(sq), {size, 1}, {{1, 1}, {0, 0}, {1, 1}});
+  DynTensor div = ops::binary_scalar(
+      ir::BinaryFn::Pow,
+      ops::binary_scalar(ir::BinaryFn::Add,
+                         ops::binary_scalar(ir::BinaryFn::Mul, std::move(mean), alpha), k),
+      beta);
+  return ops::binary(ir::BinaryFn::Div, x, ops::reshape(std::move(div), x.shape()));
+}
+
+LocalResponseNorm LocalResponseNormConfig::init() const {
+  EMBER_CHECK(size > 0, "nn::LocalResponseNormConfig: size must be positive");
+  return LocalResponseNorm{size, alpha, beta, k};
+}
+
 }  // namespace ember::nn

@@ -260,6 +260,115 @@ def more_layers():
         [randn(2, 5, 3)], forward=lambda m, xs: m(xs[0]))
 
 
+class SwiGluRef(nn.Module):
+    """Burn's SwiGlu by its formula: silu(linear_inner(x)) * linear_outer(x)."""
+
+    def __init__(self, d_in, d_out, bias):
+        super().__init__()
+        self.linear_inner = nn.Linear(d_in, d_out, bias=bias)
+        self.linear_outer = nn.Linear(d_in, d_out, bias=bias)
+
+    def forward(self, x):
+        return F.silu(self.linear_inner(x)) * self.linear_outer(x)
+
+
+class PositionWiseFeedForwardRef(nn.Module):
+    """Burn's PositionWiseFeedForward: linear_outer(gelu(linear_inner(x)))."""
+
+    def __init__(self, d_model, d_ff):
+        super().__init__()
+        self.linear_inner = nn.Linear(d_model, d_ff)
+        self.linear_outer = nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.linear_outer(F.gelu(self.linear_inner(x)))
+
+
+def transformers_and_more():
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    for norm_first in (False, True):
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
+                                           norm_first=norm_first, activation="gelu")
+        enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8) if norm_first else None,
+                                    enable_nested_tensor=False)
+        for m in enc.modules():
+            if isinstance(m, nn.LayerNorm):
+                perturb_state(m)
+        run("encoder" + ("_norm_first" if norm_first else ""), enc, [randn(2, 5, 8), causal],
+            forward=lambda m, xs: m(xs[0], mask=xs[1]))
+    for norm_first in (False, True):
+        layer = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True,
+                                           norm_first=norm_first)
+        for m in layer.modules():
+            if isinstance(m, nn.LayerNorm):
+                perturb_state(m)
+        run("decoder_layer" + ("_norm_first" if norm_first else ""), layer,
+            [randn(2, 5, 8), randn(2, 4, 8), causal],
+            forward=lambda m, xs: m(xs[0], xs[1], tgt_mask=xs[2]))
+    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+                                2, norm=nn.LayerNorm(8))
+    run("decoder", dec, [randn(2, 5, 8), randn(2, 4, 8), causal],
+        forward=lambda m, xs: m(xs[0], xs[1], tgt_mask=xs[2]))
+    mha = nn.MultiheadAttention(6, 2, kdim=5, vdim=3, batch_first=True)
+    with torch.no_grad():
+        mha.in_proj_bias.copy_(randn(18) * 0.1)
+    run("mha_kv_dims", mha, [randn(2, 4, 6), randn(2, 3, 5), randn(2, 3, 3)],
+        forward=lambda m, xs: m(xs[0], xs[1], xs[2]))
+    run("local_response_norm", nn.LocalResponseNorm(3, alpha=0.01, beta=0.6, k=1.5),
+        [randn(2, 5, 3, 4)])
+    run("local_response_norm_even_1d", nn.LocalResponseNorm(4), [randn(2, 6, 5)])
+    run("rrelu_eval", nn.RReLU(0.1, 0.3), [randn(3, 7)], train=False)
+    run("swiglu", SwiGluRef(6, 4, True), [randn(2, 3, 6)])
+    run("position_wise_feed_forward", PositionWiseFeedForwardRef(6, 10), [randn(2, 3, 6)])
+    run("pixel_shuffle", nn.PixelShuffle(2), [randn(2, 8, 3, 4)])
+    run("pixel_unshuffle", nn.PixelUnshuffle(2), [randn(2, 2, 4, 6)])
+    run("cosine_similarity", nn.CosineSimilarity(dim=1), [randn(4, 5, 3), randn(4, 5, 3)])
+    run("unfold", nn.Unfold((2, 3), dilation=(1, 2), padding=(1, 0), stride=(2, 1)),
+        [randn(2, 3, 5, 7)])
+    run("fold", nn.Fold((4, 5), (2, 2), stride=(1, 2), padding=(1, 1)), [randn(2, 8, 15)])
+    run("pairwise_distance", nn.PairwiseDistance(), [randn(4, 5), randn(4, 5)])
+    run("pairwise_distance_p3", nn.PairwiseDistance(p=3.0), [randn(4, 5), randn(4, 5)])
+
+    x1, x2 = randn(6, 4), randn(6, 4)
+    y = torch.tensor([1, -1, 1, -1, -1, 1], dtype=torch.float64)
+    run("loss_cosine_embedding", Fn(lambda a, b, t: F.cosine_embedding_loss(a, b, t, margin=0.2)),
+        [x1, x2, y], nograd=(2,))
+    mu, tgt = randn(5, 3), randn(5, 3)
+    var = torch.rand(5, 3, dtype=torch.float64) + 0.2
+    run("loss_gaussian_nll", Fn(lambda a, b, v: F.gaussian_nll_loss(a, b, v, full=True)),
+        [mu, tgt, var], nograd=(1,))
+    var1 = torch.rand(5, 1, dtype=torch.float64) + 0.2
+    run("loss_gaussian_nll_broadcast_sum",
+        Fn(lambda a, b, v: F.gaussian_nll_loss(a, b, v, reduction="sum")), [mu, tgt, var1],
+        nograd=(1,))
+    counts = torch.tensor([[0.0, 1, 3], [2, 5, 0], [1, 1, 7], [4, 0, 2]], dtype=torch.float64)
+    run("loss_poisson_nll_full", Fn(lambda a, b: F.poisson_nll_loss(a, b, full=True)),
+        [randn(4, 3) * 0.5, counts], nograd=(1,))
+    rates = torch.rand(4, 3, dtype=torch.float64) * 3 + 0.1
+    run("loss_poisson_nll_rates",
+        Fn(lambda a, b: F.poisson_nll_loss(a, b, log_input=False, reduction="sum")),
+        [rates, counts], nograd=(1,))
+    run("loss_margin_ranking", Fn(lambda a, b, t: F.margin_ranking_loss(a, b, t, margin=0.3)),
+        [randn(6), randn(6), y], nograd=(2,))
+    a, p, n = randn(5, 4), randn(5, 4), randn(5, 4)
+    run("loss_triplet_margin", Fn(lambda a, p, n: F.triplet_margin_loss(a, p, n, margin=1.5)),
+        [a, p, n])
+    run("loss_triplet_margin_swap_p1",
+        Fn(lambda a, p, n: F.triplet_margin_loss(a, p, n, p=1, swap=True, reduction="none")),
+        [a, p, n])
+    yh = torch.tensor([[1.0, -1, 1], [-1, -1, 1]], dtype=torch.float64)
+    run("loss_hinge_embedding", Fn(lambda x, t: F.hinge_embedding_loss(x, t, margin=0.8)),
+        [randn(2, 3), yh], nograd=(1,))
+    logits, labels = randn(5, 4), torch.tensor([0, 3, 1, 1, 2])
+    w = torch.rand(4, dtype=torch.float64) + 0.5
+    run("loss_multi_margin", Fn(lambda x, t: F.multi_margin_loss(x, t, margin=0.7)),
+        [logits, labels])
+    run("loss_multi_margin_p2_weight",
+        Fn(lambda x, t: F.multi_margin_loss(x, t, p=2, weight=w, reduction="sum")),
+        [logits, labels], meta={"weight": w.tolist()})
+    run("loss_soft_margin", Fn(F.soft_margin_loss), [randn(2, 3) * 2, yh], nograd=(1,))
+
+
 class Block(nn.Module):
     def __init__(self):
         super().__init__()
@@ -294,3 +403,5 @@ if __name__ == "__main__":
     state_dict_keys()
     torch.manual_seed(1)
     more_layers()
+    torch.manual_seed(2)
+    transformers_and_more()

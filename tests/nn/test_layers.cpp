@@ -461,3 +461,213 @@ TEST(NnBadInput, LossesNameLabelsAndShapes) {
                    {"[0, 1]"});
   expect_error_has([&] { (void)(nn::loss::huber(logits, logits, -1.0)); }, {"delta"});
 }
+
+// ---- position encodings, noise and the causal mask, against their closed forms ----
+
+TEST(NnPositionEncoding, SinusoidsAddedAsTheFormula) {
+  const Device dev = Device::cpu();
+  const auto pe = nn::PositionalEncodingConfig{6}.with_max_sequence_size(10).init(dev);
+  auto x = Tensor<3>::random(Shape{2, 4, 6}, Distribution::normal(0, 1), dev);
+  const auto in = x.to_data().to_vector<float>();
+  const auto out = pe.forward(x).to_data().to_vector<float>();
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t p = 0; p < 4; ++p)
+      for (std::size_t i = 0; i < 6; ++i) {
+        const double angle = double(p) / std::pow(10000.0, double(i - i % 2) / 6.0);
+        const double want = in[(b * 4 + p) * 6 + i] + (i % 2 ? std::cos(angle) : std::sin(angle));
+        EXPECT_NEAR(out[(b * 4 + p) * 6 + i], want, 1e-6) << b << " " << p << " " << i;
+      }
+  EXPECT_THROW(pe.forward(Tensor<3>::zeros(Shape{1, 11, 6}, dev)), Error);
+  EXPECT_THROW(pe.forward(Tensor<3>::zeros(Shape{1, 3, 4}, dev)), Error);
+  EXPECT_THROW(nn::PositionalEncodingConfig{5}.init(dev), Error);
+  EXPECT_EQ(pe.num_params(), 0u);
+}
+
+TEST(NnPositionEncoding, RotaryRotatesPairsAndKeepsNorms) {
+  const Device ad = Device::cpu().autodiff();
+  const auto rope = nn::RotaryEncodingConfig{16, 8}.init(ad);
+  const std::size_t heads = 2, seq = 5, d = 8, start = 3;
+  auto x = Tensor<3>::random(Shape{heads, seq, d}, Distribution::normal(0, 1), ad).require_grad();
+  const auto in = x.to_data().to_vector<double>();
+  auto y = rope.forward(x, start);
+  const auto out = y.to_data().to_vector<double>();
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t p = 0; p < seq; ++p)
+      for (std::size_t i = 0; i < d / 2; ++i) {
+        const double a = double(p + start) * std::pow(10000.0, -2.0 * double(i) / double(d));
+        const std::size_t k = (h * seq + p) * d + 2 * i;
+        EXPECT_NEAR(out[k], in[k] * std::cos(a) - in[k + 1] * std::sin(a), 1e-5);
+        EXPECT_NEAR(out[k + 1], in[k] * std::sin(a) + in[k + 1] * std::cos(a), 1e-5);
+      }
+  // A rotation is orthogonal: the gradient of sum(y * g) is R^T g, whose pair norms equal g's.
+  auto g = Tensor<3>::random(Shape{heads, seq, d}, Distribution::normal(0, 1), ad.inner());
+  Gradients grads = (y * Tensor<3>::from_inner(g)).sum().backward();
+  const auto gx = x.grad(grads).value().to_data().to_vector<double>();
+  const auto gv = g.to_data().to_vector<double>();
+  for (std::size_t k = 0; k < gx.size(); k += 2)
+    EXPECT_NEAR(std::hypot(gx[k], gx[k + 1]), std::hypot(gv[k], gv[k + 1]), 1e-5);
+  EXPECT_THROW(rope.forward(x, 12), Error);  // positions 12..17 exceed 16
+  EXPECT_THROW(rope.forward(Tensor<3>::zeros(Shape{1, 2, 6}, ad)), Error);
+}
+
+TEST(NnNoise, GaussianNoiseInTrainingOnly) {
+  const Device cpu = Device::cpu();
+  const auto noise = nn::GaussianNoiseConfig{0.5}.init();
+  auto x = Tensor<2>::ones(Shape{200, 100}, cpu);
+  EXPECT_EQ(noise.forward(x).to_data().to_vector<float>(), x.to_data().to_vector<float>());
+  const Device ad = cpu.autodiff();
+  const auto v = noise.forward(Tensor<2>::ones(Shape{200, 100}, ad)).to_data().to_vector<double>();
+  const Stats s = stats_of(v);
+  // 20,000 draws: the mean within 5 standard errors of 1, the variance within 5% of 0.25.
+  EXPECT_NEAR(s.mean, 1.0, 5 * 0.5 / std::sqrt(20000.0));
+  EXPECT_NEAR(s.var, 0.25, 0.0125);
+  EXPECT_THROW(nn::GaussianNoiseConfig{-1.0}.init(), Error);
+}
+
+TEST(NnTransformer, CausalMaskHidesTheFuture) {
+  const auto m = nn::causal_mask(4, Device::cpu()).to_data().convert(DType::U8);
+  const auto v = m.to_vector<std::uint8_t>();
+  for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t j = 0; j < 4; ++j) EXPECT_EQ(v[i * 4 + j], j > i ? 1 : 0) << i << " " << j;
+}
+
+TEST(NnTransformer, CausalEncoderOutputIgnoresLaterPositions) {
+  // With a causal mask, changing position 3 of the input leaves positions 0..2 unchanged.
+  const Device dev = Device::cpu();
+  const auto enc =
+      nn::TransformerEncoderConfig{
+          nn::TransformerEncoderLayerConfig{8, 2}.with_d_ff(16).with_dropout(0.0), 2}
+          .init(dev);
+  auto x = Tensor<3>::random(Shape{1, 4, 8}, Distribution::normal(0, 1), dev);
+  auto x2 = x.slice_assign({{0, 1}, {3, 4}, {0, 8}}, Tensor<3>::ones(Shape{1, 1, 8}, dev));
+  const nn::AttentionMasks causal{nn::causal_mask(4, dev), std::nullopt};
+  const auto a = enc.forward(x, causal).to_data().to_vector<float>();
+  const auto b = enc.forward(x2, causal).to_data().to_vector<float>();
+  for (std::size_t k = 0; k < 3 * 8; ++k) EXPECT_EQ(a[k], b[k]) << k;
+  bool later_differs = false;
+  for (std::size_t k = 3 * 8; k < 4 * 8; ++k) later_differs |= a[k] != b[k];
+  EXPECT_TRUE(later_differs);
+  std::vector<std::string> paths;
+  enc.visit([&](const nn::TensorEntry& e) { paths.emplace_back(e.path); });
+  EXPECT_EQ(paths.front(), "layers.0.self_attn.in_proj_weight");
+  EXPECT_EQ(paths.back(), "layers.1.norm2.bias");
+}
+
+TEST(NnBadInput, NewLayersNameThemselves) {
+  const Device dev = Device::cpu();
+  const auto expect_error = [](const std::function<void()>& f, const char* what) {
+    expect_error_has(f, {what});
+  };
+  expect_error(
+      [&] {
+        (void)nn::PixelShuffle{2}.forward(Tensor<4>::zeros(Shape{1, 6, 2, 2}, dev));
+      },
+      "nn::PixelShuffle");
+  expect_error(
+      [&] {
+        (void)nn::PixelUnshuffle{2}.forward(Tensor<4>::zeros(Shape{1, 1, 3, 4}, dev));
+      },
+      "nn::PixelUnshuffle");
+  expect_error(
+      [&] {
+        (void)nn::TransformerEncoderConfig{{8, 3}, 1}.init(dev);
+      },
+      "n_heads 3 must divide d_model 8");
+  expect_error([&] { (void)nn::TransformerDecoderConfig{{8, 2}, 0}.init(dev); }, "num_layers");
+  expect_error(
+      [&] {
+        (void)nn::loss::multi_margin(
+            Tensor<2>::zeros(Shape{2, 3}, dev),
+            Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({0, 3}, Shape{2}), dev));
+      },
+      "label 3 at index 1");
+  expect_error(
+      [&] {
+        (void)nn::loss::margin_ranking(Tensor<1>::zeros(Shape{3}, dev),
+                                       Tensor<1>::zeros(Shape{3}, dev),
+                                       Tensor<1>::zeros(Shape{2}, dev));
+      },
+      "nn::loss::margin_ranking");
+}
+
+TEST(NnInit, OrthogonalRowsOrColumnsAreOrthonormal) {
+  const Device dev = Device::cpu();
+  for (const Shape& shape : {Shape{3, 7}, Shape{8, 4}, Shape{5, 5}, Shape{4, 2, 3}}) {
+    const double gain = 1.5;
+    const auto w = nn::Initializer::orthogonal(gain).init(shape, dev, std::nullopt, DType::F64);
+    const auto v = w.to_data().to_vector<double>();
+    const std::size_t rows = shape[0], cols = shape.num_elements() / rows;
+    // The smaller side's vectors are orthonormal (times the gain).
+    const bool by_rows = rows <= cols;
+    const std::size_t count = by_rows ? rows : cols, len = by_rows ? cols : rows;
+    const auto at = [&](std::size_t vec, std::size_t k) {
+      return by_rows ? v[vec * cols + k] : v[k * cols + vec];
+    };
+    for (std::size_t i = 0; i < count; ++i)
+      for (std::size_t j = 0; j < count; ++j) {
+        double dot = 0;
+        for (std::size_t k = 0; k < len; ++k) dot += at(i, k) * at(j, k);
+        EXPECT_NEAR(dot, i == j ? gain * gain : 0.0, 1e-12) << shape.to_string() << i << j;
+      }
+  }
+  // Seeded by the device's generator: the same seed draws the same matrix.
+  dev.seed(7);
+  const auto a = nn::Initializer::orthogonal().init(Shape{4, 6}, dev).to_data().to_vector<float>();
+  dev.seed(7);
+  const auto b = nn::Initializer::orthogonal().init(Shape{4, 6}, dev).to_data().to_vector<float>();
+  EXPECT_EQ(a, b);
+  EXPECT_THROW(nn::Initializer::orthogonal().init(Shape{4}, dev), Error);
+  EXPECT_THROW(nn::Initializer::orthogonal().distribution(Shape{4, 4}), Error);
+}
+
+TEST(NnTransformer, KeyValueCacheMatchesTheFullCausalForward) {
+  // Decoding in pieces of 1, 3 and 2 positions reproduces the full causal forward's rows.
+  const Device dev = Device::cpu();
+  for (bool norm_first : {false, true}) {
+    const auto enc =
+        nn::TransformerEncoderConfig{
+            nn::TransformerEncoderLayerConfig{8, 2}.with_d_ff(16).with_dropout(0.0).with_norm_first(
+                norm_first),
+            2}
+            .with_final_norm(norm_first)
+            .init(dev);
+    auto x = Tensor<3>::random(Shape{2, 6, 8}, Distribution::normal(0, 1), dev);
+    const auto full =
+        enc.forward(x, {nn::causal_mask(6, dev), std::nullopt}).to_data().to_vector<double>();
+    std::vector<nn::KvCache> caches;
+    std::vector<double> pieces;
+    for (auto [start, len] : {std::pair{0, 1}, {1, 3}, {4, 2}}) {
+      const auto y = enc.forward_cached(x.narrow(1, start, std::size_t(len)), caches);
+      ASSERT_EQ(y.shape(), (Shape{2, std::size_t(len), 8}));
+      const auto v = y.to_data().to_vector<double>();
+      for (std::size_t b = 0; b < 2; ++b)
+        for (int p = 0; p < len; ++p)
+          for (std::size_t k = 0; k < 8; ++k)
+            EXPECT_NEAR(v[(b * std::size_t(len) + std::size_t(p)) * 8 + k],
+                        full[(b * 6 + std::size_t(start + p)) * 8 + k], 1e-5)
+                << norm_first << " position " << start + p;
+    }
+    EXPECT_EQ(caches.size(), 2u);
+    EXPECT_EQ(caches[0].seen(), 6u);
+  }
+}
+
+TEST(NnActivation, RReluDrawsItsSlopesInTraining) {
+  const Device ad = Device::cpu().autodiff();
+  auto x = Tensor<2>::full(Shape{100, 100}, -2.0, ad).require_grad();
+  const auto y = nn::RRelu{0.1, 0.3}.forward(x);
+  const auto v = y.to_data().to_vector<double>();
+  std::vector<double> slopes;
+  for (double e : v) slopes.push_back(e / -2.0);
+  const Stats s = stats_of(slopes);
+  EXPECT_GE(s.min, 0.1);
+  EXPECT_LE(s.max, 0.3);
+  EXPECT_NEAR(s.mean, 0.2, 5 * 0.2 / std::sqrt(12.0) / 100.0);  // U(0.1, 0.3): std 0.0577
+  // The gradient of sum(y) is each element's own slope.
+  Gradients g = y.sum().backward();
+  const auto gx = x.grad(g).value().to_data().to_vector<double>();
+  for (std::size_t i = 0; i < gx.size(); i += 997) EXPECT_NEAR(gx[i], slopes[i], 1e-6);
+  // Positive inputs pass through.
+  const auto p = nn::RRelu{}.forward(Tensor<2>::ones(Shape{2, 2}, ad)).to_data().to_vector<float>();
+  EXPECT_EQ(p, std::vector<float>(4, 1.0f));
+}

@@ -373,6 +373,89 @@ TEST(NnParity, TransformerEncoderLayer) {
            unary<3, nn::TransformerEncoderLayer>());
 }
 
+TEST(NnParity, TransformerStacks) {
+  const auto layer =
+      nn::TransformerEncoderLayerConfig{8, 2}.with_d_ff(16).with_dropout(0.0).with_activation(
+          "gelu");
+  using Enc = nn::TransformerEncoder;
+  const Forward<Enc> enc_fwd = [](const Enc& m, const std::vector<DynTensor>& in) {
+    const Tensor<2, Bool> mask = nn::causal_mask(in[0].shape()[1], in[0].device());
+    EXPECT_EQ(mask.to_data().convert(DType::U8).to_vector<std::uint8_t>(),
+              in[1].to_data().convert(DType::U8).to_vector<std::uint8_t>());
+    return std::vector<DynTensor>{m.forward(Tensor<3>(in[0]), {mask, std::nullopt}).dyn()};
+  };
+  run_both<Enc>("encoder", nn::TransformerEncoderConfig{layer, 2}.init(cpu), true, enc_fwd);
+  run_both<Enc>(
+      "encoder_norm_first",
+      nn::TransformerEncoderConfig{layer.with_norm_first(true), 2}.with_final_norm(true).init(cpu),
+      true, enc_fwd);
+
+  const auto dlayer = nn::TransformerDecoderLayerConfig{8, 2}.with_d_ff(16).with_dropout(0.0);
+  const auto dec_fwd = [](const auto& m, const std::vector<DynTensor>& in) {
+    const nn::DecoderMasks masks{{Tensor<2, Bool>(in[2]), std::nullopt}, {}};
+    return std::vector<DynTensor>{m.forward(Tensor<3>(in[0]), Tensor<3>(in[1]), masks).dyn()};
+  };
+  using DecLayer = nn::TransformerDecoderLayer;
+  run_both<DecLayer>("decoder_layer", dlayer.init(cpu), true, dec_fwd);
+  run_both<DecLayer>("decoder_layer_norm_first", dlayer.with_norm_first(true).init(cpu), true,
+                     dec_fwd);
+  run_both<nn::TransformerDecoder>(
+      "decoder", nn::TransformerDecoderConfig{dlayer, 2}.with_final_norm(true).init(cpu), true,
+      dec_fwd);
+}
+
+TEST(NnParity, MultiHeadAttentionWithKeyAndValueDims) {
+  using Mha = nn::MultiHeadAttention;
+  const Mha m = nn::MultiHeadAttentionConfig{6, 2}.with_kdim(5).with_vdim(3).init(cpu);
+  EXPECT_FALSE(m.in_proj_weight.has_value());
+  run_both<Mha>("mha_kv_dims", m, true, [](const Mha& m, const std::vector<DynTensor>& in) {
+    auto r = m.forward_with_weights(Tensor<3>(in[0]), Tensor<3>(in[1]), Tensor<3>(in[2]));
+    return std::vector<DynTensor>{r.context.dyn(), r.weights.dyn()};
+  });
+}
+
+TEST(NnParity, LocalResponseNormAndRRelu) {
+  run_both("local_response_norm",
+           nn::LocalResponseNormConfig{3}.with_alpha(0.01).with_beta(0.6).with_k(1.5).init(), true,
+           unary<4, nn::LocalResponseNorm>());
+  run_both("local_response_norm_even_1d", nn::LocalResponseNormConfig{4}.init(), true,
+           unary<3, nn::LocalResponseNorm>());
+  run_both("rrelu_eval", nn::RRelu{0.1, 0.3}, false, unary<2, nn::RRelu>());
+}
+
+TEST(NnParity, FeedForwardBlocks) {
+  run_both("swiglu", nn::SwiGluConfig{6, 4}.with_bias(true).init(cpu), true,
+           unary<3, nn::SwiGlu>());
+  run_both("position_wise_feed_forward",
+           nn::PositionWiseFeedForwardConfig{6, 10}.with_dropout(0.0).init(cpu), true,
+           unary<3, nn::PositionWiseFeedForward>());
+}
+
+TEST(NnParity, PixelShuffleAndDistances) {
+  run_both("pixel_shuffle", nn::PixelShuffle{2}, true, unary<4, nn::PixelShuffle>());
+  run_both("pixel_unshuffle", nn::PixelUnshuffle{2}, true, unary<4, nn::PixelUnshuffle>());
+  run_both("unfold",
+           nn::UnfoldConfig{{2, 3}}
+               .with_dilation({1, 2})
+               .with_padding({1, 0})
+               .with_stride({2, 1})
+               .init(),
+           true, unary<4, nn::Unfold>());
+  run_both("fold", nn::FoldConfig{{4, 5}, {2, 2}}.with_stride({1, 2}).with_padding({1, 1}).init(),
+           true, unary<3, nn::Fold>());
+  run_both<nn::CosineSimilarity>(
+      "cosine_similarity", nn::CosineSimilarityConfig{}.init(), true,
+      [](const nn::CosineSimilarity& m, const std::vector<DynTensor>& in) {
+        return std::vector<DynTensor>{m.forward(Tensor<3>(in[0]), Tensor<3>(in[1])).dyn()};
+      });
+  const Forward<nn::PairwiseDistance> pd = [](const nn::PairwiseDistance& m,
+                                              const std::vector<DynTensor>& in) {
+    return std::vector<DynTensor>{m.forward(Tensor<2>(in[0]), Tensor<2>(in[1])).dyn()};
+  };
+  run_both("pairwise_distance", nn::PairwiseDistanceConfig{}.init(), true, pd);
+  run_both("pairwise_distance_p3", nn::PairwiseDistanceConfig{}.with_p(3.0).init(), true, pd);
+}
+
 namespace {
 struct NoParams {
   EMBER_MODULE(NoParams)
@@ -432,6 +515,41 @@ TEST(NnParity, Losses) {
            [&](auto& in) { return kl_div(t2(in[0]), t2(in[1]), Reduction::BatchMean); });
   run_loss("loss_kl_div_log_target",
            [&](auto& in) { return kl_div(t2(in[0]), t2(in[1]), Reduction::Mean, true); });
+}
+
+TEST(NnParity, MarginAndLikelihoodLosses) {
+  using namespace nn::loss;
+  const auto t1 = [](const DynTensor& x) { return Tensor<1>(x); };
+  const auto t2 = [](const DynTensor& x) { return Tensor<2>(x); };
+  run_loss("loss_cosine_embedding",
+           [&](auto& in) { return cosine_embedding(t2(in[0]), t2(in[1]), t1(in[2]), 0.2); });
+  run_loss("loss_gaussian_nll",
+           [&](auto& in) { return gaussian_nll(t2(in[0]), t2(in[1]), t2(in[2]), true); });
+  run_loss("loss_gaussian_nll_broadcast_sum", [&](auto& in) {
+    return gaussian_nll(t2(in[0]), t2(in[1]), t2(in[2]), false, 1e-6, Reduction::Sum);
+  });
+  run_loss("loss_poisson_nll_full",
+           [&](auto& in) { return poisson_nll(t2(in[0]), t2(in[1]), true, true); });
+  run_loss("loss_poisson_nll_rates", [&](auto& in) {
+    return poisson_nll(t2(in[0]), t2(in[1]), false, false, 1e-8, Reduction::Sum);
+  });
+  run_loss("loss_margin_ranking",
+           [&](auto& in) { return margin_ranking(t1(in[0]), t1(in[1]), t1(in[2]), 0.3); });
+  run_loss("loss_triplet_margin",
+           [&](auto& in) { return triplet_margin(t2(in[0]), t2(in[1]), t2(in[2]), 1.5); });
+  run_loss("loss_triplet_margin_swap_p1", [&](auto& in) {
+    return triplet_margin(t2(in[0]), t2(in[1]), t2(in[2]), 1.0, 1.0, 1e-6, true, Reduction::None);
+  });
+  run_loss("loss_hinge_embedding",
+           [&](auto& in) { return hinge_embedding(t2(in[0]), t2(in[1]), 0.8); });
+  const auto lab = [](const DynTensor& x) { return Tensor<1, Int>(x); };
+  run_loss("loss_multi_margin",
+           [&](auto& in) { return multi_margin(t2(in[0]), lab(in[1]), 1, 0.7); });
+  const Golden mw("loss_multi_margin_p2_weight");
+  run_loss("loss_multi_margin_p2_weight", [&](auto& in) {
+    return multi_margin(t2(in[0]), lab(in[1]), 2, 1.0, weight_of(mw, in[0]), Reduction::Sum);
+  });
+  run_loss("loss_soft_margin", [&](auto& in) { return soft_margin(t2(in[0]), t2(in[1])); });
 }
 
 // ---- A PyTorch state_dict maps onto the mirroring struct by name ----

@@ -58,6 +58,21 @@ struct LeakyRelu {
   }
 };
 
+// RRelu, as torch.nn.RReLU: negative inputs scaled by a slope drawn from U(lower, upper) per
+// element in training mode (an input on an autodiff device), by (lower + upper) / 2 otherwise.
+namespace detail {
+DynTensor rrelu_forward(const DynTensor& x, double lower, double upper);
+}
+struct RRelu {
+  double lower = 1.0 / 8.0;
+  double upper = 1.0 / 3.0;
+  EMBER_MODULE(RRelu, lower, upper)
+  template <std::size_t D>
+  Tensor<D> forward(const Tensor<D>& x) const {
+    return Tensor<D>(detail::rrelu_forward(x.dyn(), lower, upper));
+  }
+};
+
 struct Elu {
   double alpha = 1.0;
   EMBER_MODULE(Elu, alpha)

@@ -1,6 +1,8 @@
-// MultiHeadAttention, as torch.nn.MultiheadAttention with batch_first=True and equal q/k/v
-// dims: in_proj_weight [3 d, d] (q, k, v rows in that order), in_proj_bias [3 d],
-// out_proj.weight [d, d], out_proj.bias [d]; and TransformerEncoderLayer, as
+// MultiHeadAttention, as torch.nn.MultiheadAttention with batch_first=True: with equal
+// q/k/v dims in_proj_weight [3 d, d] (q, k, v rows in that order); with other key or value
+// dims (kdim, vdim) q_proj_weight [d, d], k_proj_weight [d, kdim], v_proj_weight [d, vdim]
+// instead; in_proj_bias [3 d], out_proj.weight [d, d], out_proj.bias [d]. A key/value
+// cache serves step-by-step decoding. And TransformerEncoderLayer, as
 // torch.nn.TransformerEncoderLayer (batch_first=True).
 #pragma once
 
@@ -28,13 +30,24 @@ struct AttentionOutput {
   Tensor<3> weights;  // [batch, seq_q, seq_k], averaged over the heads (PyTorch's default)
 };
 
+// The keys and values a self-attention has seen, per head: [batch, heads, seen, head_dim].
+// Empty at the start of a sequence; each forward_cached call appends its positions.
+struct KvCache {
+  std::optional<Tensor<4>> k, v;
+  std::size_t seen() const { return k ? k->shape()[2] : 0; }
+};
+
 struct MultiHeadAttention {
-  Param<Tensor<2>> in_proj_weight;               // [3 d_model, d_model]
-  std::optional<Param<Tensor<1>>> in_proj_bias;  // [3 d_model]
-  Linear out_proj;                               // [d_model, d_model]
+  std::optional<Param<Tensor<2>>> in_proj_weight;  // [3 d_model, d_model] (equal dims)
+  std::optional<Param<Tensor<2>>> q_proj_weight;   // [d_model, d_model]   (kdim/vdim differ)
+  std::optional<Param<Tensor<2>>> k_proj_weight;   // [d_model, kdim]
+  std::optional<Param<Tensor<2>>> v_proj_weight;   // [d_model, vdim]
+  std::optional<Param<Tensor<1>>> in_proj_bias;    // [3 d_model]
+  Linear out_proj;                                 // [d_model, d_model]
   std::size_t n_heads = 1;
   double dropout = 0.0;  // on the attention weights, in training mode
-  EMBER_MODULE(MultiHeadAttention, in_proj_weight, in_proj_bias, out_proj, n_heads, dropout)
+  EMBER_MODULE(MultiHeadAttention, in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight,
+               in_proj_bias, out_proj, n_heads, dropout)
 
   // q [batch, seq_q, d], k and v [batch, seq_k, d] -> [batch, seq_q, d].
   Tensor<3> forward(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
@@ -47,7 +60,21 @@ struct MultiHeadAttention {
   }
   AttentionOutput forward_with_weights(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
                                        const AttentionMasks& masks = {}) const;
-  std::size_t d_model() const { return in_proj_weight.shape()[1]; }
+  // Causal self-attention of the new positions x [batch, new, d_model] to every position
+  // seen so far and to themselves; appends their keys and values to the cache. Equals the
+  // matching rows of forward(all, all, all, causal_mask(all)).
+  Tensor<3> forward_cached(const Tensor<3>& x, KvCache& cache) const;
+  std::size_t d_model() const { return out_proj.d_output(); }
+  std::size_t kdim() const { return k_proj_weight ? k_proj_weight->shape()[1] : d_model(); }
+  std::size_t vdim() const { return v_proj_weight ? v_proj_weight->shape()[1] : d_model(); }
+
+ private:
+  // x [batch, len, *] projected by q, k or v (part 0, 1, 2) -> [batch, heads, len, head_dim].
+  Tensor<4> project(const Tensor<3>& x, std::size_t part) const;
+  // Attention of qh to kh, vh with additive boolean masks [.., lq, lk]; -> context and
+  // head-averaged weights.
+  AttentionOutput attend(const Tensor<4>& qh, const Tensor<4>& kh, const Tensor<4>& vh,
+                         std::optional<Tensor<4, Bool>> mask) const;
 };
 
 struct MultiHeadAttentionConfig {
@@ -55,7 +82,8 @@ struct MultiHeadAttentionConfig {
   std::size_t n_heads;
   double dropout = 0.0;
   bool bias = true;
-  EMBER_CONFIG(MultiHeadAttentionConfig, d_model, n_heads, dropout, bias)
+  std::optional<std::size_t> kdim = {}, vdim = {};  // key and value dims (default: d_model)
+  EMBER_CONFIG(MultiHeadAttentionConfig, d_model, n_heads, dropout, bias, kdim, vdim)
   // PyTorch's init: in_proj_weight xavier_uniform, biases zero, out_proj.weight as Linear's.
   MultiHeadAttention init(const Device& device) const;
 };
@@ -75,6 +103,8 @@ struct TransformerEncoderLayer {
 
   // x [batch, seq, d_model] -> the same shape.
   Tensor<3> forward(const Tensor<3>& x, const AttentionMasks& masks = {}) const;
+  // Causal decoding: the new positions x [batch, new, d_model] attend to the cached ones.
+  Tensor<3> forward_cached(const Tensor<3>& x, KvCache& cache) const;
 };
 
 struct TransformerEncoderLayerConfig {

@@ -12,7 +12,8 @@ namespace ember::nn {
 
 namespace detail {
 DynTensor dropout_forward(const DynTensor& x, double prob);
-}
+DynTensor gaussian_noise_forward(const DynTensor& x, double std);
+}  // namespace detail
 
 struct Dropout {
   double prob = 0.5;
@@ -27,6 +28,23 @@ struct DropoutConfig {
   double prob;
   EMBER_CONFIG(DropoutConfig, prob)
   Dropout init() const;
+};
+
+// Additive Gaussian noise (Burn's GaussianNoise): in training mode (an input on an autodiff
+// device) x + N(0, std^2) drawn from the device's generator; elsewhere x passes through.
+struct GaussianNoise {
+  double std = 0.0;
+  EMBER_MODULE(GaussianNoise, std)
+  template <std::size_t D>
+  Tensor<D> forward(const Tensor<D>& x) const {
+    return Tensor<D>(detail::gaussian_noise_forward(x.dyn(), std));
+  }
+};
+
+struct GaussianNoiseConfig {
+  double std;
+  EMBER_CONFIG(GaussianNoiseConfig, std)
+  GaussianNoise init() const;
 };
 
 }  // namespace ember::nn

@@ -32,11 +32,12 @@ struct Initializer {
     KaimingUniform,
     KaimingNormal,
     XavierUniform,
-    XavierNormal
+    XavierNormal,
+    Orthogonal
   };
   Kind kind = Kind::Constant;
   double a = 0.0, b = 0.0;  // constant: a; uniform: [a, b); normal: mean a, std b;
-                            // kaiming: negative slope a; xavier: gain a
+                            // kaiming: negative slope a; xavier, orthogonal: gain a
   FanMode mode = FanMode::FanIn;
   Nonlinearity nonlinearity = Nonlinearity::LeakyRelu;
 
@@ -60,6 +61,10 @@ struct Initializer {
   static Initializer xavier_uniform(double gain = 1.0) { return {Kind::XavierUniform, gain}; }
   // N(0, gain * sqrt(2 / (fan_in + fan_out))).
   static Initializer xavier_normal(double gain = 1.0) { return {Kind::XavierNormal, gain}; }
+  // torch.nn.init.orthogonal_: the weight viewed as [shape[0], rest] is the Q of the QR
+  // decomposition of a N(0, 1) draw (rows orthonormal when there are fewer rows than
+  // columns, columns otherwise), signs fixed by R's diagonal, times the gain.
+  static Initializer orthogonal(double gain = 1.0) { return {Kind::Orthogonal, gain}; }
 
   // A new tensor of `shape` in dtype (default: the device's float). Kaiming and Xavier
   // take their fans from `fans`, else from the shape (rank >= 2; an ember::Error otherwise).
@@ -70,7 +75,8 @@ struct Initializer {
                  std::optional<Fans> fans = std::nullopt) const {
     return Tensor<D>(init(shape, device, fans));
   }
-  // The distribution the tensor is drawn from (Constant: the value in a).
+  // The distribution the tensor is drawn from (Constant: the value in a). Orthogonal has
+  // none (an ember::Error).
   Distribution distribution(const Shape& shape, std::optional<Fans> fans = std::nullopt) const;
 
   EMBER_CONFIG(Initializer, kind, a, b, mode, nonlinearity)

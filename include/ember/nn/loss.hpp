@@ -43,6 +43,21 @@ DynTensor l1(const DynTensor& a, const DynTensor& b, Reduction r);
 DynTensor huber(const DynTensor& a, const DynTensor& b, double delta, Reduction r);
 DynTensor smooth_l1(const DynTensor& a, const DynTensor& b, double beta, Reduction r);
 DynTensor kl_div(const DynTensor& input, const DynTensor& target, bool log_target, Reduction r);
+DynTensor cosine_embedding(const DynTensor& x1, const DynTensor& x2, const DynTensor& y,
+                           double margin, Reduction r);
+DynTensor gaussian_nll(const DynTensor& input, const DynTensor& target, const DynTensor& var,
+                       bool full, double eps, Reduction r);
+DynTensor poisson_nll(const DynTensor& input, const DynTensor& target, bool log_input, bool full,
+                      double eps, Reduction r);
+DynTensor margin_ranking(const DynTensor& x1, const DynTensor& x2, const DynTensor& y,
+                         double margin, Reduction r);
+DynTensor triplet_margin(const DynTensor& anchor, const DynTensor& positive,
+                         const DynTensor& negative, double margin, double p, double eps, bool swap,
+                         Reduction r);
+DynTensor hinge_embedding(const DynTensor& x, const DynTensor& y, double margin, Reduction r);
+DynTensor multi_margin(const DynTensor& x, const DynTensor& labels, int p, double margin,
+                       const std::optional<DynTensor>& weight, Reduction r);
+DynTensor soft_margin(const DynTensor& x, const DynTensor& y, Reduction r);
 inline std::optional<DynTensor> dyn_of(const auto& t) {
   if (!t) return std::nullopt;
   return t->dyn();
@@ -110,6 +125,62 @@ template <std::size_t D>
 Tensor<1> kl_div(const Tensor<D>& input, const Tensor<D>& target, Reduction r = Reduction::Mean,
                  bool log_target = false) {
   return Tensor<1>(detail::kl_div(input.dyn(), target.dyn(), log_target, r));
+}
+
+// y = 1: 1 - cos(x1, x2); y = -1: max(0, cos - margin); cos over dim 1 of [N, d] (or the
+// one dim of [d]) with PyTorch's 1e-12 added to each squared norm. y holds 1 or -1 (any kind).
+template <std::size_t D, class K>
+Tensor<1> cosine_embedding(const Tensor<D>& x1, const Tensor<D>& x2, const Tensor<D - 1, K>& y,
+                           double margin = 0.0, Reduction r = Reduction::Mean) {
+  return Tensor<1>(detail::cosine_embedding(x1.dyn(), x2.dyn(), y.dyn(), margin, r));
+}
+// 0.5 (log max(var, eps) + (input - target)^2 / max(var, eps)) [+ 0.5 log 2 pi when full];
+// var broadcasts against input (the clamp passes gradients through, as PyTorch's).
+template <std::size_t D, std::size_t DV>
+Tensor<1> gaussian_nll(const Tensor<D>& input, const Tensor<D>& target, const Tensor<DV>& var,
+                       bool full = false, double eps = 1e-6, Reduction r = Reduction::Mean) {
+  return Tensor<1>(detail::gaussian_nll(input.dyn(), target.dyn(), var.dyn(), full, eps, r));
+}
+// log_input: exp(input) - target input; else input - target log(input + eps); full adds
+// Stirling's term target log target - target + 0.5 log(2 pi target) where target > 1.
+template <std::size_t D>
+Tensor<1> poisson_nll(const Tensor<D>& input, const Tensor<D>& target, bool log_input = true,
+                      bool full = false, double eps = 1e-8, Reduction r = Reduction::Mean) {
+  return Tensor<1>(detail::poisson_nll(input.dyn(), target.dyn(), log_input, full, eps, r));
+}
+// max(0, -y (x1 - x2) + margin), y holding 1 or -1.
+template <class K>
+Tensor<1> margin_ranking(const Tensor<1>& x1, const Tensor<1>& x2, const Tensor<1, K>& y,
+                         double margin = 0.0, Reduction r = Reduction::Mean) {
+  return Tensor<1>(detail::margin_ranking(x1.dyn(), x2.dyn(), y.dyn(), margin, r));
+}
+// max(d(a, p) - d(a, n) + margin, 0) with d the pairwise p-norm distance (eps added to the
+// difference); swap uses min(d(a, n), d(p, n)). anchor, positive, negative [N, d].
+inline Tensor<1> triplet_margin(const Tensor<2>& anchor, const Tensor<2>& positive,
+                                const Tensor<2>& negative, double margin = 1.0, double p = 2.0,
+                                double eps = 1e-6, bool swap = false,
+                                Reduction r = Reduction::Mean) {
+  return Tensor<1>(detail::triplet_margin(anchor.dyn(), positive.dyn(), negative.dyn(), margin, p,
+                                          eps, swap, r));
+}
+// y = 1: x; y = -1: max(0, margin - x).
+template <std::size_t D, class K>
+Tensor<1> hinge_embedding(const Tensor<D>& x, const Tensor<D, K>& y, double margin = 1.0,
+                          Reduction r = Reduction::Mean) {
+  return Tensor<1>(detail::hinge_embedding(x.dyn(), y.dyn(), margin, r));
+}
+// x [N, C], labels Int [N]: sum over i != y of w[y] max(0, margin - x[y] + x[i])^p / C, p 1
+// or 2, as torch.nn.functional.multi_margin_loss.
+inline Tensor<1> multi_margin(const Tensor<2>& x, const Tensor<1, Int>& labels, int p = 1,
+                              double margin = 1.0, const std::optional<Tensor<1>>& weight = {},
+                              Reduction r = Reduction::Mean) {
+  return Tensor<1>(
+      detail::multi_margin(x.dyn(), labels.dyn(), p, margin, detail::dyn_of(weight), r));
+}
+// log(1 + exp(-y x)), y holding 1 or -1.
+template <std::size_t D, class K>
+Tensor<1> soft_margin(const Tensor<D>& x, const Tensor<D, K>& y, Reduction r = Reduction::Mean) {
+  return Tensor<1>(detail::soft_margin(x.dyn(), y.dyn(), r));
 }
 
 }  // namespace ember::nn::loss

@@ -146,4 +146,25 @@ struct RmsNormConfig {
   RmsNorm init(const Device& device) const;
 };
 
+// LocalResponseNorm, as torch.nn.LocalResponseNorm: x / (k + alpha / size * sum of x^2 over
+// the `size` neighbouring channels, zero-padded)^beta, for [N, C, *] inputs.
+struct LocalResponseNorm {
+  std::size_t size = 1;
+  double alpha = 1e-4, beta = 0.75, k = 1.0;
+  EMBER_MODULE(LocalResponseNorm, size, alpha, beta, k)
+  DynTensor forward_dyn(const DynTensor& x) const;
+  template <std::size_t D>
+  Tensor<D> forward(const Tensor<D>& x) const {
+    static_assert(D >= 3, "nn::LocalResponseNorm takes [N, C, *] inputs");
+    return Tensor<D>(forward_dyn(x.dyn()));
+  }
+};
+
+struct LocalResponseNormConfig {
+  std::size_t size;
+  double alpha = 1e-4, beta = 0.75, k = 1.0;
+  EMBER_CONFIG(LocalResponseNormConfig, size, alpha, beta, k)
+  LocalResponseNorm init() const;
+};
+
 }  // namespace ember::nn
