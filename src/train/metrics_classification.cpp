@@ -268,15 +268,23 @@ void Auroc::update(const MetricInput& in) {
     scores_[c].insert(scores_[c].end(), scores[c].begin(), scores[c].end());
     positive_[c].insert(positive_[c].end(), positive[c].begin(), positive[c].end());
   }
+  stale_ = true;
 }
 
-double Auroc::value() const { return macro_auroc(scores_, positive_); }
+double Auroc::value() const {
+  if (stale_) {
+    value_ = macro_auroc(scores_, positive_);
+    stale_ = false;
+  }
+  return value_;
+}
 
 void Auroc::reset() {
   columns_ = 0;
   scores_.clear();
   positive_.clear();
-  last_ = kNoValue;
+  last_ = value_ = kNoValue;
+  stale_ = false;
 }
 
 std::unique_ptr<Metric> Auroc::clone_empty() const { return std::make_unique<Auroc>(); }

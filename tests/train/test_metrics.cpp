@@ -193,6 +193,13 @@ TEST(Metrics, AurocByHand) {
   Auroc a;
   a.update(b.in());
   EXPECT_DOUBLE_EQ(a.value(), 0.75);
+  // A second step pools with the first: a positive at 0.2 adds pairs won against 0.1
+  // only, 3 + 1 of 6.
+  const Batch more{TensorData::from(std::vector<double>{0.2}),
+                   TensorData::from(std::vector<double>{1})};
+  a.update(more.in());
+  EXPECT_DOUBLE_EQ(a.value(), 4.0 / 6);
+  EXPECT_TRUE(std::isnan(a.last()));  // the step alone has no negative
   // All scores equal: every pair a tie, 1/2.
   const Batch ties{TensorData::from(std::vector<double>{0.3, 0.3, 0.3}),
                    TensorData::from(std::vector<double>{0, 1, 1})};

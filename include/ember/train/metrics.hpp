@@ -148,7 +148,8 @@ class FBeta final : public ClassScoreMetric {
 // [N, C], target labels [N], the macro mean of the one-vs-rest AUROC of each class.
 // Multi-label: output [N, L], target [N, L], the macro mean over labels. A class without
 // both positives and negatives has no AUROC and is left out of the mean (kNoValue when no
-// class has one). Scores must be finite. Name "auroc".
+// class has one). Scores must be finite. Keeps every score of the epoch: value() costs a
+// sort of them, once after each update. Name "auroc".
 class Auroc final : public Metric {
  public:
   Auroc() = default;
@@ -165,6 +166,9 @@ class Auroc final : public Metric {
   std::vector<std::vector<double>> scores_;          // per class, every item's score
   std::vector<std::vector<std::uint8_t>> positive_;  // per class, whether the item is one
   double last_ = kNoValue;
+  // value() sorts every score of the epoch: it is computed once per update, when asked.
+  mutable double value_ = kNoValue;
+  mutable bool stale_ = false;
 };
 
 struct ConfusionMatrixConfig {
