@@ -1,6 +1,7 @@
 #include "train/metric_inputs.hpp"
 
 #include <cmath>
+#include <sstream>
 
 #include <ember/base/error.hpp>
 
@@ -54,7 +55,7 @@ ClassBatch read_classes(const MetricInput& in, const std::string& metric) {
     b.truth.resize(t.size());
     for (std::size_t i = 0; i < t.size(); ++i) {
       EMBER_CHECK(t[i] == 0.0 || t[i] == 1.0, metric + ": target element " + std::to_string(i) +
-                                                  " is " + std::to_string(t[i]) +
+                                                  " is " + number(t[i]) +
                                                   "; a multi-label or binary target is 0 or 1");
       b.truth[i] = t[i] == 1.0 ? 1 : 0;
     }
@@ -62,7 +63,7 @@ ClassBatch read_classes(const MetricInput& in, const std::string& metric) {
     b.labels.resize(t.size());
     for (std::size_t i = 0; i < t.size(); ++i) {
       EMBER_CHECK(t[i] >= 0 && t[i] < static_cast<double>(b.cols) && t[i] == std::floor(t[i]),
-                  metric + ": label " + std::to_string(t[i]) + " of item " + std::to_string(i) +
+                  metric + ": label " + number(t[i]) + " of item " + std::to_string(i) +
                       " is not a class of output " + os.to_string() +
                       " (expected an integer in [0, " + std::to_string(b.cols) + "))");
       b.labels[i] = static_cast<std::size_t>(t[i]);
@@ -108,6 +109,12 @@ TextBatch read_texts(const MetricInput& in, const std::string& metric) {
                   std::to_string(in.text_target->size()) +
                   " references; expected one reference per hypothesis");
   return {*in.text_output, *in.text_target};
+}
+
+std::string number(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
 }
 
 double read_loss(const MetricInput& in, const std::string& metric) {

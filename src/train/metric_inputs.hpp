@@ -43,6 +43,9 @@ struct TextBatch {
 };
 TextBatch read_texts(const MetricInput& in, const std::string& metric);
 
+// A number as an error message shows it: "3" for 3.0, "0.25", "nan".
+std::string number(double v);
+
 // MetricInput::loss, required finite or infinite but not NaN (missing).
 double read_loss(const MetricInput& in, const std::string& metric);
 

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <sstream>
 
 #include <ember/base/error.hpp>
 #include <ember/train/metrics.hpp>
@@ -15,13 +14,6 @@ namespace {
 
 double ratio(std::size_t a, std::size_t b) {
   return b == 0 ? kNoValue : static_cast<double>(a) / static_cast<double>(b);
-}
-
-// "0.5" for 0.5, "2" for 2.0: the shortest round-tripping spelling of a config number.
-std::string short_number(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
 }
 
 }  // namespace
@@ -169,12 +161,12 @@ std::unique_ptr<Metric> Recall::clone_empty() const { return std::make_unique<Re
 FBeta::FBeta(FBetaConfig config)
     : ClassScoreMetric(ClassificationConfig{config.average, config.threshold}), beta_(config.beta) {
   EMBER_CHECK(std::isfinite(beta_) && beta_ > 0,
-              "FBeta: beta is " + std::to_string(beta_) + "; expected a finite beta > 0");
+              "FBeta: beta is " + detail::number(beta_) + "; expected a finite beta > 0");
 }
 
 std::string FBeta::name() const {
   std::string out = "f";  // appended, not "f" + ...: GCC 12 misreports that as -Wrestrict
-  out += short_number(beta_);
+  out += detail::number(beta_);
   out += suffix();
   return out;
 }
@@ -247,7 +239,7 @@ void Auroc::update(const MetricInput& in) {
                   std::to_string(columns_));
   for (std::size_t i = 0; i < b.scores.size(); ++i) {
     EMBER_CHECK(std::isfinite(b.scores[i]), name() + ": output element " + std::to_string(i) +
-                                                " is " + std::to_string(b.scores[i]) +
+                                                " is " + detail::number(b.scores[i]) +
                                                 "; scores must be finite");
   }
   std::vector<std::vector<double>> scores(b.cols, std::vector<double>(b.rows));

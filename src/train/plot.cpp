@@ -60,11 +60,12 @@ Axis make_axis(double lo, double hi, bool whole_decades) {
   Axis a;
   a.step = nice_step((hi - lo) / 5);
   if (whole_decades) a.step = std::max(1.0, std::round(a.step));
-  a.lo = std::floor(lo / a.step + 1e-9) * a.step;
-  a.hi = std::ceil(hi / a.step - 1e-9) * a.step;
-  for (double t = a.lo; t <= a.hi + a.step * 1e-6; t += a.step) {
-    a.ticks.push_back(std::abs(t) < a.step * 1e-9 ? 0.0 : t);
-  }
+  const double first = std::floor(lo / a.step + 1e-9), last = std::ceil(hi / a.step - 1e-9);
+  a.lo = first * a.step;
+  a.hi = last * a.step;
+  // Ticks by index, not by repeated addition: no drift, and a bounded count (5 to 11).
+  const auto count = static_cast<int>(std::min(last - first, 20.0));
+  for (int i = 0; i <= count; ++i) a.ticks.push_back((first + i) * a.step + 0.0);
   return a;
 }
 
@@ -119,6 +120,10 @@ void draw_chart(const Chart& chart, Canvas& c, int width, int height, const char
                                 "' has no point with finite x and y" +
                                 (chart.log_y ? " (and y > 0, for its log scale)" : "") +
                                 "; nothing to draw");
+  constexpr double kLargest = 1e300;  // leaves room for the axis arithmetic
+  EMBER_CHECK(std::max({-x_lo, x_hi, -y_lo, y_hi}) <= kLargest,
+              std::string(function) + ": chart '" + chart.title +
+                  "' has values beyond +-1e300; they cannot be drawn");
   const Axis xa = make_axis(x_lo, x_hi, false);
   const Axis ya = make_axis(y_lo, y_hi, chart.log_y);
 
@@ -271,13 +276,13 @@ void write_confusion_matrix(const std::vector<std::vector<std::int64_t>>& counts
   const double top = 16 + title_font + 14;
   const double bottom = 10 + (vertical_columns ? name_w : font) + 12 + label_font + 12;
   const double side = cell * static_cast<double>(n);
-  const int width = static_cast<int>(std::ceil(left + side + 24));
-  const int height = static_cast<int>(std::ceil(top + side + bottom));
-  check_size(std::max(width, 64), std::max(height, 64), function);
-  auto canvas = ext == ".svg" ? detail::make_svg_canvas(std::max(width, 64), std::max(height, 64))
-                              : detail::make_png_canvas(std::max(width, 64), std::max(height, 64));
+  const int width = std::max(64, static_cast<int>(std::ceil(left + side + 24)));
+  const int height = std::max(64, static_cast<int>(std::ceil(top + side + bottom)));
+  check_size(width, height, function);
+  auto canvas = ext == ".svg" ? detail::make_svg_canvas(width, height)
+                              : detail::make_png_canvas(width, height);
   Canvas& c = *canvas;
-  c.fill_rect(0, 0, std::max(width, 64), std::max(height, 64), kWhite);
+  c.fill_rect(0, 0, width, height, kWhite);
   c.text(left + side / 2, 16 + title_font, "Confusion matrix",
          {title_font, kText, Anchor::Middle, true});
   for (std::size_t i = 0; i < n; ++i) {

@@ -413,7 +413,8 @@ TEST(Metrics, BadInputNamesTheMetric) {
   const TensorData bad_label = TensorData::from(std::vector<std::int64_t>{0, 3});
   MetricInput out_of_range = b.in();
   out_of_range.target = &bad_label;
-  expect_error([&] { FBeta().update(out_of_range); }, "f1: label 3");
+  expect_error([&] { FBeta().update(out_of_range); },
+               "f1: label 3 of item 1 is not a class of output [2, 3]");
   expect_error([&] { TopKAccuracy(TopKAccuracyConfig{4}).update(b.in()); }, "top4: k = 4 exceeds");
   expect_error([] { TopKAccuracy(TopKAccuracyConfig{0}); }, "TopKAccuracy: k is 0");
   expect_error([] { FBeta(FBetaConfig{}.with_beta(-1)); }, "FBeta: beta");

@@ -257,6 +257,21 @@ TEST_F(Plot, ConfusionMatrixPictures) {
   EXPECT_LT(dark, 64 * 64);
 }
 
+TEST_F(Plot, AxesSurviveExtremeRanges) {
+  // A constant series, a span tiny against its offset, values spanning many decades.
+  for (const Series& s :
+       {Series{"flat", {1, 2, 3}, {5, 5, 5}}, Series{"offset", {1e17, 1e17 + 32}, {1, 2}},
+        Series{"wide", {-1e200, 1e200}, {1e-200, 1e200}}, Series{"zero", {0}, {0}}}) {
+    write_svg(Chart{"t", "", "", {s}}, path("e.svg"));
+    const Svg svg = parse_svg(path("e.svg"));
+    ASSERT_TRUE(svg.parsed) << s.name;
+    EXPECT_TRUE(has_text(svg, s.name));
+    EXPECT_LE(svg.elements.at("line"), 2 * 2 * 22 + 2) << s.name;  // grid and tick per tick, legend
+  }
+  Chart huge{"h", "", "", {{"a", {1, 2}, {1, 1e308}}}};
+  expect_error([&] { write_png(huge, path("h.png")); }, "values beyond +-1e300");
+}
+
 TEST_F(Plot, BadInput) {
   Chart c{"t", "x", "y", {{"a", {1, 2, 3}, {1, 2}}}};
   expect_error([&] { write_png(c, path("a.png")); },
