@@ -144,6 +144,11 @@ void ClassScoreMetric::reset() {
   last_ = {};
 }
 
+std::string Precision::name() const {
+  std::string out = "precision";
+  out += suffix();
+  return out;
+}
 double Precision::score(double tp, double fp, double, bool& defined) const {
   defined = tp + fp > 0;
   return defined ? tp / (tp + fp) : 0.0;
@@ -152,6 +157,11 @@ std::unique_ptr<Metric> Precision::clone_empty() const {
   return std::make_unique<Precision>(config_);
 }
 
+std::string Recall::name() const {
+  std::string out = "recall";
+  out += suffix();
+  return out;
+}
 double Recall::score(double tp, double, double fn, bool& defined) const {
   defined = tp + fn > 0;
   return defined ? tp / (tp + fn) : 0.0;

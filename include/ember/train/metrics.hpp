@@ -104,7 +104,7 @@ class ClassScoreMetric : public Metric {
 class Precision final : public ClassScoreMetric {
  public:
   explicit Precision(ClassificationConfig config = {}) : ClassScoreMetric(config) {}
-  std::string name() const override { return "precision" + suffix(); }
+  std::string name() const override;
   std::unique_ptr<Metric> clone_empty() const override;
 
  protected:
@@ -115,7 +115,7 @@ class Precision final : public ClassScoreMetric {
 class Recall final : public ClassScoreMetric {
  public:
   explicit Recall(ClassificationConfig config = {}) : ClassScoreMetric(config) {}
-  std::string name() const override { return "recall" + suffix(); }
+  std::string name() const override;
   std::unique_ptr<Metric> clone_empty() const override;
 
  protected:
