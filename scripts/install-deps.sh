@@ -11,6 +11,8 @@ packages=(
   zlib1g-dev                 # gzip IDX files (data layer)
   libsqlite3-dev             # SqliteDataset and SqliteWriter (data layer)
   libstb-dev                 # PNG/JPEG/BMP decoding for ImageFolderDataset (data layer)
+  libcairo2-dev              # training curves and confusion matrices as PNG (train layer)
+  libexpat1-dev              # the train tests parse the SVG pictures
   nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
   dataset-fashion-mnist      # the demo's data
   fortunes-min               # the char_lm example's corpus (fortunes has more text)
