@@ -12,6 +12,7 @@ packages=(
   libsqlite3-dev             # SqliteDataset and SqliteWriter (data layer)
   libstb-dev                 # PNG/JPEG/BMP decoding for ImageFolderDataset (data layer)
   nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
+  libfmt-dev                 # the train layer's dashboard and logs
   dataset-fashion-mnist      # the demo's data
   python3 python3-numpy python3-torch  # independent reference values for tests
 )
