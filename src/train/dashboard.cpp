@@ -1,6 +1,7 @@
 // The terminal dashboard (in place, ANSI) and the plain progress lines; braille curves.
 #include "ember/train/dashboard.hpp"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +83,42 @@ std::vector<std::pair<double, double>> points_of(const std::vector<MetricPoint>&
   std::vector<std::pair<double, double>> out;
   for (const auto& p : pts)
     if (std::isfinite(p.value)) out.emplace_back(double(p.step), p.value);
+  return out;
+}
+
+// The terminal's width in columns (80 when it cannot be asked).
+std::size_t terminal_columns(std::FILE* out) {
+  winsize ws{};
+  if (::ioctl(::fileno(out), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  return 80;
+}
+
+// `line` cut to `columns` visible columns: ANSI escapes take none, a UTF-8 character one.
+// A wrapped line would break the redraw (it moves the cursor up by lines written).
+std::string fit_width(const std::string& line, std::size_t columns) {
+  std::string out;
+  std::size_t visible = 0;
+  bool cut = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    if (c == 0x1b) {  // CSI: ESC [ parameters final-byte
+      std::size_t j = i + 1;
+      if (j < line.size() && line[j] == '[') {
+        ++j;
+        while (j < line.size() && !(line[j] >= 0x40 && line[j] <= 0x7e)) ++j;
+      }
+      out.append(line, i, j + 1 - i);
+      i = j;
+      continue;
+    }
+    const bool continuation = (c & 0xC0) == 0x80;
+    if (!continuation) {
+      if (visible == columns) cut = true;
+      if (!cut) ++visible;
+    }
+    if (!cut) out += char(c);
+  }
+  if (cut) out += "\x1b[0m";
   return out;
 }
 
@@ -197,29 +234,32 @@ class TerminalDashboard final : public Dashboard {
                                 format_duration(p.run_seconds), format_duration(p.run_eta)));
     lines.push_back("\x1b[36mtrain\x1b[0m" + metrics_line(train_));
     lines.push_back("\x1b[33mvalid\x1b[0m" + metrics_line(valid_));
-    constexpr std::size_t kWidth = 36, kHeight = 6;
+    const std::size_t columns = terminal_columns(out_);
+    // Each chart takes its width plus 10 columns (a border and the gap).
+    const std::size_t chart_width = std::clamp<std::size_t>(columns / curves_.size(), 20, 60) - 10;
+    constexpr std::size_t chart_height = 6;
     std::vector<BrailleCanvas> canvases;
     for (const auto& c : curves_) {
-      canvases.push_back(braille_plot(
-          {bucketed(h.steps(Split::Train, c), 2 * kWidth), points_of(h.epochs(Split::Valid, c))},
-          kWidth, kHeight));
+      canvases.push_back(braille_plot({bucketed(h.steps(Split::Train, c), 2 * chart_width),
+                                       points_of(h.epochs(Split::Valid, c))},
+                                      chart_width, chart_height));
     }
     std::string titles;
     for (std::size_t k = 0; k < curves_.size(); ++k) {
       const auto& cv = canvases[k];
       std::string t =
           fmt::format("{} [{} .. {}]", curves_[k], format_value(cv.y_min), format_value(cv.y_max));
-      t.resize(kWidth + 10, ' ');
+      t.resize(chart_width + 10, ' ');
       titles += t;
     }
     lines.push_back(titles + "\x1b[36m\u2500 train\x1b[0m \x1b[33m\u2500 valid\x1b[0m");
-    for (std::size_t r = 0; r < kHeight; ++r) {
+    for (std::size_t r = 0; r < chart_height; ++r) {
       std::string row;
       for (std::size_t k = 0; k < canvases.size(); ++k) {
         const auto& cv = canvases[k];
         row += "\u2502";
         // Each cell is one 3-byte braille character in the row string.
-        for (std::size_t c = 0; c < kWidth; ++c) {
+        for (std::size_t c = 0; c < chart_width; ++c) {
           const int s = cv.cell_series[r][c];
           const std::string cell = cv.rows[r].substr(3 * c, 3);
           if (s < 0)
@@ -232,7 +272,7 @@ class TerminalDashboard final : public Dashboard {
       lines.push_back(row);
     }
     erase();
-    for (const auto& l : lines) std::fprintf(out_, "%s\x1b[K\n", l.c_str());
+    for (const auto& l : lines) std::fprintf(out_, "%s\x1b[K\n", fit_width(l, columns - 1).c_str());
     std::fflush(out_);
     drawn_ = lines.size();
   }

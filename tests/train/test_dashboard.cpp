@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <bitset>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -176,4 +177,54 @@ TEST(Interrupter, StopsAtAStepAndOnRequest) {
     std::raise(SIGINT);  // the guard's handler sets the flag; the process goes on
     EXPECT_TRUE(sig.stop_requested());
   }
+}
+
+TEST(Dashboard, TerminalModeDrawsCurvesWithinTheWidth) {
+  std::FILE* f = std::tmpfile();  // not a terminal: the width is taken as 80 columns
+  ASSERT_NE(f, nullptr);
+  History h;
+  for (std::size_t s = 1; s <= 50; ++s) h.add_step(Split::Train, "loss", {1, s, 2.0 / double(s)});
+  h.add_epoch(Split::Valid, "loss", {1, 25, 0.5});
+  h.add_epoch(Split::Valid, "loss", {2, 50, 0.2});
+  {
+    auto d = make_dashboard(DashboardMode::Terminal, f, 10.0, {"loss", "accuracy"});
+    Progress p;
+    p.batch = p.batches = 50;
+    d->update(p,
+              {{"loss", 0.123456},
+               {"accuracy", 0.5},
+               {"items_per_second", 12345.678},
+               {"epoch_time", 12.3},
+               {"lr", 0.001},
+               {"another_long_metric_name", 1.0}},
+              h);
+    d->finish();
+  }
+  std::rewind(f);
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  // Visible columns of each line: escapes skipped, one column per UTF-8 character.
+  std::size_t braille = 0;
+  std::stringstream ss(out);
+  std::string line;
+  while (std::getline(ss, line)) {
+    std::size_t cols = 0;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      const auto c = static_cast<unsigned char>(line[i]);
+      if (c == 0x1b) {
+        while (i < line.size() && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
+        continue;
+      }
+      if ((c & 0xC0) != 0x80) ++cols;
+      if (c == 0xE2 && i + 1 < line.size() &&
+          (static_cast<unsigned char>(line[i + 1]) & 0xFC) == 0xA0)
+        ++braille;
+    }
+    EXPECT_LE(cols, 79u) << line;
+  }
+  EXPECT_GT(braille, 0u);
+  EXPECT_NE(out.find("\x1b[?25h"), std::string::npos);  // the cursor is shown again
 }
