@@ -3,6 +3,7 @@
 // (with and without gradient accumulation); early stopping; the best checkpoint; bad input.
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -266,6 +267,38 @@ struct NanNet : TinyNet {
     return out;
   }
 };
+
+// A Ctrl-C arriving during a step (SIGINT raised from inside it).
+struct CtrlCNet : TinyNet {
+  EMBER_MODULE(CtrlCNet, fc1, bn, dropout, fc2)
+  mutable int calls = 0;
+  StepOutput train_step(const Batch& b) const {
+    if (++calls == 3) std::raise(SIGINT);
+    return TinyNet::train_step(b);
+  }
+};
+
+TEST(Learner, CtrlCStopsAfterTheCurrentStepWithACheckpoint) {
+  const std::string dir = fresh_dir("ctrl-c");
+  const Device ad = Device::cpu().autodiff();
+  auto learner = LearnerBuilder(dir)
+                     .epochs(2)
+                     .dashboard(DashboardMode::None)
+                     .build(CtrlCNet{tiny_net(ad, 7)}, optim::SgdConfig{}.init(),
+                            optim::ConstantLrConfig{0.05}.init());
+  auto train = train_loader(ad);
+  Summary s = learner.fit(train);
+  EXPECT_EQ(s.outcome, Summary::Outcome::Interrupted);
+  EXPECT_EQ(s.steps, 3u);  // the step in progress completed, no further one
+  CheckpointStore store(dir + "/checkpoints");
+  ASSERT_TRUE(store.latest());
+  EXPECT_EQ(fs::path(*store.latest()).filename(), "epoch-0001-step-000003");
+  EXPECT_EQ(train.state(), (data::LoaderState{0, 3}));
+  // The handler is the previous one again once fit returns.
+  struct sigaction now {};
+  sigaction(SIGINT, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
 
 TEST(LearnerBadInput, NanLossNamesTheStep) {
   const Device ad = Device::cpu().autodiff();
