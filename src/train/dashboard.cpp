@@ -252,7 +252,8 @@ class TerminalDashboard final : public Dashboard {
       t.resize(chart_width + 10, ' ');
       titles += t;
     }
-    lines.push_back(titles + "\x1b[36m\u2500 train\x1b[0m \x1b[33m\u2500 valid\x1b[0m");
+    // The curves take the colours of the split labels above: train cyan, valid yellow.
+    lines.push_back(titles);
     for (std::size_t r = 0; r < chart_height; ++r) {
       std::string row;
       for (std::size_t k = 0; k < canvases.size(); ++k) {
