@@ -23,9 +23,12 @@ configure: $(BUILD)/build.ninja
 build: deps configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# DEMO_ARGS='--epochs 8 --device cuda' passes flags to the training program.
+DEMO_ARGS ?=
 demo: build
 	$(BUILD)/examples/quickstart
-	@if [ -x $(BUILD)/examples/fashion_mnist ]; then $(BUILD)/examples/fashion_mnist; fi
+	$(BUILD)/examples/fashion_mnist $(DEMO_ARGS)
+	$(BUILD)/examples/fashion_mnist_infer
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900

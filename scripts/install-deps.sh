@@ -14,6 +14,7 @@ packages=(
   libcairo2-dev              # training curves and confusion matrices as PNG (train layer)
   libexpat1-dev              # the train tests parse the SVG pictures
   nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
+  libfmt-dev                 # the train layer's dashboard and logs
   dataset-fashion-mnist      # the demo's data
   fortunes-min               # the char_lm example's corpus (fortunes has more text)
   python3 python3-numpy python3-torch  # independent reference values for tests
