@@ -166,6 +166,9 @@ int main(int argc, char** argv) {
                        .metric(train::ItemsPerSecondMetric{})
                        .metric(train::EpochTimeMetric{})
                        .train_metric(std::make_unique<train::LearningRateMetric>())
+                       .valid_metric(std::make_unique<train::ConfusionMatrix>())
+                       .class_names({data::FashionMnist::class_names().begin(),
+                                     data::FashionMnist::class_names().end()})
                        .checkpoints({.keep_last = 2, .best_metric = "accuracy"})
                        .dashboard(dashboard_mode(o.dashboard), /*plain_interval_seconds=*/10.0)
                        .dashboard_curves({"loss", "accuracy"})

@@ -8,7 +8,10 @@
 #include <fmt/format.h>
 
 #include "ember/train/logger.hpp"
+#include "ember/train/curves.hpp"
+#include "ember/train/metrics.hpp"
 #include "ember/train/metrics_basic.hpp"
+#include "ember/train/plot.hpp"
 
 namespace ember::train {
 
@@ -200,6 +203,24 @@ MetricValues LearnerCore::end_pass(Split split) {
   last.clear();
   for (const auto& [n, v] : values) last[n] = v;
   return values;
+}
+
+void LearnerCore::write_pictures() const {
+  if (!config_.pictures) return;
+  write_curves(history_, config_.artifact_dir);
+  for (const auto& m : config_.valid_metrics) {
+    const auto* cm = dynamic_cast<const ConfusionMatrix*>(m.get());
+    if (cm == nullptr || cm->counts().empty()) continue;
+    std::vector<std::string> names = config_.class_names;
+    EMBER_CHECK(names.empty() || names.size() == cm->counts().size(),
+                "train::Learner: " + std::to_string(names.size()) + " class names for a " +
+                    std::to_string(cm->counts().size()) + "-class confusion matrix");
+    for (std::size_t i = names.size(); i < cm->counts().size(); ++i)
+      names.push_back(std::to_string(i));
+    for (const char* ext : {".png", ".svg"})
+      plot::write_confusion_matrix(cm->counts(), names,
+                                   config_.artifact_dir + "/confusion_matrix" + ext);
+  }
 }
 
 bool LearnerCore::epoch_is_best() const {
@@ -437,6 +458,16 @@ LearnerBuilder& LearnerBuilder::resume(bool on) {
 }
 LearnerBuilder& LearnerBuilder::model_config(nn::Json config) {
   config_.model_config = std::move(config);
+  return *this;
+}
+
+LearnerBuilder& LearnerBuilder::pictures(bool on) {
+  config_.pictures = on;
+  return *this;
+}
+
+LearnerBuilder& LearnerBuilder::class_names(std::vector<std::string> names) {
+  config_.class_names = std::move(names);
   return *this;
 }
 

@@ -87,6 +87,8 @@ struct LearnerConfig {
   std::uint64_t seed = 0;      // the generator seeds of the training batches
   bool resume = false;         // continue from checkpoints/latest when there is one
   nn::Json model_config = {};  // saved with the model (model.ember and config.json)
+  bool pictures = true;        // curves/ (PNG and SVG) and the confusion matrix each epoch
+  std::vector<std::string> class_names = {};  // the confusion matrix's labels ("0", "1", ...)
 };
 
 struct Summary {
@@ -142,6 +144,8 @@ class LearnerCore {
   MetricValues end_pass(Split split);
   // After an epoch's passes: whether it is the best by the checkpoint metric.
   bool epoch_is_best() const;
+  // After an epoch: the curves and the confusion matrix (LearnerConfig::pictures).
+  void write_pictures() const;
   // After an epoch: whether early stopping ends the run (says why on the dashboard).
   bool early_stop();
   bool interrupt_requested() const;
@@ -258,6 +262,7 @@ class Learner {
       if constexpr (!std::is_same_v<VL, detail::NoValidation>) valid_epoch(*valid);
       ++n.epoch;
       n.epoch_batch = 0;
+      core_.write_pictures();
       const bool best = core_.epoch_is_best();
       const bool stop_early = core_.early_stop();
       if (cfg.checkpoints.every_epoch || best || core_.interrupt_requested())
@@ -461,6 +466,10 @@ class LearnerBuilder {
   LearnerBuilder& seed(std::uint64_t s);
   LearnerBuilder& resume(bool on = true);
   LearnerBuilder& model_config(nn::Json config);
+  // Training curves (curves/<metric>.png, .svg) and, with a ConfusionMatrix among the
+  // validation metrics, confusion_matrix.png and .svg, written at the end of each epoch.
+  LearnerBuilder& pictures(bool on = true);
+  LearnerBuilder& class_names(std::vector<std::string> names);
 
   // The optimizer and the scheduler by value (any optim::Optimizer, any LrScheduler).
   template <nn::Module M, class O, class S>

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "ember/train/checkpoint.hpp"
+#include "ember/train/curves.hpp"
 #include "ember/train/dashboard.hpp"
 #include "ember/train/evaluator.hpp"
 #include "ember/train/history.hpp"
