@@ -3,44 +3,18 @@
 #include <vector>
 
 #include "cpu/kernels/kernels.hpp"
-#include "ember/backend/strided_view.hpp"
+#include "ember/backend/strided_tensor.hpp"
 
 namespace ember::cpu {
 
-namespace {
-backend::StridedView layout_of(const CpuTensor& x) { return {x.shape(), x.strides(), x.offset()}; }
-std::shared_ptr<CpuTensor> view(const CpuTensor& x, backend::StridedView v) {
-  return std::make_shared<CpuTensor>(x.buffer(), std::move(v.shape), x.dtype(),
-                                     std::move(v.strides), v.offset);
-}
-}  // namespace
-
+// The views are backend/strided_tensor.hpp's, shared with every buffer-based backend.
 ir::Handle reshape(CpuContext& ctx, ir::Reshape& op) {
-  const auto& x = as_cpu(op.x);
-  if (auto v = backend::reshape_view(layout_of(x), op.shape)) return view(x, std::move(*v));
-  auto c = contiguous(ctx, op.x);
-  return view(*c, {op.shape, contiguous_strides(op.shape), c->offset()});
+  return backend::reshape<Buffer>(op, [&](const ir::Handle& x) { return contiguous(ctx, x); });
 }
-
-ir::Handle permute(CpuContext&, ir::Permute& op) {
-  const auto& x = as_cpu(op.x);
-  return view(x, backend::permute_view(layout_of(x), op.axes));
-}
-
-ir::Handle expand(CpuContext&, ir::Expand& op) {
-  const auto& x = as_cpu(op.x);
-  return view(x, backend::expand_view(layout_of(x), op.shape));
-}
-
-ir::Handle slice(CpuContext&, ir::Slice& op) {
-  const auto& x = as_cpu(op.x);
-  return view(x, backend::slice_view(layout_of(x), op.ranges));
-}
-
-ir::Handle flip(CpuContext&, ir::Flip& op) {
-  const auto& x = as_cpu(op.x);
-  return view(x, backend::flip_view(layout_of(x), op.axes));
-}
+ir::Handle permute(CpuContext&, ir::Permute& op) { return backend::permute<Buffer>(op); }
+ir::Handle expand(CpuContext&, ir::Expand& op) { return backend::expand<Buffer>(op); }
+ir::Handle slice(CpuContext&, ir::Slice& op) { return backend::slice<Buffer>(op); }
+ir::Handle flip(CpuContext&, ir::Flip& op) { return backend::flip<Buffer>(op); }
 
 ir::Handle slice_assign(CpuContext& ctx, ir::SliceAssign& op) {
   auto out = writable_copy(ctx, op.x);

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cuda/kernels/kernels.hpp"
+#include "ember/backend/strided_view.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -17,16 +18,9 @@ void fill_geo(Geo& g, const Shape& s) {
 void set_strides(Geo& g, int k, const Strides& st) {
   for (std::size_t i = 0; i < st.size(); ++i) g.st[k][i] = st[i];
 }
-struct Split {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-Split split_at(const Shape& s, std::size_t dim) {
-  Split d;
-  d.n = static_cast<std::int64_t>(s[dim]);
-  for (std::size_t i = 0; i < dim; ++i) d.outer *= static_cast<std::int64_t>(s[i]);
-  for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= static_cast<std::int64_t>(s[i]);
-  return d;
-}
+// Kernel arguments: the split as i64 (backend::split_at).
+using Split = backend::DimSplit<std::int64_t>;
+Split split_at(const Shape& s, std::size_t dim) { return backend::split_at<std::int64_t>(s, dim); }
 
 // Exclusive prefix sum of the i64 array a[0, n) in place: each tile is scanned by one block,
 // the tile totals are scanned the same way (recursively, so any n works), and each

@@ -3,43 +3,17 @@
 #include <vector>
 
 #include "cuda/kernels/kernels.hpp"
-#include "ember/backend/strided_view.hpp"
+#include "ember/backend/strided_tensor.hpp"
 
 namespace ember::cuda {
-namespace {
-backend::StridedView layout_of(const CudaTensor& x) { return {x.shape(), x.strides(), x.offset()}; }
-TensorPtr view(const CudaTensor& x, backend::StridedView v) {
-  return std::make_shared<CudaTensor>(x.buffer(), std::move(v.shape), x.dtype(),
-                                      std::move(v.strides), v.offset);
-}
-}  // namespace
-
+// The views are backend/strided_tensor.hpp's, shared with every buffer-based backend.
 ir::Handle reshape(CudaContext& ctx, ir::Reshape& op) {
-  const auto& x = as_cuda(op.x);
-  if (auto v = backend::reshape_view(layout_of(x), op.shape)) return view(x, std::move(*v));
-  auto c = ctx.contiguous(op.x);
-  return view(*c, {op.shape, contiguous_strides(op.shape), c->offset()});
+  return backend::reshape<DeviceBuffer>(op, [&](const ir::Handle& x) { return ctx.contiguous(x); });
 }
-
-ir::Handle permute(CudaContext&, ir::Permute& op) {
-  const auto& x = as_cuda(op.x);
-  return view(x, backend::permute_view(layout_of(x), op.axes));
-}
-
-ir::Handle expand(CudaContext&, ir::Expand& op) {
-  const auto& x = as_cuda(op.x);
-  return view(x, backend::expand_view(layout_of(x), op.shape));
-}
-
-ir::Handle slice(CudaContext&, ir::Slice& op) {
-  const auto& x = as_cuda(op.x);
-  return view(x, backend::slice_view(layout_of(x), op.ranges));
-}
-
-ir::Handle flip(CudaContext&, ir::Flip& op) {
-  const auto& x = as_cuda(op.x);
-  return view(x, backend::flip_view(layout_of(x), op.axes));
-}
+ir::Handle permute(CudaContext&, ir::Permute& op) { return backend::permute<DeviceBuffer>(op); }
+ir::Handle expand(CudaContext&, ir::Expand& op) { return backend::expand<DeviceBuffer>(op); }
+ir::Handle slice(CudaContext&, ir::Slice& op) { return backend::slice<DeviceBuffer>(op); }
+ir::Handle flip(CudaContext&, ir::Flip& op) { return backend::flip<DeviceBuffer>(op); }
 
 ir::Handle slice_assign(CudaContext& ctx, ir::SliceAssign& op) {
   const auto& x = as_cuda(op.x);

@@ -7,19 +7,13 @@
 #include <vector>
 
 #include "cuda/kernels/kernels.hpp"
+#include "ember/backend/strided_view.hpp"
 
 namespace ember::cuda {
 namespace {
-struct Dims3 {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-Dims3 split_at(const Shape& s, std::size_t dim) {
-  Dims3 d;
-  d.n = static_cast<std::int64_t>(s[dim]);
-  for (std::size_t i = 0; i < dim; ++i) d.outer *= static_cast<std::int64_t>(s[i]);
-  for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= static_cast<std::int64_t>(s[i]);
-  return d;
-}
+// Kernel arguments: the split as i64 (backend::split_at).
+using Dims3 = backend::DimSplit<std::int64_t>;
+Dims3 split_at(const Shape& s, std::size_t dim) { return backend::split_at<std::int64_t>(s, dim); }
 }  // namespace
 
 // Note [Two-pass reductions]: one block per row leaves most of the GPU idle when there
