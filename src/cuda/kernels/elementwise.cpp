@@ -60,7 +60,7 @@ void run_elementwise(CudaContext& ctx, const Shape& out_shape,
 }
 
 // The output of an element-wise op: the first of `candidates` that is reusable (Note
-// [In-place reuse] in context.hpp), else a fresh tensor.
+// [In-place reuse] in ember/backend/strided_tensor.hpp), else a fresh tensor.
 TensorPtr output_for(CudaContext& ctx, std::initializer_list<const ir::Handle*> candidates,
                      const Shape& shape, DType dtype) {
   for (const ir::Handle* x : candidates) {
