@@ -35,6 +35,18 @@ TEST(CudaCodegen, KernelNamesAreUniqueAndStructural) {
   EXPECT_GT(ks.size(), 1000u);
 }
 
+// Each kernel family lists its variants (codegen.hpp's variants(), a switch over every
+// Family): none is empty, and all_kernels() is exactly their union.
+TEST(CudaCodegen, EveryFamilyListsItsVariants) {
+  std::size_t total = 0;
+  for (std::size_t f = 0; f < static_cast<std::size_t>(Family::Count_); ++f) {
+    const auto vs = variants(static_cast<Family>(f));
+    EXPECT_FALSE(vs.empty()) << "family " << f << " has no kernel for the NVRTC test";
+    total += vs.size();
+  }
+  EXPECT_EQ(all_kernels().size(), total);
+}
+
 // Every (function, dtype) cell the element-wise table defines is printed, contiguous and
 // strided, among the kernels the NVRTC test compiles; no other cell is.
 TEST(CudaCodegen, EveryTableCellHasItsKernels) {

@@ -119,7 +119,7 @@ void for_each_block(const Shape& shape, const std::array<const CpuTensor*, N>& i
 
 }  // namespace
 
-ir::Handle unary(CpuContext& ctx, ir::Unary& op) {
+ir::Handle run(CpuContext& ctx, ir::Unary& op) {
   const auto& x = as_cpu(op.x);
   const UnaryRow row = elementwise_table().unary[static_cast<std::size_t>(op.fn)][di(x.dtype())];
   EMBER_ASSERT(row != nullptr);
@@ -141,7 +141,7 @@ ir::Handle unary(CpuContext& ctx, ir::Unary& op) {
   return out;
 }
 
-ir::Handle binary(CpuContext& ctx, ir::Binary& op) {
+ir::Handle run(CpuContext& ctx, ir::Binary& op) {
   const auto& a = as_cpu(op.lhs);
   const auto& b = as_cpu(op.rhs);
   const DType dt = a.dtype();
@@ -184,7 +184,7 @@ ir::Handle binary(CpuContext& ctx, ir::Binary& op) {
   return out;
 }
 
-ir::Handle where(CpuContext& ctx, ir::Where& op) {
+ir::Handle run(CpuContext& ctx, ir::Where& op) {
   const auto& c = as_cpu(op.cond);
   const auto& a = as_cpu(op.a);
   const auto& b = as_cpu(op.b);
@@ -214,7 +214,7 @@ ir::Handle where(CpuContext& ctx, ir::Where& op) {
   return out;
 }
 
-ir::Handle cast(CpuContext& ctx, ir::Cast& op) {
+ir::Handle run(CpuContext& ctx, ir::Cast& op) {
   const auto& x = as_cpu(op.x);
   auto out = ctx.empty(x.shape(), op.to);
   const std::size_t elem = size_of(x.dtype()), out_elem = size_of(op.to);

@@ -220,7 +220,7 @@ void bool_reduce(const T* x, bool* y, Dims3 d) {
 
 }  // namespace
 
-ir::Handle reduce(CpuContext& ctx, ir::Reduce& op) {
+ir::Handle run(CpuContext& ctx, ir::Reduce& op) {
   auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = contiguous(ctx, op.x);
   const Dims3 d = split_at(x->shape(), op.dim);
@@ -271,7 +271,7 @@ ir::Handle reduce(CpuContext& ctx, ir::Reduce& op) {
   return out;
 }
 
-ir::Handle scan(CpuContext& ctx, ir::Scan& op) {
+ir::Handle run(CpuContext& ctx, ir::Scan& op) {
   auto x = contiguous(ctx, op.x);
   auto out = ctx.empty(x->shape(), x->dtype());
   const Dims3 d = split_at(x->shape(), op.dim);

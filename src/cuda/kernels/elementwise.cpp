@@ -71,7 +71,7 @@ TensorPtr output_for(CudaContext& ctx, std::initializer_list<const ir::Handle*> 
 
 }  // namespace
 
-ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
+ir::Handle run(CudaContext& ctx, ir::Unary& op) {
   const auto& x = as_cuda(op.x);
   auto out = output_for(ctx, {&op.x}, x.shape(), op.out);
   const auto fn = op.fn;
@@ -82,7 +82,7 @@ ir::Handle unary(CudaContext& ctx, ir::Unary& op) {
   return out;
 }
 
-ir::Handle binary(CudaContext& ctx, ir::Binary& op) {
+ir::Handle run(CudaContext& ctx, ir::Binary& op) {
   const auto& a = as_cuda(op.lhs);
   const auto& b = as_cuda(op.rhs);
   auto out = output_for(ctx, {&op.lhs, &op.rhs}, op.out_shape, op.out);
@@ -95,7 +95,7 @@ ir::Handle binary(CudaContext& ctx, ir::Binary& op) {
   return out;
 }
 
-ir::Handle where(CudaContext& ctx, ir::Where& op) {
+ir::Handle run(CudaContext& ctx, ir::Where& op) {
   const auto& c = as_cuda(op.cond);
   const auto& a = as_cuda(op.a);
   const auto& b = as_cuda(op.b);
@@ -107,7 +107,7 @@ ir::Handle where(CudaContext& ctx, ir::Where& op) {
   return out;
 }
 
-ir::Handle cast(CudaContext& ctx, ir::Cast& op) {
+ir::Handle run(CudaContext& ctx, ir::Cast& op) {
   const auto& x = as_cuda(op.x);
   auto out = ctx.empty(x.shape(), op.to);
   const DType from = x.dtype(), to = op.to;

@@ -37,7 +37,7 @@ void exclusive_scan(CudaContext& ctx, void* a, std::int64_t n) {
 }
 }  // namespace
 
-ir::Handle gather(CudaContext& ctx, ir::Gather& op) {
+ir::Handle run(CudaContext& ctx, ir::Gather& op) {
   auto x = ctx.contiguous(op.x);
   auto index = ctx.contiguous(op.index);
   auto out = ctx.empty(index->shape(), x->dtype());
@@ -58,7 +58,7 @@ ir::Handle gather(CudaContext& ctx, ir::Gather& op) {
   return out;
 }
 
-ir::Handle scatter(CudaContext& ctx, ir::Scatter& op) {
+ir::Handle run(CudaContext& ctx, ir::Scatter& op) {
   const auto& x = as_cuda(op.x);
   auto index = ctx.contiguous(op.index);
   auto src = ctx.contiguous(op.src);
@@ -87,7 +87,7 @@ ir::Handle scatter(CudaContext& ctx, ir::Scatter& op) {
   return out;
 }
 
-ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op) {
+ir::Handle run(CudaContext& ctx, ir::IndexSelect& op) {
   auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = ctx.contiguous(op.x);
   auto index = ctx.contiguous(op.index);
@@ -105,7 +105,7 @@ ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op) {
   return out;
 }
 
-ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op) {
+ir::Handle run(CudaContext& ctx, ir::IndexAdd& op) {
   const auto& x = as_cuda(op.x);
   auto index = ctx.contiguous(op.index);
   auto src = ctx.contiguous(op.src);
@@ -127,7 +127,7 @@ ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op) {
 // Counts per tile, their exclusive scan (the output row of each tile's first non-zero), one
 // read of the total — the output's shape depends on it — then each tile writes the
 // coordinates of its non-zeros in row-major order.
-ir::Handle nonzero(CudaContext& ctx, ir::Nonzero& op) {
+ir::Handle run(CudaContext& ctx, ir::Nonzero& op) {
   auto x = ctx.contiguous(op.x);
   const Shape& s = x->shape();
   const DType dt = x->dtype();

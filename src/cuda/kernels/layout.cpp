@@ -7,25 +7,25 @@
 
 namespace ember::cuda {
 // The views are backend/strided_tensor.hpp's, shared with every buffer-based backend.
-ir::Handle reshape(CudaContext& ctx, ir::Reshape& op) {
+ir::Handle run(CudaContext& ctx, ir::Reshape& op) {
   return backend::reshape<DeviceBuffer>(op, [&](const ir::Handle& x) { return ctx.contiguous(x); });
 }
-ir::Handle permute(CudaContext&, ir::Permute& op) { return backend::permute<DeviceBuffer>(op); }
-ir::Handle expand(CudaContext&, ir::Expand& op) { return backend::expand<DeviceBuffer>(op); }
-ir::Handle slice(CudaContext&, ir::Slice& op) { return backend::slice<DeviceBuffer>(op); }
-ir::Handle flip(CudaContext&, ir::Flip& op) { return backend::flip<DeviceBuffer>(op); }
+ir::Handle run(CudaContext&, ir::Permute& op) { return backend::permute<DeviceBuffer>(op); }
+ir::Handle run(CudaContext&, ir::Expand& op) { return backend::expand<DeviceBuffer>(op); }
+ir::Handle run(CudaContext&, ir::Slice& op) { return backend::slice<DeviceBuffer>(op); }
+ir::Handle run(CudaContext&, ir::Flip& op) { return backend::flip<DeviceBuffer>(op); }
 
-ir::Handle slice_assign(CudaContext& ctx, ir::SliceAssign& op) {
+ir::Handle run(CudaContext& ctx, ir::SliceAssign& op) {
   const auto& x = as_cuda(op.x);
   auto out = ctx.empty(x.shape(), x.dtype());
   ctx.copy(x, *out);
   ir::Slice s{out, op.ranges};
-  auto target = slice(ctx, s);
+  auto target = run(ctx, s);
   ctx.copy(as_cuda(op.value), as_cuda(target));
   return out;
 }
 
-ir::Handle cat(CudaContext& ctx, ir::Cat& op) {
+ir::Handle run(CudaContext& ctx, ir::Cat& op) {
   auto out = ctx.empty(op.out_shape, op.xs[0]->dtype());
   std::size_t start = 0;
   for (const auto& h : op.xs) {
@@ -36,7 +36,7 @@ ir::Handle cat(CudaContext& ctx, ir::Cat& op) {
       for (std::size_t i = 0; i < ranges.size(); ++i) ranges[i] = {0, op.out_shape[i], 1};
       ranges[op.dim] = {start, start + n, 1};
       ir::Slice s{out, std::move(ranges)};
-      auto target = slice(ctx, s);
+      auto target = run(ctx, s);
       ctx.copy(x, as_cuda(target));
     }
     start += n;
