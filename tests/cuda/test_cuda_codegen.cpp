@@ -36,15 +36,13 @@ TEST(CudaCodegen, KernelNamesAreUniqueAndStructural) {
 }
 
 // Each kernel family lists its variants (codegen.hpp's variants(), a switch over every
-// Family): none is empty, and all_kernels() is exactly their union.
+// Family): a family whose case lists nothing would leave its kernels out of the NVRTC
+// compile test.
 TEST(CudaCodegen, EveryFamilyListsItsVariants) {
-  std::size_t total = 0;
   for (std::size_t f = 0; f < static_cast<std::size_t>(Family::Count_); ++f) {
-    const auto vs = variants(static_cast<Family>(f));
-    EXPECT_FALSE(vs.empty()) << "family " << f << " has no kernel for the NVRTC test";
-    total += vs.size();
+    EXPECT_FALSE(variants(static_cast<Family>(f)).empty())
+        << "family " << f << " has no kernel for the NVRTC test";
   }
-  EXPECT_EQ(all_kernels().size(), total);
 }
 
 // Every (function, dtype) cell the element-wise table defines is printed, contiguous and
