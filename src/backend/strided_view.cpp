@@ -91,11 +91,7 @@ StridedView permute_view(const StridedView& x, const std::vector<std::size_t>& a
 }
 
 StridedView expand_view(const StridedView& x, const Shape& shape) {
-  std::vector<std::int64_t> st = x.strides;
-  for (std::size_t i = 0; i < st.size(); ++i) {
-    if (x.shape[i] != shape[i]) st[i] = 0;
-  }
-  return {shape, std::move(st), x.offset};
+  return {shape, broadcast_strides(x.shape, x.strides, shape), x.offset};
 }
 
 StridedView slice_view(const StridedView& x, const std::vector<ir::SliceRange>& ranges) {
@@ -118,6 +114,25 @@ StridedView flip_view(const StridedView& x, const std::vector<std::size_t>& axes
     v.strides[a] = -v.strides[a];
   }
   return v;
+}
+
+std::vector<std::int64_t> broadcast_strides(const Shape& x_shape,
+                                            const std::vector<std::int64_t>& x_strides,
+                                            const Shape& out_shape) {
+  std::vector<std::int64_t> s = x_strides;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (x_shape[i] != out_shape[i]) s[i] = 0;
+  }
+  return s;
+}
+
+Walk walk_of(const Shape& x_shape, const std::vector<std::int64_t>& x_strides,
+             const Shape& out_shape) {
+  if (x_shape == out_shape && is_contiguous(x_shape, x_strides)) return Walk::Linear;
+  for (std::size_t d : x_shape) {
+    if (d != 1) return Walk::Strided;
+  }
+  return Walk::Scalar;
 }
 
 }  // namespace ember::backend

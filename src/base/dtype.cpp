@@ -4,26 +4,6 @@
 
 namespace ember {
 
-std::size_t size_of(DType t) {
-  switch (t) {
-    case DType::F64:
-    case DType::I64:
-      return 8;
-    case DType::F32:
-    case DType::I32:
-      return 4;
-    case DType::F16:
-    case DType::BF16:
-    case DType::I16:
-      return 2;
-    case DType::I8:
-    case DType::U8:
-    case DType::Bool:
-      return 1;
-  }
-  return 0;
-}
-
 const char* name(DType t) {
   switch (t) {
     case DType::F64:
@@ -51,20 +31,6 @@ const char* name(DType t) {
 }
 
 std::string to_string(DType t) { return name(t); }
-
-Kind kind_of(DType t) {
-  switch (t) {
-    case DType::F64:
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-      return Kind::Float;
-    case DType::Bool:
-      return Kind::Bool;
-    default:
-      return Kind::Int;
-  }
-}
 
 const char* name(Kind k) {
   switch (k) {

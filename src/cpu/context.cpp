@@ -11,8 +11,6 @@
 
 namespace ember::cpu {
 
-bool CpuTensor::is_contiguous() const { return backend::is_contiguous(shape_, strides_); }
-
 thread_local const char* CpuContext::current_op = "cpu";
 
 std::shared_ptr<CpuTensor> CpuContext::empty(const Shape& shape, DType dtype) {
@@ -74,14 +72,6 @@ std::shared_ptr<const CpuTensor> contiguous(CpuContext& ctx, const ir::Handle& x
   return out;
 }
 
-bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
-  if (!x || x.use_count() != 1) return false;
-  const auto& c = as_cpu(x);
-  return c.buffer().use_count() == 1 && c.offset() == 0 && c.dtype() == dtype &&
-         c.shape() == shape && c.is_contiguous() &&
-         c.buffer()->bytes() >= shape.num_elements() * size_of(dtype);
-}
-
 std::shared_ptr<CpuTensor> output_for(CpuContext& ctx, const ir::Handle& x, const Shape& shape,
                                       DType dtype) {
   if (reusable(x, shape, dtype)) {
@@ -96,11 +86,6 @@ std::shared_ptr<CpuTensor> writable_copy(CpuContext& ctx, const ir::Handle& x) {
   auto out = ctx.empty(c.shape(), c.dtype());
   copy_strided(c, *out);
   return out;
-}
-
-CpuTensor broadcast_view(const CpuTensor& t, const Shape& out_shape) {
-  auto v = backend::expand_view({t.shape(), t.strides(), t.offset()}, out_shape);
-  return CpuTensor(t.buffer(), std::move(v.shape), t.dtype(), std::move(v.strides), v.offset);
 }
 
 }  // namespace ember::cpu

@@ -30,19 +30,16 @@ void copy_strided(const CpuTensor& src, const CpuTensor& dst);
 void copy_strided(const Shape& shape, std::size_t elem, const std::byte* src,
                   const std::int64_t* src_strides, std::byte* dst, const std::int64_t* dst_strides);
 
-// Note [In-place reuse]: an op may write its output into an input's buffer when the op
-// holds the only reference to that input handle (the caller moved it in), nothing else
-// shares the buffer, and the input is a contiguous view of the whole buffer with the
-// output's shape and dtype. Clone invariance follows: any other reference — another
-// Tensor, a view, a saved autodiff tensor — makes the use count exceed one.
-bool reusable(const ir::Handle& x, const Shape& shape, DType dtype);
+// Whether an op holding x may write its output into x's buffer: the one rule of Note
+// [In-place reuse] (ember/backend/strided_tensor.hpp).
+inline bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
+  return backend::reusable<Buffer>(x, shape, dtype);
+}
 // The tensor an in-place op writes: x's node itself when reusable, else a fresh tensor.
 std::shared_ptr<CpuTensor> output_for(CpuContext& ctx, const ir::Handle& x, const Shape& shape,
                                       DType dtype);
 // The tensor an op that updates part of x writes: x's node itself when reusable, else a
 // contiguous copy of x.
 std::shared_ptr<CpuTensor> writable_copy(CpuContext& ctx, const ir::Handle& x);
-// t viewed at out_shape (same rank): dims of extent 1 that broadcast get stride 0.
-CpuTensor broadcast_view(const CpuTensor& t, const Shape& out_shape);
 
 }  // namespace ember::cpu

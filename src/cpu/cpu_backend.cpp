@@ -77,47 +77,8 @@ class CpuBackend final : public backend::Backend {
   void sync() override {}
 
  private:
-  // One overload of run_one per op: an op without one fails to compile here.
-  std::vector<ir::Handle> dispatch(ir::Op& op) {
-    return std::visit(
-        [&](auto& o) -> std::vector<ir::Handle> {
-          if constexpr (std::is_same_v<decltype(run_one(o)), ir::Handle>) {
-            return {run_one(o)};
-          } else {
-            return run_one(o);
-          }
-        },
-        op);
-  }
-
-  ir::Handle run_one(ir::Unary& o) { return unary(ctx_, o); }
-  ir::Handle run_one(ir::Binary& o) { return binary(ctx_, o); }
-  ir::Handle run_one(ir::Where& o) { return where(ctx_, o); }
-  ir::Handle run_one(ir::Cast& o) { return cast(ctx_, o); }
-  ir::Handle run_one(ir::Reduce& o) { return reduce(ctx_, o); }
-  ir::Handle run_one(ir::Scan& o) { return scan(ctx_, o); }
-  ir::Handle run_one(ir::Matmul& o) { return matmul(ctx_, o); }
-  ir::Handle run_one(ir::Reshape& o) { return reshape(ctx_, o); }
-  ir::Handle run_one(ir::Permute& o) { return permute(ctx_, o); }
-  ir::Handle run_one(ir::Expand& o) { return expand(ctx_, o); }
-  ir::Handle run_one(ir::Slice& o) { return slice(ctx_, o); }
-  ir::Handle run_one(ir::Flip& o) { return flip(ctx_, o); }
-  ir::Handle run_one(ir::SliceAssign& o) { return slice_assign(ctx_, o); }
-  ir::Handle run_one(ir::Cat& o) { return cat(ctx_, o); }
-  ir::Handle run_one(ir::Gather& o) { return gather(ctx_, o); }
-  ir::Handle run_one(ir::Scatter& o) { return scatter(ctx_, o); }
-  ir::Handle run_one(ir::IndexSelect& o) { return index_select(ctx_, o); }
-  ir::Handle run_one(ir::IndexAdd& o) { return index_add(ctx_, o); }
-  std::vector<ir::Handle> run_one(ir::Sort& o) { return sort(ctx_, o); }
-  ir::Handle run_one(ir::Nonzero& o) { return nonzero(ctx_, o); }
-  ir::Handle run_one(ir::Fill& o) { return fill(ctx_, o); }
-  ir::Handle run_one(ir::Arange& o) { return arange(ctx_, o); }
-  ir::Handle run_one(ir::Random& o) { return random(ctx_, o); }
-  ir::Handle run_one(ir::Softmax& o) { return softmax(ctx_, o); }
-  ir::Handle run_one(ir::LayerNorm& o) { return layer_norm(ctx_, o); }
-  ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
-  ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
-  ir::Handle run_one(ir::Pool& o) { return pool(ctx_, o); }
+  // One kernel per op (kernels.hpp, declared from the IR's op list).
+  std::vector<ir::Handle> dispatch(ir::Op& op) { return backend::dispatch(ctx_, op); }
 
   static bool needs_widening(const ir::Op& op) {
     if (!ir::is_arithmetic(ir::kind_of(op))) return false;
@@ -132,7 +93,7 @@ class CpuBackend final : public backend::Backend {
       if (!h || !is_half(h->dtype())) return;
       half = h->dtype();
       ir::Cast c{std::move(h), DType::F32};
-      h = cast(ctx_, c);
+      h = run(ctx_, c);
     });
     std::visit(
         [&](auto& o) {
@@ -145,7 +106,7 @@ class CpuBackend final : public backend::Backend {
     for (auto& h : outs) {
       if (h->dtype() == DType::F32) {
         ir::Cast c{std::move(h), half};
-        h = cast(ctx_, c);
+        h = run(ctx_, c);
       }
     }
     return outs;

@@ -1,6 +1,7 @@
 // Strided iteration shared by the Cpu kernels: collapse an iteration space over several
-// strided operands to as few dims as possible, then visit it row by row (the innermost
-// dim), optionally in parallel. Every kernel that walks views goes through here.
+// strided operands to as few dims as possible (backend::collapse_dims, shared with every
+// backend), then visit it row by row (the innermost dim), optionally in parallel on the
+// Cpu's thread pool. Every Cpu kernel that walks views goes through here.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 
 #include "cpu/cpu_tensor.hpp"
 #include "cpu/thread_pool.hpp"
+#include "ember/backend/strided_view.hpp"
 
 namespace ember::cpu {
 
@@ -20,37 +22,9 @@ struct StridedSpace {
   std::vector<std::size_t> shape;
   std::array<std::vector<std::int64_t>, N> strides;
 
-  // Merges dims i and i+1 wherever every operand steps through them as one dim, and drops
-  // extent-1 dims. Keeps at least one dim.
-  void collapse() {
-    std::vector<std::size_t> s;
-    std::array<std::vector<std::int64_t>, N> st;
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      if (shape[i] == 1) continue;
-      if (!s.empty()) {
-        bool mergeable = true;
-        for (std::size_t k = 0; k < N; ++k) {
-          mergeable =
-              mergeable && st[k].back() == strides[k][i] * static_cast<std::int64_t>(shape[i]);
-        }
-        if (mergeable) {
-          s.back() *= shape[i];
-          for (std::size_t k = 0; k < N; ++k) st[k].back() = strides[k][i];
-          continue;
-        }
-      }
-      s.push_back(shape[i]);
-      for (std::size_t k = 0; k < N; ++k) st[k].push_back(strides[k][i]);
-    }
-    if (s.empty()) {
-      // A single element: unit strides, so the (contiguous) output keeps inner stride 1 as
-      // the row kernels require; any stride reads a row of one element the same way.
-      s.push_back(1);
-      for (std::size_t k = 0; k < N; ++k) st[k].push_back(1);
-    }
-    shape = std::move(s);
-    strides = std::move(st);
-  }
+  // Dim collapse (backend::collapse_dims): merges dims every operand steps through as one
+  // and drops extent-1 dims, keeping at least one dim.
+  void collapse() { backend::collapse_dims(shape, strides); }
 
   std::size_t rows() const {
     std::size_t r = 1;

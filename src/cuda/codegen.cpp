@@ -1,7 +1,7 @@
 // The Cuda kernel generators of the families not split out yet: softmax and layer norm
 // (rows in registers and the row-walking kernels), creation, indexing, sort and nonzero,
-// sliding windows, and all_kernels(). The shared printing helpers and the prelude are in
-// codegen/printer.*, the element-wise generators in codegen/elementwise.cpp, the
+// sliding windows, and each family's variants() for the NVRTC test. The shared printing helpers and
+// the prelude are in codegen/printer.*, the element-wise generators in codegen/elementwise.cpp, the
 // reductions and scans in codegen/reduce.cpp.
 #include "cuda/codegen.hpp"
 
@@ -865,97 +865,180 @@ KernelSource gen_pool(DType dt, bool max, bool wide) {
   return k;
 }
 
+namespace {
+DType of_size(std::size_t e) {
+  return e == 1 ? DType::U8 : e == 2 ? DType::F16 : e == 4 ? DType::F32 : DType::F64;
+}
+}  // namespace
+
+std::vector<KernelSource> variants(Family family) {
+  std::vector<KernelSource> out;
+  const auto each_size = [&](auto gen) {
+    for (std::size_t e : {1, 2, 4, 8}) out.push_back(gen(e));
+  };
+  switch (family) {
+    case Family::Unary:
+      for (bool c : {true, false}) {
+        for (std::size_t f = 0; f < static_cast<std::size_t>(UnaryFn::Count_); ++f) {
+          for (DType dt : kAllDTypes) {
+            if (unary_supported(static_cast<UnaryFn>(f), dt))
+              out.push_back(gen_unary(static_cast<UnaryFn>(f), dt, c));
+          }
+        }
+      }
+      break;
+    case Family::Binary:
+      for (bool c : {true, false}) {
+        for (std::size_t f = 0; f < static_cast<std::size_t>(BinaryFn::Count_); ++f) {
+          for (DType dt : kAllDTypes) {
+            if (!binary_supported(static_cast<BinaryFn>(f), dt)) continue;
+            for (unsigned m : {0u, 1u, 2u}) {
+              if (c || m == 0) out.push_back(gen_binary(static_cast<BinaryFn>(f), dt, c, m));
+            }
+          }
+        }
+      }
+      break;
+    case Family::Where:
+      for (bool c : {true, false}) {
+        for (std::size_t e : {1, 2, 4, 8}) {
+          for (unsigned m = 0; m < 7; ++m) {
+            if (c || m == 0) out.push_back(gen_where(of_size(e), c, m));
+          }
+        }
+      }
+      break;
+    case Family::Cast:
+      for (bool c : {true, false}) {
+        for (DType a : kAllDTypes) {
+          for (DType b : kAllDTypes) out.push_back(gen_cast(a, b, c));
+        }
+      }
+      break;
+    case Family::Copy:
+      for (bool c : {true, false}) each_size([&](std::size_t e) { return gen_copy(e, c); });
+      break;
+    case Family::Reduce:
+      for (DType dt : kAllDTypes) {
+        for (std::size_t f = 0; f < static_cast<std::size_t>(ReduceFn::Count_); ++f) {
+          const auto fn = static_cast<ReduceFn>(f);
+          if (!reduce_supported(fn, dt)) continue;
+          out.push_back(gen_reduce(fn, dt, true));
+          out.push_back(gen_reduce(fn, dt, false));
+        }
+      }
+      break;
+    case Family::Softmax:
+    case Family::LayerNorm:
+      for (DType dt : kAllDTypes) {
+        if (!is_float(dt)) continue;
+        const bool softmax = family == Family::Softmax;
+        if (softmax) {
+          out.push_back(gen_softmax(dt, false));
+          out.push_back(gen_softmax(dt, true));
+        } else {
+          out.push_back(gen_layer_norm(dt));
+        }
+        for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
+          for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) {
+            if (softmax) {
+              out.push_back(gen_softmax_regs(dt, false, ept, vec));
+              out.push_back(gen_softmax_regs(dt, true, ept, vec));
+            } else {
+              out.push_back(gen_layer_norm_regs(dt, ept, vec));
+            }
+          }
+        }
+      }
+      break;
+    case Family::Fill:
+      each_size([](std::size_t e) { return gen_fill(e); });
+      break;
+    case Family::Scan:
+      for (DType dt : kAllDTypes) {
+        if (dt == DType::Bool) continue;
+        for (std::size_t f = 0; f < static_cast<std::size_t>(ScanFn::Count_); ++f) {
+          out.push_back(gen_scan(static_cast<ScanFn>(f), dt));
+        }
+      }
+      break;
+    case Family::Arange:
+      for (DType dt : kAllDTypes) out.push_back(gen_arange(dt));
+      break;
+    case Family::Random:
+      for (DType dt : kAllDTypes) out.push_back(gen_random(dt));
+      break;
+    case Family::Gather:
+      each_size([](std::size_t e) { return gen_gather(e); });
+      break;
+    case Family::Scatter:
+      for (DType dt : kAllDTypes) {
+        out.push_back(gen_scatter(dt, false));
+        out.push_back(gen_scatter(dt, true));
+      }
+      break;
+    case Family::IndexSelect:
+      each_size([](std::size_t e) { return gen_index_select(e); });
+      break;
+    case Family::IndexAdd:
+      for (DType dt : kAllDTypes) out.push_back(gen_index_add(dt));
+      break;
+    case Family::SortRows:
+      for (DType dt : kAllDTypes) out.push_back(gen_sort_rows(dt));
+      break;
+    case Family::SortInit:
+      out.push_back(gen_sort_init());
+      break;
+    case Family::SortStage:
+      for (DType dt : kAllDTypes) out.push_back(gen_sort_stage(dt));
+      break;
+    case Family::SortWrite:
+      each_size([](std::size_t e) { return gen_sort_write(e); });
+      break;
+    case Family::NonzeroCount:
+      for (DType dt : kAllDTypes) out.push_back(gen_nonzero_count(dt));
+      break;
+    case Family::NonzeroWrite:
+      for (DType dt : kAllDTypes) out.push_back(gen_nonzero_write(dt));
+      break;
+    case Family::ScanTiles:
+      out.push_back(gen_scan_tiles());
+      break;
+    case Family::AddTileOffsets:
+      out.push_back(gen_add_tile_offsets());
+      break;
+    case Family::Unfold:
+      for (bool wide : {false, true}) {
+        each_size([&](std::size_t e) { return gen_unfold(e, wide); });
+      }
+      break;
+    case Family::Fold:
+      for (DType dt : kAllDTypes) {
+        if (!is_float(dt)) continue;
+        out.push_back(gen_fold(dt, false));
+        out.push_back(gen_fold(dt, true));
+      }
+      break;
+    case Family::Pool:
+      for (DType dt : kAllDTypes) {
+        if (dt == DType::Bool) continue;
+        for (bool max : {false, true}) {
+          out.push_back(gen_pool(dt, max, false));
+          out.push_back(gen_pool(dt, max, true));
+        }
+      }
+      break;
+    case Family::Count_:
+      break;
+  }
+  return out;
+}
+
 std::vector<KernelSource> all_kernels() {
   std::vector<KernelSource> out;
-  for (bool c : {true, false}) {
-    for (std::size_t f = 0; f < static_cast<std::size_t>(UnaryFn::Count_); ++f) {
-      for (DType dt : kAllDTypes) {
-        if (unary_supported(static_cast<UnaryFn>(f), dt))
-          out.push_back(gen_unary(static_cast<UnaryFn>(f), dt, c));
-      }
-    }
-    for (std::size_t f = 0; f < static_cast<std::size_t>(BinaryFn::Count_); ++f) {
-      for (DType dt : kAllDTypes) {
-        if (binary_supported(static_cast<BinaryFn>(f), dt))
-          for (unsigned m : {0u, 1u, 2u}) {
-            if (c || m == 0) out.push_back(gen_binary(static_cast<BinaryFn>(f), dt, c, m));
-          }
-      }
-    }
-    for (DType a : kAllDTypes) {
-      for (DType b : kAllDTypes) out.push_back(gen_cast(a, b, c));
-    }
-    for (std::size_t e : {1, 2, 4, 8}) {
-      out.push_back(gen_copy(e, c));
-      for (unsigned m = 0; m < 7; ++m) {
-        if (c || m == 0) {
-          out.push_back(gen_where(e == 1   ? DType::U8
-                                  : e == 2 ? DType::F16
-                                  : e == 4 ? DType::F32
-                                           : DType::F64,
-                                  c, m));
-        }
-      }
-    }
+  for (std::size_t f = 0; f < static_cast<std::size_t>(Family::Count_); ++f) {
+    for (auto& k : variants(static_cast<Family>(f))) out.push_back(std::move(k));
   }
-  for (DType dt : kAllDTypes) {
-    for (std::size_t f = 0; f < static_cast<std::size_t>(ReduceFn::Count_); ++f) {
-      const auto fn = static_cast<ReduceFn>(f);
-      if (!reduce_supported(fn, dt)) continue;
-      out.push_back(gen_reduce(fn, dt, true));
-      out.push_back(gen_reduce(fn, dt, false));
-    }
-    if (dt != DType::Bool) {
-      for (std::size_t f = 0; f < static_cast<std::size_t>(ScanFn::Count_); ++f) {
-        out.push_back(gen_scan(static_cast<ScanFn>(f), dt));
-      }
-    }
-    if (is_float(dt)) {
-      for (bool log : {false, true}) {
-        out.push_back(gen_softmax(dt, log));
-      }
-      out.push_back(gen_layer_norm(dt));
-      for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
-        for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) {
-          out.push_back(gen_softmax_regs(dt, false, ept, vec));
-          out.push_back(gen_softmax_regs(dt, true, ept, vec));
-          out.push_back(gen_layer_norm_regs(dt, ept, vec));
-        }
-      }
-      out.push_back(gen_fold(dt, false));
-      out.push_back(gen_fold(dt, true));
-    }
-    out.push_back(gen_arange(dt));
-    out.push_back(gen_random(dt));
-    out.push_back(gen_scatter(dt, false));
-    out.push_back(gen_scatter(dt, true));
-    out.push_back(gen_index_add(dt));
-  }
-  for (std::size_t e : {1, 2, 4, 8}) {
-    out.push_back(gen_fill(e));
-    out.push_back(gen_gather(e));
-    out.push_back(gen_index_select(e));
-    out.push_back(gen_unfold(e, false));
-    out.push_back(gen_unfold(e, true));
-  }
-  for (DType dt : kAllDTypes) {
-    if (dt == DType::Bool) continue;
-    for (bool max : {false, true}) {
-      out.push_back(gen_pool(dt, max, false));
-      out.push_back(gen_pool(dt, max, true));
-    }
-  }
-  // sort and nonzero
-  for (DType dt : kAllDTypes) {
-    out.push_back(gen_sort_rows(dt));
-    out.push_back(gen_sort_stage(dt));
-    out.push_back(gen_nonzero_count(dt));
-    out.push_back(gen_nonzero_write(dt));
-  }
-  for (std::size_t e : {1, 2, 4, 8}) out.push_back(gen_sort_write(e));
-  out.push_back(gen_sort_init());
-  out.push_back(gen_scan_tiles());
-  out.push_back(gen_add_tile_offsets());
   return out;
 }
 

@@ -77,6 +77,7 @@ enum class Family : std::uint8_t {
   Unfold,          // (element size, wide)
   Fold,            // (dtype, wide)
   Pool,            // (dtype, max, wide)
+  Count_
 };
 constexpr std::uint64_t kernel_key(Family f, unsigned a = 0, unsigned b = 0, unsigned c = 0,
                                    unsigned d = 0) {
@@ -208,8 +209,11 @@ KernelSource gen_pool(DType dt, bool max, bool wide);
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);
 
-// Every kernel the generators produce for the supported (fn, dtype) combinations: what the
-// codegen test compiles.
+// Every kernel of one family that its launchers can ask for (each supported function,
+// dtype and layout variant). A switch over every Family with no default: a family added
+// without its variants does not compile, so the NVRTC compile test never misses one.
+std::vector<KernelSource> variants(Family family);
+// variants() of every family: what the codegen test compiles.
 std::vector<KernelSource> all_kernels();
 
 }  // namespace ember::cuda

@@ -11,16 +11,6 @@
 
 namespace ember::cuda {
 
-bool CudaTensor::is_contiguous() const { return backend::is_contiguous(shape_, strides_); }
-
-bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
-  if (!x || x.use_count() != 1) return false;
-  const auto& c = as_cuda(x);
-  return c.buffer().use_count() == 1 && c.offset() == 0 && c.dtype() == dtype &&
-         c.shape() == shape && c.is_contiguous() &&
-         c.buffer()->bytes() == shape.num_elements() * size_of(dtype);
-}
-
 namespace {
 int driver_version() {
   int v = 0;
@@ -213,32 +203,7 @@ void CudaContext::sync() {
 
 // ---- geometry ----
 
-void Space::collapse() {
-  std::vector<std::int64_t> s;
-  std::vector<Strides> st(strides.size());
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (!s.empty()) {
-      bool merge = true;
-      for (std::size_t k = 0; k < strides.size(); ++k) {
-        merge = merge && st[k].back() == strides[k][i] * shape[i];
-      }
-      if (merge) {
-        s.back() *= shape[i];
-        for (std::size_t k = 0; k < strides.size(); ++k) st[k].back() = strides[k][i];
-        continue;
-      }
-    }
-    s.push_back(shape[i]);
-    for (std::size_t k = 0; k < strides.size(); ++k) st[k].push_back(strides[k][i]);
-  }
-  if (s.empty()) {
-    s.push_back(1);
-    for (auto& v : st) v.push_back(1);
-  }
-  shape = std::move(s);
-  strides = std::move(st);
-}
+void Space::collapse() { backend::collapse_dims(shape, strides); }
 
 bool Space::contiguous() const {
   if (shape.size() != 1) return false;
@@ -262,14 +227,6 @@ Geo Space::geo(const char* op) const {
     for (std::size_t k = 0; k < strides.size(); ++k) g.st[k][i] = strides[k][i];
   }
   return g;
-}
-
-Strides broadcast_strides(const CudaTensor& x, const Shape& out_shape) {
-  Strides s = x.strides();
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (x.shape()[i] == 1 && out_shape[i] != 1) s[i] = 0;
-  }
-  return s;
 }
 
 }  // namespace ember::cuda

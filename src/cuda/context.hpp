@@ -18,6 +18,7 @@
 #include "cuda/codegen.hpp"
 #include "cuda/compiler.hpp"
 #include "cuda/runtime.hpp"
+#include "ember/backend/strided_tensor.hpp"
 #include "ember/backend/strided_view.hpp"
 #include "ember/ir/ops.hpp"
 
@@ -26,41 +27,20 @@ namespace ember::cuda {
 using Strides = std::vector<std::int64_t>;
 using backend::contiguous_strides;
 
-class CudaTensor final : public ir::TensorNode {
- public:
-  CudaTensor(std::shared_ptr<DeviceBuffer> buffer, Shape shape, DType dtype, Strides strides,
-             std::int64_t offset)
-      : TensorNode(std::move(shape), dtype),
-        buffer_(std::move(buffer)),
-        strides_(std::move(strides)),
-        offset_(offset) {}
-  const std::shared_ptr<DeviceBuffer>& buffer() const { return buffer_; }
-  const Strides& strides() const { return strides_; }
-  std::int64_t offset() const { return offset_; }
-  // Device address of element 0 of the view.
-  std::byte* data() const {
-    return static_cast<std::byte*>(buffer_->data()) + offset_ * std::int64_t(size_of(dtype_));
-  }
-  bool is_contiguous() const;
-
- private:
-  std::shared_ptr<DeviceBuffer> buffer_;
-  Strides strides_;
-  std::int64_t offset_;
-};
+// The Cuda backend's tensor handle: a strided view into a shared device buffer,
+// backend::StridedTensor (ember/backend/strided_tensor.hpp) as on the Cpu.
+using CudaTensor = backend::StridedTensor<DeviceBuffer>;
 using TensorPtr = std::shared_ptr<CudaTensor>;
 
 inline const CudaTensor& as_cuda(const ir::Handle& h) { return static_cast<const CudaTensor&>(*h); }
 
-// Note [In-place reuse] on Cuda (as on the Cpu, cpu/context.hpp): an element-wise op may
-// write its output into an operand's buffer when the op holds the only reference to that
-// operand's handle (the caller moved it in), nothing else shares the buffer, and the
-// operand is a contiguous view of the whole buffer with the output's shape and dtype (so
-// not broadcast). Each output element is then written by the thread that read the same
-// element of that operand, before no other read of it. Any other reference — a Tensor, a
-// view, a saved autodiff tensor — makes a use count exceed one, so results do not depend
-// on whether other references exist.
-bool reusable(const ir::Handle& x, const Shape& shape, DType dtype);
+// Note [In-place reuse] (ember/backend/strided_tensor.hpp) is the rule, the same on every
+// backend. On Cuda an element-wise op that reuses an operand is safe because each output
+// element is written by the thread that read the same element of that operand, after that
+// read and before no other read of it.
+inline bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
+  return backend::reusable<DeviceBuffer>(x, shape, dtype);
+}
 
 // Launch arguments: pointers to each argument value, as cudaLaunchKernel takes them.
 using Args = std::initializer_list<void*>;
@@ -165,7 +145,10 @@ struct Space {
   bool contiguous() const;
   Geo geo(const char* op) const;
 };
-// x's strides viewed at out_shape (same rank): dims of extent 1 that broadcast get 0.
-Strides broadcast_strides(const CudaTensor& x, const Shape& out_shape);
+// x's strides viewed at out_shape (same rank): dims of extent 1 that broadcast get 0
+// (backend::broadcast_strides).
+inline Strides broadcast_strides(const CudaTensor& x, const Shape& out_shape) {
+  return backend::broadcast_strides(x.shape(), x.strides(), out_shape);
+}
 
 }  // namespace ember::cuda

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "ember/base/error.hpp"
@@ -98,6 +99,32 @@ double call_f64(Math m, double x, double y) {
   EMBER_ASSERT(false);
 }
 
+// The comparisons and logical connectives, for float and integer evaluation alike (the
+// result as 0 or 1); nullopt for any other node.
+template <class T>
+std::optional<bool> relation(Op op, T x, T y) {
+  switch (op) {
+    case Op::Eq:
+      return x == y;
+    case Op::Ne:
+      return x != y;
+    case Op::Lt:
+      return x < y;
+    case Op::Le:
+      return x <= y;
+    case Op::Gt:
+      return x > y;
+    case Op::Ge:
+      return x >= y;
+    case Op::And:
+      return x != 0 && y != 0;
+    case Op::Or:
+      return x != 0 || y != 0;
+    default:
+      return std::nullopt;
+  }
+}
+
 double eval_f(const Expr& e, int i, const double (&in)[4]) {
   const Node& n = e[i];
   const auto A = [&] { return eval_f(e, n.a, in); };
@@ -137,21 +164,14 @@ double eval_f(const Expr& e, int i, const double (&in)[4]) {
     case Op::Mod:
       return std::fmod(A(), B());
     case Op::Eq:
-      return truth(A() == B());
     case Op::Ne:
-      return truth(A() != B());
     case Op::Lt:
-      return truth(A() < B());
     case Op::Le:
-      return truth(A() <= B());
     case Op::Gt:
-      return truth(A() > B());
     case Op::Ge:
-      return truth(A() >= B());
     case Op::And:
-      return truth(A() != 0 && B() != 0);
     case Op::Or:
-      return truth(A() != 0 || B() != 0);
+      return truth(*relation(n.op, A(), B()));
     case Op::Select:
       return A() != 0 ? B() : C();
     case Op::Call:
@@ -265,21 +285,14 @@ std::int64_t eval_i(const Expr& e, int i, DType dt, const std::int64_t (&in)[4])
       return (y == 0 || y == -1) ? 0 : x % y;
     }
     case Op::Eq:
-      return A() == B();
     case Op::Ne:
-      return A() != B();
     case Op::Lt:
-      return A() < B();
     case Op::Le:
-      return A() <= B();
     case Op::Gt:
-      return A() > B();
     case Op::Ge:
-      return A() >= B();
     case Op::And:
-      return A() != 0 && B() != 0;
     case Op::Or:
-      return A() != 0 || B() != 0;
+      return *relation(n.op, A(), B());
     case Op::BitAnd:
       return wrap(dt, u(A()) & u(B()));
     case Op::BitOr:
@@ -314,7 +327,7 @@ double eval_float(const Expr& e, double a, double b, double p0, double p1) {
 
 std::int64_t eval_int(const Expr& e, DType dt, std::int64_t a, std::int64_t b, std::int64_t p0,
                       std::int64_t p1) {
-  EMBER_ASSERT(!e.empty() && kind(dt) != Kind::Float);
+  EMBER_ASSERT(!e.empty() && kind_of(dt) != Kind::Float);
   const std::int64_t in[4] = {a, b, p0, p1};
   return eval_i(e, e.root(), dt, in);
 }
@@ -331,6 +344,31 @@ std::string number(double v) {
     std::snprintf(buf, sizeof buf, "%.17g", v);
   }
   return v < 0 ? "(C)(" + std::string(buf) + ")" : "(C)" + std::string(buf);
+}
+
+// The C spelling of each node relation() evaluates.
+const char* relation_symbol(Op op) {
+  switch (op) {
+    case Op::Eq:
+      return "==";
+    case Op::Ne:
+      return "!=";
+    case Op::Lt:
+      return "<";
+    case Op::Le:
+      return "<=";
+    case Op::Gt:
+      return ">";
+    case Op::Ge:
+      return ">=";
+    case Op::And:
+      return "&&";
+    case Op::Or:
+      return "||";
+    default:
+      break;
+  }
+  EMBER_ASSERT(false && "not a relation");
 }
 
 // One node of a C-like dialect, given its children's text: the spelling every dialect
@@ -376,21 +414,14 @@ std::string spell_c(const Node& n, Kind k, const std::string (&ch)[3], const Nam
     case Op::Mod:
       return ints ? "em_imod(" + A + ", " + B + ")" : "m_fmod(" + A + ", " + B + ")";
     case Op::Eq:
-      return infix(A, "==", B);
     case Op::Ne:
-      return infix(A, "!=", B);
     case Op::Lt:
-      return infix(A, "<", B);
     case Op::Le:
-      return infix(A, "<=", B);
     case Op::Gt:
-      return infix(A, ">", B);
     case Op::Ge:
-      return infix(A, ">=", B);
     case Op::And:
-      return infix(A, "&&", B);
     case Op::Or:
-      return infix(A, "||", B);
+      return infix(A, relation_symbol(n.op), B);
     case Op::BitAnd:
       return "(C)" + infix(A, "&", B);
     case Op::BitOr:
@@ -598,7 +629,7 @@ bool gives_bool_node(const Expr& e, int i) {
 Printed print(const Expr& e, Dialect d, DType dt, const Names& names, const std::string& indent,
               const std::string& temp_prefix) {
   EMBER_ASSERT(!e.empty());
-  const Kind k = kind(dt);
+  const Kind k = kind_of(dt);
   const auto children = [&](const Node& n, const std::vector<std::string>& text,
                             std::string(&ch)[3]) {
     ch[0] = n.a >= 0 ? text[static_cast<std::size_t>(n.a)] : "";

@@ -129,8 +129,8 @@ class EmberReader final : public TensorReader {
     const std::uint64_t meta_offset = load_u64(pre + ef::kMetaOffsetAt);
     const std::uint64_t meta_size = load_u64(pre + ef::kMetaSizeAt);
     if (data_offset != ef::kPreambleSize || data_size % ef::kAlignment != 0 ||
-        checked_add(data_offset, data_size, file) != meta_offset ||
-        checked_add(meta_offset, meta_size, file) != size) {
+        checked_add(data_offset, data_size, file, "the data section's end") != meta_offset ||
+        checked_add(meta_offset, meta_size, file, "the metadata section's end") != size) {
       fail(file + " is truncated or corrupt: its sections (data " + std::to_string(data_size) +
            " bytes at " + std::to_string(data_offset) + ", metadata " + std::to_string(meta_size) +
            " bytes at " + std::to_string(meta_offset) + ") do not tile its " +
@@ -213,7 +213,7 @@ class EmberReader final : public TensorReader {
         dims.push_back(d.get<std::uint64_t>());
       }
       info.shape = Shape(std::move(dims));
-      const std::uint64_t nbytes = checked_num_bytes(info.shape, info.dtype, file + " " + where);
+      const std::uint64_t nbytes = checked_bytes(info.shape, info.dtype, file + " " + where);
       const std::uint64_t offset = u64_of(e, "offset", where);
       const std::uint64_t size = u64_of(e, "size", where);
       if (size != nbytes) {

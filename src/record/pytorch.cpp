@@ -127,14 +127,15 @@ class PyTorchReader final : public TensorReader {
       const pk::StorageRef& s = arena_.storages[v.storage];
       std::vector<std::size_t> dims(v.size.begin(), v.size.end());
       TensorInfo info{key, s.dtype, Shape(std::move(dims)), std::nullopt, 0, false};
-      (void)checked_num_bytes(info.shape, info.dtype, file + " '" + key + "'");  // fits
+      (void)checked_bytes(info.shape, info.dtype, file + " '" + key + "'");  // fits
       // The last element the view reaches must lie inside the storage.
       std::uint64_t elements = 1;
-      for (std::uint64_t d : v.size) elements = checked_mul(elements, d, file);
+      for (std::uint64_t d : v.size) elements = checked_mul(elements, d, file, "the element count");
       if (elements > 0) {
         std::uint64_t last = v.offset;
         for (std::size_t d = 0; d < v.size.size(); ++d) {
-          last = checked_add(last, checked_mul(v.size[d] - 1, v.stride[d], file), file);
+          last = checked_add(last, checked_mul(v.size[d] - 1, v.stride[d], file, "a view's extent"),
+                             file, "a view's last element");
         }
         if (last >= s.numel) {
           fail(file + ": tensor '" + key + "' (" + info.shape.to_string() + ", offset " +
@@ -213,7 +214,8 @@ class PyTorchReader final : public TensorReader {
 };
 
 std::uint64_t storage_bytes(const pk::StorageRef& s, const std::string& file) {
-  return checked_mul(s.numel, size_of(s.dtype), file + " storage '" + s.key + "'");
+  return checked_mul(s.numel, size_of(s.dtype), file + " storage '" + s.key + "'",
+                     "the byte count");
 }
 
 }  // namespace
@@ -315,7 +317,9 @@ std::unique_ptr<TensorReader> open_pytorch_legacy(std::shared_ptr<const ByteSour
       if (s.key == key) ref = &s;
     }
     const std::uint64_t nbytes =
-        ref == nullptr ? 0 : checked_mul(numel, size_of(ref->dtype), "record: '" + file + "'");
+        ref == nullptr
+            ? 0
+            : checked_mul(numel, size_of(ref->dtype), "record: '" + file + "'", "the byte count");
     if (ref == nullptr) not_legacy("storage '" + key + "' is listed but never used");
     source->require_range(at, nbytes, "the data of storage '" + key + "'");
     if (!offset_of.emplace(key, at).second) not_legacy("storage '" + key + "' is listed twice");

@@ -10,12 +10,6 @@
 
 namespace ember::record::detail {
 
-std::uint64_t checked_num_bytes(const Shape& shape, DType dtype, const std::string& what) {
-  std::uint64_t n = 1;
-  for (std::size_t d : shape) n = checked_mul(n, d, what);
-  return checked_mul(n, size_of(dtype), what);
-}
-
 void check_json_depth(const std::byte* text, std::size_t n, std::size_t max_depth,
                       const std::string& what) {
   std::size_t depth = 0;

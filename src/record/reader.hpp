@@ -61,9 +61,9 @@ void write_ember(const std::vector<WriteTensor>& tensors, const SaveOptions& opt
 void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
                        ByteSink& sink);
 
-// Shared by the readers: a dtype from its .ember name ("f32"), the element count of a
-// shape read from a file (checked), a JSON text's nesting depth checked before parsing.
-std::uint64_t checked_num_bytes(const Shape& shape, DType dtype, const std::string& what);
+// Shared by the readers: a dtype from its .ember name ("f32"), a JSON text's nesting depth
+// checked before parsing. (A shape's byte count read from a file: checked_bytes,
+// ember/base/checked.hpp.)
 void check_json_depth(const std::byte* text, std::size_t n, std::size_t max_depth,
                       const std::string& what);
 // Parses JSON from a file; an ember::Error naming `what` on bad syntax or too deep nesting.

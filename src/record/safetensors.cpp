@@ -109,8 +109,7 @@ class SafetensorsReader final : public TensorReader {
       }
       Entry e{TensorInfo{key, found->dtype, Shape(std::move(dims)), std::nullopt, 0, false},
               Span{(*offs)[0].get<std::uint64_t>(), (*offs)[1].get<std::uint64_t>()}};
-      const std::uint64_t nbytes =
-          checked_num_bytes(e.info.shape, e.info.dtype, file + " " + where);
+      const std::uint64_t nbytes = checked_bytes(e.info.shape, e.info.dtype, file + " " + where);
       if (e.span.begin > e.span.end || e.span.end > data_size ||
           e.span.end - e.span.begin != nbytes) {
         bad_header(file, where + ": data_offsets [" + std::to_string(e.span.begin) + ", " +
@@ -175,10 +174,10 @@ void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOption
     if (!t.scalar) {
       for (std::size_t d : t.shape) shape.push_back(d);
     }
-    const std::uint64_t n = checked_num_bytes(t.shape, t.dtype, "record::save");
+    const std::uint64_t n = checked_bytes(t.shape, t.dtype, "record::save");
     header[t.key] = {
         {"dtype", st_name(t.dtype)}, {"shape", shape}, {"data_offsets", {offset, offset + n}}};
-    offset = checked_add(offset, n, "record::save");
+    offset = checked_add(offset, n, "record::save", "the data offset");
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');

@@ -109,8 +109,8 @@ ZipArchive::ZipArchive(std::shared_ptr<const ByteSource> source) : source_(std::
     s.require_range(local, 30, "the local header of '" + z.name + "'");
     s.read(local, lh);
     if (load_u32(lh) != kLocalSig) corrupt("a bad local header for '" + z.name + "'");
-    z.data_offset =
-        checked_add(local, 30 + std::uint64_t{load_u16(lh + 26)} + load_u16(lh + 28), file);
+    z.data_offset = checked_add(local, 30 + std::uint64_t{load_u16(lh + 26)} + load_u16(lh + 28),
+                                file, "a zip entry's data offset");
     s.require_range(z.data_offset, z.compressed, "the data of zip entry '" + z.name + "'");
     if (z.method == 0 && z.compressed != z.uncompressed) {
       corrupt("stored entry '" + z.name + "' has differing sizes");

@@ -10,7 +10,7 @@ namespace ember::ops::detail {
 namespace {
 // Only ember::Error leaves a public function: what a backend's containers or the system
 // throw is translated here, the one boundary every op crosses.
-std::vector<ir::Handle> execute(const Device& device, ir::Op op) {
+std::vector<ir::Handle> execute(const Device& device, ir::Op&& op) {
   const ir::OpKind kind = ir::kind_of(op);
   try {
     return device.backend().execute(std::move(op));
@@ -24,13 +24,13 @@ std::vector<ir::Handle> execute(const Device& device, ir::Op op) {
 }
 }  // namespace
 
-DynTensor run(const Device& device, ir::Op op) {
+DynTensor run(const Device& device, ir::Op&& op) {
   auto outs = execute(device, std::move(op));
   EMBER_ASSERT(!outs.empty());
   return DynTensor(std::move(outs[0]), device);
 }
 
-std::vector<DynTensor> run_all(const Device& device, ir::Op op) {
+std::vector<DynTensor> run_all(const Device& device, ir::Op&& op) {
   auto outs = execute(device, std::move(op));
   std::vector<DynTensor> r;
   r.reserve(outs.size());
@@ -82,8 +82,7 @@ void check_kind(const DynTensor& x, std::initializer_list<Kind> allowed, const c
 }
 
 DynTensor scalar_like(const DynTensor& x, double v) {
-  Shape s(std::vector<std::size_t>(x.rank(), 1));
-  return fill(s, v, x.dtype(), x.device());
+  return fill(Shape(std::vector<std::size_t>(x.rank(), 1)), v, x.dtype(), x.device());
 }
 
 DynTensor left_pad_rank(DynTensor x, std::size_t rank) {

@@ -12,10 +12,11 @@
 
 namespace ember::ops::detail {
 
-// Executes op on device and wraps its first output. A foreign exception from the backend
+// Executes op on device (the op is moved into the backend, never copied) and wraps its
+// first output. A foreign exception from the backend
 // (std::bad_alloc, std::length_error, ...) becomes an ember::Error naming the IR op.
-DynTensor run(const Device& device, ir::Op op);
-std::vector<DynTensor> run_all(const Device& device, ir::Op op);
+DynTensor run(const Device& device, ir::Op&& op);
+std::vector<DynTensor> run_all(const Device& device, ir::Op&& op);
 
 // "op: " + what, with the shapes and dtypes of xs appended.
 std::string describe(const std::string& op, std::initializer_list<const DynTensor*> xs);
@@ -38,7 +39,7 @@ std::pair<double, double> int_range(DType dtype);
 // negative integer down to -255 modulo 256, as PyTorch does.
 double fill_value(double value, DType dtype, const std::string& op);
 // Fill without the checks: int values saturate into the dtype's range (NaN gives 0).
-DynTensor fill(const Shape& shape, double value, DType dtype, const Device& device);
+DynTensor fill(Shape shape, double value, DType dtype, const Device& device);
 // A tensor of x's rank, dtype and device holding one element v (broadcasts against x); an
 // int value outside the dtype's range saturates.
 DynTensor scalar_like(const DynTensor& x, double v);

@@ -76,12 +76,12 @@ double fill_value(double value, DType dtype, const std::string& op) {
   return value;
 }
 
-DynTensor fill(const Shape& shape, double value, DType dtype, const Device& device) {
+DynTensor fill(Shape shape, double value, DType dtype, const Device& device) {
   if (is_int(dtype)) {
     const auto [lo, hi] = int_range(dtype);
     value = std::isnan(value) ? 0.0 : std::clamp(value, lo, hi);
   }
-  return run(device, ir::Fill{shape, dtype, value, saturate_int(value)});
+  return run(device, ir::Fill{std::move(shape), dtype, value, saturate_int(value)});
 }
 
 }  // namespace detail

@@ -54,6 +54,20 @@ TEST(CpuBackend, RvalueReusesTheSoleOwnersBuffer) {
   EXPECT_FLOAT_EQ(y.slice({{1, 2}}).into_scalar<float>(), std::exp(1.0f));
 }
 
+// Note [In-place reuse] takes only a view of the whole buffer: a contiguous prefix of a
+// buffer whose parent was dropped is written fresh, so the result does not keep the parent's
+// memory alive.
+TEST(CpuBackend, APrefixViewIsNotReusedAndItsParentIsFreed) {
+  Device dev = Device::cpu();
+  const std::size_t before = memory_stats(dev).in_use;
+  auto prefix = iota(std::size_t{1} << 20, dev).slice({{0, 16}});  // the parent is dropped
+  auto y = std::move(prefix).exp();
+  EXPECT_LT(memory_stats(dev).in_use, before + (std::size_t{1} << 20));  // 4 MiB freed
+  const auto v = y.to_data().to_vector<float>();
+  ASSERT_EQ(v.size(), 16u);
+  for (std::size_t i = 0; i < v.size(); ++i) EXPECT_FLOAT_EQ(v[i], std::exp(float(i)));
+}
+
 TEST(CpuBackend, CloneInvariance) {
   Device dev = Device::cpu();
   auto a = iota(1000, dev);

@@ -250,7 +250,7 @@ TEST(ScalarTable, CpuUnaryKernelsMatchTheTable) {
                         : ": the Cpu has a kernel the table does not define");
         if (!defined) continue;
         ++cells;
-        const sx::Expr& e = sx::expr(d, sx::kind(dt));
+        const sx::Expr& e = sx::expr(d, kind_of(dt));
         const bool pred = sx::gives_bool(fn);
         for (const auto& [p0, p1] : params(fn, !std::is_floating_point_v<T>)) {
           Values<T> x;
@@ -316,7 +316,7 @@ TEST(ScalarTable, CpuBinaryKernelsMatchTheTable) {
                         : ": the Cpu has a kernel the table does not define");
         if (!defined) continue;
         ++cells;
-        const sx::Expr& e = sx::expr(d, sx::kind(dt));
+        const sx::Expr& e = sx::expr(d, kind_of(dt));
         Values<T> v;
         if constexpr (std::is_floating_point_v<T>) {
           for (double x : float_values(fi * 17 + di, false)) v.push_back(T(x));
@@ -442,13 +442,13 @@ TEST(ScalarTable, PrintersCoverEveryCell) {
   for (auto dialect : {sx::Dialect::Cuda, sx::Dialect::Cpp}) {
     for (DType dt : dts) {
       for (const auto& d : sx::kUnaryDefs) {
-        const sx::Expr& e = sx::expr(d, sx::kind(dt));
+        const sx::Expr& e = sx::expr(d, kind_of(dt));
         if (!e.empty()) {
           EXPECT_FALSE(sx::print(e, dialect, dt).value.empty()) << d.name;
         }
       }
       for (const auto& d : sx::kBinaryDefs) {
-        const sx::Expr& e = sx::expr(d, sx::kind(dt));
+        const sx::Expr& e = sx::expr(d, kind_of(dt));
         if (!e.empty()) {
           EXPECT_FALSE(sx::print(e, dialect, dt).value.empty()) << d.name;
         }
@@ -479,12 +479,12 @@ TEST(ScalarTable, PrintedCppMatchesTheInterpreters) {
   for_each_row_type([&]<class T>() {
     const DType dt = dtype_of<T>();
     for (std::size_t i = 0; i < sx::kNumUnary; ++i) {
-      if (!sx::defined_for(sx::kUnaryDefs[i], sx::kind(dt))) continue;
+      if (!sx::defined_for(sx::kUnaryDefs[i], kind_of(dt))) continue;
       ++expected;
       EXPECT_EQ(printed.count({false, i, dt}), 1u) << sx::kUnaryDefs[i].name << " " << name(dt);
     }
     for (std::size_t i = 0; i < sx::kNumBinary; ++i) {
-      if (!sx::defined_for(sx::kBinaryDefs[i], sx::kind(dt))) continue;
+      if (!sx::defined_for(sx::kBinaryDefs[i], kind_of(dt))) continue;
       ++expected;
       EXPECT_EQ(printed.count({true, i, dt}), 1u) << sx::kBinaryDefs[i].name << " " << name(dt);
     }
@@ -492,9 +492,9 @@ TEST(ScalarTable, PrintedCppMatchesTheInterpreters) {
   EXPECT_EQ(printed_cells().size(), expected);
   for (const PrintedCell& c : printed_cells()) {
     const sx::FnDef& d = c.binary ? sx::kBinaryDefs[c.fn] : sx::kUnaryDefs[c.fn];
-    const sx::Expr& e = sx::expr(d, sx::kind(c.dtype));
+    const sx::Expr& e = sx::expr(d, kind_of(c.dtype));
     const auto ps = c.binary ? std::vector<std::pair<double, double>>{{0, 0}}
-                             : params(static_cast<UnaryFn>(c.fn), sx::kind(c.dtype) != Kind::Float);
+                             : params(static_cast<UnaryFn>(c.fn), kind_of(c.dtype) != Kind::Float);
     for_each_row_type([&]<class T>() {
       if (dtype_of<T>() != c.dtype) return;
       Values<T> v;

@@ -35,6 +35,16 @@ TEST(CudaCodegen, KernelNamesAreUniqueAndStructural) {
   EXPECT_GT(ks.size(), 1000u);
 }
 
+// Each kernel family lists its variants (codegen.hpp's variants(), a switch over every
+// Family): a family whose case lists nothing would leave its kernels out of the NVRTC
+// compile test.
+TEST(CudaCodegen, EveryFamilyListsItsVariants) {
+  for (std::size_t f = 0; f < static_cast<std::size_t>(Family::Count_); ++f) {
+    EXPECT_FALSE(variants(static_cast<Family>(f)).empty())
+        << "family " << f << " has no kernel for the NVRTC test";
+  }
+}
+
 // Every (function, dtype) cell the element-wise table defines is printed, contiguous and
 // strided, among the kernels the NVRTC test compiles; no other cell is.
 TEST(CudaCodegen, EveryTableCellHasItsKernels) {

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   const DType dts[] = {DType::F64, DType::F32, DType::I64, DType::I32,
                        DType::I16, DType::I8,  DType::U8,  DType::Bool};
   const auto emit = [&](bool binary, std::size_t fn, const sx::FnDef& d, DType dt) {
-    const sx::Expr& e = sx::expr(d, sx::kind(dt));
+    const sx::Expr& e = sx::expr(d, kind_of(dt));
     if (e.empty()) return;
     const std::string f = std::string(binary ? "b_" : "u_") + d.name + "_" + name(dt);
     const auto p = sx::print(e, sx::Dialect::Cpp, dt, {}, "  ");

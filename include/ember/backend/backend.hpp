@@ -2,7 +2,7 @@
 // (Autodiff, Fusion) implements. A backend turns TensorData into handles, executes IR ops
 // on handles and reads handles back. Ops arrive by value: a handle the caller moved into
 // the op and that nobody else references may be reused in place (Note [In-place reuse]
-// in src/cpu/context.hpp).
+// in ember/backend/strided_tensor.hpp).
 #pragma once
 
 #include <cstddef>

@@ -21,12 +21,50 @@ struct Bool {
   static constexpr Kind kind = Kind::Bool;
 };
 
-std::size_t size_of(DType t);
+// The bytes of one element. Inline and constexpr: every op asks it, and the element-wise
+// table (ir/scalar_table.hpp) needs it at compile time.
+constexpr std::size_t size_of(DType t) {
+  switch (t) {
+    case DType::F64:
+    case DType::I64:
+      return 8;
+    case DType::F32:
+    case DType::I32:
+      return 4;
+    case DType::F16:
+    case DType::BF16:
+    case DType::I16:
+      return 2;
+    case DType::I8:
+    case DType::U8:
+    case DType::Bool:
+      return 1;
+  }
+  return 0;
+}
 const char* name(DType t);  // "f32", "i64", ...
 std::string to_string(DType t);
-Kind kind_of(DType t);
-inline bool is_float(DType t) { return kind_of(t) == Kind::Float; }
-inline bool is_int(DType t) { return kind_of(t) == Kind::Int; }
+// The kind of a dtype (constexpr: the element-wise table selects expressions by it).
+constexpr Kind kind_of(DType t) {
+  switch (t) {
+    case DType::F64:
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+      return Kind::Float;
+    case DType::Bool:
+      return Kind::Bool;
+    case DType::I64:
+    case DType::I32:
+    case DType::I16:
+    case DType::I8:
+    case DType::U8:
+      break;
+  }
+  return Kind::Int;
+}
+constexpr bool is_float(DType t) { return kind_of(t) == Kind::Float; }
+constexpr bool is_int(DType t) { return kind_of(t) == Kind::Int; }
 const char* name(Kind k);
 
 // IEEE binary16, storage only: arithmetic converts to float.

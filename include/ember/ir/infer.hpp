@@ -134,6 +134,13 @@ bool well_typed(const Pool& op);
 // Whether op's operand dtypes are ones it is defined for (its struct's rule).
 bool well_typed(const Op& op);
 
+// An op with several outputs (Sort: values and indices) states each output's dtype by its
+// index; every other op has one output.
+template <class T>
+concept MultiOutput = requires(const T& op, std::size_t i) {
+  { out_dtype(op, i) } -> std::same_as<DType>;
+};
+
 // Every op states its outputs and its dtype rule.
 template <class T>
 concept Described = requires(const T& op) {

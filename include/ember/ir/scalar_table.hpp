@@ -36,25 +36,6 @@ struct FnDef {
   NanRule nan = NanRule::Propagates;
 };
 
-constexpr Kind kind(DType t) {
-  switch (t) {
-    case DType::F64:
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-      return Kind::Float;
-    case DType::Bool:
-      return Kind::Bool;
-    case DType::I64:
-    case DType::I32:
-    case DType::I16:
-    case DType::I8:
-    case DType::U8:
-      break;
-  }
-  return Kind::Int;
-}
-
 namespace table_detail {
 
 // Each definition names only the fields it sets; the rest keep their defaults.
@@ -335,8 +316,8 @@ constexpr const Expr& expr(const FnDef& d, Kind k) {
   return k == Kind::Float ? d.flt : k == Kind::Int ? d.integer : d.boolean;
 }
 constexpr bool defined_for(const FnDef& d, Kind k) { return !expr(d, k).empty(); }
-constexpr bool defined_for(UnaryFn f, DType t) { return defined_for(def(f), kind(t)); }
-constexpr bool defined_for(BinaryFn f, DType t) { return defined_for(def(f), kind(t)); }
+constexpr bool defined_for(UnaryFn f, DType t) { return defined_for(def(f), kind_of(t)); }
+constexpr bool defined_for(BinaryFn f, DType t) { return defined_for(def(f), kind_of(t)); }
 // Predicates (is_nan, ...) and comparisons give Bool.
 constexpr bool gives_bool(UnaryFn f) { return def(f).result == Result::Bool; }
 constexpr bool gives_bool(BinaryFn f) { return def(f).result == Result::Bool; }

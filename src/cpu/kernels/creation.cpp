@@ -44,7 +44,7 @@ T from_double(double v) {
 
 }  // namespace
 
-ir::Handle fill(CpuContext& ctx, ir::Fill& op) {
+ir::Handle run(CpuContext& ctx, ir::Fill& op) {
   auto out = ctx.empty(op.shape, op.dtype);
   const std::size_t n = op.shape.num_elements();
   if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
@@ -66,7 +66,7 @@ ir::Handle fill(CpuContext& ctx, ir::Fill& op) {
   return out;
 }
 
-ir::Handle arange(CpuContext& ctx, ir::Arange& op) {
+ir::Handle run(CpuContext& ctx, ir::Arange& op) {
   auto out = ctx.empty(Shape{op.n}, op.dtype);
   if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
     for (std::size_t i = 0; i < op.n; ++i) {
@@ -85,7 +85,7 @@ ir::Handle arange(CpuContext& ctx, ir::Arange& op) {
   return out;
 }
 
-ir::Handle random(CpuContext& ctx, ir::Random& op) {
+ir::Handle run(CpuContext& ctx, ir::Random& op) {
   const std::size_t n = op.shape.num_elements();
   const std::uint64_t key = ctx.seed.load();
   const std::uint64_t base = ctx.counter.fetch_add(n);

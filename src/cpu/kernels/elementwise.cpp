@@ -66,17 +66,44 @@ RowOperand row_operand(const std::byte* base, std::int64_t off, std::int64_t str
   return {scratch.data(), false};
 }
 
-// Iterates out (contiguous, fresh or reused) against inputs, row by row in blocks.
+// Below this many elements an op runs on the calling thread (as StridedSpace::for_each_row
+// decides), and when every input either walks the output linearly or is one broadcast
+// element the driver needs no iteration space: a small op allocates nothing here.
+constexpr std::size_t kSerial = std::size_t{1} << 15;
+
+// Iterates out (contiguous, fresh or reused, of `shape`) against inputs of the same rank,
+// broadcast to `shape` (stride 0 on broadcast dims), row by row in blocks: f(offsets,
+// inner strides, length), offsets in elements from each tensor's data().
 template <std::size_t N, class F>
 void for_each_block(const Shape& shape, const std::array<const CpuTensor*, N>& ins,
                     const CpuTensor& out, F&& f) {
-  if (shape.num_elements() == 0) return;
+  const std::size_t total = shape.num_elements();
+  if (total == 0) return;
+  std::array<std::int64_t, N> inner{};
+  if (total < kSerial) {
+    bool linear = true;
+    for (std::size_t k = 0; k < N && linear; ++k) {
+      const backend::Walk w = backend::walk_of(ins[k]->shape(), ins[k]->strides(), shape);
+      linear = w != backend::Walk::Strided;
+      inner[k] = w == backend::Walk::Linear ? 1 : 0;
+    }
+    if (linear) {
+      for (std::size_t b = 0; b < total; b += kRowBlock) {
+        std::array<std::int64_t, N + 1> o{};
+        for (std::size_t k = 0; k < N; ++k) o[k] = static_cast<std::int64_t>(b) * inner[k];
+        o[N] = static_cast<std::int64_t>(b);
+        f(o, inner, std::min(kRowBlock, total - b));
+      }
+      return;
+    }
+  }
   StridedSpace<N + 1> sp;
   sp.shape = shape.dims();
-  for (std::size_t k = 0; k < N; ++k) sp.strides[k] = ins[k]->strides();
+  for (std::size_t k = 0; k < N; ++k) {
+    sp.strides[k] = backend::broadcast_strides(ins[k]->shape(), ins[k]->strides(), shape);
+  }
   sp.strides[N] = out.strides();
   sp.collapse();
-  std::array<std::int64_t, N> inner{};
   for (std::size_t k = 0; k < N; ++k) inner[k] = sp.strides[k].back();
   EMBER_ASSERT(sp.strides[N].back() == 1);
   sp.for_each_row([&](const std::array<std::int64_t, N + 1>& off, std::size_t n) {
@@ -92,7 +119,7 @@ void for_each_block(const Shape& shape, const std::array<const CpuTensor*, N>& i
 
 }  // namespace
 
-ir::Handle unary(CpuContext& ctx, ir::Unary& op) {
+ir::Handle run(CpuContext& ctx, ir::Unary& op) {
   const auto& x = as_cpu(op.x);
   const UnaryRow row = elementwise_table().unary[static_cast<std::size_t>(op.fn)][di(x.dtype())];
   EMBER_ASSERT(row != nullptr);
@@ -114,7 +141,7 @@ ir::Handle unary(CpuContext& ctx, ir::Unary& op) {
   return out;
 }
 
-ir::Handle binary(CpuContext& ctx, ir::Binary& op) {
+ir::Handle run(CpuContext& ctx, ir::Binary& op) {
   const auto& a = as_cpu(op.lhs);
   const auto& b = as_cpu(op.rhs);
   const DType dt = a.dtype();
@@ -137,14 +164,13 @@ ir::Handle binary(CpuContext& ctx, ir::Binary& op) {
     out = output_for(ctx, op.rhs, op.out_shape, op.out);
   }
   const std::size_t elem = size_of(dt), out_elem = size_of(op.out);
-  // Broadcast operands as views of the output's shape (stride 0 on broadcast dims).
-  const CpuTensor av = broadcast_view(a, op.out_shape), bv = broadcast_view(b, op.out_shape);
   std::byte* y = out->data();
-  for_each_block<2>(op.out_shape, {&av, &bv}, *out,
+  // Operands broadcast to the output's shape by the driver (stride 0 on broadcast dims).
+  for_each_block<2>(op.out_shape, {&a, &b}, *out,
                     [&](const auto& off, const auto& inner, std::size_t n) {
                       thread_local std::vector<std::byte> sa, sb;
-                      RowOperand ra = row_operand(av.data(), off[0], inner[0], n, elem, sa);
-                      RowOperand rb = row_operand(bv.data(), off[1], inner[1], n, elem, sb);
+                      RowOperand ra = row_operand(a.data(), off[0], inner[0], n, elem, sa);
+                      RowOperand rb = row_operand(b.data(), off[1], inner[1], n, elem, sb);
                       if (ra.scalar && rb.scalar) {
                         sa.resize(n * elem);
                         for (std::size_t i = 0; i < n; ++i) {
@@ -158,22 +184,20 @@ ir::Handle binary(CpuContext& ctx, ir::Binary& op) {
   return out;
 }
 
-ir::Handle where(CpuContext& ctx, ir::Where& op) {
+ir::Handle run(CpuContext& ctx, ir::Where& op) {
   const auto& c = as_cpu(op.cond);
   const auto& a = as_cpu(op.a);
   const auto& b = as_cpu(op.b);
   const DType dt = a.dtype();
   const std::size_t elem = size_of(dt);
-  const CpuTensor cv = broadcast_view(c, op.out_shape), av = broadcast_view(a, op.out_shape),
-                  bv = broadcast_view(b, op.out_shape);
   auto out = reusable(op.b, op.out_shape, dt) ? output_for(ctx, op.b, op.out_shape, dt)
                                               : output_for(ctx, op.a, op.out_shape, dt);
   std::byte* y = out->data();
-  for_each_block<3>(op.out_shape, {&cv, &av, &bv}, *out,
+  for_each_block<3>(op.out_shape, {&c, &a, &b}, *out,
                     [&](const auto& off, const auto& inner, std::size_t n) {
-                      const bool* cp = reinterpret_cast<const bool*>(cv.data()) + off[0];
-                      const std::byte* ap = av.data() + off[1] * static_cast<std::int64_t>(elem);
-                      const std::byte* bp = bv.data() + off[2] * static_cast<std::int64_t>(elem);
+                      const bool* cp = reinterpret_cast<const bool*>(c.data()) + off[0];
+                      const std::byte* ap = a.data() + off[1] * static_cast<std::int64_t>(elem);
+                      const std::byte* bp = b.data() + off[2] * static_cast<std::int64_t>(elem);
                       std::byte* yp = y + off[3] * static_cast<std::int64_t>(elem);
                       const auto go = [&](auto tag) {
                         using T = decltype(tag);
@@ -190,7 +214,7 @@ ir::Handle where(CpuContext& ctx, ir::Where& op) {
   return out;
 }
 
-ir::Handle cast(CpuContext& ctx, ir::Cast& op) {
+ir::Handle run(CpuContext& ctx, ir::Cast& op) {
   const auto& x = as_cpu(op.x);
   auto out = ctx.empty(x.shape(), op.to);
   const std::size_t elem = size_of(x.dtype()), out_elem = size_of(op.to);

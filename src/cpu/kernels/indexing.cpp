@@ -45,7 +45,7 @@ T add_values(T a, T b) {
 
 }  // namespace
 
-ir::Handle gather(CpuContext& ctx, ir::Gather& op) {
+ir::Handle run(CpuContext& ctx, ir::Gather& op) {
   auto x = contiguous(ctx, op.x);
   auto index = contiguous(ctx, op.index);
   const Shape& is = index->shape();
@@ -64,7 +64,7 @@ ir::Handle gather(CpuContext& ctx, ir::Gather& op) {
   return out;
 }
 
-ir::Handle scatter(CpuContext& ctx, ir::Scatter& op) {
+ir::Handle run(CpuContext& ctx, ir::Scatter& op) {
   auto index = contiguous(ctx, op.index);
   auto src = contiguous(ctx, op.src);
   auto out = writable_copy(ctx, op.x);
@@ -87,7 +87,7 @@ ir::Handle scatter(CpuContext& ctx, ir::Scatter& op) {
   return out;
 }
 
-ir::Handle index_select(CpuContext& ctx, ir::IndexSelect& op) {
+ir::Handle run(CpuContext& ctx, ir::IndexSelect& op) {
   auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = contiguous(ctx, op.x);
   auto index = contiguous(ctx, op.index);
@@ -109,7 +109,7 @@ ir::Handle index_select(CpuContext& ctx, ir::IndexSelect& op) {
   return out;
 }
 
-ir::Handle index_add(CpuContext& ctx, ir::IndexAdd& op) {
+ir::Handle run(CpuContext& ctx, ir::IndexAdd& op) {
   auto index = contiguous(ctx, op.index);
   auto src = contiguous(ctx, op.src);
   const auto& x = as_cpu(op.x);
@@ -138,7 +138,7 @@ ir::Handle index_add(CpuContext& ctx, ir::IndexAdd& op) {
   return out;
 }
 
-ir::Handle nonzero(CpuContext& ctx, ir::Nonzero& op) {
+ir::Handle run(CpuContext& ctx, ir::Nonzero& op) {
   auto x = contiguous(ctx, op.x);
   const Shape& s = x->shape();
   std::vector<bool> nz(s.num_elements());

@@ -9,7 +9,7 @@
 
 namespace ember::cpu {
 
-ir::Handle matmul(CpuContext& ctx, ir::Matmul& op) {
+ir::Handle run(CpuContext& ctx, ir::Matmul& op) {
   const auto& a = as_cpu(op.a);
   const auto& b = as_cpu(op.b);
   const DType dt = a.dtype();

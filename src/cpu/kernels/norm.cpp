@@ -10,7 +10,7 @@
 
 namespace ember::cpu {
 
-ir::Handle layer_norm(CpuContext& ctx, ir::LayerNorm& op) {
+ir::Handle run(CpuContext& ctx, ir::LayerNorm& op) {
   auto x = contiguous(ctx, op.x);
   const Shape& s = x->shape();
   auto out = ctx.empty(s, x->dtype());

@@ -11,21 +11,15 @@
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/thread_pool.hpp"
+#include "ember/backend/strided_view.hpp"
 
 namespace ember::cpu {
 namespace {
 
 using ir::ReduceFn;
 
-struct Dims3 {
-  std::size_t outer, n, inner;
-};
-Dims3 split_at(const Shape& s, std::size_t dim) {
-  Dims3 d{1, s[dim], 1};
-  for (std::size_t i = 0; i < dim; ++i) d.outer *= s[i];
-  for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= s[i];
-  return d;
-}
+using Dims3 = backend::DimSplit<std::size_t>;
+using backend::split_at;
 
 // One contiguous row. Floats use sixteen accumulators so the loop vectorizes without
 // reassociating one sum; integer combining is associative, so a plain loop vectorizes (the
@@ -226,7 +220,7 @@ void bool_reduce(const T* x, bool* y, Dims3 d) {
 
 }  // namespace
 
-ir::Handle reduce(CpuContext& ctx, ir::Reduce& op) {
+ir::Handle run(CpuContext& ctx, ir::Reduce& op) {
   auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = contiguous(ctx, op.x);
   const Dims3 d = split_at(x->shape(), op.dim);
@@ -277,7 +271,7 @@ ir::Handle reduce(CpuContext& ctx, ir::Reduce& op) {
   return out;
 }
 
-ir::Handle scan(CpuContext& ctx, ir::Scan& op) {
+ir::Handle run(CpuContext& ctx, ir::Scan& op) {
   auto x = contiguous(ctx, op.x);
   auto out = ctx.empty(x->shape(), x->dtype());
   const Dims3 d = split_at(x->shape(), op.dim);

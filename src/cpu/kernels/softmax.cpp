@@ -9,7 +9,7 @@
 
 namespace ember::cpu {
 
-ir::Handle softmax(CpuContext& ctx, ir::Softmax& op) {
+ir::Handle run(CpuContext& ctx, ir::Softmax& op) {
   const std::size_t rank = op.x->shape().rank();
   const std::size_t last = rank - 1;
   ir::Handle x = op.x;
@@ -19,7 +19,7 @@ ir::Handle softmax(CpuContext& ctx, ir::Softmax& op) {
   if (moved) {
     std::swap(axes[op.dim], axes[last]);
     ir::Permute p{x, axes};
-    x = permute(ctx, p);
+    x = run(ctx, p);
   }
   auto xc = contiguous(ctx, x);
   const Shape& s = xc->shape();
@@ -37,7 +37,7 @@ ir::Handle softmax(CpuContext& ctx, ir::Softmax& op) {
                });
   if (!moved) return out;
   ir::Permute back{out, axes};
-  auto view = permute(ctx, back);
+  auto view = run(ctx, back);
   auto result = ctx.empty(view->shape(), view->dtype());
   copy_strided(as_cpu(view), *result);
   return result;

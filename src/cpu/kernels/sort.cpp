@@ -11,7 +11,7 @@
 
 namespace ember::cpu {
 
-Outputs sort(CpuContext& ctx, ir::Sort& op) {
+Outputs run(CpuContext& ctx, ir::Sort& op) {
   auto x = contiguous(ctx, op.x);
   const Shape& s = x->shape();
   std::size_t outer = 1, inner = 1;

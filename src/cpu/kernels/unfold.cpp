@@ -90,7 +90,7 @@ void pool_planes(const Window3& g, const T* xp, T* yp) {
 
 }  // namespace
 
-ir::Handle unfold(CpuContext& ctx, ir::Unfold& op) {
+ir::Handle run(CpuContext& ctx, ir::Unfold& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = contiguous(ctx, op.x);
   const Window3 g = backend::window3(x->shape(), op.window);
@@ -131,7 +131,7 @@ ir::Handle unfold(CpuContext& ctx, ir::Unfold& op) {
   return out;
 }
 
-ir::Handle fold(CpuContext& ctx, ir::Fold& op) {
+ir::Handle run(CpuContext& ctx, ir::Fold& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = contiguous(ctx, op.x);
   const Window3 g = backend::window3(out->shape(), op.window);
@@ -164,7 +164,7 @@ ir::Handle fold(CpuContext& ctx, ir::Fold& op) {
   return out;
 }
 
-ir::Handle pool(CpuContext& ctx, ir::Pool& op) {
+ir::Handle run(CpuContext& ctx, ir::Pool& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = contiguous(ctx, op.x);
   const Window3 g = backend::window3(x->shape(), op.window);

@@ -30,11 +30,10 @@ ir::sx::Printed unary_expr(UnaryFn fn, DType t) {
   if (const char* tuned = tuned_form(fn, t)) return {"", tuned};
   ir::sx::Names names;
   names.a = "x";
-  return ir::sx::print(ir::sx::expr(ir::sx::def(fn), ir::sx::kind(t)), ir::sx::Dialect::Cuda, t,
-                       names);
+  return ir::sx::print(ir::sx::expr(ir::sx::def(fn), kind_of(t)), ir::sx::Dialect::Cuda, t, names);
 }
 ir::sx::Printed binary_expr(BinaryFn fn, DType t) {
-  return ir::sx::print(ir::sx::expr(ir::sx::def(fn), ir::sx::kind(t)), ir::sx::Dialect::Cuda, t);
+  return ir::sx::print(ir::sx::expr(ir::sx::def(fn), kind_of(t)), ir::sx::Dialect::Cuda, t);
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ std::string combine(ReduceFn fn, DType t, const std::string& acc, const std::str
   const bool logic = fn == ReduceFn::Any || fn == ReduceFn::All;
   const DType at = logic ? DType::Bool : t;
   const auto& d = ir::sx::def(ir::sx::reduction(fn).combine);
-  Kind k = ir::sx::kind(at);
+  Kind k = kind_of(at);
   if (k == Kind::Bool && !ir::sx::defined_for(d, k)) k = Kind::Int;
   ir::sx::Names names;
   names.a = acc;

@@ -8,7 +8,7 @@
 
 namespace ember::cuda {
 
-ir::Handle fill(CudaContext& ctx, ir::Fill& op) {
+ir::Handle run(CudaContext& ctx, ir::Fill& op) {
   std::int64_t n = static_cast<std::int64_t>(op.shape.num_elements());
   // The element's bits, converted on the host exactly as the Cpu's fill converts them.
   std::uint64_t bits = 0;
@@ -29,7 +29,7 @@ ir::Handle fill(CudaContext& ctx, ir::Fill& op) {
   return out;
 }
 
-ir::Handle arange(CudaContext& ctx, ir::Arange& op) {
+ir::Handle run(CudaContext& ctx, ir::Arange& op) {
   auto out = ctx.empty(Shape{op.n}, op.dtype);
   std::int64_t n = static_cast<std::int64_t>(op.n);
   void* y = out->data();
@@ -40,7 +40,7 @@ ir::Handle arange(CudaContext& ctx, ir::Arange& op) {
   return out;
 }
 
-ir::Handle random(CudaContext& ctx, ir::Random& op) {
+ir::Handle run(CudaContext& ctx, ir::Random& op) {
   auto out = ctx.empty(op.shape, op.dtype);
   std::int64_t n = static_cast<std::int64_t>(op.shape.num_elements());
   std::uint64_t key = ctx.seed.load();

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cuda/kernels/kernels.hpp"
+#include "ember/backend/strided_view.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -17,16 +18,9 @@ void fill_geo(Geo& g, const Shape& s) {
 void set_strides(Geo& g, int k, const Strides& st) {
   for (std::size_t i = 0; i < st.size(); ++i) g.st[k][i] = st[i];
 }
-struct Split {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-Split split_at(const Shape& s, std::size_t dim) {
-  Split d;
-  d.n = static_cast<std::int64_t>(s[dim]);
-  for (std::size_t i = 0; i < dim; ++i) d.outer *= static_cast<std::int64_t>(s[i]);
-  for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= static_cast<std::int64_t>(s[i]);
-  return d;
-}
+// Kernel arguments: the split as i64 (backend::split_at).
+using Split = backend::DimSplit<std::int64_t>;
+Split split_at(const Shape& s, std::size_t dim) { return backend::split_at<std::int64_t>(s, dim); }
 
 // Exclusive prefix sum of the i64 array a[0, n) in place: each tile is scanned by one block,
 // the tile totals are scanned the same way (recursively, so any n works), and each
@@ -43,7 +37,7 @@ void exclusive_scan(CudaContext& ctx, void* a, std::int64_t n) {
 }
 }  // namespace
 
-ir::Handle gather(CudaContext& ctx, ir::Gather& op) {
+ir::Handle run(CudaContext& ctx, ir::Gather& op) {
   auto x = ctx.contiguous(op.x);
   auto index = ctx.contiguous(op.index);
   auto out = ctx.empty(index->shape(), x->dtype());
@@ -64,7 +58,7 @@ ir::Handle gather(CudaContext& ctx, ir::Gather& op) {
   return out;
 }
 
-ir::Handle scatter(CudaContext& ctx, ir::Scatter& op) {
+ir::Handle run(CudaContext& ctx, ir::Scatter& op) {
   const auto& x = as_cuda(op.x);
   auto index = ctx.contiguous(op.index);
   auto src = ctx.contiguous(op.src);
@@ -93,7 +87,7 @@ ir::Handle scatter(CudaContext& ctx, ir::Scatter& op) {
   return out;
 }
 
-ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op) {
+ir::Handle run(CudaContext& ctx, ir::IndexSelect& op) {
   auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));
   auto x = ctx.contiguous(op.x);
   auto index = ctx.contiguous(op.index);
@@ -111,7 +105,7 @@ ir::Handle index_select(CudaContext& ctx, ir::IndexSelect& op) {
   return out;
 }
 
-ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op) {
+ir::Handle run(CudaContext& ctx, ir::IndexAdd& op) {
   const auto& x = as_cuda(op.x);
   auto index = ctx.contiguous(op.index);
   auto src = ctx.contiguous(op.src);
@@ -133,7 +127,7 @@ ir::Handle index_add(CudaContext& ctx, ir::IndexAdd& op) {
 // Counts per tile, their exclusive scan (the output row of each tile's first non-zero), one
 // read of the total — the output's shape depends on it — then each tile writes the
 // coordinates of its non-zeros in row-major order.
-ir::Handle nonzero(CudaContext& ctx, ir::Nonzero& op) {
+ir::Handle run(CudaContext& ctx, ir::Nonzero& op) {
   auto x = ctx.contiguous(op.x);
   const Shape& s = x->shape();
   const DType dt = x->dtype();

@@ -179,7 +179,7 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
            op, "cublasLtMatmul");
 }
 
-ir::Handle matmul(CudaContext& ctx, ir::Matmul& op) {
+ir::Handle run(CudaContext& ctx, ir::Matmul& op) {
   std::shared_ptr<const CudaTensor> a = std::static_pointer_cast<const CudaTensor>(op.a);
   std::shared_ptr<const CudaTensor> b = std::static_pointer_cast<const CudaTensor>(op.b);
   const DType dt = a->dtype();

@@ -5,7 +5,7 @@
 
 namespace ember::cuda {
 
-ir::Handle layer_norm(CudaContext& ctx, ir::LayerNorm& op) {
+ir::Handle run(CudaContext& ctx, ir::LayerNorm& op) {
   auto x = ctx.contiguous(op.x);
   const Shape& s = x->shape();
   auto out = ctx.empty(s, x->dtype());

@@ -7,19 +7,13 @@
 #include <vector>
 
 #include "cuda/kernels/kernels.hpp"
+#include "ember/backend/strided_view.hpp"
 
 namespace ember::cuda {
 namespace {
-struct Dims3 {
-  std::int64_t outer = 1, n = 1, inner = 1;
-};
-Dims3 split_at(const Shape& s, std::size_t dim) {
-  Dims3 d;
-  d.n = static_cast<std::int64_t>(s[dim]);
-  for (std::size_t i = 0; i < dim; ++i) d.outer *= static_cast<std::int64_t>(s[i]);
-  for (std::size_t i = dim + 1; i < s.rank(); ++i) d.inner *= static_cast<std::int64_t>(s[i]);
-  return d;
-}
+// Kernel arguments: the split as i64 (backend::split_at).
+using Dims3 = backend::DimSplit<std::int64_t>;
+Dims3 split_at(const Shape& s, std::size_t dim) { return backend::split_at<std::int64_t>(s, dim); }
 }  // namespace
 
 // Note [Two-pass reductions]: one block per row leaves most of the GPU idle when there
@@ -32,11 +26,11 @@ ir::Handle reduce_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Han
                            const Dims3& d, std::int64_t k) {
   const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
   ir::Reshape split{x, Shape{z(d.outer), z(k), z(d.n / k), z(d.inner)}};
-  ir::Reduce first{op.fn, reshape(ctx, split), 2, op.out};
-  ir::Reshape partial{reduce(ctx, first), Shape{z(d.outer), z(k), z(d.inner)}};
-  ir::Reduce second{op.fn, reshape(ctx, partial), 1, op.out};
-  ir::Reshape back{reduce(ctx, second), ir::out_shape(op)};
-  return reshape(ctx, back);
+  ir::Reduce first{op.fn, run(ctx, split), 2, op.out};
+  ir::Reshape partial{run(ctx, first), Shape{z(d.outer), z(k), z(d.inner)}};
+  ir::Reduce second{op.fn, run(ctx, partial), 1, op.out};
+  ir::Reshape back{run(ctx, second), ir::out_shape(op)};
+  return run(ctx, back);
 }
 
 // The chunk count of Note [Two-pass reductions] for reducing d, or 1 (one pass).
@@ -56,7 +50,7 @@ std::int64_t two_pass_chunks(const Dims3& d) {
   return d.n % k == 0 ? k : 1;
 }
 
-ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
+ir::Handle run(CudaContext& ctx, ir::Reduce& op) {
   const Shape out_shape = ir::out_shape(op);
   auto x = ctx.contiguous(op.x);
   Dims3 d = split_at(x->shape(), op.dim);  // not const: launch takes its addresses
@@ -89,7 +83,7 @@ ir::Handle reduce(CudaContext& ctx, ir::Reduce& op) {
 }
 
 // Softmax along the last dim runs one block per row; another dim is first moved last.
-ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
+ir::Handle run(CudaContext& ctx, ir::Softmax& op) {
   const std::size_t rank = op.x->shape().rank(), last = rank - 1;
   std::vector<std::size_t> axes(rank);
   for (std::size_t i = 0; i < rank; ++i) axes[i] = i;
@@ -97,7 +91,7 @@ ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
   ir::Handle xin = op.x;
   if (op.dim != last) {
     ir::Permute p{op.x, axes};
-    xin = permute(ctx, p);
+    xin = run(ctx, p);
   }
   auto x = ctx.contiguous(xin);
   auto out = ctx.empty(x->shape(), x->dtype());
@@ -125,10 +119,10 @@ ir::Handle softmax(CudaContext& ctx, ir::Softmax& op) {
   }
   if (op.dim == last) return out;
   ir::Permute back{out, axes};
-  return std::const_pointer_cast<CudaTensor>(ctx.contiguous(permute(ctx, back)));
+  return std::const_pointer_cast<CudaTensor>(ctx.contiguous(run(ctx, back)));
 }
 
-ir::Handle scan(CudaContext& ctx, ir::Scan& op) {
+ir::Handle run(CudaContext& ctx, ir::Scan& op) {
   auto x = ctx.contiguous(op.x);
   auto out = ctx.empty(x->shape(), x->dtype());
   Dims3 d = split_at(x->shape(), op.dim);

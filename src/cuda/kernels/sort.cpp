@@ -16,7 +16,7 @@
 
 namespace ember::cuda {
 
-std::vector<ir::Handle> sort(CudaContext& ctx, ir::Sort& op) {
+std::vector<ir::Handle> run(CudaContext& ctx, ir::Sort& op) {
   auto x = ctx.contiguous(op.x);
   const Shape& s = x->shape();
   const DType dt = x->dtype();

@@ -39,7 +39,7 @@ bool window_index_wide(const Win& w) {
 
 }  // namespace
 
-ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
+ir::Handle run(CudaContext& ctx, ir::Unfold& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = ctx.contiguous(op.x);
   const auto g = backend::window3(x->shape(), op.window);
@@ -58,7 +58,7 @@ ir::Handle unfold(CudaContext& ctx, ir::Unfold& op) {
   return out;
 }
 
-ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
+ir::Handle run(CudaContext& ctx, ir::Fold& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = ctx.contiguous(op.x);
   const auto g = backend::window3(out->shape(), op.window);
@@ -75,7 +75,7 @@ ir::Handle fold(CudaContext& ctx, ir::Fold& op) {
   return out;
 }
 
-ir::Handle pool(CudaContext& ctx, ir::Pool& op) {
+ir::Handle run(CudaContext& ctx, ir::Pool& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   auto x = ctx.contiguous(op.x);
   const auto g = backend::window3(x->shape(), op.window);
