@@ -144,7 +144,7 @@ const char* bf16_helpers() {
 std::string prelude(DType dt) {
   std::string p;
   p += std::string("#define C ") + compute(dt) + "\n#define U " + wrapping(dt) + "\n";
-  const Kind k = sx::kind(dt);
+  const Kind k = kind_of(dt);
   if (k == Kind::Bool) return p + "#define EM_LOWEST false\n#define EM_HIGHEST true\n";
   if (k == Kind::Int) {
     const bool is_signed = dt != DType::U8;
@@ -435,7 +435,7 @@ std::string params(DType dt) {
 
 // Whether e divides integers: its kernel reports a zero divisor (kErrorDivisionByZero).
 bool divides_ints(const sx::Expr& e, DType dt) {
-  if (sx::kind(dt) != Kind::Int) return false;
+  if (kind_of(dt) != Kind::Int) return false;
   for (int i = 0; i < e.size; ++i) {
     if (e[i].op == sx::Op::Div || e[i].op == sx::Op::Mod) return true;
   }
@@ -457,7 +457,7 @@ std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs) {
   if (inputs == 2) s += "  C b = " + load(dt, "x1[o2]") + ";\n";
   const sx::Printed pr = sx::print(e, sx::Dialect::Glsl, dt, {}, "  ");
   s += pr.statements;
-  if (sx::kind(out) == Kind::Float) {
+  if (kind_of(out) == Kind::Float) {
     // `precise`: no reassociation or algebraic folding (x + 0 stays, so -0 becomes +0; no
     // contraction into fma), as the expressions are defined.
     s += "  precise C res = " + pr.value + ";\n  y[o0] = " + store(out, "res") + ";\n}\n";
@@ -484,7 +484,7 @@ std::string gen_copy(DType dt) {
 // convert_elements on the host: integers wrap, floats to integers saturate (NaN: 0),
 // anything to bool is v != 0.
 std::string convert(DType from, DType to, const std::string& v) {
-  const Kind kf = sx::kind(from), kt = sx::kind(to);
+  const Kind kf = kind_of(from), kt = kind_of(to);
   const std::string tc = compute(to);
   if (kt == Kind::Bool) {
     if (kf == Kind::Bool) return v;
@@ -612,7 +612,7 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
   const std::string x = load(dt, "x0[xo + k * inner]");
   if (arg) {
     const bool max = fn == ReduceFn::ArgMax;
-    const bool flt = sx::kind(dt) == Kind::Float;
+    const bool flt = kind_of(dt) == Kind::Float;
     const std::string vt = dt == DType::Bool ? "int" : compute(dt);
     // Whether (v, i) replaces (best, at): the first NaN wins, then strictly better values,
     // then the lower index among equals; at < 0: nothing yet.
@@ -643,7 +643,7 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
     return s;
   }
   const sx::ReduceDef def = sx::reduction(fn);
-  const sx::Expr& combine = sx::expr(sx::def(def.combine), sx::kind(acc_t));
+  const sx::Expr& combine = sx::expr(sx::def(def.combine), kind_of(acc_t));
   const sx::Printed id = sx::print(def.identity, sx::Dialect::Glsl, acc_t, {}, "  ");
   const sx::Printed step = sx::print(combine, sx::Dialect::Glsl, acc_t, {"part", "v"}, "    ");
   const sx::Printed ab = sx::print(combine, sx::Dialect::Glsl, acc_t, {"a", "b"}, "      ", "u");
@@ -668,7 +668,7 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
 // totals are scanned by thread 0, then each thread rescans its chunk from its prefix.
 std::string gen_scan(ir::ScanFn fn, DType dt, bool group) {
   const sx::ReduceDef def = sx::reduction(sx::as_reduce(fn));
-  const sx::Expr& combine = sx::expr(sx::def(def.combine), sx::kind(dt));
+  const sx::Expr& combine = sx::expr(sx::def(def.combine), kind_of(dt));
   std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
                   prelude(dt) + bf16_helpers();
   if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
@@ -851,11 +851,11 @@ bool f64_printable(const sx::Expr& e) {
 }  // namespace
 
 bool printable(ir::UnaryFn fn, DType dt) {
-  const sx::Expr& e = sx::expr(sx::def(fn), sx::kind(dt));
+  const sx::Expr& e = sx::expr(sx::def(fn), kind_of(dt));
   return !e.empty() && (dt != DType::F64 || f64_printable(e));
 }
 bool printable(ir::BinaryFn fn, DType dt) {
-  const sx::Expr& e = sx::expr(sx::def(fn), sx::kind(dt));
+  const sx::Expr& e = sx::expr(sx::def(fn), kind_of(dt));
   return !e.empty() && (dt != DType::F64 || f64_printable(e));
 }
 
@@ -926,11 +926,11 @@ std::string KernelSpec::source() const {
   switch (family) {
     case Family::Unary: {
       const auto fn = static_cast<ir::UnaryFn>(a);
-      return gen_fn(sx::expr(sx::def(fn), sx::kind(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 1);
+      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 1);
     }
     case Family::Binary: {
       const auto fn = static_cast<ir::BinaryFn>(a);
-      return gen_fn(sx::expr(sx::def(fn), sx::kind(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 2);
+      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 2);
     }
     case Family::Where:
       return gen_where(dt(a));
@@ -959,11 +959,11 @@ std::string KernelSpec::source() const {
 bool KernelSpec::reports_errors() const {
   if (family == Family::Unary) {
     const auto dt = static_cast<DType>(b);
-    return divides_ints(sx::expr(sx::def(static_cast<ir::UnaryFn>(a)), sx::kind(dt)), dt);
+    return divides_ints(sx::expr(sx::def(static_cast<ir::UnaryFn>(a)), kind_of(dt)), dt);
   }
   if (family == Family::Binary) {
     const auto dt = static_cast<DType>(b);
-    return divides_ints(sx::expr(sx::def(static_cast<ir::BinaryFn>(a)), sx::kind(dt)), dt);
+    return divides_ints(sx::expr(sx::def(static_cast<ir::BinaryFn>(a)), kind_of(dt)), dt);
   }
   return false;
 }
@@ -989,7 +989,7 @@ int KernelSpec::buffers() const {
 std::uint32_t KernelSpec::local_size() const { return family == Family::Matmul ? 256 : kLocal; }
 
 std::uint64_t compute_bits(DType dt, double v) {
-  switch (sx::kind(dt)) {
+  switch (kind_of(dt)) {
     case Kind::Float:
       if (dt == DType::F64) return std::bit_cast<std::uint64_t>(v);
       return std::bit_cast<std::uint32_t>(static_cast<float>(v));
@@ -1041,7 +1041,7 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
       const bool logical = fn == ir::ReduceFn::Any || fn == ir::ReduceFn::All;
       const bool arg = fn == ir::ReduceFn::ArgMax || fn == ir::ReduceFn::ArgMin;
       if (dt == DType::Bool && !logical && !arg) continue;
-      if (fn == ir::ReduceFn::Mean && sx::kind(dt) != Kind::Float) continue;
+      if (fn == ir::ReduceFn::Mean && kind_of(dt) != Kind::Float) continue;
       for (bool g : {false, true}) out.push_back(reduce_spec(fn, dt, g));
     }
     if (dt != DType::Bool) {
@@ -1049,19 +1049,19 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
         for (bool g : {false, true}) out.push_back(scan_spec(static_cast<ir::ScanFn>(s), dt, g));
       }
     }
-    if (sx::kind(dt) == Kind::Float && dt != DType::F64) {
+    if (kind_of(dt) == Kind::Float && dt != DType::F64) {
       for (bool g : {false, true}) {
         out.push_back(softmax_spec(dt, false, g));
         out.push_back(softmax_spec(dt, true, g));
       }
     }
-    if (sx::kind(dt) == Kind::Float) {
+    if (kind_of(dt) == Kind::Float) {
       for (bool g : {false, true}) {
         out.push_back(layer_norm_spec(dt, true, true, g));
         out.push_back(layer_norm_spec(dt, false, false, g));
       }
     }
-    if (sx::kind(dt) == Kind::Float) out.push_back(matmul_spec(dt));
+    if (kind_of(dt) == Kind::Float) out.push_back(matmul_spec(dt));
   }
   return out;
 }

@@ -493,7 +493,7 @@ class VulkanBackend final : public backend::Backend {
     auto out = ctx_.empty(o.shape, o.dtype, "Fill");
     const std::size_t n = o.shape.num_elements();
     if (n == 0) return out;
-    const std::uint64_t bits = ir::sx::kind(o.dtype) == Kind::Int
+    const std::uint64_t bits = kind_of(o.dtype) == Kind::Int
                                    ? compute_bits_int(o.dtype, o.int_value)
                                    : compute_bits(o.dtype, o.value);
     const std::vector<std::int32_t> args = {static_cast<std::int32_t>(n),
