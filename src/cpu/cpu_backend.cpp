@@ -118,6 +118,8 @@ class CpuBackend final : public backend::Backend {
   ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
   ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
   ir::Handle run_one(ir::Pool& o) { return pool(ctx_, o); }
+  ir::Handle run_one(ir::Conv& o) { return conv(ctx_, o); }
+  ir::Handle run_one(ir::MaxPoolGrad& o) { return max_pool_grad(ctx_, o); }
 
   static bool needs_widening(const ir::Op& op) {
     if (!ir::is_arithmetic(ir::kind_of(op))) return false;

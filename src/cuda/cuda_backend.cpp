@@ -84,6 +84,10 @@ class CudaBackend final : public backend::Backend {
     if (const auto* g = std::get_if<ir::Gather>(&op)) return rank_ok(g->index);
     if (const auto* s = std::get_if<ir::Scatter>(&op)) return rank_ok(s->index);
     if (const auto* n = std::get_if<ir::Nonzero>(&op)) return rank_ok(n->x);
+    // No direct convolution kernel yet: the tensor layer convolves by Unfold and Matmul.
+    if (std::holds_alternative<ir::Conv>(op)) return false;
+    // Nor a max-pooling gradient kernel: Pool's rule then builds it from Unfold and Fold.
+    if (std::holds_alternative<ir::MaxPoolGrad>(op)) return false;
     return true;
   }
 
@@ -130,6 +134,9 @@ class CudaBackend final : public backend::Backend {
   ir::Handle run_one(ir::Unfold& o) { return unfold(ctx_, o); }
   ir::Handle run_one(ir::Fold& o) { return fold(ctx_, o); }
   ir::Handle run_one(ir::Pool& o) { return pool(ctx_, o); }
+  // Unreachable: supports() refuses these, so execute() sends it to the fallback backend.
+  ir::Handle run_one(ir::Conv&) { fail("Cuda: Conv has no kernel on this backend"); }
+  ir::Handle run_one(ir::MaxPoolGrad&) { fail("Cuda: MaxPoolGrad has no kernel on this backend"); }
 
   CudaContext ctx_;
 };

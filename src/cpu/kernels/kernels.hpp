@@ -47,6 +47,9 @@ ir::Handle nonzero(CpuContext& ctx, ir::Nonzero& op);
 ir::Handle unfold(CpuContext& ctx, ir::Unfold& op);
 ir::Handle fold(CpuContext& ctx, ir::Fold& op);
 ir::Handle pool(CpuContext& ctx, ir::Pool& op);
+ir::Handle max_pool_grad(CpuContext& ctx, ir::MaxPoolGrad& op);
+// conv.cpp
+ir::Handle conv(CpuContext& ctx, ir::Conv& op);
 // creation.cpp
 ir::Handle fill(CpuContext& ctx, ir::Fill& op);
 ir::Handle arange(CpuContext& ctx, ir::Arange& op);
