@@ -170,7 +170,7 @@ void input_grad(const Geometry& g, const T* gy, const T* wt, T* dx) {
 }
 
 template <class T>
-void weight_grad(const Geometry& g, const T* x, const T* gy, T* dw) {
+void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T* dw) {
   const size_t ck = g.ck(), L = g.l, per_group = g.og * ck, total = g.o * ck;
   if (total == 0) return;
   if (g.n == 0 || L == 0) {
@@ -180,11 +180,16 @@ void weight_grad(const Geometry& g, const T* x, const T* gy, T* dw) {
   // Images are summed in `chunks` fixed runs; at most 16, and at most ~32 MiB of partials.
   const size_t budget = (size_t{32} << 20) / sizeof(T);
   const size_t chunks = std::clamp<size_t>(budget / total, 1, std::min<size_t>(16, g.n));
-  std::vector<T> partial(chunks > 1 ? chunks * total : 0);
+  // The partial sums, from the backend's pool (a fresh heap block would be page-faulted in
+  // on every call); every element is written before it is read.
+  const auto partial_buf =
+      chunks > 1 ? ctx.empty(Shape{chunks * total}, sizeof(T) == 4 ? DType::F32 : DType::F64)
+                 : nullptr;
+  T* const partial = chunks > 1 ? partial_buf->template data_as<T>() : nullptr;
   for_each_task(chunks * g.groups, [&](size_t t) {
     const size_t ch = t / g.groups, gi = t % g.groups;
     const size_t n0 = g.n * ch / chunks, n1 = g.n * (ch + 1) / chunks;
-    T* out = (chunks > 1 ? partial.data() + ch * total : dw) + gi * per_group;
+    T* out = (chunks > 1 ? partial + ch * total : dw) + gi * per_group;
     for (size_t n = n0; n < n1; ++n) {
       const T* planes = x + (n * g.c + gi * g.cg) * g.image();
       const T* cols = planes;
@@ -231,7 +236,7 @@ ir::Handle conv(CpuContext& ctx, ir::Conv& op) {
       case ir::ConvPass::WeightGrad:
       case ir::ConvPass::Count_: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[1], op.groups);
-        weight_grad<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+        weight_grad<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
     }
