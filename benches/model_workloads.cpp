@@ -164,6 +164,113 @@ Case mlp_train_step_case(SizeKind s, const Device& dev) {
 
 namespace {
 
+// The Fashion-MNIST CNN of `make demo`, from nn layers: conv 3x3 pad 1 -> BatchNorm2d ->
+// relu -> max pool 2, twice, then flatten -> dropout -> Linear -> relu -> Linear.
+struct Cnn {
+  nn::Conv<2> conv1;
+  nn::BatchNorm bn1;
+  nn::Conv<2> conv2;
+  nn::BatchNorm bn2;
+  nn::Linear fc1;
+  nn::Linear fc2;
+  double dropout = 0.5;
+  EMBER_MODULE(Cnn, conv1, bn1, conv2, bn2, fc1, fc2, dropout)
+
+  Tensor<2> forward(const Tensor<4>& x) const {
+    const nn::MaxPool<2> pool = nn::MaxPoolConfig<2>{{2, 2}}.init();
+    auto h = pool.forward(activation::relu(bn1.forward(conv1.forward(x))));
+    h = pool.forward(activation::relu(bn2.forward(conv2.forward(h))));
+    auto flat = h.reshape<2>(Shape{h.dims()[0], h.num_elements() / h.dims()[0]});
+    flat = nn::Dropout{dropout}.forward(flat);
+    return fc2.forward(activation::relu(fc1.forward(flat)));
+  }
+};
+
+template <std::size_t D>
+nn::Param<Tensor<D>> nn_param(const Shape& s, std::uint32_t seed, std::size_t fan_in,
+                              const Device& ad) {
+  return nn::Param<Tensor<D>>(Tensor<D>::from_data(input_data(s, seed, weight_scale(fan_in)), ad));
+}
+
+nn::Conv<2> cnn_conv(std::size_t in, std::size_t out, std::uint32_t seed, const Device& ad) {
+  return nn::Conv<2>{nn_param<4>(Shape{out, in, 3, 3}, seed, in * 9, ad),
+                     nn_param<1>(Shape{out}, seed + 1, in * 9, ad),
+                     {1, 1},
+                     nn::Padding{1, 1},
+                     {1, 1},
+                     1};
+}
+
+nn::Linear cnn_linear(std::size_t in, std::size_t out, std::uint32_t seed, const Device& ad) {
+  return nn::Linear{nn_param<2>(Shape{out, in}, seed, in, ad),
+                    nn_param<1>(Shape{out}, seed + 1, in, ad)};
+}
+
+struct CnnDims {
+  std::size_t batch, image, c1, c2, hidden, classes, dropout_percent;
+};
+
+}  // namespace
+
+// One AdamW training step of the Fashion-MNIST CNN (Cnn above) through the Autodiff
+// decorator with nn layers: forward in training mode (batch statistics, dropout), cross
+// entropy, backward, and optim::AdamW's step. Each repetition steps from the same initial
+// model with a fresh optimizer, so every repetition does the same work; the PyTorch side
+// does the same with torch.optim.AdamW on copies of its parameters. Compared: the loss and
+// every parameter's gradient (dropout 0 at the tiny size, where outputs are checked; the
+// full size drops as the demo does, so its outputs are random and cannot be compared).
+Case cnn_train_step_case(SizeKind s, const Device& dev) {
+  const CnnDims d = by_size<CnnDims>(s, {3, 8, 3, 4, 5, 10, 0}, {128, 28, 32, 64, 128, 10, 50},
+                                     {128, 28, 32, 64, 128, 10, 50});
+  const Device ad = dev.autodiff();
+  const std::size_t q = d.image / 4, flat = d.c2 * q * q;
+  auto x = input<4>(Shape{d.batch, 1, d.image, d.image}, 1, ad);
+  std::vector<std::int64_t> labels(d.batch);
+  for (std::size_t i = 0; i < d.batch; ++i) {
+    const double v = double(input_value(static_cast<std::uint32_t>(i), 2)) + 1.0;
+    labels[i] = static_cast<std::int64_t>(v * 8388608.0) % i64(d.classes);
+  }
+  auto y = Tensor<2, Int>::from_data(TensorData::from(labels, Shape{d.batch, 1}), ad);
+  const Cnn model{cnn_conv(1, d.c1, 10, ad),          nn::BatchNormConfig{d.c1}.init(ad),
+                  cnn_conv(d.c1, d.c2, 20, ad),       nn::BatchNormConfig{d.c2}.init(ad),
+                  cnn_linear(flat, d.hidden, 30, ad), cnn_linear(d.hidden, d.classes, 40, ad),
+                  double(d.dropout_percent) / 100.0};
+  const double px = double(d.image * d.image), b = double(d.batch);
+  const double fwd_flops = 2.0 * b *
+                           (px * double(d.c1) * 9.0 + px / 4.0 * double(d.c2 * d.c1) * 9.0 +
+                            double(flat * d.hidden + d.hidden * d.classes));
+  Params p{{"batch", {i64(d.batch)}},
+           {"image", {i64(d.image)}},
+           {"c1", {i64(d.c1)}},
+           {"c2", {i64(d.c2)}},
+           {"hidden", {i64(d.hidden)}},
+           {"classes", {i64(d.classes)}},
+           {"dropout_percent", {i64(d.dropout_percent)}}};
+  Case c = timed(p, Shape{d.batch, 1, d.image, d.image}, 0, 3.0 * fwd_flops, ad, [x, y, model] {
+    auto loss = -activation::log_softmax(model.forward(x), 1).gather(1, y).mean();
+    Gradients grads = loss.backward();
+    Outputs out;
+    out.compared.push_back(loss.inner().dyn());
+    nn::visit(model, [&](const nn::TensorEntry& e) {
+      if (e.is_param()) out.compared.push_back(ops::grad(e.tensor, grads).value());
+    });
+    auto opt = optim::AdamWConfig{}.init();
+    Cnn next =
+        opt.step(1e-3, Cnn(model), optim::GradientsParams::from_grads(std::move(grads), model));
+    nn::visit(next, [&](const nn::TensorEntry& e) {
+      if (e.is_param()) out.kept.push_back(ops::inner(e.tensor));
+    });
+    return out;
+  });
+  c.shape = label("b", d.batch, " ", d.image, "x", d.image, " c", d.c1, "-", d.c2, " fc", flat, "-",
+                  d.hidden, "-", d.classes);
+  c.rtol = 1e-3;  // batch norm over few values and two convolutions, summed differently
+  c.atol = 1e-4;
+  return c;
+}
+
+namespace {
+
 // Post-norm layer norm over the last dim: the fused op, as F.layer_norm on the PyTorch side.
 Tensor<2> layer_norm(const Tensor<2>& x, const Tensor<2>& gamma, const Tensor<2>& beta) {
   const Shape d{x.dims()[1]};

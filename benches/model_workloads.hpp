@@ -10,6 +10,7 @@ namespace ember::bench {
 Case attention_case(SizeKind s, const Device& dev);
 Case autodiff_overhead_case(SizeKind s, const Device& dev);
 Case mlp_train_step_case(SizeKind s, const Device& dev);
+Case cnn_train_step_case(SizeKind s, const Device& dev);
 Case transformer_encoder_step_case(SizeKind s, const Device& dev);
 
 }  // namespace ember::bench

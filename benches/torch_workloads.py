@@ -159,6 +159,23 @@ def conv2d(p):
     return lambda: F.conv2d(x, w, None, stride=stride, padding=padding)
 
 
+def conv2d_grad(p):
+    x = inp(p["x"], 1)
+    grad_input = p["grad_input"][0] == 1
+    if grad_input:
+        x.requires_grad_()
+    w = inp(p["w"], 2).requires_grad_()
+    n, o, h, wd = p["x"][0], p["w"][0], p["x"][2], p["x"][3]
+    gy = inp([n, o, h, wd], 3)
+
+    def f():
+        y = F.conv2d(x, w, None, padding=1)
+        grads = torch.autograd.grad((y * gy).sum(), [w, x] if grad_input else [w])
+        return list(grads), []
+
+    return f
+
+
 def max_pool2d(p):
     x = inp(p["shape"], 1)
     k, stride, padding = p["kernel"][0], p["stride"][0], p["padding"][0]
@@ -260,6 +277,43 @@ def mlp_train_step(p):
     return f
 
 
+def cnn_train_step(p):
+    """The Fashion-MNIST CNN of cnn_train_step_case, as nn modules, one AdamW step from the
+    same initial parameters every repetition (copies stepped by a fresh optimizer)."""
+    batch, image, c1, c2 = p["batch"][0], p["image"][0], p["c1"][0], p["c2"][0]
+    hidden, classes, drop = p["hidden"][0], p["classes"][0], p["dropout_percent"][0] / 100.0
+    flat = c2 * (image // 4) ** 2
+    x = inp([batch, 1, image, image], 1)
+    raw = (input_data([batch], 2).astype(np.float64) + 1.0) * 8388608.0
+    y = torch.from_numpy(raw.astype(np.int64) % classes).reshape(batch, 1).to(DEVICE)
+    nn = torch.nn
+    model = nn.Sequential(
+        nn.Conv2d(1, c1, 3, padding=1), nn.BatchNorm2d(c1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(c1, c2, 3, padding=1), nn.BatchNorm2d(c2), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Dropout(drop), nn.Linear(flat, hidden), nn.ReLU(),
+        nn.Linear(hidden, classes),
+    ).to(DEVICE)  # fmt: skip
+    seeded = [(model[0], c1, 1 * 9, 10), (model[4], c2, c1 * 9, 20),
+              (model[10], hidden, flat, 30), (model[12], classes, hidden, 40)]  # fmt: skip
+    with torch.no_grad():
+        for layer, out, fan_in, seed in seeded:
+            layer.weight.copy_(inp(list(layer.weight.shape), seed, weight_scale(fan_in)))
+            layer.bias.copy_(inp([out], seed + 1, weight_scale(fan_in)))
+    model.train()
+    params = list(model.parameters())
+
+    def f():
+        loss = -F.log_softmax(model(x), 1).gather(1, y).mean()
+        grads = torch.autograd.grad(loss, params)
+        copies = [q.detach().clone() for q in params]
+        for q, g in zip(copies, grads):
+            q.grad = g
+        torch.optim.AdamW(copies, lr=1e-3).step()
+        return [loss, *grads], copies
+
+    return f
+
+
 # Parameter order within one encoder layer, as EncoderParam in model_workloads.cpp.
 ENCODER_PARAMS = ["wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo",
                   "g1", "be1", "w1", "b1", "w2", "b2", "g2", "be2"]  # fmt: skip
@@ -335,17 +389,23 @@ WORKLOADS = {
     "conv2d_resnet": conv2d,
     "conv2d_alexnet": conv2d,
     "max_pool2d": max_pool2d,
+    "conv2d_cnn1": conv2d,
+    "conv2d_cnn2": conv2d,
+    "conv2d_cnn1_grad": conv2d_grad,
+    "conv2d_cnn2_grad": conv2d_grad,
     "from_data": from_data,
     "to_data": to_data,
     "launch_overhead": launch_overhead,
     "attention": attention,
     "autodiff_overhead": autodiff_overhead,
     "mlp_train_step": mlp_train_step,
+    "cnn_train_step": cnn_train_step,
     "transformer_encoder_step": transformer_encoder_step,
 }
 
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
-TRAINING = {"autodiff_overhead", "mlp_train_step", "transformer_encoder_step"}
+TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
+            "conv2d_cnn1_grad", "conv2d_cnn2_grad"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}

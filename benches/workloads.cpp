@@ -194,6 +194,33 @@ Case conv2d_case(const Device& dev, const Shape& xs, const Shape& ws, std::size_
   return c;
 }
 
+// The backward passes of conv2d (pad 1, stride 1, no bias) on the Autodiff decorator:
+// y = conv2d(x, w), loss = sum(y * gy), backward to w (and to x when grad_input). The
+// forward is part of the timed work, as in a training step. Compared: dw (then dx).
+Case conv2d_grad_case(const Device& dev, const Shape& xs, const Shape& ws, bool grad_input) {
+  const Device ad = dev.autodiff();
+  auto x = input<4>(xs, 1, ad);
+  if (grad_input) x = x.require_grad();
+  auto w = input<4>(ws, 2, ad).require_grad();
+  const Shape ys{xs[0], ws[0], xs[2], xs[3]};
+  auto gy = input<4>(ys, 3, ad);
+  const double k = double(ws[1] * ws[2] * ws[3]);
+  const double flops = 2.0 * double(ys.num_elements()) * k * (grad_input ? 3.0 : 2.0);
+  Params p{{"x", dims(xs)}, {"w", dims(ws)}, {"grad_input", {grad_input ? 1 : 0}}};
+  Case c = timed(p, xs, 0, flops, ad, [x, w, gy, grad_input] {
+    auto y = module_ops::conv2d(x, w, std::nullopt, {.padding = {1, 1}});
+    Gradients grads = (y * gy).sum().backward();
+    Outputs out;
+    out.compared.push_back(w.grad(grads).value().dyn());
+    if (grad_input) out.compared.push_back(x.grad(grads).value().dyn());
+    return out;
+  });
+  c.shape = xs.to_string() + " * " + ws.to_string() + " p1" + (grad_input ? " dx dw" : " dw");
+  c.rtol = 1e-4;
+  c.atol = 1e-4 * std::sqrt(double(ys.num_elements() / ws[0]));  // dw sums N*H*W terms
+  return c;
+}
+
 std::vector<Workload> build() {
   std::vector<Workload> w;
   const auto add = [&](std::string name, std::string group,
@@ -322,6 +349,26 @@ std::vector<Workload> build() {
                ? conv2d_case(dev, Shape{2, 3, 23, 25}, Shape{5, 3, 11, 11}, 4, 2)
                : conv2d_case(dev, Shape{n, 3, 224, 224}, Shape{64, 3, 11, 11}, 4, 2);
   });
+  // The layers of the Fashion-MNIST CNN (cnn_train_step), forward and backward.
+  add("conv2d_cnn1", "module", [](SizeKind s, const Device& dev) {
+    return s == SizeKind::Tiny ? conv2d_case(dev, Shape{3, 1, 8, 8}, Shape{3, 1, 3, 3}, 1, 1)
+                               : conv2d_case(dev, Shape{128, 1, 28, 28}, Shape{32, 1, 3, 3}, 1, 1);
+  });
+  add("conv2d_cnn2", "module", [](SizeKind s, const Device& dev) {
+    return s == SizeKind::Tiny
+               ? conv2d_case(dev, Shape{3, 3, 4, 4}, Shape{4, 3, 3, 3}, 1, 1)
+               : conv2d_case(dev, Shape{128, 32, 14, 14}, Shape{64, 32, 3, 3}, 1, 1);
+  });
+  add("conv2d_cnn1_grad", "autodiff", [](SizeKind s, const Device& dev) {
+    return s == SizeKind::Tiny
+               ? conv2d_grad_case(dev, Shape{3, 1, 8, 8}, Shape{3, 1, 3, 3}, false)
+               : conv2d_grad_case(dev, Shape{128, 1, 28, 28}, Shape{32, 1, 3, 3}, false);
+  });
+  add("conv2d_cnn2_grad", "autodiff", [](SizeKind s, const Device& dev) {
+    return s == SizeKind::Tiny
+               ? conv2d_grad_case(dev, Shape{3, 3, 4, 4}, Shape{4, 3, 3, 3}, true)
+               : conv2d_grad_case(dev, Shape{128, 32, 14, 14}, Shape{64, 32, 3, 3}, true);
+  });
   add("max_pool2d", "module", [](SizeKind s, const Device& dev) {
     // The ResNet stem's pooling: 3x3, stride 2, padding 1.
     const Shape shape =
@@ -373,6 +420,7 @@ std::vector<Workload> build() {
   add("attention", "module", attention_case);
   add("autodiff_overhead", "autodiff", autodiff_overhead_case);
   add("mlp_train_step", "autodiff", mlp_train_step_case);
+  add("cnn_train_step", "autodiff", cnn_train_step_case);
   add("transformer_encoder_step", "autodiff", transformer_encoder_step_case);
   return w;
 }

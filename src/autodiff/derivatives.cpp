@@ -8,6 +8,7 @@
 // The switches list every enumerator without a default, so adding an op or a function
 // without deciding its entry is a compile error (-Wswitch -Werror), and
 // tests/autodiff/test_grad.cpp checks at run time that no differentiable op lacks a rule.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -441,6 +442,11 @@ RuleEntry make_pool(ir::PoolFn fn) {
     case PoolFn::Max:
       return diff(
           "fold of g / count shared by the window entries equal to y", kX, true, [](Ctx& c) {
+            ir::MaxPoolGrad direct{c.input(0), c.output(), c.grad(), c.op<ir::Pool>().window};
+            if (c.be.supports(ir::Op(direct))) {
+              c.give(0, run(c.be, std::move(direct)));
+              return;
+            }
             const auto [k, l] = pool_extents(c);
             const Shape& xs = c.in_shape(0);
             const Shape row{xs[0], xs[1], 1, l}, cols{xs[0], xs[1], k, l};
@@ -639,6 +645,69 @@ RuleEntry make_kind(ir::OpKind k) {
       return diff("unfold g with zero padding (fold is unfold's adjoint)", 0, false, [](Ctx& c) {
         c.give(0, run(c.be, ir::Unfold{c.grad(), c.op<ir::Fold>().window, 0.0}));
       });
+    case OpKind::Conv:
+      // Each pass is bilinear in its operands, and the three are each other's adjoints:
+      // with y = F(x, w), dx = I(g, w) and dw = W(x, g), <F(x, w), g> = <x, I(g, w)> =
+      // <w, W(x, g)>.
+      return diff(
+          "forward: dx = input_grad(g, w), dw = weight_grad(x, g); input_grad(a, w): "
+          "da = forward(g, w), dw = weight_grad(g, a); weight_grad(x, a): "
+          "dx = input_grad(a, g), da = forward(x, g)",
+          kAll, false, [](Ctx& c) {
+            const auto& o = c.op<ir::Conv>();
+            const auto conv = [&](Handle x, Handle w, ir::ConvPass pass,
+                                  std::vector<std::size_t> image = {}) {
+              return run(c.be, ir::Conv{std::move(x), std::move(w), o.window, o.groups, pass,
+                                        std::move(image)});
+            };
+            const auto spatial = [](const Shape& s) {
+              return std::vector<std::size_t>(s.begin() + 2, s.end());
+            };
+            using P = ir::ConvPass;
+            switch (o.pass) {
+              case P::Forward:
+                if (c.wants(0))
+                  c.give(0, conv(c.grad(), c.input(1), P::InputGrad, spatial(c.in_shape(0))));
+                if (c.wants(1)) c.give(1, conv(c.input(0), c.grad(), P::WeightGrad));
+                break;
+              case P::InputGrad:
+                if (c.wants(0)) c.give(0, conv(c.grad(), c.input(1), P::Forward));
+                if (c.wants(1)) c.give(1, conv(c.grad(), c.input(0), P::WeightGrad));
+                break;
+              case P::WeightGrad:
+                if (c.wants(0))
+                  c.give(0, conv(c.input(1), c.grad(), P::InputGrad, spatial(c.in_shape(0))));
+                if (c.wants(1)) c.give(1, conv(c.input(0), c.grad(), P::Forward));
+                break;
+              case P::Count_:
+                break;
+            }
+          });
+    case OpKind::MaxPoolGrad:
+      // Linear in g; piecewise constant in x and y, which get no gradient.
+      return diff(
+          "dg = sum over each window of gx / count at the entries equal to y", kAll, false,
+          [](Ctx& c) {
+            if (!c.wants(2)) return;
+            const auto& o = c.op<ir::MaxPoolGrad>();
+            const Shape& xs = c.in_shape(0);
+            const Shape& gs = c.in_shape(2);
+            std::size_t k = 1;
+            for (std::size_t v : o.window.kernel) k *= v;
+            const std::size_t l = gs.num_elements() / std::max<std::size_t>(xs[0] * xs[1], 1);
+            const Shape row{xs[0], xs[1], 1, l}, cols{xs[0], xs[1], k, l};
+            auto x = reshape(c.be,
+                             run(c.be, ir::Unfold{c.input(0), o.window,
+                                                  -std::numeric_limits<double>::infinity()}),
+                             cols);
+            auto hit = binary(c.be, BinaryFn::Eq, std::move(x), reshape(c.be, c.input(1), row));
+            auto count = reduce(c.be, ir::ReduceFn::Sum, cast(c.be, hit, c.in_dtype(0)), 2);
+            auto gx = reshape(c.be, run(c.be, ir::Unfold{c.grad(), o.window, 0.0}), cols);
+            auto share = div(c.be, std::move(gx), std::move(count));
+            auto dg =
+                reduce(c.be, ir::ReduceFn::Sum, mask(c.be, std::move(hit), std::move(share)), 2);
+            c.give(2, reshape(c.be, std::move(dg), gs));
+          });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

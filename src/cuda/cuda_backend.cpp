@@ -70,6 +70,10 @@ class CudaBackend final : public backend::Backend {
   // address their operands by coordinates of at most kMaxDims dims, uncollapsed.
   bool supports(const ir::Op& op) const override {
     if (!Backend::supports(op)) return false;
+    // No direct convolution kernel yet: the tensor layer convolves by Unfold and Matmul.
+    if (std::holds_alternative<ir::Conv>(op)) return false;
+    // Nor a max-pooling gradient kernel: Pool's rule then builds it from Unfold and Fold.
+    if (std::holds_alternative<ir::MaxPoolGrad>(op)) return false;
     const auto rank_ok = [](const ir::Handle& h) {
       return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
     };

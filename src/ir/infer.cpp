@@ -151,7 +151,40 @@ Shape out_shape(const Pool& op) {
 DType out_dtype(const Pool& op) { return op.x->dtype(); }
 bool well_typed(const Pool& op) { return op.x->dtype() != DType::Bool; }
 
+Shape out_shape(const MaxPoolGrad& op) { return op.x->shape(); }
+DType out_dtype(const MaxPoolGrad& op) { return op.x->dtype(); }
+bool well_typed(const MaxPoolGrad& op) {
+  const DType dt = op.x->dtype();
+  return is_float(dt) && op.y->dtype() == dt && op.g->dtype() == dt;
+}
+
 // ---- compute ----
+Shape out_shape(const Conv& op) {
+  const Shape& x = op.x->shape();
+  const Shape& w = op.w->shape();
+  std::vector<std::size_t> dims;
+  switch (op.pass) {
+    case ConvPass::Forward:
+      dims = {x[0], w[0]};
+      for (std::size_t p : window_positions(spatial_of(x), op.window)) dims.push_back(p);
+      break;
+    case ConvPass::InputGrad:
+      dims = {x[0], w[1] * op.groups};
+      dims.insert(dims.end(), op.image.begin(), op.image.end());
+      break;
+    case ConvPass::WeightGrad:
+    case ConvPass::Count_:
+      dims = {w[1], x[1] / std::max<std::size_t>(op.groups, 1)};
+      dims.insert(dims.end(), op.window.kernel.begin(), op.window.kernel.end());
+      break;
+  }
+  return Shape(std::move(dims));
+}
+DType out_dtype(const Conv& op) { return op.x->dtype(); }
+bool well_typed(const Conv& op) {
+  return is_float(op.x->dtype()) && op.w->dtype() == op.x->dtype();
+}
+
 Shape out_shape(const Matmul& op) { return op.out_shape; }
 DType out_dtype(const Matmul& op) { return op.a->dtype(); }
 bool well_typed(const Matmul& op) {

@@ -48,6 +48,12 @@ const char* name(PoolFn f) {
   return names[static_cast<std::size_t>(f)];
 }
 
+const char* name(ConvPass p) {
+  static const char* const names[] = {"forward", "input_grad", "weight_grad"};
+  static_assert(std::size(names) == static_cast<std::size_t>(ConvPass::Count_));
+  return names[static_cast<std::size_t>(p)];
+}
+
 // Every enumerator of OpKind is its struct's variant index (both come from EMBER_IR_OPS).
 #define EMBER_IR_CHECK_KIND(T) static_assert(kind_v<T> == OpKind::T);
 EMBER_IR_OPS(EMBER_IR_CHECK_KIND)

@@ -1,6 +1,7 @@
 // Convolution and pooling (ember::module_ops): validation of the sliding-window arguments
 // in one place (resolve_window), the IR ops Unfold, Fold and Pool, and the composites built
-// on them — conv and conv_transpose through matmul, max pooling as Pool, average pooling
+// on them — conv and conv_transpose as ir::Conv where the backend has it and through
+// matmul elsewhere, max pooling as Pool, average pooling
 // as Pool's sum over the window size or over the count of entries inside the image.
 #include <algorithm>
 #include <cmath>
@@ -259,8 +260,14 @@ DynTensor conv(DynTensor x, DynTensor weight, std::optional<DynTensor> bias, con
   checked_positions_shape(cop, n, out_c, out, x.dtype(), x.device());
   ops::detail::check_size(Shape{n, checked_mul(groups, ck, cop, "the column rows"), l}, x.dtype(),
                           cop, x.device());
-  // cols [N, G, C/G * K, L]; weight [1, G, O/G, C/G * K]; their product [N, G, O/G, L] is
-  // [N, O, *out] in memory.
+  // A backend with a convolution kernel (ir::Conv) convolves without the column matrix.
+  const Device dev = x.device();
+  ir::Conv direct{x.handle(), weight.handle(), w, groups, ir::ConvPass::Forward, {}};
+  if (dev.backend().supports(ir::Op(direct))) {
+    return add_bias(run(dev, std::move(direct)), std::move(bias));
+  }
+  // Elsewhere: cols [N, G, C/G * K, L]; weight [1, G, O/G, C/G * K]; their product
+  // [N, G, O/G, L] is [N, O, *out] in memory.
   auto cols =
       ops::reshape(unfold_checked(std::move(x), std::move(w), 0.0), Shape{n, groups, ck, l});
   auto wm = ops::reshape(std::move(weight), Shape{1, groups, out_c / groups, ck});
@@ -314,7 +321,15 @@ DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor>
                     l = product(in, op, "the input positions");
   ops::detail::check_size(Shape{n, checked_mul(groups, ok, op, "the column rows"), l}, x.dtype(),
                           op, x.device());
-  // weight^T [1, G, O/G * K, C/G] times x [N, G, C/G, L]: columns [N, O * K, L] to fold.
+  // A backend with a convolution kernel runs it as the adjoint of a convolution in its
+  // image: ir::Conv's InputGrad with x as the output gradient and weight [C, O/G, *kernel].
+  const Device dev = x.device();
+  ir::Conv direct{x.handle(), weight.handle(), w, groups, ir::ConvPass::InputGrad, out};
+  if (dev.backend().supports(ir::Op(direct))) {
+    return add_bias(run(dev, std::move(direct)), std::move(bias));
+  }
+  // Elsewhere: weight^T [1, G, O/G * K, C/G] times x [N, G, C/G, L]: columns [N, O * K, L]
+  // to fold.
   auto wt = ops::transpose(ops::reshape(std::move(weight), Shape{1, groups, cg, ok}));
   auto xs = ops::reshape(std::move(x), Shape{n, groups, cg, l});
   auto cols = ops::reshape(ops::matmul(std::move(wt), std::move(xs)), Shape{n, groups * ok, l});

@@ -532,6 +532,64 @@ void add_conv_cases(std::vector<Case>& cs) {
     cs.push_back(std::move(c));
   }
 
+  // ---- the gradient of max_pool2d through the Autodiff decorator (ir::MaxPoolGrad on a
+  // backend that has it); in: x and the output gradient g ----
+  {
+    Case c;
+    c.fn = "max_pool2d_grad";
+    c.family = "conv";
+    c.dtypes = {DType::F32, DType::F64};
+    c.trials = [](DType dt, Scale) {
+      Rng rng(307);
+      const std::vector<std::pair<Shape, Geometry>> ts = {
+          {Shape{2, 3, 6, 8}, geo({2, 2}, {2, 2}, {0, 0}, {1, 1})},
+          {Shape{1, 2, 9, 8}, geo({3, 3}, {2, 2}, {1, 1}, {1, 1})},
+          {Shape{2, 2, 9, 10}, geo({3, 2}, {1, 2}, {1, 1}, {2, 1})}};
+      std::vector<Trial> out;
+      for (const auto& [xs, g] : ts) {
+        const Win w = win(spatial_of(xs), g);
+        const Shape gs = image_shape(xs[0], xs[1], out_spatial(w, g.sp));
+        out.push_back({label(xs, g),
+                       {random_host(xs, dt, rng), random_host(gs, dt, rng)},
+                       {L::Contiguous, L::Contiguous},
+                       encode(g)});
+      }
+      return out;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      const Geometry g = decode(p);
+      const ember::Device ad = x[0].device().autodiff();
+      auto xa = ember::ops::require_grad(ember::ops::from_inner(x[0], ad));
+      auto y = mo::max_pool(xa, g.kernel, options(g));
+      auto loss = ember::ops::reduce_all(
+          ember::ir::ReduceFn::Sum,
+          ember::ops::binary(ember::ir::BinaryFn::Mul, y, ember::ops::from_inner(x[1], ad)));
+      auto grads = ember::ops::backward(loss);
+      return Tensors{ember::ops::grad(xa, grads).value()};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      // Each window position's g shared by the window's entries equal to its maximum.
+      const Geometry g = decode(p);
+      const HostTensor& x = in[0];
+      const Win w = win(spatial_of(x.shape), g);
+      const HostTensor y = pool_ref(x, g, true);
+      const std::size_t planes = x.shape[0] * x.shape[1], L = w.positions();
+      HostTensor dx(x.shape, x.dtype);
+      for (std::size_t p = 0; p < planes; ++p) {
+        std::vector<double> ties(L, 0);
+        for_each_entry(w, [&](std::size_t, std::size_t l, long long i) {
+          if (i >= 0 && x.v[p * w.image() + std::size_t(i)] == y.v[p * L + l]) ties[l] += 1;
+        });
+        for_each_entry(w, [&](std::size_t, std::size_t l, long long i) {
+          if (i >= 0 && x.v[p * w.image() + std::size_t(i)] == y.v[p * L + l])
+            dx.v[p * w.image() + std::size_t(i)] += in[1].v[p * L + l] / ties[l];
+        });
+      }
+      return one(std::move(dx));
+    };
+    cs.push_back(std::move(c));
+  }
+
   // ---- max_pool / avg_pool (1-d and 2-d); extra = {count_include_pad} ----
   for (const bool max : {true, false}) {
     Case c;

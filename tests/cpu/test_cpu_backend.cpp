@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <string>
 
+#include <ember/backend/registry.hpp>
 #include <ember/ember.hpp>
+#include <ember/ir/ops.hpp>
 
 #include "cpu/allocator.hpp"
 #include "cpu/gemm/gemm.hpp"
@@ -220,4 +222,229 @@ TEST(CpuAllocator, SizeClassesNeverHang) {
       10);
   ASSERT_TRUE(o.ok()) << o.str();
   EXPECT_EQ(o.text, "");
+}
+
+// ---- convolution (ir::Conv): every pass against an f64 reference ----
+namespace {
+
+struct ConvGeo {
+  std::vector<std::size_t> x;  // [N, C, *spatial]
+  std::size_t out_c, groups;
+  ir::Window w;
+};
+
+// One loop over every (n, o, c, kernel offset, position) product of the definition, giving
+// the forward output, the input gradient and the weight gradient, in f64.
+struct ConvRef {
+  std::vector<double> y, dx, dw;
+};
+ConvRef conv_reference(const ConvGeo& g, const std::vector<double>& x,
+                       const std::vector<double>& wt, const std::vector<double>& gy) {
+  const std::size_t sp = g.x.size() - 2, n = g.x[0], c = g.x[1], o = g.out_c, cg = c / g.groups,
+                    og = o / g.groups;
+  std::vector<std::size_t> in(g.x.begin() + 2, g.x.end()), out(sp);
+  std::size_t image = 1, k = 1, l = 1;
+  for (std::size_t d = 0; d < sp; ++d) {
+    out[d] =
+        (in[d] + 2 * g.w.padding[d] - g.w.dilation[d] * (g.w.kernel[d] - 1) - 1) / g.w.stride[d] +
+        1;
+    image *= in[d];
+    k *= g.w.kernel[d];
+    l *= out[d];
+  }
+  ConvRef r{std::vector<double>(n * o * l), std::vector<double>(n * c * image),
+            std::vector<double>(o * cg * k)};
+  for (std::size_t b = 0; b < n; ++b)
+    for (std::size_t oc = 0; oc < o; ++oc)
+      for (std::size_t ci = 0; ci < cg; ++ci)
+        for (std::size_t ki = 0; ki < k; ++ki)
+          for (std::size_t pos = 0; pos < l; ++pos) {
+            std::size_t kr = ki, pr = pos, idx = 0;
+            bool inside = true;
+            std::vector<std::size_t> kd(sp), pd(sp);
+            for (std::size_t d = sp; d-- > 0;) {
+              kd[d] = kr % g.w.kernel[d];
+              kr /= g.w.kernel[d];
+              pd[d] = pr % out[d];
+              pr /= out[d];
+            }
+            for (std::size_t d = 0; d < sp; ++d) {
+              const long long v = (long long)(pd[d] * g.w.stride[d] + kd[d] * g.w.dilation[d]) -
+                                  (long long)g.w.padding[d];
+              inside = inside && v >= 0 && v < (long long)in[d];
+              idx = idx * in[d] + (inside ? std::size_t(v) : 0);
+            }
+            if (!inside) continue;
+            const std::size_t xi = (b * c + (oc / og) * cg + ci) * image + idx,
+                              wi = (oc * cg + ci) * k + ki, yi = (b * o + oc) * l + pos;
+            r.y[yi] += wt[wi] * x[xi];
+            r.dx[xi] += wt[wi] * gy[yi];
+            r.dw[wi] += gy[yi] * x[xi];
+          }
+  return r;
+}
+
+std::vector<double> uniform_values(std::size_t count, std::uint64_t seed) {
+  std::vector<double> v(count);
+  for (auto& e : v) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    e = double(seed >> 40) / double(1ull << 24) * 2.0 - 1.0;  // exact in f32
+  }
+  return v;
+}
+
+void expect_close(const TensorData& got, const std::vector<double>& want, double tol,
+                  const std::string& what) {
+  const auto g = got.convert(DType::F64).to_vector<double>();
+  ASSERT_EQ(g.size(), want.size()) << what;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    ASSERT_NEAR(g[i], want[i], tol * (1.0 + std::abs(want[i]))) << what << " at " << i;
+  }
+}
+
+}  // namespace
+
+TEST(CpuConv, EveryPassMatchesAnF64Reference) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const std::vector<ConvGeo> geos = {
+      // the CNN's layers, small: 3x3 pad 1, with one and several input channels
+      {{5, 1, 8, 8}, 4, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{4, 6, 7, 5}, 8, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      // one image (the GEMM spreads over the threads), stride, dilation, uneven padding
+      {{1, 3, 11, 10}, 5, 1, {{3, 2}, {2, 3}, {1, 0}, {2, 1}}},
+      // groups, depthwise, pointwise (the image is its own column matrix)
+      {{3, 6, 9, 8}, 4, 2, {{3, 3}, {1, 2}, {1, 1}, {1, 1}}},
+      {{2, 8, 6, 6}, 8, 8, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+      {{3, 7, 5, 6}, 9, 1, {{1, 1}, {1, 1}, {0, 0}, {1, 1}}},
+      {{2, 4, 5, 6}, 6, 2, {{1, 1}, {2, 1}, {0, 0}, {1, 1}}},
+      // 1-d and 3-d, a kernel spanning the whole padded input
+      {{3, 4, 17}, 6, 2, {{4}, {3}, {2}, {2}}},
+      {{2, 2, 4, 5, 6}, 3, 1, {{2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}}},
+      {{2, 3, 3, 3}, 4, 1, {{5, 5}, {1, 1}, {1, 1}, {1, 1}}},
+      // more images than weight-gradient chunks (16): partial sums added in chunk order
+      {{37, 3, 6, 6}, 4, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+  };
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (std::size_t t = 0; t < geos.size(); ++t) {
+      const ConvGeo& g = geos[t];
+      std::vector<std::size_t> wd{g.out_c, g.x[1] / g.groups};
+      wd.insert(wd.end(), g.w.kernel.begin(), g.w.kernel.end());
+      const Shape xs(g.x), ws(wd);
+      auto xv = uniform_values(xs.num_elements(), 11 + t);
+      auto wv = uniform_values(ws.num_elements(), 23 + t);
+      const auto to_node = [&](const std::vector<double>& v, const Shape& s) {
+        return be->from_data(TensorData::from(v, s).convert(dt));
+      };
+      auto x = to_node(xv, xs), w = to_node(wv, ws);
+      auto y = be->execute(ir::Conv{x, w, g.w, g.groups, ir::ConvPass::Forward, {}})[0];
+      auto gv = uniform_values(y->shape().num_elements(), 37 + t);
+      auto gy = to_node(gv, y->shape());
+      const ConvRef ref = conv_reference(g, xv, wv, gv);
+      const std::vector<std::size_t> image(g.x.begin() + 2, g.x.end());
+      auto dx = be->execute(ir::Conv{gy, w, g.w, g.groups, ir::ConvPass::InputGrad, image})[0];
+      auto dw = be->execute(ir::Conv{x, gy, g.w, g.groups, ir::ConvPass::WeightGrad, {}})[0];
+      EXPECT_EQ(dx->shape(), xs);
+      EXPECT_EQ(dw->shape(), ws);
+      const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
+      const std::string what = std::string(name(dt)) + " case " + std::to_string(t) + " " +
+                               xs.to_string() + " * " + ws.to_string();
+      expect_close(be->to_data(y), ref.y, tol * 8, what + " forward");
+      expect_close(be->to_data(dx), ref.dx, tol * 8, what + " input grad");
+      expect_close(be->to_data(dw), ref.dw, tol * 64, what + " weight grad");
+    }
+  }
+}
+
+// Empty batches and channels: zeros or empty outputs, never a read out of bounds.
+TEST(CpuConv, EmptyExtents) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const ir::Window w{{3, 3}, {1, 1}, {1, 1}, {1, 1}};
+  auto x0 = be->from_data(TensorData::from(std::vector<float>{}, Shape{0, 2, 4, 4}));
+  auto w0 = be->from_data(TensorData::from(std::vector<float>(3 * 2 * 9, 1.0f), Shape{3, 2, 3, 3}));
+  EXPECT_EQ(be->execute(ir::Conv{x0, w0, w, 1, ir::ConvPass::Forward, {}})[0]->shape(),
+            (Shape{0, 3, 4, 4}));
+  auto g0 = be->from_data(TensorData::from(std::vector<float>{}, Shape{0, 3, 4, 4}));
+  const auto dw = be->to_data(be->execute(ir::Conv{x0, g0, w, 1, ir::ConvPass::WeightGrad, {}})[0]);
+  EXPECT_EQ(dw.shape(), (Shape{3, 2, 3, 3}));
+  for (float v : dw.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+}
+
+// ---- the max-pooling gradient (ir::MaxPoolGrad) against an f64 reference ----
+TEST(CpuPool, MaxPoolGradSharesTiesAndSkipsThePadding) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  struct Geo {
+    std::vector<std::size_t> x;
+    ir::Window w;
+  };
+  const std::vector<Geo> geos = {
+      {{2, 3, 8, 8}, {{2, 2}, {2, 2}, {0, 0}, {1, 1}}},  // the CNN's pooling
+      {{1, 2, 7, 9}, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},  // overlapping windows, padding
+      {{2, 2, 9, 8}, {{2, 3}, {1, 2}, {1, 1}, {2, 1}}},  // dilation
+      {{3, 2, 11}, {{3}, {2}, {1}, {1}}},
+      {{1, 2, 4, 5, 6}, {{2, 2, 3}, {2, 1, 2}, {1, 0, 1}, {1, 2, 1}}},
+  };
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (std::size_t t = 0; t < geos.size(); ++t) {
+      const Geo& g = geos[t];
+      const Shape xs(g.x);
+      // Values on a coarse grid, so windows hold ties.
+      auto xv = uniform_values(xs.num_elements(), 5 + t);
+      for (auto& v : xv) v = std::round(v * 2.0);
+      auto x = be->from_data(TensorData::from(xv, xs).convert(dt));
+      auto y = be->execute(ir::Pool{x, g.w, ir::PoolFn::Max})[0];
+      const auto yv = be->to_data(y).convert(DType::F64).to_vector<double>();
+      const auto gv = uniform_values(yv.size(), 9 + t);
+      auto gy = be->from_data(TensorData::from(gv, y->shape()).convert(dt));
+      auto dx = be->execute(ir::MaxPoolGrad{x, y, gy, g.w})[0];
+      // Reference: every (position, kernel offset) entry inside the image, twice: count the
+      // ties, then share.
+      const std::size_t sp = g.x.size() - 2, planes = g.x[0] * g.x[1];
+      std::vector<std::size_t> in(g.x.begin() + 2, g.x.end()), out(sp);
+      std::size_t image = 1, l = 1, k = 1;
+      for (std::size_t d = 0; d < sp; ++d) {
+        out[d] = (in[d] + 2 * g.w.padding[d] - g.w.dilation[d] * (g.w.kernel[d] - 1) - 1) /
+                     g.w.stride[d] +
+                 1;
+        image *= in[d];
+        l *= out[d];
+        k *= g.w.kernel[d];
+      }
+      std::vector<double> want(xs.num_elements());
+      const auto entry = [&](std::size_t pos, std::size_t ki) -> long long {
+        std::vector<std::size_t> pd(sp), kd(sp);
+        for (std::size_t d = sp; d-- > 0;) {
+          pd[d] = pos % out[d];
+          pos /= out[d];
+          kd[d] = ki % g.w.kernel[d];
+          ki /= g.w.kernel[d];
+        }
+        long long idx = 0;
+        for (std::size_t d = 0; d < sp; ++d) {
+          const long long v = (long long)(pd[d] * g.w.stride[d] + kd[d] * g.w.dilation[d]) -
+                              (long long)g.w.padding[d];
+          if (v < 0 || v >= (long long)in[d]) return -1;
+          idx = idx * (long long)in[d] + v;
+        }
+        return idx;
+      };
+      for (std::size_t p = 0; p < planes; ++p) {
+        for (std::size_t pos = 0; pos < l; ++pos) {
+          const double yy = yv[p * l + pos];
+          std::size_t ties = 0;
+          for (std::size_t ki = 0; ki < k; ++ki) {
+            const long long i = entry(pos, ki);
+            if (i >= 0 && xv[p * image + std::size_t(i)] == yy) ++ties;
+          }
+          ASSERT_GT(ties, 0u);
+          for (std::size_t ki = 0; ki < k; ++ki) {
+            const long long i = entry(pos, ki);
+            if (i >= 0 && xv[p * image + std::size_t(i)] == yy)
+              want[p * image + std::size_t(i)] += gv[p * l + pos] / double(ties);
+          }
+        }
+      }
+      expect_close(be->to_data(dx), want, dt == DType::F64 ? 1e-14 : 1e-6,
+                   std::string(name(dt)) + " max pool grad case " + std::to_string(t));
+    }
+  }
 }

@@ -130,6 +130,14 @@ bool well_typed(const Fold& op);
 Shape out_shape(const Pool& op);
 DType out_dtype(const Pool& op);
 bool well_typed(const Pool& op);
+// x's shape.
+Shape out_shape(const MaxPoolGrad& op);
+DType out_dtype(const MaxPoolGrad& op);
+bool well_typed(const MaxPoolGrad& op);
+// Per pass (ir::Conv): [N, O, *positions], [N, C, *image] or [O, C / groups, *kernel].
+Shape out_shape(const Conv& op);
+DType out_dtype(const Conv& op);
+bool well_typed(const Conv& op);
 
 // Whether op's operand dtypes are ones it is defined for (its struct's rule).
 bool well_typed(const Op& op);

@@ -147,12 +147,15 @@ enum class BinaryFn : std::uint8_t {
 enum class ReduceFn : std::uint8_t { Sum, Prod, Mean, Max, Min, ArgMax, ArgMin, Any, All, Count_ };
 enum class ScanFn : std::uint8_t { Sum, Prod, Max, Min, Count_ };
 enum class PoolFn : std::uint8_t { Max, Sum, Count_ };
+// The three products of a convolution (ir::Conv).
+enum class ConvPass : std::uint8_t { Forward, InputGrad, WeightGrad, Count_ };
 
 const char* name(UnaryFn f);
 const char* name(BinaryFn f);
 const char* name(ReduceFn f);
 const char* name(ScanFn f);
 const char* name(PoolFn f);
+const char* name(ConvPass p);
 
 struct SliceRange {
   std::size_t start = 0, end = 0, step = 1;  // validated: start <= end <= dim, step >= 1
@@ -409,6 +412,41 @@ struct Pool {
   Window window;
   PoolFn fn;
 };
+// The gradient of max pooling (Pool Max) in its input: each window position's g shared
+// equally by the window's entries equal to y, the pooled output (as Unfold padded with -inf
+// and a max reduction would share it), summed onto the image: x [N, C, *spatial], y and g
+// [N, C, *positions] -> [N, C, *spatial]. Float dtypes. The autodiff rule of Pool Max runs
+// it where the backend supports it, and the composite of Unfold, Eq and Fold elsewhere.
+struct MaxPoolGrad {
+  static constexpr const char* kName = "MaxPoolGrad";
+  static constexpr OpClass kClass = OpClass::DataMovement;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.y, self.g); }
+  Handle x, y, g;
+  Window window;
+};
+// Convolution without the column matrix, and its two adjoints, all over the window of
+// Unfold (stride, padding, dilation) and `groups` (C and O multiples of it; weight
+// [O, C / groups, *kernel], window.kernel its spatial extents):
+//   Forward:    x = image [N, C, *in], w = weight      -> [N, O, *positions]
+//               y[n, o, l] = sum over c of group(o), k: w[o, c, k] * unfold(x)[n, c k, l];
+//   InputGrad:  x = g [N, O, *positions], w = weight  -> [N, C, *image] (x's gradient,
+//               the adjoint of Forward in x; `image` holds the input's spatial extents);
+//   WeightGrad: x = image [N, C, *in], w = g [N, O, *positions] -> [O, C / groups, *kernel]
+//               (the weight's gradient, summed over N: the adjoint of Forward in w).
+// Float dtypes, both operands of one dtype. The tensor layer builds it only where the
+// device's backend supports it, and convolves by Unfold and Matmul elsewhere.
+struct Conv {
+  static constexpr const char* kName = "Conv";
+  static constexpr OpClass kClass = OpClass::Compute;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.w); }
+  Handle x, w;
+  Window window;
+  std::size_t groups = 1;
+  ConvPass pass = ConvPass::Forward;
+  std::vector<std::size_t> image;  // InputGrad: the input's spatial extents
+};
 // ---- creation ----
 struct Fill {
   static constexpr const char* kName = "Fill";
@@ -450,7 +488,8 @@ struct Random {
   X(Reshape) X(Permute) X(Expand) X(Slice) X(Flip)                             \
   X(SliceAssign) X(Cat) X(Gather) X(Scatter) X(IndexSelect) X(IndexAdd)        \
   X(Sort) X(Nonzero) X(Fill) X(Arange) X(Random)                               \
-  X(Softmax) X(LayerNorm) X(Unfold) X(Fold) X(Pool)
+  X(Softmax) X(LayerNorm) X(Unfold) X(Fold) X(Pool) X(Conv)    \
+  X(MaxPoolGrad)
 // clang-format on
 
 namespace detail {

@@ -204,9 +204,22 @@ ir::Handle run(CpuContext& ctx, ir::Where& op) {
                         const T* at = reinterpret_cast<const T*>(ap);
                         const T* bt = reinterpret_cast<const T*>(bp);
                         T* yt = reinterpret_cast<T*>(yp);
-                        for (std::size_t i = 0; i < n; ++i) {
-                          const auto ii = static_cast<std::int64_t>(i);
-                          yt[i] = cp[ii * inner[0]] ? at[ii * inner[1]] : bt[ii * inner[2]];
+                        // Contiguous rows with a broadcast value on one side (a mask, as
+                        // the relu and pooling gradients use): loops the compiler
+                        // vectorises; other strides take the general loop.
+                        if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1) {
+                          for (std::size_t i = 0; i < n; ++i) yt[i] = cp[i] ? at[i] : bt[i];
+                        } else if (inner[0] == 1 && inner[1] == 1 && inner[2] == 0) {
+                          const T bv0 = bt[0];
+                          for (std::size_t i = 0; i < n; ++i) yt[i] = cp[i] ? at[i] : bv0;
+                        } else if (inner[0] == 1 && inner[1] == 0 && inner[2] == 1) {
+                          const T av0 = at[0];
+                          for (std::size_t i = 0; i < n; ++i) yt[i] = cp[i] ? av0 : bt[i];
+                        } else {
+                          for (std::size_t i = 0; i < n; ++i) {
+                            const auto ii = static_cast<std::int64_t>(i);
+                            yt[i] = cp[ii * inner[0]] ? at[ii * inner[1]] : bt[ii * inner[2]];
+                          }
                         }
                       };
                       visit_bytes(elem, go);

@@ -5,11 +5,15 @@
 // bounds check per element. Fold's and pool's sums happen in a fixed order within each
 // plane (kernel offsets in row-major order): deterministic for any thread count.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <limits>
+#include <vector>
 
 #include "cpu/kernels/combine.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/window_rows.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/window.hpp"
 
@@ -18,48 +22,8 @@ namespace {
 
 using backend::Window3;
 using std::int64_t;
-
-// Image coordinate of window position o at kernel offset k along dim `d`; may be outside
-// [0, in) (in the padding).
-inline int64_t coord(const Window3& g, int d, std::size_t o, std::size_t k) {
-  return int64_t(o * g.stride[d] + k * g.dilation[d]) - int64_t(g.padding[d]);
-}
-
-// The positions [lo, hi) along the innermost dim whose coordinate at kernel offset k lies
-// inside the image.
-inline void inner_range(const Window3& g, std::size_t k, std::size_t& lo, std::size_t& hi) {
-  const int64_t a = int64_t(k * g.dilation[2]) - int64_t(g.padding[2]);  // coord of o = 0
-  const auto s = int64_t(g.stride[2]), in = int64_t(g.in[2]), out = int64_t(g.out[2]);
-  const int64_t l = a >= 0 ? 0 : (-a + s - 1) / s;
-  const int64_t h = in - a <= 0 ? 0 : (in - a + s - 1) / s;  // first o with coord >= in
-  lo = static_cast<std::size_t>(std::min(l, out));
-  hi = static_cast<std::size_t>(std::clamp(h, int64_t(lo), out));
-}
-
-// Calls f(kernel offset k, position row r, image row or -1, ox range lo, hi) for every
-// (kernel offset, outer position) row of one plane.
-template <class F>
-void for_each_window_row(const Window3& g, F&& f) {
-  std::size_t k = 0;
-  for (std::size_t kz = 0; kz < g.kernel[0]; ++kz) {
-    for (std::size_t ky = 0; ky < g.kernel[1]; ++ky) {
-      for (std::size_t kx = 0; kx < g.kernel[2]; ++kx, ++k) {
-        std::size_t lo = 0, hi = 0;
-        inner_range(g, kx, lo, hi);
-        for (std::size_t oz = 0; oz < g.out[0]; ++oz) {
-          const int64_t iz = coord(g, 0, oz, kz);
-          for (std::size_t oy = 0; oy < g.out[1]; ++oy) {
-            const int64_t iy = coord(g, 1, oy, ky);
-            const bool inside =
-                iz >= 0 && iz < int64_t(g.in[0]) && iy >= 0 && iy < int64_t(g.in[1]);
-            const int64_t row = inside ? (iz * int64_t(g.in[1]) + iy) * int64_t(g.in[2]) : -1;
-            f(k, oz * g.out[1] + oy, row, kx, lo, hi);
-          }
-        }
-      }
-    }
-  }
-}
+using window_rows::coord;
+using window_rows::for_each_window_row;
 
 std::size_t plane_grain(std::size_t work_per_plane) {
   return std::max<std::size_t>(1,
@@ -88,7 +52,82 @@ void pool_planes(const Window3& g, const T* xp, T* yp) {
   });
 }
 
+// The gradient of max pooling over every plane (ir::MaxPoolGrad): per window position the
+// count of its entries equal to y (the padding's -inf entries count where y is -inf, as an
+// unfold padded with -inf would give), then each such entry receives g / count, summed in
+// row-major kernel order.
+template <class T>
+void max_pool_grad_planes(const Window3& g, const T* xp, const T* yp, const T* gp, T* dp) {
+  const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2],
+                    K = g.kernel_size();
+  parallel_for(0, g.planes, plane_grain(2 * K * L), [&](std::size_t p0, std::size_t p1) {
+    thread_local std::vector<T> share;
+    thread_local std::vector<std::uint32_t> hits, inside;
+    share.resize(L);
+    hits.assign(L, 0);
+    inside.assign(L, 0);
+    for (std::size_t p = p0; p < p1; ++p) {
+      const T* src = xp + p * image;
+      const T* y = yp + p * L;
+      const T* gr = gp + p * L;
+      T* dst = dp + p * image;
+      std::fill(hits.begin(), hits.end(), 0u);
+      std::fill(inside.begin(), inside.end(), 0u);
+      for_each_window_row(g, [&](std::size_t, std::size_t r, int64_t row, std::size_t kx,
+                                 std::size_t lo, std::size_t hi) {
+        if (row < 0) return;
+        const T* xr = src + row + coord(g, 2, lo, kx);
+        const std::size_t base = r * ow;
+        for (std::size_t o = lo; o < hi; ++o) {
+          hits[base + o] += xr[(o - lo) * s] == y[base + o] ? 1u : 0u;
+          inside[base + o] += 1;
+        }
+      });
+      for (std::size_t l = 0; l < L; ++l) {
+        std::uint32_t n = hits[l];
+        if (y[l] == -std::numeric_limits<T>::infinity()) n += std::uint32_t(K) - inside[l];
+        share[l] = gr[l] / T(n);  // n == 0 (a NaN window): no entry takes it
+      }
+      std::fill(dst, dst + image, T(0));
+      for_each_window_row(g, [&](std::size_t, std::size_t r, int64_t row, std::size_t kx,
+                                 std::size_t lo, std::size_t hi) {
+        if (row < 0) return;
+        const std::size_t off = std::size_t(int64_t(row) + coord(g, 2, lo, kx));
+        const T* xr = src + off;
+        T* dr = dst + off;
+        const std::size_t base = r * ow;
+        for (std::size_t o = lo; o < hi; ++o) {
+          const std::size_t i = (o - lo) * s;
+          if (xr[i] == y[base + o]) dr[i] += share[base + o];
+        }
+      });
+    }
+  });
+}
+
 }  // namespace
+
+ir::Handle run(CpuContext& ctx, ir::MaxPoolGrad& op) {
+  auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
+  if (out->shape().num_elements() == 0) return out;
+  auto x = contiguous(ctx, op.x);
+  auto y = contiguous(ctx, op.y);
+  auto g = contiguous(ctx, op.g);
+  const Window3 w = backend::window3(x->shape(), op.window);
+  switch (x->dtype()) {
+    case DType::F32:
+      max_pool_grad_planes<float>(w, x->data_as<const float>(), y->data_as<const float>(),
+                                  g->data_as<const float>(), out->data_as<float>());
+      break;
+    case DType::F64:
+      max_pool_grad_planes<double>(w, x->data_as<const double>(), y->data_as<const double>(),
+                                   g->data_as<const double>(), out->data_as<double>());
+      break;
+    default:
+      fail(std::string("max_pool_grad: dtype ") + name(x->dtype()) + " has no kernel");
+  }
+  return out;
+}
 
 ir::Handle run(CpuContext& ctx, ir::Unfold& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
