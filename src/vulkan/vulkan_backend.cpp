@@ -227,6 +227,8 @@ class VulkanBackend final : public backend::Backend {
   bool supports_one(const ir::Unfold&) const { return false; }
   bool supports_one(const ir::Fold&) const { return false; }
   bool supports_one(const ir::Pool&) const { return false; }
+  bool supports_one(const ir::Conv&) const { return false; }
+  bool supports_one(const ir::MaxPoolGrad&) const { return false; }
 
   // ---- helpers ----
   const VkTensor& as_vk(const ir::Handle& h, const char* what) const {
@@ -530,6 +532,8 @@ class VulkanBackend final : public backend::Backend {
   ir::Handle run_one(ir::Unfold&) { unreachable("Unfold"); }
   ir::Handle run_one(ir::Fold&) { unreachable("Fold"); }
   ir::Handle run_one(ir::Pool&) { unreachable("Pool"); }
+  ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
+  ir::Handle run_one(ir::MaxPoolGrad&) { unreachable("MaxPoolGrad"); }
 
   int index_;
   mutable Context ctx_;
