@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev         # nn configs as JSON (EMBER_CONFIG)
   dataset-fashion-mnist      # the demo's data
   python3 python3-numpy python3-torch  # independent reference values for tests
+  libtorch-dev               # the LibTorch backend (libember_libtorch.so): ATen 1.13, CPU
 )
 
 missing=()

@@ -12,6 +12,7 @@ struct Registry::Impl {
   // A backend library not loaded yet: loaded once, by the first caller that needs it.
   struct Pending {
     std::once_flag once;
+    std::string library;  // the backend name of the library: libember_<library>.so
   };
   struct Entry {
     BackendFactory factory;  // null: unavailable (why says why) or pending
@@ -39,11 +40,20 @@ void Registry::add_unavailable(std::string name, std::string why, bool indexed) 
   impl_->backends[std::move(name)] = {nullptr, std::move(info), std::move(why), nullptr};
 }
 
-void Registry::add_library_backend(std::string name, bool indexed) {
+void Registry::add_library_backend(std::string name, bool indexed, std::string library) {
   std::lock_guard lk(impl_->mu);
   BackendInfo info{indexed, [] { return 0; }, {}};
-  impl_->backends[std::move(name)] = {
-      nullptr, std::move(info), {}, std::make_shared<Impl::Pending>()};
+  if (library.empty()) library = name;
+  // Names served by one library share its one load.
+  std::shared_ptr<Impl::Pending> pending;
+  for (auto& [n, e] : impl_->backends) {
+    if (e.pending && e.pending->library == library) pending = e.pending;
+  }
+  if (!pending) {
+    pending = std::make_shared<Impl::Pending>();
+    pending->library = library;
+  }
+  impl_->backends[std::move(name)] = {nullptr, std::move(info), {}, std::move(pending)};
 }
 
 void Registry::add_decorator(std::string name, DecoratorFactory factory) {
@@ -65,17 +75,24 @@ void Registry::load_pending(const std::string& name) {
     indexed = it->second.info.indexed;
   }
   std::call_once(pending->once, [&] {
+    const std::string& library = pending->library;
     try {
-      load_backend_library(*this, name);
+      load_backend_library(*this, library);
     } catch (const std::exception& e) {
-      add_unavailable(name, e.what(), indexed);
+      add_unavailable(library, e.what(), indexed);
     }
     std::lock_guard lk(impl_->mu);
-    auto& e = impl_->backends[name];
-    if (e.pending == pending) {  // the library's entry point registered nothing
+    const Impl::Entry* lib = nullptr;
+    if (auto it = impl_->backends.find(library); it != impl_->backends.end()) lib = &it->second;
+    for (auto& [n, e] : impl_->backends) {
+      if (e.pending != pending) continue;  // registered by the library's entry point
       e.pending = nullptr;
-      e.unavailable_why =
-          backend_library_file(name) + " did not register a backend named '" + name + "'";
+      if (n != library && lib != nullptr && !lib->factory && !lib->pending) {
+        e.unavailable_why = lib->unavailable_why;  // the library itself failed to load
+      } else {
+        e.unavailable_why =
+            backend_library_file(library) + " did not register a backend named '" + n + "'";
+      }
     }
   });
 }
