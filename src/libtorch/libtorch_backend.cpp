@@ -152,42 +152,46 @@ std::size_t machine_capacity() {
 }
 
 // Wraps ATen's default CPU allocator to count the bytes of live CPU tensors (every tensor
-// of this process that ATen allocates on the CPU, ours and ATen's temporaries alike).
+// of this process that ATen allocates on the CPU, ours and ATen's temporaries alike). Each
+// block carries its size in a header of the allocator's alignment, so the data pointer is
+// its own context, as ATen's raw_allocate needs.
 class CountingAllocator final : public c10::Allocator {
  public:
-  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {}
+  static constexpr std::size_t kHeader = 64;  // c10's CPU alignment
+
+  explicit CountingAllocator(c10::Allocator* inner) : inner_(inner) {
+    inner_deleter_ = inner->raw_deleter();
+    EMBER_ASSERT(inner_deleter_ != nullptr);
+  }
 
   c10::DataPtr allocate(std::size_t n) const override {
     EMBER_CHECK(n <= machine_capacity(), "libtorch: cannot allocate " + std::to_string(n) +
                                              " bytes, more than the " +
                                              std::to_string(machine_capacity()) +
                                              " bytes of memory and swap this machine has");
-    c10::DataPtr inner = inner_->allocate(n);
-    void* data = inner.get();
-    const c10::Device device = inner.device();
-    auto* ctx = new Block{std::move(inner), n, this};
+    auto* base = static_cast<std::byte*>(inner_->raw_allocate(n + kHeader));
+    std::memcpy(base, &n, sizeof n);
     add(n);
-    return {data, ctx, &release, device};
+    void* data = base + kHeader;
+    return {data, data, &release, c10::Device(c10::DeviceType::CPU)};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
-  backend::MemoryStats stats() const {
+  static backend::MemoryStats stats() {
     const std::size_t u = in_use_.load();
     return {u, u, peak_.load(), machine_capacity()};
   }
 
  private:
-  struct Block {
-    c10::DataPtr inner;
-    std::size_t bytes;
-    const CountingAllocator* owner;
-  };
   static void release(void* p) {
-    auto* b = static_cast<Block*>(p);
-    b->owner->in_use_.fetch_sub(b->bytes);
-    delete b;  // frees the memory through the inner allocator's deleter
+    if (p == nullptr) return;
+    std::byte* base = static_cast<std::byte*>(p) - kHeader;
+    std::size_t n = 0;
+    std::memcpy(&n, base, sizeof n);
+    in_use_.fetch_sub(n);
+    inner_deleter_(base);
   }
-  void add(std::size_t n) const {
+  static void add(std::size_t n) {
     const std::size_t now = in_use_.fetch_add(n) + n;
     std::size_t peak = peak_.load();
     while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
@@ -195,7 +199,8 @@ class CountingAllocator final : public c10::Allocator {
   }
 
   c10::Allocator* inner_;
-  mutable std::atomic<std::size_t> in_use_{0}, peak_{0};
+  static inline c10::DeleterFnPtr inner_deleter_ = nullptr;
+  static inline std::atomic<std::size_t> in_use_{0}, peak_{0};
 };
 
 CountingAllocator& counting_allocator() {
@@ -393,7 +398,7 @@ class LibTorchBackend final : public backend::Backend {
     }
   }
   backend::MemoryStats memory_stats() const override {
-    if (device_.is_cpu()) return counting_allocator().stats();
+    if (device_.is_cpu()) return CountingAllocator::stats();
     return {};
   }
   void empty_cache() override {}
@@ -778,7 +783,15 @@ class LibTorchBackend final : public backend::Backend {
         o.weight ? c10::optional<at::Tensor>(at_of(o.weight)) : c10::nullopt;
     const c10::optional<at::Tensor> b =
         o.bias ? c10::optional<at::Tensor>(at_of(o.bias)) : c10::nullopt;
-    return wrap(std::get<0>(at::native_layer_norm(x, normalized, w, b, o.eps)));
+    // ATen's f32 kernel takes the variance as E[x^2] - E[x]^2, which loses every digit on
+    // rows far from 0; centring each row first (exact: layer norm ignores a shift) keeps
+    // ember's accuracy.
+    std::vector<std::int64_t> row_dims;
+    for (std::size_t d = s.rank() - o.dims; d < s.rank(); ++d)
+      row_dims.push_back(static_cast<std::int64_t>(d));
+    const at::Tensor xc =
+        x.scalar_type() == at::kFloat && x.numel() > 0 ? x - at::mean(x, row_dims, true) : x;
+    return wrap(std::get<0>(at::native_layer_norm(xc, normalized, w, b, o.eps)));
   }
 
   // ---- compute ----
@@ -919,14 +932,14 @@ class LibTorchBackend final : public backend::Backend {
         dist.kind == Distribution::Kind::Uniform || dist.kind == Distribution::Kind::Default;
     const double lo = dist.kind == Distribution::Kind::Uniform ? dist.a : 0.0;
     const double hi = dist.kind == Distribution::Kind::Uniform ? dist.b : 1.0;
-    r = r.to(t);
     if (bounded && hi > lo) {
-      // Rounding may carry a draw up to the excluded upper bound: keep [lo, hi).
+      // Rounding may carry a draw up to the excluded upper bound: keep [lo, hi) in the
+      // precision drawn (as the Cpu, which rounds 16-bit draws after that).
       const at::Tensor h = at::scalar_tensor(hi, r.options());
       const at::Tensor below = at::nextafter(h, at::scalar_tensor(-INFINITY, r.options()));
       if (below.item<double>() >= lo) r = at::where(at::ge(r, h), below, r);
     }
-    return wrap(r);
+    return wrap(r.to(t));
   }
 
   // ---- sliding windows ----
