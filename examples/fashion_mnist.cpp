@@ -1,7 +1,9 @@
 // Fashion-MNIST with a 784-256-10 MLP, trained on the Cpu through the Autodiff decorator
 // with raw tensor ops and a hand-written SGD step: the first end-to-end training demo.
 //
-//   fashion_mnist [epochs] [data_dir]
+//   fashion_mnist [epochs] [data_dir] [device]
+//
+// device is a Device::parse name (default cpu; libtorch trains on ATen's kernels).
 //
 // The data are Debian's dataset-fashion-mnist gzip IDX files
 // (/usr/share/datasets/fashion-mnist by default). Prints loss and accuracy per epoch with
@@ -86,7 +88,7 @@ int main(int argc, char** argv) {
   const double lr = 0.1;
 
   try {
-    const Device ad = Device::cpu().autodiff();
+    const Device ad = Device::parse(argc > 3 ? argv[3] : "cpu").autodiff();
     const Device cpu = ad.inner();
     ad.seed(42);
     const auto t_load = Clock::now();
