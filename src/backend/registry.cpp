@@ -1,5 +1,7 @@
 #include "ember/backend/registry.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -7,6 +9,26 @@
 #include "ember/base/error.hpp"
 
 namespace ember::backend {
+
+namespace {
+
+// Whether EMBER_BACKEND_SKIP (names separated by ',' or ':') names the library backend
+// `name`: its library is then never loaded (a test process that does not test it need not
+// pay for loading it).
+bool skipped_by_environment(const std::string& name) {
+  const char* env = std::getenv("EMBER_BACKEND_SKIP");
+  if (env == nullptr) return false;
+  const std::string list = env;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find_first_of(",:", start), list.size());
+    if (list.compare(start, end - start, name) == 0 && end - start == name.size()) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
 
 struct Registry::Impl {
   // A backend library not loaded yet: loaded once, by the first caller that needs it.
@@ -77,7 +99,11 @@ void Registry::load_pending(const std::string& name) {
   std::call_once(pending->once, [&] {
     const std::string& library = pending->library;
     try {
-      load_backend_library(*this, library);
+      if (skipped_by_environment(library)) {
+        add_unavailable(library, "left out by EMBER_BACKEND_SKIP", indexed);
+      } else {
+        load_backend_library(*this, library);
+      }
     } catch (const std::exception& e) {
       add_unavailable(library, e.what(), indexed);
     }
