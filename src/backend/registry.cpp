@@ -94,7 +94,9 @@ void Registry::load_pending(const std::string& name) {
     auto it = impl_->backends.find(name);
     if (it == impl_->backends.end() || !it->second.pending) return;
     pending = it->second.pending;
-    indexed = it->second.info.indexed;
+    // The library's own backend's naming, for its unavailable entry.
+    auto lib = impl_->backends.find(pending->library);
+    indexed = (lib != impl_->backends.end() ? lib->second : it->second).info.indexed;
   }
   std::call_once(pending->once, [&] {
     const std::string& library = pending->library;

@@ -22,11 +22,11 @@ inline constexpr double kNoValue = std::numeric_limits<double>::quiet_NaN();
 
 // One step's results, on the host.
 struct MetricInput {
-  double loss = kNoValue;              // the step's mean loss
-  std::size_t items = 0;               // items in the batch (the weight of `loss`)
-  double lr = kNoValue;                // the learning rate used by the step
-  double grad_norm = kNoValue;         // global L2 norm of the gradients (before clipping)
-  double seconds = kNoValue;           // wall time of the step
+  double loss = kNoValue;          // the step's mean loss
+  std::size_t items = 0;           // items in the batch (the weight of `loss`)
+  double lr = kNoValue;            // the learning rate used by the step
+  double grad_norm = kNoValue;     // global L2 norm of the gradients (before clipping)
+  double seconds = kNoValue;       // wall time of the step
   const TensorData* output = nullptr;  // model output: logits [N, C], scores [N] or [N, L],
                                        // regression predictions [N] or [N, K]
   const TensorData* target = nullptr;  // labels [N] (integer), multi-label targets [N, L]
