@@ -6,14 +6,16 @@
 // by a copy bandwidth and a GEMM rate measured at start, so the numbers say how far each
 // side is from what the hardware allows, not only from each other.
 //
-//   ember-bench [--device cpu|cuda] [--filter a,b] [--backend ember|torch|both]
+//   ember-bench [--device cpu|cuda|libtorch] [--filter a,b] [--backend ember|torch|both]
 //               [--size tiny|full|gpu] [--reps N] [--warmup N] [--json out.json]
 //               [--markdown table.md] [--check] [--no-ceilings] [--torch-compile]
 //               [--torch-script PATH] [--list]
 //
 // --device cuda runs ember on Device::cuda(0) (training steps on Device::cuda(0).autodiff())
 // and PyTorch on torch.device("cuda"); every timed repetition ends with a device sync on
-// both sides. Its default size is gpu.
+// both sides. Its default size is gpu. --device libtorch runs ember on Device::libtorch()
+// (ATen's CPU kernels behind ember's API) beside PyTorch on the CPU: the gap to --device
+// cpu is the per-op gap between ember's Cpu kernels and ATen's.
 //
 // EMBER_NUM_THREADS (default 2) sets the threads of ember, OpenBLAS and PyTorch alike.
 // EMBER_BENCH_PYTHON picks the interpreter (default /usr/bin/python3);
@@ -60,7 +62,7 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "ember-bench: " << why
-            << "\nusage: ember-bench [--device cpu|cuda] [--filter a,b] [--backend "
+            << "\nusage: ember-bench [--device cpu|cuda|libtorch] [--filter a,b] [--backend "
                "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--json "
                "out.json] [--markdown out.md] [--check] [--no-ceilings] [--torch-compile] "
                "[--torch-script PATH] [--list]\n";
@@ -87,7 +89,9 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--device") {
       o.device = value();
-      if (o.device != "cpu" && o.device != "cuda") usage("--device is cpu or cuda");
+      if (o.device != "cpu" && o.device != "cuda" && o.device != "libtorch") {
+        usage("--device is cpu, cuda or libtorch");
+      }
     } else if (a == "--torch-script") {
       o.torch_script = value();
     } else if (a == "--size") {
@@ -360,6 +364,8 @@ int main(int argc, char** argv) {
     if (on_gpu) {
       device = ember::Device::cuda(0);
       gpu = eb::gpu_info(0, opt.ceilings);
+    } else if (opt.device == "libtorch") {
+      device = ember::Device::libtorch();
     } else {
       device = ember::Device::cpu();
     }
@@ -409,7 +415,7 @@ int main(int argc, char** argv) {
     const std::string script =
         opt.torch_script.empty() ? eb::default_torch_script() : opt.torch_script;
     torch = std::make_unique<eb::TorchBridge>(eb::default_python(), script, threads, opt.compile,
-                                              opt.device);
+                                              on_gpu ? "cuda" : "cpu");
     if (torch->available()) {
       std::cout << "pytorch: " << torch->info() << " (" << eb::default_python() << " " << script
                 << ")\n";

@@ -42,8 +42,19 @@ void register_builtin_backends(Registry& registry) {
                            "EMBER_VULKAN=OFF, or where the Vulkan loader or shaderc was not "
                            "found: libvulkan-dev, libshaderc-dev, glslang-dev, spirv-tools)");
 #endif
-  registry.add_unavailable("libtorch", "the LibTorch backend is not part of this build yet",
-                           /*indexed=*/false);
+#ifdef EMBER_WITH_LIBTORCH
+  // libember_libtorch.so (src/libtorch/register.cpp) registers both: ATen's CPU kernels, and
+  // its CUDA kernels where that libtorch has CUDA (otherwise libtorch_cuda has no device,
+  // and unavailable() says why).
+  registry.add_library_backend("libtorch", /*indexed=*/false);
+  registry.add_library_backend("libtorch_cuda", /*indexed=*/true, "libtorch");
+#else
+  const char* no_libtorch =
+      "the LibTorch backend is not part of this build (configured with EMBER_LIBTORCH=OFF, "
+      "or where libtorch-dev was not found)";
+  registry.add_unavailable("libtorch", no_libtorch, /*indexed=*/false);
+  registry.add_unavailable("libtorch_cuda", no_libtorch);
+#endif
 }
 
 }  // namespace ember::backend

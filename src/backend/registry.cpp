@@ -1,5 +1,7 @@
 #include "ember/backend/registry.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 
@@ -8,10 +10,31 @@
 
 namespace ember::backend {
 
+namespace {
+
+// Whether EMBER_BACKEND_SKIP (names separated by ',' or ':') names the library backend
+// `name`: its library is then never loaded (a test process that does not test it need not
+// pay for loading it).
+bool skipped_by_environment(const std::string& name) {
+  const char* env = std::getenv("EMBER_BACKEND_SKIP");
+  if (env == nullptr) return false;
+  const std::string list = env;
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    const std::size_t end = std::min(list.find_first_of(",:", start), list.size());
+    if (list.compare(start, end - start, name) == 0 && end - start == name.size()) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
 struct Registry::Impl {
   // A backend library not loaded yet: loaded once, by the first caller that needs it.
   struct Pending {
     std::once_flag once;
+    std::string library;  // the backend name of the library: libember_<library>.so
   };
   struct Entry {
     BackendFactory factory;  // null: unavailable (why says why) or pending
@@ -39,11 +62,20 @@ void Registry::add_unavailable(std::string name, std::string why, bool indexed) 
   impl_->backends[std::move(name)] = {nullptr, std::move(info), std::move(why), nullptr};
 }
 
-void Registry::add_library_backend(std::string name, bool indexed) {
+void Registry::add_library_backend(std::string name, bool indexed, std::string library) {
   std::lock_guard lk(impl_->mu);
   BackendInfo info{indexed, [] { return 0; }, {}};
-  impl_->backends[std::move(name)] = {
-      nullptr, std::move(info), {}, std::make_shared<Impl::Pending>()};
+  if (library.empty()) library = name;
+  // Names served by one library share its one load.
+  std::shared_ptr<Impl::Pending> pending;
+  for (auto& [n, e] : impl_->backends) {
+    if (e.pending && e.pending->library == library) pending = e.pending;
+  }
+  if (!pending) {
+    pending = std::make_shared<Impl::Pending>();
+    pending->library = library;
+  }
+  impl_->backends[std::move(name)] = {nullptr, std::move(info), {}, std::move(pending)};
 }
 
 void Registry::add_decorator(std::string name, DecoratorFactory factory) {
@@ -62,20 +94,33 @@ void Registry::load_pending(const std::string& name) {
     auto it = impl_->backends.find(name);
     if (it == impl_->backends.end() || !it->second.pending) return;
     pending = it->second.pending;
-    indexed = it->second.info.indexed;
+    // The library's own backend's naming, for its unavailable entry.
+    auto lib = impl_->backends.find(pending->library);
+    indexed = (lib != impl_->backends.end() ? lib->second : it->second).info.indexed;
   }
   std::call_once(pending->once, [&] {
+    const std::string& library = pending->library;
     try {
-      load_backend_library(*this, name);
+      if (skipped_by_environment(library)) {
+        add_unavailable(library, "left out by EMBER_BACKEND_SKIP", indexed);
+      } else {
+        load_backend_library(*this, library);
+      }
     } catch (const std::exception& e) {
-      add_unavailable(name, e.what(), indexed);
+      add_unavailable(library, e.what(), indexed);
     }
     std::lock_guard lk(impl_->mu);
-    auto& e = impl_->backends[name];
-    if (e.pending == pending) {  // the library's entry point registered nothing
+    const Impl::Entry* lib = nullptr;
+    if (auto it = impl_->backends.find(library); it != impl_->backends.end()) lib = &it->second;
+    for (auto& [n, e] : impl_->backends) {
+      if (e.pending != pending) continue;  // registered by the library's entry point
       e.pending = nullptr;
-      e.unavailable_why =
-          backend_library_file(name) + " did not register a backend named '" + name + "'";
+      if (n != library && lib != nullptr && !lib->factory && !lib->pending) {
+        e.unavailable_why = lib->unavailable_why;  // the library itself failed to load
+      } else {
+        e.unavailable_why =
+            backend_library_file(library) + " did not register a backend named '" + n + "'";
+      }
     }
   });
 }

@@ -11,6 +11,9 @@ Device Device::cpu() { return Device(Registry::global().backend("cpu", 0)); }
 Device Device::cuda(int index) { return Device(Registry::global().backend("cuda", index)); }
 Device Device::vulkan(int index) { return Device(Registry::global().backend("vulkan", index)); }
 Device Device::libtorch() { return Device(Registry::global().backend("libtorch", 0)); }
+Device Device::libtorch_cuda(int index) {
+  return Device(Registry::global().backend("libtorch_cuda", index));
+}
 std::vector<std::string> Device::available() { return Registry::global().available(); }
 std::vector<backend::UnavailableBackend> Device::unavailable() {
   return Registry::global().unavailable();

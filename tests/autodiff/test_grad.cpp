@@ -44,12 +44,14 @@ struct Input {
   bool grad = true;  // differentiate with respect to it (float inputs only)
 };
 
-// The device under test: the Cpu, or with EMBER_TEST_DEVICE=cuda the first GPU (the
-// gradient checks then run over Device::cuda(0).autodiff(); finite differences stay on the
-// Cpu in f64).
+// The device under test: the Cpu, or with EMBER_TEST_DEVICE=cuda the first GPU, or with
+// EMBER_TEST_DEVICE=libtorch ATen's CPU kernels (the gradient checks then run over
+// Device::cuda(0).autodiff() or Device::libtorch().autodiff(); finite differences stay on
+// the Cpu in f64).
 Device base_device() {
   const char* env = std::getenv("EMBER_TEST_DEVICE");
   if (env != nullptr && std::string(env) == "cuda") return Device::cuda(0);
+  if (env != nullptr && std::string(env) == "libtorch") return Device::libtorch();
   return Device::cpu();
 }
 Device ad_device(Checkpointing ck) { return base_device().autodiff(ck); }

@@ -43,8 +43,10 @@ class Registry {
   void add_unavailable(std::string name, std::string why, bool indexed = true);
   // A backend in a library of its own, libember_<name>.so, loaded when `name` is first
   // used: its entry point (RegisterBackendEntry) registers it, or it is registered as
-  // unavailable with what went wrong (not found, a dependency missing, ...).
-  void add_library_backend(std::string name, bool indexed = true);
+  // unavailable with what went wrong (not found, a dependency missing, ...). `library`
+  // names another backend's library that registers `name` too (libtorch_cuda is in
+  // libember_libtorch.so): one load serves both.
+  void add_library_backend(std::string name, bool indexed = true, std::string library = {});
   void add_decorator(std::string name, DecoratorFactory factory);
 
   // The backend instance for (name, index), created once. Throws ember::Error when the

@@ -20,7 +20,10 @@ class Device {
   static Device cpu();
   static Device cuda(int index = 0);
   static Device vulkan(int index = 0);
-  static Device libtorch();
+  static Device libtorch();  // ATen's CPU kernels (libember_libtorch.so)
+  // ATen's CUDA kernels, where the libtorch it was built with has CUDA (Debian's has not:
+  // Device::unavailable() says so).
+  static Device libtorch_cuda(int index = 0);
   // Every device this build and machine can run, by name ("cpu", "cuda:0", ...).
   static std::vector<std::string> available();
   // Every backend the API knows that cannot run here, with why: not part of this build,
