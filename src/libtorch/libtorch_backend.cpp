@@ -378,6 +378,14 @@ class LibTorchBackend final : public backend::Backend {
     });
   }
 
+  // The direct convolution and the max-pooling gradient have no ATen mapping here yet: the
+  // tensor layer builds them from Unfold, Matmul and Fold, which ATen runs.
+  bool supports(const ir::Op& op) const override {
+    if (std::holds_alternative<ir::Conv>(op) || std::holds_alternative<ir::MaxPoolGrad>(op))
+      return false;
+    return Backend::supports(op);
+  }
+
   std::vector<ir::Handle> execute(ir::Op op) override {
     if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
     const char* what = ir::name(ir::kind_of(op));
@@ -994,6 +1002,11 @@ class LibTorchBackend final : public backend::Backend {
       crop.push_back({w.padding[d], w.padding[d] + o.output[d], 1});
     }
     return wrap(sliced(p, crop));
+  }
+
+  ir::Handle run_one(ir::Conv&) { fail("LibTorch: Conv has no kernel on this backend"); }
+  ir::Handle run_one(ir::MaxPoolGrad&) {
+    fail("LibTorch: MaxPoolGrad has no kernel on this backend");
   }
 
   ir::Handle run_one(ir::Pool& o) {
