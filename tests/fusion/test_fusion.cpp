@@ -1,0 +1,214 @@
+// The Fusion decorator as a device: names and composition, the lazy stream and when it
+// flushes, drops, errors raised at the read, threads, the pass-through. Values are checked
+// against the plain Cpu (bit for bit) and against closed forms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ember/ember.hpp>
+#include <ember/fusion/fusion.hpp>
+
+using namespace ember;
+using fusion::CloseReason;
+
+namespace {
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::size_t at(const std::array<std::size_t, std::size_t(CloseReason::Count_)>& a, CloseReason r) {
+  return a[static_cast<std::size_t>(r)];
+}
+
+Device fused_with(const fusion::Options& o) {
+  return Device(fusion::make_fusion_backend(Device::cpu().backend_ptr(), o));
+}
+
+std::vector<float> values(const Tensor<2>& t) { return t.to_data().to_vector<float>(); }
+
+Tensor<2> input(const Device& d, std::size_t r, std::size_t c, float scale) {
+  std::vector<float> v(r * c);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * (float(i % 17) - 8.0f) / 7.0f;
+  return Tensor<2>::from_data(TensorData::from<float>(v, Shape{r, c}), d);
+}
+
+}  // namespace
+
+TEST(FusionDevice, NamesParseAndCompose) {
+  const Device f = Device::cpu().fusion();
+  EXPECT_EQ(f.name(), "cpu+fusion");
+  EXPECT_EQ(Device::parse("cpu+fusion"), f);
+  EXPECT_EQ(f.inner(), Device::cpu());
+  EXPECT_TRUE(fusion::is_fused(f));
+  EXPECT_FALSE(fusion::is_fused(Device::cpu()));
+  const Device fa = Device::parse("cpu+fusion+autodiff");
+  EXPECT_EQ(fa, Device::cpu().fusion().autodiff());
+  EXPECT_TRUE(fa.is_autodiff());
+  EXPECT_TRUE(fusion::is_fused(fa));
+  EXPECT_TRUE(has(error_of([] { fusion::report(Device::cpu()); }), "no fusion decorator"));
+}
+
+TEST(FusionDevice, AutodiffInsideFusionIsRefused) {
+  const std::string m = error_of([] { Device::cpu().autodiff().fusion(); });
+  EXPECT_TRUE(has(m, "Device::fusion()") && has(m, "fusion().autodiff()")) << m;
+  EXPECT_TRUE(has(error_of([] { Device::parse("cpu+autodiff+fusion"); }), "autodiff goes outside"));
+}
+
+// Gradients through fusion equal the plain device's, bit for bit.
+TEST(FusionDevice, AutodiffOverFusionGivesTheSameGradients) {
+  const auto grad_on = [](const Device& d) {
+    auto x = input(d, 5, 7, 0.7f).require_grad();
+    auto w = input(d, 7, 3, -0.4f).require_grad();
+    auto y = activation::relu(x.matmul(w) * 1.5f + 0.25f).exp();
+    auto loss = (y * y.tanh()).sum();
+    Gradients g = loss.backward();
+    return std::make_pair(x.grad(g).value().to_data().to_vector<float>(),
+                          w.grad(g).value().to_data().to_vector<float>());
+  };
+  const auto plain = grad_on(Device::cpu().autodiff());
+  const auto fused = grad_on(Device::cpu().fusion().autodiff());
+  EXPECT_EQ(plain.first, fused.first);
+  EXPECT_EQ(plain.second, fused.second);
+}
+
+// Ops are recorded, not run, until a read.
+TEST(FusionDevice, RecordsLazilyAndFlushesOnRead) {
+  const Device d = fused_with({});
+  auto x = input(d, 3, 5, 1.0f);
+  auto y = ((x * 2.0f + 1.0f).exp() - x).abs();
+  auto r = fusion::report(d);
+  EXPECT_EQ(r.records, 7u);  // a scalar operand is a Fill of one element
+  EXPECT_EQ(r.flushes, 0u);
+  const auto got = values(y);
+  r = fusion::report(d);
+  EXPECT_EQ(r.flushes, 1u);
+  EXPECT_EQ(at(r.flushed, CloseReason::Read), 1u);
+  auto xs = values(x);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double want = std::fabs(std::exp(2.0 * xs[i] + 1.0) - xs[i]);
+    EXPECT_NEAR(got[i], want, 1e-5 * want) << i;
+  }
+  const auto plain = values(
+      ((input(Device::cpu(), 3, 5, 1.0f) * 2.0f + 1.0f).exp() - input(Device::cpu(), 3, 5, 1.0f))
+          .abs());
+  EXPECT_EQ(got, plain);
+  // into_scalar and sync flush too.
+  auto s = (x * 3.0f).sum();
+  EXPECT_NEAR(
+      s.into_scalar<float>(),
+      3.0 *
+          [&] {
+            double t = 0;
+            for (float v : xs) t += v;
+            return t;
+          }(),
+      1e-4);
+  auto z = x + 1.0f;
+  d.sync();
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::Sync), 1u);
+}
+
+TEST(FusionDevice, NonFusableAndDataDependentOpsFlush) {
+  const Device d = fused_with({});
+  auto x = input(d, 4, 4, 1.0f);
+  auto y = (x + 1.0f).matmul(x);
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::NonFusableOp), 1u);
+  auto nz = (x - 1.0f).greater_elem(0.0f).nonzero();
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::DataDependent), 1u);
+  const auto xs = values(x);
+  std::size_t count = 0;
+  for (float v : xs) count += v - 1.0f > 0.0f;
+  EXPECT_EQ(nz.shape(), (Shape{count, 2}));
+  (void)y;
+}
+
+TEST(FusionDevice, CapsFlushTheStream) {
+  fusion::Options o;
+  o.max_records = 4;
+  const Device d = fused_with(o);
+  auto x = input(d, 2, 3, 1.0f);
+  for (int i = 0; i < 10; ++i) x = x + 1.0f;  // 20 records: a Fill and an add each
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::StreamCap), 5u);
+  const auto got = values(x);
+  const auto base = values(input(Device::cpu(), 2, 3, 1.0f));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    float want = base[i];
+    for (int k = 0; k < 10; ++k) want += 1.0f;
+    EXPECT_EQ(got[i], want);
+  }
+  fusion::Options m;
+  m.max_pending_bytes = 64;  // 24 bytes per tensor: the third op flushes
+  const Device dm = fused_with(m);
+  auto y = input(dm, 2, 3, 1.0f);
+  y = (y + 1.0f) * 2.0f - 3.0f;
+  EXPECT_EQ(at(fusion::report(dm).flushed, CloseReason::MemoryBudget), 1u);
+}
+
+// A value error inside the stream surfaces at the read, naming the op; what depends on it
+// fails the same way.
+TEST(FusionDevice, ErrorsSurfaceAtTheRead) {
+  const Device d = fused_with({});
+  auto a = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({4, 5, 6}, Shape{3}), d);
+  auto b = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({1, 0, 2}, Shape{3}), d);
+  auto q = a / b;
+  auto r = q + a;
+  const std::string m = error_of([&] { r.to_data(); });
+  EXPECT_TRUE(has(m, "division by zero")) << m;
+  EXPECT_TRUE(has(error_of([&] { q.to_data(); }), "division by zero"));
+  EXPECT_TRUE(has(error_of([&] { (q * a).to_data(); }), "division by zero"));
+  // The stream goes on working.
+  EXPECT_EQ((a + a).to_data().to_vector<std::int64_t>(), (std::vector<std::int64_t>{8, 10, 12}));
+}
+
+TEST(FusionDevice, HandlesCrossThreads) {
+  const Device d = fused_with({});
+  auto x = input(d, 3, 3, 1.0f);
+  auto y = x * 2.0f;  // pending in this thread's stream
+  Tensor<2> z = x;
+  std::thread t([&] { z = (y + 1.0f).exp(); });  // flushes this thread's stream
+  t.join();
+  EXPECT_GE(at(fusion::report(d).flushed, CloseReason::CrossThread), 1u);
+  // The other thread's stream was flushed when the thread ended.
+  EXPECT_GE(at(fusion::report(d).flushed, CloseReason::ThreadExit), 1u);
+  EXPECT_EQ(values(z), values((input(Device::cpu(), 3, 3, 1.0f) * 2.0f + 1.0f).exp()));
+}
+
+TEST(FusionDevice, PassThroughRunsEveryOpAtOnce) {
+  fusion::Options o;
+  o.enabled = false;
+  const Device d = fused_with(o);
+  auto x = input(d, 3, 5, 1.0f);
+  auto y = (x * 2.0f + 1.0f).exp();
+  auto r = fusion::report(d);
+  EXPECT_EQ(r.records, 0u);
+  EXPECT_EQ(r.ops_unfused, 5u);
+  EXPECT_EQ(values(y), values((input(Device::cpu(), 3, 5, 1.0f) * 2.0f + 1.0f).exp()));
+  EXPECT_EQ(fusion::report(d).flushes, 0u);
+}
+
+// An rvalue is consumed through the decorator as unfused: the same values whether or not
+// another reference exists (clone invariance).
+TEST(FusionDevice, CloneInvariance) {
+  const Device d = fused_with({});
+  auto a = input(d, 4, 6, 1.0f);
+  Tensor<2> keep = a;
+  auto moved = (std::move(a) * 3.0f).exp();
+  auto b = input(d, 4, 6, 1.0f);
+  auto copied = (b * 3.0f).exp();
+  EXPECT_EQ(values(moved), values(copied));
+  EXPECT_EQ(values(keep), values(input(Device::cpu(), 4, 6, 1.0f)));
+}
