@@ -212,3 +212,75 @@ TEST(FusionDevice, CloneInvariance) {
   EXPECT_EQ(values(moved), values(copied));
   EXPECT_EQ(values(keep), values(input(Device::cpu(), 4, 6, 1.0f)));
 }
+
+// A chain of element-wise ops on one input is one group: one program, the intermediates
+// never written, and the values of the plain Cpu bit for bit.
+TEST(FusionElementwise, AChainIsOneGroup) {
+  const Device d = fused_with({});
+  const auto chain = [](Tensor<2> x, Tensor<2> b) {
+    return ((x * 0.5f + b).exp().tanh() * x - 0.25f).abs();
+  };
+  auto x = input(d, 33, 47, 1.3f);
+  auto b = input(d, 1, 47, -0.6f);  // broadcast along rows
+  auto y = chain(x, b);
+  const auto got = values(y);
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u);
+  const auto& g = r.recent.back();
+  EXPECT_EQ(g.ops, (std::vector<std::string>{"mul", "add", "exp", "tanh", "mul", "sub", "abs"}));
+  EXPECT_EQ(g.inputs, 4u);  // x, b and the two scalars
+  EXPECT_EQ(g.outputs, 1u);
+  EXPECT_EQ(g.elided, 6u);
+  EXPECT_EQ(g.bytes_saved, 6u * 2 * 33 * 47 * 4);  // each written once and read once
+  EXPECT_TRUE(g.fused);
+  EXPECT_EQ(g.closed, CloseReason::Read);
+  EXPECT_EQ(got,
+            values(chain(input(Device::cpu(), 33, 47, 1.3f), input(Device::cpu(), 1, 47, -0.6f))));
+  // The same chain at other sizes reuses the plan (same liveness: the inputs kept).
+  auto x2 = input(d, 5, 1000, 0.9f);
+  auto b2 = input(d, 1, 1000, 0.2f);
+  auto y2 = chain(x2, b2);
+  y2.to_data();
+  EXPECT_TRUE(fusion::report(d).recent.back().plan_cached);
+  EXPECT_EQ(fusion::report(d).plans_built, 1u);
+}
+
+// 16-bit floats: every intermediate rounded as if stored, as unfused.
+TEST(FusionElementwise, HalfIntermediatesRoundAsStored) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const auto run = [&](const Device& d) {
+      auto x = input(d, 9, 130, 2.1f).cast(dt);
+      auto y = input(d, 130, 9, 0.7f).cast(dt).transpose();  // a strided input
+      auto z = (activation::sigmoid(x * y + 1.0f) * x).sqrt() - y;
+      return z.cast(DType::F32).to_data().template to_vector<float>();
+    };
+    const Device d = fused_with({});
+    const auto got = run(d);
+    const auto want = run(Device::cpu());
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+          << name(dt) << " " << i << ": " << got[i] << " vs " << want[i];
+    }
+    EXPECT_GE(fusion::report(d).ops_fused, 6u) << name(dt);
+  }
+}
+
+// Kept intermediates are outputs; a consumer of another shape closes the group.
+TEST(FusionElementwise, KeptValuesAreWrittenAndShapesCloseGroups) {
+  const Device d = fused_with({});
+  auto x = input(d, 6, 8, 1.0f);
+  auto kept = (x * 2.0f).exp();
+  auto y = kept.sin() + x;
+  auto s = y.sum_dim(1) * 3.0f;  // a reduction: runs alone, after the group
+  const auto sv = s.to_data().to_vector<float>();
+  const auto r = fusion::report(d);
+  ASSERT_GE(r.groups, 1u);
+  EXPECT_EQ(r.recent.front().outputs, 2u);  // kept and y
+  EXPECT_EQ(r.recent.front().closed, CloseReason::NonFusableOp);
+  const Device c = Device::cpu();
+  auto xc = input(c, 6, 8, 1.0f);
+  auto kc = (xc * 2.0f).exp();
+  EXPECT_EQ(values(kept), values(kc));
+  EXPECT_EQ(sv, ((kc.sin() + xc).sum_dim(1) * 3.0f).to_data().to_vector<float>());
+}

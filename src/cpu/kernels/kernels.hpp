@@ -3,11 +3,16 @@
 // output handles. Operands are well formed: the tensor layer validated them.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "cpu/context.hpp"
 #include "ember/ir/infer.hpp"
 #include "ember/ir/ops.hpp"
+
+namespace ember::backend {
+struct FusedGroup;
+}
 
 namespace ember::cpu {
 
@@ -47,6 +52,9 @@ ir::Handle nonzero(CpuContext& ctx, ir::Nonzero& op);
 ir::Handle unfold(CpuContext& ctx, ir::Unfold& op);
 ir::Handle fold(CpuContext& ctx, ir::Fold& op);
 ir::Handle pool(CpuContext& ctx, ir::Pool& op);
+// fused.cpp: a fused element-wise group as a tile program; nullopt when some instruction
+// has no row kernel here (the caller runs the group op by op).
+std::optional<Outputs> run_fused(CpuContext& ctx, backend::FusedGroup& group);
 // creation.cpp
 ir::Handle fill(CpuContext& ctx, ir::Fill& op);
 ir::Handle arange(CpuContext& ctx, ir::Arange& op);
