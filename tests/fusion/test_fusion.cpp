@@ -284,3 +284,121 @@ TEST(FusionElementwise, KeptValuesAreWrittenAndShapesCloseGroups) {
   EXPECT_EQ(values(kept), values(kc));
   EXPECT_EQ(sv, ((kc.sin() + xc).sum_dim(1) * 3.0f).to_data().to_vector<float>());
 }
+
+// ---- canonical patterns: the fuser fires where it should (via the report) and the values
+// are the plain Cpu's, bit for bit ----
+namespace {
+
+// The group of the report whose ops are exactly `ops`, or null.
+const fusion::FusionGroupInfo* group_with(const fusion::FusionReport& r,
+                                          const std::vector<std::string>& ops) {
+  for (const auto& g : r.recent) {
+    if (g.ops == ops) return &g;
+  }
+  return nullptr;
+}
+
+std::string groups_of(const fusion::FusionReport& r) {
+  std::string s;
+  for (const auto& g : r.recent) {
+    s += "[";
+    for (const auto& o : g.ops) s += o + " ";
+    s += "] ";
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(FusionPatterns, MlpBlock) {
+  const auto mlp = [](const Device& d) {
+    auto x = input(d, 16, 24, 0.8f);
+    auto w1 = input(d, 24, 32, 0.3f);
+    auto b1 = input(d, 1, 32, 0.5f);
+    auto w2 = input(d, 32, 8, -0.2f);
+    auto h = activation::gelu(x.matmul(w1) + b1);
+    return values(activation::relu(h.matmul(w2)) * 0.5f);
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(mlp(d), mlp(Device::cpu()));
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"add", "gelu"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->elided, 1u);
+  EXPECT_EQ(g->closed, CloseReason::NonFusableOp);  // the second matmul reads it
+  EXPECT_NE(group_with(r, {"relu", "mul"}), nullptr) << groups_of(r);
+}
+
+TEST(FusionPatterns, ScaledSoftmaxWithMask) {
+  const auto attn = [](const Device& d) {
+    auto s = input(d, 12, 12, 2.0f);
+    auto mask = Tensor<2>::triu_mask(Shape{12, 12}, 1, d);
+    auto logits = (s * 0.125f).mask_fill(mask, -1e9);
+    return values(activation::softmax(logits, 1));
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(attn(d), attn(Device::cpu()));
+  const auto r = fusion::report(d);
+  std::size_t fused = 0;
+  for (const auto& g : r.recent) fused += g.ops.size();
+  EXPECT_GE(r.groups, 1u) << groups_of(r);
+  EXPECT_GE(fused, 2u) << groups_of(r);  // the scale and the mask in one group
+}
+
+TEST(FusionPatterns, LayerNormWithResidual) {
+  const auto block = [](const Device& d) {
+    auto x = input(d, 8, 64, 1.0f);
+    auto f = input(d, 8, 64, -0.7f);
+    auto y = module_ops::layer_norm(x + f * 0.5f, Shape{64});
+    return values(y + x);
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(block(d), block(Device::cpu()));
+  const auto r = fusion::report(d);
+  EXPECT_NE(group_with(r, {"mul", "add"}), nullptr) << groups_of(r);
+}
+
+TEST(FusionPatterns, AdamUpdate) {
+  const auto adam = [](const Device& d) {
+    auto p = input(d, 40, 30, 1.0f);
+    auto g = input(d, 40, 30, 0.3f);
+    auto m = input(d, 40, 30, 0.1f);
+    auto v = input(d, 40, 30, 0.05f).abs();
+    const float b1 = 0.9f, b2 = 0.999f, lr = 1e-3f, eps = 1e-8f;
+    m = m * b1 + g * (1 - b1);
+    v = v * b2 + g * g * (1 - b2);
+    auto mhat = m / (1 - b1 * b1);
+    auto vhat = v / (1 - b2 * b2);
+    p = p - mhat / (vhat.sqrt() + eps) * lr;
+    auto out = values(p);
+    auto mv = values(m);
+    out.insert(out.end(), mv.begin(), mv.end());
+    return out;
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(adam(d), adam(Device::cpu()));
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u) << groups_of(r);  // the whole update is one program
+  EXPECT_GE(r.recent.back().ops.size(), 12u);
+  EXPECT_EQ(r.recent.back().outputs, 5u);  // p, m, v and the named mhat, vhat: the rest elided
+}
+
+// EMBER_FUSION_LOG's levels: 1 a line per flush, 2 a line per group or op run alone,
+// 3 each join and close decision.
+TEST(FusionReport, LogLevels) {
+  for (int level = 1; level <= 3; ++level) {
+    fusion::Options o;
+    o.log = level;
+    const Device d = fused_with(o);
+    auto x = input(d, 4, 4, 1.0f);
+    testing::internal::CaptureStderr();
+    auto y = ((x * 2.0f).exp() + x).sum_dim(1);
+    y.to_data();
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(has(log, "flush (non-fusable op)")) << log;
+    EXPECT_EQ(has(log, "group [mul exp add]"), level >= 2) << log;
+    EXPECT_EQ(has(log, "closed: non-fusable op"), level >= 2) << log;
+    EXPECT_EQ(has(log, "exp: joins the group"), level >= 3) << log;
+  }
+  EXPECT_EQ(std::string(backend::name(CloseReason::ViewOfInternal)), "view of an internal value");
+}
