@@ -7,6 +7,7 @@
 #include "ember/backend/registry.hpp"
 #include "cpu/cpu_backend.hpp"
 #include "ember/autodiff/autodiff.hpp"
+#include "ember/fusion/fusion.hpp"
 
 namespace ember::backend {
 
@@ -22,6 +23,9 @@ void register_builtin_backends(Registry& registry) {
   });
   registry.add_decorator("autodiff_balanced", [](std::shared_ptr<Backend> inner) {
     return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::Balanced);
+  });
+  registry.add_decorator("fusion", [](std::shared_ptr<Backend> inner) {
+    return fusion::make_fusion_backend(std::move(inner));
   });
 #ifdef EMBER_WITH_CUDA
   // libember_cuda.so (src/cuda/register.cpp). Without a driver or GPU its device count is

@@ -13,6 +13,7 @@
 #include "ember/tensor/activation.hpp"
 #include "ember/tensor/device.hpp"
 #include "ember/tensor/dyn_tensor.hpp"
+#include "ember/tensor/fusion_report.hpp"
 #include "ember/tensor/gradients.hpp"
 #include "ember/tensor/module_ops.hpp"
 #include "ember/tensor/ops.hpp"

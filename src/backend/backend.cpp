@@ -1,9 +1,94 @@
 #include "ember/backend/backend.hpp"
 
+#include "ember/backend/fused_group.hpp"
+#include "ember/base/error.hpp"
 #include "ember/ir/infer.hpp"
 
 namespace ember::backend {
 
 bool Backend::supports(const ir::Op& op) const { return ir::well_typed(op); }
+
+ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
+  const FusedInstr& in = g.code[i];
+  switch (in.kind) {
+    case FusedInstr::Kind::Unary:
+      return ir::Unary{in.unary, std::move(args[0]), in.out, in.p0, in.p1};
+    case FusedInstr::Kind::Binary:
+      return ir::Binary{in.binary, std::move(args[0]), std::move(args[1]), g.shape, in.out};
+    case FusedInstr::Kind::Where:
+      return ir::Where{std::move(args[0]), std::move(args[1]), std::move(args[2]), g.shape};
+    case FusedInstr::Kind::Cast:
+      return ir::Cast{std::move(args[0]), in.out};
+  }
+  fail("fused_instr_op: unknown instruction kind");
+}
+
+// One by one: each value is released after its last use, so an instruction may reuse the
+// buffer of a value nobody reads later (Note [In-place reuse]), as the ops would unfused.
+std::vector<ir::Handle> Backend::run_fused(FusedGroup group) {
+  const std::size_t n_in = group.inputs.size();
+  std::vector<ir::Handle> values(group.num_values());
+  std::vector<std::size_t> last_use(group.num_values(), 0);
+  std::vector<bool> is_output(group.num_values(), false);
+  for (std::int32_t o : group.outputs) is_output[static_cast<std::size_t>(o)] = true;
+  for (std::size_t i = 0; i < group.code.size(); ++i) {
+    for (std::int32_t a : group.code[i].args) {
+      if (a >= 0) last_use[static_cast<std::size_t>(a)] = i + 1;
+    }
+  }
+  for (std::size_t i = 0; i < n_in; ++i) values[i] = std::move(group.inputs[i]);
+  for (std::size_t i = 0; i < group.code.size(); ++i) {
+    std::array<ir::Handle, 3> args;
+    for (std::size_t k = 0; k < 3; ++k) {
+      const std::int32_t a = group.code[i].args[k];
+      if (a < 0) continue;
+      const auto v = static_cast<std::size_t>(a);
+      bool later = is_output[v] || last_use[v] > i + 1;
+      for (std::size_t j = k + 1; j < 3; ++j) later = later || group.code[i].args[j] == a;
+      args[k] = later ? values[v] : std::move(values[v]);
+    }
+    auto outs = execute(fused_instr_op(group, i, std::move(args)));
+    EMBER_ASSERT(outs.size() == 1);
+    values[n_in + i] = std::move(outs[0]);
+  }
+  std::vector<ir::Handle> out;
+  out.reserve(group.outputs.size());
+  for (std::int32_t o : group.outputs) out.push_back(values[static_cast<std::size_t>(o)]);
+  return out;
+}
+
+const char* name(CloseReason r) {
+  switch (r) {
+    case CloseReason::Read:
+      return "read";
+    case CloseReason::Sync:
+      return "sync";
+    case CloseReason::Seed:
+      return "seed";
+    case CloseReason::CrossThread:
+      return "cross-thread use";
+    case CloseReason::NonFusableOp:
+      return "non-fusable op";
+    case CloseReason::DataDependent:
+      return "data-dependent op";
+    case CloseReason::ShapeMismatch:
+      return "shape mismatch";
+    case CloseReason::ViewOfInternal:
+      return "view of an internal value";
+    case CloseReason::MaxInputs:
+      return "input limit";
+    case CloseReason::MaxOps:
+      return "instruction limit";
+    case CloseReason::StreamCap:
+      return "stream length cap";
+    case CloseReason::MemoryBudget:
+      return "pending memory cap";
+    case CloseReason::ThreadExit:
+      return "thread exit";
+    case CloseReason::Count_:
+      break;
+  }
+  return "?";
+}
 
 }  // namespace ember::backend

@@ -18,6 +18,7 @@
 
 #include "cpu/context.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "ember/backend/fused_group.hpp"
 #include "ember/backend/registry.hpp"
 
 namespace ember::cpu {
@@ -67,6 +68,13 @@ class CpuBackend final : public backend::Backend {
     if (needs_widening(op)) return execute_widened(std::move(op));
     return dispatch(op);
   }
+
+  std::vector<ir::Handle> run_fused(backend::FusedGroup group) override {
+    CpuContext::current_op = "fused group";
+    if (auto outs = cpu::run_fused(ctx_, group)) return std::move(*outs);
+    return Backend::run_fused(std::move(group));
+  }
+  bool runs_fused() const override { return true; }
 
   void seed(std::uint64_t s) override {
     ctx_.seed = s;

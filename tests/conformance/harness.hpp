@@ -110,6 +110,16 @@ struct Result {
   std::uint64_t op_kinds = 0;  // bit k: the case ran an IR op of ir::OpKind k
 };
 Result run_case(const Case& c, const Device& dev, DType dt, Scale scale = Scale::Test);
+
+// ---- fusion mode (fusion_mode.cpp): random programs, fused vs plain, bit for bit ----
+struct DifferentialResult {
+  std::size_t programs = 0, failures = 0;
+  std::vector<std::string> reproducers;  // shrunk failing programs, with their seeds
+};
+// `programs` programs on plain and on fused (its fusion stack): seeds seed, seed + 1, ...,
+// each at two size sets.
+DifferentialResult run_fusion_differential(std::uint64_t seed, std::size_t programs,
+                                           const Device& plain, const Device& fused);
 int cli_main(int argc, char** argv);
 
 // ---- input generation ----

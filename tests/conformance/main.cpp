@@ -5,6 +5,7 @@
 //   --mode support [--out docs/ops.md]  runs every case and writes the support table
 //   --mode perf [--filter NAME]         times every case at a larger size (no assertions)
 //   --mode test [--filter NAME]         runs the cases and prints one line per result
+//   --mode fusion [--seed S] [--programs N]  the differential tester of the Fusion decorator
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -221,6 +222,8 @@ int run_listing(const std::string& filter) {
 
 int cli_main(int argc, char** argv) {
   std::string mode, out, filter;
+  std::uint64_t seed = 1;
+  std::size_t programs = 2000;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -230,11 +233,27 @@ int cli_main(int argc, char** argv) {
       out = next();
     else if (a == "--filter")
       filter = next();
+    else if (a == "--seed")
+      seed = std::stoull(next());
+    else if (a == "--programs")
+      programs = std::stoull(next());
   }
   if (mode == "support") return write_support(out, filter);
   if (mode == "perf") return run_perf(filter);
+  if (mode == "fusion") {  // every device against its fusion stack
+    std::size_t failures = 0;
+    for (const std::string& n : Device::available()) {
+      const Device plain = Device::parse(n);
+      const DifferentialResult r = run_fusion_differential(seed, programs, plain, plain.fusion());
+      std::printf("%-10s fusion: %zu programs from seed %llu, %zu failures\n", n.c_str(),
+                  r.programs, static_cast<unsigned long long>(seed), r.failures);
+      for (const auto& rep : r.reproducers) std::fputs(rep.c_str(), stdout);
+      failures += r.failures;
+    }
+    return failures == 0 ? 0 : 1;
+  }
   if (mode == "test" || mode.empty()) return run_listing(filter);
-  std::fprintf(stderr, "unknown mode '%s' (test, support, perf)\n", mode.c_str());
+  std::fprintf(stderr, "unknown mode '%s' (test, support, perf, fusion)\n", mode.c_str());
   return 2;
 }
 
@@ -271,7 +290,8 @@ TEST(ConformanceCases, EveryElementwiseFunctionHasACase) {
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--mode" || a == "--filter" || a == "--out") return conformance::cli_main(argc, argv);
+    if (a == "--mode" || a == "--filter" || a == "--out" || a == "--seed" || a == "--programs")
+      return conformance::cli_main(argc, argv);
   }
   testing::InitGoogleTest(&argc, argv);
   conformance::register_tests();

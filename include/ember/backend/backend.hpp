@@ -16,6 +16,8 @@
 
 namespace ember::backend {
 
+struct FusedGroup;  // backend/fused_group.hpp
+
 struct MemoryStats {
   std::size_t in_use = 0;    // bytes held by live tensors
   std::size_t reserved = 0;  // bytes held by the backend, cached or in use
@@ -49,6 +51,12 @@ class Backend {
 
   virtual DType default_float() const { return DType::F32; }
   virtual DType default_int() const { return DType::I64; }
+  // Runs a fused element-wise group (backend/fused_group.hpp) and returns the handles of
+  // group.outputs, in order. The default runs its instructions one by one through execute();
+  // a backend with a fused executor overrides it and says so in runs_fused.
+  virtual std::vector<ir::Handle> run_fused(FusedGroup group);
+  virtual bool runs_fused() const { return false; }
+
   // A decorator returns the backend it wraps; a plain backend returns null.
   virtual std::shared_ptr<Backend> inner() const { return nullptr; }
 };

@@ -3,12 +3,17 @@
 // output handles. Operands are well formed: the tensor layer validated them.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "cpu/context.hpp"
 #include "ember/backend/kernel_dispatch.hpp"
 #include "ember/ir/infer.hpp"
 #include "ember/ir/ops.hpp"
+
+namespace ember::backend {
+struct FusedGroup;
+}
 
 namespace ember::cpu {
 
@@ -23,5 +28,8 @@ using Outputs = std::vector<ir::Handle>;
 #define EMBER_CPU_KERNEL(T) backend::KernelResult<ir::T> run(CpuContext& ctx, ir::T& op);
 EMBER_IR_OPS(EMBER_CPU_KERNEL)
 #undef EMBER_CPU_KERNEL
+// fused.cpp: a fused element-wise group as a tile program; nullopt when some instruction
+// has no row kernel here (the caller runs the group op by op).
+std::optional<Outputs> run_fused(CpuContext& ctx, backend::FusedGroup& group);
 
 }  // namespace ember::cpu

@@ -1,0 +1,123 @@
+// The fused-group capability: what the Fusion decorator (src/fusion/) hands an inner
+// backend to run as one program, and what it reports about its work.
+//
+// A FusedGroup is a straight-line element-wise program over one iteration space `shape`:
+// its inputs are tensors of the inner backend (each of the group's rank, every extent
+// equal to shape's or 1: read through a broadcast), and each instruction applies one
+// element-wise IR function (the scalar definitions of ir/scalar_table.hpp) to earlier
+// values, producing a value of the group's shape. `outputs` names the values the caller
+// still needs; every other value is dead once the group ends and need never be stored.
+//
+// Numerics (Note [Fused numerics]): a backend runs each instruction exactly as it runs the
+// IR op of the same function on the same dtypes — no contraction across instructions,
+// 16-bit values rounded to their dtype after every instruction as if stored — so a fused
+// group's outputs equal, bit for bit, those of its instructions run one by one.
+//
+// Backend::run_fused's default (backend.cpp) does run them one by one, as IR ops through
+// execute(), so every backend runs every group; a backend with a fused executor (the Cpu's
+// tile programs) overrides it. `signature` describes the group's structure — functions,
+// dtypes, dim classes, layout classes, liveness, never sizes, strides or parameter values
+// — and `key` is its hash, so a backend may cache what it builds for a group by key.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/base/dtype.hpp"
+#include "ember/base/shape.hpp"
+#include "ember/ir/ops.hpp"
+
+namespace ember::backend {
+
+struct FusedInstr {
+  enum class Kind : std::uint8_t { Unary, Binary, Where, Cast };
+  Kind kind = Kind::Unary;
+  ir::UnaryFn unary = ir::UnaryFn::Neg;     // Kind::Unary
+  ir::BinaryFn binary = ir::BinaryFn::Add;  // Kind::Binary
+  double p0 = 0, p1 = 0;                    // Kind::Unary's parameters (run-time values)
+  // Operands, as value ids: 0 .. inputs.size() - 1 are the inputs, inputs.size() + i is
+  // instruction i's result. Unary and Cast use args[0]; Binary args[0..1] (lhs, rhs);
+  // Where args[0..2] (cond, a, b).
+  std::array<std::int32_t, 3> args{-1, -1, -1};
+  DType out = DType::F32;  // the result's dtype (a Cast's target)
+};
+
+struct FusedGroup {
+  Shape shape;                        // the iteration space: every instruction's result shape
+  std::vector<ir::Handle> inputs;     // inner-backend tensors (Note [In-place reuse] applies)
+  std::vector<FusedInstr> code;       // in order
+  std::vector<std::int32_t> outputs;  // value ids (instruction results) to return, in order
+  std::string signature;              // the structure, without sizes (see above)
+  std::uint64_t key = 0;              // FNV-1a of signature
+
+  std::size_t num_values() const { return inputs.size() + code.size(); }
+  DType dtype_of(std::int32_t value) const {
+    const auto v = static_cast<std::size_t>(value);
+    return v < inputs.size() ? inputs[v]->dtype() : code[v - inputs.size()].out;
+  }
+};
+
+// The IR op that instruction i of g is, on operand handles `args` (for the default
+// run_fused and for backends that fall back to it for one group).
+ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args);
+
+// ---- the report of the Fusion decorator (fusion::report(device), EMBER_FUSION_LOG) ----
+
+// Why a group closed (or the stream flushed with the group open).
+enum class CloseReason : std::uint8_t {
+  Read,            // to_data / into_scalar of a pending tensor
+  Sync,            // Device::sync
+  Seed,            // Device::seed (pending random draws use the old seed)
+  CrossThread,     // a pending tensor was used by another thread
+  NonFusableOp,    // a consumer that no fuser takes (matmul, reductions, data movement)
+  DataDependent,   // an op whose output shape depends on values (nonzero)
+  ShapeMismatch,   // a consumer whose result shape is not the group's
+  ViewOfInternal,  // a view of a value computed inside the group
+  MaxInputs,       // the group reached its input limit
+  MaxOps,          // the group reached its instruction limit
+  StreamCap,       // the stream reached its length limit
+  MemoryBudget,    // the pending outputs reached the memory limit
+  ThreadExit,      // the recording thread ended
+  Count_
+};
+const char* name(CloseReason r);
+
+struct FusionGroupInfo {
+  std::vector<std::string> ops;  // "mul", "exp", "cast", ... in order
+  std::size_t inputs = 0, outputs = 0;
+  std::size_t elided = 0;       // values never written
+  std::size_t bytes_saved = 0;  // writes and reads of elided values that did not happen
+  std::uint64_t key = 0;
+  bool plan_cached = false;  // the key was seen before (its plan was reused)
+  bool fused = false;        // the backend ran it as one program (else op by op)
+  CloseReason closed = CloseReason::Read;
+};
+
+struct FusionReport {
+  std::size_t flushes = 0;
+  std::size_t records = 0;      // ops recorded
+  std::size_t ops_fused = 0;    // ops run inside groups of two or more instructions
+  std::size_t ops_unfused = 0;  // ops run one by one
+  std::size_t groups = 0;       // groups of two or more instructions
+  std::size_t kernels = 0;      // programs run: groups plus ops run alone
+  std::size_t bytes_saved = 0;
+  std::size_t plans_built = 0;   // distinct group keys seen
+  std::size_t plans_reused = 0;  // groups whose key was seen before
+  std::array<std::size_t, static_cast<std::size_t>(CloseReason::Count_)> closed{};   // groups
+  std::array<std::size_t, static_cast<std::size_t>(CloseReason::Count_)> flushed{};  // flushes
+  std::vector<FusionGroupInfo> recent;  // the last groups (at most 256), oldest first
+};
+
+// What the tensor layer reaches of the Fusion decorator, by dynamic_cast (as
+// AutodiffBackend): its report.
+class FusionInspector {
+ public:
+  virtual ~FusionInspector() = default;
+  virtual FusionReport report() const = 0;
+  virtual void reset_report() = 0;
+};
+
+}  // namespace ember::backend

@@ -1,0 +1,331 @@
+// Fused element-wise groups (backend/fused_group.hpp) as tile programs: the group's
+// iteration space is walked row by row (StridedSpace over every input and the outputs),
+// each row in tiles of kTile elements; per tile every instruction is one call of the same
+// row kernel the op would use unfused (elementwise_table), on tile-sized scratch slots that
+// stay in L1, and only the group's outputs are written to memory. No code is generated, so
+// this works in every build of the Cpu.
+//
+// Bit for bit (Note [Fused numerics]): each instruction calls the row kernel its IR op
+// calls, with the op's parameters; 16-bit floats are widened to f32 for arithmetic and
+// narrowed after every instruction, as CpuBackend::execute_widened does; casts convert as
+// cast() does; a broadcast (stride-0) operand stays one element, and an instruction of
+// one-element operands computes one element, which has the value every element of the
+// row would have. Integer division checks its divisor tile by tile and raises the
+// unfused op's error.
+//
+// Note [Fused in-place]: an output may take the buffer of an input the group owns alone
+// (Note [In-place reuse]): the input has the group's shape and is contiguous, so tile t
+// of the output covers exactly tile t of the input. Every instruction of a tile reads its
+// operands before the tile's outputs are copied out, so the overwrite never reaches an
+// element that is still to be read.
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "cpu/kernels/dtype_dispatch.hpp"
+#include "cpu/kernels/elementwise_table.hpp"
+#include "cpu/kernels/kernels.hpp"
+#include "cpu/strided.hpp"
+#include "ember/backend/fused_group.hpp"
+#include "ember/base/error.hpp"
+
+namespace ember::cpu {
+
+namespace {
+
+using backend::FusedGroup;
+using backend::FusedInstr;
+
+constexpr std::size_t kTile = 512;
+constexpr std::size_t kMaxInputs = 16;
+constexpr std::size_t kSlot = kTile * 8;  // bytes of one value's tile
+
+bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+std::size_t di(DType t) { return static_cast<std::size_t>(t); }
+
+struct Step {
+  FusedInstr::Kind kind;
+  UnaryRow un = nullptr;
+  BinaryRow bin = nullptr;
+  DType in = DType::F32;   // the operands' dtype (a and b of Where)
+  DType out = DType::F32;  // the result's dtype
+  bool widen = false;      // 16-bit operands computed in f32
+  bool int_div = false;    // integer div / rem: check the divisor
+  const char* fn = "";
+  std::array<std::int32_t, 3> args{};
+};
+
+struct Program {
+  std::string signature;
+  std::vector<Step> steps;
+};
+
+// The program of g, or nullopt when some instruction has no row kernel here.
+std::optional<Program> build(const FusedGroup& g) {
+  const ElementwiseTable& t = elementwise_table();
+  Program p;
+  p.signature = g.signature;
+  for (const FusedInstr& in : g.code) {
+    Step s;
+    s.kind = in.kind;
+    s.args = in.args;
+    s.in = g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
+    s.out = in.out;
+    s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
+    const DType cd = s.widen ? DType::F32 : s.in;
+    if (in.kind == FusedInstr::Kind::Unary) {
+      s.un = t.unary[static_cast<std::size_t>(in.unary)][di(cd)];
+      if (!s.un) return std::nullopt;
+      s.fn = ir::name(in.unary);
+    } else if (in.kind == FusedInstr::Kind::Binary) {
+      s.bin = t.binary[static_cast<std::size_t>(in.binary)][di(cd)];
+      if (!s.bin) return std::nullopt;
+      s.fn = ir::name(in.binary);
+      s.int_div =
+          is_int(s.in) && (in.binary == ir::BinaryFn::Div || in.binary == ir::BinaryFn::Rem);
+    }
+    p.steps.push_back(s);
+  }
+  return p;
+}
+
+// Programs by group key, built once (Note [Fused numerics] holds for any sizes, so a
+// program serves every group of its signature).
+class ProgramCache {
+ public:
+  std::shared_ptr<const Program> get(const FusedGroup& g) {
+    {
+      std::lock_guard lk(mu_);
+      auto it = map_.find(g.key);
+      if (it != map_.end()) {
+        if (it->second && it->second->signature == g.signature) return it->second;
+        if (!it->second) return nullptr;
+      }
+    }
+    auto p = build(g);
+    std::shared_ptr<const Program> sp =
+        p ? std::make_shared<const Program>(std::move(*p)) : nullptr;
+    std::lock_guard lk(mu_);
+    map_.emplace(g.key, sp);
+    return sp;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<const Program>> map_;
+};
+
+ProgramCache& cache() {
+  static ProgramCache c;
+  return c;
+}
+
+// One value of a tile: its elements, or one element standing for all (a broadcast).
+struct Slot {
+  const std::byte* p = nullptr;
+  bool scalar = false;
+};
+
+struct Scratch {
+  std::vector<std::byte> slots;  // one kSlot region per value
+  std::vector<std::byte> wide;   // three f32 tiles for widened operands and result
+  std::byte* slot(std::size_t v) { return slots.data() + v * kSlot; }
+  float* w(std::size_t k) { return reinterpret_cast<float*>(wide.data()) + k * kTile; }
+};
+
+void gather(const std::byte* src, std::int64_t stride, std::size_t n, std::size_t elem,
+            std::byte* dst) {
+  visit_bytes(elem, [&](auto tag) {
+    using T = decltype(tag);
+    const T* s = reinterpret_cast<const T*>(src);
+    T* d = reinterpret_cast<T*>(dst);
+    for (std::size_t i = 0; i < n; ++i) d[i] = s[static_cast<std::int64_t>(i) * stride];
+  });
+}
+
+// Operand x of a widened instruction as f32 (cnt elements) in w.
+const void* widened(const Slot& x, DType dt, std::size_t n, float* w) {
+  convert_elements(x.p, dt, w, DType::F32, x.scalar ? 1 : n);
+  return w;
+}
+
+void check_divisor(const Slot& b, DType dt, std::size_t n, const char* fn) {
+  const std::size_t cnt = b.scalar ? 1 : n;
+  visit_numeric(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const T* v = reinterpret_cast<const T*>(b.p);
+    for (std::size_t i = 0; i < cnt; ++i) {
+      EMBER_CHECK(v[i] != T(0), std::string(fn) + ": integer division by zero");
+    }
+  });
+}
+
+void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
+              std::size_t n) {
+  const std::size_t n_in = g.inputs.size();
+  for (std::size_t i = 0; i < p.steps.size(); ++i) {
+    const Step& st = p.steps[i];
+    const FusedInstr& in = g.code[i];
+    const std::size_t v = n_in + i;
+    std::byte* y = s.slot(v);
+    const Slot& a = slot[static_cast<std::size_t>(st.args[0])];
+    switch (st.kind) {
+      case FusedInstr::Kind::Unary: {
+        const std::size_t cnt = a.scalar ? 1 : n;
+        if (st.widen) {
+          const void* x = widened(a, st.in, n, s.w(0));
+          if (is_half(st.out)) {
+            st.un(x, s.w(2), cnt, in.p0, in.p1);
+            convert_elements(s.w(2), DType::F32, y, st.out, cnt);
+          } else {
+            st.un(x, y, cnt, in.p0, in.p1);
+          }
+        } else {
+          st.un(a.p, y, cnt, in.p0, in.p1);
+        }
+        slot[v] = {y, a.scalar};
+        break;
+      }
+      case FusedInstr::Kind::Binary: {
+        const Slot& b = slot[static_cast<std::size_t>(st.args[1])];
+        if (st.int_div) check_divisor(b, st.in, n, st.fn);
+        const bool both = a.scalar && b.scalar;
+        const std::size_t cnt = both ? 1 : n;
+        const bool as = a.scalar && !both, bs = b.scalar && !both;
+        if (st.widen) {
+          const void* xa = widened(a, st.in, n, s.w(0));
+          const void* xb = widened(b, st.in, n, s.w(1));
+          if (is_half(st.out)) {
+            st.bin(xa, xb, s.w(2), cnt, as, bs);
+            convert_elements(s.w(2), DType::F32, y, st.out, cnt);
+          } else {
+            st.bin(xa, xb, y, cnt, as, bs);
+          }
+        } else {
+          st.bin(a.p, b.p, y, cnt, as, bs);
+        }
+        slot[v] = {y, both};
+        break;
+      }
+      case FusedInstr::Kind::Where: {
+        const Slot& x = slot[static_cast<std::size_t>(st.args[1])];
+        const Slot& z = slot[static_cast<std::size_t>(st.args[2])];
+        const bool all = a.scalar && x.scalar && z.scalar;
+        const std::size_t cnt = all ? 1 : n;
+        const auto* c = reinterpret_cast<const bool*>(a.p);
+        const std::size_t cs = a.scalar ? 0 : 1, xs = x.scalar ? 0 : 1, zs = z.scalar ? 0 : 1;
+        const auto select = [&](auto tag, const void* xp, const void* zp, void* out) {
+          using T = decltype(tag);
+          const T* xt = static_cast<const T*>(xp);
+          const T* zt = static_cast<const T*>(zp);
+          T* o = static_cast<T*>(out);
+          for (std::size_t k = 0; k < cnt; ++k) o[k] = c[k * cs] ? xt[k * xs] : zt[k * zs];
+        };
+        if (st.widen) {  // as unfused: the operands widened, selected, narrowed
+          const void* xa = widened(x, st.in, n, s.w(0));
+          const void* xb = widened(z, st.in, n, s.w(1));
+          select(float{}, xa, xb, s.w(2));
+          convert_elements(s.w(2), DType::F32, y, st.out, cnt);
+        } else {
+          visit_bytes(size_of(st.in), [&](auto tag) { select(tag, x.p, z.p, y); });
+        }
+        slot[v] = {y, all};
+        break;
+      }
+      case FusedInstr::Kind::Cast: {
+        const std::size_t cnt = a.scalar ? 1 : n;
+        convert_elements(a.p, st.in, y, st.out, cnt);
+        slot[v] = {y, a.scalar};
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
+  if (g.inputs.size() > kMaxInputs) return std::nullopt;
+  const auto prog = cache().get(g);
+  if (!prog) return std::nullopt;
+  const Shape& shape = g.shape;
+  const std::size_t n_in = g.inputs.size();
+  // Outputs: a sole-owned input of the same shape and dtype, or a fresh tensor.
+  std::vector<std::shared_ptr<CpuTensor>> outs;
+  std::vector<bool> taken(n_in, false);
+  for (std::int32_t o : g.outputs) {
+    const DType dt = g.dtype_of(o);
+    std::shared_ptr<CpuTensor> t;
+    for (std::size_t k = 0; k < n_in && !t; ++k) {
+      if (!taken[k] && reusable(g.inputs[k], shape, dt)) {
+        taken[k] = true;
+        t = output_for(ctx, g.inputs[k], shape, dt);
+      }
+    }
+    outs.push_back(t ? std::move(t) : ctx.empty(shape, dt));
+  }
+  Outputs result(outs.begin(), outs.end());
+  if (shape.num_elements() == 0) return result;
+
+  struct InView {
+    const std::byte* data;
+    std::vector<std::int64_t> strides;
+    DType dtype;
+  };
+  std::vector<InView> views;
+  views.reserve(n_in);
+  for (const auto& h : g.inputs) {
+    const CpuTensor v = broadcast_view(as_cpu(h), shape);
+    views.push_back({v.data(), v.strides(), v.dtype()});
+  }
+  StridedSpace<kMaxInputs + 1> sp;
+  sp.shape = shape.dims();
+  for (std::size_t k = 0; k <= kMaxInputs; ++k) {
+    sp.strides[k] = k < n_in ? views[k].strides : std::vector<std::int64_t>(shape.rank(), 0);
+  }
+  sp.strides[kMaxInputs] = contiguous_strides(shape);
+  sp.collapse();
+  std::array<std::int64_t, kMaxInputs + 1> inner{};
+  for (std::size_t k = 0; k <= kMaxInputs; ++k) inner[k] = sp.strides[k].back();
+  const std::size_t n_values = g.num_values();
+  sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
+    thread_local Scratch s;
+    if (s.slots.size() < n_values * kSlot) s.slots.resize(n_values * kSlot);
+    if (s.wide.size() < 3 * kTile * sizeof(float)) s.wide.resize(3 * kTile * sizeof(float));
+    std::vector<Slot> slot(n_values);
+    for (std::size_t b = 0; b < len; b += kTile) {
+      const std::size_t n = std::min(kTile, len - b);
+      const auto bo = static_cast<std::int64_t>(b);
+      for (std::size_t k = 0; k < n_in; ++k) {
+        const std::size_t elem = size_of(views[k].dtype);
+        const std::byte* p =
+            views[k].data + (off[k] + bo * inner[k]) * static_cast<std::int64_t>(elem);
+        if (inner[k] == 1) {
+          slot[k] = {p, false};
+        } else if (inner[k] == 0) {
+          slot[k] = {p, true};
+        } else {
+          gather(p, inner[k], n, elem, s.slot(k));
+          slot[k] = {s.slot(k), false};
+        }
+      }
+      run_tile(*prog, g, s, slot, n);
+      for (std::size_t j = 0; j < outs.size(); ++j) {
+        const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
+        const std::size_t elem = size_of(outs[j]->dtype());
+        std::byte* dst = outs[j]->data() + (off[kMaxInputs] + bo) * static_cast<std::int64_t>(elem);
+        if (v.scalar) {
+          for (std::size_t i = 0; i < n; ++i) std::memcpy(dst + i * elem, v.p, elem);
+        } else {
+          std::memcpy(dst, v.p, n * elem);
+        }
+      }
+    }
+  });
+  return result;
+}
+
+}  // namespace ember::cpu

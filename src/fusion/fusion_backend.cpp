@@ -1,0 +1,287 @@
+// The Fusion decorator (include/ember/fusion/fusion.hpp): handles, the per-thread streams
+// and when they flush.
+//
+// execute() records the op in the calling thread's stream and returns handles of values
+// still to be computed; their shapes and dtypes come from ir/infer. The stream flushes
+// (fusion/stream.cpp) when a pending value is read (to_data), on sync and seed, when an op
+// no fuser takes is recorded (it runs at once, after what it reads), before an op whose
+// output shape depends on values (nonzero), when another thread uses a pending value, and
+// when the stream reaches its length or pending-memory cap. With Options::enabled false
+// (EMBER_FUSION=0) every op runs at once: a pass-through.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <type_traits>
+
+#include "ember/backend/autodiff_interface.hpp"
+#include "ember/base/error.hpp"
+#include "ember/ir/infer.hpp"
+#include "fusion/elementwise_fuser.hpp"
+#include "fusion/stream.hpp"
+
+namespace ember::fusion {
+
+using backend::CloseReason;
+
+namespace {
+
+std::size_t env_size(const char* name, std::size_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const unsigned long long x = std::strtoull(v, &end, 10);
+  EMBER_CHECK(end && *end == '\0',
+              std::string(name) + "='" + v + "': expected a non-negative integer");
+  return static_cast<std::size_t>(x);
+}
+
+// The streams this thread recorded into, flushed when it ends (Note [Thread exit]).
+struct ThreadStreams {
+  std::vector<std::pair<std::uint64_t, std::shared_ptr<Stream>>> list;
+  ~ThreadStreams() {
+    for (auto& [id, s] : list) {
+      std::lock_guard lk(s->mu);
+      try {
+        flush_locked(*s, CloseReason::ThreadExit);
+      } catch (...) {  // the values say what failed; nobody is left to tell
+      }
+    }
+  }
+};
+thread_local ThreadStreams tls_streams;
+
+std::atomic<std::uint64_t> next_backend_id{1};
+
+// The outputs (shape, dtype) of op, whose operands are handles with shapes and dtypes.
+std::vector<std::pair<Shape, DType>> outputs_of(const ir::Op& op) {
+  return std::visit(
+      [](const auto& o) -> std::vector<std::pair<Shape, DType>> {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, ir::Sort>) {
+          return {{ir::out_shape(o), ir::out_dtype(o, 0)}, {ir::out_shape(o), ir::out_dtype(o, 1)}};
+        } else if constexpr (std::is_same_v<T, ir::Nonzero>) {
+          EMBER_ASSERT(false);  // data-dependent: never recorded
+          return {};
+        } else {
+          return {{ir::out_shape(o), ir::out_dtype(o)}};
+        }
+      },
+      op);
+}
+
+// Ops a fuser may take; any other op flushes the stream when it is recorded.
+bool fusable(ir::OpKind k) {
+  const ir::OpClass c = ir::op_class(k);
+  return c == ir::OpClass::ElementWise || c == ir::OpClass::View || c == ir::OpClass::Creation;
+}
+
+class FusionBackendImpl final : public backend::Backend, public backend::FusionInspector {
+ public:
+  FusionBackendImpl(std::shared_ptr<backend::Backend> inner, const Options& opt)
+      : shared_(std::make_shared<Shared>(std::move(inner), opt)) {}
+
+  ~FusionBackendImpl() override {
+    std::lock_guard lk(streams_mu_);
+    for (auto& w : streams_) {
+      if (auto s = w.lock()) {
+        std::lock_guard slk(s->mu);
+        try {
+          flush_locked(*s, CloseReason::Sync);
+        } catch (...) {  // the values say what failed
+        }
+      }
+    }
+  }
+
+  std::string name() const override { return inner_be().name() + "+fusion"; }
+
+  ir::Handle from_data(const TensorData& data) override {
+    return ready(inner_be().from_data(data), kFresh);
+  }
+
+  TensorData to_data(const ir::Handle& x) override {
+    return inner_be().to_data(materialize(*unwrap(x).value(), CloseReason::Read));
+  }
+
+  std::vector<ir::Handle> execute(ir::Op op) override {
+    const std::size_t n = ir::operand_count(op);
+    std::vector<std::shared_ptr<Value>> args(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const ir::Handle& h = ir::operand(op, i);
+      if (h) args[i] = unwrap(h).value();
+    }
+    if (!shared_->options.enabled) return run_now(std::move(op), args);
+
+    const std::shared_ptr<Stream> s = my_stream();
+    // Values pending in another thread's stream: flush that stream first (never holding
+    // two stream locks at once).
+    for (const auto& v : args) {
+      if (v && v->stream && v->stream != s) materialize(*v, CloseReason::CrossThread);
+    }
+    const ir::OpKind kind = ir::kind_of(op);
+    std::unique_lock lk(s->mu);
+    for (const auto& v : args) {
+      if (v && v->state == State::Failed) fail(v->error);
+    }
+    if (kind == ir::OpKind::Nonzero) {
+      flush_locked(*s, CloseReason::DataDependent);
+      lk.unlock();
+      return run_now(std::move(op), args);
+    }
+    Record r;
+    for (const auto& [shape, dtype] : outputs_of(op)) {
+      r.outs.push_back(std::make_shared<Value>(shape, dtype, s, State::Pending));
+      s->pending_bytes += r.outs.back()->bytes();
+    }
+    if (ir::op_class(kind) == ir::OpClass::View) {
+      r.outs[0]->layout = static_cast<std::uint8_t>(kind);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      ir::operand(op, i).reset();  // a handle moved in is dropped here (Note [Values and handles])
+      if (args[i]) args[i]->pending_uses.fetch_add(1, std::memory_order_relaxed);
+    }
+    r.op = std::move(op);
+    r.args = std::move(args);
+    std::vector<ir::Handle> outs;
+    for (const auto& v : r.outs) outs.push_back(std::make_shared<FusionTensor>(this, v));
+    s->records.push_back(std::move(r));
+    shared_->report.recorded();
+    if (!fusable(kind)) {
+      flush_locked(*s, CloseReason::NonFusableOp);
+    } else if (s->records.size() >= shared_->options.max_records) {
+      flush_locked(*s, CloseReason::StreamCap);
+    } else if (s->pending_bytes >= shared_->options.max_pending_bytes) {
+      flush_locked(*s, CloseReason::MemoryBudget);
+    }
+    return outs;
+  }
+
+  bool supports(const ir::Op& op) const override { return inner_be().supports(op); }
+  void seed(std::uint64_t v) override {
+    flush_all(CloseReason::Seed);
+    inner_be().seed(v);
+  }
+  backend::MemoryStats memory_stats() const override { return inner_be().memory_stats(); }
+  void empty_cache() override { inner_be().empty_cache(); }
+  void sync() override {
+    flush_all(CloseReason::Sync);
+    inner_be().sync();
+  }
+  DType default_float() const override { return inner_be().default_float(); }
+  DType default_int() const override { return inner_be().default_int(); }
+  std::shared_ptr<backend::Backend> inner() const override { return shared_->inner; }
+
+  backend::FusionReport report() const override { return shared_->report.snapshot(); }
+  void reset_report() override { shared_->report.reset(); }
+
+ private:
+  backend::Backend& inner_be() const { return *shared_->inner; }
+
+  FusionTensor& unwrap(const ir::Handle& h) const {
+    auto* t = dynamic_cast<FusionTensor*>(h.get());
+    EMBER_CHECK(
+        t != nullptr && t->owner() == this,
+        "fusion: a tensor of another device was given to " + name() + " (move it with to_device)");
+    return *t;
+  }
+
+  ir::Handle ready(ir::Handle inner, std::uint8_t layout) {
+    auto v = std::make_shared<Value>(inner->shape(), inner->dtype(), nullptr, State::Ready);
+    v->inner = std::move(inner);
+    v->layout = layout;
+    return std::make_shared<FusionTensor>(this, std::move(v));
+  }
+
+  // v's inner handle, flushing its stream first when it is pending.
+  static ir::Handle materialize(Value& v, CloseReason why) {
+    if (!v.stream) return v.inner;
+    std::lock_guard lk(v.stream->mu);
+    if (v.state == State::Pending) flush_locked(*v.stream, why);
+    EMBER_CHECK(v.state != State::Failed, v.error);
+    EMBER_ASSERT(v.state == State::Ready);
+    return v.inner;
+  }
+
+  // Runs op at once on the inner backend (pass-through, data-dependent ops).
+  std::vector<ir::Handle> run_now(ir::Op op, const std::vector<std::shared_ptr<Value>>& args) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      if (!args[i]) continue;
+      ir::Handle& h = ir::operand(op, i);
+      ir::Handle inner = materialize(*args[i], CloseReason::CrossThread);
+      // The op holding the only handle of a value nobody else holds: the inner backend
+      // may reuse it in place, as the op would unfused.
+      const bool sole = h.use_count() == 1 && args[i].use_count() == 2 && !args[i]->stream;
+      h.reset();
+      if (sole) {
+        args[i]->inner.reset();
+      }
+      h = std::move(inner);
+    }
+    const ir::OpKind kind = ir::kind_of(op);
+    auto outs = inner_be().execute(std::move(op));
+    shared_->report.alone(ir::name(kind));
+    std::vector<ir::Handle> wrapped;
+    const std::uint8_t layout =
+        ir::op_class(kind) == ir::OpClass::View ? static_cast<std::uint8_t>(kind) : kFresh;
+    for (auto& o : outs) wrapped.push_back(ready(std::move(o), layout));
+    return wrapped;
+  }
+
+  std::shared_ptr<Stream> my_stream() {
+    for (auto& [id, s] : tls_streams.list) {
+      if (id == id_) return s;
+    }
+    auto s = std::make_shared<Stream>(shared_);
+    tls_streams.list.emplace_back(id_, s);
+    std::lock_guard lk(streams_mu_);
+    std::erase_if(streams_, [](const std::weak_ptr<Stream>& w) { return w.expired(); });
+    streams_.push_back(s);
+    return s;
+  }
+
+  void flush_all(CloseReason why) {
+    std::vector<std::shared_ptr<Stream>> all;
+    {
+      std::lock_guard lk(streams_mu_);
+      for (auto& w : streams_) {
+        if (auto s = w.lock()) all.push_back(std::move(s));
+      }
+    }
+    for (auto& s : all) {
+      std::lock_guard lk(s->mu);
+      flush_locked(*s, why);
+    }
+  }
+
+  std::shared_ptr<Shared> shared_;
+  const std::uint64_t id_ = next_backend_id.fetch_add(1);
+  std::mutex streams_mu_;
+  std::vector<std::weak_ptr<Stream>> streams_;
+};
+
+}  // namespace
+
+Options options_from_env() {
+  Options o;
+  if (const char* v = std::getenv("EMBER_FUSION")) o.enabled = std::string(v) != "0";
+  o.log = static_cast<int>(std::min<std::size_t>(env_size("EMBER_FUSION_LOG", 0), 3));
+  o.max_records = std::max<std::size_t>(1, env_size("EMBER_FUSION_MAX_RECORDS", o.max_records));
+  o.max_pending_bytes = env_size("EMBER_FUSION_MAX_PENDING_MB", o.max_pending_bytes >> 20) << 20;
+  return o;
+}
+
+std::shared_ptr<backend::Backend> make_fusion_backend(std::shared_ptr<backend::Backend> inner,
+                                                      const Options& options) {
+  EMBER_CHECK(inner != nullptr, "fusion: no backend to wrap");
+  for (backend::Backend* b = inner.get(); b; b = b->inner().get()) {
+    EMBER_CHECK(dynamic_cast<backend::AutodiffBackend*>(b) == nullptr,
+                "Device::fusion(): " + inner->name() +
+                    " is an autodiff device; autodiff goes outside fusion, so that it sees every "
+                    "op: write fusion().autodiff() (\"" +
+                    inner->name().substr(0, inner->name().find('+')) + "+fusion+autodiff\")");
+  }
+  return std::make_shared<FusionBackendImpl>(std::move(inner), options);
+}
+
+}  // namespace ember::fusion

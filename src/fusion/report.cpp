@@ -1,0 +1,75 @@
+#include "fusion/report.hpp"
+
+#include <cstdio>
+
+namespace ember::fusion {
+
+namespace {
+constexpr std::size_t kRecent = 256;
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+}  // namespace
+
+void ReportState::flush(std::size_t records, backend::CloseReason why) {
+  {
+    std::lock_guard lk(mu_);
+    ++r_.flushes;
+    ++r_.flushed[static_cast<std::size_t>(why)];
+  }
+  if (log_ >= 1) {
+    std::fprintf(stderr, "[ember fusion] flush (%s): %zu records\n", backend::name(why), records);
+  }
+}
+
+void ReportState::alone(const char* op) {
+  {
+    std::lock_guard lk(mu_);
+    ++r_.ops_unfused;
+    ++r_.kernels;
+  }
+  if (log_ >= 2) std::fprintf(stderr, "[ember fusion]   alone %s\n", op);
+}
+
+void ReportState::group(backend::FusionGroupInfo info) {
+  {
+    std::lock_guard lk(mu_);
+    info.plan_cached = !keys_.insert(info.key).second;
+    ++r_.groups;
+    ++r_.kernels;
+    r_.ops_fused += info.ops.size();
+    r_.bytes_saved += info.bytes_saved;
+    ++(info.plan_cached ? r_.plans_reused : r_.plans_built);
+    ++r_.closed[static_cast<std::size_t>(info.closed)];
+    if (r_.recent.size() == kRecent) r_.recent.erase(r_.recent.begin());
+    r_.recent.push_back(info);
+  }
+  if (log_ >= 2) {
+    std::fprintf(stderr,
+                 "[ember fusion]   group [%s] %zu in -> %zu out, %zu elided, %zu bytes saved, key "
+                 "%016llx (%s, %s), closed: %s\n",
+                 join(info.ops).c_str(), info.inputs, info.outputs, info.elided, info.bytes_saved,
+                 static_cast<unsigned long long>(info.key),
+                 info.plan_cached ? "plan reused" : "plan built",
+                 info.fused ? "one program" : "op by op", backend::name(info.closed));
+  }
+}
+
+void ReportState::decision(const std::string& line) const {
+  if (log_ >= 3) std::fprintf(stderr, "[ember fusion]     %s\n", line.c_str());
+}
+
+backend::FusionReport ReportState::snapshot() const {
+  std::lock_guard lk(mu_);
+  return r_;
+}
+
+void ReportState::reset() {
+  std::lock_guard lk(mu_);
+  r_ = {};
+  keys_.clear();
+}
+
+}  // namespace ember::fusion

@@ -1,0 +1,105 @@
+// The lazy stream of the Fusion decorator: values, records and the per-thread stream that
+// holds them until a flush. Private to src/fusion/.
+//
+// Note [Values and handles]: a user-visible handle (FusionTensor) owns a Value; records own
+// the Values they read and produce. The handle's destructor is the drop event: it marks
+// the Value dropped, so a flush knows which results nobody can read any more (they need
+// not be written) and which operands it may hand to the inner backend as the only
+// reference (in-place reuse, Note [In-place reuse] of the Cpu). A Value's state and inner
+// handle are written only by a flush of the stream that produced it, under that stream's
+// mutex; once Ready they do not change but for the move of a dropped value's inner handle
+// into its last reader.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "ember/backend/backend.hpp"
+#include "ember/backend/fused_group.hpp"
+#include "ember/fusion/fusion.hpp"
+#include "fusion/report.hpp"
+
+namespace ember::fusion {
+
+struct Stream;
+
+enum class State : std::uint8_t {
+  Pending,   // recorded, not run
+  Ready,     // inner holds the value
+  Consumed,  // dropped, and its inner handle went to its last reader
+  Elided,    // dropped inside a fused group: never written
+  Failed,    // its op (or one before it in the stream) threw: error says what
+};
+
+// What a value's layout is known to be, for the group key's layout class: a fresh
+// result, or the result of a view op (by its kind).
+constexpr std::uint8_t kFresh = 0xff;
+
+struct Value {
+  Value(Shape s, DType d, std::shared_ptr<Stream> st, State state)
+      : shape(std::move(s)), dtype(d), stream(std::move(st)), state(state) {}
+  Shape shape;
+  DType dtype;
+  const std::shared_ptr<Stream> stream;  // the producing stream; null: made Ready
+  State state;
+  ir::Handle inner;
+  std::string error;
+  std::uint8_t layout = kFresh;
+  std::atomic<bool> dropped{false};
+  std::atomic<std::int32_t> pending_uses{0};  // records not yet run that read it
+
+  std::size_t bytes() const { return shape.num_elements() * size_of(dtype); }
+};
+
+// The user-visible handle (Note [Values and handles]).
+class FusionTensor final : public ir::TensorNode {
+ public:
+  FusionTensor(const void* owner, std::shared_ptr<Value> v)
+      : TensorNode(v->shape, v->dtype), owner_(owner), value_(std::move(v)) {}
+  ~FusionTensor() override { value_->dropped.store(true, std::memory_order_release); }
+  const void* owner() const { return owner_; }
+  const std::shared_ptr<Value>& value() const { return value_; }
+
+ private:
+  const void* owner_;
+  std::shared_ptr<Value> value_;
+};
+
+struct Record {
+  ir::Op op;                                 // operand slots null: see args
+  std::vector<std::shared_ptr<Value>> args;  // per operand slot (null: absent)
+  std::vector<std::shared_ptr<Value>> outs;
+};
+
+// What the streams of one Fusion device share.
+struct Shared {
+  Shared(std::shared_ptr<backend::Backend> in, const Options& opt)
+      : inner(std::move(in)), options(opt), report(opt.log) {}
+  const std::shared_ptr<backend::Backend> inner;
+  const Options options;
+  ReportState report;
+};
+
+struct Stream {
+  explicit Stream(std::shared_ptr<Shared> s) : shared(std::move(s)) {}
+  std::mutex mu;
+  std::vector<Record> records;
+  std::size_t pending_bytes = 0;
+  const std::shared_ptr<Shared> shared;
+};
+
+// Runs every record of s (s.mu held), grouping what fuses; on an exception every value
+// not yet produced is Failed with its message, the stream is emptied and the exception
+// propagates.
+void flush_locked(Stream& s, backend::CloseReason why);
+// The inner handle of v for an op that reads it once: v's own reference when v is dropped
+// and this is its last pending reader (so the inner backend may reuse it in place), else a
+// copy. v must be Ready.
+ir::Handle take_input(Value& v);
+
+}  // namespace ember::fusion

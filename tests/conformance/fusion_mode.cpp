@@ -1,0 +1,631 @@
+// The harness's fusion mode: a differential tester of the Fusion decorator. A seeded
+// generator builds random element-wise programs (unary and binary functions, scalars,
+// where over comparisons, casts through another float type, broadcasts, expands and
+// transposed views, a reduction now and then, reads in the middle of the stream) over
+// inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, in
+// f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving operands
+// at their last use. Each program runs on the plain device and on its fusion stack: every
+// value read must agree bit for bit, and with an f64 reference (host loops, rounded to the
+// dtype after each op) within a tolerance. A failing program is shrunk (steps removed while
+// it still fails) and printed as a reproducer with its seed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+#include "conformance/harness.hpp"
+
+namespace conformance {
+
+using ember::ir::BinaryFn;
+using ember::ir::UnaryFn;
+
+namespace {
+
+enum class StepKind : std::uint8_t {
+  Unary,
+  Binary,
+  Scalar,
+  Where,
+  CastRound,
+  Expand,
+  Transpose2,
+  SumBack,
+  Read
+};
+
+struct Step {
+  StepKind kind = StepKind::Unary;
+  int a = -1, b = -1, c = -1;  // value ids
+  int fn = 0;
+  double s = 0;
+  std::size_t dim = 0;
+  bool keep = false;  // the result stays referenced to the end
+};
+
+struct Input {
+  Shape shape;
+  Layout layout = Layout::Contiguous;
+  std::vector<double> v;  // logical values, row-major
+};
+
+struct Program {
+  std::uint64_t seed = 0;
+  DType dt = DType::F32;
+  Shape shape;  // the full iteration space
+  std::vector<Input> inputs;
+  std::vector<Step> steps;
+};
+
+const UnaryFn kFloatUnary[] = {UnaryFn::Neg, UnaryFn::Abs,     UnaryFn::Tanh, UnaryFn::Sin,
+                               UnaryFn::Cos, UnaryFn::Sigmoid, UnaryFn::Relu, UnaryFn::Sign};
+const UnaryFn kIntUnary[] = {UnaryFn::Neg, UnaryFn::Abs, UnaryFn::Sign};
+const BinaryFn kBinary[] = {BinaryFn::Add, BinaryFn::Sub, BinaryFn::Mul, BinaryFn::Max,
+                            BinaryFn::Min};
+
+double ref_unary(UnaryFn f, double x) {
+  switch (f) {
+    case UnaryFn::Neg:
+      return -x;
+    case UnaryFn::Abs:
+      return std::fabs(x);
+    case UnaryFn::Tanh:
+      return std::tanh(x);
+    case UnaryFn::Sin:
+      return std::sin(x);
+    case UnaryFn::Cos:
+      return std::cos(x);
+    case UnaryFn::Sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case UnaryFn::Relu:
+      return x > 0 ? x : 0.0;
+    case UnaryFn::Sign:
+      return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0);
+    default:
+      break;
+  }
+  return NAN;
+}
+double ref_binary(BinaryFn f, double a, double b) {
+  switch (f) {
+    case BinaryFn::Add:
+      return a + b;
+    case BinaryFn::Sub:
+      return a - b;
+    case BinaryFn::Mul:
+      return a * b;
+    case BinaryFn::Max:
+      return a > b ? a : b;
+    case BinaryFn::Min:
+      return a < b ? a : b;
+    default:
+      break;
+  }
+  return NAN;
+}
+
+// Storage rounding of dt (i32 wraps).
+double store(DType dt, double v) {
+  if (dt == DType::I32) {
+    return static_cast<double>(static_cast<std::int32_t>(
+        static_cast<std::uint32_t>(static_cast<std::int64_t>(v) & 0xffffffffLL)));
+  }
+  return quantize(dt, v);
+}
+
+DType round_trip_type(DType dt) {
+  return dt == DType::F32 || dt == DType::F64 ? DType::F16 : DType::F32;
+}
+
+// ---- generation ----
+
+// second_sizes: the same program (steps, dtypes, broadcast pattern, dim classes) at other
+// extents, so its groups meet the plans the first run built.
+Program generate(std::uint64_t seed, bool second_sizes = false) {
+  Rng rng(seed);
+  const auto pick = [&](std::size_t n) { return static_cast<std::size_t>(rng() % n); };
+  Program p;
+  p.seed = seed;
+  const DType dts[] = {DType::F32, DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32};
+  p.dt = dts[pick(6)];
+  const std::size_t extents[] = {0, 1, 2, 3, 5, 7, 17, 33, 600};
+  const std::size_t rank = 1 + pick(3);
+  std::vector<std::size_t> dims(rank);
+  std::size_t numel = 1;
+  for (auto& e : dims) {
+    do {
+      e = extents[pick(9)];
+    } while (e * numel > 2048);
+    numel *= std::max<std::size_t>(e, 1);
+  }
+  if (second_sizes) {
+    for (auto& e : dims) e = e <= 1 ? e : e + 3;
+  }
+  p.shape = Shape(dims);
+  const std::size_t n_inputs = 1 + pick(3);
+  for (std::size_t i = 0; i < n_inputs; ++i) {
+    Input in;
+    std::vector<std::size_t> d = dims;
+    if (i > 0 && rng() % 2) d[pick(rank)] = 1;  // a broadcast input
+    in.shape = Shape(d);
+    const Layout ls[] = {Layout::Contiguous, Layout::Permuted, Layout::Sliced, Layout::Flipped};
+    in.layout = ls[pick(4)];
+    if (in.layout == Layout::Permuted && rank < 2) in.layout = Layout::Contiguous;
+    in.v.resize(in.shape.num_elements());
+    Rng vr(seed * 31 + i);  // values apart, so both size sets draw the same program
+    for (auto& x : in.v) {
+      x = p.dt == DType::I32 ? static_cast<double>(static_cast<int>(vr() % 9) - 4)
+                             : std::uniform_real_distribution<double>(-3, 3)(vr);
+      x = store(p.dt, x);
+    }
+    p.inputs.push_back(std::move(in));
+  }
+  // Shapes of the values so far (for choosing operands).
+  std::vector<Shape> shapes;
+  for (const auto& in : p.inputs) shapes.push_back(in.shape);
+  const bool is_float = p.dt != DType::I32;
+  const std::size_t depth = 2 + pick(11);
+  for (std::size_t k = 0; k < depth; ++k) {
+    Step s;
+    s.keep = rng() % 4 == 0;
+    const int n = static_cast<int>(shapes.size());
+    s.a = static_cast<int>(pick(static_cast<std::size_t>(n)));
+    const std::size_t r = pick(100);
+    if (r < 30) {
+      s.kind = StepKind::Unary;
+      s.fn =
+          is_float ? static_cast<int>(kFloatUnary[pick(8)]) : static_cast<int>(kIntUnary[pick(3)]);
+    } else if (r < 55) {
+      s.kind = StepKind::Binary;
+      s.b = static_cast<int>(pick(static_cast<std::size_t>(n)));
+      s.fn = static_cast<int>(kBinary[pick(5)]);
+    } else if (r < 70) {
+      s.kind = StepKind::Scalar;
+      s.fn = static_cast<int>(kBinary[pick(3)]);
+      s.s = is_float ? std::round(std::uniform_real_distribution<double>(-1.5, 1.5)(rng) * 8) / 8
+                     : static_cast<double>(static_cast<int>(pick(5)) - 2);
+    } else if (r < 80) {
+      s.kind = StepKind::Where;
+      s.b = static_cast<int>(pick(static_cast<std::size_t>(n)));
+      s.c = static_cast<int>(pick(static_cast<std::size_t>(n)));
+    } else if (r < 85 && is_float) {
+      s.kind = StepKind::CastRound;
+    } else if (r < 90) {
+      s.kind = StepKind::Expand;
+    } else if (r < 94 && rank >= 2) {
+      s.kind = StepKind::Transpose2;
+    } else if (r < 97) {
+      s.kind = StepKind::SumBack;
+      s.dim = pick(rank);
+    } else {
+      s.kind = StepKind::Read;
+    }
+    Shape out = shapes[static_cast<std::size_t>(s.a)];
+    if (s.kind == StepKind::Binary) out = broadcast(out, shapes[static_cast<std::size_t>(s.b)]);
+    if (s.kind == StepKind::Where) {
+      out = broadcast(broadcast(out, shapes[static_cast<std::size_t>(s.b)]),
+                      shapes[static_cast<std::size_t>(s.c)]);
+    }
+    if (s.kind == StepKind::Expand) out = p.shape;
+    if (s.kind == StepKind::SumBack) {
+      std::vector<std::size_t> d = out.dims();
+      d[s.dim] = 1;
+      out = Shape(d);
+    }
+    shapes.push_back(out);
+    p.steps.push_back(s);
+  }
+  return p;
+}
+
+// ---- running on a device ----
+
+using ember::DynTensor;
+namespace ops = ember::ops;
+
+DynTensor make_input(const Input& in, DType dt, const Device& dev) {
+  const auto host = [&](const Shape& s, const std::vector<double>& v) {
+    return ops::cast(DynTensor::from_data(ember::TensorData::from<double>(v, s), dev), dt);
+  };
+  const std::size_t r = in.shape.rank();
+  switch (in.layout) {
+    case Layout::Permuted: {  // stored transposed, read through a transpose
+      std::vector<std::size_t> d = in.shape.dims();
+      std::swap(d[r - 1], d[r - 2]);
+      const Shape st(d);
+      std::vector<double> v(in.v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        auto idx = unravel(i, in.shape);
+        std::swap(idx[r - 1], idx[r - 2]);
+        v[ravel(idx, st)] = in.v[i];
+      }
+      return ops::transpose(host(st, v));
+    }
+    case Layout::Sliced: {  // every other row of a buffer twice as long along dim 0
+      std::vector<std::size_t> d = in.shape.dims();
+      d[0] *= 2;
+      const Shape big(d);
+      std::vector<double> v(big.num_elements(), 99.0);
+      for (std::size_t i = 0; i < in.v.size(); ++i) {
+        auto idx = unravel(i, in.shape);
+        idx[0] *= 2;
+        v[ravel(idx, big)] = in.v[i];
+      }
+      std::vector<ops::Range> ranges{ops::Range(0, static_cast<std::int64_t>(d[0]), 2)};
+      return ops::slice(host(big, v), ranges);
+    }
+    case Layout::Flipped: {
+      std::vector<double> v(in.v.size());
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        auto idx = unravel(i, in.shape);
+        idx[0] = in.shape[0] - 1 - idx[0];
+        v[ravel(idx, in.shape)] = in.v[i];
+      }
+      return ops::flip(host(in.shape, v), {0});
+    }
+    default:
+      return host(in.shape, in.v);
+  }
+}
+
+struct Observed {
+  std::vector<ember::TensorData> reads;
+  std::string error;
+};
+
+Observed run_on(const Program& p, const Device& dev) {
+  Observed o;
+  try {
+    const std::size_t n_in = p.inputs.size();
+    std::vector<std::optional<DynTensor>> vals;
+    for (const auto& in : p.inputs) vals.emplace_back(make_input(in, p.dt, dev));
+    // Last use of each value; a value not kept is moved into its last reader.
+    std::vector<std::size_t> last(n_in + p.steps.size(), 0);
+    std::vector<bool> keep(n_in + p.steps.size(), n_in > 0);
+    for (std::size_t i = 0; i < n_in; ++i) keep[i] = (p.seed >> i) & 1;
+    for (std::size_t k = 0; k < p.steps.size(); ++k) {
+      const Step& s = p.steps[k];
+      keep[n_in + k] = s.keep || k + 1 == p.steps.size();
+      for (int a : {s.a, s.b, s.c}) {
+        if (a >= 0) last[static_cast<std::size_t>(a)] = k + 1;
+      }
+    }
+    for (std::size_t k = 0; k < p.steps.size(); ++k) {
+      const Step& s = p.steps[k];
+      const auto arg = [&](int id) -> DynTensor {
+        const auto i = static_cast<std::size_t>(id);
+        const bool again = (s.a == id) + (s.b == id) + (s.c == id) > 1;
+        if (last[i] == k + 1 && !keep[i] && !again) {
+          DynTensor t = std::move(*vals[i]);
+          vals[i].reset();
+          return t;
+        }
+        return *vals[i];
+      };
+      DynTensor out = [&]() -> DynTensor {
+        switch (s.kind) {
+          case StepKind::Unary:
+            return ops::unary(static_cast<UnaryFn>(s.fn), arg(s.a));
+          case StepKind::Binary: {
+            DynTensor x = arg(s.a);
+            return ops::binary(static_cast<BinaryFn>(s.fn), std::move(x), arg(s.b));
+          }
+          case StepKind::Scalar:
+            return ops::binary_scalar(static_cast<BinaryFn>(s.fn), arg(s.a), s.s);
+          case StepKind::Where: {
+            DynTensor x = arg(s.a), y = arg(s.b), z = arg(s.c);
+            DynTensor m = ops::binary(BinaryFn::Gt, x, y);
+            return ops::mask_where(std::move(m), std::move(x), std::move(z));
+          }
+          case StepKind::CastRound:
+            return ops::cast(ops::cast(arg(s.a), round_trip_type(p.dt)), p.dt);
+          case StepKind::Expand:
+            return ops::expand(arg(s.a), p.shape);
+          case StepKind::Transpose2:
+            return ops::transpose(ops::transpose(arg(s.a)));
+          case StepKind::SumBack:
+            return ops::reduce(ember::ir::ReduceFn::Sum, arg(s.a),
+                               static_cast<std::int64_t>(s.dim));
+          case StepKind::Read: {
+            DynTensor x = arg(s.a);
+            o.reads.push_back(x.to_data());
+            return x;
+          }
+        }
+        return arg(s.a);
+      }();
+      for (int id : {s.a, s.b, s.c}) {
+        const auto i = static_cast<std::size_t>(id);
+        if (id >= 0 && last[i] == k + 1 && !keep[i]) vals[i].reset();
+      }
+      vals.emplace_back(std::move(out));
+      if (!keep[n_in + k] && last[n_in + k] == 0) vals.back().reset();
+    }
+    for (const auto& v : vals) {
+      if (v) o.reads.push_back(v->to_data());
+    }
+  } catch (const std::exception& e) {
+    o.error = e.what();
+  }
+  return o;
+}
+
+// The f64 reference of every value read, in run_on's order.
+std::vector<HostTensor> reference(const Program& p) {
+  const std::size_t n_in = p.inputs.size();
+  std::vector<HostTensor> vals;
+  for (const auto& in : p.inputs) vals.emplace_back(in.shape, p.dt, in.v);
+  std::vector<HostTensor> reads;
+  std::vector<bool> alive(n_in + p.steps.size(), true);
+  std::vector<std::size_t> last(n_in + p.steps.size(), 0);
+  std::vector<bool> keep(n_in + p.steps.size());
+  for (std::size_t i = 0; i < n_in; ++i) keep[i] = (p.seed >> i) & 1;
+  for (std::size_t k = 0; k < p.steps.size(); ++k) {
+    const Step& s = p.steps[k];
+    keep[n_in + k] = s.keep || k + 1 == p.steps.size();
+    for (int a : {s.a, s.b, s.c}) {
+      if (a >= 0) last[static_cast<std::size_t>(a)] = k + 1;
+    }
+  }
+  const auto map = [&](std::initializer_list<const HostTensor*> xs, const Shape& out, auto f) {
+    HostTensor r(out, p.dt);
+    for (std::size_t i = 0; i < r.numel(); ++i) {
+      const auto idx = unravel(i, out);
+      std::array<double, 3> v{};
+      std::size_t j = 0;
+      for (const HostTensor* x : xs) v[j++] = x->v[broadcast_index(idx, x->shape)];
+      r.v[i] = store(p.dt, f(v[0], v[1], v[2]));
+    }
+    return r;
+  };
+  for (std::size_t k = 0; k < p.steps.size(); ++k) {
+    const Step& s = p.steps[k];
+    const HostTensor& a = vals[static_cast<std::size_t>(s.a)];
+    HostTensor out;
+    switch (s.kind) {
+      case StepKind::Unary:
+        out = map({&a}, a.shape, [&](double x, double, double) {
+          return ref_unary(static_cast<UnaryFn>(s.fn), x);
+        });
+        break;
+      case StepKind::Binary: {
+        const HostTensor& b = vals[static_cast<std::size_t>(s.b)];
+        out = map({&a, &b}, broadcast(a.shape, b.shape), [&](double x, double y, double) {
+          return ref_binary(static_cast<BinaryFn>(s.fn), x, y);
+        });
+        break;
+      }
+      case StepKind::Scalar:
+        out = map({&a}, a.shape, [&](double x, double, double) {
+          return ref_binary(static_cast<BinaryFn>(s.fn), x, store(p.dt, s.s));
+        });
+        break;
+      case StepKind::Where: {
+        const HostTensor& b = vals[static_cast<std::size_t>(s.b)];
+        const HostTensor& c = vals[static_cast<std::size_t>(s.c)];
+        out = map({&a, &b, &c}, broadcast(broadcast(a.shape, b.shape), c.shape),
+                  [](double x, double y, double z) { return x > y ? x : z; });
+        break;
+      }
+      case StepKind::CastRound:
+        out = map({&a}, a.shape,
+                  [&](double x, double, double) { return quantize(round_trip_type(p.dt), x); });
+        break;
+      case StepKind::Expand:
+        out = map({&a}, p.shape, [](double x, double, double) { return x; });
+        break;
+      case StepKind::Transpose2:
+        out = a;
+        break;
+      case StepKind::SumBack: {
+        std::vector<std::size_t> d = a.shape.dims();
+        d[s.dim] = 1;
+        out = HostTensor(Shape(d), p.dt);
+        for (std::size_t i = 0; i < a.numel(); ++i) {
+          auto idx = unravel(i, a.shape);
+          idx[s.dim] = 0;
+          out.v[ravel(idx, out.shape)] += a.v[i];
+        }
+        for (auto& x : out.v) x = store(p.dt, x);
+        break;
+      }
+      case StepKind::Read:
+        reads.push_back(a);
+        out = a;
+        break;
+    }
+    vals.push_back(std::move(out));
+    for (int id : {s.a, s.b, s.c}) {
+      if (id >= 0 && last[static_cast<std::size_t>(id)] == k + 1 &&
+          !keep[static_cast<std::size_t>(id)])
+        alive[static_cast<std::size_t>(id)] = false;
+    }
+    if (!keep[n_in + k] && last[n_in + k] == 0) alive[n_in + k] = false;
+  }
+  for (std::size_t i = 0; i < vals.size(); ++i) {
+    if (alive[i]) reads.push_back(vals[i]);
+  }
+  return reads;
+}
+
+std::vector<double> as_f64(const ember::TensorData& t) {
+  std::vector<double> v(t.shape().num_elements());
+  ember::convert_elements(t.data(), t.dtype(), v.data(), DType::F64, v.size());
+  return v;
+}
+
+// "" when p passes; else what differed.
+std::string check(const Program& p, const Device& plain, const Device& fused) {
+  const Observed a = run_on(p, plain), b = run_on(p, fused);
+  if (a.error != b.error) return "errors differ: plain '" + a.error + "', fused '" + b.error + "'";
+  if (!a.error.empty()) return "";  // both raised the same error
+  if (a.reads.size() != b.reads.size()) return "different numbers of values read";
+  const auto ref = reference(p);
+  if (ref.size() != a.reads.size()) return "the reference read a different number of values";
+  for (std::size_t i = 0; i < a.reads.size(); ++i) {
+    const auto& x = a.reads[i];
+    const auto& y = b.reads[i];
+    if (x.shape() != y.shape() || x.dtype() != y.dtype())
+      return "value " + std::to_string(i) + ": shapes or dtypes differ";
+    if (x.bytes().size() != y.bytes().size() ||
+        std::memcmp(x.bytes().data(), y.bytes().data(), x.bytes().size()) != 0) {
+      const auto xv = as_f64(x), yv = as_f64(y);
+      for (std::size_t j = 0; j < xv.size(); ++j) {
+        if (std::memcmp(&xv[j], &yv[j], sizeof(double)) != 0) {
+          std::ostringstream m;
+          m.precision(17);
+          m << "value " << i << " " << x.shape().to_string() << " element " << j << ": plain "
+            << xv[j] << ", fused " << yv[j] << " (not bit for bit)";
+          return m.str();
+        }
+      }
+      return "value " + std::to_string(i) + ": bytes differ";
+    }
+    if (x.shape() != ref[i].shape)
+      return "value " + std::to_string(i) + ": reference shape differs";
+    // A value near a rounding boundary of a cast's narrower type may round either way: a
+    // program with a cast round trip is judged at that type's tolerance.
+    const auto tol_of = [](DType t) {
+      return t == DType::BF16 ? 0.08 : t == DType::F16 ? 0.02 : t == DType::I32 ? 0.0 : 1e-4;
+    };
+    double tol = tol_of(p.dt);
+    for (const Step& s : p.steps) {
+      if (s.kind == StepKind::CastRound) tol = std::max(tol, tol_of(round_trip_type(p.dt)));
+    }
+    const auto xv = as_f64(x);
+    double mag = 1;
+    for (double r : ref[i].v) mag = std::max(mag, std::fabs(r));
+    if (mag > 1e4) continue;  // grown past what a tolerance can judge; bits were compared
+    for (std::size_t j = 0; j < xv.size(); ++j) {
+      if (std::fabs(xv[j] - ref[i].v[j]) > tol * mag) {
+        std::ostringstream m;
+        m.precision(17);
+        m << "value " << i << " element " << j << ": " << xv[j] << ", f64 reference "
+          << ref[i].v[j];
+        return m.str();
+      }
+    }
+  }
+  return "";
+}
+
+// p without step k and every step that reads what it made (value ids renumbered).
+std::optional<Program> without(const Program& p, std::size_t k) {
+  Program q = p;
+  q.steps.clear();
+  const std::size_t n_in = p.inputs.size();
+  std::vector<int> map(n_in + p.steps.size(), -1);
+  for (std::size_t i = 0; i < n_in; ++i) map[i] = static_cast<int>(i);
+  for (std::size_t i = 0; i < p.steps.size(); ++i) {
+    Step s = p.steps[i];
+    bool dead = i == k;
+    for (int* id : {&s.a, &s.b, &s.c}) {
+      if (*id < 0) continue;
+      if (map[static_cast<std::size_t>(*id)] < 0) dead = true;
+      *id = map[static_cast<std::size_t>(*id)];
+    }
+    if (dead) continue;
+    map[n_in + i] = static_cast<int>(n_in + q.steps.size());
+    q.steps.push_back(s);
+  }
+  if (q.steps.empty()) return std::nullopt;
+  return q;
+}
+
+const char* kind_name(StepKind k) {
+  switch (k) {
+    case StepKind::Unary:
+      return "unary";
+    case StepKind::Binary:
+      return "binary";
+    case StepKind::Scalar:
+      return "binary_scalar";
+    case StepKind::Where:
+      return "mask_where(gt(a, b), a, c)";
+    case StepKind::CastRound:
+      return "cast round trip";
+    case StepKind::Expand:
+      return "expand";
+    case StepKind::Transpose2:
+      return "transpose(transpose)";
+    case StepKind::SumBack:
+      return "sum_dim";
+    case StepKind::Read:
+      return "to_data";
+  }
+  return "?";
+}
+
+std::string reproducer(const Program& p, const std::string& why) {
+  std::ostringstream o;
+  o << "fusion differential failure, seed " << p.seed << " (test_conformance --mode fusion --seed "
+    << p.seed << " --programs 2): " << why << "\n  dtype " << ember::name(p.dt) << ", shape "
+    << p.shape.to_string() << "\n";
+  for (std::size_t i = 0; i < p.inputs.size(); ++i) {
+    o << "  v" << i << " = input " << p.inputs[i].shape.to_string() << " "
+      << name(p.inputs[i].layout) << ((p.seed >> i) & 1 ? " (kept)" : "") << "\n";
+  }
+  for (std::size_t k = 0; k < p.steps.size(); ++k) {
+    const Step& s = p.steps[k];
+    o << "  v" << p.inputs.size() + k << " = " << kind_name(s.kind) << "(";
+    if (s.kind == StepKind::Unary) o << ember::ir::name(static_cast<UnaryFn>(s.fn)) << ", ";
+    if (s.kind == StepKind::Binary || s.kind == StepKind::Scalar)
+      o << ember::ir::name(static_cast<BinaryFn>(s.fn)) << ", ";
+    o << "v" << s.a;
+    if (s.b >= 0) o << ", v" << s.b;
+    if (s.c >= 0) o << ", v" << s.c;
+    if (s.kind == StepKind::Scalar) o << ", " << s.s;
+    if (s.kind == StepKind::SumBack) o << ", dim " << s.dim;
+    o << ")" << (s.keep ? " (kept)" : "") << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+DifferentialResult run_fusion_differential(std::uint64_t seed, std::size_t programs,
+                                           const Device& plain, const Device& fused) {
+  DifferentialResult r;
+  for (std::size_t i = 0; i < programs; ++i) {
+    Program p = generate(seed + i / 2, i % 2 == 1);
+    std::string why = check(p, plain, fused);
+    ++r.programs;
+    if (why.empty()) continue;
+    ++r.failures;
+    for (bool shrunk = true; shrunk;) {  // drop steps while it still fails
+      shrunk = false;
+      for (std::size_t k = p.steps.size(); k-- > 0;) {
+        auto q = without(p, k);
+        if (!q) continue;
+        std::string w = check(*q, plain, fused);
+        if (!w.empty()) {
+          p = std::move(*q);
+          why = std::move(w);
+          shrunk = true;
+          break;
+        }
+      }
+    }
+    r.reproducers.push_back(reproducer(p, why));
+    if (r.reproducers.size() >= 3) break;
+  }
+  return r;
+}
+
+// CI: 2,000 programs on the Cpu through its fusion stack; the fuser must fire.
+TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
+  const Device plain = Device::cpu();
+  const Device fused = Device::cpu().fusion();
+  ember::fusion::reset_report(fused);
+  const DifferentialResult r = run_fusion_differential(1, 2000, plain, fused);
+  EXPECT_EQ(r.failures, 0u);
+  for (const auto& rep : r.reproducers) ADD_FAILURE() << rep;
+  const auto rep = ember::fusion::report(fused);
+  EXPECT_GT(rep.groups, 1000u) << "the fuser hardly fired";
+  // Each program runs at two size sets: the second reuses the first's plans.
+  EXPECT_GT(2 * rep.plans_reused, rep.plans_built) << "plans were not reused";
+}
+
+}  // namespace conformance

@@ -1,0 +1,404 @@
+// The Fusion decorator as a device: names and composition, the lazy stream and when it
+// flushes, drops, errors raised at the read, threads, the pass-through. Values are checked
+// against the plain Cpu (bit for bit) and against closed forms.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ember/ember.hpp>
+#include <ember/fusion/fusion.hpp>
+
+using namespace ember;
+using fusion::CloseReason;
+
+namespace {
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::size_t at(const std::array<std::size_t, std::size_t(CloseReason::Count_)>& a, CloseReason r) {
+  return a[static_cast<std::size_t>(r)];
+}
+
+Device fused_with(const fusion::Options& o) {
+  return Device(fusion::make_fusion_backend(Device::cpu().backend_ptr(), o));
+}
+
+std::vector<float> values(const Tensor<2>& t) { return t.to_data().to_vector<float>(); }
+
+Tensor<2> input(const Device& d, std::size_t r, std::size_t c, float scale) {
+  std::vector<float> v(r * c);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * (float(i % 17) - 8.0f) / 7.0f;
+  return Tensor<2>::from_data(TensorData::from<float>(v, Shape{r, c}), d);
+}
+
+}  // namespace
+
+TEST(FusionDevice, NamesParseAndCompose) {
+  const Device f = Device::cpu().fusion();
+  EXPECT_EQ(f.name(), "cpu+fusion");
+  EXPECT_EQ(Device::parse("cpu+fusion"), f);
+  EXPECT_EQ(f.inner(), Device::cpu());
+  EXPECT_TRUE(fusion::is_fused(f));
+  EXPECT_FALSE(fusion::is_fused(Device::cpu()));
+  const Device fa = Device::parse("cpu+fusion+autodiff");
+  EXPECT_EQ(fa, Device::cpu().fusion().autodiff());
+  EXPECT_TRUE(fa.is_autodiff());
+  EXPECT_TRUE(fusion::is_fused(fa));
+  EXPECT_TRUE(has(error_of([] { fusion::report(Device::cpu()); }), "no fusion decorator"));
+}
+
+TEST(FusionDevice, AutodiffInsideFusionIsRefused) {
+  const std::string m = error_of([] { Device::cpu().autodiff().fusion(); });
+  EXPECT_TRUE(has(m, "Device::fusion()") && has(m, "fusion().autodiff()")) << m;
+  EXPECT_TRUE(has(error_of([] { Device::parse("cpu+autodiff+fusion"); }), "autodiff goes outside"));
+}
+
+// Gradients through fusion equal the plain device's, bit for bit.
+TEST(FusionDevice, AutodiffOverFusionGivesTheSameGradients) {
+  const auto grad_on = [](const Device& d) {
+    auto x = input(d, 5, 7, 0.7f).require_grad();
+    auto w = input(d, 7, 3, -0.4f).require_grad();
+    auto y = activation::relu(x.matmul(w) * 1.5f + 0.25f).exp();
+    auto loss = (y * y.tanh()).sum();
+    Gradients g = loss.backward();
+    return std::make_pair(x.grad(g).value().to_data().to_vector<float>(),
+                          w.grad(g).value().to_data().to_vector<float>());
+  };
+  const auto plain = grad_on(Device::cpu().autodiff());
+  const auto fused = grad_on(Device::cpu().fusion().autodiff());
+  EXPECT_EQ(plain.first, fused.first);
+  EXPECT_EQ(plain.second, fused.second);
+}
+
+// Ops are recorded, not run, until a read.
+TEST(FusionDevice, RecordsLazilyAndFlushesOnRead) {
+  const Device d = fused_with({});
+  auto x = input(d, 3, 5, 1.0f);
+  auto y = ((x * 2.0f + 1.0f).exp() - x).abs();
+  auto r = fusion::report(d);
+  EXPECT_EQ(r.records, 7u);  // a scalar operand is a Fill of one element
+  EXPECT_EQ(r.flushes, 0u);
+  const auto got = values(y);
+  r = fusion::report(d);
+  EXPECT_EQ(r.flushes, 1u);
+  EXPECT_EQ(at(r.flushed, CloseReason::Read), 1u);
+  auto xs = values(x);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double want = std::fabs(std::exp(2.0 * xs[i] + 1.0) - xs[i]);
+    EXPECT_NEAR(got[i], want, 1e-5 * want) << i;
+  }
+  const auto plain = values(
+      ((input(Device::cpu(), 3, 5, 1.0f) * 2.0f + 1.0f).exp() - input(Device::cpu(), 3, 5, 1.0f))
+          .abs());
+  EXPECT_EQ(got, plain);
+  // into_scalar and sync flush too.
+  auto s = (x * 3.0f).sum();
+  EXPECT_NEAR(
+      s.into_scalar<float>(),
+      3.0 *
+          [&] {
+            double t = 0;
+            for (float v : xs) t += v;
+            return t;
+          }(),
+      1e-4);
+  auto z = x + 1.0f;
+  d.sync();
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::Sync), 1u);
+}
+
+TEST(FusionDevice, NonFusableAndDataDependentOpsFlush) {
+  const Device d = fused_with({});
+  auto x = input(d, 4, 4, 1.0f);
+  auto y = (x + 1.0f).matmul(x);
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::NonFusableOp), 1u);
+  auto nz = (x - 1.0f).greater_elem(0.0f).nonzero();
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::DataDependent), 1u);
+  const auto xs = values(x);
+  std::size_t count = 0;
+  for (float v : xs) count += v - 1.0f > 0.0f;
+  EXPECT_EQ(nz.shape(), (Shape{count, 2}));
+  (void)y;
+}
+
+TEST(FusionDevice, CapsFlushTheStream) {
+  fusion::Options o;
+  o.max_records = 4;
+  const Device d = fused_with(o);
+  auto x = input(d, 2, 3, 1.0f);
+  for (int i = 0; i < 10; ++i) x = x + 1.0f;  // 20 records: a Fill and an add each
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::StreamCap), 5u);
+  const auto got = values(x);
+  const auto base = values(input(Device::cpu(), 2, 3, 1.0f));
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    float want = base[i];
+    for (int k = 0; k < 10; ++k) want += 1.0f;
+    EXPECT_EQ(got[i], want);
+  }
+  fusion::Options m;
+  m.max_pending_bytes = 64;  // 24 bytes per tensor: the third op flushes
+  const Device dm = fused_with(m);
+  auto y = input(dm, 2, 3, 1.0f);
+  y = (y + 1.0f) * 2.0f - 3.0f;
+  EXPECT_EQ(at(fusion::report(dm).flushed, CloseReason::MemoryBudget), 1u);
+}
+
+// A value error inside the stream surfaces at the read, naming the op; what depends on it
+// fails the same way.
+TEST(FusionDevice, ErrorsSurfaceAtTheRead) {
+  const Device d = fused_with({});
+  auto a = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({4, 5, 6}, Shape{3}), d);
+  auto b = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({1, 0, 2}, Shape{3}), d);
+  auto q = a / b;
+  auto r = q + a;
+  const std::string m = error_of([&] { r.to_data(); });
+  EXPECT_TRUE(has(m, "division by zero")) << m;
+  EXPECT_TRUE(has(error_of([&] { q.to_data(); }), "division by zero"));
+  EXPECT_TRUE(has(error_of([&] { (q * a).to_data(); }), "division by zero"));
+  // The stream goes on working.
+  EXPECT_EQ((a + a).to_data().to_vector<std::int64_t>(), (std::vector<std::int64_t>{8, 10, 12}));
+}
+
+TEST(FusionDevice, HandlesCrossThreads) {
+  const Device d = fused_with({});
+  auto x = input(d, 3, 3, 1.0f);
+  auto y = x * 2.0f;  // pending in this thread's stream
+  Tensor<2> z = x;
+  std::thread t([&] { z = (y + 1.0f).exp(); });  // flushes this thread's stream
+  t.join();
+  EXPECT_GE(at(fusion::report(d).flushed, CloseReason::CrossThread), 1u);
+  // The other thread's stream was flushed when the thread ended.
+  EXPECT_GE(at(fusion::report(d).flushed, CloseReason::ThreadExit), 1u);
+  EXPECT_EQ(values(z), values((input(Device::cpu(), 3, 3, 1.0f) * 2.0f + 1.0f).exp()));
+}
+
+TEST(FusionDevice, PassThroughRunsEveryOpAtOnce) {
+  fusion::Options o;
+  o.enabled = false;
+  const Device d = fused_with(o);
+  auto x = input(d, 3, 5, 1.0f);
+  auto y = (x * 2.0f + 1.0f).exp();
+  auto r = fusion::report(d);
+  EXPECT_EQ(r.records, 0u);
+  EXPECT_EQ(r.ops_unfused, 5u);
+  EXPECT_EQ(values(y), values((input(Device::cpu(), 3, 5, 1.0f) * 2.0f + 1.0f).exp()));
+  EXPECT_EQ(fusion::report(d).flushes, 0u);
+}
+
+// An rvalue is consumed through the decorator as unfused: the same values whether or not
+// another reference exists (clone invariance).
+TEST(FusionDevice, CloneInvariance) {
+  const Device d = fused_with({});
+  auto a = input(d, 4, 6, 1.0f);
+  Tensor<2> keep = a;
+  auto moved = (std::move(a) * 3.0f).exp();
+  auto b = input(d, 4, 6, 1.0f);
+  auto copied = (b * 3.0f).exp();
+  EXPECT_EQ(values(moved), values(copied));
+  EXPECT_EQ(values(keep), values(input(Device::cpu(), 4, 6, 1.0f)));
+}
+
+// A chain of element-wise ops on one input is one group: one program, the intermediates
+// never written, and the values of the plain Cpu bit for bit.
+TEST(FusionElementwise, AChainIsOneGroup) {
+  const Device d = fused_with({});
+  const auto chain = [](Tensor<2> x, Tensor<2> b) {
+    return ((x * 0.5f + b).exp().tanh() * x - 0.25f).abs();
+  };
+  auto x = input(d, 33, 47, 1.3f);
+  auto b = input(d, 1, 47, -0.6f);  // broadcast along rows
+  auto y = chain(x, b);
+  const auto got = values(y);
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u);
+  const auto& g = r.recent.back();
+  EXPECT_EQ(g.ops, (std::vector<std::string>{"mul", "add", "exp", "tanh", "mul", "sub", "abs"}));
+  EXPECT_EQ(g.inputs, 4u);  // x, b and the two scalars
+  EXPECT_EQ(g.outputs, 1u);
+  EXPECT_EQ(g.elided, 6u);
+  EXPECT_EQ(g.bytes_saved, 6u * 2 * 33 * 47 * 4);  // each written once and read once
+  EXPECT_TRUE(g.fused);
+  EXPECT_EQ(g.closed, CloseReason::Read);
+  EXPECT_EQ(got,
+            values(chain(input(Device::cpu(), 33, 47, 1.3f), input(Device::cpu(), 1, 47, -0.6f))));
+  // The same chain at other sizes reuses the plan (same liveness: the inputs kept).
+  auto x2 = input(d, 5, 1000, 0.9f);
+  auto b2 = input(d, 1, 1000, 0.2f);
+  auto y2 = chain(x2, b2);
+  y2.to_data();
+  EXPECT_TRUE(fusion::report(d).recent.back().plan_cached);
+  EXPECT_EQ(fusion::report(d).plans_built, 1u);
+}
+
+// 16-bit floats: every intermediate rounded as if stored, as unfused.
+TEST(FusionElementwise, HalfIntermediatesRoundAsStored) {
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const auto run = [&](const Device& d) {
+      auto x = input(d, 9, 130, 2.1f).cast(dt);
+      auto y = input(d, 130, 9, 0.7f).cast(dt).transpose();  // a strided input
+      auto z = (activation::sigmoid(x * y + 1.0f) * x).sqrt() - y;
+      return z.cast(DType::F32).to_data().template to_vector<float>();
+    };
+    const Device d = fused_with({});
+    const auto got = run(d);
+    const auto want = run(Device::cpu());
+    ASSERT_EQ(got.size(), want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(std::memcmp(&got[i], &want[i], 4), 0)
+          << name(dt) << " " << i << ": " << got[i] << " vs " << want[i];
+    }
+    EXPECT_GE(fusion::report(d).ops_fused, 6u) << name(dt);
+  }
+}
+
+// Kept intermediates are outputs; a consumer of another shape closes the group.
+TEST(FusionElementwise, KeptValuesAreWrittenAndShapesCloseGroups) {
+  const Device d = fused_with({});
+  auto x = input(d, 6, 8, 1.0f);
+  auto kept = (x * 2.0f).exp();
+  auto y = kept.sin() + x;
+  auto s = y.sum_dim(1) * 3.0f;  // a reduction: runs alone, after the group
+  const auto sv = s.to_data().to_vector<float>();
+  const auto r = fusion::report(d);
+  ASSERT_GE(r.groups, 1u);
+  EXPECT_EQ(r.recent.front().outputs, 2u);  // kept and y
+  EXPECT_EQ(r.recent.front().closed, CloseReason::NonFusableOp);
+  const Device c = Device::cpu();
+  auto xc = input(c, 6, 8, 1.0f);
+  auto kc = (xc * 2.0f).exp();
+  EXPECT_EQ(values(kept), values(kc));
+  EXPECT_EQ(sv, ((kc.sin() + xc).sum_dim(1) * 3.0f).to_data().to_vector<float>());
+}
+
+// ---- canonical patterns: the fuser fires where it should (via the report) and the values
+// are the plain Cpu's, bit for bit ----
+namespace {
+
+// The group of the report whose ops are exactly `ops`, or null.
+const fusion::FusionGroupInfo* group_with(const fusion::FusionReport& r,
+                                          const std::vector<std::string>& ops) {
+  for (const auto& g : r.recent) {
+    if (g.ops == ops) return &g;
+  }
+  return nullptr;
+}
+
+std::string groups_of(const fusion::FusionReport& r) {
+  std::string s;
+  for (const auto& g : r.recent) {
+    s += "[";
+    for (const auto& o : g.ops) s += o + " ";
+    s += "] ";
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST(FusionPatterns, MlpBlock) {
+  const auto mlp = [](const Device& d) {
+    auto x = input(d, 16, 24, 0.8f);
+    auto w1 = input(d, 24, 32, 0.3f);
+    auto b1 = input(d, 1, 32, 0.5f);
+    auto w2 = input(d, 32, 8, -0.2f);
+    auto h = activation::gelu(x.matmul(w1) + b1);
+    return values(activation::relu(h.matmul(w2)) * 0.5f);
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(mlp(d), mlp(Device::cpu()));
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"add", "gelu"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->elided, 1u);
+  EXPECT_EQ(g->closed, CloseReason::NonFusableOp);  // the second matmul reads it
+  EXPECT_NE(group_with(r, {"relu", "mul"}), nullptr) << groups_of(r);
+}
+
+TEST(FusionPatterns, ScaledSoftmaxWithMask) {
+  const auto attn = [](const Device& d) {
+    auto s = input(d, 12, 12, 2.0f);
+    auto mask = Tensor<2>::triu_mask(Shape{12, 12}, 1, d);
+    auto logits = (s * 0.125f).mask_fill(mask, -1e9);
+    return values(activation::softmax(logits, 1));
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(attn(d), attn(Device::cpu()));
+  const auto r = fusion::report(d);
+  std::size_t fused = 0;
+  for (const auto& g : r.recent) fused += g.ops.size();
+  EXPECT_GE(r.groups, 1u) << groups_of(r);
+  EXPECT_GE(fused, 2u) << groups_of(r);  // the scale and the mask in one group
+}
+
+TEST(FusionPatterns, LayerNormWithResidual) {
+  const auto block = [](const Device& d) {
+    auto x = input(d, 8, 64, 1.0f);
+    auto f = input(d, 8, 64, -0.7f);
+    auto y = module_ops::layer_norm(x + f * 0.5f, Shape{64});
+    return values(y + x);
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(block(d), block(Device::cpu()));
+  const auto r = fusion::report(d);
+  EXPECT_NE(group_with(r, {"mul", "add"}), nullptr) << groups_of(r);
+}
+
+TEST(FusionPatterns, AdamUpdate) {
+  const auto adam = [](const Device& d) {
+    auto p = input(d, 40, 30, 1.0f);
+    auto g = input(d, 40, 30, 0.3f);
+    auto m = input(d, 40, 30, 0.1f);
+    auto v = input(d, 40, 30, 0.05f).abs();
+    const float b1 = 0.9f, b2 = 0.999f, lr = 1e-3f, eps = 1e-8f;
+    m = m * b1 + g * (1 - b1);
+    v = v * b2 + g * g * (1 - b2);
+    auto mhat = m / (1 - b1 * b1);
+    auto vhat = v / (1 - b2 * b2);
+    p = p - mhat / (vhat.sqrt() + eps) * lr;
+    auto out = values(p);
+    auto mv = values(m);
+    out.insert(out.end(), mv.begin(), mv.end());
+    return out;
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(adam(d), adam(Device::cpu()));
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u) << groups_of(r);  // the whole update is one program
+  EXPECT_GE(r.recent.back().ops.size(), 12u);
+  EXPECT_EQ(r.recent.back().outputs, 5u);  // p, m, v and the named mhat, vhat: the rest elided
+}
+
+// EMBER_FUSION_LOG's levels: 1 a line per flush, 2 a line per group or op run alone,
+// 3 each join and close decision.
+TEST(FusionReport, LogLevels) {
+  for (int level = 1; level <= 3; ++level) {
+    fusion::Options o;
+    o.log = level;
+    const Device d = fused_with(o);
+    auto x = input(d, 4, 4, 1.0f);
+    testing::internal::CaptureStderr();
+    auto y = ((x * 2.0f).exp() + x).sum_dim(1);
+    y.to_data();
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(has(log, "flush (non-fusable op)")) << log;
+    EXPECT_EQ(has(log, "group [mul exp add]"), level >= 2) << log;
+    EXPECT_EQ(has(log, "closed: non-fusable op"), level >= 2) << log;
+    EXPECT_EQ(has(log, "exp: joins the group"), level >= 3) << log;
+  }
+  EXPECT_EQ(std::string(backend::name(CloseReason::ViewOfInternal)), "view of an internal value");
+}
