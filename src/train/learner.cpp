@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "ember/train/logger.hpp"
 #include "ember/train/curves.hpp"
+#include "ember/train/logger.hpp"
 #include "ember/train/metrics.hpp"
 #include "ember/train/metrics_basic.hpp"
 #include "ember/train/plot.hpp"

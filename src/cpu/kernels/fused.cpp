@@ -278,8 +278,10 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   std::vector<InView> views;
   views.reserve(n_in);
   for (const auto& h : g.inputs) {
-    const CpuTensor v = broadcast_view(as_cpu(h), shape);
-    views.push_back({v.data(), v.strides(), v.dtype()});
+    const CpuTensor& t = as_cpu(h);
+    backend::StridedView v = backend::expand_view(t.layout(), shape);
+    views.push_back({t.data() + (v.offset - t.offset()) * std::int64_t(size_of(t.dtype())),
+                     std::move(v.strides), t.dtype()});
   }
   StridedSpace<kMaxInputs + 1> sp;
   sp.shape = shape.dims();
