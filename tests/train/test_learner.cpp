@@ -110,6 +110,14 @@ TEST(Learner, TrainsLogsAndCheckpoints) {
   // Separable clusters: far above the 25% of chance after three epochs.
   EXPECT_GT(sum.valid.at("accuracy"), 0.8);
   EXPECT_TRUE(fs::exists(dir + "/model.ember"));
+  // The curve pictures of every metric, per epoch and per step, in both formats.
+  for (const char* f : {"/curves/loss.png", "/curves/loss.svg", "/curves/loss_steps.png",
+                        "/curves/loss_steps.svg"}) {
+    EXPECT_TRUE(fs::exists(dir + f)) << f;
+    if (fs::exists(dir + f)) {
+      EXPECT_GT(fs::file_size(dir + f), 200u) << f;
+    }
+  }
   // Logs: a header and one row per step / epoch.
   const std::string steps = slurp(dir + "/train_steps.csv");
   EXPECT_EQ(steps.substr(0, steps.find('\n')), "epoch,step,loss,accuracy,lr");

@@ -3,9 +3,7 @@
 // matrices parse as XML (expat) and carry their text; bad input is an ember::Error.
 #include <gtest/gtest.h>
 
-#include <cairo.h>
 #include <expat.h>
-#include <fontconfig/fontconfig.h>
 #include <stb_image.h>
 #include <unistd.h>
 
@@ -24,18 +22,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using data::testing::expect_error;
-
-// Cairo and fontconfig keep process-wide font caches; they are released at the end so that
-// LeakSanitizer sees only what the pictures' code itself might leak.
-class ReleaseFontCaches : public ::testing::Environment {
- public:
-  void TearDown() override {
-    cairo_debug_reset_static_data();
-    FcFini();
-  }
-};
-const auto* const kReleaseFontCaches =
-    ::testing::AddGlobalTestEnvironment(new ReleaseFontCaches);  // gtest owns it
 
 class Plot : public ::testing::Test {
  protected:
