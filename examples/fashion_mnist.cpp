@@ -28,7 +28,7 @@ using namespace ember;
 namespace {
 
 struct Options {
-  std::size_t epochs = 6;
+  std::size_t epochs = 7;
   std::string device = "cpu";
   std::string data_dir = data::FashionMnist::default_dir();
   std::string out = "artifacts/fashion-mnist";
