@@ -24,8 +24,6 @@
 namespace ember::cpu {
 namespace {
 
-bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
-
 // A large host buffer is fresh memory from the OS each time: with 4 KiB pages, faulting it
 // in costs more than the copy itself (64 MiB: ~3x slower than with 2 MiB pages). Ask for
 // transparent huge pages over its 2 MiB-aligned interior, as numpy does for its arrays.
@@ -65,7 +63,7 @@ class CpuBackend final : public backend::Backend {
   std::vector<ir::Handle> execute(ir::Op op) override {
     CpuContext::current_op = ir::name(ir::kind_of(op));
     if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
-    if (needs_widening(op)) return execute_widened(std::move(op));
+    if (ir::computes_widened(op)) return execute_widened(std::move(op));
     return dispatch(op);
   }
 
@@ -88,13 +86,6 @@ class CpuBackend final : public backend::Backend {
   // One kernel per op (kernels.hpp, declared from the IR's op list).
   std::vector<ir::Handle> dispatch(ir::Op& op) { return backend::dispatch(ctx_, op); }
 
-  static bool needs_widening(const ir::Op& op) {
-    if (!ir::is_arithmetic(ir::kind_of(op))) return false;
-    bool half = false;
-    ir::for_each_operand(op,
-                         [&](const ir::Handle& h) { half = half || (h && is_half(h->dtype())); });
-    return half;
-  }
   std::vector<ir::Handle> execute_widened(ir::Op op) {
     DType half = DType::F32;
     ir::for_each_operand(op, [&](ir::Handle& h) {

@@ -304,4 +304,11 @@ bool well_typed(const Op& op) {
   return std::visit([](const auto& o) { return well_typed(o); }, op);
 }
 
+bool computes_widened(const Op& op) {
+  if (!is_arithmetic(kind_of(op))) return false;
+  bool half = false;
+  for_each_operand(op, [&](const Handle& h) { half = half || (h && is_half(h->dtype())); });
+  return half;
+}
+
 }  // namespace ember::ir

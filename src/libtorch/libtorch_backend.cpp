@@ -100,8 +100,6 @@ DType from_aten(at::ScalarType t) {
   fail(std::string("libtorch: ATen dtype ") + c10::toString(t) + " has no ember dtype");
 }
 
-bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
-
 std::vector<std::int64_t> sizes_of(const Shape& s) { return {s.begin(), s.end()}; }
 std::vector<std::int64_t> to_i64(const std::vector<std::size_t>& v) { return {v.begin(), v.end()}; }
 
@@ -390,7 +388,7 @@ class LibTorchBackend final : public backend::Backend {
     if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
     const char* what = ir::name(ir::kind_of(op));
     return guarded(what, [&] {
-      if (needs_widening(op)) return execute_widened(std::move(op));
+      if (ir::computes_widened(op)) return execute_widened(std::move(op));
       return dispatch(op);
     });
   }
@@ -439,13 +437,6 @@ class LibTorchBackend final : public backend::Backend {
 
   // As the Cpu: the ops that compute on their operands' values take 16-bit floats in f32
   // and round their float outputs back.
-  static bool needs_widening(const ir::Op& op) {
-    if (!ir::is_arithmetic(ir::kind_of(op))) return false;
-    bool half = false;
-    ir::for_each_operand(op,
-                         [&](const ir::Handle& h) { half = half || (h && is_half(h->dtype())); });
-    return half;
-  }
   std::vector<ir::Handle> execute_widened(ir::Op op) {
     DType half = DType::F32;
     ir::for_each_operand(op, [&](ir::Handle& h) {

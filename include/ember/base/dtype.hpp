@@ -64,6 +64,8 @@ constexpr Kind kind_of(DType t) {
   return Kind::Int;
 }
 constexpr bool is_float(DType t) { return kind_of(t) == Kind::Float; }
+// The 16-bit floats, which the Cpu-side backends compute in f32.
+constexpr bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 constexpr bool is_int(DType t) { return kind_of(t) == Kind::Int; }
 const char* name(Kind k);
 

@@ -162,6 +162,10 @@ concept Described = requires(const T& op) {
     requires(const T& op, std::size_t n) {
       { out_shape(op, n) } -> std::same_as<Shape>;
     });
+// Whether op computes on operand values (is_arithmetic) and has a 16-bit float operand:
+// the ops a backend without 16-bit arithmetic runs in f32, rounding float outputs back.
+bool computes_widened(const Op& op);
+
 namespace detail {
 template <class V>
 struct AllDescribed;

@@ -43,7 +43,6 @@ constexpr std::size_t kTile = 512;
 constexpr std::size_t kMaxInputs = 16;
 constexpr std::size_t kSlot = kTile * 8;  // bytes of one value's tile
 
-bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
 std::size_t di(DType t) { return static_cast<std::size_t>(t); }
 
 struct Step {
