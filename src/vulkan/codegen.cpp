@@ -1,5 +1,6 @@
 #include "vulkan/codegen.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -828,6 +829,162 @@ void main() {
   return s;
 }
 
+// ---- fused element-wise groups ----
+
+// A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
+// hold their dtype's values already).
+std::string round_stored(DType dt, const std::string& v) {
+  switch (dt) {
+    case DType::F16:
+      return "float(float16_t(" + v + "))";
+    case DType::BF16:
+      return "uintBitsToFloat(uint(em_to_bf16(" + v + ")) << 16)";
+    default:
+      return v;
+  }
+}
+
+// Undefines the macros of prelude() (and the casts' target limits), so that another
+// compute type's prelude may follow in the same kernel.
+const char* prelude_reset() {
+  return "#undef C\n#undef U\n#undef EM_LOWEST\n#undef EM_HIGHEST\n#undef EM_BITS\n"
+         "#undef EM_SIGNED\n#undef EM_INF\n#undef EM_NAN\n#undef EM_ZERO\n";
+}
+
+const sx::Expr& instr_expr(const backend::FusedInstr& in, DType dt) {
+  return in.kind == backend::FusedInstr::Kind::Unary ? sx::expr(sx::def(in.unary), kind_of(dt))
+                                                     : sx::expr(sx::def(in.binary), kind_of(dt));
+}
+
+bool instr_divides(const FusedKernel& f, std::size_t i) {
+  const backend::FusedInstr& in = f.code[i];
+  if (in.kind != backend::FusedInstr::Kind::Unary && in.kind != backend::FusedInstr::Kind::Binary)
+    return false;
+  const DType dt = f.operand_dtype(i);
+  return divides_ints(instr_expr(in, dt), dt);
+}
+
+bool fused_reports_errors(const FusedKernel& f) {
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    if (instr_divides(f, i)) return true;
+  }
+  return false;
+}
+
+int fused_buffers(const FusedKernel& f) {
+  int n = static_cast<int>(f.inputs.size());
+  for (std::int32_t k : f.in_place) n += k < 0;
+  return n + (fused_reports_errors(f) ? 1 : 0);
+}
+
+// One kernel for the group: each instruction is a function em_f<i> printed from its
+// expression as gen_fn prints it (under the prelude of its operands' compute type, `precise`
+// for float results); main() loads the inputs, calls the functions in order, rounds each
+// 16-bit result as if stored and stores the outputs.
+std::string gen_fused(const FusedKernel& f) {
+  using Kind_ = backend::FusedInstr::Kind;
+  const std::size_t n_in = f.inputs.size(), n_out = f.outputs.size();
+  std::vector<std::pair<std::string, DType>> bufs;
+  std::vector<std::string> out_buf(n_out);
+  for (std::size_t j = 0; j < n_out; ++j) {
+    if (f.in_place[j] >= 0) {
+      out_buf[j] = "x" + std::to_string(f.in_place[j]);
+    } else {
+      out_buf[j] = "y" + std::to_string(j);
+      bufs.push_back({out_buf[j], f.dtype_of(f.outputs[j])});
+    }
+  }
+  for (std::size_t k = 0; k < n_in; ++k) bufs.push_back({"x" + std::to_string(k), f.inputs[k]});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs);
+  if (fused_reports_errors(f)) {
+    s += "layout(std430, binding = " + std::to_string(bufs.size() + 1) +
+         ") buffer Err { int em_err[]; };\n#define EM_FLAG_DIV0() em_err[0] = " +
+         std::to_string(kErrorDivisionByZero) + "\n";
+  }
+  s += bf16_helpers();
+  // The functions, grouped by compute type (f32, f16 and bf16 share float's prelude).
+  std::vector<std::string> types;
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    const Kind_ k = f.code[i].kind;
+    if (k != Kind_::Unary && k != Kind_::Binary) continue;
+    const std::string ct = compute(f.operand_dtype(i));
+    if (std::find(types.begin(), types.end(), ct) == types.end()) types.push_back(ct);
+  }
+  for (const std::string& ct : types) {
+    bool first = true;
+    for (std::size_t i = 0; i < f.code.size(); ++i) {
+      const backend::FusedInstr& in = f.code[i];
+      if (in.kind != Kind_::Unary && in.kind != Kind_::Binary) continue;
+      const DType dt = f.operand_dtype(i);
+      if (compute(dt) != ct) continue;
+      if (first) s += prelude_reset() + prelude(dt);
+      first = false;
+      const sx::Printed pr = sx::print(instr_expr(in, dt), sx::Dialect::Glsl, dt, {}, "  ");
+      const std::string ret = compute(in.out);
+      s += ret + " em_f" + std::to_string(i) +
+           (in.kind == Kind_::Unary ? "(C a, C p0, C p1) {\n" : "(C a, C b) {\n") + pr.statements;
+      if (kind_of(in.out) == Kind::Float) {
+        s += "  precise " + ret + " res = " + pr.value + ";\n  return res;\n}\n";
+      } else {
+        s += "  return " + pr.value + ";\n}\n";
+      }
+    }
+  }
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    const backend::FusedInstr& in = f.code[i];
+    if (in.kind != Kind_::Cast) continue;
+    const DType from = f.operand_dtype(i);
+    s += "#undef EMT_LOWEST\n#undef EMT_HIGHEST\n" + target_limits(in.out);
+    s += std::string(compute(in.out)) + " em_f" + std::to_string(i) + "(" + compute(from) +
+         " v) {\n  return " + convert(from, in.out, "v") + ";\n}\n";
+  }
+  s += "void main() {\n" + map_offsets(static_cast<int>(n_out + n_in) - 1);
+  const auto v = [](std::size_t id) {
+    std::string name = "v";
+    return name.append(std::to_string(id));
+  };
+  for (std::size_t k = 0; k < n_in; ++k) {
+    s += std::string("  ") + compute(f.inputs[k]) + " " + v(k) + " = " +
+         load(f.inputs[k], "x" + std::to_string(k) + "[o" + std::to_string(n_out + k) + "]") +
+         ";\n";
+  }
+  const int params = fused_params(n_out + n_in);
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    const backend::FusedInstr& in = f.code[i];
+    const auto arg = [&](int k) { return v(static_cast<std::size_t>(in.args[k])); };
+    const std::string fn = "em_f" + std::to_string(i);
+    std::string e;
+    switch (in.kind) {
+      case Kind_::Unary: {
+        const DType dt = f.operand_dtype(i);
+        const auto word = [&](int w) {
+          return "arg[" + std::to_string(params + 4 * static_cast<int>(i) + w) + "]";
+        };
+        e = fn + "(" + arg(0) + ", " + from_words(dt, word(0), word(1)) + ", " +
+            from_words(dt, word(2), word(3)) + ")";
+        break;
+      }
+      case Kind_::Binary:
+        e = fn + "(" + arg(0) + ", " + arg(1) + ")";
+        break;
+      case Kind_::Where:
+        e = "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+        break;
+      case Kind_::Cast:
+        e = fn + "(" + arg(0) + ")";
+        break;
+    }
+    s += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " + round_stored(in.out, e) +
+         ";\n";
+  }
+  for (std::size_t j = 0; j < n_out; ++j) {
+    const DType dt = f.dtype_of(f.outputs[j]);
+    s += "  " + out_buf[j] + "[o" + std::to_string(j) +
+         "] = " + store(dt, v(static_cast<std::size_t>(f.outputs[j]))) + ";\n";
+  }
+  return s + "}\n";
+}
+
 // Whether e calls only math functions GLSL has for double.
 bool f64_printable(const sx::Expr& e) {
   for (int i = 0; i < e.size; ++i) {
@@ -887,6 +1044,50 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
 }
 KernelSpec matmul_spec(DType dt) { return {Family::Matmul, static_cast<std::uint8_t>(dt)}; }
 
+KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place) {
+  using Kind_ = backend::FusedInstr::Kind;
+  auto f = std::make_shared<FusedKernel>();
+  for (const ir::Handle& h : g.inputs) f->inputs.push_back(h->dtype());
+  f->code = g.code;
+  for (auto& in : f->code) in.p0 = in.p1 = 0;
+  f->outputs = g.outputs;
+  f->in_place = std::move(in_place);
+  std::string k = "fused.";
+  for (std::size_t i = 0; i < f->inputs.size(); ++i)
+    k += std::string(i ? "," : "") + dtype_tag(f->inputs[i]);
+  k += ".";
+  const auto id = [](std::int32_t a) { return std::to_string(a); };
+  for (std::size_t i = 0; i < f->code.size(); ++i) {
+    const backend::FusedInstr& in = f->code[i];
+    if (i) k += ";";
+    switch (in.kind) {
+      case Kind_::Unary:
+        k += std::string(ir::name(in.unary)) + "(" + id(in.args[0]) + ")";
+        break;
+      case Kind_::Binary:
+        k += std::string(ir::name(in.binary)) + "(" + id(in.args[0]) + "," + id(in.args[1]) + ")";
+        break;
+      case Kind_::Where:
+        k += "where(" + id(in.args[0]) + "," + id(in.args[1]) + "," + id(in.args[2]) + ")";
+        break;
+      case Kind_::Cast:
+        k += "cast(" + id(in.args[0]) + ")";
+        break;
+    }
+    k += std::string(":") + dtype_tag(in.out);
+  }
+  k += ".out(";
+  for (std::size_t j = 0; j < f->outputs.size(); ++j) {
+    if (j) k += ",";
+    k += id(f->outputs[j]);
+    if (f->in_place[j] >= 0) k.append("@").append(id(f->in_place[j]));
+  }
+  f->key = k + ")";
+  KernelSpec spec{Family::Fused};
+  spec.fused = std::move(f);
+  return spec;
+}
+
 std::string KernelSpec::key() const {
   const auto dt = [](std::uint8_t v) { return dtype_tag(static_cast<DType>(v)); };
   switch (family) {
@@ -917,6 +1118,8 @@ std::string KernelSpec::key() const {
              (c ? ".group" : "");
     case Family::Matmul:
       return std::string("matmul.") + dt(a);
+    case Family::Fused:
+      return fused->key;
   }
   return "?";
 }
@@ -952,6 +1155,8 @@ std::string KernelSpec::source() const {
       return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
     case Family::Matmul:
       return gen_matmul(dt(a));
+    case Family::Fused:
+      return gen_fused(*fused);
   }
   EMBER_ASSERT(false);
 }
@@ -965,10 +1170,25 @@ bool KernelSpec::reports_errors() const {
     const auto dt = static_cast<DType>(b);
     return divides_ints(sx::expr(sx::def(static_cast<ir::BinaryFn>(a)), kind_of(dt)), dt);
   }
+  if (family == Family::Fused) return fused_reports_errors(*fused);
   return false;
 }
 
+std::vector<std::string> KernelSpec::checked_ops() const {
+  if (family != Family::Fused) return {key()};
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < fused->code.size(); ++i) {
+    if (!instr_divides(*fused, i)) continue;
+    const backend::FusedInstr& in = fused->code[i];
+    const DType dt = fused->operand_dtype(i);
+    out.push_back(in.kind == backend::FusedInstr::Kind::Unary ? unary_spec(in.unary, dt).key()
+                                                              : binary_spec(in.binary, dt).key());
+  }
+  return out;
+}
+
 int KernelSpec::buffers() const {
+  if (family == Family::Fused) return fused_buffers(*fused);
   if (reports_errors()) return (family == Family::Binary ? 3 : 2) + 1;
   switch (family) {
     case Family::Fill:

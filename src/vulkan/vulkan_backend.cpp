@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "ember/backend/registry.hpp"
@@ -112,7 +113,110 @@ class VulkanBackend final : public backend::Backend {
   }
   void sync() override { ctx_.sync(); }
 
+  // A fused element-wise group as one kernel (codegen.hpp, FusedKernel); a group some
+  // instruction of which cannot run here (its dtype, a function GLSL cannot print for f64,
+  // buffers beyond the binding range, too many bindings) runs op by op instead, each op on
+  // this backend or its fallback as unfused.
+  std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
+    if (!fusable(g)) return Backend::run_fused(std::move(g));
+    std::lock_guard lk(ctx_.mutex());
+    const Shape& shape = g.shape;
+    const std::size_t n_in = g.inputs.size(), n_out = g.outputs.size();
+    // Outputs: the buffer of an input the group owns alone (Note [In-place reuse]; the
+    // kernel then writes through that input's binding), or a fresh tensor.
+    std::vector<std::int32_t> in_place(n_out, -1);
+    std::vector<bool> taken(n_in, false);
+    std::vector<ir::Handle> outs;
+    for (std::size_t j = 0; j < n_out; ++j) {
+      const DType dt = g.dtype_of(g.outputs[j]);
+      for (std::size_t k = 0; k < n_in && in_place[j] < 0; ++k) {
+        if (!taken[k] && reusable(g.inputs[k], shape, dt)) {
+          taken[k] = true;
+          in_place[j] = static_cast<std::int32_t>(k);
+        }
+      }
+      if (in_place[j] >= 0) {
+        const auto& x =
+            static_cast<const VkTensor&>(*g.inputs[static_cast<std::size_t>(in_place[j])]);
+        outs.push_back(std::make_shared<VkTensor>(x.block, x.view(), dt));
+      } else {
+        outs.push_back(ctx_.empty(shape, dt, "fused group"));
+      }
+    }
+    const std::size_t n = shape.num_elements();
+    if (n == 0) return outs;
+    const KernelSpec spec = fused_spec(g, in_place);
+    std::vector<backend::StridedView> views;
+    std::vector<const Block*> bufs;
+    for (std::size_t j = 0; j < n_out; ++j) {
+      const auto& y = static_cast<const VkTensor&>(*outs[j]);
+      views.push_back(y.view());
+      if (in_place[j] < 0) bufs.push_back(y.block.get());
+    }
+    for (const ir::Handle& h : g.inputs) {
+      const auto& x = static_cast<const VkTensor&>(*h);
+      views.push_back(x.view());
+      bufs.push_back(x.block.get());
+    }
+    const std::size_t params = static_cast<std::size_t>(fused_params(n_out + n_in));
+    auto args = map_args(shape, views, params + 4 * g.code.size());
+    EMBER_ASSERT(args.has_value());  // fusable() checked the rank
+    for (std::size_t i = 0; i < g.code.size(); ++i) {
+      const backend::FusedInstr& in = g.code[i];
+      if (in.kind != backend::FusedInstr::Kind::Unary) continue;
+      const DType dt = g.dtype_of(in.args[0]);
+      put_bits(*args, params + 4 * i, compute_bits(dt, in.p0));
+      put_bits(*args, params + 4 * i + 2, compute_bits(dt, in.p1));
+    }
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(spec, *args, bufs, gx, gy);
+    return outs;
+  }
+  bool runs_fused() const override { return true; }
+
  private:
+  // Whether group g runs here as one kernel (see run_fused).
+  bool fusable(const backend::FusedGroup& g) const {
+    using K = backend::FusedInstr::Kind;
+    for (std::int32_t o : g.outputs) {
+      if (!out_fits(g.shape, g.dtype_of(o))) return false;
+    }
+    std::size_t ints = 0;
+    for (const ir::Handle& h : g.inputs) {
+      const auto* t = dynamic_cast<const VkTensor*>(h.get());
+      if (t == nullptr || !fits(*t) || !dtype_ok(t->dtype())) return false;
+    }
+    for (const backend::FusedInstr& in : g.code) {
+      if (!dtype_ok(in.out)) return false;
+      const DType dt = g.dtype_of(in.kind == K::Where ? in.args[1] : in.args[0]);
+      if (in.kind == K::Unary && !printable(in.unary, dt)) return false;
+      if (in.kind == K::Binary && !printable(in.binary, dt)) return false;
+      ints += kind_of(dt) == Kind::Int && in.kind == K::Binary;
+    }
+    // Bindings: the arguments, the outputs and inputs, the error word.
+    const std::size_t bindings = 1 + g.outputs.size() + g.inputs.size() + (ints > 0);
+    if (bindings > ctx_.physical().max_bindings) return false;
+    // The walk's rank after collapsing (the outputs are contiguous).
+    std::vector<std::int64_t> dims(g.shape.dims().begin(), g.shape.dims().end());
+    std::vector<std::vector<std::int64_t>> st = {backend::contiguous_strides(g.shape)};
+    for (const ir::Handle& h : g.inputs) {
+      const auto& x = static_cast<const VkTensor&>(*h);
+      st.push_back(backend::expand_view(x.view(), g.shape).strides);
+    }
+    backend::collapse_dims(dims, st);
+    return dims.size() <= static_cast<std::size_t>(kMaxDims);
+  }
+  // Note [In-place reuse] for Vulkan tensors: the op holds the only reference to x, nothing
+  // else shares x's block, and x is a contiguous view of the whole block (offset 0) with
+  // the output's shape and dtype.
+  static bool reusable(const ir::Handle& h, const Shape& shape, DType dt) {
+    if (!h || h.use_count() != 1) return false;
+    const auto& x = static_cast<const VkTensor&>(*h);
+    const std::size_t bytes = shape.num_elements() * size_of(dt);
+    return x.block.use_count() == 1 && x.dtype() == dt && x.shape() == shape && x.contiguous() &&
+           bytes > 0 && x.block->bytes() == bytes;
+  }
+
   // ---- what runs here ----
   bool dtype_ok(DType dt) const {
     const Features& f = ctx_.features();
@@ -241,54 +345,55 @@ class VulkanBackend final : public backend::Backend {
   }
   static Operand operand(const VkTensor& t) { return {t.block.get(), t.view()}; }
 
-  // An element-wise kernel writing `out` (any view) from `ins` (broadcast to out's shape),
-  // over dims collapsed where every operand allows it.
-  void run_map(const KernelSpec& spec, const Operand& out, const std::vector<Operand>& ins,
-               std::uint64_t p0 = 0, std::uint64_t p1 = 0) {
-    const Shape& shape = out.v.shape;
-    const std::size_t n = shape.num_elements();
-    if (n == 0) return;
-    std::vector<std::vector<std::int64_t>> st = {out.v.strides};
-    std::vector<std::int64_t> offsets = {out.v.offset};
-    for (const Operand& in : ins) {
-      const backend::StridedView e = in.v.shape == shape ? in.v : backend::expand_view(in.v, shape);
+  // The arguments of an element-wise walk over `shape` (kernel's map layout, codegen.hpp) of
+  // `ops` (the output(s) first, then the inputs, each broadcast to shape), dims collapsed
+  // where every operand allows it (backend::collapse_dims), `words` long; nullopt when
+  // more than kMaxDims dims remain.
+  static std::optional<std::vector<std::int32_t>> map_args(
+      const Shape& shape, const std::vector<backend::StridedView>& ops, std::size_t words) {
+    std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
+    std::vector<std::vector<std::int64_t>> st;
+    std::vector<std::int64_t> offsets;
+    for (const backend::StridedView& v : ops) {
+      const backend::StridedView e = v.shape == shape ? v : backend::expand_view(v, shape);
       st.push_back(e.strides);
       offsets.push_back(e.offset);
     }
-    std::vector<std::int64_t> dims;
-    std::vector<std::vector<std::int64_t>> cst(st.size());
-    for (std::size_t d = 0; d < shape.rank(); ++d) {
-      const auto ext = static_cast<std::int64_t>(shape[d]);
-      if (ext == 1) continue;
-      bool merge = !dims.empty();
-      for (std::size_t j = 0; merge && j < st.size(); ++j) merge = cst[j].back() == st[j][d] * ext;
-      if (merge) {
-        dims.back() *= ext;
-        for (std::size_t j = 0; j < st.size(); ++j) cst[j].back() = st[j][d];
-      } else {
-        dims.push_back(ext);
-        for (std::size_t j = 0; j < st.size(); ++j) cst[j].push_back(st[j][d]);
-      }
-    }
-    EMBER_ASSERT(dims.size() <= static_cast<std::size_t>(kMaxDims));
-    std::vector<std::int32_t> args(kMapArgs, 0);
-    args[0] = static_cast<std::int32_t>(n);
+    backend::collapse_dims(dims, st);
+    if (dims.size() > static_cast<std::size_t>(kMaxDims)) return std::nullopt;
+    std::vector<std::int32_t> args(words, 0);
+    args[0] = static_cast<std::int32_t>(shape.num_elements());
     args[1] = static_cast<std::int32_t>(dims.size());
     for (std::size_t d = 0; d < dims.size(); ++d) args[2 + d] = static_cast<std::int32_t>(dims[d]);
     for (std::size_t j = 0; j < st.size(); ++j) {
       const std::size_t base = kMapOperand + j * kMapStride;
       args[base] = static_cast<std::int32_t>(offsets[j]);
       for (std::size_t d = 0; d < dims.size(); ++d)
-        args[base + 1 + d] = static_cast<std::int32_t>(cst[j][d]);
+        args[base + 1 + d] = static_cast<std::int32_t>(st[j][d]);
     }
-    args[kMapParams] = static_cast<std::int32_t>(p0 & 0xffffffffu);
-    args[kMapParams + 1] = static_cast<std::int32_t>(p0 >> 32);
-    args[kMapParams + 2] = static_cast<std::int32_t>(p1 & 0xffffffffu);
-    args[kMapParams + 3] = static_cast<std::int32_t>(p1 >> 32);
+    return args;
+  }
+  static void put_bits(std::vector<std::int32_t>& args, std::size_t at, std::uint64_t bits) {
+    args[at] = static_cast<std::int32_t>(bits & 0xffffffffu);
+    args[at + 1] = static_cast<std::int32_t>(bits >> 32);
+  }
+
+  // An element-wise kernel writing `out` (any view) from `ins` (broadcast to out's shape).
+  void run_map(const KernelSpec& spec, const Operand& out, const std::vector<Operand>& ins,
+               std::uint64_t p0 = 0, std::uint64_t p1 = 0) {
+    const Shape& shape = out.v.shape;
+    const std::size_t n = shape.num_elements();
+    if (n == 0) return;
+    std::vector<backend::StridedView> views = {out.v};
+    for (const Operand& in : ins) views.push_back(in.v);
+    auto args = map_args(shape, views, kMapArgs);
+    EMBER_ASSERT(args.has_value());  // supports() admits ranks up to kMaxDims
+    put_bits(*args, kMapParams, p0);
+    put_bits(*args, kMapParams + 2, p1);
     std::vector<const Block*> bufs = {out.block};
     for (const Operand& in : ins) bufs.push_back(in.block);
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
-    ctx_.dispatch(spec, args, bufs, gx, gy);
+    ctx_.dispatch(spec, *args, bufs, gx, gy);
   }
 
   std::shared_ptr<VkTensor> copy_of(const VkTensor& x) {

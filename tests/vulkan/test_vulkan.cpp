@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <ember/ember.hpp>
 #include <random>
 #include <set>
@@ -67,6 +68,116 @@ TEST(VulkanCodegen, EveryKernelCompiles) {
   }
   shaderc_compile_options_release(opts);
   shaderc_compiler_release(compiler);
+}
+
+// Fused groups (backend/fused_group.hpp) print one kernel each that shaderc compiles: mixed
+// dtypes (16-bit floats rounded per instruction, f64, i32 with division, bool logic), casts
+// to saturating targets, where, several outputs, an output written into an input's buffer.
+// The key tells apart what the source tells apart.
+namespace fused_codegen {
+using backend::FusedGroup;
+using backend::FusedInstr;
+using K = FusedInstr::Kind;
+FusedInstr un(ir::UnaryFn f, int a, DType out) {
+  FusedInstr i;
+  i.kind = K::Unary;
+  i.unary = f;
+  i.args = {a, -1, -1};
+  i.out = out;
+  return i;
+}
+FusedInstr bin(ir::BinaryFn f, int a, int b, DType out) {
+  FusedInstr i;
+  i.kind = K::Binary;
+  i.binary = f;
+  i.args = {a, b, -1};
+  i.out = out;
+  return i;
+}
+FusedInstr where(int c, int a, int b, DType out) {
+  FusedInstr i;
+  i.kind = K::Where;
+  i.args = {c, a, b};
+  i.out = out;
+  return i;
+}
+FusedInstr cast(int a, DType to) {
+  FusedInstr i;
+  i.kind = K::Cast;
+  i.args = {a, -1, -1};
+  i.out = to;
+  return i;
+}
+FusedGroup group(std::vector<DType> ins, std::vector<FusedInstr> code, std::vector<int> outs) {
+  FusedGroup g;
+  g.shape = Shape{4, 5};
+  for (DType d : ins) g.inputs.push_back(std::make_shared<ir::TensorNode>(g.shape, d));
+  g.code = std::move(code);
+  g.outputs = std::move(outs);
+  return g;
+}
+}  // namespace fused_codegen
+
+TEST(VulkanCodegen, FusedKernelsCompile) {
+  using namespace fused_codegen;
+  using ir::BinaryFn;
+  using ir::UnaryFn;
+  const DType f16 = DType::F16, bf16 = DType::BF16, f32 = DType::F32, f64 = DType::F64,
+              i32 = DType::I32, i64 = DType::I64, i8 = DType::I8, b = DType::Bool;
+  // inputs 0.. ; instruction i is value inputs + i
+  const std::vector<FusedGroup> groups = {
+      group({f16, bf16, f32},
+            {un(UnaryFn::Exp, 0, f16), cast(3, f32), bin(BinaryFn::Add, 4, 2, f32), cast(5, bf16),
+             bin(BinaryFn::Mul, 6, 1, bf16), bin(BinaryFn::Gt, 7, 1, b), where(8, 7, 1, bf16),
+             un(UnaryFn::Tanh, 2, f32)},
+            {9, 5, 10}),
+      group({i32, i32, f64},
+            {bin(BinaryFn::Div, 0, 1, i32), bin(BinaryFn::Rem, 3, 1, i32),
+             bin(BinaryFn::Shl, 4, 0, i32), cast(5, f64), bin(BinaryFn::Hypot, 6, 2, f64),
+             un(UnaryFn::Sqrt, 7, f64), cast(8, i64), cast(8, i8), cast(2, i32),
+             bin(BinaryFn::Max, 11, 0, i32)},
+            {9, 10, 12}),
+      group({b, b, f32},
+            {bin(BinaryFn::And, 0, 1, b), un(UnaryFn::LogicalNot, 3, b), cast(4, f32),
+             bin(BinaryFn::Mul, 5, 2, f32), un(UnaryFn::IsNan, 6, b)},
+            {7, 4}),
+  };
+  shaderc_compiler_t compiler = shaderc_compiler_initialize();
+  shaderc_compile_options_t opts = shaderc_compile_options_initialize();
+  shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan,
+                                         shaderc_env_version_vulkan_1_1);
+  std::set<std::string> keys;
+  for (const FusedGroup& g : groups) {
+    for (bool in_place : {false, true}) {
+      std::vector<std::int32_t> ip(g.outputs.size(), -1);
+      // The last output into the input of its dtype, where there is one.
+      if (in_place) {
+        for (std::size_t k = 0; k < g.inputs.size(); ++k) {
+          if (g.inputs[k]->dtype() == g.dtype_of(g.outputs.back()))
+            ip.back() = static_cast<std::int32_t>(k);
+        }
+        if (ip.back() < 0) continue;
+      }
+      const vulkan::KernelSpec s = vulkan::fused_spec(g, ip);
+      EXPECT_TRUE(keys.insert(s.key()).second) << "two kernels share the key " << s.key();
+      EXPECT_EQ(s.buffers(), static_cast<int>(g.inputs.size() + g.outputs.size()) -
+                                 (in_place ? 1 : 0) + (s.reports_errors() ? 1 : 0));
+      const std::string src = s.source();
+      shaderc_compilation_result_t r = shaderc_compile_into_spv(
+          compiler, src.data(), src.size(), shaderc_compute_shader, s.key().c_str(), "main", opts);
+      EXPECT_EQ(shaderc_result_get_compilation_status(r), shaderc_compilation_status_success)
+          << s.key() << ": " << shaderc_result_get_error_message(r) << "\n"
+          << src;
+      shaderc_result_release(r);
+    }
+  }
+  shaderc_compile_options_release(opts);
+  shaderc_compiler_release(compiler);
+  // Integer division reports its zero divisors under the unfused kernels' names.
+  const auto s = vulkan::fused_spec(groups[1], {-1, -1, -1});
+  EXPECT_TRUE(s.reports_errors());
+  EXPECT_EQ(s.checked_ops(), (std::vector<std::string>{"binary.div.i32", "binary.rem.i32"}));
+  EXPECT_FALSE(vulkan::fused_spec(groups[0], {-1, -1, -1}).reports_errors());
 }
 
 // f64 has only GLSL's double functions: exp is not printed for it (the op falls back),
@@ -162,6 +273,100 @@ TEST(VulkanMemory, TooLargeIsAnErrorAndTheDeviceWorksOn) {
   EXPECT_LT(memory_stats(vk).reserved, std::size_t{4} << 20);
 }
 
+// ---- fused groups on the device (vulkan(0).fusion()) ----
+
+std::vector<std::byte> bytes_of(const DynTensor& t) {
+  const TensorData d = t.to_data();
+  return {d.bytes().begin(), d.bytes().end()};
+}
+
+DynTensor random_input(const Shape& s, DType dt, std::uint32_t seed, const Device& dev) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-3, 3);
+  std::vector<double> v(s.num_elements());
+  for (double& x : v) x = kind_of(dt) == Kind::Int ? std::round(u(rng) * 3) : u(rng);
+  return ops::cast(DynTensor::from_data(TensorData::from<double>(v, s), dev), dt);
+}
+
+// A program mixing dtypes — f16 and bf16 rounded after each instruction, casts, where over
+// a comparison, a broadcast row, a transposed input, i32 arithmetic — gives on
+// vulkan(0).fusion() the bytes it gives on vulkan(0), and the fuser fires.
+TEST(VulkanFusion, GroupsMatchUnfusedBitForBit) {
+  REQUIRE_VULKAN();
+  using ir::BinaryFn;
+  using ir::UnaryFn;
+  const auto run = [](const Device& d) {
+    const Shape s{37, 70};
+    DynTensor h = random_input(s, DType::F16, 1, d);
+    DynTensor bf = random_input(s, DType::BF16, 2, d);
+    DynTensor row = random_input(Shape{1, 70}, DType::F32, 3, d);
+    DynTensor t = ops::transpose(random_input(Shape{70, 37}, DType::F32, 4, d));
+    DynTensor k = random_input(s, DType::I32, 5, d);
+    DynTensor e = ops::unary(UnaryFn::Tanh, ops::binary_scalar(BinaryFn::Mul, h, 1.7));
+    DynTensor f = ops::binary(BinaryFn::Add, ops::cast(e, DType::F32), row);
+    DynTensor g = ops::binary(BinaryFn::Mul, ops::unary(UnaryFn::Sigmoid, f), t);
+    DynTensor m = ops::binary(BinaryFn::Gt, g, ops::cast(bf, DType::F32));
+    DynTensor w = ops::mask_where(m, ops::cast(g, DType::BF16), ops::unary(UnaryFn::Exp, bf));
+    DynTensor ki = ops::binary(BinaryFn::Sub, ops::binary_scalar(BinaryFn::Mul, k, 7),
+                               ops::cast(ops::unary(UnaryFn::Floor, g), DType::I32));
+    return std::vector<std::vector<std::byte>>{bytes_of(w), bytes_of(ki), bytes_of(f)};
+  };
+  const Device vk = Device::vulkan(0), fused = vk.fusion();
+  fusion::reset_report(fused);
+  const auto want = run(vk), got = run(fused);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(got[i] == want[i]) << "value " << i;
+  const auto rep = fusion::report(fused);
+  EXPECT_GE(rep.groups, 1u);
+  EXPECT_GE(rep.ops_fused, 8u);
+}
+
+// A chain on a tensor the group owns alone runs as one kernel writing into that tensor's
+// buffer: the device's peak memory stays at one tensor (op by op, every op here writes a
+// fresh buffer, so two would be live at once).
+TEST(VulkanFusion, OneKernelWritesInPlace) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan(0), fused = vk.fusion();
+  const std::size_t n = std::size_t{24} << 20 >> 2;  // 24 MiB of f32, above earlier tests' peaks
+  vk.sync();
+  const std::size_t base = memory_stats(vk).in_use;
+  std::vector<float> want;
+  {
+    auto x = Tensor<1>::full(Shape{n}, 0.5, fused);
+    x.to_data();
+    auto y = ((std::move(x) * 3.0f).exp() + 1.0f).tanh() - 0.25f;
+    want.assign({std::tanh(std::exp(1.5f) + 1.0f) - 0.25f});
+    const auto v = y.to_data().to_vector<float>();
+    ASSERT_EQ(v.size(), n);
+    EXPECT_FLOAT_EQ(v[0], want[0]);
+    EXPECT_FLOAT_EQ(v[n - 1], want[0]);
+  }
+  const auto st = memory_stats(vk);
+  EXPECT_LT(st.peak, base + n * 4 * 3 / 2) << "a second tensor's worth was live";
+}
+
+// Integer division by zero inside a fused group raises the unfused op's error at the read,
+// and the device keeps working.
+TEST(VulkanFusion, DivisionByZeroRaisesTheUnfusedError) {
+  REQUIRE_VULKAN();
+  const auto run = [](const Device& d) {
+    DynTensor a = ops::cast(
+        DynTensor::from_data(TensorData::from<double>({4, 9, -3, 8}, Shape{4}), d), DType::I32);
+    DynTensor b = ops::cast(
+        DynTensor::from_data(TensorData::from<double>({2, 0, 1, 4}, Shape{4}), d), DType::I32);
+    DynTensor q = ops::binary_scalar(
+        ir::BinaryFn::Add,
+        ops::binary(ir::BinaryFn::Div, ops::binary_scalar(ir::BinaryFn::Mul, a, 3), b), 1);
+    return error_of([&] { q.to_data(); });
+  };
+  const Device vk = Device::vulkan(0);
+  const std::string want = run(vk), got = run(vk.fusion());
+  EXPECT_NE(want.find("binary.div.i32: integer division by zero"), std::string::npos) << want;
+  EXPECT_EQ(got, want);
+  auto x = Tensor<1>::ones(Shape{3}, vk.fusion());
+  EXPECT_EQ((x * 2.0f + 1.0f).sum().into_scalar<float>(), 9.0f);
+}
+
 }  // namespace
 
 namespace {
@@ -205,6 +410,31 @@ TEST(VulkanAutodiff, TrainingStepsMatchTheCpu) {
   ASSERT_EQ(got.size(), want.size());
   EXPECT_LT(want.back(), want.front());  // it learns
   for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-4) << "step " << i;
+}
+
+}  // namespace
+namespace {
+
+// f32 instructions in a kernel that also reads f64 (a cast from f64, then tanh) compute as
+// the unfused f32 kernel does: every kernel declares the same float controls (Mesa
+// compiles f32 math differently once the f64 mode is declared).
+TEST(VulkanFusion, F32AfterAnF64CastMatchesUnfused) {
+  REQUIRE_VULKAN();
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> u(-3, 3);
+  std::vector<double> v(4096);
+  for (double& x : v) x = u(rng);
+  const auto run = [&](const Device& d) {
+    DynTensor x =
+        ops::cast(DynTensor::from_data(TensorData::from<double>(v, Shape{4096}), d), DType::F32);
+    return ops::unary(ir::UnaryFn::Tanh, ops::unary(ir::UnaryFn::Cos, x)).to_data();
+  };
+  const Device vk = Device::vulkan(0);
+  const auto want = run(vk).to_vector<float>(), got = run(vk.fusion()).to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) differ += std::memcmp(&got[i], &want[i], 4) != 0;
+  EXPECT_EQ(differ, 0u);
 }
 
 }  // namespace
