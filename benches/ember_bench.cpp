@@ -272,9 +272,9 @@ GemmCeiling gemm_ceiling(int threads, const ember::Device& dev, bool gpu) {
     return g;
   }
   const std::size_t n = g.n;
-  const double flops = 2.0 * double(n) * double(n) * double(n);
   g.ember_gflops = ember_gemm_gflops(dev, n, ember::DType::F32, 3);
 #ifdef EMBER_BENCH_HAVE_OPENBLAS
+  const double flops = 2.0 * double(n) * double(n) * double(n);
   openblas_set_num_threads(threads);
   std::vector<float> x(n * n, 0.5f), y(n * n, 0.25f), z(n * n);
   double best = 1e30;
