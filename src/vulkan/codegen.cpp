@@ -829,6 +829,78 @@ void main() {
   return s;
 }
 
+// Random draws: element i hashes (key, base + i) as the Cpu's generator does
+// (cpu/kernels/creation.cpp), into a uniform double of 53 bits; uniform, default and
+// Bernoulli draws are computed in f64 as there, so they equal the Cpu's bit for bit; normal
+// draws take log and cos in f32 (GLSL has them for float only), so they agree with the
+// Cpu's to f32 rounding. Floats keep [a, b) as the Cpu (a value rounded up to b steps
+// down); 16-bit floats are drawn in f32 and rounded, integers take floor(v), saturated.
+std::string gen_random(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}}) + prelude(DType::F32) +
+                  bf16_helpers() + target_limits(dt);
+  s += R"(uint64_t em_mix(uint64_t key, uint64_t ctr) {
+  uint64_t z = key ^ (ctr * 0x9e3779b97f4a7c15ul);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ul;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebul;
+  z ^= z >> 31;
+  z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ul;
+  return z ^ (z >> 32);
+}
+double em_u01(uint64_t r) { return double(r >> 11) * packDouble2x32(uvec2(0u, 0x3ca00000u)); }
+uint64_t em_word64(int lo, int hi) { return (uint64_t(uint(hi)) << 32) | uint64_t(uint(lo)); }
+float em_down(float h) {
+  if (h == 0.0) return uintBitsToFloat(0x80000001u);
+  uint u = floatBitsToUint(h);
+  return uintBitsToFloat(h > 0.0 ? u - 1u : u + 1u);
+}
+double em_down(double h) {
+  if (h == 0.0lf) return packDouble2x32(uvec2(1u, 0x80000000u));
+  uvec2 w = unpackDouble2x32(h);
+  if (h > 0.0lf) {
+    if (w.x == 0u) w.y -= 1u;
+    w.x -= 1u;
+  } else {
+    if (w.x == 0xffffffffu) w.y += 1u;
+    w.x += 1u;
+  }
+  return packDouble2x32(w);
+}
+void main() {
+)";
+  s += std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += R"(  uint64_t key = em_word64(arg[1], arg[2]);
+  uint64_t ctr = em_word64(arg[3], arg[4]) + uint64_t(uint(i));
+  int kind = arg[5];
+  double a = packDouble2x32(uvec2(uint(arg[6]), uint(arg[7])));
+  double b = packDouble2x32(uvec2(uint(arg[8]), uint(arg[9])));
+  uint64_t r = em_mix(key, ctr);
+  double v;
+  if (kind == 2) {
+    double u = em_u01(r);  // log(u1), u1 = 1 - u exactly: from whichever is not near 1
+    double u2 = em_u01(em_mix(key ^ 0x6a09e667f3bcc909ul, ctr));
+    float l = u < 0.5lf ? m_log1p(float(-u)) : m_log(float(1.0lf - u));
+    float c = m_cos(float(6.283185307179586lf * u2));
+    v = a + b * sqrt(double(-2.0 * l)) * double(c);
+  } else if (kind == 3) {
+    v = em_u01(r) < a ? 1.0lf : 0.0lf;
+  } else if (kind == 1) {
+    v = a + (b - a) * em_u01(r);
+  } else {
+    v = em_u01(r);
+  }
+)";
+  if (kind_of(dt) == Kind::Float) {
+    const std::string t = dt == DType::F64 ? "double" : "float";
+    s += "  " + t + " t = " + t + "(v);\n  if (kind != 2 && kind != 3) {\n    " + t + " hi = " + t +
+         "(kind == 1 ? b : 1.0lf), lo = " + t +
+         "(kind == 1 ? a : 0.0lf);\n    if (t >= hi && hi > lo) t = em_down(hi);\n  }\n";
+    s += "  y[i] = " + store(dt, "t") + ";\n}\n";
+  } else {
+    s += "  double fv = floor(v);\n  y[i] = " + store(dt, convert(DType::F64, dt, "fv")) + ";\n}\n";
+  }
+  return s;
+}
+
 // ---- fused element-wise groups ----
 
 // A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
@@ -1043,6 +1115,7 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
           static_cast<std::uint8_t>(weight | (bias << 1)), group};
 }
 KernelSpec matmul_spec(DType dt) { return {Family::Matmul, static_cast<std::uint8_t>(dt)}; }
+KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
 
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place) {
   using Kind_ = backend::FusedInstr::Kind;
@@ -1120,6 +1193,8 @@ std::string KernelSpec::key() const {
       return std::string("matmul.") + dt(a);
     case Family::Fused:
       return fused->key;
+    case Family::Random:
+      return std::string("random.") + dt(a);
   }
   return "?";
 }
@@ -1157,6 +1232,8 @@ std::string KernelSpec::source() const {
       return gen_matmul(dt(a));
     case Family::Fused:
       return gen_fused(*fused);
+    case Family::Random:
+      return gen_random(dt(a));
   }
   EMBER_ASSERT(false);
 }
@@ -1193,6 +1270,7 @@ int KernelSpec::buffers() const {
   switch (family) {
     case Family::Fill:
     case Family::Arange:
+    case Family::Random:
       return 1;
     case Family::Binary:
     case Family::Matmul:
@@ -1255,6 +1333,7 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     out.push_back(copy_spec(dt));
     out.push_back(fill_spec(dt));
     out.push_back(arange_spec(dt));
+    out.push_back(random_spec(dt));
     for (DType to : dtypes) out.push_back(cast_spec(dt, to));
     for (int r = 0; r < static_cast<int>(ir::ReduceFn::Count_); ++r) {
       const auto fn = static_cast<ir::ReduceFn>(r);

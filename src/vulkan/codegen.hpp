@@ -58,6 +58,8 @@ enum class Family : std::uint8_t {
   LayerNorm,  // (dtype, weight | bias << 1, group): [0] rows, [1] n, [2] x offset, [3..5) eps
   Matmul,     // (dtype): see gen_matmul in codegen.cpp
   Fused,      // (FusedKernel): a fused element-wise group, see below
+  Random,     // (dtype): [0] n, [1..3) key, [3..5) counter base, [5] kind, [6..8) a,
+              // [8..10) b (f64 bits): the Cpu's counter-based generator (needs i64 and f64)
 };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
@@ -123,6 +125,7 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group);
 // Lines longer than this get a workgroup each.
 inline constexpr std::size_t kGroupLine = 64;
 KernelSpec matmul_spec(DType dt);
+KernelSpec random_spec(DType dt);
 // The kernel of group g with outputs written into the inputs in_place names (-1: fresh).
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place);
 // Matmul's tile: each workgroup computes kMatmulTile x kMatmulTile outputs.

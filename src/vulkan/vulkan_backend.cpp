@@ -102,7 +102,11 @@ class VulkanBackend final : public backend::Backend {
     return std::visit([&](const auto& o) { return supports_one(o); }, op);
   }
 
-  void seed(std::uint64_t s) override { seed_ = s; }
+  void seed(std::uint64_t s) override {
+    std::lock_guard lk(ctx_.mutex());
+    seed_ = s;
+    counter_ = 0;
+  }
   backend::MemoryStats memory_stats() const override {
     auto s = const_cast<Context&>(ctx_).stats();
     return s;
@@ -320,6 +324,11 @@ class VulkanBackend final : public backend::Backend {
     // start + i * step in f64, as the host.
     return ctx_.features().f64 && dtype_ok(o.dtype) && out_fits(Shape{o.n}, o.dtype);
   }
+  bool supports_one(const ir::Random& o) const {
+    // 64-bit integer hashing and f64 uniforms, as the Cpu's generator.
+    return ctx_.features().i64 && ctx_.features().f64 && dtype_ok(o.dtype) &&
+           out_fits(o.shape, o.dtype);
+  }
   // No kernels yet: the fallback runs these.
   bool supports_one(const ir::Gather&) const { return false; }
   bool supports_one(const ir::Scatter&) const { return false; }
@@ -327,7 +336,6 @@ class VulkanBackend final : public backend::Backend {
   bool supports_one(const ir::IndexAdd&) const { return false; }
   bool supports_one(const ir::Sort&) const { return false; }
   bool supports_one(const ir::Nonzero&) const { return false; }
-  bool supports_one(const ir::Random&) const { return false; }
   bool supports_one(const ir::Unfold&) const { return false; }
   bool supports_one(const ir::Fold&) const { return false; }
   bool supports_one(const ir::Pool&) const { return false; }
@@ -623,6 +631,25 @@ class VulkanBackend final : public backend::Backend {
     ctx_.dispatch(arange_spec(o.dtype), args, {out->block.get()}, gx, gy);
     return out;
   }
+  // The Cpu's generator and stream: a draw of n elements takes counters [counter, +n) of
+  // the seed's key, so a seeded device draws the Cpu's bits.
+  ir::Handle run_one(ir::Random& o) {
+    auto out = ctx_.empty(o.shape, o.dtype, "random");
+    const std::size_t n = o.shape.num_elements();
+    const std::uint64_t base = counter_;
+    counter_ += n;
+    if (n == 0) return out;
+    std::vector<std::int32_t> args(10, 0);
+    args[0] = static_cast<std::int32_t>(n);
+    put_bits(args, 1, seed_);
+    put_bits(args, 3, base);
+    args[5] = static_cast<std::int32_t>(o.dist.kind);
+    put_bits(args, 6, compute_bits(DType::F64, o.dist.a));
+    put_bits(args, 8, compute_bits(DType::F64, o.dist.b));
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(random_spec(o.dtype), args, {out->block.get()}, gx, gy);
+    return out;
+  }
   // Ops without kernels here never reach run_one (supports() sends them to the fallback).
   [[noreturn]] ir::Handle unreachable(const char* op) {
     fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
@@ -633,7 +660,6 @@ class VulkanBackend final : public backend::Backend {
   ir::Handle run_one(ir::IndexAdd&) { unreachable("IndexAdd"); }
   std::vector<ir::Handle> run_one(ir::Sort&) { unreachable("Sort"); }
   ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
-  ir::Handle run_one(ir::Random&) { unreachable("Random"); }
   ir::Handle run_one(ir::Unfold&) { unreachable("Unfold"); }
   ir::Handle run_one(ir::Fold&) { unreachable("Fold"); }
   ir::Handle run_one(ir::Pool&) { unreachable("Pool"); }
@@ -642,7 +668,8 @@ class VulkanBackend final : public backend::Backend {
 
   int index_;
   mutable Context ctx_;
-  std::uint64_t seed_ = 0;
+  // The random generator's key and counter, as the Cpu's (its default seed).
+  std::uint64_t seed_ = 0x5eed'e3be'2026ULL, counter_ = 0;
 };
 
 }  // namespace

@@ -273,6 +273,43 @@ TEST(VulkanMemory, TooLargeIsAnErrorAndTheDeviceWorksOn) {
   EXPECT_LT(memory_stats(vk).reserved, std::size_t{4} << 20);
 }
 
+// Random draws on a seeded vulkan:0 are the seeded Cpu's: uniform, default and Bernoulli
+// draws bit for bit (the same hash and f64 arithmetic), normal draws to f32 rounding (log
+// and cos in f32); seeding restarts the stream, and consecutive draws continue it.
+TEST(VulkanRandom, SeededDrawsAreTheCpus) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan(0), cpu = Device::cpu();
+  const auto draw = [](const Device& d, const Distribution& dist, DType dt) {
+    d.seed(1234);
+    DynTensor a = ops::random(Shape{3000}, dist, dt, d);
+    DynTensor b = ops::random(Shape{17, 5}, dist, dt, d);  // continues the stream
+    return std::make_pair(a.to_data(), b.to_data());
+  };
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32}) {
+    for (const Distribution& dist :
+         {Distribution::default_(), Distribution::uniform(-2, 6), Distribution::bernoulli(0.3),
+          Distribution::uniform(0, 1e-30)}) {
+      const auto g = draw(vk, dist, dt), w = draw(cpu, dist, dt);
+      EXPECT_TRUE(
+          g.first.bytes().size() == w.first.bytes().size() &&
+          std::memcmp(g.first.bytes().data(), w.first.bytes().data(), w.first.bytes().size()) == 0)
+          << name(dt) << " kind " << static_cast<int>(dist.kind);
+      EXPECT_TRUE(std::memcmp(g.second.bytes().data(), w.second.bytes().data(),
+                              w.second.bytes().size()) == 0)
+          << name(dt) << " kind " << static_cast<int>(dist.kind) << ": the second draw";
+    }
+  }
+  const auto g = draw(vk, Distribution::normal(3, 0.5), DType::F32);
+  const auto w = draw(cpu, Distribution::normal(3, 0.5), DType::F32);
+  const auto gv = g.first.to_vector<float>(), wv = w.first.to_vector<float>();
+  for (std::size_t i = 0; i < gv.size(); ++i) ASSERT_NEAR(gv[i], wv[i], 2e-5) << "element " << i;
+  // Unseeded, two draws differ.
+  vk.seed(7);
+  const auto x = ops::random(Shape{64}, Distribution::default_(), DType::F32, vk).to_data();
+  const auto y = ops::random(Shape{64}, Distribution::default_(), DType::F32, vk).to_data();
+  EXPECT_NE(x.to_vector<float>(), y.to_vector<float>());
+}
+
 // ---- fused groups on the device (vulkan(0).fusion()) ----
 
 std::vector<std::byte> bytes_of(const DynTensor& t) {
