@@ -901,6 +901,89 @@ void main() {
   return s;
 }
 
+// ---- indexing ----
+
+std::string err_decl(int binding) {
+  return "layout(std430, binding = " + std::to_string(binding) +
+         ") buffer Err { int em_err[]; };\n"
+         "void em_bad_index(int64_t v) {\n  em_err[0] = " +
+         std::to_string(kErrorIndex) +
+         ";\n  em_err[1] = int(uint(uint64_t(v) & 0xfffffffful));\n"
+         "  em_err[2] = int(uint(uint64_t(v) >> 32));\n}\n";
+}
+
+// a + b as the Cpu's add_values: bool is or, integers wrap, floats add in their compute type.
+std::string add_values(DType dt, const std::string& a, const std::string& b) {
+  if (dt == DType::Bool) return "(" + a + " || " + b + ")";
+  if (kind_of(dt) == Kind::Int)
+    return std::string(compute(dt)) + "(" + wrapping(dt) + "(" + a + ") + " + wrapping(dt) + "(" +
+           b + "))";
+  return "(" + a + " + " + b + ")";
+}
+
+// Gather (select false): y[i] = x[.., idx[i], ..] over the index's shape; index_select
+// (select true): y[i] = x[.., idx[c], ..] with c the coordinate of i along dim, the output x's
+// shape with dim's extent the index's. Arguments: [0] n, [1] rank, [2, 10) the output's
+// shape, [10] x offset, [11, 19) x strides, [19] index offset, [20, 28) index strides
+// (select: [20] its one stride), [28] dim, [29] x's extent along dim.
+std::string gen_gather(DType dt, bool select) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"idx", DType::I64}}) + err_decl(4);
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int dim = arg[28];\n  int r = i, xo = arg[10], io = arg[19], cd = 0;\n"
+       "  for (int d = arg[1] - 1; d >= 0; --d) {\n    int e = arg[2 + d];\n"
+       "    int c = r % e;\n    r /= e;\n";
+  s += select
+           ? "    if (d == dim) cd = c; else xo += c * arg[11 + d];\n  }\n  io += cd * arg[20];\n"
+           : "    io += c * arg[20 + d];\n    if (d != dim) xo += c * arg[11 + d];\n  }\n";
+  s += "  int64_t v = idx[io];\n  if (v < 0l || v >= int64_t(arg[29])) {\n    em_bad_index(v);\n"
+       "    v = 0l;\n  }\n  y[i] = x0[xo + int(v) * arg[11 + dim]];\n}\n";
+  return s;
+}
+
+// Scatter into y (a contiguous copy of x): a thread per line of the index along dim writes
+// the line's elements in index order (the Cpu's order; distinct lines never meet), so
+// repeated indices resolve as there. index and src contiguous, of one shape. Arguments:
+// [0] lines, [1] rank, [2, 10) the index's shape, [10, 18) y's strides, [18] dim, [19] y's
+// extent along dim.
+std::string gen_scatter(DType dt, bool add) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"idx", DType::I64}, {"src", dt}}) + err_decl(4) +
+                  bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int dim = arg[18], rank = arg[1];\n  int r = i, yo = 0, io = 0, ist = 1, step = 1;\n"
+       "  for (int d = rank - 1; d >= 0; --d) {\n    int e = arg[2 + d];\n"
+       "    if (d == dim) {\n      step = ist;\n    } else {\n      int c = r % e;\n      r /= e;\n"
+       "      io += c * ist;\n      yo += c * arg[10 + d];\n    }\n    ist *= e;\n  }\n";
+  s += "  int k = arg[2 + dim];\n  for (int j = 0; j < k; ++j) {\n    int p = io + j * step;\n"
+       "    int64_t v = idx[p];\n    if (v < 0l || v >= int64_t(arg[19])) {\n"
+       "      em_bad_index(v);\n      continue;\n    }\n    int o = yo + int(v) * arg[10 + dim];\n";
+  if (add) {
+    s += "    y[o] = " + store(dt, add_values(dt, load(dt, "y[o]"), load(dt, "src[p]"))) + ";\n";
+  } else {
+    s += "    y[o] = src[p];\n";
+  }
+  s += "  }\n}\n";
+  return s;
+}
+
+// y (a contiguous copy of x [outer, n, inner]) += src [outer, k, inner] rows at idx (k
+// entries): a thread per (outer, inner) position adds the rows in index order, as the Cpu.
+// Arguments: [0] outer * inner, [1] inner, [2] n, [3] k.
+std::string gen_index_add(DType dt) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"idx", DType::I64}, {"src", dt}}) + err_decl(4) +
+                  bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int inner = arg[1], n = arg[2], k = arg[3];\n  int o = i / inner, c = i % inner;\n"
+       "  for (int j = 0; j < k; ++j) {\n    int64_t v = idx[j];\n"
+       "    if (v < 0l || v >= int64_t(n)) {\n      em_bad_index(v);\n      continue;\n    }\n"
+       "    int d = (o * n + int(v)) * inner + c;\n    int q = (o * k + j) * inner + c;\n";
+  s += "    y[d] = " + store(dt, add_values(dt, load(dt, "y[d]"), load(dt, "src[q]"))) +
+       ";\n  }\n}\n";
+  return s;
+}
+
 // ---- fused element-wise groups ----
 
 // A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
@@ -1116,6 +1199,13 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
 }
 KernelSpec matmul_spec(DType dt) { return {Family::Matmul, static_cast<std::uint8_t>(dt)}; }
 KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
+KernelSpec gather_spec(DType dt, bool select) {
+  return {Family::Gather, static_cast<std::uint8_t>(dt), select};
+}
+KernelSpec scatter_spec(DType dt, bool add) {
+  return {Family::Scatter, static_cast<std::uint8_t>(dt), add};
+}
+KernelSpec index_add_spec(DType dt) { return {Family::IndexAdd, static_cast<std::uint8_t>(dt)}; }
 
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place) {
   using Kind_ = backend::FusedInstr::Kind;
@@ -1195,6 +1285,12 @@ std::string KernelSpec::key() const {
       return fused->key;
     case Family::Random:
       return std::string("random.") + dt(a);
+    case Family::Gather:
+      return std::string(b ? "select." : "gather.") + dt(a);
+    case Family::Scatter:
+      return std::string(b ? "scatter_add." : "scatter.") + dt(a);
+    case Family::IndexAdd:
+      return std::string("select_assign.") + dt(a);
   }
   return "?";
 }
@@ -1234,6 +1330,12 @@ std::string KernelSpec::source() const {
       return gen_fused(*fused);
     case Family::Random:
       return gen_random(dt(a));
+    case Family::Gather:
+      return gen_gather(dt(a), b != 0);
+    case Family::Scatter:
+      return gen_scatter(dt(a), b != 0);
+    case Family::IndexAdd:
+      return gen_index_add(dt(a));
   }
   EMBER_ASSERT(false);
 }
@@ -1248,7 +1350,7 @@ bool KernelSpec::reports_errors() const {
     return divides_ints(sx::expr(sx::def(static_cast<ir::BinaryFn>(a)), kind_of(dt)), dt);
   }
   if (family == Family::Fused) return fused_reports_errors(*fused);
-  return false;
+  return family == Family::Gather || family == Family::Scatter || family == Family::IndexAdd;
 }
 
 std::vector<std::string> KernelSpec::checked_ops() const {
@@ -1266,6 +1368,7 @@ std::vector<std::string> KernelSpec::checked_ops() const {
 
 int KernelSpec::buffers() const {
   if (family == Family::Fused) return fused_buffers(*fused);
+  if (family == Family::Gather || family == Family::Scatter || family == Family::IndexAdd) return 4;
   if (reports_errors()) return (family == Family::Binary ? 3 : 2) + 1;
   switch (family) {
     case Family::Fill:
@@ -1334,6 +1437,11 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     out.push_back(fill_spec(dt));
     out.push_back(arange_spec(dt));
     out.push_back(random_spec(dt));
+    for (bool f : {false, true}) {
+      out.push_back(gather_spec(dt, f));
+      out.push_back(scatter_spec(dt, f));
+    }
+    out.push_back(index_add_spec(dt));
     for (DType to : dtypes) out.push_back(cast_spec(dt, to));
     for (int r = 0; r < static_cast<int>(ir::ReduceFn::Count_); ++r) {
       const auto fn = static_cast<ir::ReduceFn>(r);

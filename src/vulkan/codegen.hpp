@@ -30,7 +30,9 @@ namespace ember::vulkan {
 
 // Most dims an element-wise kernel walks after collapsing (the host collapses the rest).
 inline constexpr int kMaxDims = 8;
-// The codes kernels write into the context's error word (0: none).
+// The codes kernels write into the context's error word (0: none); an index error also
+// writes the index (words 1 and 2, low first).
+inline constexpr int kErrorIndex = 1;
 inline constexpr int kErrorDivisionByZero = 2;
 // Threads per workgroup of the one-dimensional kernels.
 inline constexpr std::uint32_t kLocal = 256;
@@ -60,6 +62,9 @@ enum class Family : std::uint8_t {
   Fused,      // (FusedKernel): a fused element-wise group, see below
   Random,     // (dtype): [0] n, [1..3) key, [3..5) counter base, [5] kind, [6..8) a,
               // [8..10) b (f64 bits): the Cpu's counter-based generator (needs i64 and f64)
+  Gather,     // (dtype, select): y (contiguous) from x at the I64 index; see gen_gather
+  Scatter,    // (dtype, add): into y (a contiguous copy of x), a thread per index line
+  IndexAdd,   // (dtype): y (a contiguous copy of x) += src rows at the index
 };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
@@ -126,6 +131,11 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group);
 inline constexpr std::size_t kGroupLine = 64;
 KernelSpec matmul_spec(DType dt);
 KernelSpec random_spec(DType dt);
+// Indexing (I64 indices, so the device needs shaderInt64); out-of-range indices are
+// reported as kErrorIndex under the key, which names the op as the Cpu's errors do.
+KernelSpec gather_spec(DType dt, bool select);  // "gather.f32", "select.f32"
+KernelSpec scatter_spec(DType dt, bool add);    // "scatter.f32", "scatter_add.f32"
+KernelSpec index_add_spec(DType dt);            // "select_assign.f32"
 // The kernel of group g with outputs written into the inputs in_place names (-1: fresh).
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place);
 // Matmul's tile: each workgroup computes kMatmulTile x kMatmulTile outputs.

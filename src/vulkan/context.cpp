@@ -176,6 +176,14 @@ void Context::raise_errors() {
   for (const auto& o : ops) {
     if (names.find(o) == std::string::npos) names += (names.empty() ? "" : ", ") + o;
   }
+  if (code == kErrorIndex) {
+    const std::int64_t v = static_cast<std::int64_t>(
+        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(word[2])) << 32) |
+        static_cast<std::uint32_t>(word[1]));
+    fail(names + ": index " + std::to_string(v) +
+         " is out of range for the indexed dim (detected on the Vulkan device " +
+         pd_.props.deviceName + ")");
+  }
   fail(names + ": integer division by zero (detected on the Vulkan device " + pd_.props.deviceName +
        ")");
 }

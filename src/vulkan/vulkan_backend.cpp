@@ -329,11 +329,30 @@ class VulkanBackend final : public backend::Backend {
     return ctx_.features().i64 && ctx_.features().f64 && dtype_ok(o.dtype) &&
            out_fits(o.shape, o.dtype);
   }
+  // Indexing reads I64 indices (shaderInt64). The adds of scatter_add and index_add run in
+  // their dtype's compute type, one element at a time: 16-bit floats, which the Cpu adds
+  // widened (repeated indices summed in f32, rounded once), fall back. Loops along a line
+  // stay within lavapipe's 65535 iterations.
+  bool index_ok(const ir::Handle& x, const ir::Handle& index) const {
+    return ctx_.features().i64 && dtype_ok(x->dtype()) && out_fits(x->shape(), x->dtype()) &&
+           x->shape().rank() <= static_cast<std::size_t>(kMaxDims) &&
+           index->shape().rank() <= static_cast<std::size_t>(kMaxDims);
+  }
+  bool supports_one(const ir::Gather& o) const {
+    return index_ok(o.x, o.index) && out_fits(o.index->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::IndexSelect& o) const {
+    return index_ok(o.x, o.index) && out_fits(ir::out_shape(o), o.x->dtype());
+  }
+  bool supports_one(const ir::Scatter& o) const {
+    return index_ok(o.x, o.index) && !(o.add && is_half(o.x->dtype())) &&
+           out_fits(o.index->shape(), DType::I64) && o.index->shape()[o.dim] <= 65535;
+  }
+  bool supports_one(const ir::IndexAdd& o) const {
+    return index_ok(o.x, o.index) && !is_half(o.x->dtype()) &&
+           o.index->shape().num_elements() <= 65535;
+  }
   // No kernels yet: the fallback runs these.
-  bool supports_one(const ir::Gather&) const { return false; }
-  bool supports_one(const ir::Scatter&) const { return false; }
-  bool supports_one(const ir::IndexSelect&) const { return false; }
-  bool supports_one(const ir::IndexAdd&) const { return false; }
   bool supports_one(const ir::Sort&) const { return false; }
   bool supports_one(const ir::Nonzero&) const { return false; }
   bool supports_one(const ir::Unfold&) const { return false; }
@@ -650,14 +669,78 @@ class VulkanBackend final : public backend::Backend {
     ctx_.dispatch(random_spec(o.dtype), args, {out->block.get()}, gx, gy);
     return out;
   }
+  // ---- indexing ----
+  ir::Handle gather(const ir::Handle& xh, std::size_t dim, const ir::Handle& ih, bool select,
+                    const Shape& out_shape) {
+    const VkTensor& x = as_vk(xh, "Gather");
+    const VkTensor& idx = as_vk(ih, "Gather");
+    auto out = ctx_.empty(out_shape, x.dtype(), select ? "select" : "gather");
+    const std::size_t n = out_shape.num_elements();
+    if (n == 0) return out;
+    std::vector<std::int32_t> args(30, 0);
+    args[0] = static_cast<std::int32_t>(n);
+    args[1] = static_cast<std::int32_t>(out_shape.rank());
+    args[10] = static_cast<std::int32_t>(x.offset);
+    args[19] = static_cast<std::int32_t>(idx.offset);
+    for (std::size_t d = 0; d < out_shape.rank(); ++d) {
+      args[2 + d] = static_cast<std::int32_t>(out_shape[d]);
+      args[11 + d] = static_cast<std::int32_t>(x.strides[d]);
+    }
+    for (std::size_t d = 0; d < idx.shape().rank(); ++d)
+      args[20 + d] = static_cast<std::int32_t>(idx.strides[d]);
+    args[28] = static_cast<std::int32_t>(dim);
+    args[29] = static_cast<std::int32_t>(x.shape()[dim]);
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(gather_spec(x.dtype(), select), args,
+                  {out->block.get(), x.block.get(), idx.block.get()}, gx, gy);
+    return out;
+  }
+  ir::Handle run_one(ir::Gather& o) { return gather(o.x, o.dim, o.index, false, o.index->shape()); }
+  ir::Handle run_one(ir::IndexSelect& o) {
+    return gather(o.x, o.dim, o.index, true, ir::out_shape(o));
+  }
+  ir::Handle run_one(ir::Scatter& o) {
+    auto out = copy_of(as_vk(o.x, "Scatter"));
+    auto idx = contiguous(o.index);
+    auto src = contiguous(o.src);
+    const Shape& is = idx->shape();
+    const std::size_t k = is[o.dim];
+    if (is.num_elements() == 0) return out;
+    std::vector<std::int32_t> args(20, 0);
+    args[0] = static_cast<std::int32_t>(is.num_elements() / k);
+    args[1] = static_cast<std::int32_t>(is.rank());
+    for (std::size_t d = 0; d < is.rank(); ++d) {
+      args[2 + d] = static_cast<std::int32_t>(is[d]);
+      args[10 + d] = static_cast<std::int32_t>(out->strides[d]);
+    }
+    args[18] = static_cast<std::int32_t>(o.dim);
+    args[19] = static_cast<std::int32_t>(out->shape()[o.dim]);
+    const auto [gx, gy] = ctx_.groups_for(args[0], kLocal);
+    ctx_.dispatch(scatter_spec(out->dtype(), o.add), args,
+                  {out->block.get(), idx->block.get(), src->block.get()}, gx, gy);
+    return out;
+  }
+  ir::Handle run_one(ir::IndexAdd& o) {
+    auto out = copy_of(as_vk(o.x, "IndexAdd"));
+    auto idx = contiguous(o.index);
+    auto src = contiguous(o.src);
+    const Dims3 d = split_at(out->shape(), o.dim);
+    const std::size_t k = idx->shape().num_elements();
+    const std::size_t threads = d.outer * d.inner;
+    if (threads == 0 || k == 0) return out;
+    const std::vector<std::int32_t> args = {
+        static_cast<std::int32_t>(threads), static_cast<std::int32_t>(d.inner),
+        static_cast<std::int32_t>(d.n), static_cast<std::int32_t>(k)};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
+    ctx_.dispatch(index_add_spec(out->dtype()), args,
+                  {out->block.get(), idx->block.get(), src->block.get()}, gx, gy);
+    return out;
+  }
+
   // Ops without kernels here never reach run_one (supports() sends them to the fallback).
   [[noreturn]] ir::Handle unreachable(const char* op) {
     fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
   }
-  ir::Handle run_one(ir::Gather&) { unreachable("Gather"); }
-  ir::Handle run_one(ir::Scatter&) { unreachable("Scatter"); }
-  ir::Handle run_one(ir::IndexSelect&) { unreachable("IndexSelect"); }
-  ir::Handle run_one(ir::IndexAdd&) { unreachable("IndexAdd"); }
   std::vector<ir::Handle> run_one(ir::Sort&) { unreachable("Sort"); }
   ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
   ir::Handle run_one(ir::Unfold&) { unreachable("Unfold"); }
