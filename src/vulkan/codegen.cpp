@@ -984,6 +984,32 @@ std::string gen_index_add(DType dt) {
   return s;
 }
 
+// Stable sort of lines [outer, n, inner] of a contiguous x (NaN largest, as the Cpu): the
+// element at k of its line goes to the rank it has in the line — the elements ordered
+// before it, and the equal ones before it in the line — with its index k.
+std::string gen_sort(DType dt, bool descending) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"ind", DType::I64}, {"x0", dt}}) + bf16_helpers();
+  const bool flt = kind_of(dt) == Kind::Float;
+  const std::string kt = dt == DType::Bool ? "int" : compute(dt);
+  s += "bool em_less(" + kt + " a, " + kt + " b) {\n";
+  s += flt ? "  if (isnan(b)) return !isnan(a);\n  if (isnan(a)) return false;\n" : "";
+  s += "  return a < b;\n}\n";
+  const std::string key = dt == DType::Bool ? "int(x0[q])" : load(dt, "x0[q]");
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int n = arg[1], inner = arg[2];\n  int line = i / n, k = i % n;\n"
+       "  int base = (line / inner) * n * inner + (line % inner);\n"
+       "  int q = base + k * inner;\n  " +
+       kt + " v = " + key +
+       ";\n  int pos = 0;\n  for (int j = 0; j < n; ++j) {\n    q = base + j * inner;\n    " + kt +
+       " w = " + key + ";\n";
+  s += descending ? "    if (em_less(v, w) || (j < k && !em_less(w, v))) ++pos;\n"
+                  : "    if (em_less(w, v) || (j < k && !em_less(v, w))) ++pos;\n";
+  s += "  }\n  int at = base + pos * inner;\n  y[at] = x0[base + k * inner];\n"
+       "  ind[at] = int64_t(k);\n}\n";
+  return s;
+}
+
 // ---- fused element-wise groups ----
 
 // A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
@@ -1206,6 +1232,9 @@ KernelSpec scatter_spec(DType dt, bool add) {
   return {Family::Scatter, static_cast<std::uint8_t>(dt), add};
 }
 KernelSpec index_add_spec(DType dt) { return {Family::IndexAdd, static_cast<std::uint8_t>(dt)}; }
+KernelSpec sort_spec(DType dt, bool descending) {
+  return {Family::Sort, static_cast<std::uint8_t>(dt), descending};
+}
 
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place) {
   using Kind_ = backend::FusedInstr::Kind;
@@ -1291,6 +1320,8 @@ std::string KernelSpec::key() const {
       return std::string(b ? "scatter_add." : "scatter.") + dt(a);
     case Family::IndexAdd:
       return std::string("select_assign.") + dt(a);
+    case Family::Sort:
+      return std::string("sort.") + dt(a) + (b ? ".descending" : "");
   }
   return "?";
 }
@@ -1336,6 +1367,8 @@ std::string KernelSpec::source() const {
       return gen_scatter(dt(a), b != 0);
     case Family::IndexAdd:
       return gen_index_add(dt(a));
+    case Family::Sort:
+      return gen_sort(dt(a), b != 0);
   }
   EMBER_ASSERT(false);
 }
@@ -1377,6 +1410,7 @@ int KernelSpec::buffers() const {
       return 1;
     case Family::Binary:
     case Family::Matmul:
+    case Family::Sort:
       return 3;
     case Family::Where:
       return 4;
@@ -1442,6 +1476,7 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
       out.push_back(scatter_spec(dt, f));
     }
     out.push_back(index_add_spec(dt));
+    for (bool f : {false, true}) out.push_back(sort_spec(dt, f));
     for (DType to : dtypes) out.push_back(cast_spec(dt, to));
     for (int r = 0; r < static_cast<int>(ir::ReduceFn::Count_); ++r) {
       const auto fn = static_cast<ir::ReduceFn>(r);

@@ -65,6 +65,7 @@ enum class Family : std::uint8_t {
   Gather,     // (dtype, select): y (contiguous) from x at the I64 index; see gen_gather
   Scatter,    // (dtype, add): into y (a contiguous copy of x), a thread per index line
   IndexAdd,   // (dtype): y (a contiguous copy of x) += src rows at the index
+  Sort,       // (dtype, descending): [0] elements, [1] n, [2] inner; y, I64 indices, x
 };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
@@ -136,6 +137,10 @@ KernelSpec random_spec(DType dt);
 KernelSpec gather_spec(DType dt, bool select);  // "gather.f32", "select.f32"
 KernelSpec scatter_spec(DType dt, bool add);    // "scatter.f32", "scatter_add.f32"
 KernelSpec index_add_spec(DType dt);            // "select_assign.f32"
+// A stable sort along a dim by ranks: a thread per element counts the elements that sort
+// before it (O(n) each), so lines are short (the backend takes n <= kSortLine).
+KernelSpec sort_spec(DType dt, bool descending);
+inline constexpr std::size_t kSortLine = 4096;
 // The kernel of group g with outputs written into the inputs in_place names (-1: fresh).
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place);
 // Matmul's tile: each workgroup computes kMatmulTile x kMatmulTile outputs.

@@ -352,8 +352,12 @@ class VulkanBackend final : public backend::Backend {
     return index_ok(o.x, o.index) && !is_half(o.x->dtype()) &&
            o.index->shape().num_elements() <= 65535;
   }
+  bool supports_one(const ir::Sort& o) const {
+    // Ranks in O(n) per element: short lines only.
+    return ctx_.features().i64 && dtype_ok(o.x->dtype()) && out_fits(o.x->shape(), DType::I64) &&
+           o.x->shape()[o.dim] <= kSortLine;
+  }
   // No kernels yet: the fallback runs these.
-  bool supports_one(const ir::Sort&) const { return false; }
   bool supports_one(const ir::Nonzero&) const { return false; }
   bool supports_one(const ir::Unfold&) const { return false; }
   bool supports_one(const ir::Fold&) const { return false; }
@@ -737,11 +741,25 @@ class VulkanBackend final : public backend::Backend {
     return out;
   }
 
+  std::vector<ir::Handle> run_one(ir::Sort& o) {
+    auto x = contiguous(o.x);
+    auto values = ctx_.empty(x->shape(), x->dtype(), "sort");
+    auto indices = ctx_.empty(x->shape(), DType::I64, "sort");
+    const std::size_t total = x->shape().num_elements();
+    if (total == 0) return {values, indices};
+    const Dims3 d = split_at(x->shape(), o.dim);
+    const std::vector<std::int32_t> args = {static_cast<std::int32_t>(total),
+                                            static_cast<std::int32_t>(d.n),
+                                            static_cast<std::int32_t>(d.inner)};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(total), kLocal);
+    ctx_.dispatch(sort_spec(x->dtype(), o.descending), args,
+                  {values->block.get(), indices->block.get(), x->block.get()}, gx, gy);
+    return {values, indices};
+  }
   // Ops without kernels here never reach run_one (supports() sends them to the fallback).
   [[noreturn]] ir::Handle unreachable(const char* op) {
     fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
   }
-  std::vector<ir::Handle> run_one(ir::Sort&) { unreachable("Sort"); }
   ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
   ir::Handle run_one(ir::Unfold&) { unreachable("Unfold"); }
   ir::Handle run_one(ir::Fold&) { unreachable("Fold"); }

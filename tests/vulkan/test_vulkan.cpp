@@ -294,6 +294,35 @@ TEST(VulkanOps, IndexingMatchesCpu) {
             (std::vector<float>{6}));  // the device works on
 }
 
+// Sorting on the device is the Cpu's stable sort: NaN largest, ties (and -0, +0) in input
+// order, ascending and descending, along an inner dim, values and indices bit for bit.
+TEST(VulkanOps, SortMatchesCpu) {
+  REQUIRE_VULKAN();
+  const auto run = [](const Device& d, bool desc, DType dt) {
+    std::vector<float> v(7 * 300);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37) % 11) - 5;
+    v[3] = NAN;
+    v[10] = -0.0f;
+    v[17] = 0.0f;
+    v[600] = NAN;
+    auto x = ops::cast(DynTensor::from_data(TensorData::from<float>(v, Shape{7, 300}), d), dt);
+    auto [a, ia] = ops::sort_with_indices(x, 1, desc);
+    auto [b, ib] = ops::sort_with_indices(x, 0, desc);
+    return std::vector<TensorData>{a.to_data(), ia.to_data(), b.to_data(), ib.to_data()};
+  };
+  for (DType dt : {DType::F32, DType::F16, DType::I32}) {
+    for (bool desc : {false, true}) {
+      const auto got = run(Device::vulkan(0), desc, dt), want = run(Device::cpu(), desc, dt);
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].bytes().size(), want[i].bytes().size());
+        EXPECT_EQ(std::memcmp(got[i].bytes().data(), want[i].bytes().data(), got[i].bytes().size()),
+                  0)
+            << name(dt) << (desc ? " descending" : "") << ", result " << i;
+      }
+    }
+  }
+}
+
 // A tensor beyond the device's largest allocation is an ember::Error naming the op, and the
 // device keeps working; memory is counted and the cache empties.
 TEST(VulkanMemory, TooLargeIsAnErrorAndTheDeviceWorksOn) {
