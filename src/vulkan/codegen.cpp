@@ -1010,6 +1010,101 @@ std::string gen_sort(DType dt, bool descending) {
   return s;
 }
 
+// ---- sliding windows ----
+
+// The window's geometry as locals: in0..2, k0..2 (kernel), st0..2, pd0..2, dl0..2, out0..2,
+// K (kernel size), L (positions), image (in0 * in1 * in2).
+std::string window_head() {
+  std::string s = thread_index() + std::string("  if (i >= arg[0]) return;\n");
+  const char* names[] = {"in", "k", "st", "pd", "dl", "out"};
+  for (int f = 0; f < 6; ++f) {
+    s += "  int " + std::string(names[f]) + "0 = arg[" + std::to_string(1 + 3 * f) + "], " +
+         names[f] + "1 = arg[" + std::to_string(2 + 3 * f) + "], " + names[f] + "2 = arg[" +
+         std::to_string(3 + 3 * f) + "];\n";
+  }
+  s += "  int K = k0 * k1 * k2, L = out0 * out1 * out2, image = in0 * in1 * in2;\n";
+  return s;
+}
+
+// The storage element whose bits are the words lo, hi (as convert_elements wrote them).
+std::string from_storage_bits(DType dt, const std::string& lo, const std::string& hi) {
+  switch (dt) {
+    case DType::F64:
+      return "packDouble2x32(uvec2(uint(" + lo + "), uint(" + hi + ")))";
+    case DType::F32:
+      return "uintBitsToFloat(uint(" + lo + "))";
+    case DType::F16:
+      return "uint16BitsToFloat16(uint16_t(uint(" + lo + ")))";
+    case DType::I64:
+      return "int64_t((uint64_t(uint(" + hi + ")) << 32) | uint64_t(uint(" + lo + ")))";
+    default:
+      return std::string(storage(dt)) + "(uint(" + lo + "))";
+  }
+}
+
+// im2col: y [planes, K, L] from x [planes, *in]; entries in the padding are the pad value.
+std::string gen_unfold(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}});
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / (K * L), k = (i / L) % K, l = i % L;\n"
+       "  int kz = k / (k1 * k2), ky = (k / k2) % k1, kx = k % k2;\n"
+       "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+       "  int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "  bool inside = iz >= 0 && iz < in0 && iy >= 0 && iy < in1 && ix >= 0 && ix < in2;\n"
+       "  y[i] = inside ? x0[p * image + (iz * in1 + iy) * in2 + ix] : " +
+       from_storage_bits(dt, "arg[19]", "arg[20]") + ";\n}\n";
+  return s;
+}
+
+// col2im: y [planes, *in] sums the entries of x [planes, K, L] that unfold reads from each
+// element, in kernel order from zero, in the compute type (16-bit floats rounded once).
+std::string gen_fold(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+                  prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / image, e = i % image;\n"
+       "  int iz = e / (in1 * in2), iy = (e / in2) % in1, ix = e % in2;\n"
+       "  C acc = EM_ZERO;\n  int k = 0;\n"
+       "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx, ++k) {\n"
+       "        int tz = iz + pd0 - kz * dl0, ty = iy + pd1 - ky * dl1, tx = ix + pd2 - kx * dl2;\n"
+       "        if (tz < 0 || ty < 0 || tx < 0 || tz % st0 != 0 || ty % st1 != 0 || tx % st2 != 0)"
+       " continue;\n"
+       "        int oz = tz / st0, oy = ty / st1, ox = tx / st2;\n"
+       "        if (oz >= out0 || oy >= out1 || ox >= out2) continue;\n"
+       "        acc += " +
+       load(dt, "x0[(p * K + k) * L + (oz * out1 + oy) * out2 + ox]") +
+       ";\n      }\n  y[i] = " + store(dt, "acc") + ";\n}\n";
+  return s;
+}
+
+// Pooling: the reduction's identity, then its combine step over the window's entries inside
+// the image in kernel order (the Cpu's order; max propagates NaN as the binary op).
+std::string gen_pool(ir::PoolFn fn, DType dt) {
+  const ir::ReduceFn rf = fn == ir::PoolFn::Max ? ir::ReduceFn::Max : ir::ReduceFn::Sum;
+  const sx::ReduceDef def = sx::reduction(rf);
+  const sx::Expr& combine = sx::expr(sx::def(def.combine), kind_of(dt));
+  const sx::Printed id = sx::print(def.identity, sx::Dialect::Glsl, dt, {}, "  ");
+  const sx::Printed step = sx::print(combine, sx::Dialect::Glsl, dt, {"part", "v"}, "        ");
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+                  prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / L, l = i % L;\n"
+       "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n";
+  s += id.statements + "  C part = " + id.value + ";\n";
+  s += "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx) {\n"
+       "        int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "        if (iz < 0 || iz >= in0 || iy < 0 || iy >= in1 || ix < 0 || ix >= in2) continue;\n"
+       "        C v = " +
+       load(dt, "x0[p * image + (iz * in1 + iy) * in2 + ix]") + ";\n" + step.statements +
+       "        part = " + step.value + ";\n      }\n";
+  s += "  y[i] = " + store(dt, "part") + ";\n}\n";
+  return s;
+}
+
 // ---- fused element-wise groups ----
 
 // A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
@@ -1235,6 +1330,11 @@ KernelSpec index_add_spec(DType dt) { return {Family::IndexAdd, static_cast<std:
 KernelSpec sort_spec(DType dt, bool descending) {
   return {Family::Sort, static_cast<std::uint8_t>(dt), descending};
 }
+KernelSpec unfold_spec(DType dt) { return {Family::Unfold, static_cast<std::uint8_t>(dt)}; }
+KernelSpec fold_spec(DType dt) { return {Family::Fold, static_cast<std::uint8_t>(dt)}; }
+KernelSpec pool_spec(ir::PoolFn fn, DType dt) {
+  return {Family::Pool, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
+}
 
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place) {
   using Kind_ = backend::FusedInstr::Kind;
@@ -1322,6 +1422,12 @@ std::string KernelSpec::key() const {
       return std::string("select_assign.") + dt(a);
     case Family::Sort:
       return std::string("sort.") + dt(a) + (b ? ".descending" : "");
+    case Family::Unfold:
+      return std::string("unfold.") + dt(a);
+    case Family::Fold:
+      return std::string("fold.") + dt(a);
+    case Family::Pool:
+      return std::string("pool.") + ir::name(static_cast<ir::PoolFn>(a)) + "." + dt(b);
   }
   return "?";
 }
@@ -1369,6 +1475,12 @@ std::string KernelSpec::source() const {
       return gen_index_add(dt(a));
     case Family::Sort:
       return gen_sort(dt(a), b != 0);
+    case Family::Unfold:
+      return gen_unfold(dt(a));
+    case Family::Fold:
+      return gen_fold(dt(a));
+    case Family::Pool:
+      return gen_pool(static_cast<ir::PoolFn>(a), dt(b));
   }
   EMBER_ASSERT(false);
 }
@@ -1477,6 +1589,12 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     }
     out.push_back(index_add_spec(dt));
     for (bool f : {false, true}) out.push_back(sort_spec(dt, f));
+    out.push_back(unfold_spec(dt));
+    if (kind_of(dt) == Kind::Float) out.push_back(fold_spec(dt));
+    if (dt != DType::Bool) {
+      out.push_back(pool_spec(ir::PoolFn::Max, dt));
+      out.push_back(pool_spec(ir::PoolFn::Sum, dt));
+    }
     for (DType to : dtypes) out.push_back(cast_spec(dt, to));
     for (int r = 0; r < static_cast<int>(ir::ReduceFn::Count_); ++r) {
       const auto fn = static_cast<ir::ReduceFn>(r);

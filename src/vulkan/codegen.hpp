@@ -66,6 +66,9 @@ enum class Family : std::uint8_t {
   Scatter,    // (dtype, add): into y (a contiguous copy of x), a thread per index line
   IndexAdd,   // (dtype): y (a contiguous copy of x) += src rows at the index
   Sort,       // (dtype, descending): [0] elements, [1] n, [2] inner; y, I64 indices, x
+  Unfold,     // (dtype): the window arguments below, [19..21) the padding value's bits
+  Fold,       // (dtype): float dtypes, sums in the compute type in kernel order
+  Pool,       // (PoolFn, dtype): max or sum over the window's entries inside the image
 };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
@@ -141,6 +144,12 @@ KernelSpec index_add_spec(DType dt);            // "select_assign.f32"
 // before it (O(n) each), so lines are short (the backend takes n <= kSortLine).
 KernelSpec sort_spec(DType dt, bool descending);
 inline constexpr std::size_t kSortLine = 4096;
+// Sliding windows (backend/window.hpp's Window3) over contiguous [planes, *in] images: a
+// thread per output element. Arguments: [0] threads, [1..4) in, [4..7) kernel, [7..10)
+// stride, [10..13) padding, [13..16) dilation, [16..19) out (positions).
+KernelSpec unfold_spec(DType dt);
+KernelSpec fold_spec(DType dt);
+KernelSpec pool_spec(ir::PoolFn fn, DType dt);
 // The kernel of group g with outputs written into the inputs in_place names (-1: fresh).
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place);
 // Matmul's tile: each workgroup computes kMatmulTile x kMatmulTile outputs.

@@ -12,12 +12,14 @@
 #include "vulkan/vulkan_backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
 #include <optional>
 #include <type_traits>
 
 #include "ember/backend/registry.hpp"
+#include "ember/backend/window.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/infer.hpp"
 #include "ember/ir/scalar_table.hpp"
@@ -357,11 +359,19 @@ class VulkanBackend final : public backend::Backend {
     return ctx_.features().i64 && dtype_ok(o.x->dtype()) && out_fits(o.x->shape(), DType::I64) &&
            o.x->shape()[o.dim] <= kSortLine;
   }
+  bool supports_one(const ir::Unfold& o) const {
+    return dtype_ok(o.x->dtype()) && out_fits(ir::out_shape(o), o.x->dtype());
+  }
+  bool supports_one(const ir::Fold& o) const {
+    return kind_of(o.x->dtype()) == Kind::Float && dtype_ok(o.x->dtype()) &&
+           out_fits(o.x->shape(), o.x->dtype()) && out_fits(ir::out_shape(o), o.x->dtype());
+  }
+  bool supports_one(const ir::Pool& o) const {
+    return o.x->dtype() != DType::Bool && dtype_ok(o.x->dtype()) &&
+           out_fits(o.x->shape(), o.x->dtype());
+  }
   // No kernels yet: the fallback runs these.
   bool supports_one(const ir::Nonzero&) const { return false; }
-  bool supports_one(const ir::Unfold&) const { return false; }
-  bool supports_one(const ir::Fold&) const { return false; }
-  bool supports_one(const ir::Pool&) const { return false; }
   bool supports_one(const ir::Conv&) const { return false; }
   bool supports_one(const ir::MaxPoolGrad&) const { return false; }
 
@@ -756,14 +766,51 @@ class VulkanBackend final : public backend::Backend {
                   {values->block.get(), indices->block.get(), x->block.get()}, gx, gy);
     return {values, indices};
   }
+  // ---- sliding windows (the Cpu's geometry, backend::window3) ----
+  void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
+                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0) {
+    if (threads == 0) return;
+    std::vector<std::int32_t> args(21, 0);
+    args[0] = static_cast<std::int32_t>(threads);
+    const std::array<const std::array<std::size_t, 3>*, 6> fields = {
+        &g.in, &g.kernel, &g.stride, &g.padding, &g.dilation, &g.out};
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      for (std::size_t d = 0; d < 3; ++d)
+        args[1 + 3 * f + d] = static_cast<std::int32_t>((*fields[f])[d]);
+    }
+    put_bits(args, 19, pad_bits);
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
+    ctx_.dispatch(spec, args, {out.block.get(), x.block.get()}, gx, gy);
+  }
+  ir::Handle run_one(ir::Unfold& o) {
+    auto x = contiguous(o.x);
+    auto out = ctx_.empty(ir::out_shape(o), x->dtype(), "unfold");
+    const backend::Window3 g = backend::window3(x->shape(), o.window);
+    std::uint64_t bits = 0;
+    convert_elements(&o.pad_value, DType::F64, &bits, x->dtype(), 1);
+    run_window(unfold_spec(x->dtype()), g, out->shape().num_elements(), *out, *x, bits);
+    return out;
+  }
+  ir::Handle run_one(ir::Fold& o) {
+    auto x = contiguous(o.x);
+    auto out = ctx_.empty(ir::out_shape(o), x->dtype(), "fold");
+    const backend::Window3 g = backend::window3(out->shape(), o.window);
+    run_window(fold_spec(x->dtype()), g, out->shape().num_elements(), *out, *x);
+    return out;
+  }
+  ir::Handle run_one(ir::Pool& o) {
+    auto x = contiguous(o.x);
+    auto out = ctx_.empty(ir::out_shape(o), x->dtype(), "pool");
+    const backend::Window3 g = backend::window3(x->shape(), o.window);
+    run_window(pool_spec(o.fn, x->dtype()), g, out->shape().num_elements(), *out, *x);
+    return out;
+  }
+
   // Ops without kernels here never reach run_one (supports() sends them to the fallback).
   [[noreturn]] ir::Handle unreachable(const char* op) {
     fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
   }
   ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
-  ir::Handle run_one(ir::Unfold&) { unreachable("Unfold"); }
-  ir::Handle run_one(ir::Fold&) { unreachable("Fold"); }
-  ir::Handle run_one(ir::Pool&) { unreachable("Pool"); }
   ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
   ir::Handle run_one(ir::MaxPoolGrad&) { unreachable("MaxPoolGrad"); }
 

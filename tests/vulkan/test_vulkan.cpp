@@ -323,6 +323,40 @@ TEST(VulkanOps, SortMatchesCpu) {
   }
 }
 
+// Sliding windows on the device give the Cpu's bytes: unfold with stride, dilation and a
+// padding value, fold (sums in kernel order), max pooling with a NaN and padding, average
+// pooling, a 1-d and a 3-d window.
+TEST(VulkanOps, WindowsMatchCpu) {
+  REQUIRE_VULKAN();
+  namespace mo = module_ops;
+  const auto run = [](const Device& d) {
+    std::vector<float> v(2 * 3 * 9 * 11);
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>((i * 29) % 23) * 0.37f - 3.0f;
+    v[40] = NAN;
+    auto x = DynTensor::from_data(TensorData::from<float>(v, Shape{2, 3, 9, 11}), d);
+    std::vector<TensorData> out;
+    auto u = mo::unfold(x, {3, 2}, {{2, 1}, {1, 1}, {1, 2}}, -7.5);
+    out.push_back(u.to_data());
+    out.push_back(mo::fold(u, {9, 11}, {3, 2}, {{2, 1}, {1, 1}, {1, 2}}).to_data());
+    out.push_back(mo::max_pool(x, {3, 3}, {{2, 2}, {1, 1}, {}}).to_data());
+    out.push_back(mo::avg_pool(ops::cast(x, DType::F16), {2, 3}, {{1, 2}, {1, 1}, {}}).to_data());
+    out.push_back(mo::max_pool(ops::cast(x, DType::I32), {3, 2}).to_data());
+    auto x1 = ops::reshape(x, Shape{2, 3, 99});
+    out.push_back(mo::unfold(x1, {4}, {{3}, {2}, {2}}).to_data());
+    auto x3 = ops::reshape(x, Shape{1, 2, 3, 9, 11});
+    out.push_back(mo::max_pool(x3, {2, 2, 2}).to_data());
+    return out;
+  };
+  const auto got = run(Device::vulkan(0)), want = run(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].bytes().size(), want[i].bytes().size()) << "result " << i;
+    EXPECT_EQ(std::memcmp(got[i].bytes().data(), want[i].bytes().data(), got[i].bytes().size()), 0)
+        << "result " << i;
+  }
+}
+
 // A tensor beyond the device's largest allocation is an ember::Error naming the op, and the
 // device keeps working; memory is counted and the cache empties.
 TEST(VulkanMemory, TooLargeIsAnErrorAndTheDeviceWorksOn) {
