@@ -1112,12 +1112,32 @@ std::string gen_pool(ir::PoolFn fn, DType dt) {
 std::string round_stored(DType dt, const std::string& v) {
   switch (dt) {
     case DType::F16:
-      return "float(float16_t(" + v + "))";
+      return "em_round_f16(" + v + ")";
     case DType::BF16:
       return "uintBitsToFloat(uint(em_to_bf16(" + v + ")) << 16)";
     default:
       return v;
   }
+}
+
+// f32 rounded to the nearest f16 (ties to even) and back, as storing a float16_t and
+// loading it does, in integer and exact float steps: NVIDIA's compiler folds
+// float(float16_t(x)) to x.
+const char* round_f16_helper() {
+  return R"(float em_round_f16(float f) {
+  uint u = floatBitsToUint(f);
+  uint a = u & 0x7fffffffu, sign = u & 0x80000000u;
+  if (a > 0x7f800000u) return uintBitsToFloat((u & 0xffffe000u) | 0x00400000u);
+  if (a >= 0x477ff000u) return uintBitsToFloat(sign | 0x7f800000u);
+  if (a >= 0x38800000u) {
+    uint r = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;
+    return uintBitsToFloat(sign | r);
+  }
+  precise float q = uintBitsToFloat(a) * 16777216.0;
+  precise float r = roundEven(q) * 5.9604644775390625e-8;
+  return uintBitsToFloat(sign | floatBitsToUint(r));
+}
+)";
 }
 
 // Undefines the macros of prelude() (and the casts' target limits), so that another
@@ -1178,6 +1198,7 @@ std::string gen_fused(const FusedKernel& f) {
          std::to_string(kErrorDivisionByZero) + "\n";
   }
   s += bf16_helpers();
+  s += round_f16_helper();
   // The functions, grouped by compute type (f32, f16 and bf16 share float's prelude).
   std::vector<std::string> types;
   for (std::size_t i = 0; i < f.code.size(); ++i) {
