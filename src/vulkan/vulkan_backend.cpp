@@ -197,9 +197,10 @@ class VulkanBackend final : public backend::Backend {
       const DType dt = g.dtype_of(in.kind == K::Where ? in.args[1] : in.args[0]);
       if (in.kind == K::Unary && !printable(in.unary, dt)) return false;
       if (in.kind == K::Binary && !printable(in.binary, dt)) return false;
-      ints += kind_of(dt) == Kind::Int && in.kind == K::Binary;
+      ints += kind_of(dt) == Kind::Int && (in.kind == K::Binary || in.kind == K::Unary);
     }
-    // Bindings: the arguments, the outputs and inputs, the error word.
+    // Bindings: the arguments, the outputs and inputs, the error word (counted for any
+    // integer arithmetic: enough whether or not it divides).
     const std::size_t bindings = 1 + g.outputs.size() + g.inputs.size() + (ints > 0);
     if (bindings > ctx_.physical().max_bindings) return false;
     // The walk's rank after collapsing (the outputs are contiguous).
