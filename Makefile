@@ -56,11 +56,13 @@ test-tsan: deps
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/test_concurrent_backward
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_grad --gtest_filter='*Threads*'
 
-# Every conformance case in every dtype on the Vulkan devices (CI's vulkan_conformance runs
-# f32, i32 and bool); on lavapipe where no GPU driver is installed.
+# Every conformance case in every dtype on the Vulkan devices and on vulkan:0+fusion (CI's
+# vulkan_conformance runs f32, i32 and bool, vulkan_fusion_conformance f32), and 2000
+# programs of the fusion differential tester; on lavapipe where no GPU driver is installed.
 test-vulkan: build
 	$(BUILD)/tests/test_vulkan
 	$(BUILD)/tests/test_conformance --gtest_filter='Conformance_vulkan*'
+	$(BUILD)/tests/test_conformance --mode fusion --device vulkan --programs 2000
 
 # The API fuzzer beyond CI's fixed budget: FUZZ_SEEDS x FUZZ_CALLS calls.
 FUZZ_SEEDS ?= 1 2 3 4 5 6 7 8

@@ -6,16 +6,19 @@
 // by a copy bandwidth and a GEMM rate measured at start, so the numbers say how far each
 // side is from what the hardware allows, not only from each other.
 //
-//   ember-bench [--device cpu|cuda|libtorch] [--filter a,b] [--backend ember|torch|both]
-//               [--size tiny|full|gpu] [--reps N] [--warmup N] [--json out.json]
-//               [--markdown table.md] [--check] [--no-ceilings] [--torch-compile]
-//               [--torch-script PATH] [--list]
+//   ember-bench [--device cpu|cuda|libtorch|vulkan|vulkan+fusion] [--filter a,b]
+//               [--backend ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N]
+//               [--json out.json] [--markdown table.md] [--check] [--no-ceilings]
+//               [--torch-compile] [--torch-device cpu|cuda] [--torch-script PATH] [--list]
 //
 // --device cuda runs ember on Device::cuda(0) (training steps on Device::cuda(0).autodiff())
 // and PyTorch on torch.device("cuda"); every timed repetition ends with a device sync on
 // both sides. Its default size is gpu. --device libtorch runs ember on Device::libtorch()
 // (ATen's CPU kernels behind ember's API) beside PyTorch on the CPU: the gap to --device
-// cpu is the per-op gap between ember's Cpu kernels and ATen's.
+// cpu is the per-op gap between ember's Cpu kernels and ATen's. --device vulkan runs ember
+// on Device::vulkan(0) (vulkan+fusion: on Device::vulkan(0).fusion()), every repetition
+// ending with a device sync, beside PyTorch on the CPU, or on the GPU with --torch-device
+// cuda; its default size is full (gpu with --torch-device cuda); no ceilings are measured.
 //
 // EMBER_NUM_THREADS (default 2) sets the threads of ember, OpenBLAS and PyTorch alike.
 // EMBER_BENCH_PYTHON picks the interpreter (default /usr/bin/python3);
@@ -53,6 +56,7 @@ struct Options {
   std::vector<std::string> filters;
   std::string backend = "both";
   std::string device = "cpu";
+  std::string torch_device;          // empty: cuda with --device cuda, else cpu
   std::string torch_script;          // empty: default_torch_script()
   std::optional<eb::SizeKind> size;  // unset: full on the CPU, gpu on cuda
   int reps = -1, warmup = -1;        // -1: size default
@@ -62,10 +66,11 @@ struct Options {
 
 [[noreturn]] void usage(const std::string& why) {
   std::cerr << "ember-bench: " << why
-            << "\nusage: ember-bench [--device cpu|cuda|libtorch] [--filter a,b] [--backend "
+            << "\nusage: ember-bench [--device cpu|cuda|libtorch|vulkan|vulkan+fusion] [--filter "
+               "a,b] [--backend "
                "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--json "
                "out.json] [--markdown out.md] [--check] [--no-ceilings] [--torch-compile] "
-               "[--torch-script PATH] [--list]\n";
+               "[--torch-device cpu|cuda] [--torch-script PATH] [--list]\n";
   std::exit(2);
 }
 
@@ -89,9 +94,14 @@ Options parse(int argc, char** argv) {
       }
     } else if (a == "--device") {
       o.device = value();
-      if (o.device != "cpu" && o.device != "cuda" && o.device != "libtorch") {
-        usage("--device is cpu, cuda or libtorch");
+      if (o.device != "cpu" && o.device != "cuda" && o.device != "libtorch" &&
+          o.device != "vulkan" && o.device != "vulkan+fusion") {
+        usage("--device is cpu, cuda, libtorch, vulkan or vulkan+fusion");
       }
+    } else if (a == "--torch-device") {
+      o.torch_device = value();
+      if (o.torch_device != "cpu" && o.torch_device != "cuda")
+        usage("--torch-device is cpu or cuda");
     } else if (a == "--torch-script") {
       o.torch_script = value();
     } else if (a == "--size") {
@@ -122,7 +132,11 @@ Options parse(int argc, char** argv) {
       usage("unknown argument " + a);
     }
   }
-  if (!o.size) o.size = o.device == "cuda" ? eb::SizeKind::Gpu : eb::SizeKind::Full;
+  if (o.torch_device.empty()) o.torch_device = o.device == "cuda" ? "cuda" : "cpu";
+  if (!o.size) {
+    o.size =
+        o.device == "cuda" || o.torch_device == "cuda" ? eb::SizeKind::Gpu : eb::SizeKind::Full;
+  }
   // GPU calls are short: more repetitions, and warm-ups that also cover NVRTC compiling
   // each kernel on its first use.
   const bool tiny = *o.size == eb::SizeKind::Tiny, gpu = *o.size == eb::SizeKind::Gpu;
@@ -258,9 +272,9 @@ GemmCeiling gemm_ceiling(int threads, const ember::Device& dev, bool gpu) {
     return g;
   }
   const std::size_t n = g.n;
-  const double flops = 2.0 * double(n) * double(n) * double(n);
   g.ember_gflops = ember_gemm_gflops(dev, n, ember::DType::F32, 3);
 #ifdef EMBER_BENCH_HAVE_OPENBLAS
+  const double flops = 2.0 * double(n) * double(n) * double(n);
   openblas_set_num_threads(threads);
   std::vector<float> x(n * n, 0.5f), y(n * n, 0.25f), z(n * n);
   double best = 1e30;
@@ -366,6 +380,9 @@ int main(int argc, char** argv) {
       gpu = eb::gpu_info(0, opt.ceilings);
     } else if (opt.device == "libtorch") {
       device = ember::Device::libtorch();
+    } else if (opt.device == "vulkan" || opt.device == "vulkan+fusion") {
+      device =
+          opt.device == "vulkan" ? ember::Device::vulkan(0) : ember::Device::vulkan(0).fusion();
     } else {
       device = ember::Device::cpu();
     }
@@ -397,7 +414,7 @@ int main(int argc, char** argv) {
               << " GB/s (cudaMemcpyAsync of 256 MB device to device, reads + writes); GEMM "
               << fmt(gemm.best(), 1) << " GFLOP/s (" << gemm.source() << ", TF32 off; bf16 "
               << fmt(gemm.ember_bf16_gflops, 1) << " GFLOP/s)\n";
-  } else if (opt.ceilings) {
+  } else if (opt.ceilings && opt.device.rfind("vulkan", 0) != 0) {
     const CopyCeiling copy = copy_bandwidth(threads);
     bw = copy.gbs;
     copy_method = copy.method;
@@ -415,7 +432,7 @@ int main(int argc, char** argv) {
     const std::string script =
         opt.torch_script.empty() ? eb::default_torch_script() : opt.torch_script;
     torch = std::make_unique<eb::TorchBridge>(eb::default_python(), script, threads, opt.compile,
-                                              on_gpu ? "cuda" : "cpu");
+                                              opt.torch_device);
     if (torch->available()) {
       std::cout << "pytorch: " << torch->info() << " (" << eb::default_python() << " " << script
                 << ")\n";

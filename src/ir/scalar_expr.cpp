@@ -371,17 +371,43 @@ const char* relation_symbol(Op op) {
   EMBER_ASSERT(false && "not a relation");
 }
 
+// How a C-like dialect writes conversions, the hook through which one spelling of the
+// shared nodes serves C, C++ and GLSL: `atom(T, x)` converts a child's text (C's `(T)x`,
+// GLSL's constructor `T(x)`), `paren(T, e)` converts an expression (`(T)(e)`, `T(e)`), and
+// `zero_u` is the wrapping type's zero.
+struct CSyntax {
+  std::string (*atom)(const char* type, const std::string& x);
+  std::string (*paren)(const char* type, const std::string& e);
+  const char* zero_u;
+};
+std::string c_cast(const char* t, const std::string& x) {
+  std::string s = "(";
+  return s.append(t).append(")").append(x);
+}
+std::string c_cast_paren(const char* t, const std::string& e) {
+  std::string s = "(";
+  return s.append(t).append(")(").append(e).append(")");
+}
+std::string constructor(const char* t, const std::string& x) {
+  std::string s = t;
+  return s.append("(").append(x).append(")");
+}
+const CSyntax kCCasts = {c_cast, c_cast_paren, "0u"};
+const CSyntax kConstructors = {constructor, constructor, "U(0)"};
+
 // One node of a C-like dialect, given its children's text: the spelling every dialect
-// shares (operators, select); nullptr-free: dialects handle constants, limits, calls and
-// the integer helpers themselves before falling back to this.
-std::string spell_c(const Node& n, Kind k, const std::string (&ch)[3], const Names& names) {
+// shares (operators, select, calls, the integer helpers), conversions written through
+// `cs`; dialects spell constants and limits themselves (and whatever else they write
+// differently) before falling back to this.
+std::string spell_c(const Node& n, Kind k, const std::string (&ch)[3], const Names& names,
+                    const CSyntax& cs = kCCasts) {
   const std::string &A = ch[0], &B = ch[1], &C = ch[2];
   const bool ints = k == Kind::Int;
   const auto infix = [](const std::string& x, const char* o, const std::string& y) {
     return "(" + x + " " + o + " " + y + ")";
   };
   const auto wrapping = [&](const char* o) {
-    return ints ? "(C)((U)" + A + " " + o + " (U)" + B + ")" : infix(A, o, B);
+    return ints ? cs.paren("C", cs.atom("U", A) + " " + o + " " + cs.atom("U", B)) : infix(A, o, B);
   };
   switch (n.op) {
     case Op::Const:
@@ -392,17 +418,18 @@ std::string spell_c(const Node& n, Kind k, const std::string (&ch)[3], const Nam
     case Op::B:
       return names.b;
     case Op::P0:
-      return "(C)" + names.p0;
+      return cs.atom("C", names.p0);
     case Op::P1:
-      return "(C)" + names.p1;
+      return cs.atom("C", names.p1);
     case Op::Neg:
-      return ints ? "(C)(0u - (U)" + A + ")" : "(-" + A + ")";
+      return ints ? cs.paren("C", std::string(cs.zero_u) + " - " + cs.atom("U", A))
+                  : "(-" + A + ")";
     case Op::Not:
       return "(!" + A + ")";
     case Op::BitNot:
-      return "(C)(~" + A + ")";
+      return cs.paren("C", "~" + A);
     case Op::ToC:
-      return "(C)(" + A + ")";
+      return cs.paren("C", A);
     case Op::Add:
       return wrapping("+");
     case Op::Sub:
@@ -423,11 +450,11 @@ std::string spell_c(const Node& n, Kind k, const std::string (&ch)[3], const Nam
     case Op::Or:
       return infix(A, relation_symbol(n.op), B);
     case Op::BitAnd:
-      return "(C)" + infix(A, "&", B);
+      return cs.paren("C", A + " & " + B);
     case Op::BitOr:
-      return "(C)" + infix(A, "|", B);
+      return cs.paren("C", A + " | " + B);
     case Op::BitXor:
-      return "(C)" + infix(A, "^", B);
+      return cs.paren("C", A + " ^ " + B);
     case Op::Shl:
       return "em_shl(" + A + ", " + B + ")";
     case Op::Shr:
@@ -500,16 +527,13 @@ std::string spell_cpp(const Node& n, Kind k, DType, const std::string (&ch)[3],
 
 // GLSL against the Vulkan prelude (vulkan/codegen.cpp): C and U are #defines of the
 // compute and wrapping types, casts are constructors, m_<fn> and em_* are functions
-// overloaded for C, EM_INF and the limits are the prelude's constants.
+// overloaded for C, EM_INF and the limits are the prelude's constants. What GLSL writes
+// differently from C is here; the rest is spell_c's, with constructors for conversions.
 std::string spell_glsl(const Node& n, Kind k, DType dt, const std::string (&ch)[3],
                        const Names& names) {
-  const std::string &A = ch[0], &B = ch[1], &C = ch[2];
-  const bool ints = k == Kind::Int;
+  const std::string &A = ch[0], &B = ch[1];
   const auto infix = [](const std::string& x, const char* o, const std::string& y) {
     return "(" + x + " " + o + " " + y + ")";
-  };
-  const auto wrapping = [&](const char* o) {
-    return ints ? "C(U(" + A + ") " + o + " U(" + B + "))" : infix(A, o, B);
   };
   switch (n.op) {
     case Op::Const: {
@@ -523,7 +547,7 @@ std::string spell_glsl(const Node& n, Kind k, DType dt, const std::string (&ch)[
         std::snprintf(buf, sizeof buf, "%.17e", n.value);
       }
       std::string lit = buf;
-      if (ints) lit = std::to_string(static_cast<long long>(n.value));
+      if (k == Kind::Int) lit = std::to_string(static_cast<long long>(n.value));
       // f64 literals need their suffix, or they are rounded to float first.
       if (dt == DType::F64) lit += "lf";
       return "C(" + lit + ")";
@@ -532,23 +556,9 @@ std::string spell_glsl(const Node& n, Kind k, DType dt, const std::string (&ch)[
       return "EM_LOWEST";
     case Op::Highest:
       return "EM_HIGHEST";
-    case Op::A:
-      return names.a;
-    case Op::B:
-      return names.b;
-    case Op::P0:
-      return "C(" + names.p0 + ")";
-    case Op::P1:
-      return "C(" + names.p1 + ")";
-    case Op::Neg:
-      return ints ? "C(U(0) - U(" + A + "))" : "(-" + A + ")";
-    case Op::Not:
-      return "(!" + A + ")";
-    case Op::BitNot:
-      return "C(~" + A + ")";
     case Op::ToC:
       return "(" + A + " ? C(1) : C(0))";
-    case Op::Add: {
+    case Op::Add:
       // x + 0 turns -0 into +0; drivers that fold it to x (Mesa's, whatever the shader's
       // float controls say) meet a zero they cannot see: EM_ZERO, the prelude's run-time 0.
       if (k == Kind::Float) {
@@ -556,51 +566,18 @@ std::string spell_glsl(const Node& n, Kind k, DType dt, const std::string (&ch)[
         if (zero(B)) return infix(A, "+", std::string("EM_ZERO"));
         if (zero(A)) return infix(std::string("EM_ZERO"), "+", B);
       }
-      return wrapping("+");
-    }
-    case Op::Sub:
-      return wrapping("-");
-    case Op::Mul:
-      return wrapping("*");
-    case Op::Div:
-      return ints ? "em_idiv(" + A + ", " + B + ")" : infix(A, "/", B);
-    case Op::Mod:
-      return ints ? "em_imod(" + A + ", " + B + ")" : "m_fmod(" + A + ", " + B + ")";
-    case Op::Eq:
-      return infix(A, "==", B);
-    case Op::Ne:
-      return infix(A, "!=", B);
+      break;
     // GLSL orders no bools: as ints (false < true).
     case Op::Lt:
-      return k == Kind::Bool ? infix("int(" + A + ")", "<", "int(" + B + ")") : infix(A, "<", B);
     case Op::Le:
-      return k == Kind::Bool ? infix("int(" + A + ")", "<=", "int(" + B + ")") : infix(A, "<=", B);
     case Op::Gt:
-      return k == Kind::Bool ? infix("int(" + A + ")", ">", "int(" + B + ")") : infix(A, ">", B);
     case Op::Ge:
-      return k == Kind::Bool ? infix("int(" + A + ")", ">=", "int(" + B + ")") : infix(A, ">=", B);
-    case Op::And:
-      return infix(A, "&&", B);
-    case Op::Or:
-      return infix(A, "||", B);
-    case Op::BitAnd:
-      return "C(" + A + " & " + B + ")";
-    case Op::BitOr:
-      return "C(" + A + " | " + B + ")";
-    case Op::BitXor:
-      return "C(" + A + " ^ " + B + ")";
-    case Op::Shl:
-      return "em_shl(" + A + ", " + B + ")";
-    case Op::Shr:
-      return "em_shr(" + A + ", " + B + ")";
-    case Op::Select:
-      return "(" + A + " ? " + B + " : " + C + ")";
-    case Op::Call:
-      return std::string("m_") + name(n.fn) + "(" + A + (arity(n.fn) == 2 ? ", " + B : "") + ")";
-    case Op::Count_:
+      if (k == Kind::Bool) return infix("int(" + A + ")", relation_symbol(n.op), "int(" + B + ")");
+      break;
+    default:
       break;
   }
-  EMBER_ASSERT(false && "a GLSL spelling for every node");
+  return spell_c(n, k, ch, names, kConstructors);
 }
 
 std::string spell(Dialect d, const Node& n, Kind k, DType dt, const std::string (&ch)[3],

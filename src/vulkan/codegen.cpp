@@ -1,5 +1,6 @@
 #include "vulkan/codegen.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -828,6 +829,459 @@ void main() {
   return s;
 }
 
+// Random draws: element i hashes (key, base + i) as the Cpu's generator does
+// (cpu/kernels/creation.cpp), into a uniform double of 53 bits; uniform, default and
+// Bernoulli draws are computed in f64 as there, so they equal the Cpu's bit for bit; normal
+// draws take log and cos in f32 (GLSL has them for float only), so they agree with the
+// Cpu's to f32 rounding. Floats keep [a, b) as the Cpu (a value rounded up to b steps
+// down); 16-bit floats are drawn in f32 and rounded, integers take floor(v), saturated.
+std::string gen_random(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}}) + prelude(DType::F32) +
+                  bf16_helpers() + target_limits(dt);
+  s += R"(uint64_t em_mix(uint64_t key, uint64_t ctr) {
+  uint64_t z = key ^ (ctr * 0x9e3779b97f4a7c15ul);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ul;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebul;
+  z ^= z >> 31;
+  z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ul;
+  return z ^ (z >> 32);
+}
+double em_u01(uint64_t r) { return double(r >> 11) * packDouble2x32(uvec2(0u, 0x3ca00000u)); }
+uint64_t em_word64(int lo, int hi) { return (uint64_t(uint(hi)) << 32) | uint64_t(uint(lo)); }
+float em_down(float h) {
+  if (h == 0.0) return uintBitsToFloat(0x80000001u);
+  uint u = floatBitsToUint(h);
+  return uintBitsToFloat(h > 0.0 ? u - 1u : u + 1u);
+}
+double em_down(double h) {
+  if (h == 0.0lf) return packDouble2x32(uvec2(1u, 0x80000000u));
+  uvec2 w = unpackDouble2x32(h);
+  if (h > 0.0lf) {
+    if (w.x == 0u) w.y -= 1u;
+    w.x -= 1u;
+  } else {
+    if (w.x == 0xffffffffu) w.y += 1u;
+    w.x += 1u;
+  }
+  return packDouble2x32(w);
+}
+void main() {
+)";
+  s += std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += R"(  uint64_t key = em_word64(arg[1], arg[2]);
+  uint64_t ctr = em_word64(arg[3], arg[4]) + uint64_t(uint(i));
+  int kind = arg[5];
+  double a = packDouble2x32(uvec2(uint(arg[6]), uint(arg[7])));
+  double b = packDouble2x32(uvec2(uint(arg[8]), uint(arg[9])));
+  uint64_t r = em_mix(key, ctr);
+  double v;
+  if (kind == 2) {
+    double u = em_u01(r);  // log(u1), u1 = 1 - u exactly: from whichever is not near 1
+    double u2 = em_u01(em_mix(key ^ 0x6a09e667f3bcc909ul, ctr));
+    float l = u < 0.5lf ? m_log1p(float(-u)) : m_log(float(1.0lf - u));
+    float c = m_cos(float(6.283185307179586lf * u2));
+    v = a + b * sqrt(double(-2.0 * l)) * double(c);
+  } else if (kind == 3) {
+    v = em_u01(r) < a ? 1.0lf : 0.0lf;
+  } else if (kind == 1) {
+    v = a + (b - a) * em_u01(r);
+  } else {
+    v = em_u01(r);
+  }
+)";
+  if (kind_of(dt) == Kind::Float) {
+    const std::string t = dt == DType::F64 ? "double" : "float";
+    s += "  " + t + " t = " + t + "(v);\n  if (kind != 2 && kind != 3) {\n    " + t + " hi = " + t +
+         "(kind == 1 ? b : 1.0lf), lo = " + t +
+         "(kind == 1 ? a : 0.0lf);\n    if (t >= hi && hi > lo) t = em_down(hi);\n  }\n";
+    s += "  y[i] = " + store(dt, "t") + ";\n}\n";
+  } else {
+    s += "  double fv = floor(v);\n  y[i] = " + store(dt, convert(DType::F64, dt, "fv")) + ";\n}\n";
+  }
+  return s;
+}
+
+// ---- indexing ----
+
+std::string err_decl(int binding) {
+  return "layout(std430, binding = " + std::to_string(binding) +
+         ") buffer Err { int em_err[]; };\n"
+         "void em_bad_index(int64_t v) {\n  em_err[0] = " +
+         std::to_string(kErrorIndex) +
+         ";\n  em_err[1] = int(uint(uint64_t(v) & 0xfffffffful));\n"
+         "  em_err[2] = int(uint(uint64_t(v) >> 32));\n}\n";
+}
+
+// a + b as the Cpu's add_values: bool is or, integers wrap, floats add in their compute type.
+std::string add_values(DType dt, const std::string& a, const std::string& b) {
+  if (dt == DType::Bool) return "(" + a + " || " + b + ")";
+  if (kind_of(dt) == Kind::Int)
+    return std::string(compute(dt)) + "(" + wrapping(dt) + "(" + a + ") + " + wrapping(dt) + "(" +
+           b + "))";
+  return "(" + a + " + " + b + ")";
+}
+
+// Gather (select false): y[i] = x[.., idx[i], ..] over the index's shape; index_select
+// (select true): y[i] = x[.., idx[c], ..] with c the coordinate of i along dim, the output x's
+// shape with dim's extent the index's. Arguments: [0] n, [1] rank, [2, 10) the output's
+// shape, [10] x offset, [11, 19) x strides, [19] index offset, [20, 28) index strides
+// (select: [20] its one stride), [28] dim, [29] x's extent along dim.
+std::string gen_gather(DType dt, bool select) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"idx", DType::I64}}) + err_decl(4);
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int dim = arg[28];\n  int r = i, xo = arg[10], io = arg[19], cd = 0;\n"
+       "  for (int d = arg[1] - 1; d >= 0; --d) {\n    int e = arg[2 + d];\n"
+       "    int c = r % e;\n    r /= e;\n";
+  s += select
+           ? "    if (d == dim) cd = c; else xo += c * arg[11 + d];\n  }\n  io += cd * arg[20];\n"
+           : "    io += c * arg[20 + d];\n    if (d != dim) xo += c * arg[11 + d];\n  }\n";
+  s += "  int64_t v = idx[io];\n  if (v < 0l || v >= int64_t(arg[29])) {\n    em_bad_index(v);\n"
+       "    v = 0l;\n  }\n  y[i] = x0[xo + int(v) * arg[11 + dim]];\n}\n";
+  return s;
+}
+
+// Scatter into y (a contiguous copy of x): a thread per line of the index along dim writes
+// the line's elements in index order (the Cpu's order; distinct lines never meet), so
+// repeated indices resolve as there. index and src contiguous, of one shape. Arguments:
+// [0] lines, [1] rank, [2, 10) the index's shape, [10, 18) y's strides, [18] dim, [19] y's
+// extent along dim.
+std::string gen_scatter(DType dt, bool add) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"idx", DType::I64}, {"src", dt}}) + err_decl(4) +
+                  bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int dim = arg[18], rank = arg[1];\n  int r = i, yo = 0, io = 0, ist = 1, step = 1;\n"
+       "  for (int d = rank - 1; d >= 0; --d) {\n    int e = arg[2 + d];\n"
+       "    if (d == dim) {\n      step = ist;\n    } else {\n      int c = r % e;\n      r /= e;\n"
+       "      io += c * ist;\n      yo += c * arg[10 + d];\n    }\n    ist *= e;\n  }\n";
+  s += "  int k = arg[2 + dim];\n  for (int j = 0; j < k; ++j) {\n    int p = io + j * step;\n"
+       "    int64_t v = idx[p];\n    if (v < 0l || v >= int64_t(arg[19])) {\n"
+       "      em_bad_index(v);\n      continue;\n    }\n    int o = yo + int(v) * arg[10 + dim];\n";
+  if (add) {
+    s += "    y[o] = " + store(dt, add_values(dt, load(dt, "y[o]"), load(dt, "src[p]"))) + ";\n";
+  } else {
+    s += "    y[o] = src[p];\n";
+  }
+  s += "  }\n}\n";
+  return s;
+}
+
+// y (a contiguous copy of x [outer, n, inner]) += src [outer, k, inner] rows at idx (k
+// entries): a thread per (outer, inner) position adds the rows in index order, as the Cpu.
+// Arguments: [0] outer * inner, [1] inner, [2] n, [3] k.
+std::string gen_index_add(DType dt) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"idx", DType::I64}, {"src", dt}}) + err_decl(4) +
+                  bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int inner = arg[1], n = arg[2], k = arg[3];\n  int o = i / inner, c = i % inner;\n"
+       "  for (int j = 0; j < k; ++j) {\n    int64_t v = idx[j];\n"
+       "    if (v < 0l || v >= int64_t(n)) {\n      em_bad_index(v);\n      continue;\n    }\n"
+       "    int d = (o * n + int(v)) * inner + c;\n    int q = (o * k + j) * inner + c;\n";
+  s += "    y[d] = " + store(dt, add_values(dt, load(dt, "y[d]"), load(dt, "src[q]"))) +
+       ";\n  }\n}\n";
+  return s;
+}
+
+// Stable sort of lines [outer, n, inner] of a contiguous x (NaN largest, as the Cpu): the
+// element at k of its line goes to the rank it has in the line — the elements ordered
+// before it, and the equal ones before it in the line — with its index k.
+std::string gen_sort(DType dt, bool descending) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"ind", DType::I64}, {"x0", dt}}) + bf16_helpers();
+  const bool flt = kind_of(dt) == Kind::Float;
+  const std::string kt = dt == DType::Bool ? "int" : compute(dt);
+  s += "bool em_less(" + kt + " a, " + kt + " b) {\n";
+  s += flt ? "  if (isnan(b)) return !isnan(a);\n  if (isnan(a)) return false;\n" : "";
+  s += "  return a < b;\n}\n";
+  const std::string key = dt == DType::Bool ? "int(x0[q])" : load(dt, "x0[q]");
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  int n = arg[1], inner = arg[2];\n  int line = i / n, k = i % n;\n"
+       "  int base = (line / inner) * n * inner + (line % inner);\n"
+       "  int q = base + k * inner;\n  " +
+       kt + " v = " + key +
+       ";\n  int pos = 0;\n  for (int j = 0; j < n; ++j) {\n    q = base + j * inner;\n    " + kt +
+       " w = " + key + ";\n";
+  s += descending ? "    if (em_less(v, w) || (j < k && !em_less(w, v))) ++pos;\n"
+                  : "    if (em_less(w, v) || (j < k && !em_less(v, w))) ++pos;\n";
+  s += "  }\n  int at = base + pos * inner;\n  y[at] = x0[base + k * inner];\n"
+       "  ind[at] = int64_t(k);\n}\n";
+  return s;
+}
+
+// ---- sliding windows ----
+
+// The window's geometry as locals: in0..2, k0..2 (kernel), st0..2, pd0..2, dl0..2, out0..2,
+// K (kernel size), L (positions), image (in0 * in1 * in2).
+std::string window_head() {
+  std::string s = thread_index() + std::string("  if (i >= arg[0]) return;\n");
+  const char* names[] = {"in", "k", "st", "pd", "dl", "out"};
+  for (int f = 0; f < 6; ++f) {
+    s += "  int " + std::string(names[f]) + "0 = arg[" + std::to_string(1 + 3 * f) + "], " +
+         names[f] + "1 = arg[" + std::to_string(2 + 3 * f) + "], " + names[f] + "2 = arg[" +
+         std::to_string(3 + 3 * f) + "];\n";
+  }
+  s += "  int K = k0 * k1 * k2, L = out0 * out1 * out2, image = in0 * in1 * in2;\n";
+  return s;
+}
+
+// The storage element whose bits are the words lo, hi (as convert_elements wrote them).
+std::string from_storage_bits(DType dt, const std::string& lo, const std::string& hi) {
+  switch (dt) {
+    case DType::F64:
+      return "packDouble2x32(uvec2(uint(" + lo + "), uint(" + hi + ")))";
+    case DType::F32:
+      return "uintBitsToFloat(uint(" + lo + "))";
+    case DType::F16:
+      return "uint16BitsToFloat16(uint16_t(uint(" + lo + ")))";
+    case DType::I64:
+      return "int64_t((uint64_t(uint(" + hi + ")) << 32) | uint64_t(uint(" + lo + ")))";
+    default:
+      return std::string(storage(dt)) + "(uint(" + lo + "))";
+  }
+}
+
+// im2col: y [planes, K, L] from x [planes, *in]; entries in the padding are the pad value.
+std::string gen_unfold(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}});
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / (K * L), k = (i / L) % K, l = i % L;\n"
+       "  int kz = k / (k1 * k2), ky = (k / k2) % k1, kx = k % k2;\n"
+       "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+       "  int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "  bool inside = iz >= 0 && iz < in0 && iy >= 0 && iy < in1 && ix >= 0 && ix < in2;\n"
+       "  y[i] = inside ? x0[p * image + (iz * in1 + iy) * in2 + ix] : " +
+       from_storage_bits(dt, "arg[19]", "arg[20]") + ";\n}\n";
+  return s;
+}
+
+// col2im: y [planes, *in] sums the entries of x [planes, K, L] that unfold reads from each
+// element, in kernel order from zero, in the compute type (16-bit floats rounded once).
+std::string gen_fold(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+                  prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / image, e = i % image;\n"
+       "  int iz = e / (in1 * in2), iy = (e / in2) % in1, ix = e % in2;\n"
+       "  C acc = EM_ZERO;\n  int k = 0;\n"
+       "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx, ++k) {\n"
+       "        int tz = iz + pd0 - kz * dl0, ty = iy + pd1 - ky * dl1, tx = ix + pd2 - kx * dl2;\n"
+       "        if (tz < 0 || ty < 0 || tx < 0 || tz % st0 != 0 || ty % st1 != 0 || tx % st2 != 0)"
+       " continue;\n"
+       "        int oz = tz / st0, oy = ty / st1, ox = tx / st2;\n"
+       "        if (oz >= out0 || oy >= out1 || ox >= out2) continue;\n"
+       "        acc += " +
+       load(dt, "x0[(p * K + k) * L + (oz * out1 + oy) * out2 + ox]") +
+       ";\n      }\n  y[i] = " + store(dt, "acc") + ";\n}\n";
+  return s;
+}
+
+// Pooling: the reduction's identity, then its combine step over the window's entries inside
+// the image in kernel order (the Cpu's order; max propagates NaN as the binary op).
+std::string gen_pool(ir::PoolFn fn, DType dt) {
+  const ir::ReduceFn rf = fn == ir::PoolFn::Max ? ir::ReduceFn::Max : ir::ReduceFn::Sum;
+  const sx::ReduceDef def = sx::reduction(rf);
+  const sx::Expr& combine = sx::expr(sx::def(def.combine), kind_of(dt));
+  const sx::Printed id = sx::print(def.identity, sx::Dialect::Glsl, dt, {}, "  ");
+  const sx::Printed step = sx::print(combine, sx::Dialect::Glsl, dt, {"part", "v"}, "        ");
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+                  prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / L, l = i % L;\n"
+       "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n";
+  s += id.statements + "  C part = " + id.value + ";\n";
+  s += "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx) {\n"
+       "        int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "        if (iz < 0 || iz >= in0 || iy < 0 || iy >= in1 || ix < 0 || ix >= in2) continue;\n"
+       "        C v = " +
+       load(dt, "x0[p * image + (iz * in1 + iy) * in2 + ix]") + ";\n" + step.statements +
+       "        part = " + step.value + ";\n      }\n";
+  s += "  y[i] = " + store(dt, "part") + ";\n}\n";
+  return s;
+}
+
+// ---- fused element-wise groups ----
+
+// A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
+// hold their dtype's values already).
+std::string round_stored(DType dt, const std::string& v) {
+  switch (dt) {
+    case DType::F16:
+      return "em_round_f16(" + v + ")";
+    case DType::BF16:
+      return "uintBitsToFloat(uint(em_to_bf16(" + v + ")) << 16)";
+    default:
+      return v;
+  }
+}
+
+// f32 rounded to the nearest f16 (ties to even) and back, as storing a float16_t and
+// loading it does, in integer and exact float steps: NVIDIA's compiler folds
+// float(float16_t(x)) to x.
+const char* round_f16_helper() {
+  return R"(float em_round_f16(float f) {
+  uint u = floatBitsToUint(f);
+  uint a = u & 0x7fffffffu, sign = u & 0x80000000u;
+  if (a > 0x7f800000u) return uintBitsToFloat((u & 0xffffe000u) | 0x00400000u);
+  if (a >= 0x477ff000u) return uintBitsToFloat(sign | 0x7f800000u);
+  if (a >= 0x38800000u) {
+    uint r = (a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u;
+    return uintBitsToFloat(sign | r);
+  }
+  precise float q = uintBitsToFloat(a) * 16777216.0;
+  precise float r = roundEven(q) * 5.9604644775390625e-8;
+  return uintBitsToFloat(sign | floatBitsToUint(r));
+}
+)";
+}
+
+// Undefines the macros of prelude() (and the casts' target limits), so that another
+// compute type's prelude may follow in the same kernel.
+const char* prelude_reset() {
+  return "#undef C\n#undef U\n#undef EM_LOWEST\n#undef EM_HIGHEST\n#undef EM_BITS\n"
+         "#undef EM_SIGNED\n#undef EM_INF\n#undef EM_NAN\n#undef EM_ZERO\n";
+}
+
+const sx::Expr& instr_expr(const backend::FusedInstr& in, DType dt) {
+  return in.kind == backend::FusedInstr::Kind::Unary ? sx::expr(sx::def(in.unary), kind_of(dt))
+                                                     : sx::expr(sx::def(in.binary), kind_of(dt));
+}
+
+bool instr_divides(const FusedKernel& f, std::size_t i) {
+  const backend::FusedInstr& in = f.code[i];
+  if (in.kind != backend::FusedInstr::Kind::Unary && in.kind != backend::FusedInstr::Kind::Binary)
+    return false;
+  const DType dt = f.operand_dtype(i);
+  return divides_ints(instr_expr(in, dt), dt);
+}
+
+bool fused_reports_errors(const FusedKernel& f) {
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    if (instr_divides(f, i)) return true;
+  }
+  return false;
+}
+
+int fused_buffers(const FusedKernel& f) {
+  int n = static_cast<int>(f.inputs.size());
+  for (std::int32_t k : f.in_place) n += k < 0;
+  return n + (fused_reports_errors(f) ? 1 : 0);
+}
+
+// One kernel for the group: each instruction is a function em_f<i> printed from its
+// expression as gen_fn prints it (under the prelude of its operands' compute type, `precise`
+// for float results); main() loads the inputs, calls the functions in order, rounds each
+// 16-bit result as if stored and stores the outputs.
+std::string gen_fused(const FusedKernel& f) {
+  using Kind_ = backend::FusedInstr::Kind;
+  const std::size_t n_in = f.inputs.size(), n_out = f.outputs.size();
+  std::vector<std::pair<std::string, DType>> bufs;
+  std::vector<std::string> out_buf(n_out);
+  for (std::size_t j = 0; j < n_out; ++j) {
+    if (f.in_place[j] >= 0) {
+      out_buf[j] = "x" + std::to_string(f.in_place[j]);
+    } else {
+      out_buf[j] = "y" + std::to_string(j);
+      bufs.push_back({out_buf[j], f.dtype_of(f.outputs[j])});
+    }
+  }
+  for (std::size_t k = 0; k < n_in; ++k) bufs.push_back({"x" + std::to_string(k), f.inputs[k]});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs);
+  if (fused_reports_errors(f)) {
+    s += "layout(std430, binding = " + std::to_string(bufs.size() + 1) +
+         ") buffer Err { int em_err[]; };\n#define EM_FLAG_DIV0() em_err[0] = " +
+         std::to_string(kErrorDivisionByZero) + "\n";
+  }
+  s += bf16_helpers();
+  s += round_f16_helper();
+  // The functions, grouped by compute type (f32, f16 and bf16 share float's prelude).
+  std::vector<std::string> types;
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    const Kind_ k = f.code[i].kind;
+    if (k != Kind_::Unary && k != Kind_::Binary) continue;
+    const std::string ct = compute(f.operand_dtype(i));
+    if (std::find(types.begin(), types.end(), ct) == types.end()) types.push_back(ct);
+  }
+  for (const std::string& ct : types) {
+    bool first = true;
+    for (std::size_t i = 0; i < f.code.size(); ++i) {
+      const backend::FusedInstr& in = f.code[i];
+      if (in.kind != Kind_::Unary && in.kind != Kind_::Binary) continue;
+      const DType dt = f.operand_dtype(i);
+      if (compute(dt) != ct) continue;
+      if (first) s += prelude_reset() + prelude(dt);
+      first = false;
+      const sx::Printed pr = sx::print(instr_expr(in, dt), sx::Dialect::Glsl, dt, {}, "  ");
+      const std::string ret = compute(in.out);
+      s += ret + " em_f" + std::to_string(i) +
+           (in.kind == Kind_::Unary ? "(C a, C p0, C p1) {\n" : "(C a, C b) {\n") + pr.statements;
+      if (kind_of(in.out) == Kind::Float) {
+        s += "  precise " + ret + " res = " + pr.value + ";\n  return res;\n}\n";
+      } else {
+        s += "  return " + pr.value + ";\n}\n";
+      }
+    }
+  }
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    const backend::FusedInstr& in = f.code[i];
+    if (in.kind != Kind_::Cast) continue;
+    const DType from = f.operand_dtype(i);
+    s += "#undef EMT_LOWEST\n#undef EMT_HIGHEST\n" + target_limits(in.out);
+    s += std::string(compute(in.out)) + " em_f" + std::to_string(i) + "(" + compute(from) +
+         " v) {\n  return " + convert(from, in.out, "v") + ";\n}\n";
+  }
+  s += "void main() {\n" + map_offsets(static_cast<int>(n_out + n_in) - 1);
+  const auto v = [](std::size_t id) {
+    std::string name = "v";
+    return name.append(std::to_string(id));
+  };
+  for (std::size_t k = 0; k < n_in; ++k) {
+    s += std::string("  ") + compute(f.inputs[k]) + " " + v(k) + " = " +
+         load(f.inputs[k], "x" + std::to_string(k) + "[o" + std::to_string(n_out + k) + "]") +
+         ";\n";
+  }
+  const int params = fused_params(n_out + n_in);
+  for (std::size_t i = 0; i < f.code.size(); ++i) {
+    const backend::FusedInstr& in = f.code[i];
+    const auto arg = [&](int k) { return v(static_cast<std::size_t>(in.args[k])); };
+    const std::string fn = "em_f" + std::to_string(i);
+    std::string e;
+    switch (in.kind) {
+      case Kind_::Unary: {
+        const DType dt = f.operand_dtype(i);
+        const auto word = [&](int w) {
+          return "arg[" + std::to_string(params + 4 * static_cast<int>(i) + w) + "]";
+        };
+        e = fn + "(" + arg(0) + ", " + from_words(dt, word(0), word(1)) + ", " +
+            from_words(dt, word(2), word(3)) + ")";
+        break;
+      }
+      case Kind_::Binary:
+        e = fn + "(" + arg(0) + ", " + arg(1) + ")";
+        break;
+      case Kind_::Where:
+        e = "(" + arg(0) + " ? " + arg(1) + " : " + arg(2) + ")";
+        break;
+      case Kind_::Cast:
+        e = fn + "(" + arg(0) + ")";
+        break;
+    }
+    s += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " + round_stored(in.out, e) +
+         ";\n";
+  }
+  for (std::size_t j = 0; j < n_out; ++j) {
+    const DType dt = f.dtype_of(f.outputs[j]);
+    s += "  " + out_buf[j] + "[o" + std::to_string(j) +
+         "] = " + store(dt, v(static_cast<std::size_t>(f.outputs[j]))) + ";\n";
+  }
+  return s + "}\n";
+}
+
 // Whether e calls only math functions GLSL has for double.
 bool f64_printable(const sx::Expr& e) {
   for (int i = 0; i < e.size; ++i) {
@@ -886,6 +1340,66 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
           static_cast<std::uint8_t>(weight | (bias << 1)), group};
 }
 KernelSpec matmul_spec(DType dt) { return {Family::Matmul, static_cast<std::uint8_t>(dt)}; }
+KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
+KernelSpec gather_spec(DType dt, bool select) {
+  return {Family::Gather, static_cast<std::uint8_t>(dt), select};
+}
+KernelSpec scatter_spec(DType dt, bool add) {
+  return {Family::Scatter, static_cast<std::uint8_t>(dt), add};
+}
+KernelSpec index_add_spec(DType dt) { return {Family::IndexAdd, static_cast<std::uint8_t>(dt)}; }
+KernelSpec sort_spec(DType dt, bool descending) {
+  return {Family::Sort, static_cast<std::uint8_t>(dt), descending};
+}
+KernelSpec unfold_spec(DType dt) { return {Family::Unfold, static_cast<std::uint8_t>(dt)}; }
+KernelSpec fold_spec(DType dt) { return {Family::Fold, static_cast<std::uint8_t>(dt)}; }
+KernelSpec pool_spec(ir::PoolFn fn, DType dt) {
+  return {Family::Pool, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
+}
+
+KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place) {
+  using Kind_ = backend::FusedInstr::Kind;
+  auto f = std::make_shared<FusedKernel>();
+  for (const ir::Handle& h : g.inputs) f->inputs.push_back(h->dtype());
+  f->code = g.code;
+  for (auto& in : f->code) in.p0 = in.p1 = 0;
+  f->outputs = g.outputs;
+  f->in_place = std::move(in_place);
+  std::string k = "fused.";
+  for (std::size_t i = 0; i < f->inputs.size(); ++i)
+    k += std::string(i ? "," : "") + dtype_tag(f->inputs[i]);
+  k += ".";
+  const auto id = [](std::int32_t a) { return std::to_string(a); };
+  for (std::size_t i = 0; i < f->code.size(); ++i) {
+    const backend::FusedInstr& in = f->code[i];
+    if (i) k += ";";
+    switch (in.kind) {
+      case Kind_::Unary:
+        k += std::string(ir::name(in.unary)) + "(" + id(in.args[0]) + ")";
+        break;
+      case Kind_::Binary:
+        k += std::string(ir::name(in.binary)) + "(" + id(in.args[0]) + "," + id(in.args[1]) + ")";
+        break;
+      case Kind_::Where:
+        k += "where(" + id(in.args[0]) + "," + id(in.args[1]) + "," + id(in.args[2]) + ")";
+        break;
+      case Kind_::Cast:
+        k += "cast(" + id(in.args[0]) + ")";
+        break;
+    }
+    k += std::string(":") + dtype_tag(in.out);
+  }
+  k += ".out(";
+  for (std::size_t j = 0; j < f->outputs.size(); ++j) {
+    if (j) k += ",";
+    k += id(f->outputs[j]);
+    if (f->in_place[j] >= 0) k.append("@").append(id(f->in_place[j]));
+  }
+  f->key = k + ")";
+  KernelSpec spec{Family::Fused};
+  spec.fused = std::move(f);
+  return spec;
+}
 
 std::string KernelSpec::key() const {
   const auto dt = [](std::uint8_t v) { return dtype_tag(static_cast<DType>(v)); };
@@ -917,6 +1431,24 @@ std::string KernelSpec::key() const {
              (c ? ".group" : "");
     case Family::Matmul:
       return std::string("matmul.") + dt(a);
+    case Family::Fused:
+      return fused->key;
+    case Family::Random:
+      return std::string("random.") + dt(a);
+    case Family::Gather:
+      return std::string(b ? "select." : "gather.") + dt(a);
+    case Family::Scatter:
+      return std::string(b ? "scatter_add." : "scatter.") + dt(a);
+    case Family::IndexAdd:
+      return std::string("select_assign.") + dt(a);
+    case Family::Sort:
+      return std::string("sort.") + dt(a) + (b ? ".descending" : "");
+    case Family::Unfold:
+      return std::string("unfold.") + dt(a);
+    case Family::Fold:
+      return std::string("fold.") + dt(a);
+    case Family::Pool:
+      return std::string("pool.") + ir::name(static_cast<ir::PoolFn>(a)) + "." + dt(b);
   }
   return "?";
 }
@@ -952,6 +1484,24 @@ std::string KernelSpec::source() const {
       return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
     case Family::Matmul:
       return gen_matmul(dt(a));
+    case Family::Fused:
+      return gen_fused(*fused);
+    case Family::Random:
+      return gen_random(dt(a));
+    case Family::Gather:
+      return gen_gather(dt(a), b != 0);
+    case Family::Scatter:
+      return gen_scatter(dt(a), b != 0);
+    case Family::IndexAdd:
+      return gen_index_add(dt(a));
+    case Family::Sort:
+      return gen_sort(dt(a), b != 0);
+    case Family::Unfold:
+      return gen_unfold(dt(a));
+    case Family::Fold:
+      return gen_fold(dt(a));
+    case Family::Pool:
+      return gen_pool(static_cast<ir::PoolFn>(a), dt(b));
   }
   EMBER_ASSERT(false);
 }
@@ -965,17 +1515,35 @@ bool KernelSpec::reports_errors() const {
     const auto dt = static_cast<DType>(b);
     return divides_ints(sx::expr(sx::def(static_cast<ir::BinaryFn>(a)), kind_of(dt)), dt);
   }
-  return false;
+  if (family == Family::Fused) return fused_reports_errors(*fused);
+  return family == Family::Gather || family == Family::Scatter || family == Family::IndexAdd;
+}
+
+std::vector<std::string> KernelSpec::checked_ops() const {
+  if (family != Family::Fused) return {key()};
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < fused->code.size(); ++i) {
+    if (!instr_divides(*fused, i)) continue;
+    const backend::FusedInstr& in = fused->code[i];
+    const DType dt = fused->operand_dtype(i);
+    out.push_back(in.kind == backend::FusedInstr::Kind::Unary ? unary_spec(in.unary, dt).key()
+                                                              : binary_spec(in.binary, dt).key());
+  }
+  return out;
 }
 
 int KernelSpec::buffers() const {
+  if (family == Family::Fused) return fused_buffers(*fused);
+  if (family == Family::Gather || family == Family::Scatter || family == Family::IndexAdd) return 4;
   if (reports_errors()) return (family == Family::Binary ? 3 : 2) + 1;
   switch (family) {
     case Family::Fill:
     case Family::Arange:
+    case Family::Random:
       return 1;
     case Family::Binary:
     case Family::Matmul:
+    case Family::Sort:
       return 3;
     case Family::Where:
       return 4;
@@ -1035,6 +1603,19 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     out.push_back(copy_spec(dt));
     out.push_back(fill_spec(dt));
     out.push_back(arange_spec(dt));
+    out.push_back(random_spec(dt));
+    for (bool f : {false, true}) {
+      out.push_back(gather_spec(dt, f));
+      out.push_back(scatter_spec(dt, f));
+    }
+    out.push_back(index_add_spec(dt));
+    for (bool f : {false, true}) out.push_back(sort_spec(dt, f));
+    out.push_back(unfold_spec(dt));
+    if (kind_of(dt) == Kind::Float) out.push_back(fold_spec(dt));
+    if (dt != DType::Bool) {
+      out.push_back(pool_spec(ir::PoolFn::Max, dt));
+      out.push_back(pool_spec(ir::PoolFn::Sum, dt));
+    }
     for (DType to : dtypes) out.push_back(cast_spec(dt, to));
     for (int r = 0; r < static_cast<int>(ir::ReduceFn::Count_); ++r) {
       const auto fn = static_cast<ir::ReduceFn>(r);

@@ -18,9 +18,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "ember/backend/fused_group.hpp"
 #include "ember/base/dtype.hpp"
 #include "ember/ir/ops.hpp"
 
@@ -28,7 +30,9 @@ namespace ember::vulkan {
 
 // Most dims an element-wise kernel walks after collapsing (the host collapses the rest).
 inline constexpr int kMaxDims = 8;
-// The codes kernels write into the context's error word (0: none).
+// The codes kernels write into the context's error word (0: none); an index error also
+// writes the index (words 1 and 2, low first).
+inline constexpr int kErrorIndex = 1;
 inline constexpr int kErrorDivisionByZero = 2;
 // Threads per workgroup of the one-dimensional kernels.
 inline constexpr std::uint32_t kLocal = 256;
@@ -55,17 +59,63 @@ enum class Family : std::uint8_t {
   Softmax,    // (dtype, log, group): as Reduce
   LayerNorm,  // (dtype, weight | bias << 1, group): [0] rows, [1] n, [2] x offset, [3..5) eps
   Matmul,     // (dtype): see gen_matmul in codegen.cpp
+  Fused,      // (FusedKernel): a fused element-wise group, see below
+  Random,     // (dtype): [0] n, [1..3) key, [3..5) counter base, [5] kind, [6..8) a,
+              // [8..10) b (f64 bits): the Cpu's counter-based generator (needs i64 and f64)
+  Gather,     // (dtype, select): y (contiguous) from x at the I64 index; see gen_gather
+  Scatter,    // (dtype, add): into y (a contiguous copy of x), a thread per index line
+  IndexAdd,   // (dtype): y (a contiguous copy of x) += src rows at the index
+  Sort,       // (dtype, descending): [0] elements, [1] n, [2] inner; y, I64 indices, x
+  Unfold,     // (dtype): the window arguments below, [19..21) the padding value's bits
+  Fold,       // (dtype): float dtypes, sums in the compute type in kernel order
+  Pool,       // (PoolFn, dtype): max or sum over the window's entries inside the image
 };
 
+// A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
+// its inputs' dtypes, its instructions, its outputs and which output is written into which
+// input's buffer — never sizes, strides or parameter values. Arguments: the map layout
+// over the outputs then the inputs as operands (operand j at kMapOperand + j * kMapStride),
+// then instruction i's p0 and p1 (compute type's bits, low word first) at
+// fused_params(outputs + inputs) + 4 * i. Tensors: each output not written in place, then
+// each input. Every instruction is printed from the expression table as the unfused
+// kernel prints it, in a function of its own under its compute type's prelude; 16-bit
+// values are rounded to their dtype after every instruction, as if stored (Note [Fused
+// numerics]), so the group's outputs equal its instructions' run one by one.
+struct FusedKernel {
+  std::vector<DType> inputs;
+  std::vector<backend::FusedInstr> code;  // p0 / p1 unused (run-time arguments)
+  std::vector<std::int32_t> outputs;      // value ids, as FusedGroup::outputs
+  std::vector<std::int32_t> in_place;     // per output: the input whose buffer it takes, or -1
+  std::string key;                        // "fused.<structure>", set by fused_spec
+  DType dtype_of(std::int32_t v) const {
+    const auto i = static_cast<std::size_t>(v);
+    return i < inputs.size() ? inputs[i] : code[i - inputs.size()].out;
+  }
+  // The operand dtype an instruction computes in (a and b of Where).
+  DType operand_dtype(std::size_t i) const {
+    const backend::FusedInstr& in = code[i];
+    return dtype_of(in.kind == backend::FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
+  }
+};
+inline constexpr int fused_params(std::size_t operands) {
+  return kMapOperand + static_cast<int>(operands) * kMapStride;
+}
+
 struct KernelSpec {
+  KernelSpec(Family f, std::uint8_t a_ = 0, std::uint8_t b_ = 0, std::uint8_t c_ = 0)
+      : family(f), a(a_), b(b_), c(c_) {}
   Family family;
   std::uint8_t a = 0, b = 0, c = 0;
-  std::string key() const;     // "binary.add.f32": names the pipeline
-  std::string source() const;  // the GLSL
-  int buffers() const;         // tensors bound at 1.. (the output first)
+  std::shared_ptr<const FusedKernel> fused;  // Family::Fused
+  std::string key() const;                   // "binary.add.f32": names the pipeline
+  std::string source() const;                // the GLSL
+  int buffers() const;                       // tensors bound at 1.. (the output first)
   // Whether the kernel reports errors (integer division by zero) into the context's error
   // word, bound after its tensors.
   bool reports_errors() const;
+  // The ops an error it reports is raised for: its key, or a fused kernel's checked
+  // instructions as their unfused kernels' keys ("binary.div.i32").
+  std::vector<std::string> checked_ops() const;
   std::uint32_t local_size() const;  // threads per workgroup
 };
 
@@ -84,6 +134,24 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group);
 // Lines longer than this get a workgroup each.
 inline constexpr std::size_t kGroupLine = 64;
 KernelSpec matmul_spec(DType dt);
+KernelSpec random_spec(DType dt);
+// Indexing (I64 indices, so the device needs shaderInt64); out-of-range indices are
+// reported as kErrorIndex under the key, which names the op as the Cpu's errors do.
+KernelSpec gather_spec(DType dt, bool select);  // "gather.f32", "select.f32"
+KernelSpec scatter_spec(DType dt, bool add);    // "scatter.f32", "scatter_add.f32"
+KernelSpec index_add_spec(DType dt);            // "select_assign.f32"
+// A stable sort along a dim by ranks: a thread per element counts the elements that sort
+// before it (O(n) each), so lines are short (the backend takes n <= kSortLine).
+KernelSpec sort_spec(DType dt, bool descending);
+inline constexpr std::size_t kSortLine = 4096;
+// Sliding windows (backend/window.hpp's Window3) over contiguous [planes, *in] images: a
+// thread per output element. Arguments: [0] threads, [1..4) in, [4..7) kernel, [7..10)
+// stride, [10..13) padding, [13..16) dilation, [16..19) out (positions).
+KernelSpec unfold_spec(DType dt);
+KernelSpec fold_spec(DType dt);
+KernelSpec pool_spec(ir::PoolFn fn, DType dt);
+// The kernel of group g with outputs written into the inputs in_place names (-1: fresh).
+KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place);
 // Matmul's tile: each workgroup computes kMatmulTile x kMatmulTile outputs.
 inline constexpr int kMatmulTile = 64;
 

@@ -176,6 +176,14 @@ void Context::raise_errors() {
   for (const auto& o : ops) {
     if (names.find(o) == std::string::npos) names += (names.empty() ? "" : ", ") + o;
   }
+  if (code == kErrorIndex) {
+    const std::int64_t v = static_cast<std::int64_t>(
+        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(word[2])) << 32) |
+        static_cast<std::uint32_t>(word[1]));
+    fail(names + ": index " + std::to_string(v) +
+         " is out of range for the indexed dim (detected on the Vulkan device " +
+         pd_.props.deviceName + ")");
+  }
   fail(names + ": integer division by zero (detected on the Vulkan device " + pd_.props.deviceName +
        ")");
 }
@@ -252,7 +260,7 @@ std::shared_ptr<Block> Context::allocate(std::size_t bytes, const std::string& w
   }
   in_use_ += size;
   peak_ = std::max(peak_, in_use_);
-  return std::make_shared<Block>(this, m);
+  return std::make_shared<Block>(this, m, bytes);
 }
 
 std::shared_ptr<VkTensor> Context::empty(const Shape& shape, DType dt, const std::string& what) {
@@ -471,8 +479,11 @@ VkDescriptorSetLayout Context::set_layout(int bindings) {
   return layout;
 }
 
-// The kernel with SignedZeroInfNanPreserve for the float widths it uses, where the device
-// has it: otherwise the driver may fold x + 0 to x, or assume no NaN.
+// The kernel with SignedZeroInfNanPreserve for 32- and 64-bit floats, where the device has
+// it: otherwise the driver may fold x + 0 to x, or assume no NaN. Every kernel declares the
+// same modes, whatever widths it uses: Mesa compiles f32 arithmetic differently in a kernel
+// that also declares the f64 mode (tanh differs in the last bit), and a fused kernel that
+// casts from f64 must compute its f32 instructions as the unfused f32 kernels do.
 std::string Context::with_float_controls(const std::string& source) const {
   std::string modes;
   const auto mode = [&](int bits) {
@@ -482,7 +493,7 @@ std::string Context::with_float_controls(const std::string& source) const {
         std::to_string(bits) + ");\n";
   };
   if (pd_.features.preserve32) mode(32);
-  if (pd_.features.preserve64 && source.find("double") != std::string::npos) mode(64);
+  if (pd_.features.preserve64) mode(64);
   if (modes.empty()) return source;
   const std::size_t eol = source.find('\n');  // after #version
   return source.substr(0, eol + 1) + "#extension GL_EXT_spirv_intrinsics : require\n" + modes +
@@ -579,7 +590,7 @@ void Context::dispatch(const KernelSpec& spec, const std::vector<std::int32_t>& 
   std::vector<const Block*> bound = buffers;
   if (spec.reports_errors()) {
     bound.push_back(errors_.get());
-    checked_ops_.push_back(spec.key());
+    for (std::string& op : spec.checked_ops()) checked_ops_.push_back(std::move(op));
   }
   EMBER_ASSERT(static_cast<int>(bound.size()) == spec.buffers());
   const Pipeline& p = pipeline(spec);

@@ -53,16 +53,18 @@ struct Memory {
 // A buffer owned by tensors (or a batch); returned to the context's cache when dropped.
 class Block {
  public:
-  Block(Context* ctx, Memory m) : ctx_(ctx), mem_(m) {}
+  Block(Context* ctx, Memory m, std::size_t bytes = 0) : ctx_(ctx), mem_(m), bytes_(bytes) {}
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
   ~Block();
   const Memory& mem() const { return mem_; }
   VkBuffer buffer() const { return mem_.buffer; }
+  std::size_t bytes() const { return bytes_; }  // as requested (mem().size is its class)
 
  private:
   Context* ctx_;
   Memory mem_;
+  std::size_t bytes_;
 };
 
 // A tensor of the Vulkan backend: a strided view (elements) of a block.

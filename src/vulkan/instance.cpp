@@ -140,13 +140,19 @@ Instance create_instance() {
     }
     d.features = query_features(pd);
     {
+      VkPhysicalDevicePushDescriptorPropertiesKHR pushp{};
+      pushp.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR;
       VkPhysicalDeviceMaintenance3Properties m3{};
       m3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
+      m3.pNext = &pushp;
       VkPhysicalDeviceProperties2 p2{};
       p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
       p2.pNext = &m3;
       vkGetPhysicalDeviceProperties2(pd, &p2);
       d.max_allocation = m3.maxMemoryAllocationSize;
+      d.max_bindings =
+          std::min({pushp.maxPushDescriptors, d.props.limits.maxPerStageDescriptorStorageBuffers,
+                    d.props.limits.maxPerStageResources});
     }
     if (d.props.apiVersion >= VK_API_VERSION_1_2 ||
         has_extension(pd, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME)) {

@@ -30,7 +30,9 @@ struct PhysicalDevice {
   std::uint32_t queue_family = 0;
   Features features;
   std::size_t max_allocation = 0;  // maxMemoryAllocationSize
-  std::string driver;              // the driver's name and version, for the pipeline cache's key
+  // The most storage buffers one kernel may bind (push descriptors and per-stage limits).
+  std::uint32_t max_bindings = 0;
+  std::string driver;  // the driver's name and version, for the pipeline cache's key
 };
 
 struct Instance {

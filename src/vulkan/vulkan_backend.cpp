@@ -12,11 +12,14 @@
 #include "vulkan/vulkan_backend.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <type_traits>
 
 #include "ember/backend/registry.hpp"
+#include "ember/backend/window.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/infer.hpp"
 #include "ember/ir/scalar_table.hpp"
@@ -101,7 +104,11 @@ class VulkanBackend final : public backend::Backend {
     return std::visit([&](const auto& o) { return supports_one(o); }, op);
   }
 
-  void seed(std::uint64_t s) override { seed_ = s; }
+  void seed(std::uint64_t s) override {
+    std::lock_guard lk(ctx_.mutex());
+    seed_ = s;
+    counter_ = 0;
+  }
   backend::MemoryStats memory_stats() const override {
     auto s = const_cast<Context&>(ctx_).stats();
     return s;
@@ -112,7 +119,111 @@ class VulkanBackend final : public backend::Backend {
   }
   void sync() override { ctx_.sync(); }
 
+  // A fused element-wise group as one kernel (codegen.hpp, FusedKernel); a group some
+  // instruction of which cannot run here (its dtype, a function GLSL cannot print for f64,
+  // buffers beyond the binding range, too many bindings) runs op by op instead, each op on
+  // this backend or its fallback as unfused.
+  std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
+    if (!fusable(g)) return Backend::run_fused(std::move(g));
+    std::lock_guard lk(ctx_.mutex());
+    const Shape& shape = g.shape;
+    const std::size_t n_in = g.inputs.size(), n_out = g.outputs.size();
+    // Outputs: the buffer of an input the group owns alone (Note [In-place reuse]; the
+    // kernel then writes through that input's binding), or a fresh tensor.
+    std::vector<std::int32_t> in_place(n_out, -1);
+    std::vector<bool> taken(n_in, false);
+    std::vector<ir::Handle> outs;
+    for (std::size_t j = 0; j < n_out; ++j) {
+      const DType dt = g.dtype_of(g.outputs[j]);
+      for (std::size_t k = 0; k < n_in && in_place[j] < 0; ++k) {
+        if (!taken[k] && reusable(g.inputs[k], shape, dt)) {
+          taken[k] = true;
+          in_place[j] = static_cast<std::int32_t>(k);
+        }
+      }
+      if (in_place[j] >= 0) {
+        const auto& x =
+            static_cast<const VkTensor&>(*g.inputs[static_cast<std::size_t>(in_place[j])]);
+        outs.push_back(std::make_shared<VkTensor>(x.block, x.view(), dt));
+      } else {
+        outs.push_back(ctx_.empty(shape, dt, "fused group"));
+      }
+    }
+    const std::size_t n = shape.num_elements();
+    if (n == 0) return outs;
+    const KernelSpec spec = fused_spec(g, in_place);
+    std::vector<backend::StridedView> views;
+    std::vector<const Block*> bufs;
+    for (std::size_t j = 0; j < n_out; ++j) {
+      const auto& y = static_cast<const VkTensor&>(*outs[j]);
+      views.push_back(y.view());
+      if (in_place[j] < 0) bufs.push_back(y.block.get());
+    }
+    for (const ir::Handle& h : g.inputs) {
+      const auto& x = static_cast<const VkTensor&>(*h);
+      views.push_back(x.view());
+      bufs.push_back(x.block.get());
+    }
+    const std::size_t params = static_cast<std::size_t>(fused_params(n_out + n_in));
+    auto args = map_args(shape, views, params + 4 * g.code.size());
+    EMBER_ASSERT(args.has_value());  // fusable() checked the rank
+    for (std::size_t i = 0; i < g.code.size(); ++i) {
+      const backend::FusedInstr& in = g.code[i];
+      if (in.kind != backend::FusedInstr::Kind::Unary) continue;
+      const DType dt = g.dtype_of(in.args[0]);
+      put_bits(*args, params + 4 * i, compute_bits(dt, in.p0));
+      put_bits(*args, params + 4 * i + 2, compute_bits(dt, in.p1));
+    }
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(spec, *args, bufs, gx, gy);
+    return outs;
+  }
+  bool runs_fused() const override { return true; }
+
  private:
+  // Whether group g runs here as one kernel (see run_fused).
+  bool fusable(const backend::FusedGroup& g) const {
+    using K = backend::FusedInstr::Kind;
+    for (std::int32_t o : g.outputs) {
+      if (!out_fits(g.shape, g.dtype_of(o))) return false;
+    }
+    std::size_t ints = 0;
+    for (const ir::Handle& h : g.inputs) {
+      const auto* t = dynamic_cast<const VkTensor*>(h.get());
+      if (t == nullptr || !fits(*t) || !dtype_ok(t->dtype())) return false;
+    }
+    for (const backend::FusedInstr& in : g.code) {
+      if (!dtype_ok(in.out)) return false;
+      const DType dt = g.dtype_of(in.kind == K::Where ? in.args[1] : in.args[0]);
+      if (in.kind == K::Unary && !printable(in.unary, dt)) return false;
+      if (in.kind == K::Binary && !printable(in.binary, dt)) return false;
+      ints += kind_of(dt) == Kind::Int && (in.kind == K::Binary || in.kind == K::Unary);
+    }
+    // Bindings: the arguments, the outputs and inputs, the error word (counted for any
+    // integer arithmetic: enough whether or not it divides).
+    const std::size_t bindings = 1 + g.outputs.size() + g.inputs.size() + (ints > 0);
+    if (bindings > ctx_.physical().max_bindings) return false;
+    // The walk's rank after collapsing (the outputs are contiguous).
+    std::vector<std::int64_t> dims(g.shape.dims().begin(), g.shape.dims().end());
+    std::vector<std::vector<std::int64_t>> st = {backend::contiguous_strides(g.shape)};
+    for (const ir::Handle& h : g.inputs) {
+      const auto& x = static_cast<const VkTensor&>(*h);
+      st.push_back(backend::expand_view(x.view(), g.shape).strides);
+    }
+    backend::collapse_dims(dims, st);
+    return dims.size() <= static_cast<std::size_t>(kMaxDims);
+  }
+  // Note [In-place reuse] for Vulkan tensors: the op holds the only reference to x, nothing
+  // else shares x's block, and x is a contiguous view of the whole block (offset 0) with
+  // the output's shape and dtype.
+  static bool reusable(const ir::Handle& h, const Shape& shape, DType dt) {
+    if (!h || h.use_count() != 1) return false;
+    const auto& x = static_cast<const VkTensor&>(*h);
+    const std::size_t bytes = shape.num_elements() * size_of(dt);
+    return x.block.use_count() == 1 && x.dtype() == dt && x.shape() == shape && x.contiguous() &&
+           bytes > 0 && x.block->bytes() == bytes;
+  }
+
   // ---- what runs here ----
   bool dtype_ok(DType dt) const {
     const Features& f = ctx_.features();
@@ -216,17 +327,52 @@ class VulkanBackend final : public backend::Backend {
     // start + i * step in f64, as the host.
     return ctx_.features().f64 && dtype_ok(o.dtype) && out_fits(Shape{o.n}, o.dtype);
   }
+  bool supports_one(const ir::Random& o) const {
+    // 64-bit integer hashing and f64 uniforms, as the Cpu's generator.
+    return ctx_.features().i64 && ctx_.features().f64 && dtype_ok(o.dtype) &&
+           out_fits(o.shape, o.dtype);
+  }
+  // Indexing reads I64 indices (shaderInt64). The adds of scatter_add and index_add run in
+  // their dtype's compute type, one element at a time: 16-bit floats, which the Cpu adds
+  // widened (repeated indices summed in f32, rounded once), fall back. Loops along a line
+  // stay within lavapipe's 65535 iterations.
+  bool index_ok(const ir::Handle& x, const ir::Handle& index) const {
+    return ctx_.features().i64 && dtype_ok(x->dtype()) && out_fits(x->shape(), x->dtype()) &&
+           x->shape().rank() <= static_cast<std::size_t>(kMaxDims) &&
+           index->shape().rank() <= static_cast<std::size_t>(kMaxDims);
+  }
+  bool supports_one(const ir::Gather& o) const {
+    return index_ok(o.x, o.index) && out_fits(o.index->shape(), o.x->dtype());
+  }
+  bool supports_one(const ir::IndexSelect& o) const {
+    return index_ok(o.x, o.index) && out_fits(ir::out_shape(o), o.x->dtype());
+  }
+  bool supports_one(const ir::Scatter& o) const {
+    return index_ok(o.x, o.index) && !(o.add && is_half(o.x->dtype())) &&
+           out_fits(o.index->shape(), DType::I64) && o.index->shape()[o.dim] <= 65535;
+  }
+  bool supports_one(const ir::IndexAdd& o) const {
+    return index_ok(o.x, o.index) && !is_half(o.x->dtype()) &&
+           o.index->shape().num_elements() <= 65535;
+  }
+  bool supports_one(const ir::Sort& o) const {
+    // Ranks in O(n) per element: short lines only.
+    return ctx_.features().i64 && dtype_ok(o.x->dtype()) && out_fits(o.x->shape(), DType::I64) &&
+           o.x->shape()[o.dim] <= kSortLine;
+  }
+  bool supports_one(const ir::Unfold& o) const {
+    return dtype_ok(o.x->dtype()) && out_fits(ir::out_shape(o), o.x->dtype());
+  }
+  bool supports_one(const ir::Fold& o) const {
+    return kind_of(o.x->dtype()) == Kind::Float && dtype_ok(o.x->dtype()) &&
+           out_fits(o.x->shape(), o.x->dtype()) && out_fits(ir::out_shape(o), o.x->dtype());
+  }
+  bool supports_one(const ir::Pool& o) const {
+    return o.x->dtype() != DType::Bool && dtype_ok(o.x->dtype()) &&
+           out_fits(o.x->shape(), o.x->dtype());
+  }
   // No kernels yet: the fallback runs these.
-  bool supports_one(const ir::Gather&) const { return false; }
-  bool supports_one(const ir::Scatter&) const { return false; }
-  bool supports_one(const ir::IndexSelect&) const { return false; }
-  bool supports_one(const ir::IndexAdd&) const { return false; }
-  bool supports_one(const ir::Sort&) const { return false; }
   bool supports_one(const ir::Nonzero&) const { return false; }
-  bool supports_one(const ir::Random&) const { return false; }
-  bool supports_one(const ir::Unfold&) const { return false; }
-  bool supports_one(const ir::Fold&) const { return false; }
-  bool supports_one(const ir::Pool&) const { return false; }
   bool supports_one(const ir::Conv&) const { return false; }
   bool supports_one(const ir::MaxPoolGrad&) const { return false; }
 
@@ -241,54 +387,55 @@ class VulkanBackend final : public backend::Backend {
   }
   static Operand operand(const VkTensor& t) { return {t.block.get(), t.view()}; }
 
-  // An element-wise kernel writing `out` (any view) from `ins` (broadcast to out's shape),
-  // over dims collapsed where every operand allows it.
-  void run_map(const KernelSpec& spec, const Operand& out, const std::vector<Operand>& ins,
-               std::uint64_t p0 = 0, std::uint64_t p1 = 0) {
-    const Shape& shape = out.v.shape;
-    const std::size_t n = shape.num_elements();
-    if (n == 0) return;
-    std::vector<std::vector<std::int64_t>> st = {out.v.strides};
-    std::vector<std::int64_t> offsets = {out.v.offset};
-    for (const Operand& in : ins) {
-      const backend::StridedView e = in.v.shape == shape ? in.v : backend::expand_view(in.v, shape);
+  // The arguments of an element-wise walk over `shape` (kernel's map layout, codegen.hpp) of
+  // `ops` (the output(s) first, then the inputs, each broadcast to shape), dims collapsed
+  // where every operand allows it (backend::collapse_dims), `words` long; nullopt when
+  // more than kMaxDims dims remain.
+  static std::optional<std::vector<std::int32_t>> map_args(
+      const Shape& shape, const std::vector<backend::StridedView>& ops, std::size_t words) {
+    std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
+    std::vector<std::vector<std::int64_t>> st;
+    std::vector<std::int64_t> offsets;
+    for (const backend::StridedView& v : ops) {
+      const backend::StridedView e = v.shape == shape ? v : backend::expand_view(v, shape);
       st.push_back(e.strides);
       offsets.push_back(e.offset);
     }
-    std::vector<std::int64_t> dims;
-    std::vector<std::vector<std::int64_t>> cst(st.size());
-    for (std::size_t d = 0; d < shape.rank(); ++d) {
-      const auto ext = static_cast<std::int64_t>(shape[d]);
-      if (ext == 1) continue;
-      bool merge = !dims.empty();
-      for (std::size_t j = 0; merge && j < st.size(); ++j) merge = cst[j].back() == st[j][d] * ext;
-      if (merge) {
-        dims.back() *= ext;
-        for (std::size_t j = 0; j < st.size(); ++j) cst[j].back() = st[j][d];
-      } else {
-        dims.push_back(ext);
-        for (std::size_t j = 0; j < st.size(); ++j) cst[j].push_back(st[j][d]);
-      }
-    }
-    EMBER_ASSERT(dims.size() <= static_cast<std::size_t>(kMaxDims));
-    std::vector<std::int32_t> args(kMapArgs, 0);
-    args[0] = static_cast<std::int32_t>(n);
+    backend::collapse_dims(dims, st);
+    if (dims.size() > static_cast<std::size_t>(kMaxDims)) return std::nullopt;
+    std::vector<std::int32_t> args(words, 0);
+    args[0] = static_cast<std::int32_t>(shape.num_elements());
     args[1] = static_cast<std::int32_t>(dims.size());
     for (std::size_t d = 0; d < dims.size(); ++d) args[2 + d] = static_cast<std::int32_t>(dims[d]);
     for (std::size_t j = 0; j < st.size(); ++j) {
       const std::size_t base = kMapOperand + j * kMapStride;
       args[base] = static_cast<std::int32_t>(offsets[j]);
       for (std::size_t d = 0; d < dims.size(); ++d)
-        args[base + 1 + d] = static_cast<std::int32_t>(cst[j][d]);
+        args[base + 1 + d] = static_cast<std::int32_t>(st[j][d]);
     }
-    args[kMapParams] = static_cast<std::int32_t>(p0 & 0xffffffffu);
-    args[kMapParams + 1] = static_cast<std::int32_t>(p0 >> 32);
-    args[kMapParams + 2] = static_cast<std::int32_t>(p1 & 0xffffffffu);
-    args[kMapParams + 3] = static_cast<std::int32_t>(p1 >> 32);
+    return args;
+  }
+  static void put_bits(std::vector<std::int32_t>& args, std::size_t at, std::uint64_t bits) {
+    args[at] = static_cast<std::int32_t>(bits & 0xffffffffu);
+    args[at + 1] = static_cast<std::int32_t>(bits >> 32);
+  }
+
+  // An element-wise kernel writing `out` (any view) from `ins` (broadcast to out's shape).
+  void run_map(const KernelSpec& spec, const Operand& out, const std::vector<Operand>& ins,
+               std::uint64_t p0 = 0, std::uint64_t p1 = 0) {
+    const Shape& shape = out.v.shape;
+    const std::size_t n = shape.num_elements();
+    if (n == 0) return;
+    std::vector<backend::StridedView> views = {out.v};
+    for (const Operand& in : ins) views.push_back(in.v);
+    auto args = map_args(shape, views, kMapArgs);
+    EMBER_ASSERT(args.has_value());  // supports() admits ranks up to kMaxDims
+    put_bits(*args, kMapParams, p0);
+    put_bits(*args, kMapParams + 2, p1);
     std::vector<const Block*> bufs = {out.block};
     for (const Operand& in : ins) bufs.push_back(in.block);
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
-    ctx_.dispatch(spec, args, bufs, gx, gy);
+    ctx_.dispatch(spec, *args, bufs, gx, gy);
   }
 
   std::shared_ptr<VkTensor> copy_of(const VkTensor& x) {
@@ -518,26 +665,160 @@ class VulkanBackend final : public backend::Backend {
     ctx_.dispatch(arange_spec(o.dtype), args, {out->block.get()}, gx, gy);
     return out;
   }
+  // The Cpu's generator and stream: a draw of n elements takes counters [counter, +n) of
+  // the seed's key, so a seeded device draws the Cpu's bits.
+  ir::Handle run_one(ir::Random& o) {
+    auto out = ctx_.empty(o.shape, o.dtype, "random");
+    const std::size_t n = o.shape.num_elements();
+    const std::uint64_t base = counter_;
+    counter_ += n;
+    if (n == 0) return out;
+    std::vector<std::int32_t> args(10, 0);
+    args[0] = static_cast<std::int32_t>(n);
+    put_bits(args, 1, seed_);
+    put_bits(args, 3, base);
+    args[5] = static_cast<std::int32_t>(o.dist.kind);
+    put_bits(args, 6, compute_bits(DType::F64, o.dist.a));
+    put_bits(args, 8, compute_bits(DType::F64, o.dist.b));
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(random_spec(o.dtype), args, {out->block.get()}, gx, gy);
+    return out;
+  }
+  // ---- indexing ----
+  ir::Handle gather(const ir::Handle& xh, std::size_t dim, const ir::Handle& ih, bool select,
+                    const Shape& out_shape) {
+    const VkTensor& x = as_vk(xh, "Gather");
+    const VkTensor& idx = as_vk(ih, "Gather");
+    auto out = ctx_.empty(out_shape, x.dtype(), select ? "select" : "gather");
+    const std::size_t n = out_shape.num_elements();
+    if (n == 0) return out;
+    std::vector<std::int32_t> args(30, 0);
+    args[0] = static_cast<std::int32_t>(n);
+    args[1] = static_cast<std::int32_t>(out_shape.rank());
+    args[10] = static_cast<std::int32_t>(x.offset);
+    args[19] = static_cast<std::int32_t>(idx.offset);
+    for (std::size_t d = 0; d < out_shape.rank(); ++d) {
+      args[2 + d] = static_cast<std::int32_t>(out_shape[d]);
+      args[11 + d] = static_cast<std::int32_t>(x.strides[d]);
+    }
+    for (std::size_t d = 0; d < idx.shape().rank(); ++d)
+      args[20 + d] = static_cast<std::int32_t>(idx.strides[d]);
+    args[28] = static_cast<std::int32_t>(dim);
+    args[29] = static_cast<std::int32_t>(x.shape()[dim]);
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    ctx_.dispatch(gather_spec(x.dtype(), select), args,
+                  {out->block.get(), x.block.get(), idx.block.get()}, gx, gy);
+    return out;
+  }
+  ir::Handle run_one(ir::Gather& o) { return gather(o.x, o.dim, o.index, false, o.index->shape()); }
+  ir::Handle run_one(ir::IndexSelect& o) {
+    return gather(o.x, o.dim, o.index, true, ir::out_shape(o));
+  }
+  ir::Handle run_one(ir::Scatter& o) {
+    auto out = copy_of(as_vk(o.x, "Scatter"));
+    auto idx = contiguous(o.index);
+    auto src = contiguous(o.src);
+    const Shape& is = idx->shape();
+    const std::size_t k = is[o.dim];
+    if (is.num_elements() == 0) return out;
+    std::vector<std::int32_t> args(20, 0);
+    args[0] = static_cast<std::int32_t>(is.num_elements() / k);
+    args[1] = static_cast<std::int32_t>(is.rank());
+    for (std::size_t d = 0; d < is.rank(); ++d) {
+      args[2 + d] = static_cast<std::int32_t>(is[d]);
+      args[10 + d] = static_cast<std::int32_t>(out->strides[d]);
+    }
+    args[18] = static_cast<std::int32_t>(o.dim);
+    args[19] = static_cast<std::int32_t>(out->shape()[o.dim]);
+    const auto [gx, gy] = ctx_.groups_for(args[0], kLocal);
+    ctx_.dispatch(scatter_spec(out->dtype(), o.add), args,
+                  {out->block.get(), idx->block.get(), src->block.get()}, gx, gy);
+    return out;
+  }
+  ir::Handle run_one(ir::IndexAdd& o) {
+    auto out = copy_of(as_vk(o.x, "IndexAdd"));
+    auto idx = contiguous(o.index);
+    auto src = contiguous(o.src);
+    const Dims3 d = split_at(out->shape(), o.dim);
+    const std::size_t k = idx->shape().num_elements();
+    const std::size_t threads = d.outer * d.inner;
+    if (threads == 0 || k == 0) return out;
+    const std::vector<std::int32_t> args = {
+        static_cast<std::int32_t>(threads), static_cast<std::int32_t>(d.inner),
+        static_cast<std::int32_t>(d.n), static_cast<std::int32_t>(k)};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
+    ctx_.dispatch(index_add_spec(out->dtype()), args,
+                  {out->block.get(), idx->block.get(), src->block.get()}, gx, gy);
+    return out;
+  }
+
+  std::vector<ir::Handle> run_one(ir::Sort& o) {
+    auto x = contiguous(o.x);
+    auto values = ctx_.empty(x->shape(), x->dtype(), "sort");
+    auto indices = ctx_.empty(x->shape(), DType::I64, "sort");
+    const std::size_t total = x->shape().num_elements();
+    if (total == 0) return {values, indices};
+    const Dims3 d = split_at(x->shape(), o.dim);
+    const std::vector<std::int32_t> args = {static_cast<std::int32_t>(total),
+                                            static_cast<std::int32_t>(d.n),
+                                            static_cast<std::int32_t>(d.inner)};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(total), kLocal);
+    ctx_.dispatch(sort_spec(x->dtype(), o.descending), args,
+                  {values->block.get(), indices->block.get(), x->block.get()}, gx, gy);
+    return {values, indices};
+  }
+  // ---- sliding windows (the Cpu's geometry, backend::window3) ----
+  void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
+                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0) {
+    if (threads == 0) return;
+    std::vector<std::int32_t> args(21, 0);
+    args[0] = static_cast<std::int32_t>(threads);
+    const std::array<const std::array<std::size_t, 3>*, 6> fields = {
+        &g.in, &g.kernel, &g.stride, &g.padding, &g.dilation, &g.out};
+    for (std::size_t f = 0; f < fields.size(); ++f) {
+      for (std::size_t d = 0; d < 3; ++d)
+        args[1 + 3 * f + d] = static_cast<std::int32_t>((*fields[f])[d]);
+    }
+    put_bits(args, 19, pad_bits);
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
+    ctx_.dispatch(spec, args, {out.block.get(), x.block.get()}, gx, gy);
+  }
+  ir::Handle run_one(ir::Unfold& o) {
+    auto x = contiguous(o.x);
+    auto out = ctx_.empty(ir::out_shape(o), x->dtype(), "unfold");
+    const backend::Window3 g = backend::window3(x->shape(), o.window);
+    std::uint64_t bits = 0;
+    convert_elements(&o.pad_value, DType::F64, &bits, x->dtype(), 1);
+    run_window(unfold_spec(x->dtype()), g, out->shape().num_elements(), *out, *x, bits);
+    return out;
+  }
+  ir::Handle run_one(ir::Fold& o) {
+    auto x = contiguous(o.x);
+    auto out = ctx_.empty(ir::out_shape(o), x->dtype(), "fold");
+    const backend::Window3 g = backend::window3(out->shape(), o.window);
+    run_window(fold_spec(x->dtype()), g, out->shape().num_elements(), *out, *x);
+    return out;
+  }
+  ir::Handle run_one(ir::Pool& o) {
+    auto x = contiguous(o.x);
+    auto out = ctx_.empty(ir::out_shape(o), x->dtype(), "pool");
+    const backend::Window3 g = backend::window3(x->shape(), o.window);
+    run_window(pool_spec(o.fn, x->dtype()), g, out->shape().num_elements(), *out, *x);
+    return out;
+  }
+
   // Ops without kernels here never reach run_one (supports() sends them to the fallback).
   [[noreturn]] ir::Handle unreachable(const char* op) {
     fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
   }
-  ir::Handle run_one(ir::Gather&) { unreachable("Gather"); }
-  ir::Handle run_one(ir::Scatter&) { unreachable("Scatter"); }
-  ir::Handle run_one(ir::IndexSelect&) { unreachable("IndexSelect"); }
-  ir::Handle run_one(ir::IndexAdd&) { unreachable("IndexAdd"); }
-  std::vector<ir::Handle> run_one(ir::Sort&) { unreachable("Sort"); }
   ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
-  ir::Handle run_one(ir::Random&) { unreachable("Random"); }
-  ir::Handle run_one(ir::Unfold&) { unreachable("Unfold"); }
-  ir::Handle run_one(ir::Fold&) { unreachable("Fold"); }
-  ir::Handle run_one(ir::Pool&) { unreachable("Pool"); }
   ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
   ir::Handle run_one(ir::MaxPoolGrad&) { unreachable("MaxPoolGrad"); }
 
   int index_;
   mutable Context ctx_;
-  std::uint64_t seed_ = 0;
+  // The random generator's key and counter, as the Cpu's (its default seed).
+  std::uint64_t seed_ = 0x5eed'e3be'2026ULL, counter_ = 0;
 };
 
 }  // namespace

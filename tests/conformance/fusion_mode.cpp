@@ -10,8 +10,10 @@
 // it still fails) and printed as a reproducer with its seed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -628,6 +630,24 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   EXPECT_GT(rep.groups, 1000u) << "the fuser hardly fired";
   // Each program runs at two size sets: the second reuses the first's plans.
   EXPECT_GT(2 * rep.plans_reused, rep.plans_built) << "plans were not reused";
+}
+
+// CI: the same on the first Vulkan device (lavapipe: each program's groups are kernels
+// compiled on first use, so CI runs 200 programs; EMBER_TEST_FUSION_PROGRAMS=N runs more),
+// fused groups against the device's own unfused kernels.
+TEST(FusionDifferential, VulkanProgramsAgreeBitForBit) {
+  const auto names = Device::available();
+  if (std::find(names.begin(), names.end(), "vulkan:0") == names.end())
+    GTEST_SKIP() << "no Vulkan device here";
+  const Device plain = Device::parse("vulkan:0");
+  const Device fused = plain.fusion();
+  const char* env = std::getenv("EMBER_TEST_FUSION_PROGRAMS");
+  const std::size_t programs = env ? std::stoull(env) : 200;
+  ember::fusion::reset_report(fused);
+  const DifferentialResult r = run_fusion_differential(1, programs, plain, fused);
+  EXPECT_EQ(r.failures, 0u);
+  for (const auto& rep : r.reproducers) ADD_FAILURE() << rep;
+  EXPECT_GT(ember::fusion::report(fused).groups, programs / 2) << "the fuser hardly fired";
 }
 
 }  // namespace conformance
