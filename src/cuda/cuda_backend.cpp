@@ -66,6 +66,15 @@ class CudaBackend final : public backend::Backend {
     return backend::dispatch(ctx_, op);
   }
 
+  // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group that
+  // does not fit one kernel runs op by op (the default).
+  std::vector<ir::Handle> run_fused(backend::FusedGroup group) override {
+    ctx_.activate();
+    if (auto outs = run_fused_group(ctx_, group)) return std::move(*outs);
+    return Backend::run_fused(std::move(group));
+  }
+  bool runs_fused() const override { return true; }
+
   // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero
   // address their operands by coordinates of at most kMaxDims dims, uncollapsed.
   bool supports(const ir::Op& op) const override {
