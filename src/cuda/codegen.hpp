@@ -141,6 +141,10 @@ FusedArgs fused_args(const FusedSpec& s);
 // The bytes CUDA allows a kernel's arguments: a group whose words do not fit runs op by op.
 inline constexpr std::size_t kMaxArgBytes = 4096;
 std::string fused_name(std::uint64_t key, bool contiguous, std::uint32_t scalar_mask);
+// The spec of group g's program (its inputs' dtypes, code, outputs; the variant and name
+// still to be set), and whether every instruction is defined for its dtypes.
+FusedSpec fused_spec(const backend::FusedGroup& g);
+bool fused_supported(const FusedSpec& s);
 KernelSource gen_fused(const FusedSpec& s);
 
 // Reductions over [outer, n, inner]: (const In* x, Out* y, i64 outer, i64 n, i64 inner).

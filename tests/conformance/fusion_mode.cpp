@@ -8,6 +8,7 @@
 // value read must agree bit for bit, and with an f64 reference (host loops, rounded to the
 // dtype after each op) within a tolerance. A failing program is shrunk (steps removed while
 // it still fails) and printed as a reproducer with its seed.
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -628,6 +629,28 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   EXPECT_GT(rep.groups, 1000u) << "the fuser hardly fired";
   // Each program runs at two size sets: the second reuses the first's plans.
   EXPECT_GT(2 * rep.plans_reused, rep.plans_built) << "plans were not reused";
+}
+
+// On the first Cuda device, where there is one: its groups run as generated kernels, which
+// must give the single-op kernels' bits (Note [No contraction] in cuda/compiler.cpp).
+// Longer runs: test_conformance --mode fusion --device cuda:0 --programs 20000.
+TEST(FusionDifferential, CudaProgramsAgreeBitForBit) {
+  const auto avail = Device::available();
+  if (std::find(avail.begin(), avail.end(), "cuda:0") == avail.end()) {
+    std::string why = "not registered";
+    for (const auto& u : Device::unavailable()) {
+      if (u.name == "cuda") why = u.why;
+    }
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  const Device plain = Device::cuda(0);
+  const Device fused = Device::cuda(0).fusion();
+  ember::fusion::reset_report(fused);
+  const DifferentialResult r = run_fusion_differential(1, 1000, plain, fused);
+  EXPECT_EQ(r.failures, 0u);
+  for (const auto& rep : r.reproducers) ADD_FAILURE() << rep;
+  const auto rep = ember::fusion::report(fused);
+  EXPECT_GT(rep.groups, 500u) << "the fuser hardly fired";
 }
 
 }  // namespace conformance

@@ -5,7 +5,8 @@
 //   --mode support [--out docs/ops.md]  runs every case and writes the support table
 //   --mode perf [--filter NAME]         times every case at a larger size (no assertions)
 //   --mode test [--filter NAME]         runs the cases and prints one line per result
-//   --mode fusion [--seed S] [--programs N]  the differential tester of the Fusion decorator
+//   --mode fusion [--seed S] [--programs N] [--device D]  the differential tester of the
+//                                       Fusion decorator, on every device or on D (cuda:0)
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -224,6 +225,7 @@ int cli_main(int argc, char** argv) {
   std::string mode, out, filter;
   std::uint64_t seed = 1;
   std::size_t programs = 2000;
+  std::string device;  // fusion mode: only this device ("cpu", "cuda:0"); every one if empty
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -237,12 +239,15 @@ int cli_main(int argc, char** argv) {
       seed = std::stoull(next());
     else if (a == "--programs")
       programs = std::stoull(next());
+    else if (a == "--device")
+      device = next();
   }
   if (mode == "support") return write_support(out, filter);
   if (mode == "perf") return run_perf(filter);
-  if (mode == "fusion") {  // every device against its fusion stack
+  if (mode == "fusion") {  // every device (or --device's) against its fusion stack
     std::size_t failures = 0;
     for (const std::string& n : Device::available()) {
+      if (!device.empty() && n != device) continue;
       const Device plain = Device::parse(n);
       const DifferentialResult r = run_fusion_differential(seed, programs, plain, plain.fusion());
       std::printf("%-10s fusion: %zu programs from seed %llu, %zu failures\n", n.c_str(),

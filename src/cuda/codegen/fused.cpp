@@ -105,20 +105,29 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
 
 }  // namespace
 
+FusedSpec fused_spec(const backend::FusedGroup& g) {
+  FusedSpec s;
+  s.inputs.reserve(g.inputs.size());
+  for (const auto& h : g.inputs) s.inputs.push_back(h->dtype());
+  s.code = g.code;
+  s.outputs = g.outputs;
+  return s;
+}
+
+bool fused_supported(const FusedSpec& s) {
+  for (const FusedInstr& ins : s.code) {
+    const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
+    if (ins.kind == FusedInstr::Kind::Unary && !unary_supported(ins.unary, dt)) return false;
+    if (ins.kind == FusedInstr::Kind::Binary && !binary_supported(ins.binary, dt)) return false;
+  }
+  return true;
+}
+
 KernelSource gen_fused(const FusedSpec& s) {
   const std::size_t n_in = s.inputs.size();
   const FusedArgs a = fused_args(s);
   EMBER_CHECK(!s.code.empty() && !s.outputs.empty(), "cuda: a fused kernel needs code and outputs");
-  for (const FusedInstr& ins : s.code) {
-    const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
-    if (ins.kind == FusedInstr::Kind::Unary) {
-      EMBER_CHECK(unary_supported(ins.unary, dt),
-                  std::string("cuda: ") + ir::name(ins.unary) + " is not defined for " + name(dt));
-    } else if (ins.kind == FusedInstr::Kind::Binary) {
-      EMBER_CHECK(binary_supported(ins.binary, dt),
-                  std::string("cuda: ") + ir::name(ins.binary) + " is not defined for " + name(dt));
-    }
-  }
+  EMBER_CHECK(fused_supported(s), "cuda: " + s.name + " applies a function not defined for its dtype");
   KernelSource k;
   k.name = s.name;
   std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +

@@ -11,7 +11,6 @@
 #include <string>
 
 #include "cuda/kernels/kernels.hpp"
-#include "ember/ir/scalar_table.hpp"
 
 namespace ember::cuda {
 
@@ -26,23 +25,15 @@ constexpr std::size_t kMaxFusedInputs = 16;
 std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGroup& g) {
   const std::size_t n_in = g.inputs.size();
   if (n_in > kMaxFusedInputs || g.code.empty() || g.outputs.empty()) return std::nullopt;
-  FusedSpec spec;
-  spec.inputs.reserve(n_in);
-  for (const auto& h : g.inputs) spec.inputs.push_back(h->dtype());
+  FusedSpec spec = fused_spec(g);
+  if (!fused_supported(spec)) return std::nullopt;
   const char* checked = nullptr;  // the first integer div / rem: it may flag a zero divisor
   for (const FusedInstr& in : g.code) {
-    const DType dt = g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
-    if (in.kind == FusedInstr::Kind::Unary && !unary_supported(in.unary, dt)) return std::nullopt;
-    if (in.kind == FusedInstr::Kind::Binary) {
-      if (!binary_supported(in.binary, dt)) return std::nullopt;
-      if (!checked && is_int(dt) &&
-          (in.binary == ir::BinaryFn::Div || in.binary == ir::BinaryFn::Rem)) {
-        checked = ir::name(in.binary);
-      }
+    if (in.kind == FusedInstr::Kind::Binary && !checked && is_int(g.dtype_of(in.args[0])) &&
+        (in.binary == ir::BinaryFn::Div || in.binary == ir::BinaryFn::Rem)) {
+      checked = ir::name(in.binary);
     }
   }
-  spec.code = g.code;
-  spec.outputs = g.outputs;
   const Shape& shape = g.shape;
 
   // The layout variant: linear or one-element inputs, else strided over collapsed dims.
