@@ -291,7 +291,7 @@ struct Row {
   bool available = true;
   double bytes = 0, flops = 0;
   std::vector<double> ember_ms, torch_ms, fused_ms;  // fused_ms: --fusion
-  std::string check;  // "", "ok", or a mismatch description
+  std::string check;                                 // "", "ok", or a mismatch description
 };
 
 std::string fmt(double v, int prec = 2) {
@@ -530,7 +530,8 @@ int main(int argc, char** argv) {
                 "ember ms", "torch ms", "e/torch", "ember%", "torch%", "bound");
   std::cout << line;
   if (opt.fusion) {
-    std::snprintf(line, sizeof line, " %10s %9s %8s %7s", "fused ms", "f/unf.", "f/torch", "fused%");
+    std::snprintf(line, sizeof line, " %10s %9s %8s %7s", "fused ms", "f/unf.", "f/torch",
+                  "fused%");
     std::cout << line;
   }
   std::cout << "\n" << std::string(opt.fusion ? 140 : 102, '-') << "\n";

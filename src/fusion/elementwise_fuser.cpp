@@ -52,13 +52,6 @@ std::string op_label(const ir::Op& op) {
   return ir::name(ir::kind_of(op));
 }
 
-// The inner handle of v for a group that reads it `uses` times (see take_input).
-ir::Handle take_input_n(Value& v, std::int32_t uses) {
-  EMBER_ASSERT(v.state == State::Ready && uses >= 1);
-  v.pending_uses.fetch_sub(uses - 1, std::memory_order_acq_rel);
-  return take_input(v);
-}
-
 class Grouper {
  public:
   explicit Grouper(Shared& shared) : shared_(shared) {}
@@ -225,7 +218,7 @@ void Grouper::close(CloseReason why) {
     sig += "]L";
     sig += std::to_string(v.layout);
     sig += last ? 'c' : 'k';
-    g.inputs.push_back(take_input_n(v, input_uses_[k]));
+    g.inputs.push_back(take_input(v, input_uses_[k]));
   }
   for (const auto& in : code_) {
     char buf[96];

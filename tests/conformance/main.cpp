@@ -5,8 +5,9 @@
 //   --mode support [--out docs/ops.md]  runs every case and writes the support table
 //   --mode perf [--filter NAME]         times every case at a larger size (no assertions)
 //   --mode test [--filter NAME]         runs the cases and prints one line per result
-//   --mode fusion [--seed S] [--programs N] [--device D]  the differential tester of the
-//                                       Fusion decorator, on every device or on D (cuda:0)
+//   --mode fusion [--seed S] [--programs N] [--device D] [--one-thread]  the differential
+//                                       tester of the Fusion decorator, on every device or
+//                                       on D (cuda:0); --one-thread: no two-thread programs
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -225,7 +226,8 @@ int cli_main(int argc, char** argv) {
   std::string mode, out, filter;
   std::uint64_t seed = 1;
   std::size_t programs = 2000;
-  std::string device;  // fusion mode: only this device ("cpu", "cuda:0"); every one if empty
+  std::string device;   // fusion mode: only this device ("cpu", "cuda:0"); every one if empty
+  bool threads = true;  // fusion mode: the two-thread programs (--one-thread: none)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -241,6 +243,8 @@ int cli_main(int argc, char** argv) {
       programs = std::stoull(next());
     else if (a == "--device")
       device = next();
+    else if (a == "--one-thread")
+      threads = false;
   }
   if (mode == "support") return write_support(out, filter);
   if (mode == "perf") return run_perf(filter);
@@ -249,7 +253,8 @@ int cli_main(int argc, char** argv) {
     for (const std::string& n : Device::available()) {
       if (!device.empty() && n != device) continue;
       const Device plain = Device::parse(n);
-      const DifferentialResult r = run_fusion_differential(seed, programs, plain, plain.fusion());
+      const DifferentialResult r =
+          run_fusion_differential(seed, programs, plain, plain.fusion(), threads);
       std::printf("%-10s fusion: %zu programs from seed %llu, %zu failures\n", n.c_str(),
                   r.programs, static_cast<unsigned long long>(seed), r.failures);
       for (const auto& rep : r.reproducers) std::fputs(rep.c_str(), stdout);

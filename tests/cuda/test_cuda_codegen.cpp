@@ -5,20 +5,20 @@
 // to a real CUBIN, the path the backend takes at run time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <set>
 
+#include <ember/ember.hpp>
+#include <ember/fusion/fusion.hpp>
 #include "cuda/codegen.hpp"
 #include "cuda/codegen/printer.hpp"
 #include "cuda/compiler.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/scalar_table.hpp"
-#include <ember/ember.hpp>
-#include <ember/fusion/fusion.hpp>
 
 using namespace ember;
 using namespace ember::cuda;
@@ -538,7 +538,8 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
     auto m = z.greater(b);
     auto w = ((b - x).tanh()).mask_where(m, (z * 2.0f).exp());
     auto g = activation::gelu(w + b) * 0.5f;
-    auto s = x.slice({ops::Range(0, std::nullopt), ops::Range(1, 33, 2)}).abs().clamp(0.1, 0.9) + 1.0f;
+    auto s =
+        x.slice({ops::Range(0, std::nullopt), ops::Range(1, 33, 2)}).abs().clamp(0.1, 0.9) + 1.0f;
     auto c = (g.cast(DType::F32) * 3.0f).cast(dt) + x;
     c.to_data();
     g.to_data();
@@ -547,8 +548,8 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   }
   auto i = Tensor<2, Int>::from_data(
       TensorData::from<std::int32_t>({7, -3, 9, 12, 5, -8}, Shape{2, 3}), d);
-  auto j = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>({2, 5, -4, 3, 1, 6}, Shape{2, 3}),
-                                     d);
+  auto j = Tensor<2, Int>::from_data(
+      TensorData::from<std::int32_t>({2, 5, -4, 3, 1, 6}, Shape{2, 3}), d);
   ((i / j + i % j) * 3 - j.abs()).to_data();
   ASSERT_GT(rec->kernels.size(), 20u);
   std::string src = prelude();

@@ -426,7 +426,9 @@ std::string no_cuda_reason() {
 #define EMBER_NEED_CUDA() \
   if (!have_cuda()) GTEST_SKIP() << "no CUDA device: " << no_cuda_reason()
 
-Device cuda_fused() { return Device(fusion::make_fusion_backend(Device::cuda(0).backend_ptr(), {})); }
+Device cuda_fused() {
+  return Device(fusion::make_fusion_backend(Device::cuda(0).backend_ptr(), {}));
+}
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);

@@ -65,7 +65,8 @@ std::string binary_code(BinaryFn fn, DType dt, const std::string& a, const std::
 std::string cast_value(DType from, DType to, const std::string& x) {
   const bool int_from = kind(from) != K::Float;  // bool converts as an integer here
   if (from == to) return x;
-  if (int_from && kind(to) == K::Int) return std::string("(") + storage_type(to) + ")" + x;  // wraps, as C++20
+  if (int_from && kind(to) == K::Int)
+    return std::string("(") + storage_type(to) + ")" + x;  // wraps, as C++20
   if (to == DType::Bool) return "(u8)(" + to_f64(from, x) + " != 0.0 ? 1 : 0)";
   return from_f64(to, to_f64(from, x));
 }
@@ -107,8 +108,7 @@ KernelSource gen_where(DType dt, bool contiguous, unsigned scalar_mask) {
            scalar_suffix(contiguous, scalar_mask);
   const char* t = sized_type(elem);
   k.body = ew_kernel(k.name, t, {"u8", t, t}, 3, contiguous, "",
-                     "    $Y = " + where_value("$X0", "$X1", "$X2") + ";\n",
-                     "y[i]", scalar_mask);
+                     "    $Y = " + where_value("$X0", "$X1", "$X2") + ";\n", "y[i]", scalar_mask);
   return k;
 }
 

@@ -91,8 +91,8 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
              binary_code(ins.binary, dt, val(ins.args[0]), val(ins.args[1]), y) + "    }\n";
         break;
       case FusedInstr::Kind::Where:
-        b += "    " + y + " = " + where_value(val(ins.args[0]), val(ins.args[1]), val(ins.args[2])) +
-             ";\n";
+        b += "    " + y + " = " +
+             where_value(val(ins.args[0]), val(ins.args[1]), val(ins.args[2])) + ";\n";
         break;
       case FusedInstr::Kind::Cast:
         b += "    " + y + " = " + cast_value(dt, ins.out, val(ins.args[0])) + ";\n";
@@ -127,7 +127,8 @@ KernelSource gen_fused(const FusedSpec& s) {
   const std::size_t n_in = s.inputs.size();
   const FusedArgs a = fused_args(s);
   EMBER_CHECK(!s.code.empty() && !s.outputs.empty(), "cuda: a fused kernel needs code and outputs");
-  EMBER_CHECK(fused_supported(s), "cuda: " + s.name + " applies a function not defined for its dtype");
+  EMBER_CHECK(fused_supported(s),
+              "cuda: " + s.name + " applies a function not defined for its dtype");
   KernelSource k;
   k.name = s.name;
   std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +
@@ -183,20 +184,18 @@ KernelSource gen_fused(const FusedSpec& s) {
       outs += "    " + vt + " r" + js + ";\n";
       stores += "    ((" + vt + "*)py" + js + ")[q] = r" + js + ";\n";
     }
-    const std::string vec_body =
-        element_body(s, vec_in, [](std::size_t j, const std::string& v) {
-          return "    r" + num(j) + ".v[u] = " + v + ";\n";
-        });
+    const std::string vec_body = element_body(s, vec_in, [](std::size_t j, const std::string& v) {
+      return "    r" + num(j) + ".v[u] = " + v + ";\n";
+    });
     src += "  const i64 nv = (" + aligned + ") ? n / " + V +
            " : 0;\n"
            "  for (i64 q = EM_GID; q < nv; q += EM_GSTRIDE) {\n" +
            loads + outs +
            "#pragma unroll\n"
            "    for (int u = 0; u < " +
-           V + "; ++u) {\n    const i64 i = q * " + V + " + u; (void)i;\n" + vec_body +
-           "    }\n" + stores + "  }\n  for (i64 i = nv * " + V +
-           " + EM_GID; i < n; i += EM_GSTRIDE) {\n" + element_body(s, elem_in, store_at("i")) +
-           "  }\n}\n";
+           V + "; ++u) {\n    const i64 i = q * " + V + " + u; (void)i;\n" + vec_body + "    }\n" +
+           stores + "  }\n  for (i64 i = nv * " + V + " + EM_GID; i < n; i += EM_GSTRIDE) {\n" +
+           element_body(s, elem_in, store_at("i")) + "  }\n}\n";
   } else {
     std::vector<std::string> in(n_in);
     std::string decl = "    i64 r = i;\n", rank1, step;
@@ -208,16 +207,16 @@ KernelSource gen_fused(const FusedSpec& s) {
       rank1 += "      o" + ks + " = i * g.w[" + st + "];\n";
       step += "        o" + ks + " += c * g.w[" + st + " + d];\n";
     }
-    src += "  const int rank = (int)g.w[1];\n"
-           "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) {\n" +
-           decl +
-           "    if (rank == 1) {\n" + rank1 +
-           "    } else {\n"
-           "      for (int d = rank - 1; d >= 0; --d) {\n"
-           "        const i64 e = g.w[2 + d];\n"
-           "        const i64 c = r % e;\n"
-           "        r /= e;\n" +
-           step + "      }\n    }\n    (void)r;\n" + element_body(s, in, store_at("i")) + "  }\n}\n";
+    src +=
+        "  const int rank = (int)g.w[1];\n"
+        "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) {\n" +
+        decl + "    if (rank == 1) {\n" + rank1 +
+        "    } else {\n"
+        "      for (int d = rank - 1; d >= 0; --d) {\n"
+        "        const i64 e = g.w[2 + d];\n"
+        "        const i64 c = r % e;\n"
+        "        r /= e;\n" +
+        step + "      }\n    }\n    (void)r;\n" + element_body(s, in, store_at("i")) + "  }\n}\n";
   }
   k.body = std::move(src);
   return k;

@@ -113,7 +113,8 @@ std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGr
     w[static_cast<std::size_t>(layout.params) + 2 * i + 1] =
         std::bit_cast<std::int64_t>(g.code[i].p1);
   }
-  const std::int64_t threads = contiguous ? (n + vector_width(widest) - 1) / vector_width(widest) : n;
+  const std::int64_t threads =
+      contiguous ? (n + vector_width(widest) - 1) / vector_width(widest) : n;
   const std::uint32_t variant = (contiguous ? 1u : 0u) | scalar_mask << 1;
   spec.name = fused_name(g.key, contiguous, scalar_mask);
   void* arg = w.data();

@@ -28,6 +28,7 @@ EMBER_IR_OPS(EMBER_CUDA_KERNEL)
 // its outputs, or nullopt where the group does not fit one kernel (more than kMaxDims
 // collapsed dims, arguments over kMaxArgBytes, a function not defined for its dtype, a
 // key seen with another structure), which then runs op by op.
-std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, backend::FusedGroup& group);
+std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx,
+                                                       backend::FusedGroup& group);
 
 }  // namespace ember::cuda
