@@ -162,7 +162,18 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     } else if (s->records.size() >= shared_->options.max_records) {
       flush_locked(*s, CloseReason::StreamCap);
     } else if (s->pending_bytes >= shared_->options.max_pending_bytes) {
-      flush_locked(*s, CloseReason::MemoryBudget);
+      // Over the budget by the running total: count again what is still referenced (a
+      // dropped value stays dropped, so the recount only ever shrinks the total).
+      std::size_t live = 0;
+      for (const Record& rec : s->records) {
+        for (const auto& v : rec.outs) {
+          if (v->state == State::Pending && !v->dropped.load(std::memory_order_acquire)) {
+            live += v->bytes();
+          }
+        }
+      }
+      s->pending_bytes = live;
+      if (live >= shared_->options.max_pending_bytes) flush_locked(*s, CloseReason::MemoryBudget);
     }
     return outs;
   }

@@ -253,12 +253,26 @@ int cli_main(int argc, char** argv) {
     for (const std::string& n : Device::available()) {
       if (!device.empty() && n != device) continue;
       const Device plain = Device::parse(n);
-      const DifferentialResult r =
-          run_fusion_differential(seed, programs, plain, plain.fusion(), threads);
-      std::printf("%-10s fusion: %zu programs from seed %llu, %zu failures\n", n.c_str(),
-                  r.programs, static_cast<unsigned long long>(seed), r.failures);
-      for (const auto& rep : r.reproducers) std::fputs(rep.c_str(), stdout);
-      failures += r.failures;
+      const Device fused = plain.fusion();
+      // In chunks of 200 programs (100 seeds), each reported as it ends, so a run cut short
+      // still says how far it got.
+      std::size_t done = 0, failed = 0, shown = 0;
+      while (done < programs) {
+        const std::size_t chunk = std::min<std::size_t>(200, programs - done);
+        const DifferentialResult r =
+            run_fusion_differential(seed + done / 2, chunk, plain, fused, threads);
+        done += r.programs;
+        failed += r.failures;
+        for (const auto& rep : r.reproducers) {
+          if (shown++ < 3) std::fputs(rep.c_str(), stdout);
+        }
+        std::printf("%-10s   ... %zu programs, %zu failures\n", n.c_str(), done, failed);
+        std::fflush(stdout);
+        if (r.programs < chunk) break;
+      }
+      std::printf("%-10s fusion: %zu programs from seed %llu, %zu failures\n", n.c_str(), done,
+                  static_cast<unsigned long long>(seed), failed);
+      failures += failed;
     }
     return failures == 0 ? 0 : 1;
   }

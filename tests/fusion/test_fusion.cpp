@@ -152,11 +152,18 @@ TEST(FusionDevice, CapsFlushTheStream) {
     EXPECT_EQ(got[i], want);
   }
   fusion::Options m;
-  m.max_pending_bytes = 64;  // 24 bytes per tensor: the third op flushes
+  m.max_pending_bytes = 64;  // 24 bytes per tensor
   const Device dm = fused_with(m);
   auto y = input(dm, 2, 3, 1.0f);
-  y = (y + 1.0f) * 2.0f - 3.0f;
+  // Outputs dropped as they are consumed never need memory: no flush.
+  auto z = ((y + 1.0f) * 2.0f - 3.0f) * 4.0f;
+  EXPECT_EQ(at(fusion::report(dm).flushed, CloseReason::MemoryBudget), 0u);
+  // Three referenced outputs do: the third op flushes.
+  auto a = y + 1.0f;
+  auto b = a * 2.0f;
+  auto c = b - 3.0f;
   EXPECT_EQ(at(fusion::report(dm).flushed, CloseReason::MemoryBudget), 1u);
+  EXPECT_EQ(values(c), values(((input(Device::cpu(), 2, 3, 1.0f) + 1.0f) * 2.0f) - 3.0f));
 }
 
 // A value error inside the stream surfaces at the read, naming the op; what depends on it
