@@ -130,8 +130,11 @@ class CudaContext {
   std::shared_ptr<DeviceBuffer> constant(DType dt, std::uint64_t bits);
   static constexpr std::size_t kMaxConstants = 256;
 
-  // Pinned staging for host transfers, grown on demand.
+  // Pinned staging for host transfers, grown on demand. One buffer serves every thread, so
+  // a caller holds staging_mutex() from staging() until its copy through it is complete
+  // (threads transferring at once would otherwise overwrite each other's data).
   void* staging(std::size_t bytes);
+  std::mutex& staging_mutex() { return staging_mu_; }
 
  private:
   cudaKernel_t kernel(const KernelSource& k);
@@ -156,6 +159,7 @@ class CudaContext {
   std::vector<cudaLibrary_t> libraries_;
   int* err_ = nullptr;
   std::vector<std::string> checked_ops_;  // ops launched since the flag was last read
+  std::mutex staging_mu_;
   void* pinned_ = nullptr;
   std::size_t pinned_bytes_ = 0;
 };

@@ -11,6 +11,7 @@
 #include "cuda/cuda_backend.hpp"
 
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "cuda/context.hpp"
@@ -33,6 +34,7 @@ class CudaBackend final : public backend::Backend {
     const std::size_t bytes = data.bytes().size();
     if (bytes) {
       // Staged through pinned memory; the copy must finish before the buffer is reused.
+      std::lock_guard lk(ctx_.staging_mutex());
       void* pinned = ctx_.staging(bytes);
       std::memcpy(pinned, data.data(), bytes);
       check(cudaMemcpyAsync(t->data(), pinned, bytes, cudaMemcpyHostToDevice, ctx_.stream()),
@@ -48,6 +50,7 @@ class CudaBackend final : public backend::Backend {
     const std::size_t bytes = c->shape().num_elements() * size_of(c->dtype());
     std::vector<std::byte> out(bytes);
     if (bytes) {
+      std::lock_guard lk(ctx_.staging_mutex());
       void* pinned = ctx_.staging(bytes);
       check(cudaMemcpyAsync(pinned, c->data(), bytes, cudaMemcpyDeviceToHost, ctx_.stream()),
             "to_data");
