@@ -9,7 +9,8 @@
 //   ember-bench [--device cpu|cuda|libtorch|vulkan|vulkan+fusion] [--filter a,b]
 //               [--backend ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N]
 //               [--json out.json] [--markdown table.md] [--check] [--no-ceilings]
-//               [--torch-compile] [--torch-device cpu|cuda] [--torch-script PATH] [--list]
+//               [--torch-compile] [--torch-device cpu|cuda] [--torch-script PATH] [--fusion]
+//               [--list]
 //
 // --device cuda runs ember on Device::cuda(0) (training steps on Device::cuda(0).autodiff())
 // and PyTorch on torch.device("cuda"); every timed repetition ends with a device sync on
@@ -19,6 +20,10 @@
 // on Device::vulkan(0) (vulkan+fusion: on Device::vulkan(0).fusion()), every repetition
 // ending with a device sync, beside PyTorch on the CPU, or on the GPU with --torch-device
 // cuda; its default size is full (gpu with --torch-device cuda); no ceilings are measured.
+//
+// --fusion also runs each workload on the device's Fusion stack (Device::cpu().fusion(),
+// Device::cuda(0).fusion(); training steps on .fusion().autodiff()), right after the plain
+// device, and adds its time, its ratio to the plain device (fused/unf.) and to PyTorch.
 //
 // EMBER_NUM_THREADS (default 2) sets the threads of ember, OpenBLAS and PyTorch alike.
 // EMBER_BENCH_PYTHON picks the interpreter (default /usr/bin/python3);
@@ -61,7 +66,7 @@ struct Options {
   std::optional<eb::SizeKind> size;  // unset: full on the CPU, gpu on cuda
   int reps = -1, warmup = -1;        // -1: size default
   std::string json, markdown;
-  bool check = false, ceilings = true, compile = false, list = false;
+  bool check = false, ceilings = true, compile = false, list = false, fusion = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
@@ -70,7 +75,7 @@ struct Options {
                "a,b] [--backend "
                "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--json "
                "out.json] [--markdown out.md] [--check] [--no-ceilings] [--torch-compile] "
-               "[--torch-device cpu|cuda] [--torch-script PATH] [--list]\n";
+               "[--torch-device cpu|cuda] [--torch-script PATH] [--fusion] [--list]\n";
   std::exit(2);
 }
 
@@ -124,6 +129,8 @@ Options parse(int argc, char** argv) {
       o.ceilings = false;
     } else if (a == "--torch-compile") {
       o.compile = true;
+    } else if (a == "--fusion") {
+      o.fusion = true;
     } else if (a == "--list") {
       o.list = true;
     } else if (a == "--help" || a == "-h") {
@@ -298,8 +305,8 @@ struct Row {
   std::string name, group, shape, note;
   bool available = true;
   double bytes = 0, flops = 0;
-  std::vector<double> ember_ms, torch_ms;
-  std::string check;  // "", "ok", or a mismatch description
+  std::vector<double> ember_ms, torch_ms, fused_ms;  // fused_ms: --fusion
+  std::string check;                                 // "", "ok", or a mismatch description
 };
 
 std::string fmt(double v, int prec = 2) {
@@ -484,6 +491,16 @@ int main(int argc, char** argv) {
           r.ember_ms.push_back(ms_since(t0));
         }
         std::cout << " ember " << fmt(median(r.ember_ms), 3) << " ms" << std::flush;
+        if (opt.fusion) {
+          eb::Case f = w.make(size, dev.fusion());
+          for (int i = 0; i < opt.warmup; ++i) f.run();
+          for (int i = 0; i < opt.reps; ++i) {
+            const auto t0 = Clock::now();
+            f.run();
+            r.fused_ms.push_back(ms_since(t0));
+          }
+          std::cout << "  fused " << fmt(median(r.fused_ms), 3) << " ms" << std::flush;
+        }
       }
     } catch (const std::exception& e) {  // e.g. out of memory: report it, go on
       r.note = std::string("ember failed: ") + e.what();
@@ -527,22 +544,37 @@ int main(int argc, char** argv) {
                "faster).\n% roofline: ideal time (bytes at copy bandwidth or FLOPs at the "
                "GEMM rate) over measured time; higher is better.\n\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s\n", "workload", "size",
+  std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s", "workload", "size",
                 "ember ms", "torch ms", "e/torch", "ember%", "torch%", "bound");
-  std::cout << line << std::string(102, '-') << "\n";
+  std::cout << line;
+  if (opt.fusion) {
+    std::snprintf(line, sizeof line, " %10s %9s %8s %7s", "fused ms", "f/unf.", "f/torch",
+                  "fused%");
+    std::cout << line;
+  }
+  std::cout << "\n" << std::string(opt.fusion ? 140 : 102, '-') << "\n";
   for (const auto& r : rows) {
     if (!r.available) {
       std::snprintf(line, sizeof line, "%-25s %s\n", r.name.c_str(), r.note.c_str());
       std::cout << line;
       continue;
     }
-    const double e = median(r.ember_ms), t = median(r.torch_ms);
-    std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s%s\n", r.name.c_str(),
+    const double e = median(r.ember_ms), t = median(r.torch_ms), f = median(r.fused_ms);
+    std::string fused_cols;
+    if (opt.fusion) {
+      char fl[128];
+      std::snprintf(fl, sizeof fl, " %10s %9s %8s %7s", f > 0 ? fmt(f, 3).c_str() : "-",
+                    f > 0 && e > 0 ? fmt(f / e, 2).c_str() : "-",
+                    f > 0 && t > 0 ? fmt(f / t, 2).c_str() : "-",
+                    roofline_pct(r, f, bw, gemm.best()).c_str());
+      fused_cols = fl;
+    }
+    std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s%s%s\n", r.name.c_str(),
                   r.shape.c_str(), e > 0 ? fmt(e, 3).c_str() : "-", t > 0 ? fmt(t, 3).c_str() : "-",
                   e > 0 && t > 0 ? fmt(e / t, 2).c_str() : "-",
                   roofline_pct(r, e, bw, gemm.best()).c_str(),
                   roofline_pct(r, t, bw, gemm.best()).c_str(), bound(r, bw, gemm.best()),
-                  r.note.empty() ? "" : ("  " + r.note).c_str());
+                  fused_cols.c_str(), r.note.empty() ? "" : ("  " + r.note).c_str());
     std::cout << line;
   }
   std::cout << "\nload: " << fmt(load_start) << " at start, " << fmt(load_end)
@@ -558,7 +590,10 @@ int main(int argc, char** argv) {
   if (!opt.markdown.empty()) {
     std::ofstream md(opt.markdown);
     md << "| workload | size | ember ms | PyTorch ms | ember/PyTorch (lower is better) | ember % "
-          "roofline | PyTorch % roofline | bound |\n|---|---|---:|---:|---:|---:|---:|---|\n";
+          "roofline | PyTorch % roofline | bound |"
+       << (opt.fusion ? " fused ms | fused/unfused | fused/PyTorch | fused % roofline |" : "")
+       << "\n|---|---|---:|---:|---:|---:|---:|---|" << (opt.fusion ? "---:|---:|---:|---:|" : "")
+       << "\n";
     for (const auto& r : rows) {
       if (!r.available) {
         md << "| " << r.name << " | " << r.note << " | | | | | | |\n";
@@ -571,7 +606,14 @@ int main(int argc, char** argv) {
       md << "| " << name << " | " << r.shape << " | " << ms(e) << " | " << ms(t) << " | "
          << (e > 0 && t > 0 ? fmt(e / t, 2) : "-") << " | " << roofline_pct(r, e, bw, gemm.best())
          << " | " << roofline_pct(r, t, bw, gemm.best()) << " | " << bound(r, bw, gemm.best())
-         << " |\n";
+         << " |";
+      if (opt.fusion) {
+        const double f = median(r.fused_ms);
+        md << " " << ms(f) << " | " << (f > 0 && e > 0 ? fmt(f / e, 2) : "-") << " | "
+           << (f > 0 && t > 0 ? fmt(f / t, 2) : "-") << " | " << roofline_pct(r, f, bw, gemm.best())
+           << " |";
+      }
+      md << "\n";
     }
     std::cout << "wrote " << opt.markdown << "\n";
   }
@@ -607,6 +649,8 @@ int main(int argc, char** argv) {
          << ", \"ratio\": " << (e > 0 && t > 0 ? fmt(e / t, 4) : "null")
          << ", \"ember_times_ms\": " << json_list(r.ember_ms)
          << ", \"torch_times_ms\": " << json_list(r.torch_ms)
+         << ", \"fused_ms\": " << (!r.fused_ms.empty() ? fmt(median(r.fused_ms), 4) : "null")
+         << ", \"fused_times_ms\": " << json_list(r.fused_ms)
          << ", \"check\": " << json_str(r.check) << ", \"note\": " << json_str(r.note) << "}";
     }
     js << "\n  ]\n}\n";

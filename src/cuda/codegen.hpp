@@ -14,7 +14,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
+#include "ember/backend/fused_group.hpp"
 #include "ember/base/dtype.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/ops.hpp"
@@ -110,6 +112,40 @@ KernelSource gen_where(DType dt, bool contiguous, unsigned scalar_mask = 0);  //
 KernelSource gen_cast(DType from, DType to, bool contiguous);
 // copy: x0 to y at operand 1's offsets (the destination may be a strided view).
 KernelSource gen_copy(std::size_t elem_size, bool contiguous);
+
+// A fused element-wise group (backend/fused_group.hpp) as one kernel (codegen/fused.cpp):
+// each instruction printed by the same code as its single-op kernel (printer.hpp's
+// unary_code, binary_code, cast_value, where_value), its result held in its dtype's storage
+// type — so a 16-bit value is rounded after each instruction, as if stored — and only the
+// outputs written, each at the element index (outputs are contiguous; one may be an input's
+// buffer: every thread reads its element of every input before writing that element).
+// Variants: `contiguous`, every input walks the output linearly or is one element
+// (scalar_mask, bit k: input k), with 16-byte vector accesses when aligned (Note [Vector
+// loads]); else strided, offsets unravelled from at most kMaxDims collapsed dims.
+struct FusedSpec {
+  std::vector<DType> inputs;  // each input's dtype
+  std::vector<backend::FusedInstr> code;
+  std::vector<std::int32_t> outputs;  // value ids, as FusedGroup::outputs
+  bool contiguous = false;
+  std::uint32_t scalar_mask = 0;
+  std::string name;  // the entry point: structural, from the group's key and the variant
+};
+// The kernel's one argument: EmWords<words> (64-bit words) by value — n, rank, the
+// collapsed shape (8 words), then, from `strides` (strided kernels only), each input's
+// strides (8 words an input), the input pointers, the output pointers, the error flag,
+// and two words of parameters (double bits) per instruction from `params`.
+struct FusedArgs {
+  int strides = -1, inputs = 0, outputs = 0, err = 0, params = 0, words = 0;
+};
+FusedArgs fused_args(const FusedSpec& s);
+// The bytes CUDA allows a kernel's arguments: a group whose words do not fit runs op by op.
+inline constexpr std::size_t kMaxArgBytes = 4096;
+std::string fused_name(std::uint64_t key, bool contiguous, std::uint32_t scalar_mask);
+// The spec of group g's program (its inputs' dtypes, code, outputs; the variant and name
+// still to be set), and whether every instruction is defined for its dtypes.
+FusedSpec fused_spec(const backend::FusedGroup& g);
+bool fused_supported(const FusedSpec& s);
+KernelSource gen_fused(const FusedSpec& s);
 
 // Reductions over [outer, n, inner]: (const In* x, Out* y, i64 outer, i64 n, i64 inner).
 // `rows`: inner == 1, one block per output row with warp shuffles; else one thread per

@@ -82,21 +82,34 @@ std::vector<char> run_nvrtc(const std::string& source, const std::vector<std::st
 }
 }  // namespace
 
+// Note [No contraction]: every kernel is compiled with --fmad=false, so NVVM and ptxas never
+// contract a multiply and an add into one fused multiply-add. Contraction would round a
+// fused kernel differently from the same instructions run as single-op kernels (x * y + z
+// as two kernels rounds x * y when it is stored; one kernel could keep it exact in an FMA),
+// and its choice depends on the code around an expression, so the same function could
+// round differently in two kernels. Without it, each + - * / of a printed expression rounds
+// as written (IEEE, as the C++ the Cpu backend runs), in every kernel alike; code that
+// wants an FMA says so (fmaf, as em_gelu does). Element-wise kernels are bound by memory,
+// so the extra instructions cost nothing measurable there.
+const std::vector<std::string>& compile_options() {
+  static const std::vector<std::string> o = {"--std=c++17", "-diag-suppress=186", "--fmad=false"};
+  return o;
+}
+
 std::vector<char> compile_cubin(const std::string& source, int arch, const std::string& what) {
   // No fast-math: kernels keep IEEE semantics (NaN, denormals, exact division) to agree
   // with the Cpu backend. Warning 186 (an unsigned compared with zero) is expected: one
   // table expression serves signed and unsigned types.
-  return run_nvrtc(
-      source,
-      {"--gpu-architecture=sm_" + std::to_string(arch), "--std=c++17", "-diag-suppress=186"}, true,
-      what);
+  std::vector<std::string> o = {"--gpu-architecture=sm_" + std::to_string(arch)};
+  o.insert(o.end(), compile_options().begin(), compile_options().end());
+  return run_nvrtc(source, o, true, what);
 }
 
 std::vector<char> compile_ptx_fast(const std::string& source, int arch, const std::string& what) {
-  return run_nvrtc(source,
-                   {"--gpu-architecture=compute_" + std::to_string(arch), "--std=c++17",
-                    "-diag-suppress=186", "-Ofc=max"},
-                   false, what);
+  std::vector<std::string> o = {"--gpu-architecture=compute_" + std::to_string(arch)};
+  o.insert(o.end(), compile_options().begin(), compile_options().end());
+  o.push_back("-Ofc=max");
+  return run_nvrtc(source, o, false, what);
 }
 
 CubinCache::CubinCache(int driver_version, bool use_disk) : driver_version_(driver_version) {
@@ -164,7 +177,10 @@ void CubinCache::write_disk(const std::string& path, const std::vector<char>& cu
 
 const std::vector<char>& CubinCache::get(const std::string& source, int arch,
                                          const std::string& what) {
-  const std::uint64_t h = fnv1a(source.data(), source.size());
+  // The key covers the options too: a CUBIN built with other options is another entry.
+  std::string keyed = source;
+  for (const auto& o : compile_options()) keyed += "\n// " + o;
+  const std::uint64_t h = fnv1a(keyed.data(), keyed.size());
   std::lock_guard lk(mu_);
   auto key = std::make_pair(h, arch);
   if (auto it = mem_.find(key); it != mem_.end()) return it->second;

@@ -19,6 +19,10 @@ std::uint64_t fnv1a(const void* data, std::size_t n);
 // NVRTC's version as major * 1000 + minor * 10 (as CUDA versions are written).
 int nvrtc_version();
 
+// The NVRTC options of every compile but the architecture (Note [No contraction] in
+// compiler.cpp: --fmad=false); part of the cache keys.
+const std::vector<std::string>& compile_options();
+
 // Compiles `source` to a CUBIN for sm_<arch> (e.g. 90). Throws ember::Error with NVRTC's log
 // and `what` (the kernel or op being built) on failure.
 std::vector<char> compile_cubin(const std::string& source, int arch, const std::string& what);

@@ -137,7 +137,10 @@ void CudaContext::enqueue(cudaKernel_t kern, std::int64_t threads_total, Args ar
       cudaLaunchKernel(reinterpret_cast<const void*>(kern), dim3(static_cast<unsigned>(blocks)),
                        dim3(block), const_cast<void**>(args.begin()), 0, stream_);
   if (e != cudaSuccess) check(e, std::string(op) + " (kernel launch)");
-  if (checked) checked_ops_.push_back(op);
+  if (checked) {
+    std::lock_guard lk(mu_);  // (threads may launch on one device at once)
+    checked_ops_.push_back(op);
+  }
 }
 
 void CudaContext::fill(void* y, std::int64_t n, std::size_t elem_size, std::uint64_t bits) {
@@ -178,15 +181,18 @@ void* CudaContext::staging(std::size_t bytes) {
 void CudaContext::sync() {
   activate();
   check(cudaStreamSynchronize(stream_), "a queued kernel failed");
-  if (checked_ops_.empty()) return;
+  std::vector<std::string> ops;
+  {
+    std::lock_guard lk(mu_);
+    if (checked_ops_.empty()) return;
+    ops.swap(checked_ops_);
+  }
   struct {
     int code;
     int pad;
     std::int64_t value;
   } flag{};
   check(cudaMemcpy(&flag, err_, sizeof flag, cudaMemcpyDeviceToHost), "reading the error flag");
-  std::vector<std::string> ops;
-  ops.swap(checked_ops_);
   if (flag.code == 0) return;
   check(cudaMemset(err_, 0, 16), "resetting the error flag");
   std::string names;

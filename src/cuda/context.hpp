@@ -83,6 +83,30 @@ class CudaContext {
     if (!k) k = remember(key, kernel(gen()));
     enqueue(k, threads_total, args, op, checked, block, max_blocks);
   }
+  // Launches the kernel of a fused group (kernels/fused.cpp), found by the group's key and
+  // layout variant; `structure` (the group's signature) is kept with it on first use, when
+  // gen() prints it, and a later group of the same key and another structure (a hash
+  // collision) is refused: false, nothing launched.
+  template <class Gen>
+  bool launch_fused(std::uint64_t key, std::uint32_t variant, const std::string& structure,
+                    Gen&& gen, std::int64_t threads_total, Args args, const char* op,
+                    bool checked) {
+    cudaKernel_t k = nullptr;
+    {
+      std::lock_guard lk(mu_);
+      if (auto it = fused_.find({key, variant}); it != fused_.end()) {
+        if (it->second.first != structure) return false;
+        k = it->second.second;
+      }
+    }
+    if (!k) {
+      k = kernel(gen());
+      std::lock_guard lk(mu_);
+      fused_.emplace(std::make_pair(key, variant), std::make_pair(structure, k));
+    }
+    enqueue(k, threads_total, args, op, checked, 256, -1);
+    return true;
+  }
   // Device pointer of the error flag (int code, then an i64 value at byte 8).
   int* error_flag() const { return err_; }
 
@@ -106,8 +130,11 @@ class CudaContext {
   std::shared_ptr<DeviceBuffer> constant(DType dt, std::uint64_t bits);
   static constexpr std::size_t kMaxConstants = 256;
 
-  // Pinned staging for host transfers, grown on demand.
+  // Pinned staging for host transfers, grown on demand. One buffer serves every thread, so
+  // a caller holds staging_mutex() from staging() until its copy through it is complete
+  // (threads transferring at once would otherwise overwrite each other's data).
   void* staging(std::size_t bytes);
+  std::mutex& staging_mutex() { return staging_mu_; }
 
  private:
   cudaKernel_t kernel(const KernelSource& k);
@@ -126,11 +153,13 @@ class CudaContext {
   std::mutex mu_;
   std::map<std::string, cudaKernel_t> kernels_;
   std::unordered_map<std::uint64_t, cudaKernel_t> by_key_;
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::pair<std::string, cudaKernel_t>> fused_;
   std::map<std::pair<cudaKernel_t, unsigned>, std::int64_t> one_wave_;
   std::map<std::pair<DType, std::uint64_t>, std::shared_ptr<DeviceBuffer>> constants_;
   std::vector<cudaLibrary_t> libraries_;
   int* err_ = nullptr;
   std::vector<std::string> checked_ops_;  // ops launched since the flag was last read
+  std::mutex staging_mu_;
   void* pinned_ = nullptr;
   std::size_t pinned_bytes_ = 0;
 };

@@ -11,6 +11,7 @@
 #include "cuda/cuda_backend.hpp"
 
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "cuda/context.hpp"
@@ -33,6 +34,7 @@ class CudaBackend final : public backend::Backend {
     const std::size_t bytes = data.bytes().size();
     if (bytes) {
       // Staged through pinned memory; the copy must finish before the buffer is reused.
+      std::lock_guard lk(ctx_.staging_mutex());
       void* pinned = ctx_.staging(bytes);
       std::memcpy(pinned, data.data(), bytes);
       check(cudaMemcpyAsync(t->data(), pinned, bytes, cudaMemcpyHostToDevice, ctx_.stream()),
@@ -48,6 +50,7 @@ class CudaBackend final : public backend::Backend {
     const std::size_t bytes = c->shape().num_elements() * size_of(c->dtype());
     std::vector<std::byte> out(bytes);
     if (bytes) {
+      std::lock_guard lk(ctx_.staging_mutex());
       void* pinned = ctx_.staging(bytes);
       check(cudaMemcpyAsync(pinned, c->data(), bytes, cudaMemcpyDeviceToHost, ctx_.stream()),
             "to_data");
@@ -65,6 +68,15 @@ class CudaBackend final : public backend::Backend {
     // One launcher per op (kernels.hpp, declared from the IR's op list).
     return backend::dispatch(ctx_, op);
   }
+
+  // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group that
+  // does not fit one kernel runs op by op (the default).
+  std::vector<ir::Handle> run_fused(backend::FusedGroup group) override {
+    ctx_.activate();
+    if (auto outs = run_fused_group(ctx_, group)) return std::move(*outs);
+    return Backend::run_fused(std::move(group));
+  }
+  bool runs_fused() const override { return true; }
 
   // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero
   // address their operands by coordinates of at most kMaxDims dims, uncollapsed.

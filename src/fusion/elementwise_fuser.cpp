@@ -15,6 +15,7 @@
 // strides or parameter values.
 #include "fusion/elementwise_fuser.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -50,13 +51,6 @@ std::string op_label(const ir::Op& op) {
   if (std::holds_alternative<ir::Where>(op)) return "where";
   if (std::holds_alternative<ir::Cast>(op)) return "cast";
   return ir::name(ir::kind_of(op));
-}
-
-// The inner handle of v for a group that reads it `uses` times (see take_input).
-ir::Handle take_input_n(Value& v, std::int32_t uses) {
-  EMBER_ASSERT(v.state == State::Ready && uses >= 1);
-  v.pending_uses.fetch_sub(uses - 1, std::memory_order_acq_rel);
-  return take_input(v);
 }
 
 class Grouper {
@@ -204,15 +198,23 @@ void Grouper::close(CloseReason why) {
     }
     info.ops.push_back(op_label(members_[i]->op));
   }
-  // The signature (see the top of this file).
+  // The signature (see the top of this file), appended number by number (no formatting
+  // calls: this runs once per group, on the recording path's budget).
+  std::string sig = "ew[";
+  sig.reserve(64 + 24 * (inputs_.size() + code_.size()));
+  const auto num = [&sig](long long x) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, x);
+    sig.append(buf, r.ptr);
+  };
   std::map<std::size_t, int> dim_class{{1, 0}};
   const auto cls = [&](std::size_t e) {
     auto it = dim_class.find(e);
     if (it == dim_class.end()) it = dim_class.emplace(e, static_cast<int>(dim_class.size())).first;
-    return std::to_string(it->second);
+    num(it->second);
+    sig += ',';
   };
-  std::string sig = "ew[";
-  for (std::size_t d = 0; d < shape_.rank(); ++d) sig += cls(shape_[d]) + ",";
+  for (std::size_t d = 0; d < shape_.rank(); ++d) cls(shape_[d]);
   sig += "]";
   for (std::size_t k = 0; k < inputs_.size(); ++k) {
     Value& v = *inputs_[k];
@@ -221,22 +223,33 @@ void Grouper::close(CloseReason why) {
     sig += " in:";
     sig += ember::name(v.dtype);
     sig += '[';
-    for (std::size_t d = 0; d < v.shape.rank(); ++d) sig += cls(v.shape[d]) + ",";
+    for (std::size_t d = 0; d < v.shape.rank(); ++d) cls(v.shape[d]);
     sig += "]L";
-    sig += std::to_string(v.layout);
+    num(v.layout);
     sig += last ? 'c' : 'k';
-    g.inputs.push_back(take_input_n(v, input_uses_[k]));
+    g.inputs.push_back(take_input(v, input_uses_[k]));
   }
   for (const auto& in : code_) {
-    char buf[96];
-    std::snprintf(buf, sizeof buf, " %d:%d:%s(%d,%d,%d)", static_cast<int>(in.kind),
-                  in.kind == FusedInstr::Kind::Binary ? static_cast<int>(in.binary)
-                                                      : static_cast<int>(in.unary),
-                  ember::name(in.out), in.args[0], in.args[1], in.args[2]);
-    sig += buf;
+    sig += ' ';
+    num(static_cast<int>(in.kind));
+    sig += ':';
+    num(in.kind == FusedInstr::Kind::Binary ? static_cast<int>(in.binary)
+                                            : static_cast<int>(in.unary));
+    sig += ':';
+    sig += ember::name(in.out);
+    sig += '(';
+    num(in.args[0]);
+    sig += ',';
+    num(in.args[1]);
+    sig += ',';
+    num(in.args[2]);
+    sig += ')';
   }
   sig += " out:";
-  for (std::int32_t o : g.outputs) sig += std::to_string(o) + ",";
+  for (std::int32_t o : g.outputs) {
+    num(o);
+    sig += ',';
+  }
   g.signature = std::move(sig);
   g.key = fnv1a(g.signature);
   g.code = std::move(code_);

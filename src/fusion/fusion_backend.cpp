@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include "ember/backend/autodiff_interface.hpp"
@@ -37,15 +38,24 @@ std::size_t env_size(const char* name, std::size_t fallback) {
 }
 
 // The streams this thread recorded into, flushed when it ends (Note [Thread exit]).
+//
+// Note [Thread exit]: what a thread leaves pending runs when the thread ends, since another
+// thread may hold its values. That flush runs on a thread of its own: this one is being
+// torn down, and thread_local objects constructed after this list — the inner backend's
+// scratch buffers, for one — are already destroyed, so kernels run here would use them.
 struct ThreadStreams {
   std::vector<std::pair<std::uint64_t, std::shared_ptr<Stream>>> list;
   ~ThreadStreams() {
     for (auto& [id, s] : list) {
       std::lock_guard lk(s->mu);
-      try {
-        flush_locked(*s, CloseReason::ThreadExit);
-      } catch (...) {  // the values say what failed; nobody is left to tell
-      }
+      if (s->records.empty()) continue;
+      Stream& stream = *s;
+      std::thread([&stream] {
+        try {
+          flush_locked(stream, CloseReason::ThreadExit);
+        } catch (...) {  // the values say what failed; nobody is left to tell
+        }
+      }).join();
     }
   }
 };
@@ -152,7 +162,18 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     } else if (s->records.size() >= shared_->options.max_records) {
       flush_locked(*s, CloseReason::StreamCap);
     } else if (s->pending_bytes >= shared_->options.max_pending_bytes) {
-      flush_locked(*s, CloseReason::MemoryBudget);
+      // Over the budget by the running total: count again what is still referenced (a
+      // dropped value stays dropped, so the recount only ever shrinks the total).
+      std::size_t live = 0;
+      for (const Record& rec : s->records) {
+        for (const auto& v : rec.outs) {
+          if (v->state == State::Pending && !v->dropped.load(std::memory_order_acquire)) {
+            live += v->bytes();
+          }
+        }
+      }
+      s->pending_bytes = live;
+      if (live >= shared_->options.max_pending_bytes) flush_locked(*s, CloseReason::MemoryBudget);
     }
     return outs;
   }

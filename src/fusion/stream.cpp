@@ -9,9 +9,11 @@
 
 namespace ember::fusion {
 
-ir::Handle take_input(Value& v) {
-  EMBER_ASSERT(v.state == State::Ready);
-  const std::int32_t before = v.pending_uses.fetch_sub(1, std::memory_order_acq_rel);
+ir::Handle take_input(Value& v, std::int32_t uses) {
+  std::lock_guard lk(v.take_mu);
+  EMBER_ASSERT(v.state == State::Ready && uses >= 1);
+  const std::int32_t before =
+      v.pending_uses.fetch_sub(uses, std::memory_order_acq_rel) - (uses - 1);
   if (before == 1 && v.dropped.load(std::memory_order_acquire)) {
     v.state = State::Consumed;
     return std::move(v.inner);

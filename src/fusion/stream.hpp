@@ -52,6 +52,9 @@ struct Value {
   std::uint8_t layout = kFresh;
   std::atomic<bool> dropped{false};
   std::atomic<std::int32_t> pending_uses{0};  // records not yet run that read it
+  // Held while a reader takes `inner` (take_input): readers of one Ready value may be
+  // flushed by two streams at once (Note [Readers in two streams]).
+  std::mutex take_mu;
 
   std::size_t bytes() const { return shape.num_elements() * size_of(dtype); }
 };
@@ -97,9 +100,15 @@ struct Stream {
 // not yet produced is Failed with its message, the stream is emptied and the exception
 // propagates.
 void flush_locked(Stream& s, backend::CloseReason why);
-// The inner handle of v for an op that reads it once: v's own reference when v is dropped
-// and this is its last pending reader (so the inner backend may reuse it in place), else a
-// copy. v must be Ready.
-ir::Handle take_input(Value& v);
+// The inner handle of v for an op that reads it `uses` times: v's own reference when v is
+// dropped and these are its last pending reads (so the inner backend may reuse it in
+// place), else a copy. v must be Ready.
+//
+// Note [Readers in two streams]: a Ready value (an input made by from_data, or one flushed
+// already) may have pending readers in the streams of two threads, and those streams may
+// flush at the same time. Each reader's take_input counts its reads off and copies or
+// moves `inner` under the value's take_mu, so exactly the last one moves it and no copy
+// races with the move.
+ir::Handle take_input(Value& v, std::int32_t uses = 1);
 
 }  // namespace ember::fusion

@@ -7,15 +7,22 @@
 // at their last use. Each program runs on the plain device and on its fusion stack: every
 // value read must agree bit for bit, and with an f64 reference (host loops, rounded to the
 // dtype after each op) within a tolerance. A failing program is shrunk (steps removed while
-// it still fails) and printed as a reproducer with its seed.
+// it still fails) and printed as a reproducer with its seed. A fifth of the programs run on
+// two threads on the fused device (run_on_two_threads): one hands its pending values to
+// the other mid-program, and runs the program again concurrently.
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
+#include <thread>
+#include <utility>
 
 #include "conformance/harness.hpp"
 
@@ -277,81 +284,155 @@ struct Observed {
   std::string error;
 };
 
-Observed run_on(const Program& p, const Device& dev) {
-  Observed o;
-  try {
-    const std::size_t n_in = p.inputs.size();
-    std::vector<std::optional<DynTensor>> vals;
-    for (const auto& in : p.inputs) vals.emplace_back(make_input(in, p.dt, dev));
+// Runs p's steps on dev: init() makes the inputs, step(k) records step k, finish() reads
+// every value still held. The steps may be run by two threads in turn (two_threads).
+class Runner {
+ public:
+  Runner(const Program& p, const Device& dev) : p_(p), dev_(dev), n_in_(p.inputs.size()) {}
+
+  void init() {
+    for (const auto& in : p_.inputs) vals_.emplace_back(make_input(in, p_.dt, dev_));
     // Last use of each value; a value not kept is moved into its last reader.
-    std::vector<std::size_t> last(n_in + p.steps.size(), 0);
-    std::vector<bool> keep(n_in + p.steps.size(), n_in > 0);
-    for (std::size_t i = 0; i < n_in; ++i) keep[i] = (p.seed >> i) & 1;
-    for (std::size_t k = 0; k < p.steps.size(); ++k) {
-      const Step& s = p.steps[k];
-      keep[n_in + k] = s.keep || k + 1 == p.steps.size();
+    last_.assign(n_in_ + p_.steps.size(), 0);
+    keep_.assign(n_in_ + p_.steps.size(), n_in_ > 0);
+    for (std::size_t i = 0; i < n_in_; ++i) keep_[i] = (p_.seed >> i) & 1;
+    for (std::size_t k = 0; k < p_.steps.size(); ++k) {
+      const Step& s = p_.steps[k];
+      keep_[n_in_ + k] = s.keep || k + 1 == p_.steps.size();
       for (int a : {s.a, s.b, s.c}) {
-        if (a >= 0) last[static_cast<std::size_t>(a)] = k + 1;
+        if (a >= 0) last_[static_cast<std::size_t>(a)] = k + 1;
       }
     }
-    for (std::size_t k = 0; k < p.steps.size(); ++k) {
-      const Step& s = p.steps[k];
-      const auto arg = [&](int id) -> DynTensor {
-        const auto i = static_cast<std::size_t>(id);
-        const bool again = (s.a == id) + (s.b == id) + (s.c == id) > 1;
-        if (last[i] == k + 1 && !keep[i] && !again) {
-          DynTensor t = std::move(*vals[i]);
-          vals[i].reset();
-          return t;
-        }
-        return *vals[i];
-      };
-      DynTensor out = [&]() -> DynTensor {
-        switch (s.kind) {
-          case StepKind::Unary:
-            return ops::unary(static_cast<UnaryFn>(s.fn), arg(s.a));
-          case StepKind::Binary: {
-            DynTensor x = arg(s.a);
-            return ops::binary(static_cast<BinaryFn>(s.fn), std::move(x), arg(s.b));
-          }
-          case StepKind::Scalar:
-            return ops::binary_scalar(static_cast<BinaryFn>(s.fn), arg(s.a), s.s);
-          case StepKind::Where: {
-            DynTensor x = arg(s.a), y = arg(s.b), z = arg(s.c);
-            DynTensor m = ops::binary(BinaryFn::Gt, x, y);
-            return ops::mask_where(std::move(m), std::move(x), std::move(z));
-          }
-          case StepKind::CastRound:
-            return ops::cast(ops::cast(arg(s.a), round_trip_type(p.dt)), p.dt);
-          case StepKind::Expand:
-            return ops::expand(arg(s.a), p.shape);
-          case StepKind::Transpose2:
-            return ops::transpose(ops::transpose(arg(s.a)));
-          case StepKind::SumBack:
-            return ops::reduce(ember::ir::ReduceFn::Sum, arg(s.a),
-                               static_cast<std::int64_t>(s.dim));
-          case StepKind::Read: {
-            DynTensor x = arg(s.a);
-            o.reads.push_back(x.to_data());
-            return x;
-          }
-        }
-        return arg(s.a);
-      }();
-      for (int id : {s.a, s.b, s.c}) {
-        const auto i = static_cast<std::size_t>(id);
-        if (id >= 0 && last[i] == k + 1 && !keep[i]) vals[i].reset();
-      }
-      vals.emplace_back(std::move(out));
-      if (!keep[n_in + k] && last[n_in + k] == 0) vals.back().reset();
-    }
-    for (const auto& v : vals) {
-      if (v) o.reads.push_back(v->to_data());
-    }
-  } catch (const std::exception& e) {
-    o.error = e.what();
   }
-  return o;
+
+  void step(std::size_t k) {
+    const Step& s = p_.steps[k];
+    const auto arg = [&](int id) -> DynTensor {
+      const auto i = static_cast<std::size_t>(id);
+      const bool again = (s.a == id) + (s.b == id) + (s.c == id) > 1;
+      if (last_[i] == k + 1 && !keep_[i] && !again) {
+        DynTensor t = std::move(*vals_[i]);
+        vals_[i].reset();
+        return t;
+      }
+      return *vals_[i];
+    };
+    DynTensor out = [&]() -> DynTensor {
+      switch (s.kind) {
+        case StepKind::Unary:
+          return ops::unary(static_cast<UnaryFn>(s.fn), arg(s.a));
+        case StepKind::Binary: {
+          DynTensor x = arg(s.a);
+          return ops::binary(static_cast<BinaryFn>(s.fn), std::move(x), arg(s.b));
+        }
+        case StepKind::Scalar:
+          return ops::binary_scalar(static_cast<BinaryFn>(s.fn), arg(s.a), s.s);
+        case StepKind::Where: {
+          DynTensor x = arg(s.a), y = arg(s.b), z = arg(s.c);
+          DynTensor m = ops::binary(BinaryFn::Gt, x, y);
+          return ops::mask_where(std::move(m), std::move(x), std::move(z));
+        }
+        case StepKind::CastRound:
+          return ops::cast(ops::cast(arg(s.a), round_trip_type(p_.dt)), p_.dt);
+        case StepKind::Expand:
+          return ops::expand(arg(s.a), p_.shape);
+        case StepKind::Transpose2:
+          return ops::transpose(ops::transpose(arg(s.a)));
+        case StepKind::SumBack:
+          return ops::reduce(ember::ir::ReduceFn::Sum, arg(s.a), static_cast<std::int64_t>(s.dim));
+        case StepKind::Read: {
+          DynTensor x = arg(s.a);
+          o_.reads.push_back(x.to_data());
+          return x;
+        }
+      }
+      return arg(s.a);
+    }();
+    for (int id : {s.a, s.b, s.c}) {
+      const auto i = static_cast<std::size_t>(id);
+      if (id >= 0 && last_[i] == k + 1 && !keep_[i]) vals_[i].reset();
+    }
+    vals_.emplace_back(std::move(out));
+    if (!keep_[n_in_ + k] && last_[n_in_ + k] == 0) vals_.back().reset();
+  }
+
+  void finish() {
+    for (const auto& v : vals_) {
+      if (v) o_.reads.push_back(v->to_data());
+    }
+    vals_.clear();
+  }
+
+  void drop() { vals_.clear(); }
+  Observed& observed() { return o_; }
+
+ private:
+  const Program& p_;
+  Device dev_;
+  std::size_t n_in_;
+  std::vector<std::optional<DynTensor>> vals_;
+  std::vector<std::size_t> last_;
+  std::vector<bool> keep_;
+  Observed o_;
+};
+
+// Whether p runs in the two-thread mode on the fused device: a fifth of the programs.
+bool two_threads(const Program& p) { return p.seed % 5 == 4 && p.steps.size() >= 2; }
+
+Observed run_on(const Program& p, const Device& dev) {
+  Runner r(p, dev);
+  try {
+    r.init();
+    for (std::size_t k = 0; k < p.steps.size(); ++k) r.step(k);
+    r.finish();
+  } catch (const std::exception& e) {
+    r.observed().error = e.what();
+  }
+  return r.observed();
+}
+
+// The two-thread mode: a second thread makes the inputs and records the first half of the
+// steps, then hands over, staying alive; this thread records the rest over values still
+// pending in the other thread's stream (a cross-thread use: that stream flushes first) and
+// reads everything. Meanwhile the second thread runs the whole program once more on its
+// own stream, concurrently; both runs must read the plain device's values. Returns the
+// two observations.
+std::pair<Observed, Observed> run_on_two_threads(const Program& p, const Device& dev) {
+  Runner first(p, dev);
+  Observed again;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool handed = false;
+  const std::size_t h = p.steps.size() / 2;
+  std::thread worker([&] {
+    try {
+      first.init();
+      for (std::size_t k = 0; k < h; ++k) first.step(k);
+    } catch (const std::exception& e) {
+      first.observed().error = e.what();
+    }
+    {
+      std::lock_guard lk(mu);
+      handed = true;
+    }
+    cv.notify_all();
+    again = run_on(p, dev);
+  });
+  {
+    std::unique_lock lk(mu);
+    cv.wait(lk, [&] { return handed; });
+  }
+  if (first.observed().error.empty()) {
+    try {
+      for (std::size_t k = h; k < p.steps.size(); ++k) first.step(k);
+      first.finish();
+    } catch (const std::exception& e) {
+      first.observed().error = e.what();
+    }
+  }
+  worker.join();
+  first.drop();  // (after an error: what is left, dropped on this thread)
+  return {first.observed(), again};
 }
 
 // The f64 reference of every value read, in run_on's order.
@@ -459,8 +540,21 @@ std::vector<double> as_f64(const ember::TensorData& t) {
 }
 
 // "" when p passes; else what differed.
-std::string check(const Program& p, const Device& plain, const Device& fused) {
-  const Observed a = run_on(p, plain), b = run_on(p, fused);
+std::string compare(const Program& p, const Observed& a, const Observed& b);
+
+std::string check(const Program& p, const Device& plain, const Device& fused, bool threads) {
+  const Observed a = run_on(p, plain);
+  if (!threads || !two_threads(p)) return compare(p, a, run_on(p, fused));
+  const auto [handed, again] = run_on_two_threads(p, fused);
+  std::string why = compare(p, a, handed);
+  if (!why.empty())
+    return "two threads, handed over at step " + std::to_string(p.steps.size() / 2) + ": " + why;
+  why = compare(p, a, again);
+  return why.empty() ? "" : "two threads, the concurrent run: " + why;
+}
+
+// "" when the fused run b agrees with the plain run a (and the reference); else what differed.
+std::string compare(const Program& p, const Observed& a, const Observed& b) {
   if (a.error != b.error) return "errors differ: plain '" + a.error + "', fused '" + b.error + "'";
   if (!a.error.empty()) return "";  // both raised the same error
   if (a.reads.size() != b.reads.size()) return "different numbers of values read";
@@ -590,11 +684,11 @@ std::string reproducer(const Program& p, const std::string& why) {
 }  // namespace
 
 DifferentialResult run_fusion_differential(std::uint64_t seed, std::size_t programs,
-                                           const Device& plain, const Device& fused) {
+                                           const Device& plain, const Device& fused, bool threads) {
   DifferentialResult r;
   for (std::size_t i = 0; i < programs; ++i) {
     Program p = generate(seed + i / 2, i % 2 == 1);
-    std::string why = check(p, plain, fused);
+    std::string why = check(p, plain, fused, threads);
     ++r.programs;
     if (why.empty()) continue;
     ++r.failures;
@@ -603,7 +697,7 @@ DifferentialResult run_fusion_differential(std::uint64_t seed, std::size_t progr
       for (std::size_t k = p.steps.size(); k-- > 0;) {
         auto q = without(p, k);
         if (!q) continue;
-        std::string w = check(*q, plain, fused);
+        std::string w = check(*q, plain, fused, threads);
         if (!w.empty()) {
           p = std::move(*q);
           why = std::move(w);
@@ -630,6 +724,30 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   EXPECT_GT(rep.groups, 1000u) << "the fuser hardly fired";
   // Each program runs at two size sets: the second reuses the first's plans.
   EXPECT_GT(2 * rep.plans_reused, rep.plans_built) << "plans were not reused";
+  // The two-thread programs hand pending values across threads.
+  EXPECT_GT(rep.flushed[static_cast<std::size_t>(ember::fusion::CloseReason::CrossThread)], 20u);
+}
+
+// On the first Cuda device, where there is one: its groups run as generated kernels, which
+// must give the single-op kernels' bits (Note [No contraction] in cuda/compiler.cpp).
+// Longer runs: test_conformance --mode fusion --device cuda:0 --programs 20000.
+TEST(FusionDifferential, CudaProgramsAgreeBitForBit) {
+  const auto avail = Device::available();
+  if (std::find(avail.begin(), avail.end(), "cuda:0") == avail.end()) {
+    std::string why = "not registered";
+    for (const auto& u : Device::unavailable()) {
+      if (u.name == "cuda") why = u.why;
+    }
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  const Device plain = Device::cuda(0);
+  const Device fused = Device::cuda(0).fusion();
+  ember::fusion::reset_report(fused);
+  const DifferentialResult r = run_fusion_differential(1, 1000, plain, fused);
+  EXPECT_EQ(r.failures, 0u);
+  for (const auto& rep : r.reproducers) ADD_FAILURE() << rep;
+  const auto rep = ember::fusion::report(fused);
+  EXPECT_GT(rep.groups, 500u) << "the fuser hardly fired";
 }
 
 // CI: the same on the first Vulkan device (lavapipe: each program's groups are kernels

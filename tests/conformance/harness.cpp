@@ -200,11 +200,12 @@ std::vector<Device> conformance_devices() {
     out.emplace_back(ember::backend::Registry::global().backend(base, index));
   }
   // The decorator stacks whose every op must give the plain backend's answers: Fusion
-  // records lazily and fuses, so each case also runs on the Cpu through it, and on the
-  // first Vulkan device (whose fused groups are kernels of their own).
+  // records lazily and fuses, so each case also runs through it on the Cpu and, where
+  // there are, on the first Cuda and the first Vulkan device (whose fused groups are
+  // generated kernels).
   out.push_back(Device::cpu().fusion());
   for (const std::string& n : Device::available()) {
-    if (n == "vulkan:0") out.push_back(Device::parse(n).fusion());
+    if (n == "cuda:0" || n == "vulkan:0") out.push_back(Device::parse(n).fusion());
   }
   return out;
 }

@@ -117,9 +117,10 @@ struct DifferentialResult {
   std::vector<std::string> reproducers;  // shrunk failing programs, with their seeds
 };
 // `programs` programs on plain and on fused (its fusion stack): seeds seed, seed + 1, ...,
-// each at two size sets.
+// each at two size sets; a fifth of them on two threads unless `threads` is false.
 DifferentialResult run_fusion_differential(std::uint64_t seed, std::size_t programs,
-                                           const Device& plain, const Device& fused);
+                                           const Device& plain, const Device& fused,
+                                           bool threads = true);
 int cli_main(int argc, char** argv);
 
 // ---- input generation ----

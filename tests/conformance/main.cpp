@@ -5,8 +5,10 @@
 //   --mode support [--out docs/ops.md]  runs every case and writes the support table
 //   --mode perf [--filter NAME]         times every case at a larger size (no assertions)
 //   --mode test [--filter NAME]         runs the cases and prints one line per result
-//   --mode fusion [--seed S] [--programs N] [--device D]  the differential tester of the
-//                                       Fusion decorator (every device, or D: "vulkan:0")
+//   --mode fusion [--seed S] [--programs N] [--device D] [--one-thread]  the differential
+//                                       tester of the Fusion decorator, on every device or
+//                                       on D ("cuda:0", "vulkan"); --one-thread: no two-thread
+//                                       programs
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -225,7 +227,8 @@ int cli_main(int argc, char** argv) {
   std::string mode, out, filter;
   std::uint64_t seed = 1;
   std::size_t programs = 2000;
-  std::string device;  // --mode fusion: this device only (default: every device)
+  std::string device;   // fusion mode: only this device ("cpu", "cuda:0"); every one if empty
+  bool threads = true;  // fusion mode: the two-thread programs (--one-thread: none)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -241,19 +244,36 @@ int cli_main(int argc, char** argv) {
       programs = std::stoull(next());
     else if (a == "--device")
       device = next();
+    else if (a == "--one-thread")
+      threads = false;
   }
   if (mode == "support") return write_support(out, filter);
   if (mode == "perf") return run_perf(filter);
-  if (mode == "fusion") {  // every device against its fusion stack
+  if (mode == "fusion") {  // every device (or --device's) against its fusion stack
     std::size_t failures = 0;
     for (const std::string& n : Device::available()) {
       if (!device.empty() && n != device && n.substr(0, n.find(':')) != device) continue;
       const Device plain = Device::parse(n);
-      const DifferentialResult r = run_fusion_differential(seed, programs, plain, plain.fusion());
-      std::printf("%-10s fusion: %zu programs from seed %llu, %zu failures\n", n.c_str(),
-                  r.programs, static_cast<unsigned long long>(seed), r.failures);
-      for (const auto& rep : r.reproducers) std::fputs(rep.c_str(), stdout);
-      failures += r.failures;
+      const Device fused = plain.fusion();
+      // In chunks of 200 programs (100 seeds), each reported as it ends, so a run cut short
+      // still says how far it got.
+      std::size_t done = 0, failed = 0, shown = 0;
+      while (done < programs) {
+        const std::size_t chunk = std::min<std::size_t>(200, programs - done);
+        const DifferentialResult r =
+            run_fusion_differential(seed + done / 2, chunk, plain, fused, threads);
+        done += r.programs;
+        failed += r.failures;
+        for (const auto& rep : r.reproducers) {
+          if (shown++ < 3) std::fputs(rep.c_str(), stdout);
+        }
+        std::printf("%-10s   ... %zu programs, %zu failures\n", n.c_str(), done, failed);
+        std::fflush(stdout);
+        if (r.programs < chunk) break;
+      }
+      std::printf("%-10s fusion: %zu programs from seed %llu, %zu failures\n", n.c_str(), done,
+                  static_cast<unsigned long long>(seed), failed);
+      failures += failed;
     }
     return failures == 0 ? 0 : 1;
   }

@@ -5,13 +5,17 @@
 // to a real CUBIN, the path the backend takes at run time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
 
+#include <ember/ember.hpp>
+#include <ember/fusion/fusion.hpp>
 #include "cuda/codegen.hpp"
+#include "cuda/codegen/printer.hpp"
 #include "cuda/compiler.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/scalar_table.hpp"
@@ -268,4 +272,293 @@ TEST(CudaDevice, AbsentGpuIsAnErrorNotACrash) {
   }
   auto a = Tensor<1>::arange(0, 4, Device::cpu());
   EXPECT_EQ(a.shape(), (Shape{4}));
+}
+
+// ---- fused element-wise groups (codegen/fused.cpp) ----
+namespace {
+
+using backend::FusedInstr;
+
+FusedInstr unary_instr(ir::UnaryFn fn, DType dt, std::int32_t x) {
+  FusedInstr in;
+  in.kind = FusedInstr::Kind::Unary;
+  in.unary = fn;
+  in.args = {x, -1, -1};
+  in.out = ir::sx::result_dtype(fn, dt);
+  return in;
+}
+FusedInstr binary_instr(ir::BinaryFn fn, DType dt, std::int32_t a, std::int32_t b) {
+  FusedInstr in;
+  in.kind = FusedInstr::Kind::Binary;
+  in.binary = fn;
+  in.args = {a, b, -1};
+  in.out = ir::sx::result_dtype(fn, dt);
+  return in;
+}
+
+// The three layout variants of one group: contiguous, contiguous with input 0 one element
+// (when it has inputs to spare), strided.
+void add_variants(FusedSpec s, const std::string& tag, std::vector<KernelSource>& out) {
+  for (int v = 0; v < 3; ++v) {
+    if (v == 1 && s.inputs.size() < 2) continue;
+    s.contiguous = v < 2;
+    s.scalar_mask = v == 1 ? 1u : 0u;
+    s.name = fused_name(fnv1a(tag.data(), tag.size()), s.contiguous, s.scalar_mask);
+    out.push_back(gen_fused(s));
+  }
+}
+
+// Fused kernels covering every cell of the element-wise table: per dtype, every unary
+// function of one input, every binary function of two, where and every cast, each result
+// an output; and chains that feed values on (16-bit rounding between instructions, mixed
+// dtypes, a value used twice, an integer division).
+std::vector<KernelSource> fused_kernels() {
+  std::vector<KernelSource> out;
+  for (DType dt : codegen::kAllDTypes) {
+    FusedSpec un, bin, misc;
+    un.inputs = {dt};
+    bin.inputs = {dt, dt};
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ir::UnaryFn::Count_); ++f) {
+      const auto fn = static_cast<ir::UnaryFn>(f);
+      if (!ir::sx::defined_for(fn, dt)) continue;
+      un.code.push_back(unary_instr(fn, dt, 0));
+      un.outputs.push_back(static_cast<std::int32_t>(un.code.size()));
+    }
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ir::BinaryFn::Count_); ++f) {
+      const auto fn = static_cast<ir::BinaryFn>(f);
+      if (!ir::sx::defined_for(fn, dt)) continue;
+      bin.code.push_back(binary_instr(fn, dt, 0, 1));
+      bin.outputs.push_back(static_cast<std::int32_t>(1 + bin.code.size()));
+    }
+    misc.inputs = {dt, DType::Bool, dt};
+    FusedInstr w;
+    w.kind = FusedInstr::Kind::Where;
+    w.args = {1, 0, 2};
+    w.out = dt;
+    misc.code.push_back(w);
+    misc.outputs.push_back(3);
+    for (DType to : codegen::kAllDTypes) {
+      FusedInstr c;
+      c.kind = FusedInstr::Kind::Cast;
+      c.args = {3, -1, -1};
+      c.out = to;
+      misc.code.push_back(c);
+      misc.outputs.push_back(static_cast<std::int32_t>(2 + misc.code.size()));
+    }
+    const std::string d = name(dt);
+    if (!un.code.empty()) add_variants(un, "unary " + d, out);
+    if (!bin.code.empty()) add_variants(bin, "binary " + d, out);
+    add_variants(misc, "where-cast " + d, out);
+  }
+  // x * 0.5 -> exp -> + x -> cast f32 -> tanh; in f16 and bf16 every step rounds.
+  for (DType dt : {DType::F16, DType::BF16, DType::F64}) {
+    FusedSpec s;
+    s.inputs = {dt, dt};
+    s.code = {binary_instr(ir::BinaryFn::Mul, dt, 0, 1), unary_instr(ir::UnaryFn::Exp, dt, 2),
+              binary_instr(ir::BinaryFn::Add, dt, 3, 0)};
+    FusedInstr c;
+    c.kind = FusedInstr::Kind::Cast;
+    c.args = {4, -1, -1};
+    c.out = DType::F32;
+    s.code.push_back(c);
+    s.code.push_back(unary_instr(ir::UnaryFn::Gelu, DType::F32, 5));
+    s.code.push_back(binary_instr(ir::BinaryFn::Gt, dt, 4, 4));
+    s.outputs = {6, 3, 7};
+    add_variants(s, std::string("chain ") + name(dt), out);
+  }
+  {
+    FusedSpec s;  // (a / b) % a in i32: both checked
+    s.inputs = {DType::I32, DType::I32};
+    s.code = {binary_instr(ir::BinaryFn::Div, DType::I32, 0, 1),
+              binary_instr(ir::BinaryFn::Rem, DType::I32, 2, 0)};
+    s.outputs = {3};
+    add_variants(s, "idiv", out);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(CudaCodegen, FusedKernelsCompileForSm90) {
+  const auto ks = fused_kernels();
+  std::set<std::string> names;
+  std::string src = prelude();
+  for (const auto& k : ks) {
+    EXPECT_TRUE(names.insert(k.name).second) << "duplicate kernel name " << k.name;
+    src += k.body;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<char> ptx;
+  ASSERT_NO_THROW(ptx = compile_ptx_fast(src, 90, "fused kernels"));
+  const std::string text(ptx.begin(), ptx.end());
+  for (const auto& k : ks) {
+    EXPECT_NE(text.find(".entry " + k.name + "("), std::string::npos) << k.name;
+  }
+  std::printf("[ codegen ] %zu fused kernels to PTX for compute_90 in %.1f s\n", ks.size(),
+              seconds_since(t0));
+  EXPECT_GT(ks.size(), 80u);
+}
+
+// A fused kernel prints each instruction with its single-op kernel's code: the same
+// expression text, and each value held in its storage type (16-bit values rounded as
+// stored).
+TEST(CudaCodegen, FusedKernelsPrintTheSingleOpCode) {
+  FusedSpec s;
+  s.inputs = {DType::BF16};
+  s.code = {unary_instr(ir::UnaryFn::Exp, DType::BF16, 0),
+            unary_instr(ir::UnaryFn::Gelu, DType::BF16, 1),
+            unary_instr(ir::UnaryFn::Sqrt, DType::BF16, 2)};
+  s.outputs = {3};
+  s.contiguous = true;
+  s.name = fused_name(42, true, 0);
+  const std::string body = gen_fused(s).body;
+  EXPECT_NE(body.find(codegen::unary_code(ir::UnaryFn::Sqrt, DType::BF16, "e2", "e3")),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("em_gelu(x)"), std::string::npos);
+  EXPECT_NE(body.find("h16 e2;"), std::string::npos);
+  EXPECT_NE(body.find("e2 = em_f2b("), std::string::npos);
+  EXPECT_EQ(s.name, "em_fused_000000000000002a_c");
+  // The single-op kernels print the same code over their operands.
+  EXPECT_NE(gen_unary(ir::UnaryFn::Exp, DType::BF16, true)
+                .body.find(codegen::unary_code(ir::UnaryFn::Exp, DType::BF16, "v0.v[u]", "r.v[u]")),
+            std::string::npos);
+}
+
+// The largest group the fuser makes (16 inputs, 64 instructions, each an output) fits the
+// argument block CUDA allows.
+TEST(CudaCodegen, FusedArgumentsFit) {
+  FusedSpec s;
+  s.inputs.assign(16, DType::F32);
+  for (int i = 0; i < 64; ++i) {
+    s.code.push_back(binary_instr(ir::BinaryFn::Add, DType::F32, i % 16, (i + 1) % 16));
+    s.outputs.push_back(16 + i);
+  }
+  const FusedArgs a = fused_args(s);
+  EXPECT_LE(static_cast<std::size_t>(a.words) * 8, kMaxArgBytes);
+  EXPECT_EQ(a.strides, 10);
+  EXPECT_EQ(a.inputs, 10 + 16 * kMaxDims);
+  EXPECT_EQ(a.words, a.params + 128);
+  s.contiguous = true;
+  EXPECT_EQ(fused_args(s).strides, -1);
+  EXPECT_EQ(fused_args(s).inputs, 10);
+}
+
+// Note [No contraction]: x * y + z over two instructions stays a rounded multiply and a
+// rounded add (mul.rn / add.rn, which ptxas never contracts), as in two single-op kernels.
+TEST(CudaCodegen, FusedMultiplyAddIsNotContracted) {
+  FusedSpec s;
+  s.inputs = {DType::F32, DType::F32, DType::F32};
+  s.code = {binary_instr(ir::BinaryFn::Mul, DType::F32, 0, 1),
+            binary_instr(ir::BinaryFn::Add, DType::F32, 3, 2)};
+  s.outputs = {4};
+  s.contiguous = true;
+  s.name = fused_name(9, true, 0);
+  const auto ptx = compile_ptx_fast(prelude() + gen_fused(s).body, 90, "mul + add");
+  const std::string text(ptx.begin(), ptx.end());
+  EXPECT_NE(text.find("mul.rn.f32"), std::string::npos);
+  EXPECT_NE(text.find("add.rn.f32"), std::string::npos);
+  EXPECT_EQ(text.find("fma.rn.f32"), std::string::npos);
+  const auto options = compile_options();
+  EXPECT_NE(std::find(options.begin(), options.end(), "--fmad=false"), options.end());
+}
+
+TEST(CudaCodegen, FusedKernelCompilesToCubin) {
+  FusedSpec s;
+  s.inputs = {DType::F16, DType::F16};
+  s.code = {binary_instr(ir::BinaryFn::Mul, DType::F16, 0, 1),
+            unary_instr(ir::UnaryFn::Tanh, DType::F16, 2)};
+  s.outputs = {3};
+  std::string src = prelude();
+  for (bool c : {true, false}) {
+    s.contiguous = c;
+    s.name = fused_name(7, c, 0);
+    src += gen_fused(s).body;
+  }
+  std::vector<char> cubin;
+  ASSERT_NO_THROW(cubin = compile_cubin(src, 90, "fused kernels"));
+  EXPECT_GT(cubin.size(), 1000u);
+}
+
+// ---- the groups the fuser makes, printed as Cuda kernels and compiled ----
+namespace {
+
+// The Cpu backend, recording the Cuda kernel of every fused group it is handed (each layout
+// variant) before running the group itself.
+class RecordingCpu final : public backend::Backend {
+ public:
+  explicit RecordingCpu(std::shared_ptr<backend::Backend> cpu) : cpu_(std::move(cpu)) {}
+  std::string name() const override { return cpu_->name(); }
+  ir::Handle from_data(const TensorData& d) override { return cpu_->from_data(d); }
+  TensorData to_data(const ir::Handle& x) override { return cpu_->to_data(x); }
+  std::vector<ir::Handle> execute(ir::Op op) override { return cpu_->execute(std::move(op)); }
+  bool supports(const ir::Op& op) const override { return cpu_->supports(op); }
+  void seed(std::uint64_t s) override { cpu_->seed(s); }
+  backend::MemoryStats memory_stats() const override { return cpu_->memory_stats(); }
+  void empty_cache() override { cpu_->empty_cache(); }
+  void sync() override { cpu_->sync(); }
+  bool runs_fused() const override { return true; }
+  std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
+    FusedSpec s = fused_spec(g);
+    EXPECT_TRUE(fused_supported(s)) << g.signature;
+    for (int v = 0; v < 3; ++v) {
+      s.contiguous = v > 0;
+      s.scalar_mask = v == 2 ? 1u : 0u;  // input 0 read as one element
+      s.name = fused_name(g.key, s.contiguous, s.scalar_mask);
+      if (seen.insert(s.name).second) kernels.push_back(gen_fused(s));
+    }
+    return cpu_->run_fused(std::move(g));
+  }
+  std::set<std::string> seen;
+  std::vector<KernelSource> kernels;
+
+ private:
+  std::shared_ptr<backend::Backend> cpu_;
+};
+
+Tensor<2> ramp(const Device& d, std::size_t r, std::size_t c, float scale, DType dt) {
+  std::vector<float> v(r * c);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * (float(i % 13) - 6.0f) / 5.0f;
+  return Tensor<2>::from_data(TensorData::from<float>(v, Shape{r, c}), d).cast(dt);
+}
+
+}  // namespace
+
+// Programs over every kind of group input — fresh, broadcast rows and scalars, transposed
+// and sliced views — and every instruction kind, in each float dtype and in i32: every
+// group the fuser makes of them prints a kernel that NVRTC compiles.
+TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
+  auto rec = std::make_shared<RecordingCpu>(Device::cpu().backend_ptr());
+  const Device d(fusion::make_fusion_backend(rec, fusion::Options{}));
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    auto x = ramp(d, 9, 33, 1.5f, dt);
+    auto y = ramp(d, 33, 9, -0.7f, dt).transpose();  // strided
+    auto b = ramp(d, 1, 33, 0.4f, dt);               // broadcast rows
+    auto z = (activation::sigmoid(x * y + 1.0f) * x).sqrt() - y;
+    auto m = z.greater(b);
+    auto w = ((b - x).tanh()).mask_where(m, (z * 2.0f).exp());
+    auto g = activation::gelu(w + b) * 0.5f;
+    auto s =
+        x.slice({ops::Range(0, std::nullopt), ops::Range(1, 33, 2)}).abs().clamp(0.1, 0.9) + 1.0f;
+    auto c = (g.cast(DType::F32) * 3.0f).cast(dt) + x;
+    c.to_data();
+    g.to_data();
+    s.to_data();
+    z.to_data();
+  }
+  auto i = Tensor<2, Int>::from_data(
+      TensorData::from<std::int32_t>({7, -3, 9, 12, 5, -8}, Shape{2, 3}), d);
+  auto j = Tensor<2, Int>::from_data(
+      TensorData::from<std::int32_t>({2, 5, -4, 3, 1, 6}, Shape{2, 3}), d);
+  ((i / j + i % j) * 3 - j.abs()).to_data();
+  ASSERT_GT(rec->kernels.size(), 20u);
+  std::string src = prelude();
+  for (const auto& k : rec->kernels) src += k.body;
+  std::vector<char> ptx;
+  ASSERT_NO_THROW(ptx = compile_ptx_fast(src, 90, "the fuser's groups"));
+  const std::string text(ptx.begin(), ptx.end());
+  for (const auto& k : rec->kernels) {
+    EXPECT_NE(text.find(".entry " + k.name + "("), std::string::npos) << k.name;
+  }
+  std::printf("[ codegen ] %zu kernels of the fuser's groups compiled\n", rec->kernels.size());
 }

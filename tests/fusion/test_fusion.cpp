@@ -3,6 +3,7 @@
 // against the plain Cpu (bit for bit) and against closed forms.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -151,11 +152,18 @@ TEST(FusionDevice, CapsFlushTheStream) {
     EXPECT_EQ(got[i], want);
   }
   fusion::Options m;
-  m.max_pending_bytes = 64;  // 24 bytes per tensor: the third op flushes
+  m.max_pending_bytes = 64;  // 24 bytes per tensor
   const Device dm = fused_with(m);
   auto y = input(dm, 2, 3, 1.0f);
-  y = (y + 1.0f) * 2.0f - 3.0f;
+  // Outputs dropped as they are consumed never need memory: no flush.
+  auto z = ((y + 1.0f) * 2.0f - 3.0f) * 4.0f;
+  EXPECT_EQ(at(fusion::report(dm).flushed, CloseReason::MemoryBudget), 0u);
+  // Three referenced outputs do: the third op flushes.
+  auto a = y + 1.0f;
+  auto b = a * 2.0f;
+  auto c = b - 3.0f;
   EXPECT_EQ(at(fusion::report(dm).flushed, CloseReason::MemoryBudget), 1u);
+  EXPECT_EQ(values(c), values(((input(Device::cpu(), 2, 3, 1.0f) + 1.0f) * 2.0f) - 3.0f));
 }
 
 // A value error inside the stream surfaces at the read, naming the op; what depends on it
@@ -308,19 +316,52 @@ std::string groups_of(const fusion::FusionReport& r) {
   return s;
 }
 
+// The canonical patterns, on any device.
+std::vector<float> mlp_block(const Device& d) {
+  auto x = input(d, 16, 24, 0.8f);
+  auto w1 = input(d, 24, 32, 0.3f);
+  auto b1 = input(d, 1, 32, 0.5f);
+  auto w2 = input(d, 32, 8, -0.2f);
+  auto h = activation::gelu(x.matmul(w1) + b1);
+  return values(activation::relu(h.matmul(w2)) * 0.5f);
+}
+
+std::vector<float> scaled_softmax(const Device& d) {
+  auto s = input(d, 12, 12, 2.0f);
+  auto mask = Tensor<2>::triu_mask(Shape{12, 12}, 1, d);
+  auto logits = (s * 0.125f).mask_fill(mask, -1e9);
+  return values(activation::softmax(logits, 1));
+}
+
+std::vector<float> norm_residual(const Device& d) {
+  auto x = input(d, 8, 64, 1.0f);
+  auto f = input(d, 8, 64, -0.7f);
+  auto y = module_ops::layer_norm(x + f * 0.5f, Shape{64});
+  return values(y + x);
+}
+
+std::vector<float> adam_update(const Device& d) {
+  auto p = input(d, 40, 30, 1.0f);
+  auto g = input(d, 40, 30, 0.3f);
+  auto m = input(d, 40, 30, 0.1f);
+  auto v = input(d, 40, 30, 0.05f).abs();
+  const float b1 = 0.9f, b2 = 0.999f, lr = 1e-3f, eps = 1e-8f;
+  m = m * b1 + g * (1 - b1);
+  v = v * b2 + g * g * (1 - b2);
+  auto mhat = m / (1 - b1 * b1);
+  auto vhat = v / (1 - b2 * b2);
+  p = p - mhat / (vhat.sqrt() + eps) * lr;
+  auto out = values(p);
+  auto mv = values(m);
+  out.insert(out.end(), mv.begin(), mv.end());
+  return out;
+}
+
 }  // namespace
 
 TEST(FusionPatterns, MlpBlock) {
-  const auto mlp = [](const Device& d) {
-    auto x = input(d, 16, 24, 0.8f);
-    auto w1 = input(d, 24, 32, 0.3f);
-    auto b1 = input(d, 1, 32, 0.5f);
-    auto w2 = input(d, 32, 8, -0.2f);
-    auto h = activation::gelu(x.matmul(w1) + b1);
-    return values(activation::relu(h.matmul(w2)) * 0.5f);
-  };
   const Device d = fused_with({});
-  EXPECT_EQ(mlp(d), mlp(Device::cpu()));
+  EXPECT_EQ(mlp_block(d), mlp_block(Device::cpu()));
   const auto r = fusion::report(d);
   const auto* g = group_with(r, {"add", "gelu"});
   ASSERT_NE(g, nullptr) << groups_of(r);
@@ -330,14 +371,8 @@ TEST(FusionPatterns, MlpBlock) {
 }
 
 TEST(FusionPatterns, ScaledSoftmaxWithMask) {
-  const auto attn = [](const Device& d) {
-    auto s = input(d, 12, 12, 2.0f);
-    auto mask = Tensor<2>::triu_mask(Shape{12, 12}, 1, d);
-    auto logits = (s * 0.125f).mask_fill(mask, -1e9);
-    return values(activation::softmax(logits, 1));
-  };
   const Device d = fused_with({});
-  EXPECT_EQ(attn(d), attn(Device::cpu()));
+  EXPECT_EQ(scaled_softmax(d), scaled_softmax(Device::cpu()));
   const auto r = fusion::report(d);
   std::size_t fused = 0;
   for (const auto& g : r.recent) fused += g.ops.size();
@@ -346,37 +381,15 @@ TEST(FusionPatterns, ScaledSoftmaxWithMask) {
 }
 
 TEST(FusionPatterns, LayerNormWithResidual) {
-  const auto block = [](const Device& d) {
-    auto x = input(d, 8, 64, 1.0f);
-    auto f = input(d, 8, 64, -0.7f);
-    auto y = module_ops::layer_norm(x + f * 0.5f, Shape{64});
-    return values(y + x);
-  };
   const Device d = fused_with({});
-  EXPECT_EQ(block(d), block(Device::cpu()));
+  EXPECT_EQ(norm_residual(d), norm_residual(Device::cpu()));
   const auto r = fusion::report(d);
   EXPECT_NE(group_with(r, {"mul", "add"}), nullptr) << groups_of(r);
 }
 
 TEST(FusionPatterns, AdamUpdate) {
-  const auto adam = [](const Device& d) {
-    auto p = input(d, 40, 30, 1.0f);
-    auto g = input(d, 40, 30, 0.3f);
-    auto m = input(d, 40, 30, 0.1f);
-    auto v = input(d, 40, 30, 0.05f).abs();
-    const float b1 = 0.9f, b2 = 0.999f, lr = 1e-3f, eps = 1e-8f;
-    m = m * b1 + g * (1 - b1);
-    v = v * b2 + g * g * (1 - b2);
-    auto mhat = m / (1 - b1 * b1);
-    auto vhat = v / (1 - b2 * b2);
-    p = p - mhat / (vhat.sqrt() + eps) * lr;
-    auto out = values(p);
-    auto mv = values(m);
-    out.insert(out.end(), mv.begin(), mv.end());
-    return out;
-  };
   const Device d = fused_with({});
-  EXPECT_EQ(adam(d), adam(Device::cpu()));
+  EXPECT_EQ(adam_update(d), adam_update(Device::cpu()));
   const auto r = fusion::report(d);
   ASSERT_EQ(r.groups, 1u) << groups_of(r);  // the whole update is one program
   EXPECT_GE(r.recent.back().ops.size(), 12u);
@@ -401,4 +414,107 @@ TEST(FusionReport, LogLevels) {
     EXPECT_EQ(has(log, "exp: joins the group"), level >= 3) << log;
   }
   EXPECT_EQ(std::string(backend::name(CloseReason::ViewOfInternal)), "view of an internal value");
+}
+
+// ---- on Cuda: groups run as generated kernels (cuda/kernels/fused.cpp), bit for bit the
+// plain device's single-op kernels; skipped where there is no GPU ----
+namespace {
+
+bool have_cuda() {
+  const auto a = Device::available();
+  return std::find(a.begin(), a.end(), "cuda:0") != a.end();
+}
+std::string no_cuda_reason() {
+  for (const auto& u : Device::unavailable()) {
+    if (u.name == "cuda") return u.why;
+  }
+  return "not registered";
+}
+#define EMBER_NEED_CUDA() \
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device: " << no_cuda_reason()
+
+Device cuda_fused() {
+  return Device(fusion::make_fusion_backend(Device::cuda(0).backend_ptr(), {}));
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+}
+
+}  // namespace
+
+TEST(FusionCuda, CanonicalPatternsAgreeBitForBit) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  using Pattern = std::vector<float> (*)(const Device&);
+  const std::pair<const char*, Pattern> patterns[] = {{"mlp", mlp_block},
+                                                      {"softmax", scaled_softmax},
+                                                      {"layer norm", norm_residual},
+                                                      {"adam", adam_update}};
+  for (const auto& [what, f] : patterns) {
+    const Device d = cuda_fused();
+    EXPECT_TRUE(same_bits(f(d), f(plain))) << what;
+    const auto r = fusion::report(d);
+    EXPECT_GE(r.groups, 1u) << what << ": " << groups_of(r);
+    for (const auto& g : r.recent) EXPECT_TRUE(g.fused) << what;
+  }
+}
+
+TEST(FusionCuda, AChainIsOneKernelAtEverySize) {
+  EMBER_NEED_CUDA();
+  const auto chain = [](Tensor<2> x, Tensor<2> b) {
+    return ((x * 0.5f + b).exp().tanh() * x - 0.25f).abs();
+  };
+  const Device d = cuda_fused(), plain = Device::cuda(0);
+  for (std::size_t n : {std::size_t(47), std::size_t(1000), std::size_t(4099)}) {
+    auto got = values(chain(input(d, 33, n, 1.3f), input(d, 1, n, -0.6f)));
+    auto want = values(chain(input(plain, 33, n, 1.3f), input(plain, 1, n, -0.6f)));
+    EXPECT_TRUE(same_bits(got, want)) << n;
+  }
+  const auto r = fusion::report(d);
+  EXPECT_EQ(r.groups, 3u);
+  EXPECT_EQ(r.plans_built, 1u);
+}
+
+TEST(FusionCuda, HalfIntermediatesAndStridedInputs) {
+  EMBER_NEED_CUDA();
+  for (DType dt : {DType::F16, DType::BF16, DType::F32, DType::F64}) {
+    const auto run = [&](const Device& d) {
+      auto x = input(d, 9, 130, 2.1f).cast(dt);
+      auto y = input(d, 130, 9, 0.7f).cast(dt).transpose();  // a strided input
+      auto z = (activation::sigmoid(x * y + 1.0f) * x).sqrt() - y;
+      auto w = activation::gelu(z) * z + x;
+      return (w.cast(DType::F32) + z.cast(DType::F32)).to_data().template to_vector<float>();
+    };
+    const Device d = cuda_fused();
+    EXPECT_TRUE(same_bits(run(d), run(Device::cuda(0)))) << name(dt);
+    EXPECT_GE(fusion::report(d).ops_fused, 8u) << name(dt);
+  }
+}
+
+TEST(FusionCuda, IntegerDivisionByZeroSurfacesAtTheRead) {
+  EMBER_NEED_CUDA();
+  const Device d = cuda_fused();
+  auto a = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({4, 5, 6}, Shape{3}), d);
+  auto b = Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({1, 0, 2}, Shape{3}), d);
+  auto r = (a / b + a) * a;
+  const std::string m = error_of([&] { r.to_data(); });
+  EXPECT_TRUE(has(m, "division by zero")) << m;
+  EXPECT_EQ((a + a).to_data().to_vector<std::int64_t>(), (std::vector<std::int64_t>{8, 10, 12}));
+}
+
+// A moved input the group owns alone is overwritten in place (no new memory), as unfused.
+TEST(FusionCuda, SoleOwnedInputsAreReusedInPlace) {
+  EMBER_NEED_CUDA();
+  const Device d = cuda_fused();
+  auto x = input(d, 256, 1024, 1.0f);
+  x = ((std::move(x) * 0.5f).exp() + 1.0f).sqrt();  // (the scalars' constants allocated)
+  x.to_data();
+  const auto before = memory_stats(d).in_use;
+  for (int k = 1; k < 10; ++k) x = ((std::move(x) * 0.5f).exp() + 1.0f).sqrt();
+  const auto got = values(x);
+  EXPECT_LE(memory_stats(d).in_use, before);
+  auto y = input(Device::cuda(0), 256, 1024, 1.0f);
+  for (int k = 0; k < 10; ++k) y = ((std::move(y) * 0.5f).exp() + 1.0f).sqrt();
+  EXPECT_TRUE(same_bits(got, values(y)));
 }

@@ -18,8 +18,10 @@ struct Options {
   bool enabled = true;            // false: a pass-through (EMBER_FUSION=0)
   int log = 0;                    // EMBER_FUSION_LOG: 0 none, 1 flushes, 2 groups, 3 decisions
   std::size_t max_records = 256;  // a stream this long flushes (EMBER_FUSION_MAX_RECORDS)
-  std::size_t max_pending_bytes = std::size_t{256}
-                                  << 20;  // pending outputs (EMBER_FUSION_MAX_PENDING_MB)
+  // Pending outputs a handle still refers to — what a flush must allocate — that flush the
+  // stream (EMBER_FUSION_MAX_PENDING_MB); outputs already dropped do not count: a fused
+  // group never writes them.
+  std::size_t max_pending_bytes = std::size_t{4096} << 20;
   std::size_t max_group_inputs = 16;
   std::size_t max_group_ops = 64;
 };

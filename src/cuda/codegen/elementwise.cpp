@@ -25,52 +25,79 @@ const char* tuned_form(UnaryFn fn, DType t) {
   return nullptr;
 }
 
-// The statements and value of fn over x (unary) or a, b (binary) in the compute type C.
-ir::sx::Printed unary_expr(UnaryFn fn, DType t) {
-  if (const char* tuned = tuned_form(fn, t)) return {"", tuned};
-  ir::sx::Names names;
-  names.a = "x";
-  return ir::sx::print(ir::sx::expr(ir::sx::def(fn), kind_of(t)), ir::sx::Dialect::Cuda, t, names);
-}
-ir::sx::Printed binary_expr(BinaryFn fn, DType t) {
-  return ir::sx::print(ir::sx::expr(ir::sx::def(fn), kind_of(t)), ir::sx::Dialect::Cuda, t);
-}
-
 }  // namespace
 
 bool unary_supported(UnaryFn fn, DType dt) { return ir::sx::defined_for(fn, dt); }
 bool binary_supported(BinaryFn fn, DType dt) { return ir::sx::defined_for(fn, dt); }
 
+namespace codegen {
+
+std::string unary_code(UnaryFn fn, DType dt, const std::string& x, const std::string& y,
+                       const std::string& p0, const std::string& p1, const std::string& temp) {
+  ir::sx::Printed e;
+  if (const char* tuned = tuned_form(fn, dt)) {
+    e = {"", tuned};
+  } else {
+    ir::sx::Names names;
+    names.a = "x";
+    names.p0 = p0;
+    names.p1 = p1;
+    e = ir::sx::print(ir::sx::expr(ir::sx::def(fn), kind_of(dt)), ir::sx::Dialect::Cuda, dt, names,
+                      "    ", temp);
+  }
+  const DType out = ir::sx::result_dtype(fn, dt);
+  return "    const C x = " + load(dt, x) + ";\n" + e.statements + "    " + y + " = " +
+         store(out, e.value) + ";\n";
+}
+
+std::string binary_code(BinaryFn fn, DType dt, const std::string& a, const std::string& b,
+                        const std::string& y, const std::string& temp) {
+  const auto e = ir::sx::print(ir::sx::expr(ir::sx::def(fn), kind_of(dt)), ir::sx::Dialect::Cuda,
+                               dt, {}, "    ", temp);
+  const DType out = ir::sx::result_dtype(fn, dt);
+  std::string s = "    const C a = " + load(dt, a) + ";\n    const C b = " + load(dt, b) + ";\n";
+  if (kind(dt) == K::Int && (fn == BinaryFn::Div || fn == BinaryFn::Rem)) {
+    s += "    if (b == (C)0) em_flag(err, 2, (i64)i);\n";
+  }
+  return s + e.statements + "    " + y + " = " + store(out, e.value) + ";\n";
+}
+
+std::string cast_value(DType from, DType to, const std::string& x) {
+  const bool int_from = kind(from) != K::Float;  // bool converts as an integer here
+  if (from == to) return x;
+  if (int_from && kind(to) == K::Int)
+    return std::string("(") + storage_type(to) + ")" + x;  // wraps, as C++20
+  if (to == DType::Bool) return "(u8)(" + to_f64(from, x) + " != 0.0 ? 1 : 0)";
+  return from_f64(to, to_f64(from, x));
+}
+
+std::string where_value(const std::string& c, const std::string& a, const std::string& b) {
+  return c + " != 0 ? " + a + " : " + b;
+}
+
+}  // namespace codegen
+
 KernelSource gen_unary(UnaryFn fn, DType dt, bool contiguous) {
   EMBER_CHECK(unary_supported(fn, dt),
               std::string("cuda: ") + ir::name(fn) + " is not defined for " + name(dt));
-  const auto e = unary_expr(fn, dt);
   const DType out = ir::sx::result_dtype(fn, dt);
   KernelSource k;
   k.name = "em_unary_" + lower(ir::name(fn)) + "_" + dname(dt) + layout_suffix(contiguous);
-  const std::string body = "    const C x = " + load(dt, "$X0") + ";\n" + e.statements +
-                           "    $Y = " + store(out, e.value) + ";\n";
   k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), "u8", "u8"}, 1, contiguous,
-                     typedefs(dt), body);
+                     typedefs(dt), unary_code(fn, dt, "$X0", "$Y"));
   return k;
 }
 
 KernelSource gen_binary(BinaryFn fn, DType dt, bool contiguous, unsigned scalar_mask) {
   EMBER_CHECK(binary_supported(fn, dt),
               std::string("cuda: ") + ir::name(fn) + " is not defined for " + name(dt));
-  const auto e = binary_expr(fn, dt);
   const DType out = ir::sx::result_dtype(fn, dt);
   KernelSource k;
   k.name = "em_binary_" + lower(ir::name(fn)) + "_" + dname(dt) + layout_suffix(contiguous) +
            scalar_suffix(contiguous, scalar_mask);
-  std::string body =
-      "    const C a = " + load(dt, "$X0") + ";\n    const C b = " + load(dt, "$X1") + ";\n";
-  if (kind(dt) == K::Int && (fn == BinaryFn::Div || fn == BinaryFn::Rem)) {
-    body += "    if (b == (C)0) em_flag(err, 2, (i64)i);\n";
-  }
-  body += e.statements + "    $Y = " + store(out, e.value) + ";\n";
   k.body = ew_kernel(k.name, storage_type(out), {storage_type(dt), storage_type(dt), "u8"}, 2,
-                     contiguous, typedefs(dt), body, "y[i]", scalar_mask);
+                     contiguous, typedefs(dt), binary_code(fn, dt, "$X0", "$X1", "$Y"), "y[i]",
+                     scalar_mask);
   return k;
 }
 
@@ -80,27 +107,16 @@ KernelSource gen_where(DType dt, bool contiguous, unsigned scalar_mask) {
   k.name = "em_where_s" + std::to_string(elem) + layout_suffix(contiguous) +
            scalar_suffix(contiguous, scalar_mask);
   const char* t = sized_type(elem);
-  k.body = ew_kernel(k.name, t, {"u8", t, t}, 3, contiguous, "", "    $Y = $X0 != 0 ? $X1 : $X2;\n",
-                     "y[i]", scalar_mask);
+  k.body = ew_kernel(k.name, t, {"u8", t, t}, 3, contiguous, "",
+                     "    $Y = " + where_value("$X0", "$X1", "$X2") + ";\n", "y[i]", scalar_mask);
   return k;
 }
 
 KernelSource gen_cast(DType from, DType to, bool contiguous) {
   KernelSource k;
   k.name = "em_cast_" + dname(from) + "_" + dname(to) + layout_suffix(contiguous);
-  const bool int_from = kind(from) != K::Float;  // bool converts as an integer here
-  std::string v;
-  if (from == to) {
-    v = "$X0";
-  } else if (int_from && kind(to) == K::Int) {
-    v = std::string("(") + storage_type(to) + ")$X0";  // wraps, as C++20
-  } else if (to == DType::Bool) {
-    v = "(u8)(" + to_f64(from, "$X0") + " != 0.0 ? 1 : 0)";
-  } else {
-    v = from_f64(to, to_f64(from, "$X0"));
-  }
   k.body = ew_kernel(k.name, storage_type(to), {storage_type(from), "u8", "u8"}, 1, contiguous, "",
-                     "    $Y = " + v + ";\n");
+                     "    $Y = " + cast_value(from, to, "$X0") + ";\n");
   return k;
 }
 

@@ -27,6 +27,8 @@ struct EmGeo { int rank; int pad; i64 n; i64 shape[8]; i64 st[3][8]; };
 // A sliding window over 3 spatial dims (backend/window.hpp): planes = N * C, K = kernel
 // size, L = window positions, image = prod(in).
 struct EmWin { i64 planes, K, L, image; i64 in[3], k[3], s[3], p[3], d[3], out[3]; };
+// The argument block of a fused group's kernel (FusedArgs in codegen.hpp).
+template <int N> struct EmWords { i64 w[N]; };
 // V elements moved by one aligned load or store (Note [Vector loads] in codegen/printer.cpp).
 template <class T, int V> struct alignas(sizeof(T) * V) em_vec { T v[V]; };
 

@@ -37,6 +37,21 @@ const char* sized_type(std::size_t elem);
 // Replaces every occurrence of token in s with by.
 std::string subst(std::string s, const std::string& token, const std::string& by);
 
+// One element-wise function applied, in CUDA C (elementwise.cpp): the one printing of each
+// function, shared by its single-op kernel and by fused kernels (fused.cpp). x, a, b are
+// storage values (expressions) of dtype dt, y the storage lvalue assigned; the statements
+// compute in the types C and U, which the caller declares (typedefs(dt)). An integer
+// div / rem flags a zero divisor through `err` at element `i`. p0, p1 name the unary
+// function's parameters (doubles); temp prefixes the expression's temporaries.
+std::string unary_code(ir::UnaryFn fn, DType dt, const std::string& x, const std::string& y,
+                       const std::string& p0 = "p0", const std::string& p1 = "p1",
+                       const std::string& temp = "t");
+std::string binary_code(ir::BinaryFn fn, DType dt, const std::string& a, const std::string& b,
+                        const std::string& y, const std::string& temp = "t");
+// A cast's value (convert_elements' rules) and where's selection, over storage values.
+std::string cast_value(DType from, DType to, const std::string& x);
+std::string where_value(const std::string& c, const std::string& a, const std::string& b);
+
 // The element-wise skeleton (elementwise.cpp's note): a grid-stride loop over the output
 // running `body`, which reads operand k as $Xk and writes $Y.
 std::string ew_kernel(const std::string& name, const char* out_t,

@@ -2,6 +2,7 @@
 // checked on the device where they are read; an out-of-range index raises the device error
 // flag and becomes an ember::Error at the next sync point (to_data, sync), naming the op.
 #include <cstring>
+#include <mutex>
 
 #include "cuda/kernels/kernels.hpp"
 #include "ember/backend/strided_view.hpp"
@@ -148,12 +149,15 @@ ir::Handle run(CudaContext& ctx, ir::Nonzero& op) {
       "nonzero", false, kScanBlock);
   exclusive_scan(ctx, offp, counted);
   std::int64_t count = 0;
-  void* pinned = ctx.staging(sizeof count);
-  check(cudaMemcpyAsync(pinned, static_cast<std::int64_t*>(offp) + tiles, sizeof count,
-                        cudaMemcpyDeviceToHost, ctx.stream()),
-        "nonzero: reading the count");
-  ctx.sync();
-  std::memcpy(&count, pinned, sizeof count);
+  {
+    std::lock_guard lk(ctx.staging_mutex());
+    void* pinned = ctx.staging(sizeof count);
+    check(cudaMemcpyAsync(pinned, static_cast<std::int64_t*>(offp) + tiles, sizeof count,
+                          cudaMemcpyDeviceToHost, ctx.stream()),
+          "nonzero: reading the count");
+    ctx.sync();
+    std::memcpy(&count, pinned, sizeof count);
+  }
   auto out = ctx.empty(Shape{static_cast<std::size_t>(count), s.rank()}, DType::I64);
   if (count == 0 || s.rank() == 0) return out;
   Geo g;

@@ -3,9 +3,11 @@
 // without waiting. Operands are well formed: the tensor layer validated them.
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "cuda/context.hpp"
+#include "ember/backend/fused_group.hpp"
 #include "ember/backend/kernel_dispatch.hpp"
 #include "ember/ir/infer.hpp"
 #include "ember/ir/ops.hpp"
@@ -21,5 +23,12 @@ namespace ember::cuda {
 #define EMBER_CUDA_KERNEL(T) backend::KernelResult<ir::T> run(CudaContext& ctx, ir::T& op);
 EMBER_IR_OPS(EMBER_CUDA_KERNEL)
 #undef EMBER_CUDA_KERNEL
+
+// A fused element-wise group as one generated kernel (fused.cpp; codegen.hpp's FusedSpec):
+// its outputs, or nullopt where the group does not fit one kernel (more than kMaxDims
+// collapsed dims, arguments over kMaxArgBytes, a function not defined for its dtype, a
+// key seen with another structure), which then runs op by op.
+std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx,
+                                                       backend::FusedGroup& group);
 
 }  // namespace ember::cuda

@@ -1,0 +1,225 @@
+// The kernel of a fused element-wise group (codegen.hpp's FusedSpec). Every instruction is
+// printed by the code that prints its single-op kernel (unary_code, binary_code,
+// cast_value, where_value in elementwise.cpp), inside a block with its own compute types,
+// and its result is held in a variable of its dtype's storage type: a 16-bit value is
+// rounded after each instruction exactly as the single-op kernel rounds it when storing.
+// Kernels are compiled without contraction (Note [No contraction] in compiler.cpp), so no
+// multiply of one instruction fuses with an add of the next and each instruction rounds as
+// its own kernel does: a fused group's outputs equal its instructions run one by one, bit
+// for bit.
+#include <cstdio>
+#include <string>
+
+#include "cuda/codegen.hpp"
+#include "cuda/codegen/printer.hpp"
+#include "ember/base/error.hpp"
+#include "ember/ir/scalar_table.hpp"
+
+namespace ember::cuda {
+
+using namespace codegen;  // NOLINT: the generators are written in the printer's vocabulary
+using backend::FusedInstr;
+
+FusedArgs fused_args(const FusedSpec& s) {
+  FusedArgs a;
+  int w = 2 + kMaxDims;
+  if (!s.contiguous) {
+    a.strides = w;
+    w += kMaxDims * static_cast<int>(s.inputs.size());
+  }
+  a.inputs = w;
+  w += static_cast<int>(s.inputs.size());
+  a.outputs = w;
+  w += static_cast<int>(s.outputs.size());
+  a.err = w++;
+  a.params = w;
+  w += 2 * static_cast<int>(s.code.size());
+  a.words = w;
+  return a;
+}
+
+std::string fused_name(std::uint64_t key, bool contiguous, std::uint32_t scalar_mask) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "em_fused_%016llx", static_cast<unsigned long long>(key));
+  std::string n = buf;
+  n += layout_suffix(contiguous);
+  n += scalar_suffix(contiguous, scalar_mask);
+  return n;
+}
+
+namespace {
+
+std::string num(std::size_t v) { return std::to_string(v); }
+// The name of value v ("e" + v, built by append: "e" + std::string trips GCC 12's -Wrestrict).
+std::string value_name(std::size_t v) {
+  std::string s = "e";
+  s += num(v);
+  return s;
+}
+
+DType dtype_of(const FusedSpec& s, std::int32_t v) {
+  const auto u = static_cast<std::size_t>(v);
+  return u < s.inputs.size() ? s.inputs[u] : s.code[u - s.inputs.size()].out;
+}
+
+// The element's computation: reads input k as in[k] (a storage value), declares e<v> for
+// every instruction result v and assigns each output j's element with out(j, value).
+template <class Out>
+std::string element_body(const FusedSpec& s, const std::vector<std::string>& in, Out&& out) {
+  const std::size_t n_in = s.inputs.size();
+  std::string b;
+  const auto val = [&](std::int32_t v) {
+    const auto u = static_cast<std::size_t>(v);
+    return u < n_in ? in[u] : value_name(u);
+  };
+  for (std::size_t i = 0; i < s.code.size(); ++i) {
+    const FusedInstr& ins = s.code[i];
+    const std::string y = value_name(n_in + i);
+    const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
+    b += "    " + std::string(storage_type(ins.out)) + " " + y + ";\n";
+    switch (ins.kind) {
+      case FusedInstr::Kind::Unary: {
+        const std::string p = "g.w[" + num(static_cast<std::size_t>(fused_args(s).params) + 2 * i);
+        b += "    {\n" + typedefs(dt) +
+             unary_code(ins.unary, dt, val(ins.args[0]), y, "__longlong_as_double(" + p + "])",
+                        "__longlong_as_double(" + p + " + 1])") +
+             "    }\n";
+        break;
+      }
+      case FusedInstr::Kind::Binary:
+        b += "    {\n" + typedefs(dt) +
+             binary_code(ins.binary, dt, val(ins.args[0]), val(ins.args[1]), y) + "    }\n";
+        break;
+      case FusedInstr::Kind::Where:
+        b += "    " + y + " = " +
+             where_value(val(ins.args[0]), val(ins.args[1]), val(ins.args[2])) + ";\n";
+        break;
+      case FusedInstr::Kind::Cast:
+        b += "    " + y + " = " + cast_value(dt, ins.out, val(ins.args[0])) + ";\n";
+        break;
+    }
+  }
+  for (std::size_t j = 0; j < s.outputs.size(); ++j) b += out(j, val(s.outputs[j]));
+  return b;
+}
+
+}  // namespace
+
+FusedSpec fused_spec(const backend::FusedGroup& g) {
+  FusedSpec s;
+  s.inputs.reserve(g.inputs.size());
+  for (const auto& h : g.inputs) s.inputs.push_back(h->dtype());
+  s.code = g.code;
+  s.outputs = g.outputs;
+  return s;
+}
+
+bool fused_supported(const FusedSpec& s) {
+  for (const FusedInstr& ins : s.code) {
+    const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
+    if (ins.kind == FusedInstr::Kind::Unary && !unary_supported(ins.unary, dt)) return false;
+    if (ins.kind == FusedInstr::Kind::Binary && !binary_supported(ins.binary, dt)) return false;
+  }
+  return true;
+}
+
+KernelSource gen_fused(const FusedSpec& s) {
+  const std::size_t n_in = s.inputs.size();
+  const FusedArgs a = fused_args(s);
+  EMBER_CHECK(!s.code.empty() && !s.outputs.empty(), "cuda: a fused kernel needs code and outputs");
+  EMBER_CHECK(fused_supported(s),
+              "cuda: " + s.name + " applies a function not defined for its dtype");
+  KernelSource k;
+  k.name = s.name;
+  std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +
+                    "> g) {\n  const i64 n = g.w[0];\n";
+  for (std::size_t k2 = 0; k2 < n_in; ++k2) {
+    const std::string t = storage_type(s.inputs[k2]);
+    src += "  const " + t + "* px" + num(k2) + " = (const " + t + "*)g.w[" +
+           num(static_cast<std::size_t>(a.inputs) + k2) + "];\n";
+  }
+  std::size_t widest = 1;
+  for (std::size_t j = 0; j < s.outputs.size(); ++j) {
+    const DType dt = dtype_of(s, s.outputs[j]);
+    const std::string t = storage_type(dt);
+    widest = std::max(widest, size_of(dt));
+    src += "  " + t + "* py" + num(j) + " = (" + t + "*)g.w[" +
+           num(static_cast<std::size_t>(a.outputs) + j) + "];\n";
+  }
+  src += "  int* err = (int*)g.w[" + num(static_cast<std::size_t>(a.err)) + "]; (void)err;\n";
+  const auto store_at = [&](const std::string& idx) {
+    return [&s, idx](std::size_t j, const std::string& v) {
+      (void)s;
+      return "    py" + num(j) + "[" + idx + "] = " + v + ";\n";
+    };
+  };
+  if (s.contiguous) {
+    std::vector<std::string> scalar_in(n_in), elem_in(n_in), vec_in(n_in);
+    for (std::size_t k2 = 0; k2 < n_in; ++k2) {
+      const std::string ks = num(k2);
+      if (s.scalar_mask >> k2 & 1u) {
+        src += "  const " + std::string(storage_type(s.inputs[k2])) + " s" + ks + " = px" + ks +
+               "[0];\n";
+        scalar_in[k2] = elem_in[k2] = vec_in[k2] = "s" + ks;
+      } else {
+        widest = std::max(widest, size_of(s.inputs[k2]));
+        elem_in[k2] = "px" + ks + "[i]";
+        vec_in[k2] = "w" + ks + ".v[u]";
+      }
+    }
+    const std::string V = num(static_cast<std::size_t>(vector_width(widest)));
+    std::string aligned = "true", loads, stores, outs;
+    for (std::size_t k2 = 0; k2 < n_in; ++k2) {
+      if (s.scalar_mask >> k2 & 1u) continue;
+      const std::string ks = num(k2);
+      const std::string vt = "em_vec<" + std::string(storage_type(s.inputs[k2])) + ", " + V + ">";
+      aligned += " && ((u64)px" + ks + " % sizeof(" + vt + ") == 0)";
+      loads += "    const " + vt + " w" + ks + " = ((const " + vt + "*)px" + ks + ")[q];\n";
+    }
+    for (std::size_t j = 0; j < s.outputs.size(); ++j) {
+      const std::string js = num(j);
+      const std::string vt =
+          "em_vec<" + std::string(storage_type(dtype_of(s, s.outputs[j]))) + ", " + V + ">";
+      aligned += " && ((u64)py" + js + " % sizeof(" + vt + ") == 0)";
+      outs += "    " + vt + " r" + js + ";\n";
+      stores += "    ((" + vt + "*)py" + js + ")[q] = r" + js + ";\n";
+    }
+    const std::string vec_body = element_body(s, vec_in, [](std::size_t j, const std::string& v) {
+      return "    r" + num(j) + ".v[u] = " + v + ";\n";
+    });
+    src += "  const i64 nv = (" + aligned + ") ? n / " + V +
+           " : 0;\n"
+           "  for (i64 q = EM_GID; q < nv; q += EM_GSTRIDE) {\n" +
+           loads + outs +
+           "#pragma unroll\n"
+           "    for (int u = 0; u < " +
+           V + "; ++u) {\n    const i64 i = q * " + V + " + u; (void)i;\n" + vec_body + "    }\n" +
+           stores + "  }\n  for (i64 i = nv * " + V + " + EM_GID; i < n; i += EM_GSTRIDE) {\n" +
+           element_body(s, elem_in, store_at("i")) + "  }\n}\n";
+  } else {
+    std::vector<std::string> in(n_in);
+    std::string decl = "    i64 r = i;\n", rank1, step;
+    for (std::size_t k2 = 0; k2 < n_in; ++k2) {
+      const std::string ks = num(k2);
+      const std::string st = num(static_cast<std::size_t>(a.strides) + k2 * kMaxDims);
+      in[k2] = "px" + ks + "[o" + ks + "]";
+      decl += "    i64 o" + ks + " = 0;\n";
+      rank1 += "      o" + ks + " = i * g.w[" + st + "];\n";
+      step += "        o" + ks + " += c * g.w[" + st + " + d];\n";
+    }
+    src +=
+        "  const int rank = (int)g.w[1];\n"
+        "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) {\n" +
+        decl + "    if (rank == 1) {\n" + rank1 +
+        "    } else {\n"
+        "      for (int d = rank - 1; d >= 0; --d) {\n"
+        "        const i64 e = g.w[2 + d];\n"
+        "        const i64 c = r % e;\n"
+        "        r /= e;\n" +
+        step + "      }\n    }\n    (void)r;\n" + element_body(s, in, store_at("i")) + "  }\n}\n";
+  }
+  k.body = std::move(src);
+  return k;
+}
+
+}  // namespace ember::cuda

@@ -1,0 +1,128 @@
+// Fused element-wise groups (backend/fused_group.hpp) as one generated kernel each
+// (codegen/fused.cpp). The iteration space is the group's shape; every input is read
+// through its strided view broadcast to it. When each input walks the output linearly or
+// is one element, the contiguous variant runs (vector accesses when aligned), else the
+// strided one over the dims collapsed across all inputs. Kernels are found by the group's
+// key and variant, printed and compiled once: the key holds no sizes, strides or
+// parameter values (those are arguments), so one kernel serves every size.
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <string>
+
+#include "cuda/kernels/kernels.hpp"
+
+namespace ember::cuda {
+
+using backend::FusedGroup;
+using backend::FusedInstr;
+
+namespace {
+// Inputs a fused kernel takes (the fuser's limit is 16): the variant holds one bit each.
+constexpr std::size_t kMaxFusedInputs = 16;
+}  // namespace
+
+std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGroup& g) {
+  const std::size_t n_in = g.inputs.size();
+  if (n_in > kMaxFusedInputs || g.code.empty() || g.outputs.empty()) return std::nullopt;
+  FusedSpec spec = fused_spec(g);
+  if (!fused_supported(spec)) return std::nullopt;
+  const char* checked = nullptr;  // the first integer div / rem: it may flag a zero divisor
+  for (const FusedInstr& in : g.code) {
+    if (in.kind == FusedInstr::Kind::Binary && !checked && is_int(g.dtype_of(in.args[0])) &&
+        (in.binary == ir::BinaryFn::Div || in.binary == ir::BinaryFn::Rem)) {
+      checked = ir::name(in.binary);
+    }
+  }
+  const Shape& shape = g.shape;
+
+  // The layout variant: linear or one-element inputs, else strided over collapsed dims.
+  bool contiguous = true;
+  std::uint32_t scalar_mask = 0;
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const auto& x = as_cuda(g.inputs[k]);
+    const backend::Walk w = backend::walk_of(x.shape(), x.strides(), shape);
+    contiguous = contiguous && w != backend::Walk::Strided;
+    if (w == backend::Walk::Scalar) scalar_mask |= 1u << k;
+  }
+  Space sp;
+  if (!contiguous) {
+    scalar_mask = 0;
+    for (std::size_t d : shape) sp.shape.push_back(static_cast<std::int64_t>(d));
+    for (const auto& h : g.inputs) sp.strides.push_back(broadcast_strides(as_cuda(h), shape));
+    sp.collapse();
+    if (sp.shape.empty()) {
+      sp.shape.push_back(1);
+      for (auto& st : sp.strides) st.push_back(0);
+    }
+    if (sp.shape.size() > static_cast<std::size_t>(kMaxDims)) return std::nullopt;
+  }
+  spec.contiguous = contiguous;
+  spec.scalar_mask = scalar_mask;
+  const FusedArgs layout = fused_args(spec);
+  if (static_cast<std::size_t>(layout.words) * 8 > kMaxArgBytes) return std::nullopt;
+
+  // Outputs: a sole-owned input of the group's shape and dtype (Note [In-place reuse]),
+  // else a fresh tensor.
+  std::vector<ir::Handle> outs;
+  outs.reserve(g.outputs.size());
+  std::vector<bool> taken(n_in, false);
+  for (std::int32_t o : g.outputs) {
+    const DType dt = g.dtype_of(o);
+    ir::Handle t;
+    for (std::size_t k = 0; k < n_in && !t; ++k) {
+      if (!taken[k] && reusable(g.inputs[k], shape, dt)) {
+        taken[k] = true;
+        t = g.inputs[k];
+      }
+    }
+    outs.push_back(t ? std::move(t) : ir::Handle(ctx.empty(shape, dt)));
+  }
+  const auto n = static_cast<std::int64_t>(shape.num_elements());
+  if (n == 0) return outs;
+
+  std::vector<std::int64_t> w(static_cast<std::size_t>(layout.words), 0);
+  w[0] = n;
+  if (contiguous) {
+    w[1] = 1;
+    w[2] = n;
+  } else {
+    w[1] = static_cast<std::int64_t>(sp.shape.size());
+    for (std::size_t d = 0; d < sp.shape.size(); ++d) {
+      w[2 + d] = sp.shape[d];
+      for (std::size_t k = 0; k < n_in; ++k) {
+        w[static_cast<std::size_t>(layout.strides) + k * kMaxDims + d] = sp.strides[k][d];
+      }
+    }
+  }
+  const auto word = [](const void* p) {
+    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p));
+  };
+  std::size_t widest = 1;
+  for (std::size_t k = 0; k < n_in; ++k) {
+    w[static_cast<std::size_t>(layout.inputs) + k] = word(as_cuda(g.inputs[k]).data());
+    if (!(scalar_mask >> k & 1u)) widest = std::max(widest, size_of(spec.inputs[k]));
+  }
+  for (std::size_t j = 0; j < outs.size(); ++j) {
+    w[static_cast<std::size_t>(layout.outputs) + j] = word(as_cuda(outs[j]).data());
+    widest = std::max(widest, size_of(outs[j]->dtype()));
+  }
+  w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
+  for (std::size_t i = 0; i < g.code.size(); ++i) {
+    w[static_cast<std::size_t>(layout.params) + 2 * i] = std::bit_cast<std::int64_t>(g.code[i].p0);
+    w[static_cast<std::size_t>(layout.params) + 2 * i + 1] =
+        std::bit_cast<std::int64_t>(g.code[i].p1);
+  }
+  const std::int64_t threads =
+      contiguous ? (n + vector_width(widest) - 1) / vector_width(widest) : n;
+  const std::uint32_t variant = (contiguous ? 1u : 0u) | scalar_mask << 1;
+  spec.name = fused_name(g.key, contiguous, scalar_mask);
+  void* arg = w.data();
+  const bool ran = ctx.launch_fused(
+      g.key, variant, g.signature + " " + spec.name, [&] { return gen_fused(spec); }, threads,
+      {arg}, checked ? checked : "fused group", checked != nullptr);
+  if (!ran) return std::nullopt;
+  return outs;
+}
+
+}  // namespace ember::cuda
