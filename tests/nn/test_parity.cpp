@@ -592,3 +592,115 @@ TEST(NnParity, StateDictKeysEqualVisitPaths) {
   });
   EXPECT_EQ(loaded.num_params(), net.num_params());
 }
+
+TEST(NnParity, PoolsInCeilModeAndThreeD) {
+  using A1 = std::array<std::size_t, 1>;
+  using A2 = std::array<std::size_t, 2>;
+  using A3 = std::array<std::size_t, 3>;
+  run_both(
+      "max_pool1d_ceil",
+      nn::MaxPool1dConfig{{3}}.with_stride(A1{2}).with_padding({1}).with_ceil_mode(true).init(),
+      true, unary<3, nn::MaxPool1d>());
+  run_both("max_pool2d_ceil",
+           nn::MaxPool2dConfig{{3, 3}}
+               .with_stride(A2{2, 2})
+               .with_padding({1, 1})
+               .with_dilation({1, 2})
+               .with_ceil_mode(true)
+               .init(),
+           true, unary<4, nn::MaxPool2d>());
+  run_both("max_pool3d",
+           nn::MaxPool3dConfig{{2, 3, 2}}.with_stride(A3{2, 2, 1}).with_padding({1, 1, 0}).init(),
+           true, unary<5, nn::MaxPool3d>());
+  run_both(
+      "avg_pool1d_ceil",
+      nn::AvgPool1dConfig{{3}}.with_stride(A1{2}).with_padding({1}).with_ceil_mode(true).init(),
+      true, unary<3, nn::AvgPool1d>());
+  run_both("avg_pool2d_ceil_exclude_pad",
+           nn::AvgPool2dConfig{{3, 3}}
+               .with_stride(A2{2, 2})
+               .with_padding({1, 1})
+               .with_ceil_mode(true)
+               .with_count_include_pad(false)
+               .init(),
+           true, unary<4, nn::AvgPool2d>());
+  run_both("avg_pool2d_divisor", nn::AvgPool2dConfig{{2, 2}}.with_divisor_override(3.0).init(),
+           true, unary<4, nn::AvgPool2d>());
+  run_both("avg_pool3d_ceil",
+           nn::AvgPool3dConfig{{2, 2, 2}}.with_stride(A3{2, 2, 2}).with_ceil_mode(true).init(),
+           true, unary<5, nn::AvgPool3d>());
+  run_both("adaptive_avg_pool3d", nn::AdaptiveAvgPool3dConfig{{2, 3, 2}}.init(), true,
+           unary<5, nn::AdaptiveAvgPool3d>());
+}
+
+TEST(NnParity, AdaptiveMaxPool) {
+  run_both("adaptive_max_pool1d", nn::AdaptiveMaxPool1dConfig{{4}}.init(), true,
+           unary<3, nn::AdaptiveMaxPool1d>());
+  run_both("adaptive_max_pool2d", nn::AdaptiveMaxPool2dConfig{{3, 5}}.init(), true,
+           unary<4, nn::AdaptiveMaxPool2d>());
+}
+
+namespace {
+// The Interpolate of a golden case's meta (F.interpolate's keyword arguments).
+nn::Interpolate interpolate_of(const std::string& name) {
+  const Golden g(name);
+  const Json& m = g.meta();
+  nn::InterpolateConfig c;
+  c.mode = m.at("mode").get<std::string>();
+  c.align_corners = m.value("align_corners", false);
+  if (m.contains("size")) {
+    if (m["size"].is_array())
+      c.size = m["size"].get<std::vector<std::size_t>>();
+    else
+      c.size = {m["size"].get<std::size_t>()};
+  }
+  if (m.contains("scale_factor")) c.scale_factor = {m["scale_factor"].get<double>()};
+  return c.init();
+}
+}  // namespace
+
+TEST(NnParity, Interpolate) {
+  for (const char* name : {"interp_nearest1d", "interp_linear1d", "interp_linear1d_corners"})
+    run_both(name, interpolate_of(name), true, unary<3, nn::Interpolate>());
+  for (const char* name :
+       {"interp_nearest2d_scale", "interp_nearest_exact2d", "interp_bilinear",
+        "interp_bilinear_corners", "interp_bilinear_scale", "interp_bilinear_down",
+        "interp_bicubic", "interp_bicubic_corners", "interp_bicubic_down"})
+    run_both(name, interpolate_of(name), true, unary<4, nn::Interpolate>());
+  for (const char* name : {"interp_nearest3d_down", "interp_trilinear"})
+    run_both(name, interpolate_of(name), true, unary<5, nn::Interpolate>());
+}
+
+TEST(NnParity, InterpolateAndPoolErrors) {
+  const auto x4 = Tensor<4>::zeros(Shape{1, 1, 4, 4}, cpu);
+  const auto x3 = Tensor<3>::zeros(Shape{1, 1, 4}, cpu);
+  auto expect_error = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { (void)nn::InterpolateConfig{}.init(); }, "exactly one of size");
+  expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("cubic").init(); }, "unknown mode");
+  expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("bilinear").init().forward(x3); },
+               "needs 2 spatial dim");
+  expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("bicubic").init().forward(x3); },
+               "bicubic");
+  expect_error(
+      [&] { (void)nn::InterpolateConfig{{4}}.with_align_corners(true).init().forward(x4); },
+      "align_corners");
+  expect_error(
+      [&] {
+        (void)nn::InterpolateConfig{{}, {0.0}}.init().forward(x4);
+      },
+      "finite and positive");
+  expect_error([&] { (void)nn::InterpolateConfig{{0, 3}}.init().forward(x4); }, "positive");
+  expect_error(
+      [&] {
+        (void)nn::AvgPool2dConfig{{2, 2}}.with_divisor_override(0.0).init().forward(x4);
+      },
+      "divisor_override");
+  expect_error([&] { (void)nn::AdaptiveMaxPool2dConfig{{0, 2}}.init().forward(x4); }, "non-empty");
+}

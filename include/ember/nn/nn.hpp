@@ -9,6 +9,7 @@
 #include "ember/nn/dropout.hpp"
 #include "ember/nn/embedding.hpp"
 #include "ember/nn/init.hpp"
+#include "ember/nn/interpolate.hpp"
 #include "ember/nn/linear.hpp"
 #include "ember/nn/loss.hpp"
 #include "ember/nn/module.hpp"
