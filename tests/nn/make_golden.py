@@ -409,6 +409,18 @@ def pools_and_resampling():
     interp("interp_bicubic_down", randn(1, 2, 9, 8), size=(4, 3), mode="bicubic",
            align_corners=False)
 
+    def ctc(name, x, targets, il, tl, **kw):
+        run(name, Fn(lambda a, t: F.ctc_loss(a.log_softmax(2), t, il, tl, **kw)), [x, targets],
+            meta=dict(input_lengths=il, target_lengths=tl, **kw))
+
+    targets = torch.tensor([[1, 2, 2, 3], [4, 1, 0, 0], [3, 3, 3, 0]])
+    ctc("loss_ctc_mean", randn(12, 3, 5), targets, [12, 9, 10], [4, 2, 3])
+    ctc("loss_ctc_sum_blank", randn(10, 3, 5), targets.clamp(max=3), [10, 7, 10], [4, 2, 3],
+        blank=4, reduction="sum")
+    # The third row needs 5 steps (3 labels, 2 repeats) and gets 4: infinity, zeroed.
+    ctc("loss_ctc_none_zero_infinity", randn(8, 3, 5), targets, [8, 1, 4], [4, 0, 3],
+        reduction="none", zero_infinity=True)
+
 
 class Block(nn.Module):
     def __init__(self):

@@ -704,3 +704,47 @@ TEST(NnParity, InterpolateAndPoolErrors) {
       "divisor_override");
   expect_error([&] { (void)nn::AdaptiveMaxPool2dConfig{{0, 2}}.init().forward(x4); }, "non-empty");
 }
+
+TEST(NnParity, CtcLoss) {
+  using namespace nn::loss;
+  for (const char* name : {"loss_ctc_mean", "loss_ctc_sum_blank", "loss_ctc_none_zero_infinity"}) {
+    const Golden g(name);
+    const Json& m = g.meta();
+    CtcOptions o;
+    o.blank = m.value("blank", std::size_t{0});
+    const std::string r = m.value("reduction", std::string("mean"));
+    o.reduction = r == "sum" ? Reduction::Sum : r == "none" ? Reduction::None : Reduction::Mean;
+    o.zero_infinity = m.value("zero_infinity", false);
+    const auto il = m.at("input_lengths").get<std::vector<std::size_t>>();
+    const auto tl = m.at("target_lengths").get<std::vector<std::size_t>>();
+    run_loss(name, [&](auto& in) {
+      return ctc(Tensor<3>(ops::log_softmax(in[0], 2)), Tensor<2, Int>(in[1]), il, tl, o);
+    });
+  }
+}
+
+TEST(NnParity, CtcLossErrors) {
+  using namespace nn::loss;
+  const auto lp = Tensor<3>::zeros(Shape{4, 2, 3}, cpu);
+  const auto targets =
+      Tensor<2, Int>::from_data(TensorData::from<std::int64_t>({1, 2, 2, 0}, Shape{2, 2}), cpu);
+  auto expect_error = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { (void)ctc(lp, targets, {4, 5}, {2, 1}); }, "input_lengths[1] = 5");
+  expect_error([&] { (void)ctc(lp, targets, {4, 4}, {2, 3}); }, "target_lengths[1] = 3");
+  // Row 1's first label is 2, the blank here.
+  expect_error([&] { (void)ctc(lp, targets, {4, 4}, {2, 1}, {2}); }, "other than the blank");
+  expect_error([&] { (void)ctc(lp, targets, {4}, {2, 1}); }, "input and target lengths");
+  expect_error([&] { (void)ctc(lp, targets, {4, 4}, {2, 1}, {3}); }, "blank 3");
+  // Impossible without zero_infinity: infinity, as PyTorch.
+  const auto inf =
+      ctc(lp, targets, {1, 4}, {2, 1}, {0, Reduction::None}).to_data().to_vector<float>();
+  EXPECT_TRUE(std::isinf(inf[0]) && inf[0] > 0);
+  EXPECT_TRUE(std::isfinite(inf[1]));
+}
