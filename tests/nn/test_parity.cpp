@@ -748,3 +748,67 @@ TEST(NnParity, CtcLossErrors) {
   EXPECT_TRUE(std::isinf(inf[0]) && inf[0] > 0);
   EXPECT_TRUE(std::isfinite(inf[1]));
 }
+
+// The config modules against the same PyTorch values as the functions.
+TEST(NnParity, LossModules) {
+  const auto t2 = [](const DynTensor& x) { return Tensor<2>(x); };
+  const auto lab = [](const DynTensor& x) { return Tensor<1, Int>(x); };
+  const auto weights = [](const char* name) {
+    return Golden(name).meta()["weight"].get<std::vector<double>>();
+  };
+  const auto ce = nn::CrossEntropyLossConfig{}
+                      .with_weight(weights("loss_cross_entropy_weight_smoothing"))
+                      .with_label_smoothing(0.2)
+                      .init();
+  run_loss("loss_cross_entropy_weight_smoothing",
+           [&](auto& in) { return ce.forward(t2(in[0]), lab(in[1])); });
+  const auto ce_sum =
+      nn::CrossEntropyLossConfig{}.with_label_smoothing(0.1).with_reduction("sum").init();
+  run_loss("loss_cross_entropy_sum",
+           [&](auto& in) { return ce_sum.forward(t2(in[0]), lab(in[1])); });
+  const auto nll =
+      nn::NllLossConfig{}.with_weight(weights("loss_cross_entropy_weight_smoothing")).init();
+  run_loss("loss_nll", [&](auto& in) { return nll.forward(t2(in[0]), lab(in[1])); });
+  const auto mse = nn::MseLossConfig{}.with_reduction("sum").init();
+  run_loss("loss_mse_sum", [&](auto& in) { return mse.forward(t2(in[0]), t2(in[1])); });
+  const auto l1 = nn::L1LossConfig{}.with_reduction("none").init();
+  run_loss("loss_l1_none", [&](auto& in) { return l1.forward(t2(in[0]), t2(in[1])); });
+  const auto huber = nn::HuberLossConfig{}.with_delta(0.7).init();
+  run_loss("loss_huber", [&](auto& in) { return huber.forward(t2(in[0]), t2(in[1])); });
+  const auto sl1 = nn::SmoothL1LossConfig{}.with_beta(0.6).init();
+  run_loss("loss_smooth_l1", [&](auto& in) { return sl1.forward(t2(in[0]), t2(in[1])); });
+  const auto kl = nn::KlDivLossConfig{}.with_reduction("batchmean").init();
+  run_loss("loss_kl_div_batchmean", [&](auto& in) { return kl.forward(t2(in[0]), t2(in[1])); });
+  const auto ctc = nn::CtcLossConfig{}.with_reduction("none").with_zero_infinity(true).init();
+  run_loss("loss_ctc_none_zero_infinity", [&](auto& in) {
+    return ctc.forward(Tensor<3>(ops::log_softmax(in[0], 2)), Tensor<2, Int>(in[1]), {8, 1, 4},
+                       {4, 0, 3});
+  });
+
+  // A config is JSON, and a bad one says what is wrong.
+  const auto back = nn::CrossEntropyLossConfig::from_json(ce.config.to_json());
+  EXPECT_EQ(back.weight, ce.config.weight);
+  EXPECT_EQ(back.label_smoothing, 0.2);
+  auto expect_error = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error([] { (void)nn::MseLossConfig{}.with_reduction("average").init(); },
+               "unknown reduction \"average\"");
+  expect_error([] { (void)nn::MseLossConfig{}.with_reduction("batchmean").init(); },
+               "unknown reduction");
+  expect_error([] { (void)nn::CrossEntropyLossConfig{}.with_label_smoothing(1.5).init(); },
+               "label_smoothing");
+  expect_error(
+      [] {
+        (void)nn::CrossEntropyLossConfig{}.with_weight({1.0, -2.0}).init();
+      },
+      "weight[1]");
+  expect_error([] { (void)nn::BinaryCrossEntropyLossConfig{}.with_pos_weight({2.0}).init(); },
+               "logits = true");
+  expect_error([] { (void)nn::HuberLossConfig{}.with_delta(0.0).init(); }, "delta");
+}

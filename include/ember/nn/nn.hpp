@@ -12,6 +12,7 @@
 #include "ember/nn/interpolate.hpp"
 #include "ember/nn/linear.hpp"
 #include "ember/nn/loss.hpp"
+#include "ember/nn/loss_modules.hpp"
 #include "ember/nn/module.hpp"
 #include "ember/nn/norm.hpp"
 #include "ember/nn/pixel_shuffle.hpp"
