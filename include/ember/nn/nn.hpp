@@ -11,6 +11,7 @@
 #include "ember/nn/init.hpp"
 #include "ember/nn/interpolate.hpp"
 #include "ember/nn/linear.hpp"
+#include "ember/nn/lora.hpp"
 #include "ember/nn/loss.hpp"
 #include "ember/nn/loss_modules.hpp"
 #include "ember/nn/module.hpp"
