@@ -1,6 +1,7 @@
 // Losses as composites of tensor ops, with PyTorch's formulas (see loss.hpp).
 #include "ember/nn/loss.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -390,6 +391,142 @@ DynTensor soft_margin(const DynTensor& x, const DynTensor& y, Reduction r) {
   const DynTensor t = signs_like(y, x, loss);
   return reduce(ops::unary(UnaryFn::Log1p, ops::unary(UnaryFn::Exp, scale(mul(t, x), -1.0))), r,
                 loss);
+}
+
+// Note [CTC as a recursion of tensor ops]
+// The forward variable alpha_t [N, 2S + 1] over the blank-extended labels l' (blank, l1,
+// blank, l2, ..., blank) follows alpha_t(s) = lse(alpha_{t-1}(s), alpha_{t-1}(s - 1),
+// alpha_{t-1}(s - 2) where l'_s is a label unlike l'_{s-2}) + log p_t(l'_s), one step of
+// a few whole-batch ops per time step; rows past their input length keep their alpha, and
+// the loss is -lse(alpha(2 L), alpha(2 L - 1)). Unreachable states hold a large finite
+// negative value rather than -inf: lse and its gradient stay finite there (exp(-inf - -inf)
+// would be NaN in the backward pass), and a reachable path's value is unchanged by it, since
+// lse(x, -1e30) == x. Whether an alignment exists at all (T_n >= L_n + the repeats in the
+// target) is known from the lengths and labels on the host, so an impossible one gets
+// infinity (or 0) exactly. Autodiff of the recursion is the backward (beta) pass; 16-bit
+// inputs are computed in f32.
+DynTensor ctc(const DynTensor& log_probs_in, const DynTensor& targets,
+              const std::vector<std::size_t>& input_lengths,
+              const std::vector<std::size_t>& target_lengths, const CtcOptions& o) {
+  const char* loss = "nn::loss::ctc";
+  EMBER_CHECK(log_probs_in.rank() == 3 && log_probs_in.kind() == Kind::Float,
+              std::string(loss) + ": expected float log_probs [T, batch, classes], got " +
+                  log_probs_in.shape().to_string() + " " + name(log_probs_in.dtype()));
+  const std::size_t T = log_probs_in.shape()[0], N = log_probs_in.shape()[1],
+                    C = log_probs_in.shape()[2];
+  EMBER_CHECK(targets.rank() == 2 && targets.kind() == Kind::Int && targets.shape()[0] == N,
+              std::string(loss) + ": expected Int targets [" + std::to_string(N) +
+                  ", max target length], got " + targets.shape().to_string() + " " +
+                  name(targets.dtype()));
+  EMBER_CHECK(input_lengths.size() == N && target_lengths.size() == N,
+              std::string(loss) + ": expected " + std::to_string(N) +
+                  " input and target lengths, got " + std::to_string(input_lengths.size()) +
+                  " and " + std::to_string(target_lengths.size()));
+  EMBER_CHECK(o.blank < C, std::string(loss) + ": blank " + std::to_string(o.blank) +
+                               " is not a class of " + std::to_string(C));
+  EMBER_CHECK(o.reduction != Reduction::BatchMean,
+              std::string(loss) + ": BatchMean does not apply (Mean divides by target lengths)");
+  const std::size_t S = targets.shape()[1];
+  const TensorData labels_data = targets.to_data().convert(DType::I64);
+  const auto labels = labels_data.to_vector<std::int64_t>();
+  std::size_t max_target = 0;
+  std::vector<bool> feasible(N);
+  for (std::size_t n = 0; n < N; ++n) {
+    const std::size_t tl = target_lengths[n], il = input_lengths[n];
+    EMBER_CHECK(il >= 1 && il <= T, std::string(loss) + ": input_lengths[" + std::to_string(n) +
+                                        "] = " + std::to_string(il) + " is outside [1, " +
+                                        std::to_string(T) + "]");
+    EMBER_CHECK(tl <= S, std::string(loss) + ": target_lengths[" + std::to_string(n) +
+                             "] = " + std::to_string(tl) + " exceeds the targets' length " +
+                             std::to_string(S));
+    std::size_t repeats = 0;
+    for (std::size_t i = 0; i < tl; ++i) {
+      const std::int64_t l = labels[n * S + i];
+      EMBER_CHECK(l >= 0 && std::size_t(l) < C && std::size_t(l) != o.blank,
+                  std::string(loss) + ": target [" + std::to_string(n) + ", " + std::to_string(i) +
+                      "] = " + std::to_string(l) + " is not a label in [0, " + std::to_string(C) +
+                      ") other than the blank " + std::to_string(o.blank));
+      if (i > 0 && labels[n * S + i - 1] == l) ++repeats;
+    }
+    feasible[n] = il >= tl + repeats;
+    max_target = std::max(max_target, tl);
+  }
+  const Device dev = log_probs_in.device();
+  const DType out_dt = log_probs_in.dtype();
+  const DType dt = out_dt == DType::F64 ? DType::F64 : DType::F32;
+  DynTensor lp = out_dt == dt ? log_probs_in : ops::cast(log_probs_in, dt);
+  constexpr double kUnreachable = -1e30;
+
+  // Extended labels, the additive masks of the skip transition, the start and the end.
+  const std::size_t L = 2 * max_target + 1;
+  std::vector<std::int64_t> ext(N * L, std::int64_t(o.blank)), ends(N * 2);
+  std::vector<double> skip(N * L, kUnreachable), start(N * L, kUnreachable), end_add(N * 2, 0.0);
+  for (std::size_t n = 0; n < N; ++n) {
+    const std::size_t tl = target_lengths[n];
+    for (std::size_t i = 0; i < tl; ++i) ext[n * L + 2 * i + 1] = labels[n * S + i];
+    for (std::size_t s = 2; s < L; ++s) {
+      if (s % 2 == 1 && ext[n * L + s] != ext[n * L + s - 2]) skip[n * L + s] = 0.0;
+    }
+    start[n * L] = 0.0;
+    if (tl > 0) start[n * L + 1] = 0.0;
+    ends[n * 2] = std::int64_t(2 * tl);
+    ends[n * 2 + 1] = std::int64_t(tl > 0 ? 2 * tl - 1 : 0);
+    if (tl == 0) end_add[n * 2 + 1] = kUnreachable;
+  }
+  const auto host = [&](const std::vector<double>& v, Shape s) {
+    return ops::cast(ops::from_data(TensorData::from<double>(v, std::move(s)), dev), dt);
+  };
+  auto index = ops::from_data(TensorData::from<std::int64_t>(ext, Shape{1, N, L}), dev);
+  DynTensor emit = ops::gather(lp, 2, ops::expand(std::move(index), Shape{T, N, L}));
+  const DynTensor skip_add = host(skip, Shape{N, L});
+  const auto step = [&](std::size_t t) {
+    return ops::reshape(ops::narrow(emit, 0, std::int64_t(t), 1), Shape{N, L});
+  };
+  const auto shifted = [&](const DynTensor& a, std::size_t by) {
+    if (L <= by) return ops::full(Shape{N, L}, kUnreachable, dt, dev);
+    return ops::narrow(ops::pad(a, {{by, 0}}, ops::PadMode::Constant, kUnreachable), 1, 0, L);
+  };
+  DynTensor alpha = add(step(0), host(start, Shape{N, L}));
+  for (std::size_t t = 1; t < T; ++t) {
+    DynTensor next = ops::binary(BinaryFn::LogAddExp, alpha, shifted(alpha, 1));
+    next = ops::binary(BinaryFn::LogAddExp, std::move(next), add(shifted(alpha, 2), skip_add));
+    next = add(std::move(next), step(t));
+    std::vector<std::uint8_t> active(N);
+    bool all = true;
+    for (std::size_t n = 0; n < N; ++n) {
+      active[n] = t < input_lengths[n];
+      all = all && active[n];
+    }
+    if (all) {
+      alpha = std::move(next);
+    } else {
+      auto mask = ops::from_data(TensorData::from<std::uint8_t>(active, Shape{N, 1}), dev);
+      alpha = ops::mask_where(ops::cast(std::move(mask), DType::Bool), std::move(next),
+                              std::move(alpha));
+    }
+  }
+  auto last = add(
+      ops::gather(alpha, 1, ops::from_data(TensorData::from<std::int64_t>(ends, Shape{N, 2}), dev)),
+      host(end_add, Shape{N, 2}));
+  DynTensor ll =
+      ops::binary(BinaryFn::LogAddExp, ops::narrow(last, 1, 0, 1), ops::narrow(last, 1, 1, 1));
+  DynTensor per = ops::reshape(ops::unary(UnaryFn::Neg, std::move(ll)), Shape{N});
+  if (!std::all_of(feasible.begin(), feasible.end(), [](bool f) { return f; })) {
+    std::vector<std::uint8_t> bad(N);
+    for (std::size_t n = 0; n < N; ++n) bad[n] = !feasible[n];
+    auto mask =
+        ops::cast(ops::from_data(TensorData::from<std::uint8_t>(bad, Shape{N}), dev), DType::Bool);
+    per = ops::mask_fill(std::move(per), std::move(mask),
+                         o.zero_infinity ? 0.0 : std::numeric_limits<double>::infinity());
+  }
+  if (o.reduction == Reduction::Mean) {
+    std::vector<double> inv(N);
+    for (std::size_t n = 0; n < N; ++n)
+      inv[n] = 1.0 / double(std::max<std::size_t>(target_lengths[n], 1));
+    per = mul(std::move(per), host(inv, Shape{N}));
+  }
+  DynTensor out = reduce(std::move(per), o.reduction, loss);
+  return out_dt == dt ? out : ops::cast(std::move(out), out_dt);
 }
 
 }  // namespace ember::nn::loss::detail

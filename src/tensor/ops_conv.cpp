@@ -336,11 +336,59 @@ DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor>
   return add_bias(fold_checked(std::move(cols), out, std::move(w)), std::move(bias));
 }
 
-DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o) {
-  const std::size_t sp = spatial_dims(x, "max_pool");
-  ops::detail::check_kind(x, {Kind::Float, Kind::Int}, "max_pool");
+namespace {
+
+// Note [Pooling in ceil mode]
+// PyTorch's ceil_mode counts positions as ceil((L + 2p - span) / s) + 1, less one when
+// the last window would start past the image and the padding before it. The last window
+// then hangs over the padded image's end by `extra` entries; the pool runs over the image
+// padded on the right by that much explicitly (with the value that never wins: -inf for
+// max, 0 for sums), so ir::Pool keeps its one symmetric padding and every backend's kernel
+// serves both modes.
+std::vector<std::size_t> ceil_overhang(const std::vector<std::size_t>& in, const ir::Window& w) {
+  std::vector<std::size_t> extra(in.size(), 0);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::size_t padded = in[i] + 2 * w.padding[i];
+    const std::size_t span = w.dilation[i] * (w.kernel[i] - 1) + 1;
+    std::size_t out = (padded - span + w.stride[i] - 1) / w.stride[i] + 1;
+    if ((out - 1) * w.stride[i] >= in[i] + w.padding[i]) --out;
+    const std::size_t end = (out - 1) * w.stride[i] + span;
+    extra[i] = end > padded ? end - padded : 0;
+  }
+  return extra;
+}
+
+// x padded on the right of each spatial dim by extra (value `fill`); x itself when none.
+DynTensor pad_overhang(DynTensor x, const std::vector<std::size_t>& extra, double fill) {
+  if (std::all_of(extra.begin(), extra.end(), [](std::size_t e) { return e == 0; })) return x;
+  std::vector<std::pair<std::size_t, std::size_t>> pads;
+  for (std::size_t e : extra) pads.emplace_back(0, e);
+  return ops::pad(std::move(x), pads, ops::PadMode::Constant, fill);
+}
+
+// The lowest value of x's dtype: the padding a max never picks.
+double lowest_of(DType dt) {
+  if (kind_of(dt) == Kind::Float) return -std::numeric_limits<double>::infinity();
+  switch (dt) {
+    case DType::I64:
+      return double(std::numeric_limits<std::int64_t>::lowest());
+    case DType::I32:
+      return double(std::numeric_limits<std::int32_t>::lowest());
+    case DType::I16:
+      return double(std::numeric_limits<std::int16_t>::lowest());
+    case DType::I8:
+      return double(std::numeric_limits<std::int8_t>::lowest());
+    default:
+      return 0.0;  // unsigned
+  }
+}
+
+// The checks both pools share; returns the window.
+ir::Window pool_window(const std::string& op, const DynTensor& x,
+                       const std::vector<std::size_t>& kernel, const WindowOptions& o,
+                       bool ceil_mode) {
+  const std::size_t sp = x.rank() - 2;
   const auto in = spatial_of(x.shape());
-  const std::string op = describe("max_pool", {&x});
   ir::Window w = resolve_window(op, sp, kernel, o, &kernel, &in);
   for (std::size_t i = 0; i < sp; ++i) {
     EMBER_CHECK(
@@ -348,40 +396,91 @@ DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const Wi
         op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
   }
   check_windows_touch_image(op, in, w);
-  checked_positions_shape(op, x.shape()[0], x.shape()[1], ir::window_positions(in, w), x.dtype(),
-                          x.device());
+  auto positions = ir::window_positions(in, w);
+  if (ceil_mode) {
+    const auto extra = ceil_overhang(in, w);
+    for (std::size_t i = 0; i < sp; ++i) positions[i] += extra[i] > 0 ? 1 : 0;
+  }
+  checked_positions_shape(op, x.shape()[0], x.shape()[1], positions, x.dtype(), x.device());
+  return w;
+}
+
+}  // namespace
+
+DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o,
+                   bool ceil_mode) {
+  spatial_dims(x, "max_pool");
+  ops::detail::check_kind(x, {Kind::Float, Kind::Int}, "max_pool");
+  const std::string op = describe("max_pool", {&x});
+  ir::Window w = pool_window(op, x, kernel, o, ceil_mode);
+  if (ceil_mode) {
+    const auto extra = ceil_overhang(spatial_of(x.shape()), w);
+    const double fill = lowest_of(x.dtype());
+    x = pad_overhang(std::move(x), extra, fill);
+  }
   return pool_checked(std::move(x), std::move(w), ir::PoolFn::Max);
 }
 
+// Note [Average pooling's divisor]
+// Each position divides its window's sum by a product over the spatial dims of one count
+// per dim (PyTorch's rule): the window's extent clipped to the padded image when
+// count_include_pad (the kernel itself except for a ceil-mode overhang), else clipped to
+// the image. The counts are known from the geometry alone, so the divisor is made on the
+// host as a [1, 1, *positions] tensor broadcast over N and C (a scalar where it is one
+// number for every position).
 DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel, const WindowOptions& o,
-                   bool count_include_pad) {
-  const std::size_t sp = spatial_dims(x, "avg_pool");
+                   bool count_include_pad, bool ceil_mode, std::optional<double> divisor_override) {
+  spatial_dims(x, "avg_pool");
   ops::detail::check_kind(x, {Kind::Float}, "avg_pool");
-  const auto in = spatial_of(x.shape());
   const std::string op = describe("avg_pool", {&x});
   EMBER_CHECK(
       std::all_of(o.dilation.begin(), o.dilation.end(), [](std::size_t d) { return d == 1; }),
       op + ": avg_pool takes no dilation, got " + list(o.dilation));
-  ir::Window w = resolve_window(op, sp, kernel, o, &kernel, &in);
-  for (std::size_t i = 0; i < sp; ++i) {
-    EMBER_CHECK(
-        2 * w.padding[i] <= w.kernel[i],
-        op + ": padding " + list(w.padding) + " must be at most half the kernel " + list(w.kernel));
-  }
-  check_windows_touch_image(op, in, w);
-  checked_positions_shape(op, x.shape()[0], x.shape()[1], ir::window_positions(in, w), x.dtype(),
-                          x.device());
-  const std::size_t k = product(w.kernel, op, "the kernel size");
+  EMBER_CHECK(!divisor_override || (std::isfinite(*divisor_override) && *divisor_override != 0),
+              op + ": divisor_override must be a finite non-zero number, got " +
+                  std::to_string(divisor_override.value_or(0)));
+  ir::Window w = pool_window(op, x, kernel, o, ceil_mode);
+  const auto in = spatial_of(x.shape());
+  const std::size_t sp = in.size();
+  const auto extra = ceil_mode ? ceil_overhang(in, w) : std::vector<std::size_t>(sp, 0);
   const DType dt = x.dtype();
   const Device dev = x.device();
-  auto sums = pool_checked(std::move(x), w, ir::PoolFn::Sum);
-  if (count_include_pad) return ops::binary_scalar(ir::BinaryFn::Div, std::move(sums), double(k));
-  // The number of window entries inside the image, per position: the same window summed
-  // over an image of ones, [1, 1, *out], broadcast over N and C.
-  std::vector<std::size_t> ones_shape{1, 1};
-  ones_shape.insert(ones_shape.end(), in.begin(), in.end());
-  auto counts = pool_checked(ops::ones(Shape(ones_shape), dt, dev), std::move(w), ir::PoolFn::Sum);
-  return ops::binary(ir::BinaryFn::Div, std::move(sums), std::move(counts));
+  auto sums = pool_checked(pad_overhang(std::move(x), extra, 0.0), w, ir::PoolFn::Sum);
+  if (divisor_override) {
+    return ops::binary_scalar(ir::BinaryFn::Div, std::move(sums), *divisor_override);
+  }
+  const bool overhang =
+      std::any_of(extra.begin(), extra.end(), [](std::size_t e) { return e > 0; });
+  if (count_include_pad && !overhang) {
+    return ops::binary_scalar(ir::BinaryFn::Div, std::move(sums),
+                              double(product(w.kernel, op, "the kernel size")));
+  }
+  // Per dim, the count of each position; then their outer product.
+  std::vector<std::size_t> shape{1, 1};
+  std::vector<std::vector<double>> counts(sp);
+  for (std::size_t i = 0; i < sp; ++i) {
+    const auto n = std::int64_t(in[i]), p = std::int64_t(w.padding[i]),
+               k = std::int64_t(w.kernel[i]), s = std::int64_t(w.stride[i]);
+    const std::size_t positions = sums.shape()[2 + i];
+    for (std::size_t j = 0; j < positions; ++j) {
+      const std::int64_t start = std::int64_t(j) * s - p;
+      const std::int64_t end = std::min(start + k, n + p);
+      counts[i].push_back(count_include_pad
+                              ? double(end - start)
+                              : double(std::min(end, n) - std::max<std::int64_t>(start, 0)));
+    }
+    shape.push_back(positions);
+  }
+  std::vector<double> divisor{1.0};
+  for (const auto& c : counts) {
+    std::vector<double> next;
+    next.reserve(divisor.size() * c.size());
+    for (double a : divisor)
+      for (double b : c) next.push_back(a * b);
+    divisor = std::move(next);
+  }
+  auto d = ops::cast(ops::from_data(TensorData::from<double>(divisor, Shape(shape)), dev), dt);
+  return ops::binary(ir::BinaryFn::Div, std::move(sums), std::move(d));
 }
 
 }  // namespace ember::module_ops

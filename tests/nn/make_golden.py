@@ -369,6 +369,59 @@ def transformers_and_more():
     run("loss_soft_margin", Fn(F.soft_margin_loss), [randn(2, 3) * 2, yh], nograd=(1,))
 
 
+def pools_and_resampling():
+    run("max_pool1d_ceil", nn.MaxPool1d(3, stride=2, padding=1, ceil_mode=True), [randn(2, 3, 10)])
+    run("max_pool2d_ceil", nn.MaxPool2d(3, stride=2, padding=1, dilation=(1, 2), ceil_mode=True),
+        [randn(2, 2, 8, 9)])
+    run("max_pool3d", nn.MaxPool3d((2, 3, 2), stride=(2, 2, 1), padding=(1, 1, 0)),
+        [randn(2, 2, 5, 6, 4)])
+    run("avg_pool1d_ceil", nn.AvgPool1d(3, stride=2, padding=1, ceil_mode=True), [randn(2, 3, 10)])
+    run("avg_pool2d_ceil_exclude_pad",
+        nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        [randn(2, 2, 8, 7)])
+    run("avg_pool2d_divisor", nn.AvgPool2d(2, divisor_override=3), [randn(2, 2, 6, 5)])
+    run("avg_pool3d_ceil", nn.AvgPool3d(2, stride=2, ceil_mode=True), [randn(1, 2, 5, 4, 3)])
+    run("adaptive_avg_pool3d", nn.AdaptiveAvgPool3d((2, 3, 2)), [randn(2, 2, 5, 7, 3)])
+    run("adaptive_max_pool1d", nn.AdaptiveMaxPool1d(4), [randn(2, 3, 9)])
+    run("adaptive_max_pool2d", nn.AdaptiveMaxPool2d((3, 5)), [randn(2, 3, 7, 10)])
+
+    def interp(name, x, **kw):
+        run(name, Fn(lambda t: F.interpolate(t, **kw)), [x], meta={k: v for k, v in kw.items()})
+
+    interp("interp_nearest1d", randn(2, 2, 5), size=7, mode="nearest")
+    interp("interp_nearest2d_scale", randn(2, 2, 3, 4), scale_factor=2.5, mode="nearest")
+    interp("interp_nearest_exact2d", randn(2, 2, 3, 4), size=(5, 7), mode="nearest-exact")
+    interp("interp_nearest3d_down", randn(1, 2, 6, 5, 4), size=(3, 4, 2), mode="nearest")
+    interp("interp_linear1d", randn(2, 2, 4), size=9, mode="linear", align_corners=False)
+    interp("interp_linear1d_corners", randn(2, 2, 4), size=9, mode="linear", align_corners=True)
+    interp("interp_bilinear", randn(2, 2, 4, 5), size=(7, 3), mode="bilinear", align_corners=False)
+    interp("interp_bilinear_corners", randn(2, 2, 4, 5), size=(7, 3), mode="bilinear",
+           align_corners=True)
+    interp("interp_bilinear_scale", randn(1, 2, 4, 6), scale_factor=1.5, mode="bilinear",
+           align_corners=False)
+    interp("interp_bilinear_down", randn(2, 2, 7, 9), size=(3, 4), mode="bilinear",
+           align_corners=False)
+    interp("interp_trilinear", randn(1, 2, 3, 4, 2), size=(5, 6, 3), mode="trilinear",
+           align_corners=False)
+    interp("interp_bicubic", randn(1, 2, 4, 5), size=(7, 9), mode="bicubic", align_corners=False)
+    interp("interp_bicubic_corners", randn(1, 2, 4, 5), size=(7, 9), mode="bicubic",
+           align_corners=True)
+    interp("interp_bicubic_down", randn(1, 2, 9, 8), size=(4, 3), mode="bicubic",
+           align_corners=False)
+
+    def ctc(name, x, targets, il, tl, **kw):
+        run(name, Fn(lambda a, t: F.ctc_loss(a.log_softmax(2), t, il, tl, **kw)), [x, targets],
+            meta=dict(input_lengths=il, target_lengths=tl, **kw))
+
+    targets = torch.tensor([[1, 2, 2, 3], [4, 1, 0, 0], [3, 3, 3, 0]])
+    ctc("loss_ctc_mean", randn(12, 3, 5), targets, [12, 9, 10], [4, 2, 3])
+    ctc("loss_ctc_sum_blank", randn(10, 3, 5), targets.clamp(max=3), [10, 7, 10], [4, 2, 3],
+        blank=4, reduction="sum")
+    # The third row needs 5 steps (3 labels, 2 repeats) and gets 4: infinity, zeroed.
+    ctc("loss_ctc_none_zero_infinity", randn(8, 3, 5), targets, [8, 1, 4], [4, 0, 3],
+        reduction="none", zero_infinity=True)
+
+
 class Block(nn.Module):
     def __init__(self):
         super().__init__()
@@ -405,3 +458,5 @@ if __name__ == "__main__":
     more_layers()
     torch.manual_seed(2)
     transformers_and_more()
+    torch.manual_seed(3)
+    pools_and_resampling()

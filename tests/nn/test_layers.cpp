@@ -671,3 +671,108 @@ TEST(NnActivation, RReluDrawsItsSlopesInTraining) {
   const auto p = nn::RRelu{}.forward(Tensor<2>::ones(Shape{2, 2}, ad)).to_data().to_vector<float>();
   EXPECT_EQ(p, std::vector<float>(4, 1.0f));
 }
+
+namespace {
+struct LoraBlock {
+  nn::Linear q, v;
+  EMBER_MODULE(LoraBlock, q, v)
+};
+struct LoraNet {
+  std::vector<LoraBlock> blocks;
+  nn::Linear head;
+  EMBER_MODULE(LoraNet, blocks, head)
+};
+std::vector<double> host64(const DynTensor& t) {
+  return t.to_data().convert(DType::F64).to_vector<double>();
+}
+// y[i][o] = sum_k x[i][k] w[o][k] (+ b[o]): x [n, in], w [out, in].
+std::vector<double> affine64(const std::vector<double>& x, const std::vector<double>& w,
+                             const std::vector<double>& b, std::size_t n, std::size_t in,
+                             std::size_t out) {
+  std::vector<double> y(n * out, 0.0);
+  for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t o = 0; o < out; ++o) {
+      double s = b.empty() ? 0.0 : b[o];
+      for (std::size_t k = 0; k < in; ++k) s += x[i * in + k] * w[o * in + k];
+      y[i * out + o] = s;
+    }
+  return y;
+}
+}  // namespace
+
+TEST(Lora, AdaptersOnSelectedLayersTrainAloneAndMerge) {
+  const Device ad = Device::cpu().autodiff();
+  const auto lin = [&](std::size_t i, std::size_t o) { return nn::LinearConfig{i, o}.init(ad); };
+  LoraNet net{{LoraBlock{lin(4, 4), lin(4, 4)}, LoraBlock{lin(4, 4), lin(4, 4)}}, lin(4, 3)};
+  const auto x = Tensor<2>::random(Shape{5, 4}, Distribution::uniform(-1, 1), ad);
+  const auto run = [&](const LoraNet& m) {
+    Tensor<2> h = x;
+    for (const auto& b : m.blocks) h = b.v.forward(b.q.forward(h));
+    return m.head.forward(h);
+  };
+  const auto before = host64(run(net).dyn());
+  auto lora = nn::apply_lora(net, 2, 8.0, nn::path_regex("blocks\\.[0-9]+\\.q"));
+  // New tensors by path, base parameters frozen, adapters trainable; outputs unchanged (b = 0).
+  std::vector<std::string> trainable;
+  lora.visit([&](const nn::TensorEntry& e) {
+    if (e.trainable) trainable.emplace_back(e.path);
+  });
+  EXPECT_EQ(trainable, (std::vector<std::string>{"blocks.0.q.lora.a", "blocks.0.q.lora.b",
+                                                 "blocks.1.q.lora.a", "blocks.1.q.lora.b"}));
+  ASSERT_TRUE(lora.blocks[0].q.lora && !lora.blocks[0].v.lora && !lora.head.lora);
+  EXPECT_EQ(lora.blocks[0].q.lora->rank(), 2u);
+  EXPECT_DOUBLE_EQ(lora.blocks[0].q.lora->scaling, 4.0);
+  EXPECT_EQ(host64(run(lora).dyn()), before);
+
+  // With b drawn, one layer against its closed form y = x W^T + bias + s (x a^T) b^T in f64.
+  lora = std::move(lora).map([&](nn::TensorEntry& e) {
+    if (e.path.ends_with("lora.b"))
+      e.tensor = ops::random(e.shape(), Distribution::uniform(-1, 1), e.dtype(), ad);
+  });
+  const nn::Linear& q = lora.blocks[0].q;
+  const auto xs = host64(x.dyn()), w = host64(q.weight.val().dyn()),
+             bias = host64(q.bias->val().dyn()), a = host64(q.lora->a.val().dyn()),
+             b = host64(q.lora->b.val().dyn());
+  const auto h = affine64(xs, a, {}, 5, 4, 2), d = affine64(h, b, {}, 5, 2, 4);
+  auto want = affine64(xs, w, bias, 5, 4, 4);
+  for (std::size_t i = 0; i < want.size(); ++i) want[i] += 4.0 * d[i];
+  const auto got = host64(q.forward(x).dyn());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+
+  // Gradients reach the adapters only.
+  Gradients grads = run(lora).sum().backward();
+  EXPECT_TRUE(lora.blocks[1].q.lora->a.val().grad(grads).has_value());
+  EXPECT_TRUE(lora.blocks[1].q.lora->b.val().grad(grads).has_value());
+  EXPECT_FALSE(lora.blocks[1].q.weight.val().grad(grads).has_value());
+  EXPECT_FALSE(lora.head.weight.val().grad(grads).has_value());
+
+  // Merging folds each adapter into its weight: same outputs, no adapters left.
+  const auto adapted = host64(run(lora).dyn());
+  const auto merged = nn::merge_lora(lora);
+  EXPECT_FALSE(merged.blocks[0].q.lora || merged.blocks[1].q.lora);
+  const auto out = host64(run(merged).dyn());
+  for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], adapted[i], 1e-5) << i;
+  std::size_t paths = 0;
+  merged.visit([&](const nn::TensorEntry&) { ++paths; });
+  EXPECT_EQ(paths, 10u);  // 5 Linear layers, weight and bias each
+}
+
+TEST(Lora, BadArguments) {
+  const Device ad = Device::cpu().autodiff();
+  LoraNet net{{}, nn::LinearConfig{4, 3}.init(ad)};
+  auto expect_error = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { (void)nn::apply_lora(net, 2, 1.0, nn::path_regex("blocks.*")); },
+               "selects no Linear");
+  expect_error([&] { (void)nn::apply_lora(net, 0, 1.0); }, "rank must be > 0");
+  expect_error([&] { (void)nn::apply_lora(net, 2, -1.0); }, "alpha must be positive");
+  expect_error([&] { (void)nn::apply_lora(nn::apply_lora(net, 2, 1.0), 2, 1.0); },
+               "already has an adapter");
+  expect_error([&] { (void)nn::path_regex("(unclosed"); }, "not a regular expression");
+}

@@ -592,3 +592,223 @@ TEST(NnParity, StateDictKeysEqualVisitPaths) {
   });
   EXPECT_EQ(loaded.num_params(), net.num_params());
 }
+
+TEST(NnParity, PoolsInCeilModeAndThreeD) {
+  using A1 = std::array<std::size_t, 1>;
+  using A2 = std::array<std::size_t, 2>;
+  using A3 = std::array<std::size_t, 3>;
+  run_both(
+      "max_pool1d_ceil",
+      nn::MaxPool1dConfig{{3}}.with_stride(A1{2}).with_padding({1}).with_ceil_mode(true).init(),
+      true, unary<3, nn::MaxPool1d>());
+  run_both("max_pool2d_ceil",
+           nn::MaxPool2dConfig{{3, 3}}
+               .with_stride(A2{2, 2})
+               .with_padding({1, 1})
+               .with_dilation({1, 2})
+               .with_ceil_mode(true)
+               .init(),
+           true, unary<4, nn::MaxPool2d>());
+  run_both("max_pool3d",
+           nn::MaxPool3dConfig{{2, 3, 2}}.with_stride(A3{2, 2, 1}).with_padding({1, 1, 0}).init(),
+           true, unary<5, nn::MaxPool3d>());
+  run_both(
+      "avg_pool1d_ceil",
+      nn::AvgPool1dConfig{{3}}.with_stride(A1{2}).with_padding({1}).with_ceil_mode(true).init(),
+      true, unary<3, nn::AvgPool1d>());
+  run_both("avg_pool2d_ceil_exclude_pad",
+           nn::AvgPool2dConfig{{3, 3}}
+               .with_stride(A2{2, 2})
+               .with_padding({1, 1})
+               .with_ceil_mode(true)
+               .with_count_include_pad(false)
+               .init(),
+           true, unary<4, nn::AvgPool2d>());
+  run_both("avg_pool2d_divisor", nn::AvgPool2dConfig{{2, 2}}.with_divisor_override(3.0).init(),
+           true, unary<4, nn::AvgPool2d>());
+  run_both("avg_pool3d_ceil",
+           nn::AvgPool3dConfig{{2, 2, 2}}.with_stride(A3{2, 2, 2}).with_ceil_mode(true).init(),
+           true, unary<5, nn::AvgPool3d>());
+  run_both("adaptive_avg_pool3d", nn::AdaptiveAvgPool3dConfig{{2, 3, 2}}.init(), true,
+           unary<5, nn::AdaptiveAvgPool3d>());
+}
+
+TEST(NnParity, AdaptiveMaxPool) {
+  run_both("adaptive_max_pool1d", nn::AdaptiveMaxPool1dConfig{{4}}.init(), true,
+           unary<3, nn::AdaptiveMaxPool1d>());
+  run_both("adaptive_max_pool2d", nn::AdaptiveMaxPool2dConfig{{3, 5}}.init(), true,
+           unary<4, nn::AdaptiveMaxPool2d>());
+}
+
+namespace {
+// The Interpolate of a golden case's meta (F.interpolate's keyword arguments).
+nn::Interpolate interpolate_of(const std::string& name) {
+  const Golden g(name);
+  const Json& m = g.meta();
+  nn::InterpolateConfig c;
+  c.mode = m.at("mode").get<std::string>();
+  c.align_corners = m.value("align_corners", false);
+  if (m.contains("size")) {
+    if (m["size"].is_array())
+      c.size = m["size"].get<std::vector<std::size_t>>();
+    else
+      c.size = {m["size"].get<std::size_t>()};
+  }
+  if (m.contains("scale_factor")) c.scale_factor = {m["scale_factor"].get<double>()};
+  return c.init();
+}
+}  // namespace
+
+TEST(NnParity, Interpolate) {
+  for (const char* name : {"interp_nearest1d", "interp_linear1d", "interp_linear1d_corners"})
+    run_both(name, interpolate_of(name), true, unary<3, nn::Interpolate>());
+  for (const char* name :
+       {"interp_nearest2d_scale", "interp_nearest_exact2d", "interp_bilinear",
+        "interp_bilinear_corners", "interp_bilinear_scale", "interp_bilinear_down",
+        "interp_bicubic", "interp_bicubic_corners", "interp_bicubic_down"})
+    run_both(name, interpolate_of(name), true, unary<4, nn::Interpolate>());
+  for (const char* name : {"interp_nearest3d_down", "interp_trilinear"})
+    run_both(name, interpolate_of(name), true, unary<5, nn::Interpolate>());
+}
+
+TEST(NnParity, InterpolateAndPoolErrors) {
+  const auto x4 = Tensor<4>::zeros(Shape{1, 1, 4, 4}, cpu);
+  const auto x3 = Tensor<3>::zeros(Shape{1, 1, 4}, cpu);
+  auto expect_error = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { (void)nn::InterpolateConfig{}.init(); }, "exactly one of size");
+  expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("cubic").init(); }, "unknown mode");
+  expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("bilinear").init().forward(x3); },
+               "needs 2 spatial dim");
+  expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("bicubic").init().forward(x3); },
+               "bicubic");
+  expect_error(
+      [&] { (void)nn::InterpolateConfig{{4}}.with_align_corners(true).init().forward(x4); },
+      "align_corners");
+  expect_error(
+      [&] {
+        (void)nn::InterpolateConfig{{}, {0.0}}.init().forward(x4);
+      },
+      "finite and positive");
+  expect_error([&] { (void)nn::InterpolateConfig{{0, 3}}.init().forward(x4); }, "positive");
+  expect_error(
+      [&] {
+        (void)nn::AvgPool2dConfig{{2, 2}}.with_divisor_override(0.0).init().forward(x4);
+      },
+      "divisor_override");
+  expect_error([&] { (void)nn::AdaptiveMaxPool2dConfig{{0, 2}}.init().forward(x4); }, "non-empty");
+}
+
+TEST(NnParity, CtcLoss) {
+  using namespace nn::loss;
+  for (const char* name : {"loss_ctc_mean", "loss_ctc_sum_blank", "loss_ctc_none_zero_infinity"}) {
+    const Golden g(name);
+    const Json& m = g.meta();
+    CtcOptions o;
+    o.blank = m.value("blank", std::size_t{0});
+    const std::string r = m.value("reduction", std::string("mean"));
+    o.reduction = r == "sum" ? Reduction::Sum : r == "none" ? Reduction::None : Reduction::Mean;
+    o.zero_infinity = m.value("zero_infinity", false);
+    const auto il = m.at("input_lengths").get<std::vector<std::size_t>>();
+    const auto tl = m.at("target_lengths").get<std::vector<std::size_t>>();
+    run_loss(name, [&](auto& in) {
+      return ctc(Tensor<3>(ops::log_softmax(in[0], 2)), Tensor<2, Int>(in[1]), il, tl, o);
+    });
+  }
+}
+
+TEST(NnParity, CtcLossErrors) {
+  using namespace nn::loss;
+  const auto lp = Tensor<3>::zeros(Shape{4, 2, 3}, cpu);
+  const auto targets =
+      Tensor<2, Int>::from_data(TensorData::from<std::int64_t>({1, 2, 2, 0}, Shape{2, 2}), cpu);
+  auto expect_error = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { (void)ctc(lp, targets, {4, 5}, {2, 1}); }, "input_lengths[1] = 5");
+  expect_error([&] { (void)ctc(lp, targets, {4, 4}, {2, 3}); }, "target_lengths[1] = 3");
+  // Row 1's first label is 2, the blank here.
+  expect_error([&] { (void)ctc(lp, targets, {4, 4}, {2, 1}, {2}); }, "other than the blank");
+  expect_error([&] { (void)ctc(lp, targets, {4}, {2, 1}); }, "input and target lengths");
+  expect_error([&] { (void)ctc(lp, targets, {4, 4}, {2, 1}, {3}); }, "blank 3");
+  // Impossible without zero_infinity: infinity, as PyTorch.
+  const auto inf =
+      ctc(lp, targets, {1, 4}, {2, 1}, {0, Reduction::None}).to_data().to_vector<float>();
+  EXPECT_TRUE(std::isinf(inf[0]) && inf[0] > 0);
+  EXPECT_TRUE(std::isfinite(inf[1]));
+}
+
+// The config modules against the same PyTorch values as the functions.
+TEST(NnParity, LossModules) {
+  const auto t2 = [](const DynTensor& x) { return Tensor<2>(x); };
+  const auto lab = [](const DynTensor& x) { return Tensor<1, Int>(x); };
+  const auto weights = [](const char* name) {
+    return Golden(name).meta()["weight"].get<std::vector<double>>();
+  };
+  const auto ce = nn::CrossEntropyLossConfig{}
+                      .with_weight(weights("loss_cross_entropy_weight_smoothing"))
+                      .with_label_smoothing(0.2)
+                      .init();
+  run_loss("loss_cross_entropy_weight_smoothing",
+           [&](auto& in) { return ce.forward(t2(in[0]), lab(in[1])); });
+  const auto ce_sum =
+      nn::CrossEntropyLossConfig{}.with_label_smoothing(0.1).with_reduction("sum").init();
+  run_loss("loss_cross_entropy_sum",
+           [&](auto& in) { return ce_sum.forward(t2(in[0]), lab(in[1])); });
+  const auto nll =
+      nn::NllLossConfig{}.with_weight(weights("loss_cross_entropy_weight_smoothing")).init();
+  run_loss("loss_nll", [&](auto& in) { return nll.forward(t2(in[0]), lab(in[1])); });
+  const auto mse = nn::MseLossConfig{}.with_reduction("sum").init();
+  run_loss("loss_mse_sum", [&](auto& in) { return mse.forward(t2(in[0]), t2(in[1])); });
+  const auto l1 = nn::L1LossConfig{}.with_reduction("none").init();
+  run_loss("loss_l1_none", [&](auto& in) { return l1.forward(t2(in[0]), t2(in[1])); });
+  const auto huber = nn::HuberLossConfig{}.with_delta(0.7).init();
+  run_loss("loss_huber", [&](auto& in) { return huber.forward(t2(in[0]), t2(in[1])); });
+  const auto sl1 = nn::SmoothL1LossConfig{}.with_beta(0.6).init();
+  run_loss("loss_smooth_l1", [&](auto& in) { return sl1.forward(t2(in[0]), t2(in[1])); });
+  const auto kl = nn::KlDivLossConfig{}.with_reduction("batchmean").init();
+  run_loss("loss_kl_div_batchmean", [&](auto& in) { return kl.forward(t2(in[0]), t2(in[1])); });
+  const auto ctc = nn::CtcLossConfig{}.with_reduction("none").with_zero_infinity(true).init();
+  run_loss("loss_ctc_none_zero_infinity", [&](auto& in) {
+    return ctc.forward(Tensor<3>(ops::log_softmax(in[0], 2)), Tensor<2, Int>(in[1]), {8, 1, 4},
+                       {4, 0, 3});
+  });
+
+  // A config is JSON, and a bad one says what is wrong.
+  const auto back = nn::CrossEntropyLossConfig::from_json(ce.config.to_json());
+  EXPECT_EQ(back.weight, ce.config.weight);
+  EXPECT_EQ(back.label_smoothing, 0.2);
+  auto expect_error = [](auto&& f, const char* what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error; expected one saying " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  expect_error([] { (void)nn::MseLossConfig{}.with_reduction("average").init(); },
+               "unknown reduction \"average\"");
+  expect_error([] { (void)nn::MseLossConfig{}.with_reduction("batchmean").init(); },
+               "unknown reduction");
+  expect_error([] { (void)nn::CrossEntropyLossConfig{}.with_label_smoothing(1.5).init(); },
+               "label_smoothing");
+  expect_error(
+      [] {
+        (void)nn::CrossEntropyLossConfig{}.with_weight({1.0, -2.0}).init();
+      },
+      "weight[1]");
+  expect_error([] { (void)nn::BinaryCrossEntropyLossConfig{}.with_pos_weight({2.0}).init(); },
+               "logits = true");
+  expect_error([] { (void)nn::HuberLossConfig{}.with_delta(0.0).init(); }, "delta");
+}

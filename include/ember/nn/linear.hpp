@@ -21,16 +21,32 @@ inline std::optional<DynTensor> dyn_of(const std::optional<Param<Tensor<1>>>& p)
 }
 }  // namespace detail
 
+// A low-rank update of a Linear (LoRA, Hu et al. 2021): y += scaling * (x a^T) b^T, with
+// a [rank, d_input] and b [d_output, rank]; nn::apply_lora adds one (nn/lora.hpp).
+struct LoraAdapter {
+  Param<Tensor<2>> a;    // [rank, d_input]
+  Param<Tensor<2>> b;    // [d_output, rank]
+  double scaling = 1.0;  // alpha / rank
+  EMBER_MODULE(LoraAdapter, a, b)
+  std::size_t rank() const { return a.shape()[0]; }
+};
+
+namespace detail {
+DynTensor lora_delta(const DynTensor& x, const LoraAdapter& lora);
+}
+
 struct Linear {
-  Param<Tensor<2>> weight;               // [d_output, d_input]
-  std::optional<Param<Tensor<1>>> bias;  // [d_output]
-  EMBER_MODULE(Linear, weight, bias)
+  Param<Tensor<2>> weight;                         // [d_output, d_input]
+  std::optional<Param<Tensor<1>>> bias;            // [d_output]
+  std::optional<LoraAdapter> lora = std::nullopt;  // paths lora.a, lora.b when present
+  EMBER_MODULE(Linear, weight, bias, lora)
 
   // Any rank: x [..., d_input] -> [..., d_output].
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return Tensor<D>(
-        detail::linear(x.dyn(), weight.val().dyn(), detail::dyn_of(bias), "nn::Linear"));
+    DynTensor y = detail::linear(x.dyn(), weight.val().dyn(), detail::dyn_of(bias), "nn::Linear");
+    if (lora) y = ops::binary(ir::BinaryFn::Add, std::move(y), detail::lora_delta(x.dyn(), *lora));
+    return Tensor<D>(std::move(y));
   }
   std::size_t d_input() const { return weight.shape()[1]; }
   std::size_t d_output() const { return weight.shape()[0]; }

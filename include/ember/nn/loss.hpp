@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "ember/tensor/tensor.hpp"
 
@@ -27,7 +28,16 @@ struct NllOptions {
   Reduction reduction = Reduction::Mean;
 };
 
+struct CtcOptions {
+  std::size_t blank = 0;
+  Reduction reduction = Reduction::Mean;  // Mean: each loss over its target length, averaged
+  bool zero_infinity = false;             // an impossible alignment costs 0 (and no gradient)
+};
+
 namespace detail {
+DynTensor ctc(const DynTensor& log_probs, const DynTensor& targets,
+              const std::vector<std::size_t>& input_lengths,
+              const std::vector<std::size_t>& target_lengths, const CtcOptions& o);
 DynTensor cross_entropy(const DynTensor& logits, const DynTensor& labels,
                         const CrossEntropyOptions& o);
 DynTensor cross_entropy_probs(const DynTensor& logits, const DynTensor& target,
@@ -176,6 +186,15 @@ inline Tensor<1> multi_margin(const Tensor<2>& x, const Tensor<1, Int>& labels, 
                               Reduction r = Reduction::Mean) {
   return Tensor<1>(
       detail::multi_margin(x.dyn(), labels.dyn(), p, margin, detail::dyn_of(weight), r));
+}
+// Connectionist temporal classification, as torch.nn.functional.ctc_loss: log_probs
+// [T, N, C] (log-softmax over the classes), targets Int [N, S] (row n's first
+// target_lengths[n] entries count; labels in [0, C) and not the blank), input_lengths[n] in
+// [1, T]. An alignment the input is too short for costs infinity (0 with zero_infinity).
+inline Tensor<1> ctc(const Tensor<3>& log_probs, const Tensor<2, Int>& targets,
+                     const std::vector<std::size_t>& input_lengths,
+                     const std::vector<std::size_t>& target_lengths, const CtcOptions& o = {}) {
+  return Tensor<1>(detail::ctc(log_probs.dyn(), targets.dyn(), input_lengths, target_lengths, o));
 }
 // log(1 + exp(-y x)), y holding 1 or -1.
 template <std::size_t D, class K>

@@ -350,6 +350,31 @@ void summarize_node(std::string& path, const T& x, SummaryBuilder& b) {
   }
 }
 
+// Calls f(path, node) for every node of type T under x (x itself included), depth-first in
+// field order, without descending into a match.
+template <class T, class X, class F>
+void for_each_of_type(std::string& path, X& x, F& f) {
+  using Node = std::remove_const_t<X>;
+  if constexpr (std::is_same_v<Node, T>) {
+    f(std::string_view(path), x);
+  } else if constexpr (HasFields<Node>) {
+    x.ember_fields([&](const char* name, auto& field) {
+      if constexpr (holds_tensors<std::remove_cvref_t<decltype(field)>>()) {
+        PathScope scope(path, name);
+        for_each_of_type<T>(path, field, f);
+      }
+    });
+  } else if constexpr (is_vector_or_array<Node>::value) {
+    std::size_t i = 0;
+    for (auto& e : x) {
+      PathScope scope(path, std::to_string(i++));
+      for_each_of_type<T>(path, e, f);
+    }
+  } else if constexpr (is_optional<Node>::value) {
+    if (x) for_each_of_type<T>(path, *x, f);
+  }
+}
+
 }  // namespace detail
 
 // A type visit and map walk: an EMBER_MODULE struct or a type with the hooks.
@@ -401,6 +426,23 @@ template <Module M>
 template <Module M>
 [[nodiscard]] M unfreeze(M m) {
   return map(std::move(m), [](TensorEntry& e) { e.trainable = e.is_param(); });
+}
+// Every sub-module of type T in m with its path ("blocks.0.fc"; "" for m itself), as
+// PyTorch's named_modules filtered by type: visit_modules reads them, map_modules lets f
+// change them. The layers inside a node with its own hooks (nn::Sequential) are not
+// reached.
+template <class T, Module M, class F>
+void visit_modules(const M& m, F&& f) {
+  std::string path;
+  auto g = [&](std::string_view p, const T& node) { f(p, node); };
+  detail::for_each_of_type<T>(path, m, g);
+}
+template <class T, Module M, class F>
+[[nodiscard]] M map_modules(M m, F&& f) {
+  std::string path;
+  auto g = [&](std::string_view p, T& node) { f(p, node); };
+  detail::for_each_of_type<T>(path, m, g);
+  return m;
 }
 // A table of every module with its path, type, tensor shapes and parameter count, and
 // the totals, as torchinfo prints.

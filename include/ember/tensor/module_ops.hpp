@@ -5,7 +5,9 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ember/tensor/tensor.hpp"
@@ -76,12 +78,35 @@ DynTensor conv_transpose(DynTensor x, DynTensor weight, std::optional<DynTensor>
                          const std::vector<std::size_t>& output_padding = {},
                          std::size_t groups = 1);
 // Padding is -inf (ints: the dtype's lowest value) and at most half the kernel.
+// ceil_mode: the number of positions along each dim rounds up (as PyTorch's ceil_mode),
+// so a last window may hang over the padded image's end; it must start inside the image
+// or the padding before it, and the overhang is -inf.
 DynTensor max_pool(DynTensor x, const std::vector<std::size_t>& kernel,
-                   const WindowOptions& options = {});
-// count_include_pad: divide by the kernel size (PyTorch's default) rather than by the
-// number of positions inside the image. No dilation.
+                   const WindowOptions& options = {}, bool ceil_mode = false);
+// count_include_pad: divide by the window's size clipped to the padded image (PyTorch's
+// default) rather than by the number of positions inside the image; divisor_override,
+// when given, divides every window by that number. ceil_mode as max_pool's (the overhang
+// is never counted). No dilation.
 DynTensor avg_pool(DynTensor x, const std::vector<std::size_t>& kernel,
-                   const WindowOptions& options = {}, bool count_include_pad = true);
+                   const WindowOptions& options = {}, bool count_include_pad = true,
+                   bool ceil_mode = false, std::optional<double> divisor_override = std::nullopt);
+
+// torch.nn.functional.interpolate over x [N, C, *spatial] (1 to 3 spatial dims, floats):
+// the output size is `size` (one entry for every dim, or one per dim) or
+// floor(in * scale_factor) — exactly one of the two. Linear is linear, bilinear or
+// trilinear by the number of spatial dims; bicubic (Keys, A = -0.75, taps clamped to the
+// image) needs 2. align_corners as PyTorch's (linear and bicubic only). Differentiable.
+enum class InterpolateMode : std::uint8_t { Nearest, NearestExact, Linear, Bicubic };
+struct InterpolateOptions {
+  std::vector<std::size_t> size;
+  std::vector<double> scale_factor;
+  InterpolateMode mode = InterpolateMode::Nearest;
+  bool align_corners = false;
+};
+DynTensor interpolate(DynTensor x, const InterpolateOptions& options);
+// PyTorch's mode names ("nearest", "nearest-exact", "linear", "bilinear", "trilinear",
+// "bicubic"), checked against the number of spatial dims.
+InterpolateMode interpolate_mode(const std::string& name, std::size_t spatial_dims);
 
 // The typed form: Tensor<3> for 1 spatial dim, Tensor<4> for 2, Tensor<5> for 3.
 using Size2 = std::array<std::size_t, 2>;
@@ -109,23 +134,25 @@ struct MaxPool1dOptions {
   std::size_t kernel = 1;
   std::optional<std::size_t> stride;  // default: the kernel
   std::size_t padding = 0, dilation = 1;
+  bool ceil_mode = false;
 };
 struct MaxPool2dOptions {
   Size2 kernel{1, 1};
   std::optional<Size2> stride;  // default: the kernel
   Size2 padding{0, 0}, dilation{1, 1};
+  bool ceil_mode = false;
 };
 struct AvgPool1dOptions {
   std::size_t kernel = 1;
   std::optional<std::size_t> stride;  // default: the kernel
   std::size_t padding = 0;
-  bool count_include_pad = true;
+  bool count_include_pad = true, ceil_mode = false;
 };
 struct AvgPool2dOptions {
   Size2 kernel{1, 1};
   std::optional<Size2> stride;  // default: the kernel
   Size2 padding{0, 0};
-  bool count_include_pad = true;
+  bool count_include_pad = true, ceil_mode = false;
 };
 
 namespace detail {
@@ -179,23 +206,25 @@ inline Tensor<4> conv_transpose2d(const Tensor<4>& x, const Tensor<4>& weight,
 }
 template <class K>
 Tensor<3, K> max_pool1d(const Tensor<3, K>& x, const MaxPool1dOptions& o) {
-  return Tensor<3, K>(
-      max_pool(x.dyn(), {o.kernel}, {{o.stride.value_or(o.kernel)}, {o.padding}, {o.dilation}}));
+  return Tensor<3, K>(max_pool(x.dyn(), {o.kernel},
+                               {{o.stride.value_or(o.kernel)}, {o.padding}, {o.dilation}},
+                               o.ceil_mode));
 }
 template <class K>
 Tensor<4, K> max_pool2d(const Tensor<4, K>& x, const MaxPool2dOptions& o) {
   return Tensor<4, K>(max_pool(
       x.dyn(), detail::vec(o.kernel),
-      {detail::vec(o.stride.value_or(o.kernel)), detail::vec(o.padding), detail::vec(o.dilation)}));
+      {detail::vec(o.stride.value_or(o.kernel)), detail::vec(o.padding), detail::vec(o.dilation)},
+      o.ceil_mode));
 }
 inline Tensor<3> avg_pool1d(const Tensor<3>& x, const AvgPool1dOptions& o) {
   return Tensor<3>(avg_pool(x.dyn(), {o.kernel}, {{o.stride.value_or(o.kernel)}, {o.padding}, {}},
-                            o.count_include_pad));
+                            o.count_include_pad, o.ceil_mode));
 }
 inline Tensor<4> avg_pool2d(const Tensor<4>& x, const AvgPool2dOptions& o) {
   return Tensor<4>(avg_pool(x.dyn(), detail::vec(o.kernel),
                             {detail::vec(o.stride.value_or(o.kernel)), detail::vec(o.padding), {}},
-                            o.count_include_pad));
+                            o.count_include_pad, o.ceil_mode));
 }
 
 }  // namespace ember::module_ops

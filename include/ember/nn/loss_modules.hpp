@@ -1,0 +1,183 @@
+// The losses of nn::loss as config modules (torch.nn.CrossEntropyLoss, ..., Burn's
+// CrossEntropyLossConfig): `XLossConfig{}.with_...().init()` gives a module whose forward
+// calls the function with the config's options. Reductions are PyTorch's names ("mean",
+// "sum", "none", and "batchmean" for KL divergence); class weights are plain numbers,
+// made into a tensor on the input's device at each call, so a config is JSON.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ember/nn/config.hpp"
+#include "ember/nn/loss.hpp"
+#include "ember/nn/module.hpp"
+
+namespace ember::nn {
+
+namespace detail {
+// "mean" | "sum" | "none" | "batchmean" (when allowed); an ember::Error naming the loss.
+loss::Reduction reduction_of(const std::string& name, const char* loss, bool batchmean = false);
+// weights [C] on like's device in like's dtype; nullopt when empty.
+std::optional<Tensor<1>> weights_like(const std::vector<double>& w, const DynTensor& like);
+}  // namespace detail
+
+struct CrossEntropyLoss;
+struct NllLoss;
+struct BinaryCrossEntropyLoss;
+struct MseLoss;
+struct L1Loss;
+struct HuberLoss;
+struct SmoothL1Loss;
+struct KlDivLoss;
+struct CtcLoss;
+
+struct CrossEntropyLossConfig {
+  std::vector<double> weight = {};  // per class; empty: none
+  double label_smoothing = 0.0;
+  std::int64_t ignore_index = -100;
+  std::string reduction = "mean";
+  EMBER_CONFIG(CrossEntropyLossConfig, weight, label_smoothing, ignore_index, reduction)
+  CrossEntropyLoss init() const;
+};
+struct CrossEntropyLoss {
+  CrossEntropyLossConfig config;
+  EMBER_MODULE(CrossEntropyLoss, config)
+  Tensor<1> forward(const Tensor<2>& logits, const Tensor<1, Int>& labels) const {
+    return loss::cross_entropy(logits, labels, options(logits));
+  }
+  Tensor<1> forward(const Tensor<2>& logits, const Tensor<2>& target_probs) const {
+    return loss::cross_entropy(logits, target_probs, options(logits));
+  }
+  loss::CrossEntropyOptions options(const Tensor<2>& logits) const {
+    return {detail::weights_like(config.weight, logits.dyn()), config.label_smoothing,
+            config.ignore_index, detail::reduction_of(config.reduction, "nn::CrossEntropyLoss")};
+  }
+};
+
+struct NllLossConfig {
+  std::vector<double> weight = {};
+  std::int64_t ignore_index = -100;
+  std::string reduction = "mean";
+  EMBER_CONFIG(NllLossConfig, weight, ignore_index, reduction)
+  NllLoss init() const;
+};
+struct NllLoss {
+  NllLossConfig config;
+  EMBER_MODULE(NllLoss, config)
+  Tensor<1> forward(const Tensor<2>& log_probs, const Tensor<1, Int>& labels) const {
+    return loss::nll(log_probs, labels,
+                     {detail::weights_like(config.weight, log_probs.dyn()), config.ignore_index,
+                      detail::reduction_of(config.reduction, "nn::NllLoss")});
+  }
+};
+
+// logits = true: BCEWithLogitsLoss (pos_weight per class over the last dim); else BCELoss
+// on probabilities.
+struct BinaryCrossEntropyLossConfig {
+  bool logits = false;
+  std::vector<double> pos_weight = {};
+  std::string reduction = "mean";
+  EMBER_CONFIG(BinaryCrossEntropyLossConfig, logits, pos_weight, reduction)
+  BinaryCrossEntropyLoss init() const;
+};
+struct BinaryCrossEntropyLoss {
+  BinaryCrossEntropyLossConfig config;
+  EMBER_MODULE(BinaryCrossEntropyLoss, config)
+  template <std::size_t D>
+  Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {
+    const auto r = detail::reduction_of(config.reduction, "nn::BinaryCrossEntropyLoss");
+    if (!config.logits) return loss::binary_cross_entropy(input, target, r);
+    return loss::binary_cross_entropy_with_logits(
+        input, target, r, std::nullopt, detail::weights_like(config.pos_weight, input.dyn()));
+  }
+};
+
+#define EMBER_NN_PAIR_LOSS_(Name, fn, label)                                         \
+  struct Name##Config {                                                              \
+    std::string reduction = "mean";                                                  \
+    EMBER_CONFIG(Name##Config, reduction)                                            \
+    Name init() const;                                                               \
+  };                                                                                 \
+  struct Name {                                                                      \
+    Name##Config config;                                                             \
+    EMBER_MODULE(Name, config)                                                       \
+    template <std::size_t D>                                                         \
+    Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {       \
+      return loss::fn(input, target, detail::reduction_of(config.reduction, label)); \
+    }                                                                                \
+  };
+EMBER_NN_PAIR_LOSS_(MseLoss, mse, "nn::MseLoss")
+EMBER_NN_PAIR_LOSS_(L1Loss, l1, "nn::L1Loss")
+#undef EMBER_NN_PAIR_LOSS_
+
+struct HuberLossConfig {
+  double delta = 1.0;
+  std::string reduction = "mean";
+  EMBER_CONFIG(HuberLossConfig, delta, reduction)
+  HuberLoss init() const;
+};
+struct HuberLoss {
+  HuberLossConfig config;
+  EMBER_MODULE(HuberLoss, config)
+  template <std::size_t D>
+  Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {
+    return loss::huber(input, target, config.delta,
+                       detail::reduction_of(config.reduction, "nn::HuberLoss"));
+  }
+};
+
+struct SmoothL1LossConfig {
+  double beta = 1.0;
+  std::string reduction = "mean";
+  EMBER_CONFIG(SmoothL1LossConfig, beta, reduction)
+  SmoothL1Loss init() const;
+};
+struct SmoothL1Loss {
+  SmoothL1LossConfig config;
+  EMBER_MODULE(SmoothL1Loss, config)
+  template <std::size_t D>
+  Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {
+    return loss::smooth_l1(input, target, config.beta,
+                           detail::reduction_of(config.reduction, "nn::SmoothL1Loss"));
+  }
+};
+
+struct KlDivLossConfig {
+  bool log_target = false;
+  std::string reduction = "mean";  // PyTorch's default; "batchmean" is the true KL per sample
+  EMBER_CONFIG(KlDivLossConfig, log_target, reduction)
+  KlDivLoss init() const;
+};
+struct KlDivLoss {
+  KlDivLossConfig config;
+  EMBER_MODULE(KlDivLoss, config)
+  template <std::size_t D>
+  Tensor<1> forward(const Tensor<D>& log_probs, const Tensor<D>& target) const {
+    return loss::kl_div(log_probs, target,
+                        detail::reduction_of(config.reduction, "nn::KlDivLoss", true),
+                        config.log_target);
+  }
+};
+
+struct CtcLossConfig {
+  std::size_t blank = 0;
+  std::string reduction = "mean";
+  bool zero_infinity = false;
+  EMBER_CONFIG(CtcLossConfig, blank, reduction, zero_infinity)
+  CtcLoss init() const;
+};
+struct CtcLoss {
+  CtcLossConfig config;
+  EMBER_MODULE(CtcLoss, config)
+  Tensor<1> forward(const Tensor<3>& log_probs, const Tensor<2, Int>& targets,
+                    const std::vector<std::size_t>& input_lengths,
+                    const std::vector<std::size_t>& target_lengths) const {
+    return loss::ctc(log_probs, targets, input_lengths, target_lengths,
+                     {config.blank, detail::reduction_of(config.reduction, "nn::CtcLoss"),
+                      config.zero_infinity});
+  }
+};
+
+}  // namespace ember::nn
