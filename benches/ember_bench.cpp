@@ -305,6 +305,7 @@ struct Row {
   std::string name, group, shape, note;
   bool available = true;
   double bytes = 0, flops = 0;
+  double stream_gbs = 0;  // the case's own bandwidth ceiling (Case::stream_gbs), or 0
   std::vector<double> ember_ms, torch_ms, fused_ms;  // fused_ms: --fusion
   std::string check;                                 // "", "ok", or a mismatch description
 };
@@ -483,6 +484,8 @@ int main(int argc, char** argv) {
       r.shape = c.shape;
       r.bytes = c.bytes;
       r.flops = c.flops;
+      r.note = c.note;
+      r.stream_gbs = c.stream_gbs;
       if (opt.backend != "torch") {
         for (int i = 0; i < opt.warmup; ++i) c.run();
         for (int i = 0; i < opt.reps; ++i) {
@@ -516,7 +519,7 @@ int main(int argc, char** argv) {
       try {
         auto tr = torch->run(w.name, c.params, opt.warmup, opt.reps, out);
         r.torch_ms = tr.times_ms;
-        if (!tr.note.empty()) r.note = "PyTorch: " + tr.note;
+        if (!tr.note.empty()) r.note += (r.note.empty() ? "PyTorch: " : "; PyTorch: ") + tr.note;
         std::cout << "  torch " << fmt(median(r.torch_ms), 3) << " ms" << std::flush;
         if (opt.check && tr.output) {
           if (r.ember_ms.empty()) c.run();
@@ -538,6 +541,15 @@ int main(int argc, char** argv) {
   }
   if (!tmpdir.empty()) rmdir(tmpdir.c_str());
   const double load_end = load_average();
+  // A case with its own stream ceiling: each side's share of it, in the note.
+  for (Row& r : rows) {
+    if (r.stream_gbs <= 0 || r.bytes <= 0) continue;
+    const double ideal_ms = r.bytes / (r.stream_gbs * 1e9) * 1e3;
+    const double e = median(r.ember_ms), t = median(r.torch_ms);
+    if (e > 0) r.note += "; ember at " + fmt(100.0 * ideal_ms / e, 0) + "%";
+    if (t > 0) r.note += ", PyTorch at " + fmt(100.0 * ideal_ms / t, 0) + "%";
+    if (e > 0 || t > 0) r.note += " of it";
+  }
 
   // ---- the table ----
   std::cout << "\nember/torch: ember time over PyTorch time, lower is better (< 1: ember "

@@ -365,6 +365,35 @@ def transformer_encoder_step(p):
     return f
 
 
+def adam_builder(decoupled, impl):
+    """One torch.optim.Adam / AdamW step (impl "foreach" or "fused") over count [rows, cols]
+    params with fixed gradients, as benches/optim_workloads.cpp; the state persists across
+    calls, so both sides run the same sequence of steps. Where this torch has no fused Adam
+    on this device, foreach runs instead and the note says so."""
+    def build(p):
+        count, rows, cols = p["count"][0], p["rows"][0], p["cols"][0]
+        params = [inp([rows, cols], 10 + i).requires_grad_() for i in range(count)]
+        for i, w in enumerate(params):
+            w.grad = inp([rows, cols], 100 + i, 0.0625)
+        cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+        wd = 0.01 if decoupled else 0.0
+        note = ""
+        try:
+            opt = cls(params, lr=1e-3, weight_decay=wd, **{impl: True})
+        except (RuntimeError, TypeError, ValueError) as e:
+            note = f"no {impl} Adam in torch {torch.__version__} on {DEVICE.type} ({type(e).__name__}), foreach"
+            opt = cls(params, lr=1e-3, weight_decay=wd, foreach=True)
+
+        def f():
+            opt.step()
+            return ([params[0], params[-1]],)
+
+        f.note = note
+        return f
+
+    return build
+
+
 WORKLOADS = {
     "unary_gelu": unary_gelu,
     "binary_add": binary_add,
@@ -401,6 +430,10 @@ WORKLOADS = {
     "mlp_train_step": mlp_train_step,
     "cnn_train_step": cnn_train_step,
     "transformer_encoder_step": transformer_encoder_step,
+    "adam_step_foreach": adam_builder(False, "foreach"),
+    "adam_step_fused": adam_builder(False, "fused"),
+    "adamw_step_foreach": adam_builder(True, "foreach"),
+    "adamw_step_fused": adam_builder(True, "fused"),
 }
 
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
@@ -429,7 +462,7 @@ def run(req, compile_):
     if name not in WORKLOADS:
         raise KeyError(f"no PyTorch version of workload '{name}'")
     fn = WORKLOADS[name](req["params"])
-    note = ""
+    note = getattr(fn, "note", "")
     grad_ctx = torch.enable_grad if name in TRAINING else torch.no_grad
     if compile_ and name not in NOT_COMPILED:
         compiled = torch.compile(fn)

@@ -7,6 +7,7 @@
 
 #include "case_builder.hpp"
 #include "model_workloads.hpp"
+#include "optim_workloads.hpp"
 
 #include <cmath>
 #include <memory>
@@ -422,6 +423,12 @@ std::vector<Workload> build() {
   add("mlp_train_step", "autodiff", mlp_train_step_case);
   add("cnn_train_step", "autodiff", cnn_train_step_case);
   add("transformer_encoder_step", "autodiff", transformer_encoder_step_case);
+
+  // ---- optimizer steps (benches/optim_workloads.cpp): PyTorch's foreach and fused Adam ----
+  add("adam_step_foreach", "optim", adam_step_case);
+  add("adam_step_fused", "optim", adam_step_case);
+  add("adamw_step_foreach", "optim", adamw_step_case);
+  add("adamw_step_fused", "optim", adamw_step_case);
   return w;
 }
 

@@ -30,8 +30,10 @@ struct Case {
   std::string shape;  // for the table, e.g. "[8192, 2048]"
   double bytes = 0;   // minimal bytes read + written by an ideal (fused) implementation
   double flops = 0;   // FLOPs comparable with GEMM peak (0 for transcendental-heavy ops)
-  double rtol = 1e-4, atol = 1e-5;     // tolerance of the check against PyTorch
-  std::function<void()> run;           // one timed repetition; returns when done
+  double rtol = 1e-4, atol = 1e-5;  // tolerance of the check against PyTorch
+  std::string note;                 // shown beside the row (e.g. a ceiling measured for this case)
+  double stream_gbs = 0;            // a bandwidth measured for this case's own access pattern, or 0
+  std::function<void()> run;        // one timed repetition; returns when done
   std::function<TensorData()> output;  // result of the last run, for checking
 };
 

@@ -27,16 +27,19 @@ pip=("$venv/bin/python" -m pip install --upgrade --disable-pip-version-check)
 "${pip[@]}" pip
 
 if [ "${EMBER_VENV_FULL:-1}" = "1" ]; then
-  "${pip[@]}" torch numpy
+  "${pip[@]}" torch numpy safetensors
 else
   "${pip[@]}" --no-deps torch
   # torch's pure-Python dependencies (what `pip show torch` lists, minus nvidia-* and triton).
   "${pip[@]}" numpy filelock typing-extensions sympy networkx jinja2 fsspec setuptools
+  "${pip[@]}" safetensors  # the record benchmark's reference loader
 fi
 
 "$venv/bin/python" - <<'PY'
 import torch
 x = torch.randn(64, 64)
 print("bench-venv: torch", torch.__version__, "works on the CPU:", float((x @ x).sum()) == float((x @ x).sum()))
+import safetensors
+print("bench-venv: safetensors", safetensors.__version__)
 PY
 echo "bench-venv: run EMBER_BENCH_PYTHON=$venv/bin/python build/benches/ember-bench [--torch-compile]"

@@ -44,7 +44,7 @@ DynTensor Muon::update_param(DynTensor p, DynTensor g, ParamState& st, double lr
   if (c.weight_decay != 0.0) p = math::scale(std::move(p), 1.0 - lr * c.weight_decay);
   if (p.rank() != 2)
     return detail::adam_step(std::move(p), std::move(g), st, lr, c.adam_beta_1, c.adam_beta_2,
-                             c.adam_epsilon, false);
+                             c.adam_epsilon, false, detail::AdamDecay::Decoupled, 0.0);
   ++st.step;
   DynTensor& buf = st.slot("momentum_buffer", [&] { return math::zeros_like(p); });
   buf = math::add(math::scale(std::move(buf), c.momentum), g);

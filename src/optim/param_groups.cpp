@@ -76,8 +76,24 @@ ParamGroups& ParamGroups::add(Select select, std::shared_ptr<Optimizer> rule, do
   EMBER_CHECK(
       std::isfinite(lr_scale) && lr_scale >= 0.0,
       "optim::ParamGroups::add: lr_scale must be finite and >= 0, got " + std::to_string(lr_scale));
-  groups_.push_back(Group{std::move(select), std::move(rule), lr_scale, clipping});
+  groups_.push_back(Group{std::move(select), std::move(rule), lr_scale, clipping, nullptr, 0.0});
   return *this;
+}
+
+ParamGroups& ParamGroups::add(Select select, std::shared_ptr<Optimizer> rule,
+                              std::shared_ptr<LrScheduler> schedule, GradientClipping clipping) {
+  EMBER_CHECK(rule != nullptr, "optim::ParamGroups::add: the group's optimizer is null");
+  EMBER_CHECK(schedule != nullptr, "optim::ParamGroups::add: the group's schedule is null");
+  groups_.push_back(
+      Group{std::move(select), std::move(rule), 1.0, clipping, std::move(schedule), 0.0});
+  return *this;
+}
+
+double ParamGroups::last_lr(std::size_t g) const {
+  EMBER_CHECK(g < last_lr_.size(), "optim::ParamGroups::last_lr: group " + std::to_string(g) +
+                                       " has taken no step (" + std::to_string(groups_.size()) +
+                                       " groups and the rest)");
+  return last_lr_[g];
 }
 
 std::size_t ParamGroups::route(std::string_view path, nn::ParamId id, const Shape& shape) const {
@@ -107,16 +123,62 @@ void ParamGroups::end_plan() {
     EMBER_CHECK(matched[i] > 0, "optim::ParamGroups: group " + std::to_string(i) + " (" +
                                     groups_[i].select.description() +
                                     ") selects no trainable parameter of the model");
+  // The step goes ahead: each scheduled group takes its rate and its schedule advances.
+  for (Group& g : groups_)
+    if (g.schedule) g.lr = g.schedule->step();
 }
 
 DynTensor ParamGroups::update_param(DynTensor param, DynTensor grad, ParamState& state, double lr) {
   auto it = assigned_.find(state.id);
   const std::size_t g =
       it != assigned_.end() ? it->second : route(state.path, state.id, param.shape());
-  if (g == groups_.size()) return rest_->update_param(std::move(param), std::move(grad), state, lr);
+  last_lr_.resize(groups_.size() + 1, 0.0);
+  if (g == groups_.size()) {
+    last_lr_[g] = lr;
+    return rest_->update_param(std::move(param), std::move(grad), state, lr);
+  }
   const Group& group = groups_[g];
+  const double group_lr = group.schedule ? group.lr : lr * group.lr_scale;
+  last_lr_[g] = group_lr;
   return group.rule->update_param(std::move(param), group.clipping.apply(std::move(grad)), state,
-                                  lr * group.lr_scale);
+                                  group_lr);
+}
+
+OptimizerState ParamGroups::state() const {
+  OptimizerState s = Optimizer::state();
+  nn::Json schedules = nn::Json::array();
+  for (std::size_t i = 0; i < groups_.size(); ++i)
+    if (groups_[i].schedule)
+      schedules.push_back({{"group", i}, {"schedule", groups_[i].schedule->state().meta}});
+  s.meta["group_schedules"] = std::move(schedules);
+  return s;
+}
+
+void ParamGroups::load_state(const OptimizerState& s) {
+  const std::string who = "optim::ParamGroups::load_state: ";
+  std::size_t scheduled = 0;
+  for (const Group& g : groups_) scheduled += g.schedule != nullptr;
+  const nn::Json none = nn::Json::array();
+  const nn::Json& saved =
+      s.meta.is_object() && s.meta.contains("group_schedules") ? s.meta["group_schedules"] : none;
+  EMBER_CHECK(saved.is_array() && saved.size() == scheduled,
+              who + "the state has " + std::to_string(saved.is_array() ? saved.size() : 0) +
+                  " group schedules, these groups have " + std::to_string(scheduled));
+  for (const auto& e : saved) {
+    EMBER_CHECK(e.is_object() && e.contains("group") && e["group"].is_number_unsigned() &&
+                    e.contains("schedule"),
+                who + "a group schedule entry without \"group\" and \"schedule\"");
+    const auto g = e["group"].get<std::size_t>();
+    EMBER_CHECK(
+        g < groups_.size() && groups_[g].schedule,
+        who + "the state has a schedule for group " + std::to_string(g) + ", which has none here");
+  }
+  Optimizer::load_state(s);  // checks the optimizer's part before any schedule moves
+  for (const auto& e : saved) {
+    SchedulerState st;
+    st.meta = e["schedule"];
+    groups_[e["group"].get<std::size_t>()].schedule->load_state(st);
+  }
 }
 
 void ParamGroups::check_slots(const ParamState& s, const Shape& shape, DType dtype) const {

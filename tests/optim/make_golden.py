@@ -10,6 +10,12 @@ Writes tests/optim/golden/optimizers.json and schedulers.json:
   lacks, are written below in NumPy from each paper's published algorithm (torch only
   computes the gradients, by autograd).
 - schedulers: the learning rate of each torch.optim.lr_scheduler case over 100 steps.
+- lbfgs: torch.optim.LBFGS on the same MLP in f64, with and without the strong-Wolfe line
+  search, over several step() calls (each of a few iterations, with a short history, so
+  the history's eviction and the state carried between calls are exercised): the params,
+  the closure calls and the iterations after each call.
+- param_groups: two groups of the MLP (fc1's params, fc2's) under one torch.optim.Adam,
+  each with its own schedule (LambdaLR with one factor function per group), 20 steps.
 
 The C++ tests rebuild the model from the stored initial weights, compute the gradients
 with ember's autodiff and compare every step.
@@ -273,6 +279,61 @@ def schedulers():
     return out
 
 
+LBFGS_CASES = {
+    "lbfgs_strong_wolfe": dict(lr=1.0, max_iter=4, history_size=3, line_search_fn="strong_wolfe"),
+    "lbfgs_fixed_step": dict(lr=0.3, max_iter=4, history_size=3),
+}
+LBFGS_CALLS = 6
+
+
+def lbfgs():
+    out = {"calls": LBFGS_CALLS, "cases": {}}
+    tdt = torch.float64
+    for name, kw in LBFGS_CASES.items():
+        params = make_params(tdt)
+        opt = torch.optim.LBFGS(params, **kw)
+
+        def closure():
+            opt.zero_grad()
+            loss = loss_of(params, tdt)
+            loss.backward()
+            return loss
+
+        calls = []
+        for _ in range(LBFGS_CALLS):
+            loss = float(opt.step(closure))
+            st = opt.state[params[0]]
+            calls.append({"params": snapshot(params), "loss": loss,
+                          "evaluations": st["func_evals"], "iterations": st["n_iter"]})
+        out["cases"][name] = {"config": kw, "steps": calls}
+    return out
+
+
+def warmup_cosine(k):  # linear warm-up over 5 steps, then cosine to 0 over 15
+    return (k + 1) / 5 if k < 5 else 0.5 * (1 + math.cos(math.pi * (k - 5) / 15))
+
+
+def param_groups():
+    """fc1.* with Adam at 0.01 under warmup_cosine, fc2.* with Adam at 0.05 under
+    0.8^k (torch.optim.lr_scheduler.LambdaLR with one function per group)."""
+    out = {"steps": STEPS, "cases": {}}
+    for dname, (tdt, _) in DTYPES.items():
+        params = make_params(tdt)
+        opt = torch.optim.Adam([{"params": params[:2], "lr": 0.01},
+                                {"params": params[2:], "lr": 0.05}], weight_decay=0.01)
+        sch = torch.optim.lr_scheduler.LambdaLR(opt, [warmup_cosine, lambda k: 0.8 ** k])
+        traj, lrs = [], []
+        for _ in range(STEPS):
+            lrs.append([g["lr"] for g in opt.param_groups])
+            opt.zero_grad()
+            loss_of(params, tdt).backward()
+            opt.step()
+            sch.step()
+            traj.append(snapshot(params))
+        out["cases"][dname] = {"params": traj, "lrs": lrs}
+    return out
+
+
 if __name__ == "__main__":
     os.makedirs(OUT, exist_ok=True)
     import warnings
@@ -281,4 +342,8 @@ if __name__ == "__main__":
         json.dump(optimizers(), f)
     with open(os.path.join(OUT, "schedulers.json"), "w") as f:
         json.dump(schedulers(), f, indent=0)
+    with open(os.path.join(OUT, "lbfgs.json"), "w") as f:
+        json.dump(lbfgs(), f)
+    with open(os.path.join(OUT, "param_groups.json"), "w") as f:
+        json.dump(param_groups(), f)
     print("wrote", OUT)

@@ -3,7 +3,10 @@
 // runs of the same optimizer; tests/optim/test_parity.cpp covers the update rules.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
 
@@ -274,6 +277,64 @@ TEST(State, KeysArePathAndSlot) {
   fresh.load_state(s, net);
   EXPECT_EQ(fresh.num_param_states(), 4u);
   EXPECT_EQ(fresh.param_state(net.fc1.weight.id())->step, 1);
+}
+
+// Note: the same calls as modules (ember/optim/state_record.hpp), in both writable formats.
+TEST(State, SavesAndLoadsThroughRecordFilesAndResumesExactly) {
+  const Device ad = Device::cpu().autodiff();
+  const auto x = batch(4, 0.3, DType::F64, ad), t = batch(3, 0.9, DType::F64, ad);
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("ember_optim_state_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const std::string file : {"adam.ember", "adam.safetensors"}) {
+    SCOPED_TRACE(file);
+    const auto config = optim::AdamConfig{}.with_amsgrad(true).with_weight_decay(0.01);
+    Mlp a = make_mlp(kInit, DType::F64, ad);
+    auto oa = config.init();
+    auto sa = optim::CosineAnnealingLrConfig{0.02, 20}.init();
+    for (int i = 0; i < 20; ++i) a = oa.step(sa.step(), std::move(a), mse_grads(a, x, t));
+
+    Mlp b = make_mlp(kInit, DType::F64, ad);
+    auto ob = config.init();
+    auto sb = optim::CosineAnnealingLrConfig{0.02, 20}.init();
+    for (int i = 0; i < 10; ++i) b = ob.step(sb.step(), std::move(b), mse_grads(b, x, t));
+    const std::string path = (dir / file).string(), sched_path = (dir / ("sched." + file)).string();
+    record::save(ob.state(), path);
+    record::save(sb.state(), sched_path);
+    const auto info = record::inspect(path);
+    EXPECT_EQ(info.tensors.size(), 12u);  // 4 params x 3 slots
+    EXPECT_EQ(info.config["optimizer"], "optim::Adam");
+
+    Mlp c = make_mlp(weights_of(b), DType::F64, ad);
+    auto oc = config.init();
+    oc.load_state(record::load(optim::OptimizerState{}, path, Device::cpu()));
+    auto sc = optim::CosineAnnealingLrConfig{0.02, 20}.init();
+    sc.load_state(record::load(optim::SchedulerState{}, sched_path, Device::cpu()));
+    EXPECT_EQ(sc.steps(), 10u);
+    for (int i = 0; i < 10; ++i) c = oc.step(sc.step(), std::move(c), mse_grads(c, x, t));
+    EXPECT_EQ(weights_of(c), weights_of(a));
+
+    // A model file is not a state, and a state carries its own config.
+    record::save(a, (dir / ("model." + file)).string());
+    EXPECT_ERROR_HAS(
+        record::load(optim::OptimizerState{}, (dir / ("model." + file)).string(), Device::cpu()),
+        "holds no optimizer or scheduler state");
+    EXPECT_ERROR_HAS(record::save(ob.state(), path, {.config = nn::Json{{"a", 1}}}),
+                     "options.config must be empty");
+  }
+  // In memory, as modules (embedded files).
+  auto o = optim::SgdConfig{}.with_momentum(0.9).init();
+  Mlp m = make_mlp(kInit, DType::F32, ad);
+  m = o.step(0.1, std::move(m),
+             mse_grads(m, batch(4, 0.3, DType::F32, ad), batch(3, 0.9, DType::F32, ad)));
+  const auto bytes = record::save_bytes(o.state(), record::Format::Ember);
+  const auto back =
+      record::load(optim::OptimizerState{}, std::span<const std::byte>(bytes), Device::cpu());
+  EXPECT_EQ(back.meta, o.state().meta);
+  ASSERT_NE(back.find("fc1.weight.momentum_buffer"), nullptr);
+  EXPECT_EQ(values(*back.find("fc1.weight.momentum_buffer")),
+            values(*o.state().find("fc1.weight.momentum_buffer")));
+  std::filesystem::remove_all(dir);
 }
 
 struct Wider {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "optim/mlp.hpp"
 
@@ -189,6 +190,78 @@ TEST(ParamGroups, StateResumesExactly) {
   oc.load_state(ob.state(), b);
   for (int i = 0; i < 10; ++i) b = oc.step(0.01, std::move(b), mse_grads(b, x, t));
   EXPECT_EQ(weights_of(b), weights_of(a));
+}
+
+// Each group its own schedule: fc1.* warms up linearly for 5 steps and then follows a
+// cosine, fc2.* decays exponentially — against torch.optim.Adam with two param groups
+// under LambdaLR with one function per group (tests/optim/make_golden.py).
+optim::ParamGroups scheduled_groups() {
+  using namespace optim;
+  const auto adam = AdamConfig{}.with_weight_decay(0.01);
+  ParamGroups g(adam);
+  g.add(Select::glob("fc1.*"), adam,
+        SequentialLr::of({5}, LinearLrConfig{0.002, 0.01, 4}.init(),
+                         CosineAnnealingLrConfig{0.01, 15}.init()));
+  g.add(Select::glob("fc2.*"), adam, ExponentialLrConfig{0.05, 0.8}.init());
+  return g;
+}
+
+void match_scheduled_groups(DType dt, double rtol) {
+  std::ifstream gf(std::string(EMBER_OPTIM_GOLDEN_DIR) + "/optimizers.json");
+  std::ifstream pf(std::string(EMBER_OPTIM_GOLDEN_DIR) + "/param_groups.json");
+  ASSERT_TRUE(gf.good() && pf.good()) << "run tests/optim/make_golden.py";
+  const nn::Json g = nn::Json::parse(gf), golden = nn::Json::parse(pf);
+  const nn::Json& c = golden["cases"][dt == DType::F32 ? "f32" : "f64"];
+  const Device ad = Device::cpu().autodiff();
+  Weights init;
+  for (const auto& [p, v] : g["init"].items()) init[p] = v.get<std::vector<double>>();
+  Mlp net = make_mlp(init, dt, ad);
+  const Tensor<2> x(tensor_of(g["x"].get<std::vector<double>>(), Shape{8, 4}, dt, ad));
+  const Tensor<2> t(tensor_of(g["t"].get<std::vector<double>>(), Shape{8, 3}, dt, ad));
+  auto opt = scheduled_groups();
+  for (std::size_t k = 0; k < c["params"].size(); ++k) {
+    net = opt.step(0.0, std::move(net), mse_grads(net, x, t));  // the step's lr is unused
+    SCOPED_TRACE("step " + std::to_string(k + 1));
+    const auto lrs = c["lrs"][k].get<std::vector<double>>();
+    EXPECT_NEAR(opt.last_lr(0), lrs[0], 1e-15);
+    EXPECT_NEAR(opt.last_lr(1), lrs[1], 1e-15);
+    const Weights got = weights_of(net);
+    for (const auto& [path, v] : c["params"][k].items()) {
+      const auto w = v.get<std::vector<double>>();
+      double scale = 0.0;
+      for (double e : w) scale = std::max(scale, std::abs(e));
+      for (std::size_t i = 0; i < w.size(); ++i)
+        ASSERT_NEAR(got.at(path)[i], w[i], rtol * scale) << path << "[" << i << "]";
+    }
+  }
+}
+
+TEST(ParamGroups, EachGroupItsOwnScheduleMatchesTorchF32) {
+  match_scheduled_groups(DType::F32, 1e-5);
+}
+TEST(ParamGroups, EachGroupItsOwnScheduleMatchesTorchF64) {
+  match_scheduled_groups(DType::F64, 1e-10);
+}
+
+TEST(ParamGroups, GroupSchedulesResumeExactly) {
+  const Device ad = Device::cpu().autodiff();
+  const auto x = batch(4, 0.3, ad), t = batch(3, 0.7, ad);
+  Mlp a = make_mlp(init_weights(), DType::F64, ad);
+  auto oa = scheduled_groups();
+  for (int i = 0; i < 16; ++i) a = oa.step(0.0, std::move(a), mse_grads(a, x, t));
+  Mlp b = make_mlp(init_weights(), DType::F64, ad);
+  auto ob = scheduled_groups();
+  for (int i = 0; i < 8; ++i) b = ob.step(0.0, std::move(b), mse_grads(b, x, t));
+  const auto saved = ob.state();
+  EXPECT_EQ(saved.meta["group_schedules"].size(), 2u);
+  auto oc = scheduled_groups();
+  oc.load_state(saved, b);
+  for (int i = 0; i < 8; ++i) b = oc.step(0.0, std::move(b), mse_grads(b, x, t));
+  EXPECT_EQ(weights_of(b), weights_of(a));
+  // A state without the schedules (plain groups) does not fit.
+  optim::ParamGroups plain(optim::AdamConfig{});
+  plain.add(optim::Select::glob("fc1.*"), optim::AdamConfig{});
+  EXPECT_THROW(oc.load_state(plain.state()), Error);
 }
 
 }  // namespace

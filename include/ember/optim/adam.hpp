@@ -31,12 +31,16 @@ struct AdamWConfig {
 };
 
 namespace detail {
-// The Adam moment update and step shared by Adam, AdamW and Muon's non-matrix params:
+// Adam's weight decay (L2: g += wd p) or AdamW's (decoupled: p *= 1 - lr wd).
+enum class AdamDecay { L2, Decoupled };
+// The Adam moment update and step shared by Adam, AdamW and Muon's non-matrix params, in
+// one fused pass (Note [Fused Adam step] in src/optim/adam.cpp): the decay, then
 // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g²; (amsgrad: vmax = max(vmax, v));
 // p -= lr / (1 - b1^t) · m / (sqrt(v) / sqrt(1 - b2^t) + eps). Slots exp_avg, exp_avg_sq,
 // max_exp_avg_sq.
 DynTensor adam_step(DynTensor param, DynTensor grad, ParamState& state, double lr, double beta_1,
-                    double beta_2, double epsilon, bool amsgrad);
+                    double beta_2, double epsilon, bool amsgrad, AdamDecay decay,
+                    double weight_decay);
 }  // namespace detail
 
 class Adam final : public Optimizer {

@@ -1,9 +1,23 @@
 // L-BFGS with a strong-Wolfe line search (Nocedal & Wright, Numerical Optimization, 2nd ed.:
 // the two-loop recursion, Algorithm 7.4; the line search, Algorithms 3.5 and 3.6, with
-// cubic interpolation, eq. 3.59), as torch.optim.LBFGS's role: step() re-evaluates the
-// model through a closure. The iteration runs on the host in f64 over all trainable
-// params flattened in module order (L-BFGS serves small, full-batch problems); each
-// evaluation writes the params back to their devices.
+// cubic interpolation, eq. 3.59), as torch.optim.LBFGS: step() re-evaluates the model
+// through a closure. The iteration runs on the host in f64 over all trainable params
+// flattened in module order (L-BFGS serves small, full-batch problems); each evaluation
+// writes the params back to their devices.
+//
+// Note [L-BFGS as torch.optim.LBFGS]: every decision follows torch.optim.LBFGS, so the two
+// trajectories agree step for step (tests/optim/test_lbfgs.cpp, against golden values of
+// tests/optim/make_golden.py): the curvature pair (s, y) of the last iteration enters the
+// history at the start of the next one, also across step() calls (the history, the last
+// direction and step length, the previous gradient and H0 = s'y / y'y persist); a pair
+// with s'y <= 1e-10 is dropped and H0 kept; the first iteration ever starts at
+// t = min(1, 1 / |g|_1) lr, every later one at lr; the line search brackets with
+// c1 = 1e-4, c2 = 0.9, at most 25 evaluations, cubic interpolation bounded to
+// [t + 0.01 (t - t_prev), 10 t] while bracketing, and in the zoom moves a trial within 10%
+// of the bracket's ends away from them when the last trial was also that close; a step
+// stops after max_iter iterations, max_eval evaluations, max |g| <= tolerance_grad, or a
+// step or a loss change below tolerance_change. Without the line search a step moves by
+// lr along the direction and re-evaluates except after the last iteration.
 #pragma once
 
 #include <cstddef>
@@ -62,6 +76,7 @@ class Lbfgs {
     detail::check_lr("optim::Lbfgs", lr);
     detail::FlatParams flat;
     nn::visit(module, [&](const nn::TensorEntry& e) { flat.gather(e); });
+    check_state_fits(flat.values.size());  // before the module moves
     M m = std::move(module);
     auto objective = [&](const std::vector<double>& x, std::vector<double>& g) {
       m = nn::map(std::move(m), [&](nn::TensorEntry& e) { flat.scatter(e, x); });
@@ -79,13 +94,24 @@ class Lbfgs {
   std::size_t evaluations() const { return evals_; }
   std::size_t iterations() const { return iters_; }
 
+  // The state as a record: tensors "direction", "prev_grad", "history.<i>.s" and
+  // "history.<i>.y" (f64, on the Cpu), meta {"optimizer": "optim::Lbfgs", "t", "h_diag",
+  // "prev_loss", "iterations", "evaluations", "num_params"}. Loading it into a fresh Lbfgs
+  // continues exactly; a state from a model with another number of params is refused at
+  // the next step.
+  OptimizerState state() const;
+  void load_state(const OptimizerState& state);
+  const char* name() const { return "optim::Lbfgs"; }
+
  private:
+  void check_state_fits(std::size_t num_values) const;
   void minimize(double lr, std::vector<double>& x, const detail::Objective& f);
 
   LbfgsConfig config_;
   std::vector<std::vector<double>> s_, y_;  // the curvature pairs, oldest first
-  std::vector<double> d_, g_prev_;
-  double t_ = 0.0, last_loss_ = 0.0;
+  std::vector<double> ro_;                  // 1 / y's for each pair
+  std::vector<double> d_, g_prev_;          // the last direction, the gradient before it
+  double t_ = 0.0, h_diag_ = 1.0, prev_loss_ = 0.0, last_loss_ = 0.0;
   std::size_t evals_ = 0, iters_ = 0;
 };
 

@@ -17,3 +17,4 @@
 #include "ember/optim/rmsprop.hpp"
 #include "ember/optim/sgd.hpp"
 #include "ember/optim/state.hpp"
+#include "ember/optim/state_record.hpp"

@@ -104,9 +104,9 @@ class Optimizer {
   }
 
   // The state as a record (Note [Optimizer state]).
-  OptimizerState state() const;
+  virtual OptimizerState state() const;
   // Replaces the state; it is bound to params by path at the next step.
-  void load_state(const OptimizerState& state);
+  virtual void load_state(const OptimizerState& state);
   // Replaces the state and binds it to `module`'s params now, checking paths and shapes.
   template <nn::Module M>
   void load_state(const OptimizerState& state, const M& module) {

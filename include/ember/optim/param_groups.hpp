@@ -6,6 +6,7 @@
 // norms" is one line: optim::no_decay_on_biases_and_norms(AdamWConfig{}.with_weight_decay(0.1)).
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "ember/optim/clipping.hpp"
+#include "ember/optim/lr_scheduler.hpp"
 #include "ember/optim/optimizer.hpp"
 
 namespace ember::optim {
@@ -64,6 +66,27 @@ class ParamGroups final : public Optimizer {
                    GradientClipping clipping = {}) {
     return add(std::move(select), rule_of(config), lr_scale, clipping);
   }
+  // A group with its own learning-rate schedule (torch's per-group lr with LambdaLR's
+  // per-group functions): each step updates it with `schedule`'s current rate, whatever
+  // the step's lr, and advances the schedule once. Its position is part of state().
+  ParamGroups& add(Select select, std::shared_ptr<Optimizer> rule,
+                   std::shared_ptr<LrScheduler> schedule, GradientClipping clipping = {});
+  template <class C, class S>
+  requires requires(const C& c) {
+    c.init();
+  } && std::derived_from<S, LrScheduler> ParamGroups& add(Select select, const C& config,
+                                                          S schedule,
+                                                          GradientClipping clipping = {}) {
+    return add(std::move(select), rule_of(config), std::make_shared<S>(std::move(schedule)),
+               clipping);
+  }
+  // The learning rate group g used in the last step (num_groups() for the rest).
+  double last_lr(std::size_t g) const;
+
+  // The base state plus each group schedule's position (meta "group_schedules").
+  OptimizerState state() const override;
+  void load_state(const OptimizerState& state) override;
+  using Optimizer::load_state;  // (state, module): binds at once
   std::size_t num_groups() const { return groups_.size(); }
   // The group of param `id` in the last step (num_groups() for the rest), or nothing.
   std::optional<std::size_t> group_of(nn::ParamId id) const;
@@ -87,6 +110,8 @@ class ParamGroups final : public Optimizer {
     std::shared_ptr<Optimizer> rule;
     double lr_scale;
     GradientClipping clipping;
+    std::shared_ptr<LrScheduler> schedule;  // null: the step's lr times lr_scale
+    double lr = 0.0;                        // this step's, when scheduled
   };
   std::size_t route(std::string_view path, nn::ParamId id, const Shape& shape) const;
 
@@ -94,6 +119,7 @@ class ParamGroups final : public Optimizer {
   std::shared_ptr<Optimizer> rest_;
   std::unordered_map<nn::ParamId, std::size_t> assigned_;
   std::vector<std::size_t> matched_;  // params per group in the current plan
+  std::vector<double> last_lr_;       // per group and the rest, in the last step
 };
 
 // `config` for matrices and higher ranks, and the same with weight_decay 0 for biases,
