@@ -568,6 +568,7 @@ const std::vector<Case>& all_cases() {
     add_layout_cases(v);
     add_compute_cases(v);
     add_conv_cases(v);
+    add_composite_cases(v);
     return v;
   }();
   return cases;
