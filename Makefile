@@ -115,6 +115,11 @@ clean:
 ir-doc: build
 	EMBER_WRITE_DOCS=1 $(BUILD)/tests/test_ir --gtest_filter=IrDoc.*
 
+# Regenerates docs/autodiff.md's rule table from the derivative table's formulas.
+.PHONY: autodiff-doc
+autodiff-doc: build
+	EMBER_WRITE_DOCS=1 $(BUILD)/tests/test_grad --gtest_filter=AutodiffDoc.*
+
 # Regenerates docs/ops.md (function x backend x dtype) from the conformance cases.
 .PHONY: ops-doc
 ops-doc: build

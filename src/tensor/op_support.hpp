@@ -45,6 +45,9 @@ DynTensor fill(Shape shape, double value, DType dtype, const Device& device);
 DynTensor scalar_like(const DynTensor& x, double v);
 // x reshaped to `rank` dims by adding leading dims of extent 1.
 DynTensor left_pad_rank(DynTensor x, std::size_t rank);
+// Whether x is part of an autodiff graph (false on a plain device): a function composes a
+// differentiable path only where it is.
+bool is_tracked(const DynTensor& x);
 // A rank-1 I64 tensor of the given values on device.
 DynTensor index_tensor(const std::vector<std::int64_t>& values, const Device& device);
 

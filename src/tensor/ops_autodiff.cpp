@@ -30,6 +30,11 @@ bool is_require_grad(const DynTensor& x) {
   return ad != nullptr && ad->is_require_grad(x.handle());
 }
 
+bool detail::is_tracked(const DynTensor& x) {
+  auto* ad = find(x.device());
+  return ad != nullptr && ad->is_tracked(x.handle());
+}
+
 DynTensor detach(DynTensor x) {
   auto* ad = find(x.device());
   if (!ad) return x;

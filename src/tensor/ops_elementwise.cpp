@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "ember/ir/scalar_table.hpp"
+#include "ember/tensor/gradients.hpp"
 #include "tensor/op_support.hpp"
 
 namespace ember::ops {
@@ -271,6 +272,29 @@ DynTensor log_softmax(DynTensor x, std::int64_t dim) {
   const std::size_t d = normalize_dim(dim, x.rank(), "log_softmax");
   const Device dev = x.device();
   return run(dev, ir::Softmax{std::move(x).handle(), d, true});
+}
+
+}  // namespace ember::ops
+
+namespace ember::ops {
+
+DynTensor softmin(DynTensor x, std::int64_t dim) {
+  detail::check_kind(x, {Kind::Float}, "softmin");
+  normalize_dim(dim, x.rank(), "softmin");
+  return softmax(unary(ir::UnaryFn::Neg, std::move(x)), dim);
+}
+
+DynTensor quiet_softmax(DynTensor x, std::int64_t dim) {
+  detail::check_kind(x, {Kind::Float}, "quiet_softmax");
+  normalize_dim(dim, x.rank(), "quiet_softmax");
+  // exp(x - c) / (exp(-c) + sum exp(x - c)) with c = max(0, max x) (a constant of the
+  // graph): no term exceeds 1. An empty dim has no max; its result is empty.
+  if (x.num_elements() == 0) return x;
+  auto c = binary_scalar(ir::BinaryFn::Max, reduce(ir::ReduceFn::Max, detach(x), dim), 0.0);
+  auto e = unary(ir::UnaryFn::Exp, binary(ir::BinaryFn::Sub, std::move(x), c));
+  auto denom = binary(ir::BinaryFn::Add, reduce(ir::ReduceFn::Sum, e, dim),
+                      unary(ir::UnaryFn::Exp, unary(ir::UnaryFn::Neg, std::move(c))));
+  return binary(ir::BinaryFn::Div, std::move(e), std::move(denom));
 }
 
 }  // namespace ember::ops

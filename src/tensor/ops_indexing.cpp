@@ -1,4 +1,7 @@
 // Indexing (select, gather, scatter, one_hot, nonzero) and matmul.
+#include <cmath>
+
+#include "ember/tensor/gradients.hpp"
 #include "tensor/op_support.hpp"
 
 namespace ember::ops {
@@ -111,6 +114,154 @@ DynTensor one_hot(DynTensor indices, std::size_t num_classes, DType dtype) {
   auto eq = binary(ir::BinaryFn::Eq, unsqueeze(cast(std::move(indices), DType::I64), r),
                    std::move(classes));
   return cast(std::move(eq), dtype);
+}
+
+namespace {
+// The smallest and largest of a non-empty int tensor (a sync point), for index checks.
+std::pair<double, double> index_range(const DynTensor& idx) {
+  return {reduce_all(ir::ReduceFn::Min, idx).to_data().get_f64(0),
+          reduce_all(ir::ReduceFn::Max, idx).to_data().get_f64(0)};
+}
+// Indices in [-n, n) made non-negative, as I64.
+DynTensor wrap_negative(DynTensor idx, std::size_t n) {
+  auto i = as_i64(std::move(idx));
+  auto neg = binary_scalar(ir::BinaryFn::Lt, i, 0.0);
+  auto shifted = binary_scalar(ir::BinaryFn::Add, i, static_cast<double>(n));
+  return mask_where(std::move(neg), std::move(shifted), std::move(i));
+}
+}  // namespace
+
+DynTensor one_hot_fill(DynTensor indices, std::size_t num_classes, double on_value,
+                       double off_value, std::int64_t axis, DType dtype) {
+  detail::check_kind(indices, {Kind::Int, Kind::Float}, "one_hot_fill");
+  EMBER_CHECK(num_classes > 0, "one_hot_fill: num_classes must be > 0");
+  const std::size_t a = normalize_dim(axis, indices.rank() + 1, "one_hot_fill");
+  auto dims = indices.shape().dims();
+  dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(a), num_classes);
+  Shape out_shape(std::move(dims));
+  detail::check_size(out_shape, dtype, "one_hot_fill", indices.device());
+  const double on = detail::fill_value(on_value, dtype, "one_hot_fill");
+  const double off = detail::fill_value(off_value, dtype, "one_hot_fill");
+  const Device dev = indices.device();
+  if (indices.num_elements() == 0) return detail::fill(std::move(out_shape), off, dtype, dev);
+  auto idx = indices.kind() == Kind::Float
+                 ? cast(unary(ir::UnaryFn::Trunc, detach(std::move(indices))), DType::I64)
+                 : as_i64(std::move(indices));
+  const auto [lo, hi] = index_range(idx);
+  const double n = static_cast<double>(num_classes);
+  EMBER_CHECK(lo >= -n && hi < n, "one_hot_fill: indices must lie in [-" +
+                                      std::to_string(num_classes) + ", " +
+                                      std::to_string(num_classes) + "), got values in [" +
+                                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  idx = wrap_negative(std::move(idx), num_classes);
+  // The classes along the new axis, compared with the indices unsqueezed there.
+  std::vector<std::int64_t> class_shape(out_shape.rank(), 1);
+  class_shape[a] = static_cast<std::int64_t>(num_classes);
+  auto classes = reshape(arange(0, n, 1, DType::I64, dev), class_shape);
+  auto hit = binary(ir::BinaryFn::Eq, unsqueeze(std::move(idx), static_cast<std::int64_t>(a)),
+                    std::move(classes));
+  const Shape one(std::vector<std::size_t>(out_shape.rank(), 1));
+  return mask_where(std::move(hit), detail::fill(one, on, dtype, dev),
+                    detail::fill(one, off, dtype, dev));
+}
+
+DynTensor take(DynTensor x, DynTensor indices) {
+  check_index(x, indices, "take");
+  const std::size_t n = x.num_elements();
+  const Shape out_shape = indices.shape();
+  if (indices.num_elements() == 0) {
+    return detail::fill(out_shape, 0.0, x.dtype(), x.device());
+  }
+  const auto [lo, hi] = index_range(indices);
+  const double nd = static_cast<double>(n);
+  EMBER_CHECK(lo >= -nd && hi < nd, "take: indices must lie in [-" + std::to_string(n) + ", " +
+                                        std::to_string(n) + ") for a tensor of shape " +
+                                        x.shape().to_string() + ", got values in [" +
+                                        std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  auto idx = wrap_negative(std::move(indices), n);
+  auto flat = reshape(std::move(x), Shape{n});
+  auto picked =
+      select(std::move(flat), 0, reshape(std::move(idx), Shape{out_shape.num_elements()}));
+  return reshape(std::move(picked), out_shape);
+}
+
+DynTensor searchsorted(DynTensor sorted, DynTensor values, bool right) {
+  detail::check_same_device(sorted, values, "searchsorted");
+  detail::check_kind(sorted, {Kind::Float, Kind::Int}, "searchsorted");
+  EMBER_CHECK(
+      sorted.dtype() == values.dtype() && sorted.rank() >= 1,
+      detail::describe("searchsorted: sorted (rank >= 1) and values must share a dtype, got",
+                       {&sorted, &values}));
+  bool lead = sorted.rank() == 1;
+  if (!lead && values.rank() == sorted.rank()) {
+    lead = true;
+    for (std::size_t i = 0; i + 1 < sorted.rank(); ++i)
+      lead = lead && sorted.shape()[i] == values.shape()[i];
+  }
+  EMBER_CHECK(lead, detail::describe("searchsorted: sorted must have rank 1 or share values' "
+                                     "rank and leading dims, got",
+                                     {&sorted, &values}));
+  const Shape out_shape = values.shape();
+  const Device dev = values.device();
+  const std::size_t n = sorted.shape()[sorted.rank() - 1];
+  if (values.num_elements() == 0 || n == 0) return detail::fill(out_shape, 0.0, DType::I64, dev);
+  // Entry e counts for value v where !(e >= v) (right: !(e > v)): e < v (e <= v) for
+  // numbers, and every entry for a NaN value.
+  const auto r = static_cast<std::int64_t>(values.rank());
+  DynTensor v = unsqueeze(std::move(values), r);
+  DynTensor s = sorted.rank() == 1 ? std::move(sorted) : unsqueeze(std::move(sorted), r - 1);
+  auto past = binary(right ? ir::BinaryFn::Gt : ir::BinaryFn::Ge, std::move(s), std::move(v));
+  auto before = cast(unary(ir::UnaryFn::LogicalNot, std::move(past)), DType::I64);
+  return reshape(reduce(ir::ReduceFn::Sum, std::move(before), r), out_shape);
+}
+
+DynTensor bucketize(DynTensor x, DynTensor boundaries, bool right) {
+  EMBER_CHECK(boundaries.rank() == 1, "bucketize: boundaries must have rank 1, got shape " +
+                                          boundaries.shape().to_string());
+  return searchsorted(std::move(boundaries), std::move(x), right);
+}
+
+DynTensor histc(DynTensor x, std::size_t bins, double min, double max) {
+  detail::check_kind(x, {Kind::Float}, "histc");
+  EMBER_CHECK(bins > 0, "histc: bins must be > 0");
+  EMBER_CHECK(std::isfinite(min) && std::isfinite(max) && min <= max,
+              "histc: the range [" + std::to_string(min) + ", " + std::to_string(max) +
+                  "] must be finite with min <= max");
+  const Device dev = x.device();
+  const DType dt = x.dtype();
+  detail::check_size(Shape{bins}, dt, "histc", dev);
+  const std::size_t numel = x.num_elements();
+  auto flat = reshape(detach(std::move(x)), Shape{numel});
+  if (min == max && flat.num_elements() > 0) {
+    // The data's range, NaNs and infinities left out.
+    auto finite = unary(ir::UnaryFn::IsFinite, flat);
+    if (reduce_all(ir::ReduceFn::Any, finite).to_data().get_f64(0) != 0) {
+      min = reduce_all(ir::ReduceFn::Min,
+                       mask_where(finite, flat, detail::scalar_like(flat, INFINITY)))
+                .to_data()
+                .get_f64(0);
+      max = reduce_all(ir::ReduceFn::Max,
+                       mask_where(finite, flat, detail::scalar_like(flat, -INFINITY)))
+                .to_data()
+                .get_f64(0);
+    }
+  }
+  if (min == max) {
+    min -= 1;
+    max += 1;
+  }
+  auto counts = detail::fill(Shape{bins}, 0.0, dt, dev);
+  if (flat.num_elements() == 0) return counts;
+  // bin = floor((x - min) * bins / (max - min)), max itself in the last bin; the others
+  // outside [min, max] (and NaNs) count nothing, their bin clamped to stay an index.
+  auto inside = binary(ir::BinaryFn::And, binary_scalar(ir::BinaryFn::Ge, flat, min),
+                       binary_scalar(ir::BinaryFn::Le, flat, max));
+  auto pos = binary_scalar(ir::BinaryFn::Mul, binary_scalar(ir::BinaryFn::Sub, flat, min),
+                           static_cast<double>(bins) / (max - min));
+  pos = mask_where(inside, std::move(pos), detail::scalar_like(flat, 0.0));
+  auto bin = clamp(cast(unary(ir::UnaryFn::Floor, std::move(pos)), DType::I64), 0.0,
+                   static_cast<double>(bins - 1));
+  return scatter_add(std::move(counts), 0, std::move(bin), cast(std::move(inside), dt));
 }
 
 DynTensor nonzero(DynTensor x) {

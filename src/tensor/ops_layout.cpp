@@ -391,3 +391,61 @@ DynTensor pad(DynTensor x, const std::vector<std::pair<std::size_t, std::size_t>
 }
 
 }  // namespace ember::ops
+
+namespace ember::ops {
+
+DynTensor movedim(DynTensor x, const std::vector<std::int64_t>& source,
+                  const std::vector<std::int64_t>& destination) {
+  EMBER_CHECK(source.size() == destination.size(),
+              "movedim: " + std::to_string(source.size()) + " source dims but " +
+                  std::to_string(destination.size()) + " destination dims");
+  const std::size_t r = x.rank();
+  constexpr std::size_t kFree = static_cast<std::size_t>(-1);
+  std::vector<std::size_t> axes(r, kFree);  // axes[destination] = source
+  std::vector<bool> moved(r, false);
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    const std::size_t s = normalize_dim(source[i], r, "movedim");
+    const std::size_t d = normalize_dim(destination[i], r, "movedim");
+    EMBER_CHECK(!moved[s], "movedim: source dim " + std::to_string(s) + " is given twice");
+    EMBER_CHECK(axes[d] == kFree,
+                "movedim: destination dim " + std::to_string(d) + " is given twice");
+    moved[s] = true;
+    axes[d] = s;
+  }
+  std::size_t next = 0;  // the unmoved dims fill the free positions in order
+  for (std::size_t& a : axes) {
+    if (a != kFree) continue;
+    while (moved[next]) ++next;
+    a = next++;
+  }
+  return permute(std::move(x), std::vector<std::int64_t>(axes.begin(), axes.end()));
+}
+
+DynTensor roll(DynTensor x, const std::vector<std::int64_t>& shifts,
+               const std::vector<std::int64_t>& dims) {
+  if (dims.empty()) {
+    EMBER_CHECK(shifts.size() == 1,
+                "roll: without dims, give one shift (got " + std::to_string(shifts.size()) + ")");
+    const Shape shape = x.shape();
+    auto flat = reshape(std::move(x), Shape{shape.num_elements()});
+    return reshape(roll(std::move(flat), shifts, {0}), shape);
+  }
+  EMBER_CHECK(shifts.size() == dims.size(), "roll: " + std::to_string(shifts.size()) +
+                                                " shifts but " + std::to_string(dims.size()) +
+                                                " dims");
+  for (std::int64_t d : dims) normalize_dim(d, x.rank(), "roll");
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    const std::size_t d = normalize_dim(dims[i], x.rank(), "roll");
+    const auto n = static_cast<std::int64_t>(x.shape()[d]);
+    if (n == 0) continue;
+    const std::int64_t s = ((shifts[i] % n) + n) % n;  // the new position of element 0
+    if (s == 0) continue;
+    const auto di = static_cast<std::int64_t>(d);
+    auto tail = narrow(x, di, n - s, static_cast<std::size_t>(s));
+    auto head = narrow(std::move(x), di, 0, static_cast<std::size_t>(n - s));
+    x = cat({std::move(tail), std::move(head)}, di);
+  }
+  return x;
+}
+
+}  // namespace ember::ops

@@ -1,5 +1,8 @@
 // Reductions, scans and sorting.
 #include <algorithm>
+#include <string>
+
+#include "ember/tensor/gradients.hpp"
 
 #include "tensor/op_support.hpp"
 
@@ -86,8 +89,108 @@ DynTensor scan(ir::ScanFn fn, DynTensor x, std::int64_t dim) {
   const char* op = ir::name(fn);
   detail::check_kind(x, {Kind::Float, Kind::Int}, op);
   const std::size_t d = normalize_dim(dim, x.rank(), op);
+  // A tracked running max or min is differentiated through the positions it was taken
+  // from (cummax_with_indices); the Scan op itself has no derivative rule.
+  if ((fn == ir::ScanFn::Max || fn == ir::ScanFn::Min) && detail::is_tracked(x)) {
+    return fn == ir::ScanFn::Max ? cummax_with_indices(std::move(x), dim).first
+                                 : cummin_with_indices(std::move(x), dim).first;
+  }
   const Device dev = x.device();
   return run(dev, ir::Scan{fn, std::move(x).handle(), d});
+}
+
+namespace {
+// The dims of a multi-dim reduction, normalised and sorted; throws naming op when one is
+// out of range or repeated, or when none is given.
+std::vector<std::size_t> reduced_dims(const std::vector<std::int64_t>& dims, std::size_t rank,
+                                      const char* op) {
+  EMBER_CHECK(!dims.empty(), std::string(op) +
+                                 ": no dims given (the full reduction is the function without "
+                                 "_dims)");
+  std::vector<std::size_t> ds;
+  for (std::int64_t d : dims) ds.push_back(normalize_dim(d, rank, op));
+  std::sort(ds.begin(), ds.end());
+  EMBER_CHECK(std::adjacent_find(ds.begin(), ds.end()) == ds.end(),
+              std::string(op) + ": a dim is given twice");
+  return ds;
+}
+
+// Cummax / cummin with indices. The running extreme m is the Scan op on x kept out of any
+// graph; position i is where the extreme was last taken at or before i: the last j <= i with
+// x[j] == m[j] (or x[j] NaN, which stays the extreme), found as a running max of those
+// positions. The values are then gathered from x at the indices, so that they carry x's
+// gradient.
+std::pair<DynTensor, DynTensor> cum_extreme(bool is_max, DynTensor x, std::int64_t dim) {
+  const char* op = is_max ? "cummax" : "cummin";
+  detail::check_kind(x, {Kind::Float, Kind::Int}, op);
+  const std::size_t d = normalize_dim(dim, x.rank(), op);
+  const Device dev = x.device();
+  const bool tracked = detail::is_tracked(x);
+  DynTensor plain = detach(x);
+  DynTensor m = run(dev, ir::Scan{is_max ? ir::ScanFn::Max : ir::ScanFn::Min, plain.handle(), d});
+  DynTensor taken = binary(ir::BinaryFn::Eq, plain, m);
+  if (x.kind() == Kind::Float) {
+    taken = binary(ir::BinaryFn::Or, std::move(taken), unary(ir::UnaryFn::IsNan, plain));
+  }
+  // The positions along d, broadcast over the other dims.
+  std::vector<std::int64_t> pos_shape(x.rank(), 1);
+  pos_shape[d] = static_cast<std::int64_t>(x.shape()[d]);
+  DynTensor pos = reshape(arange(0, double(x.shape()[d]), 1, DType::I64, dev), pos_shape);
+  DynTensor cand =
+      mask_where(std::move(taken), std::move(pos),
+                 detail::fill(Shape(std::vector<std::size_t>(x.rank(), 1)), 0.0, DType::I64, dev));
+  DynTensor idx = run(dev, ir::Scan{ir::ScanFn::Max, std::move(cand).handle(), d});
+  if (!tracked) return {std::move(m), std::move(idx)};
+  DynTensor values = gather(std::move(x), dim, idx);
+  return {std::move(values), std::move(idx)};
+}
+}  // namespace
+
+std::pair<DynTensor, DynTensor> cummax_with_indices(DynTensor x, std::int64_t dim) {
+  return cum_extreme(true, std::move(x), dim);
+}
+std::pair<DynTensor, DynTensor> cummin_with_indices(DynTensor x, std::int64_t dim) {
+  return cum_extreme(false, std::move(x), dim);
+}
+
+DynTensor reduce_dims(ReduceFn fn, DynTensor x, const std::vector<std::int64_t>& dims) {
+  const std::string name = std::string(ir::name(fn)) + "_dims";
+  const char* op = name.c_str();
+  EMBER_CHECK(fn != ReduceFn::ArgMax && fn != ReduceFn::ArgMin,
+              std::string(op) + ": an argument reduction takes one dim, not several");
+  const std::vector<std::size_t> ds = reduced_dims(dims, x.rank(), op);
+  if (fn == ReduceFn::Mean) {
+    detail::check_kind(x, {Kind::Float}, op);
+    double n = 1;
+    for (std::size_t d : ds) n *= static_cast<double>(x.shape()[d]);
+    for (std::size_t d : ds) x = reduce(ReduceFn::Sum, std::move(x), static_cast<std::int64_t>(d));
+    return binary_scalar(ir::BinaryFn::Div, std::move(x), n);
+  }
+  // Each reduction checks its dim (Max and Min refuse extent 0) and leaves the others
+  // as they were.
+  for (std::size_t d : ds) x = reduce(fn, std::move(x), static_cast<std::int64_t>(d));
+  return x;
+}
+
+DynTensor reduce_dims_squeeze(ReduceFn fn, DynTensor x, const std::vector<std::int64_t>& dims) {
+  const std::string name = std::string(ir::name(fn)) + "_dims_squeeze";
+  const std::vector<std::size_t> ds = reduced_dims(dims, x.rank(), name.c_str());
+  x = reduce_dims(fn, std::move(x), dims);
+  std::vector<std::size_t> kept;
+  for (std::size_t i = 0; i < x.rank(); ++i) {
+    if (!std::binary_search(ds.begin(), ds.end(), i)) kept.push_back(x.shape()[i]);
+  }
+  return reshape(std::move(x), Shape(std::move(kept)));
+}
+
+DynTensor max_abs(DynTensor x) {
+  detail::check_kind(x, {Kind::Float, Kind::Int}, "max_abs");
+  return reduce_all(ReduceFn::Max, unary(ir::UnaryFn::Abs, std::move(x)));
+}
+DynTensor max_abs_dim(DynTensor x, std::int64_t dim) {
+  detail::check_kind(x, {Kind::Float, Kind::Int}, "max_abs_dim");
+  normalize_dim(dim, x.rank(), "max_abs_dim");
+  return reduce(ReduceFn::Max, unary(ir::UnaryFn::Abs, std::move(x)), dim);
 }
 
 std::pair<DynTensor, DynTensor> sort_with_indices(DynTensor x, std::int64_t dim, bool descending) {

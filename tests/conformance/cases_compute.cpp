@@ -354,6 +354,8 @@ void add_compute_cases(std::vector<Case>& cs) {
     c.fn = "to_device";
     c.family = "conversion";
     c.dtypes = kAllDtypes;
+    // A tensor moved to another device leaves its graph (autodiff tracks within one device).
+    c.no_grad = "to_device leaves the autodiff graph";
     c.trials = [](DType dt, Scale s) { return unary_trials(dt, s, Domain::Any, true, 91); };
     c.run = [](Tensors&& x, const Params&) {
       const Device home = x[0].device();

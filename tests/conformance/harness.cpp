@@ -1,6 +1,8 @@
 // The conformance runner: materialises trials on a device, runs a case's function, checks
 // it against the f64 reference, and enforces clone invariance and guard regions. Also the
 // input generators and index helpers every case file shares.
+#include <chrono>
+
 #include "conformance/harness.hpp"
 
 #include <algorithm>
@@ -565,6 +567,180 @@ Result run_case(const Case& c, const Device& dev, DType dt, Scale scale) {
   return r;
 }
 
+// ---- grad mode: autodiff on a decorator stack against finite differences ----
+
+std::vector<Device> grad_stacks() {
+  std::vector<Device> out;
+  for (const std::string& n : Device::available()) {
+    const Device d = Device::parse(n);
+    out.push_back(d.autodiff());
+    if (n == "cpu" || n.rfind("cuda", 0) == 0) out.push_back(d.fusion().autodiff());
+  }
+  return out;
+}
+
+namespace {
+// sum over the float outputs of sum(out * w), w fixed per output, in f64 on the host.
+double weighted(const Tensors& outs, const std::vector<HostTensor>& ws) {
+  double l = 0;
+  for (std::size_t k = 0; k < outs.size(); ++k) {
+    if (outs[k].dtype() != DType::F64) continue;
+    const auto v = outs[k].to_data().to_vector<double>();
+    for (std::size_t i = 0; i < v.size(); ++i) l += v[i] * ws[k].v[i];
+  }
+  return l;
+}
+}  // namespace
+
+GradResult run_grad_case(const Case& c, const Device& stack, std::size_t max_elements,
+                         std::size_t max_trials) {
+  GradResult r;
+  const bool has_f64 = std::find(c.dtypes.begin(), c.dtypes.end(), DType::F64) != c.dtypes.end();
+  if (!has_f64 || c.verify || !c.known_failure.empty() || !c.no_grad.empty()) return r;
+  const Device cpu = Device::cpu();
+  Rng wrng(std::hash<std::string>{}(c.fn));
+  for (const Trial& tr : c.trials(DType::F64, Scale::Test)) {
+    if (r.trials >= max_trials) break;
+    bool usable = false, small = true;
+    for (const HostTensor& t : tr.inputs) {
+      if (t.dtype != DType::F64) continue;
+      usable = usable || t.numel() > 0;
+      small = small && t.numel() <= max_elements;
+      for (double v : t.v) small = small && std::isfinite(v);
+    }
+    if (!usable || !small) continue;
+    const std::string where = c.fn + " [" + stack.name() + "] trial " + tr.label + ": ";
+    try {
+      // Autodiff on the stack, inputs in the trial's layouts; every f64 input tracked.
+      std::vector<HostTensor> logical;
+      Tensors args, tracked;
+      for (std::size_t i = 0; i < tr.inputs.size(); ++i) {
+        const Layout l = i < tr.layouts.size() ? tr.layouts[i] : Layout::Contiguous;
+        Materialized m = materialize(tr.inputs[i], l, stack);
+        logical.push_back(m.logical);
+        if (m.logical.dtype == DType::F64) {
+          m.tensor = ember::ops::require_grad(std::move(m.tensor));
+          tracked.push_back(m.tensor);
+        }
+        args.push_back(std::move(m.tensor));
+      }
+      auto outs = c.run(Tensors(args), tr.params);
+      std::vector<HostTensor> ws;
+      bool any_float = false;
+      for (const auto& o : outs) {
+        HostTensor w(o.shape(), DType::F64);
+        std::uniform_real_distribution<double> u(0.5, 1.5);
+        for (double& v : w.v) v = u(wrng);
+        any_float = any_float || (o.dtype() == DType::F64 && o.num_elements() > 0);
+        ws.push_back(std::move(w));
+      }
+      if (!any_float) continue;
+      // loss = sum(out * w) + 0 * sum(inputs): every tracked input is in the graph, so one
+      // the outputs do not depend on gets a zero gradient rather than none.
+      DynTensor loss = ember::ops::full(Shape{1}, 0.0, DType::F64, stack);
+      for (std::size_t k = 0; k < outs.size(); ++k) {
+        if (outs[k].dtype() != DType::F64) continue;
+        auto w = ember::ops::from_data(to_data(ws[k]), stack);
+        loss = ember::ops::binary(
+            ember::ir::BinaryFn::Add, loss,
+            ember::ops::reduce_all(ember::ir::ReduceFn::Sum,
+                                   ember::ops::binary(ember::ir::BinaryFn::Mul, outs[k], w)));
+      }
+      for (const auto& t : tracked) {
+        loss = ember::ops::binary(
+            ember::ir::BinaryFn::Add, loss,
+            ember::ops::binary_scalar(ember::ir::BinaryFn::Mul,
+                                      ember::ops::reduce_all(ember::ir::ReduceFn::Sum, t), 0.0));
+      }
+      auto grads = ember::ops::backward(loss);
+      ++r.trials;
+      // Central differences on the plain Cpu; an element where the one-sided differences
+      // disagree sits on a kink (a tie, a bound) and is skipped.
+      const auto value = [&](const std::vector<HostTensor>& xs) {
+        Tensors ins;
+        for (const auto& x : xs) ins.push_back(ember::ops::from_data(to_data(x), cpu));
+        return weighted(c.run(std::move(ins), tr.params), ws);
+      };
+      const double f0 = value(logical);
+      std::size_t ti = 0;
+      for (std::size_t i = 0; i < logical.size(); ++i) {
+        if (logical[i].dtype != DType::F64) continue;
+        const auto g = ember::ops::grad(tracked[ti++], grads);
+        const std::vector<double> gv =
+            g ? g->to_data().to_vector<double>() : std::vector<double>(logical[i].numel(), 0.0);
+        for (std::size_t k = 0; k < logical[i].numel(); ++k) {
+          const double x = logical[i].v[k], eps = 1e-6 * std::max(1.0, std::fabs(x));
+          auto xs = logical;
+          xs[i].v[k] = x + eps;
+          const double fp = value(xs);
+          xs[i].v[k] = x - eps;
+          const double fm = value(xs);
+          const double dp = (fp - f0) / eps, dm = (f0 - fm) / eps, num = (fp - fm) / (2 * eps);
+          if (!std::isfinite(num) || std::fabs(dp - dm) > 1e-3 * (1 + std::fabs(num))) {
+            ++r.kinks;
+            continue;
+          }
+          ++r.checked;
+          if (!(std::fabs(gv[k] - num) <= 1e-5 * (1 + std::fabs(num)) + 1e-7 * std::fabs(f0))) {
+            r.outcome = Outcome::Fail;
+            r.message = where + "input " + std::to_string(i) + " element " + std::to_string(k) +
+                        ": gradient " + fmt(gv[k]) + ", finite difference " + fmt(num);
+            return r;
+          }
+        }
+      }
+    } catch (const ember::Error& e) {
+      const std::string what = e.what();
+      // An op with no derivative rule yet is a known gap, not a wrong gradient.
+      if (what.find("no derivative rule") != std::string::npos ||
+          what.find("not differentiable") != std::string::npos) {
+        r.outcome = Outcome::Unsupported;
+        r.message = where + what;
+        return r;
+      }
+      r.outcome = Outcome::Fail;
+      r.message = where + "ember::Error: " + what;
+      return r;
+    }
+  }
+  return r;
+}
+
+// ---- perf mode: the function alone ----
+
+double time_case(const Case& c, const Device& dev, DType dt, Scale scale, std::size_t& trials) {
+  std::vector<double> per_trial;
+  trials = 0;
+  for (const Trial& tr : c.trials(dt, scale)) {
+    Tensors ins;
+    for (std::size_t i = 0; i < tr.inputs.size(); ++i) {
+      const Layout l = i < tr.layouts.size() ? tr.layouts[i] : Layout::Contiguous;
+      ins.push_back(materialize(tr.inputs[i], l, dev).tensor);
+    }
+    try {
+      (void)c.run(Tensors(ins), tr.params);  // warm-up: kernels compiled, pools filled
+      dev.sync();
+      std::vector<double> ms;
+      for (int rep = 0; rep < 5; ++rep) {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto outs = c.run(Tensors(ins), tr.params);
+        dev.sync();
+        ms.push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                .count());
+      }
+      std::sort(ms.begin(), ms.end());
+      per_trial.push_back(ms[ms.size() / 2]);
+      ++trials;
+    } catch (const std::exception&) {
+      return -1;
+    }
+  }
+  double total = 0;
+  for (double m : per_trial) total += m;
+  return trials ? total / static_cast<double>(trials) : 0.0;
+}
+
 const std::vector<Case>& all_cases() {
   static const std::vector<Case> cases = [] {
     std::vector<Case> v;
@@ -573,6 +749,7 @@ const std::vector<Case>& all_cases() {
     add_layout_cases(v);
     add_compute_cases(v);
     add_conv_cases(v);
+    add_composite_cases(v);
     return v;
   }();
   return cases;

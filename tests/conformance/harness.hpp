@@ -87,6 +87,7 @@ struct Case {
   std::function<Tolerance(DType)> tol;      // replaces the default tolerance when set
   std::string known_failure;                // non-empty: the case is skipped with this reason
   std::vector<DType> known_failure_dtypes;  // limits known_failure to these dtypes
+  std::string no_grad;  // non-empty: grad mode does not differentiate the case, for this reason
 };
 
 // ---- the case tables (one function per family file, called explicitly: no static init) ----
@@ -95,6 +96,7 @@ void add_reduce_cases(std::vector<Case>& cases);
 void add_layout_cases(std::vector<Case>& cases);
 void add_compute_cases(std::vector<Case>& cases);
 void add_conv_cases(std::vector<Case>& cases);
+void add_composite_cases(std::vector<Case>& cases);
 const std::vector<Case>& all_cases();
 
 // ---- devices ----
@@ -110,6 +112,26 @@ struct Result {
   std::uint64_t op_kinds = 0;  // bit k: the case ran an IR op of ir::OpKind k
 };
 Result run_case(const Case& c, const Device& dev, DType dt, Scale scale = Scale::Test);
+
+// ---- grad mode (harness.cpp): autodiff on a stack against finite differences ----
+// The autodiff stacks of every available device: d.autodiff(), and d.fusion().autodiff()
+// for the Cpu and Cuda.
+std::vector<Device> grad_stacks();
+struct GradResult {
+  Outcome outcome = Outcome::Pass;
+  std::string message;
+  std::size_t trials = 0, checked = 0, kinks = 0;  // elements compared, and skipped on kinks
+};
+// Runs the case's f64 trials (up to max_trials with at most max_elements per f64 input,
+// finite values) on `stack` with every f64 input tracked, differentiates sum(out * w) over
+// the f64 outputs and compares each input's gradient with central finite differences of
+// the same function on the plain Cpu; elements where the one-sided differences disagree
+// (ties, bounds, rounding steps) are skipped. Cases without f64 or with verify are skipped.
+GradResult run_grad_case(const Case& c, const Device& stack, std::size_t max_elements = 24,
+                         std::size_t max_trials = 3);
+// perf mode: the median of 5 timed runs of the function alone (inputs on the device,
+// warmed up, the device synced), averaged over the trials; -1 when it fails.
+double time_case(const Case& c, const Device& dev, DType dt, Scale scale, std::size_t& trials);
 
 // ---- fusion mode (fusion_mode.cpp): random programs, fused vs plain, bit for bit ----
 struct DifferentialResult {

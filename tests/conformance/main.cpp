@@ -3,7 +3,8 @@
 // Device::available(), so a backend that registers itself is tested with no new test code.
 // With --mode it is a tool:
 //   --mode support [--out docs/ops.md]  runs every case and writes the support table
-//   --mode perf [--filter NAME]         times every case at a larger size (no assertions)
+//   --mode perf [--filter NAME]         times each function alone at a larger size
+//   --mode grad [--filter NAME]         gradients on every autodiff stack vs finite differences
 //   --mode test [--filter NAME]         runs the cases and prints one line per result
 //   --mode fusion [--seed S] [--programs N] [--device D] [--one-thread]  the differential
 //                                       tester of the Fusion decorator, on every device or
@@ -65,6 +66,32 @@ void register_tests() {
             [c = &c, dev, dt]() -> testing::Test* { return new CaseTest(c, dev, dt); });
       }
     }
+  }
+}
+
+// Grad mode in the suite: one test per autodiff stack, every case with f64 trials.
+class GradStackTest : public testing::Test {
+ public:
+  explicit GradStackTest(Device stack) : stack_(std::move(stack)) {}
+  void TestBody() override {
+    std::size_t checked = 0;
+    for (const Case& c : all_cases()) {
+      const GradResult r = run_grad_case(c, stack_);
+      checked += r.checked;
+      if (r.outcome == Outcome::Fail) ADD_FAILURE() << r.message;
+    }
+    EXPECT_GT(checked, 0u) << "no gradient element was compared on " << stack_.name();
+  }
+
+ private:
+  Device stack_;
+};
+
+void register_grad_tests() {
+  for (const Device& stack : grad_stacks()) {
+    testing::RegisterTest("ConformanceGrad", test_name(stack.name()).c_str(), nullptr, nullptr,
+                          __FILE__, __LINE__,
+                          [stack]() -> testing::Test* { return new GradStackTest(stack); });
   }
 }
 
@@ -185,24 +212,41 @@ int write_support(const std::string& out_path, const std::string& filter) {
 }
 
 int run_perf(const std::string& filter) {
-  std::printf("%-10s %-22s %-6s %12s %8s\n", "device", "function", "dtype", "ms/trial", "trials");
+  std::printf("%-10s %-22s %-6s %12s %8s\n", "device", "function", "dtype", "ms/run", "trials");
   for (const Device& dev : conformance_devices()) {
     for (const Case& c : all_cases()) {
       if (!matches(c, filter)) continue;
       for (DType dt : c.dtypes) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const Result r = run_case(c, dev, dt, Scale::Perf);
-        const double ms =
-            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                .count();
-        // A trial runs the function twice and the reference once; time is per trial.
-        std::printf("%-10s %-22s %-6s %12.3f %8zu %s\n", dev.name().c_str(), c.fn.c_str(),
-                    ember::name(dt), ms / static_cast<double>(std::max<std::size_t>(r.trials, 1)),
-                    r.trials, r.outcome == Outcome::Pass ? "" : mark(r.outcome));
+        // The function alone: inputs already on the device, warmed up, median of 5 runs.
+        std::size_t trials = 0;
+        const double ms = time_case(c, dev, dt, Scale::Perf, trials);
+        if (ms < 0) {
+          std::printf("%-10s %-22s %-6s %12s\n", dev.name().c_str(), c.fn.c_str(), ember::name(dt),
+                      "fails");
+          continue;
+        }
+        std::printf("%-10s %-22s %-6s %12.4f %8zu\n", dev.name().c_str(), c.fn.c_str(),
+                    ember::name(dt), ms, trials);
       }
     }
   }
   return 0;
+}
+
+// Every case's gradients on every autodiff stack (grad_stacks), one line per (stack, case).
+int run_grad(const std::string& filter) {
+  int failures = 0;
+  for (const Device& stack : grad_stacks()) {
+    for (const Case& c : all_cases()) {
+      if (!matches(c, filter)) continue;
+      const GradResult r = run_grad_case(c, stack);
+      if (r.trials == 0 && r.outcome == Outcome::Pass) continue;
+      failures += r.outcome == Outcome::Fail;
+      std::printf("%-22s %-22s %-12s %4zu elements %3zu kinks %s\n", stack.name().c_str(),
+                  c.fn.c_str(), mark(r.outcome), r.checked, r.kinks, r.message.c_str());
+    }
+  }
+  return failures == 0 ? 0 : 1;
 }
 
 int run_listing(const std::string& filter) {
@@ -249,6 +293,7 @@ int cli_main(int argc, char** argv) {
   }
   if (mode == "support") return write_support(out, filter);
   if (mode == "perf") return run_perf(filter);
+  if (mode == "grad") return run_grad(filter);
   if (mode == "fusion") {  // every device (or --device's) against its fusion stack
     std::size_t failures = 0;
     for (const std::string& n : Device::available()) {
@@ -321,5 +366,6 @@ int main(int argc, char** argv) {
   }
   testing::InitGoogleTest(&argc, argv);
   conformance::register_tests();
+  conformance::register_grad_tests();
   return RUN_ALL_TESTS();
 }

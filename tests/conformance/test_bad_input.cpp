@@ -234,6 +234,56 @@ TEST_P(BadInput, SlidingWindows) {
                       "must be >= 1");
 }
 
+TEST_P(BadInput, ComposedFunctions) {
+  const Device d = dev();
+  const auto x = f32(d, {2, 3, 4});
+  EXPECT_ERROR_NAMING(ops::reduce_dims(ReduceFn::Sum, x, {}), "sum");
+  EXPECT_ERROR_NAMING(ops::reduce_dims(ReduceFn::Sum, x, {0, -3}), "sum");
+  EXPECT_ERROR_NAMING(ops::reduce_dims(ReduceFn::Max, x, {3}), "max");
+  EXPECT_ERROR_NAMING(ops::reduce_dims(ReduceFn::Max, f32(d, {2, 0}), {0, 1}), "max");
+  EXPECT_ERROR_NAMING(ops::reduce_dims(ReduceFn::Mean, ops::ones({2}, DType::I32, d), {0}), "mean");
+  EXPECT_ERROR_NAMING(ops::reduce_dims(ReduceFn::ArgMax, x, {0}), "argmax");
+  EXPECT_ERROR_NAMING(ops::max_abs(ops::ones({2}, DType::Bool, d)), "max_abs");
+  EXPECT_ERROR_NAMING(ops::cummax_with_indices(x, 3), "cummax");
+  EXPECT_ERROR_NAMING(ops::cummin_with_indices(ops::ones({2}, DType::Bool, d), 0), "cummin");
+  EXPECT_ERROR_NAMING(ops::searchsorted(f32(d, {4}), i64(d, {1})), "searchsorted");
+  EXPECT_ERROR_NAMING(ops::searchsorted(f32(d, {2, 4}), f32(d, {3, 1})), "searchsorted");
+  EXPECT_ERROR_NAMING(ops::bucketize(f32(d, {3}), f32(d, {2, 2})), "bucketize");
+  EXPECT_ERROR_NAMING(ops::histc(i64(d, {1, 2}), 4), "histc");
+  EXPECT_ERROR_NAMING(ops::histc(x, 0), "histc");
+  EXPECT_ERROR_NAMING(ops::histc(x, 4, 2, 1), "histc");
+  EXPECT_ERROR_NAMING(ops::movedim(x, {0, 1}, {2}), "movedim");
+  EXPECT_ERROR_NAMING(ops::movedim(x, {0, 0}, {1, 2}), "movedim");
+  EXPECT_ERROR_NAMING(ops::movedim(x, {0, 1}, {2, 2}), "movedim");
+  EXPECT_ERROR_NAMING(ops::movedim(x, {3}, {0}), "movedim");
+  EXPECT_ERROR_NAMING(ops::roll(x, {1, 2}, {}), "roll");
+  EXPECT_ERROR_NAMING(ops::roll(x, {1}, {0, 1}), "roll");
+  EXPECT_ERROR_NAMING(ops::roll(x, {1}, {5}), "roll");
+  EXPECT_ERROR_NAMING(ops::take(x, i64(d, {24})), "take");
+  EXPECT_ERROR_NAMING(ops::take(x, i64(d, {-25})), "take");
+  EXPECT_ERROR_NAMING(ops::take(x, f32(d, {1})), "take");
+  EXPECT_ERROR_NAMING(ops::one_hot_fill(i64(d, {0, 3}), 3, 1, 0, -1, DType::F32), "one_hot_fill");
+  EXPECT_ERROR_NAMING(ops::one_hot_fill(i64(d, {-4}), 3, 1, 0, -1, DType::F32), "one_hot_fill");
+  EXPECT_ERROR_NAMING(ops::one_hot_fill(i64(d, {0}), 3, 1, 0, 2, DType::F32), "one_hot_fill");
+  EXPECT_ERROR_NAMING(ops::one_hot_fill(i64(d, {0}), 0, 1, 0, 0, DType::F32), "one_hot_fill");
+  EXPECT_ERROR_NAMING(ops::one_hot_fill(i64(d, {0}), 2, 256, 0, 0, DType::U8), "one_hot_fill");
+  EXPECT_ERROR_NAMING(ops::cross(f32(d, {4, 2}), f32(d, {4, 2})), "cross");
+  EXPECT_ERROR_NAMING(ops::cross(f32(d, {4, 3}), f32(d, {5, 3})), "cross");
+  EXPECT_ERROR_NAMING(ops::cross(f32(d, {3}), ops::ones({3}, DType::F64, d)), "cross");
+  EXPECT_ERROR_NAMING(ops::diag(x), "diag");
+  EXPECT_ERROR_NAMING(ops::trace(f32(d, {3})), "trace");
+  EXPECT_ERROR_NAMING(ops::vector_norm(i64(d, {1, 2})), "vector_norm");
+  EXPECT_ERROR_NAMING(ops::vector_norm(x, std::numeric_limits<double>::quiet_NaN()), "vector_norm");
+  EXPECT_ERROR_NAMING(ops::vector_norm(x, 2.0, {0, 0}), "vector_norm");
+  EXPECT_ERROR_NAMING(ops::matrix_norm(f32(d, {3})), "matrix_norm");
+  EXPECT_ERROR_NAMING(ops::softmin(x, 3), "softmin");
+  EXPECT_ERROR_NAMING(ops::quiet_softmax(i64(d, {1}), 0), "quiet_softmax");
+  EXPECT_ERROR_NAMING(ops::grid_sample(x, f32(d, {2, 1, 1, 2})), "grid_sample");
+  EXPECT_ERROR_NAMING(ops::grid_sample(f32(d, {2, 1, 3, 3}), f32(d, {2, 1, 1, 3})), "grid_sample");
+  EXPECT_ERROR_NAMING(ops::grid_sample(f32(d, {2, 1, 3, 3}), f32(d, {1, 1, 1, 2})), "grid_sample");
+  EXPECT_ERROR_NAMING(ops::grid_sample(f32(d, {1, 1, 0, 3}), f32(d, {1, 1, 1, 2})), "grid_sample");
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, BadInput, testing::ValuesIn(Device::available()),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string s;

@@ -50,4 +50,14 @@ Tensor<D> log_softmax(const Tensor<D>& x, std::int64_t dim) {
   return Tensor<D>(ops::log_softmax(x.dyn(), dim));
 }
 
+template <std::size_t D>
+Tensor<D> softmin(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(ops::softmin(x.dyn(), dim));
+}
+// Burn's quiet_softmax: exp(x_i) / (1 + sum_j exp(x_j)).
+template <std::size_t D>
+Tensor<D> quiet_softmax(const Tensor<D>& x, std::int64_t dim) {
+  return Tensor<D>(ops::quiet_softmax(x.dyn(), dim));
+}
+
 }  // namespace ember::activation

@@ -226,5 +226,15 @@ inline Tensor<4> avg_pool2d(const Tensor<4>& x, const AvgPool2dOptions& o) {
                             {detail::vec(o.stride.value_or(o.kernel)), detail::vec(o.padding), {}},
                             o.count_include_pad, o.ceil_mode));
 }
+// torch.nn.functional.grid_sample (2 spatial dims): input [N, C, H, W], grid [N, Ho, Wo, 2].
+struct GridSampleOptions {
+  ops::GridSampleMode mode = ops::GridSampleMode::Bilinear;
+  ops::GridSamplePadding padding = ops::GridSamplePadding::Zeros;
+  bool align_corners = false;
+};
+inline Tensor<4> grid_sample(const Tensor<4>& input, const Tensor<4>& grid,
+                             const GridSampleOptions& o = {}) {
+  return Tensor<4>(ops::grid_sample(input.dyn(), grid.dyn(), o.mode, o.padding, o.align_corners));
+}
 
 }  // namespace ember::module_ops

@@ -68,6 +68,33 @@ std::pair<DynTensor, DynTensor> min_dim_with_indices(DynTensor x, std::int64_t d
 DynTensor scan(ir::ScanFn fn, DynTensor x, std::int64_t dim);
 DynTensor any(DynTensor x);
 DynTensor all(DynTensor x);
+// Reductions over several dims at once (fn Sum, Mean, Prod, Max, Min, Any or All), each
+// kept with extent 1; dims may be negative, in any order, at least one and none twice. The
+// _squeeze form removes the reduced dims. Mean divides the sum by the product of the
+// reduced extents.
+DynTensor reduce_dims(ir::ReduceFn fn, DynTensor x, const std::vector<std::int64_t>& dims);
+DynTensor reduce_dims_squeeze(ir::ReduceFn fn, DynTensor x, const std::vector<std::int64_t>& dims);
+// max(|x|), over everything (rank 1) or along dim (kept), as Burn's max_abs.
+DynTensor max_abs(DynTensor x);
+DynTensor max_abs_dim(DynTensor x, std::int64_t dim);
+// torch.cummax / torch.cummin: the running extreme along dim and, as I64, the position it
+// was taken from (the last position of a tie; a NaN propagates and its position is kept).
+// Differentiable: the values are gathered from x at the indices.
+std::pair<DynTensor, DynTensor> cummax_with_indices(DynTensor x, std::int64_t dim);
+std::pair<DynTensor, DynTensor> cummin_with_indices(DynTensor x, std::int64_t dim);
+
+// ---- searching and counting ----
+// torch.searchsorted: for each value, the number of entries of sorted (ascending along its
+// last dim) that are smaller (right: not greater), as I64 with values' shape. sorted is rank
+// 1 (any values) or shares values' leading dims. A NaN value lies past every entry.
+// Compares every value with every entry of its row (O(values * entries) work).
+DynTensor searchsorted(DynTensor sorted, DynTensor values, bool right = false);
+// torch.bucketize: searchsorted(boundaries, x, right), boundaries rank 1.
+DynTensor bucketize(DynTensor x, DynTensor boundaries, bool right = false);
+// torch.histc: counts of x's elements in `bins` equal bins over [min, max] (x's dtype,
+// rank 1); elements outside and NaNs are left out, max falls in the last bin. min == max
+// takes the data's range (widened by 1 each way when it is a single value). Float dtypes.
+DynTensor histc(DynTensor x, std::size_t bins = 100, double min = 0, double max = 0);
 
 // ---- sorting ----
 std::pair<DynTensor, DynTensor> sort_with_indices(DynTensor x, std::int64_t dim,
@@ -104,6 +131,14 @@ std::vector<DynTensor> chunk(DynTensor x, std::size_t chunks, std::int64_t dim);
 // pads[i] = (before, after) for the LAST pads.size() dims, innermost last.
 DynTensor pad(DynTensor x, const std::vector<std::pair<std::size_t, std::size_t>>& pads,
               PadMode mode = PadMode::Constant, double value = 0.0);
+// torch.movedim: the dims `source` moved to positions `destination` (same length, no
+// repeats), the others keeping their order.
+DynTensor movedim(DynTensor x, const std::vector<std::int64_t>& source,
+                  const std::vector<std::int64_t>& destination);
+// torch.roll: x shifted by shifts[i] (either sign) along dims[i], wrapping around; with no
+// dims, x flattened is rolled by the one shift and keeps its shape.
+DynTensor roll(DynTensor x, const std::vector<std::int64_t>& shifts,
+               const std::vector<std::int64_t>& dims);
 
 // ---- indexing ----
 DynTensor select(DynTensor x, std::int64_t dim, DynTensor indices);  // index_select
@@ -112,12 +147,61 @@ DynTensor gather(DynTensor x, std::int64_t dim, DynTensor indices);
 DynTensor scatter(DynTensor x, std::int64_t dim, DynTensor indices, DynTensor values);
 DynTensor scatter_add(DynTensor x, std::int64_t dim, DynTensor indices, DynTensor values);
 DynTensor one_hot(DynTensor indices, std::size_t num_classes, DType dtype);
+// Burn's one_hot_fill: a new dim of num_classes at `axis` (in [-rank - 1, rank]), on_value
+// at each index and off_value elsewhere, in dtype. Indices (int or float kind, truncated)
+// lie in [-num_classes, num_classes); negative ones count from the end.
+DynTensor one_hot_fill(DynTensor indices, std::size_t num_classes, double on_value,
+                       double off_value, std::int64_t axis, DType dtype);
+// torch.take: x read as if flattened, at indices (any shape, an int kind; negative ones
+// count from the end), with indices' shape.
+DynTensor take(DynTensor x, DynTensor indices);
 DynTensor nonzero(DynTensor x);
 
 // ---- compute ----
 DynTensor matmul(DynTensor a, DynTensor b);
 DynTensor softmax(DynTensor x, std::int64_t dim);
 DynTensor log_softmax(DynTensor x, std::int64_t dim);
+
+// softmax(-x) (torch.nn.functional.softmin).
+DynTensor softmin(DynTensor x, std::int64_t dim);
+// Burn's quiet_softmax (softmax1): exp(x_i) / (1 + sum_j exp(x_j)), computed shifted by
+// max(0, max_j x_j) so that nothing overflows.
+DynTensor quiet_softmax(DynTensor x, std::int64_t dim);
+
+// ---- linear algebra (ops_linalg.cpp) ----
+// torch.linalg.cross: the cross product along dim (extent 3 in both), broadcasting.
+DynTensor cross(DynTensor a, DynTensor b, std::int64_t dim = -1);
+// torch.diag: a rank-1 x becomes the square matrix with x on its `diagonal`-th diagonal
+// (0 main, > 0 above, < 0 below); a rank-2 x gives that diagonal as rank 1.
+DynTensor diag(DynTensor x, std::int64_t diagonal = 0);
+// torch.diag_embed with its default dims: [..., n] -> [..., m, m], m = n + |offset|, the
+// last dim of x on the offset-th diagonal of the last two.
+DynTensor diag_embed(DynTensor x, std::int64_t offset = 0);
+// torch.trace: the sum of a rank-2 tensor's main diagonal, rank 1 with one element.
+DynTensor trace(DynTensor x);
+// torch.linalg.vector_norm: ord inf: max |x|, -inf: min |x|, 0: the count of non-zeros,
+// else (sum |x|^ord)^(1/ord); over every element (rank 1) or over dims (kept). Float
+// dtypes. The gradient of the 2-norm of a zero vector is NaN (no subgradient is chosen).
+DynTensor vector_norm(DynTensor x, double ord = 2.0);
+DynTensor vector_norm(DynTensor x, double ord, const std::vector<std::int64_t>& dims);
+// torch.linalg.matrix_norm over the last two dims (kept): Frobenius; One / NegOne: the
+// largest / smallest column sum of |x|; Inf / NegInf: the largest / smallest row sum. Float
+// dtypes, rank >= 2.
+enum class MatrixNorm { Frobenius, One, NegOne, Inf, NegInf };
+DynTensor matrix_norm(DynTensor x, MatrixNorm ord = MatrixNorm::Frobenius);
+
+// ---- sampling (ops_sampling.cpp) ----
+enum class GridSampleMode { Bilinear, Nearest };
+enum class GridSamplePadding { Zeros, Border };
+// torch.nn.functional.grid_sample over 2 spatial dims: input [N, C, H, W], grid
+// [N, Ho, Wo, 2] of (x, y) in [-1, 1] (x along W) -> [N, C, Ho, Wo]. align_corners: -1 and 1
+// are the centres of the corner pixels (else their outer edges). Zeros padding reads 0
+// outside the image; border padding clamps the coordinates into it. Nearest rounds half to
+// even. Float dtypes, input and grid of one dtype.
+DynTensor grid_sample(DynTensor input, DynTensor grid,
+                      GridSampleMode mode = GridSampleMode::Bilinear,
+                      GridSamplePadding padding = GridSamplePadding::Zeros,
+                      bool align_corners = false);
 
 // ---- normalisation (module_ops::layer_norm is the typed front) ----
 // torch.nn.functional.layer_norm: normalises x over its trailing dims, which must equal

@@ -245,6 +245,24 @@ class Tensor {
   EMBER_REDUCE(max, Max)
   EMBER_REDUCE(min, Min)
 #undef EMBER_REDUCE
+  // Over several dims at once: kept with extent 1, or removed by the _squeeze form (D2 the
+  // rank left).
+#define EMBER_REDUCE_DIMS(method, fn)                                              \
+  Tensor method##_dims(const std::vector<std::int64_t>& ds) const {                \
+    return Tensor(ops::reduce_dims(ir::ReduceFn::fn, t_, ds));                     \
+  }                                                                                \
+  template <std::size_t D2>                                                        \
+  Tensor<D2, K> method##_dims_squeeze(const std::vector<std::int64_t>& ds) const { \
+    return Tensor<D2, K>(ops::reduce_dims_squeeze(ir::ReduceFn::fn, t_, ds));      \
+  }
+  EMBER_REDUCE_DIMS(sum, Sum)
+  EMBER_REDUCE_DIMS(mean, Mean)
+  EMBER_REDUCE_DIMS(prod, Prod)
+  EMBER_REDUCE_DIMS(max, Max)
+  EMBER_REDUCE_DIMS(min, Min)
+#undef EMBER_REDUCE_DIMS
+  Tensor<1, K> max_abs() const { return Tensor<1, K>(ops::max_abs(t_)); }
+  Tensor max_abs_dim(std::int64_t d) const { return Tensor(ops::max_abs_dim(t_, d)); }
   Tensor<1, Int> argmax() const {
     return Tensor<1, Int>(ops::reduce_all(ir::ReduceFn::ArgMax, t_));
   }
@@ -276,6 +294,26 @@ class Tensor {
   Tensor cumprod(std::int64_t d) const { return Tensor(ops::scan(ir::ScanFn::Prod, t_, d)); }
   Tensor cummax(std::int64_t d) const { return Tensor(ops::scan(ir::ScanFn::Max, t_, d)); }
   Tensor cummin(std::int64_t d) const { return Tensor(ops::scan(ir::ScanFn::Min, t_, d)); }
+  std::pair<Tensor, Tensor<D, Int>> cummax_with_indices(std::int64_t d) const {
+    auto [v, i] = ops::cummax_with_indices(t_, d);
+    return {Tensor(std::move(v)), Tensor<D, Int>(std::move(i))};
+  }
+  std::pair<Tensor, Tensor<D, Int>> cummin_with_indices(std::int64_t d) const {
+    auto [v, i] = ops::cummin_with_indices(t_, d);
+    return {Tensor(std::move(v)), Tensor<D, Int>(std::move(i))};
+  }
+  // torch.searchsorted with this tensor as the sorted sequence.
+  template <std::size_t D2>
+  Tensor<D2, Int> searchsorted(const Tensor<D2, K>& values, bool right = false) const {
+    return Tensor<D2, Int>(ops::searchsorted(t_, values.dyn(), right));
+  }
+  template <class K2>
+  Tensor<D, Int> bucketize(const Tensor<1, K2>& boundaries, bool right = false) const {
+    return Tensor<D, Int>(ops::bucketize(t_, boundaries.dyn(), right));
+  }
+  Tensor<1, K> histc(std::size_t bins = 100, double min = 0, double max = 0) const {
+    return Tensor<1, K>(ops::histc(t_, bins, min, max));
+  }
 
   // ---- sorting ----
   Tensor sort(std::int64_t d, bool descending = false) const {
@@ -379,6 +417,19 @@ class Tensor {
              ops::PadMode mode = ops::PadMode::Constant, double value = 0.0) const {
     return Tensor(ops::pad(t_, pads, mode, value));
   }
+  Tensor movedim(const std::vector<std::int64_t>& source,
+                 const std::vector<std::int64_t>& destination) const {
+    return Tensor(ops::movedim(t_, source, destination));
+  }
+  Tensor movedim(std::int64_t source, std::int64_t destination) const {
+    return Tensor(ops::movedim(t_, {source}, {destination}));
+  }
+  Tensor roll(const std::vector<std::int64_t>& shifts, const std::vector<std::int64_t>& ds) const {
+    return Tensor(ops::roll(t_, shifts, ds));
+  }
+  Tensor roll_dim(std::int64_t shift, std::int64_t d) const {
+    return Tensor(ops::roll(t_, {shift}, {d}));
+  }
   Tensor tril(std::int64_t diagonal = 0) const { return Tensor(ops::tril(t_, diagonal)); }
   Tensor triu(std::int64_t diagonal = 0) const { return Tensor(ops::triu(t_, diagonal)); }
 
@@ -404,10 +455,48 @@ class Tensor {
     const DType dt = K2::kind == Kind::Float ? device().default_float() : device().default_int();
     return Tensor<D2, K2>(ops::one_hot(t_, num_classes, dt));
   }
+  // Burn's one_hot_fill: K2 picks the result's kind (the device's default dtype of it).
+  template <std::size_t D2 = D + 1, class K2 = Float>
+  Tensor<D2, K2> one_hot_fill(std::size_t num_classes, double on_value, double off_value,
+                              std::int64_t axis = -1) const {
+    const DType dt = K2::kind == Kind::Float ? device().default_float()
+                     : K2::kind == Kind::Int ? device().default_int()
+                                             : DType::Bool;
+    return Tensor<D2, K2>(ops::one_hot_fill(t_, num_classes, on_value, off_value, axis, dt));
+  }
+  template <std::size_t D2, class K2>
+  Tensor<D2, K> take(const Tensor<D2, K2>& indices) const {
+    return Tensor<D2, K>(ops::take(t_, indices.dyn()));
+  }
   Tensor<2, Int> nonzero() const { return Tensor<2, Int>(ops::nonzero(t_)); }
 
   // ---- compute, types, devices ----
   Tensor matmul(const Tensor& o) const { return Tensor(ops::matmul(t_, o.t_)); }
+  Tensor cross(const Tensor& o, std::int64_t d = -1) const {
+    return Tensor(ops::cross(t_, o.t_, d));
+  }
+  // torch.diag: rank 1 -> rank 2, rank 2 -> rank 1.
+  Tensor<D == 1 ? 2 : 1, K> diag(std::int64_t diagonal = 0) const {
+    static_assert(D == 1 || D == 2, "diag takes a tensor of rank 1 or 2");
+    return Tensor < D == 1 ? 2 : 1, K > (ops::diag(t_, diagonal));
+  }
+  Tensor<D + 1, K> diag_embed(std::int64_t offset = 0) const {
+    return Tensor<D + 1, K>(ops::diag_embed(t_, offset));
+  }
+  Tensor<1, K> trace() const {
+    static_assert(D == 2, "trace takes a matrix");
+    return Tensor<1, K>(ops::trace(t_));
+  }
+  // torch.linalg.vector_norm over every element (rank 1) or over dims (kept).
+  Tensor<1, K> vector_norm(double ord = 2.0) const {
+    return Tensor<1, K>(ops::vector_norm(t_, ord));
+  }
+  Tensor vector_norm_dims(double ord, const std::vector<std::int64_t>& ds) const {
+    return Tensor(ops::vector_norm(t_, ord, ds));
+  }
+  Tensor matrix_norm(ops::MatrixNorm ord = ops::MatrixNorm::Frobenius) const {
+    return Tensor(ops::matrix_norm(t_, ord));
+  }
   Tensor cast(DType to) const { return Tensor(ops::cast(t_, to)); }
   Tensor<D, Float> float_() const {
     return Tensor<D, Float>(ops::cast(t_, device().default_float()));
