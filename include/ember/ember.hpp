@@ -6,7 +6,6 @@
 #include "ember/base/error.hpp"
 #include "ember/base/shape.hpp"
 #include "ember/base/tensor_data.hpp"
-#include "ember/cpu/cpu.hpp"
 #include "ember/data/idx.hpp"
 #include "ember/nn/nn.hpp"
 #include "ember/optim/optim.hpp"

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <ember/cpu/cpu.hpp>
 #include <ember/ember.hpp>
 
 #include "cpu/allocator.hpp"
