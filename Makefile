@@ -32,6 +32,28 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	@if command -v arm-none-eabi-g++ >/dev/null && command -v qemu-system-arm >/dev/null; then \
+	  $(MAKE) --no-print-directory embedded-run; \
+	else \
+	  echo "make test: SKIPPED the firmware tests (Cortex-M4 on QEMU): arm-none-eabi-g++ or" \
+	       "qemu-system-arm is not installed; make embedded-test installs them and runs them"; \
+	fi
+
+# The firmware tests (docs/embedded.md): ember's embedded build for a Cortex-M4F
+# (arm-none-eabi, -fno-exceptions -fno-rtti), each image run on QEMU's mps2-an386 under ctest.
+# embedded-test installs the toolchain and QEMU first; `make test` runs them where present.
+EMBEDDED_BUILD ?= build-embedded
+.PHONY: embedded-test embedded-run
+embedded-test:
+	@bash scripts/install-embedded-deps.sh
+	@$(MAKE) --no-print-directory embedded-run
+
+$(EMBEDDED_BUILD)/build.ninja:
+	cmake -S embedded -B $(EMBEDDED_BUILD) -G Ninja --toolchain $(CURDIR)/cmake/arm-none-eabi.cmake
+
+embedded-run: $(EMBEDDED_BUILD)/build.ninja
+	cmake --build $(EMBEDDED_BUILD) -j $(JOBS)
+	cd $(EMBEDDED_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
 # The unit suites under AddressSanitizer and UndefinedBehaviorSanitizer. Left out to keep CI
 # short: the Cuda backend (its tests need a GPU; its NVRTC compile test runs in `make test`),
@@ -108,7 +130,7 @@ format:
 	  | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(EMBEDDED_BUILD)
 
 # Regenerates the op table of docs/ir.md from the IR (test_ir fails while it is stale).
 .PHONY: ir-doc

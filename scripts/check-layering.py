@@ -66,7 +66,7 @@ class Tree:
         """(layer, kind) of a file: kind is 'public', 'private', 'test' or None."""
         r = self.rel(path)
         parts = r.split("/")
-        if r == "include/ember/ember.hpp" or r == "src/registry.cpp":
+        if r in ("include/ember/ember.hpp", "src/registry.cpp", "src/registry_embedded.cpp"):
             return UMBRELLA, "public" if parts[0] == "include" else "private"
         if parts[0] == "include" and len(parts) >= 4 and parts[1] == "ember":
             return parts[2], "public"

@@ -208,6 +208,7 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
   DType default_float() const override { return inner_->default_float(); }
   DType default_int() const override { return inner_->default_int(); }
   std::shared_ptr<backend::Backend> inner() const override { return inner_; }
+  backend::AutodiffBackend* autodiff() override { return this; }
 
   // ---- AutodiffBackend ----
   ir::Handle require_grad(const ir::Handle& x) override {

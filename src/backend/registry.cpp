@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <mutex>
+#include <mutex>  // std::lock_guard, std::call_once
 
 #include "backend/backend_library.hpp"
+#include "ember/base/config.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::backend {
@@ -42,7 +43,7 @@ struct Registry::Impl {
     std::string unavailable_why;
     std::shared_ptr<Pending> pending;
   };
-  std::mutex mu;
+  Mutex mu;
   std::map<std::string, Entry> backends;
   std::map<std::string, DecoratorFactory> decorators;
   std::map<std::pair<std::string, int>, std::shared_ptr<Backend>> instances;
@@ -100,15 +101,15 @@ void Registry::load_pending(const std::string& name) {
   }
   std::call_once(pending->once, [&] {
     const std::string& library = pending->library;
-    try {
-      if (skipped_by_environment(library)) {
-        add_unavailable(library, "left out by EMBER_BACKEND_SKIP", indexed);
-      } else {
-        load_backend_library(*this, library);
-      }
-    } catch (const std::exception& e) {
-      add_unavailable(library, e.what(), indexed);
-    }
+    ember::detail::catch_std<ember::detail::OnError::Handle>(
+        [&] {
+          if (skipped_by_environment(library)) {
+            add_unavailable(library, "left out by EMBER_BACKEND_SKIP", indexed);
+          } else {
+            load_backend_library(*this, library);
+          }
+        },
+        [&](const char* what, bool) { add_unavailable(library, what, indexed); });
     std::lock_guard lk(impl_->mu);
     const Impl::Entry* lib = nullptr;
     if (auto it = impl_->backends.find(library); it != impl_->backends.end()) lib = &it->second;

@@ -5,7 +5,8 @@
 namespace ember {
 namespace {
 [[noreturn]] void overflow(const std::string& op, const char* what, const std::string& expr) {
-  fail(op + ": " + what + " " + expr + " exceeds the largest size ember represents (2^62)");
+  fail(op + ": " + what + " " + expr + " exceeds the largest size ember represents (2^" +
+       std::to_string(kMaxSizeLog2) + ")");
 }
 }  // namespace
 

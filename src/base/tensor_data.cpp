@@ -4,8 +4,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
-#include <sstream>
+#include <string>
 #include <type_traits>
 
 namespace ember {
@@ -153,6 +154,16 @@ std::size_t first_mismatch(const TensorData& a, const TensorData& b, double rtol
 }
 }  // namespace
 
+namespace {
+// A double as an ostream prints it with `precision` (%g): no iostreams, which an embedded
+// build leaves out.
+std::string format_g(double v, int precision = 6) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+  return buf;
+}
+}  // namespace
+
 bool TensorData::approx_eq(const TensorData& other, double rtol, double atol) const {
   return shape_ == other.shape_ && first_mismatch(*this, other, rtol, atol) == std::string::npos;
 }
@@ -162,12 +173,9 @@ void TensorData::assert_approx_eq(const TensorData& other, double rtol, double a
                                           " vs " + other.shape_.to_string());
   const std::size_t i = first_mismatch(*this, other, rtol, atol);
   if (i == std::string::npos) return;
-  std::ostringstream os;
-  os.precision(9);
-  os << "assert_approx_eq: element " << i << " of shape " << shape_.to_string() << " is "
-     << get_f64(i) << ", expected " << other.get_f64(i) << " (rtol " << rtol << ", atol " << atol
-     << ")";
-  fail(os.str());
+  fail("assert_approx_eq: element " + std::to_string(i) + " of shape " + shape_.to_string() +
+       " is " + format_g(get_f64(i), 9) + ", expected " + format_g(other.get_f64(i), 9) +
+       " (rtol " + format_g(rtol, 9) + ", atol " + format_g(atol, 9) + ")");
 }
 
 bool TensorData::operator==(const TensorData& other) const {
@@ -175,13 +183,12 @@ bool TensorData::operator==(const TensorData& other) const {
 }
 
 std::string TensorData::to_string(std::size_t max_elements) const {
-  std::ostringstream os;
-  os << "TensorData(" << name(dtype_) << ", " << shape_.to_string() << ", [";
+  std::string s = "TensorData(" + std::string(name(dtype_)) + ", " + shape_.to_string() + ", [";
   const std::size_t n = num_elements();
-  for (std::size_t i = 0; i < n && i < max_elements; ++i) os << (i ? ", " : "") << get_f64(i);
-  if (n > max_elements) os << ", ...";
-  os << "])";
-  return os.str();
+  for (std::size_t i = 0; i < n && i < max_elements; ++i)
+    s += (i ? ", " : "") + format_g(get_f64(i));
+  if (n > max_elements) s += ", ...";
+  return s + "])";
 }
 
 }  // namespace ember

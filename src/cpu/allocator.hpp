@@ -2,21 +2,34 @@
 // and kept in per-class free lists when released, so steady-state training allocates from
 // the pool instead of the system. memory_stats reads its counters; empty_cache returns the
 // free lists to the system.
+//
+// Or, made with an arena (a buffer the application owns, as firmware does with a static
+// array), every block comes from that buffer: first fit over an address-ordered free list
+// kept inside the free blocks themselves (no other memory), neighbours merged on release.
+// memory_stats then reports the arena (reserved and capacity are its size), and a request
+// it cannot hold fails with the sizes (refusal()), never touching the system allocator.
 #pragma once
 
 #include <cstddef>
 #include <map>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::lock_guard
+#include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "ember/backend/backend.hpp"
+#include "ember/base/config.hpp"
 
 namespace ember::cpu {
 
 class CpuAllocator {
  public:
   CpuAllocator() = default;
+  // Allocates from `arena` only; the memory must outlive the allocator. Its first byte is
+  // aligned up to 64 and its size down to a multiple of 64.
+  explicit CpuAllocator(std::span<std::byte> arena);
   CpuAllocator(const CpuAllocator&) = delete;
   CpuAllocator& operator=(const CpuAllocator&) = delete;
   ~CpuAllocator();
@@ -24,6 +37,9 @@ class CpuAllocator {
   // Returns at least `bytes` bytes, 64-byte aligned; throws ember::Error at once when
   // `bytes` exceeds capacity(), and when the system is out of memory.
   void* allocate(std::size_t bytes);
+  // Why allocate(bytes) would fail without trying it (beyond capacity, or in an arena: no
+  // free block large enough, with the sizes), or nothing when it may succeed.
+  std::optional<std::string> refusal(std::size_t bytes) const;
   void deallocate(void* p, std::size_t bytes);
   backend::MemoryStats stats() const;
   void empty_cache();
@@ -33,9 +49,22 @@ class CpuAllocator {
   static std::size_t capacity();
 
  private:
-  mutable std::mutex mu_;
+  // A free block of the arena, stored in its own first bytes.
+  struct FreeBlock {
+    std::size_t size;
+    FreeBlock* next;
+  };
+  void* arena_allocate(std::size_t bytes);
+  void arena_deallocate(void* p, std::size_t bytes);
+  std::size_t arena_largest_free() const;              // with mu_ held
+  std::string arena_refusal(std::size_t bytes) const;  // with mu_ held
+
+  mutable Mutex mu_;
   std::map<std::size_t, std::vector<void*>> free_;
   std::size_t in_use_ = 0, reserved_ = 0, peak_ = 0;
+  std::byte* arena_ = nullptr;  // null: the system allocator's pool
+  std::size_t arena_size_ = 0;
+  FreeBlock* arena_free_ = nullptr;  // by address
 };
 
 // A block of memory from a CpuAllocator, shared by every view of it.

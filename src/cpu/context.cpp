@@ -11,20 +11,24 @@
 
 namespace ember::cpu {
 
-thread_local const char* CpuContext::current_op = "cpu";
+EMBER_THREAD_LOCAL const char* CpuContext::current_op = "cpu";
 
 std::shared_ptr<CpuTensor> CpuContext::empty(const Shape& shape, DType dtype) {
   const std::size_t bytes = std::max<std::size_t>(1, checked_bytes(shape, dtype, current_op));
-  std::shared_ptr<Buffer> buf;
-  try {
-    buf = std::make_shared<Buffer>(allocator, bytes);
-  } catch (const Error& e) {
+  if (auto why = allocator.refusal(bytes)) {
     fail(std::string(current_op) + ": the output " + shape.to_string() + " of " + name(dtype) +
-         " cannot be allocated (" + e.what() + ")");
-  } catch (const std::bad_alloc&) {
-    fail(std::string(current_op) + ": out of memory allocating the output " + shape.to_string() +
-         " of " + name(dtype));
+         " cannot be allocated (" + *why + ")");
   }
+  std::shared_ptr<Buffer> buf = ember::detail::catch_std<ember::detail::OnError::Handle>(
+      [&] { return std::make_shared<Buffer>(allocator, bytes); },
+      [&](const char* what, bool out_of_memory) {
+        if (out_of_memory) {
+          fail(std::string(current_op) + ": out of memory allocating the output " +
+               shape.to_string() + " of " + name(dtype));
+        }
+        fail(std::string(current_op) + ": the output " + shape.to_string() + " of " + name(dtype) +
+             " cannot be allocated (" + what + ")");
+      });
   return std::make_shared<CpuTensor>(std::move(buf), shape, dtype, contiguous_strides(shape), 0);
 }
 

@@ -2,25 +2,29 @@
 // key and counter — and helpers to make outputs and read views.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 
 #include "cpu/allocator.hpp"
 #include "cpu/cpu_tensor.hpp"
+#include "ember/base/config.hpp"
 
 namespace ember::cpu {
 
 struct CpuContext {
+  CpuContext() = default;
+  // Tensors in `arena` only (CpuAllocator's arena mode).
+  explicit CpuContext(std::span<std::byte> arena) : allocator(arena) {}
+
   CpuAllocator allocator;
-  std::atomic<std::uint64_t> seed{0x5eed'e3be'2026ULL};
-  std::atomic<std::uint64_t> counter{0};
+  Atomic<std::uint64_t> seed{0x5eed'e3be'2026ULL};
+  Atomic<std::uint64_t> counter{0};
 
   // A fresh contiguous tensor (contents uninitialised); an ember::Error naming current_op,
   // the shape and the dtype when it cannot be allocated.
   std::shared_ptr<CpuTensor> empty(const Shape& shape, DType dtype);
   // The IR op this thread is executing (set by the backend), named in allocation errors.
-  static thread_local const char* current_op;
+  static EMBER_THREAD_LOCAL const char* current_op;
 };
 
 // x itself when it is contiguous, else a contiguous copy.

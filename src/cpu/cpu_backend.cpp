@@ -7,6 +7,7 @@
 // operands' values (ir::is_arithmetic) widen their 16-bit operands, run, and narrow the
 // float outputs back.
 #include "cpu/cpu_backend.hpp"
+#include "ember/cpu/cpu.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -39,6 +40,9 @@ void advise_huge_pages([[maybe_unused]] void* p, [[maybe_unused]] std::size_t by
 
 class CpuBackend final : public backend::Backend {
  public:
+  CpuBackend() = default;
+  explicit CpuBackend(std::span<std::byte> arena) : ctx_(arena) {}
+
   std::string name() const override { return "cpu"; }
 
   ir::Handle from_data(const TensorData& data) override {
@@ -117,5 +121,9 @@ class CpuBackend final : public backend::Backend {
 }  // namespace
 
 std::shared_ptr<backend::Backend> make_cpu_backend() { return std::make_shared<CpuBackend>(); }
+
+std::shared_ptr<backend::Backend> make_cpu_backend(std::span<std::byte> arena) {
+  return std::make_shared<CpuBackend>(arena);
+}
 
 }  // namespace ember::cpu

@@ -192,6 +192,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   DType default_float() const override { return inner_be().default_float(); }
   DType default_int() const override { return inner_be().default_int(); }
   std::shared_ptr<backend::Backend> inner() const override { return shared_->inner; }
+  backend::FusionInspector* fusion_inspector() override { return this; }
 
   backend::FusionReport report() const override { return shared_->report.snapshot(); }
   void reset_report() override { shared_->report.reset(); }
@@ -296,7 +297,7 @@ std::shared_ptr<backend::Backend> make_fusion_backend(std::shared_ptr<backend::B
                                                       const Options& options) {
   EMBER_CHECK(inner != nullptr, "fusion: no backend to wrap");
   for (backend::Backend* b = inner.get(); b; b = b->inner().get()) {
-    EMBER_CHECK(dynamic_cast<backend::AutodiffBackend*>(b) == nullptr,
+    EMBER_CHECK(b->autodiff() == nullptr,
                 "Device::fusion(): " + inner->name() +
                     " is an autodiff device; autodiff goes outside fusion, so that it sees every "
                     "op: write fusion().autodiff() (\"" +

@@ -87,9 +87,7 @@ Device Device::inner() const {
   return Device(std::move(in));
 }
 
-bool Device::is_autodiff() const {
-  return dynamic_cast<const backend::AutodiffBackend*>(backend_.get()) != nullptr;
-}
+bool Device::is_autodiff() const { return backend_->autodiff() != nullptr; }
 std::string Device::name() const { return backend_->name(); }
 void Device::sync() const { backend_->sync(); }
 void Device::seed(std::uint64_t seed) const { backend_->seed(seed); }

@@ -7,7 +7,7 @@ namespace ember::fusion {
 namespace {
 backend::FusionInspector* find(const Device& device) {
   for (backend::Backend* b = &device.backend(); b; b = b->inner().get()) {
-    if (auto* f = dynamic_cast<backend::FusionInspector*>(b)) return f;
+    if (auto* f = b->fusion_inspector()) return f;
   }
   return nullptr;
 }

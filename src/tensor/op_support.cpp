@@ -12,15 +12,11 @@ namespace {
 // throw is translated here, the one boundary every op crosses.
 std::vector<ir::Handle> execute(const Device& device, ir::Op&& op) {
   const ir::OpKind kind = ir::kind_of(op);
-  try {
-    return device.backend().execute(std::move(op));
-  } catch (const Error&) {
-    throw;
-  } catch (const std::bad_alloc&) {
-    fail(std::string(ir::name(kind)) + " on " + device.name() + ": out of memory");
-  } catch (const std::exception& e) {
-    fail(std::string(ir::name(kind)) + " on " + device.name() + ": " + e.what());
-  }
+  return ember::detail::catch_std([&] { return device.backend().execute(std::move(op)); },
+                                  [&](const char* what, bool out_of_memory) {
+                                    fail(std::string(ir::name(kind)) + " on " + device.name() +
+                                         ": " + (out_of_memory ? "out of memory" : what));
+                                  });
 }
 }  // namespace
 

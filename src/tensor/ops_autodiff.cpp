@@ -6,9 +6,7 @@
 namespace ember::ops {
 
 namespace {
-backend::AutodiffBackend* find(const Device& d) {
-  return dynamic_cast<backend::AutodiffBackend*>(&d.backend());
-}
+backend::AutodiffBackend* find(const Device& d) { return d.backend().autodiff(); }
 backend::AutodiffBackend& need(const DynTensor& x, const char* op) {
   auto* ad = find(x.device());
   EMBER_CHECK(ad != nullptr, std::string(op) + ": the tensor (shape " + x.shape().to_string() +

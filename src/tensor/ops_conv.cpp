@@ -36,11 +36,13 @@ std::size_t product(const std::vector<std::size_t>& v, const std::string& op = "
 
 // Every window quantity (extent, padded extent, span, stride, padding) is at most 2^60, so
 // that the kernels' signed coordinate arithmetic (sums of three of them) cannot overflow.
-constexpr std::size_t kMaxWindow = std::size_t{1} << 60;
+// (2^60 where sizes are 64-bit, 2^28 on a 32-bit target.)
+constexpr std::size_t kMaxWindow = kMaxSize / 4;
 
 std::size_t window_bound(std::size_t v, const std::string& op, const std::string& what) {
   EMBER_CHECK(v <= kMaxWindow, op + ": " + what + " " + std::to_string(v) +
-                                   " exceeds the largest window extent (2^60)");
+                                   " exceeds the largest window extent (2^" +
+                                   std::to_string(kMaxSizeLog2 - 2) + ")");
   return v;
 }
 

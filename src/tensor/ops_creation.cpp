@@ -13,12 +13,13 @@ namespace ember::ops {
 using detail::run;
 
 DynTensor from_data(const TensorData& data, const Device& device) {
-  try {
-    return DynTensor(device.backend().from_data(data), device);
-  } catch (const std::bad_alloc&) {
-    fail("from_data: out of memory copying a tensor of shape " + data.shape().to_string() +
-         " and dtype " + name(data.dtype()) + " to " + device.name());
-  }
+  return ember::detail::catch_std(
+      [&] { return DynTensor(device.backend().from_data(data), device); },
+      [&](const char* what, bool out_of_memory) {
+        fail("from_data: " + std::string(out_of_memory ? "out of memory" : what) +
+             " copying a tensor of shape " + data.shape().to_string() + " and dtype " +
+             name(data.dtype()) + " to " + device.name());
+      });
 }
 
 namespace {
@@ -198,11 +199,12 @@ DynTensor DynTensor::from_data(const TensorData& data, const Device& device) {
   return ops::from_data(data, device);
 }
 TensorData DynTensor::to_data() const {
-  try {
-    return device_.backend().to_data(handle_);
-  } catch (const std::bad_alloc&) {
-    fail("to_data: out of memory copying a tensor of shape " + shape().to_string() + " and dtype " +
-         name(dtype()) + " from " + device_.name() + " to the host");
-  }
+  return ember::detail::catch_std(
+      [&] { return device_.backend().to_data(handle_); },
+      [&](const char* what, bool out_of_memory) {
+        fail("to_data: " + std::string(out_of_memory ? "out of memory" : what) +
+             " copying a tensor of shape " + shape().to_string() + " and dtype " + name(dtype()) +
+             " from " + device_.name() + " to the host");
+      });
 }
 }  // namespace ember

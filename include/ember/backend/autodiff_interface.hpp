@@ -1,6 +1,6 @@
 // The autodiff capability of a backend, as the tensor layer sees it. The Autodiff
-// decorator (src/autodiff/) implements it; tensor/ finds it with a dynamic_cast on a
-// device's backend, so neither layer includes the other (DESIGN §1). Gradients travel as
+// decorator (src/autodiff/) implements it; tensor/ finds it through Backend::autodiff() on
+// a device's backend, so neither layer includes the other (DESIGN §1). Gradients travel as
 // a GradientsStore: handles of the inner backend keyed by the id of the graph leaf they
 // belong to.
 #pragma once

@@ -11,20 +11,23 @@
 #include <string>
 #include <vector>
 
+#include "ember/base/checked.hpp"
 #include "ember/base/tensor_data.hpp"
 #include "ember/ir/ops.hpp"
 
 namespace ember::backend {
 
-struct FusedGroup;  // backend/fused_group.hpp
+struct FusedGroup;      // backend/fused_group.hpp
+class AutodiffBackend;  // backend/autodiff_interface.hpp
+class FusionInspector;  // backend/fused_group.hpp
 
 struct MemoryStats {
   std::size_t in_use = 0;    // bytes held by live tensors
   std::size_t reserved = 0;  // bytes held by the backend, cached or in use
   std::size_t peak = 0;      // largest in_use seen
   // The most one tensor can ever get (a Cpu machine's memory and swap); a request beyond
-  // it is an ember::Error at once. 2^62 where the backend does not know.
-  std::size_t capacity = std::size_t{1} << 62;
+  // it is an ember::Error at once. kMaxSize (2^62) where the backend does not know.
+  std::size_t capacity = kMaxSize;
 };
 
 class Backend {
@@ -59,6 +62,12 @@ class Backend {
 
   // A decorator returns the backend it wraps; a plain backend returns null.
   virtual std::shared_ptr<Backend> inner() const { return nullptr; }
+
+  // The decorator capabilities the tensor layer reaches, found without run-time type
+  // information (an embedded build has none): the Autodiff decorator returns itself as its
+  // AutodiffBackend, the Fusion decorator itself as its FusionInspector; others null.
+  virtual AutodiffBackend* autodiff() { return nullptr; }
+  virtual FusionInspector* fusion_inspector() { return nullptr; }
 };
 
 }  // namespace ember::backend

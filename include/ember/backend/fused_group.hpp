@@ -111,8 +111,8 @@ struct FusionReport {
   std::vector<FusionGroupInfo> recent;  // the last groups (at most 256), oldest first
 };
 
-// What the tensor layer reaches of the Fusion decorator, by dynamic_cast (as
-// AutodiffBackend): its report.
+// What the tensor layer reaches of the Fusion decorator, through
+// Backend::fusion_inspector() (as AutodiffBackend through Backend::autodiff()): its report.
 class FusionInspector {
  public:
   virtual ~FusionInspector() = default;

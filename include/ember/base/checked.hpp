@@ -13,7 +13,9 @@
 
 namespace ember {
 
-inline constexpr std::size_t kMaxSize = std::size_t{1} << 62;
+// On a 32-bit target (embedded) the bound is 2^30, so that the same rule holds there.
+inline constexpr unsigned kMaxSizeLog2 = sizeof(std::size_t) >= 8 ? 62 : 30;
+inline constexpr std::size_t kMaxSize = std::size_t{1} << kMaxSizeLog2;
 
 // a * b, a + b and a - b (a >= b), or ember::Error "<op>: <what> ... exceeds 2^62" when the
 // result (or an operand) is beyond kMaxSize. `op` names the user-level function.

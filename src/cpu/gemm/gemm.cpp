@@ -9,7 +9,6 @@
 #include "cpu/gemm/gemm.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -23,6 +22,8 @@
 #include "cpu/gemm/microkernel.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/thread_pool.hpp"
+#include "ember/base/config.hpp"
+#include "ember/base/error.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -31,7 +32,7 @@ using detail::GemmIsa;
 using std::ptrdiff_t;
 using std::size_t;
 
-std::atomic<GemmIsa> g_forced_isa{GemmIsa::Auto};
+Atomic<GemmIsa> g_forced_isa{GemmIsa::Auto};
 
 GemmIsa gemm_isa(Isa isa) {
   switch (isa) {
@@ -239,10 +240,12 @@ template <>
 KernelInfo<float> kernel_for<float>(GemmIsa isa) {
   using namespace detail;
   switch (isa) {
+#if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
       return make_info<float, kAvx512MrF32, kAvx512NrF32>(256, 192, 4096, &ukernel_avx512_f32);
     case GemmIsa::Avx2:
       return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32);
+#endif
     default:
       return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>);
   }
@@ -252,10 +255,12 @@ template <>
 KernelInfo<double> kernel_for<double>(GemmIsa isa) {
   using namespace detail;
   switch (isa) {
+#if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
       return make_info<double, kAvx512MrF64, kAvx512NrF64>(256, 96, 2048, &ukernel_avx512_f64);
     case GemmIsa::Avx2:
       return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64);
+#endif
     default:
       return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>);
   }
@@ -277,8 +282,13 @@ class AlignedBuffer {
       ptr_ = nullptr;
       cap_ = 0;
       const size_t rounded = (bytes + 63) / 64 * 64;
-      ptr_ = std::aligned_alloc(64, rounded);
+      ptr_ = ::aligned_alloc(64, rounded);
+#if EMBER_HAS_EXCEPTIONS
       if (ptr_ == nullptr) throw std::bad_alloc();
+#else
+      EMBER_CHECK(ptr_ != nullptr, "matmul: out of memory allocating a " + std::to_string(rounded) +
+                                       "-byte packing buffer");
+#endif
       cap_ = rounded;
     }
     return ptr_;
@@ -289,8 +299,8 @@ class AlignedBuffer {
   size_t cap_ = 0;
 };
 
-thread_local AlignedBuffer t_pack_a;
-thread_local AlignedBuffer t_pack_b;
+EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
+EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
@@ -357,10 +367,12 @@ template <>
 GemvKernels<float> gemv_for<float>(GemmIsa isa) {
   using namespace detail;
   switch (isa) {
+#if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
       return {&gemv_dot_avx512_f32, &gemv_axpy_avx512_f32};
     case GemmIsa::Avx2:
       return {&gemv_dot_avx2_f32, &gemv_axpy_avx2_f32};
+#endif
     default:
       return {&gemv_dot_scalar<float>, &gemv_axpy_scalar<float>};
   }
@@ -370,10 +382,12 @@ template <>
 GemvKernels<double> gemv_for<double>(GemmIsa isa) {
   using namespace detail;
   switch (isa) {
+#if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
       return {&gemv_dot_avx512_f64, &gemv_axpy_avx512_f64};
     case GemmIsa::Avx2:
       return {&gemv_dot_avx2_f64, &gemv_axpy_avx2_f64};
+#endif
     default:
       return {&gemv_dot_scalar<double>, &gemv_axpy_scalar<double>};
   }

@@ -19,6 +19,7 @@
 #include "cpu/kernels/window_rows.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/window.hpp"
+#include "ember/base/config.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -120,7 +121,7 @@ void fold_planes(const Window3& w, const T* src, size_t planes, T* dst) {
 // A per-thread scratch buffer for one column matrix.
 template <class T>
 T* scratch(size_t count) {
-  thread_local std::vector<T> buf;
+  static EMBER_THREAD_LOCAL std::vector<T> buf;
   if (buf.size() < count) buf.resize(count);
   return buf.data();
 }

@@ -12,16 +12,22 @@
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/strided.hpp"
+#include "ember/base/config.hpp"
 
 namespace ember::cpu {
 
 const ElementwiseTable& elementwise_table() {
   static const ElementwiseTable* table = [] {
     switch (active_isa()) {
+#if EMBER_HAS_X86_KERNELS
       case Isa::Avx512:
         return &isa_avx512::elementwise_table();
       case Isa::Avx2:
         return &isa_avx2::elementwise_table();
+#else
+      case Isa::Avx512:
+      case Isa::Avx2:
+#endif
       case Isa::Scalar:
         break;
     }
@@ -129,7 +135,7 @@ ir::Handle run(CpuContext& ctx, ir::Unary& op) {
   const std::size_t out_elem = size_of(op.out);
   std::byte* y = out->data();
   for_each_block<1>(x.shape(), {&x}, *out, [&](const auto& off, const auto& inner, std::size_t n) {
-    thread_local std::vector<std::byte> scratch;
+    static EMBER_THREAD_LOCAL std::vector<std::byte> scratch;
     RowOperand a = row_operand(x.data(), off[0], inner[0], n, elem, scratch);
     if (a.scalar) {  // a broadcast input: expand the one element across the row
       scratch.resize(n * elem);
@@ -168,7 +174,7 @@ ir::Handle run(CpuContext& ctx, ir::Binary& op) {
   // Operands broadcast to the output's shape by the driver (stride 0 on broadcast dims).
   for_each_block<2>(op.out_shape, {&a, &b}, *out,
                     [&](const auto& off, const auto& inner, std::size_t n) {
-                      thread_local std::vector<std::byte> sa, sb;
+                      static EMBER_THREAD_LOCAL std::vector<std::byte> sa, sb;
                       RowOperand ra = row_operand(a.data(), off[0], inner[0], n, elem, sa);
                       RowOperand rb = row_operand(b.data(), off[1], inner[1], n, elem, sb);
                       if (ra.scalar && rb.scalar) {
@@ -233,7 +239,7 @@ ir::Handle run(CpuContext& ctx, ir::Cast& op) {
   const std::size_t elem = size_of(x.dtype()), out_elem = size_of(op.to);
   std::byte* y = out->data();
   for_each_block<1>(x.shape(), {&x}, *out, [&](const auto& off, const auto& inner, std::size_t n) {
-    thread_local std::vector<std::byte> scratch;
+    static EMBER_THREAD_LOCAL std::vector<std::byte> scratch;
     RowOperand a = row_operand(x.data(), off[0], inner[0], n, elem, scratch);
     std::byte* yp = y + off[1] * static_cast<std::int64_t>(out_elem);
     if (a.scalar) {

@@ -20,7 +20,7 @@
 // element that is still to be read.
 #include <cstring>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::lock_guard
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -30,6 +30,7 @@
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/strided.hpp"
 #include "ember/backend/fused_group.hpp"
+#include "ember/base/config.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::cpu {
@@ -113,7 +114,7 @@ class ProgramCache {
   }
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::unordered_map<std::uint64_t, std::shared_ptr<const Program>> map_;
 };
 
@@ -293,7 +294,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   for (std::size_t k = 0; k <= kMaxInputs; ++k) inner[k] = sp.strides[k].back();
   const std::size_t n_values = g.num_values();
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
-    thread_local Scratch s;
+    static EMBER_THREAD_LOCAL Scratch s;
     if (s.slots.size() < n_values * kSlot) s.slots.resize(n_values * kSlot);
     if (s.wide.size() < 3 * kTile * sizeof(float)) s.wide.resize(3 * kTile * sizeof(float));
     std::vector<Slot> slot(n_values);

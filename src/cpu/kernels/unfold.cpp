@@ -16,6 +16,7 @@
 #include "cpu/kernels/window_rows.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/window.hpp"
+#include "ember/base/config.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -61,8 +62,8 @@ void max_pool_grad_planes(const Window3& g, const T* xp, const T* yp, const T* g
   const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2],
                     K = g.kernel_size();
   parallel_for(0, g.planes, plane_grain(2 * K * L), [&](std::size_t p0, std::size_t p1) {
-    thread_local std::vector<T> share;
-    thread_local std::vector<std::uint32_t> hits, inside;
+    static EMBER_THREAD_LOCAL std::vector<T> share;
+    static EMBER_THREAD_LOCAL std::vector<std::uint32_t> hits, inside;
     share.resize(L);
     hits.assign(L, 0);
     inside.assign(L, 0);
