@@ -261,10 +261,19 @@ bool LearnerCore::interrupt_requested() const {
 void LearnerCore::check_loss(double loss) const {
   if (std::isfinite(loss)) return;
   fail(fmt::format(
-      "train::Learner::fit: the loss is {} at epoch {}, batch {} of {} (training batch {} "
-      "of the run, after {} optimizer steps); the run stops here",
+      "train::Learner::fit: the loss is {} at epoch {}, batch {} of {} (training batch {} of "
+      "the run, after {} optimizer steps); the run stops here (EMBER_DETECT_NAN=1 names the first "
+      "op that produced a NaN)",
       std::isnan(loss) ? "NaN" : "infinite", counters_.epoch + 1, counters_.epoch_batch,
       impl_->pass_batches, counters_.batches, counters_.steps));
+}
+
+std::string LearnerCore::step_context() const {
+  return fmt::format(
+      "train::Learner::fit: at epoch {}, batch {} of {} (training batch {} of the run, after {} "
+      "optimizer steps)",
+      counters_.epoch + 1, counters_.epoch_batch, impl_->pass_batches, counters_.batches,
+      counters_.steps);
 }
 
 nn::Json LearnerCore::state_json() const {
