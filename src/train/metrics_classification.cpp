@@ -291,6 +291,24 @@ void Auroc::reset() {
 
 std::unique_ptr<Metric> Auroc::clone_empty() const { return std::make_unique<Auroc>(); }
 
+nn::Json Auroc::state() const {
+  return {{"columns", columns_},
+          {"scores", detail::state_write(scores_)},
+          {"positive", detail::state_write(positive_)},
+          {"last", detail::state_number(last_)}};
+}
+void Auroc::load_state(const nn::Json& j) {
+  detail::state_read(detail::state_field(j, "columns"), "columns", columns_);
+  detail::state_read(detail::state_field(j, "scores"), "scores", scores_);
+  detail::state_read(detail::state_field(j, "positive"), "positive", positive_);
+  last_ = detail::state_number(detail::state_field(j, "last"), "last");
+  EMBER_CHECK(scores_.size() == positive_.size() &&
+                  (columns_ == 0 ? scores_.empty() : scores_.size() == columns_),
+              "Auroc::load_state: the state's scores, labels and column count disagree");
+  value_ = kNoValue;
+  stale_ = !scores_.empty();
+}
+
 // ---- ConfusionMatrix ----
 
 namespace {

@@ -83,6 +83,25 @@ void CpuUse::reset() {
 
 std::unique_ptr<Metric> CpuUse::clone_empty() const { return std::make_unique<CpuUse>(); }
 
+// The process's clocks do not survive it: the state is the time since reset up to the last
+// update, and a restore places the start that far before now.
+nn::Json CpuUse::state() const {
+  return {{"cpu_seconds", detail::state_number(prev_cpu_ - start_cpu_)},
+          {"wall_seconds", detail::state_number(prev_wall_ - start_wall_)},
+          {"value", detail::state_number(value_)},
+          {"last", detail::state_number(last_)}};
+}
+void CpuUse::load_state(const nn::Json& j) {
+  const double cpu = detail::state_number(detail::state_field(j, "cpu_seconds"), "cpu_seconds");
+  const double wall = detail::state_number(detail::state_field(j, "wall_seconds"), "wall_seconds");
+  prev_cpu_ = process_cpu_seconds();
+  prev_wall_ = wall_seconds();
+  start_cpu_ = prev_cpu_ - cpu;
+  start_wall_ = prev_wall_ - wall;
+  value_ = detail::state_number(detail::state_field(j, "value"), "value");
+  last_ = detail::state_number(detail::state_field(j, "last"), "last");
+}
+
 // ---- HostMemory ----
 
 std::size_t HostMemory::resident_bytes() {

@@ -187,6 +187,10 @@ void check_resume(const Setup& base, std::size_t stop_at, const std::string& tag
   EXPECT_EQ(slurp(parts + "/valid_epochs.csv"), slurp(whole + "/valid_epochs.csv"));
   EXPECT_EQ(slurp(parts + "/train_steps.csv"), slurp(whole + "/train_steps.csv"));
   EXPECT_EQ(resumed.valid, full.valid);
+  // The interrupted epoch's training aggregates cover the whole epoch (the metrics'
+  // states are in the checkpoint), as in the uninterrupted run.
+  EXPECT_EQ(slurp(parts + "/train_epochs.csv"), slurp(whole + "/train_epochs.csv"));
+  EXPECT_EQ(resumed.train, full.train);
 }
 
 TEST(Learner, ResumeMidEpochGivesTheUninterruptedWeights) {

@@ -26,9 +26,10 @@
 // device's generator, which the Learner seeds before every training batch with
 // derive_seed(seed, batch index of the run) — so dropout masks depend on the batch, never
 // on what ran before in the process. A stop is taken only at an optimizer-step boundary,
-// so no accumulated gradient is ever lost. Metric aggregates of a resumed epoch cover the
-// batches since the resume (a metric's internal state is not saved); the History and the
-// logs are restored from the checkpoint.
+// so no accumulated gradient is ever lost. A mid-epoch checkpoint also keeps each training
+// metric's state (Metric::state()), so the resumed epoch's aggregates cover the whole epoch
+// as in the uninterrupted run (a metric without state — the default for one's own — covers
+// the batches since the resume); the History and the logs are restored from the checkpoint.
 #pragma once
 
 #include <chrono>

@@ -56,6 +56,7 @@ class TopKAccuracy final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(correct_, total_, last_correct_, last_total_)
 
  private:
   TopKAccuracyConfig config_;
@@ -74,6 +75,7 @@ struct ClassCounts {
   std::vector<std::int64_t> tp, fp, fn;
   std::int64_t items = 0;  // rows counted
   void add(const ClassCounts& other);
+  EMBER_CONFIG(ClassCounts, tp, fp, fn, items)
 };
 
 // The shared part of Precision, Recall and FBeta: the per-class counts of the epoch and of
@@ -86,6 +88,7 @@ class ClassScoreMetric : public Metric {
   void reset() override;
   bool higher_is_better() const override { return true; }
   const ClassCounts& counts() const { return counts_; }
+  EMBER_METRIC_STATE(counts_, last_)
 
  protected:
   explicit ClassScoreMetric(ClassificationConfig config) : config_(config) {}
@@ -160,6 +163,8 @@ class Auroc final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
+  nn::Json state() const override;  // every score and label of the epoch
+  void load_state(const nn::Json& state) override;
 
  private:
   std::size_t columns_ = 0;                          // classes (0 before the first update)
@@ -192,6 +197,7 @@ class ConfusionMatrix final : public Metric {
   // Rows are true classes, columns predictions; empty before the first update when the
   // config gives no class count.
   const std::vector<std::vector<std::int64_t>>& counts() const { return counts_; }
+  EMBER_METRIC_STATE(counts_, last_)
 
  private:
   ConfusionMatrixConfig config_;
@@ -215,6 +221,7 @@ class HammingScore final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(right_, total_, last_right_, last_total_)
 
  private:
   HammingScoreConfig config_;
@@ -235,6 +242,7 @@ class Perplexity final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(sum_, weight_, last_)
 
  private:
   double sum_ = 0, weight_ = 0, last_ = kNoValue;
@@ -251,6 +259,7 @@ class ErrorRateMetric : public Metric {
   double last() const override;
   void reset() override;
   bool higher_is_better() const override { return false; }
+  EMBER_METRIC_STATE(errors_, length_, last_errors_, last_length_, updated_)
 
  protected:
   // The text as the sequence compared: Unicode code points (CER) or words (WER).
@@ -311,7 +320,9 @@ class Bleu final : public Metric {
   struct Counts {
     std::vector<std::size_t> matches, candidates;  // per order n = 1..max_n
     std::size_t hypothesis_length = 0, reference_length = 0;
+    EMBER_CONFIG(Counts, matches, candidates, hypothesis_length, reference_length)
   };
+  EMBER_METRIC_STATE(counts_, last_, updated_)
 
  private:
   double score(const Counts& c) const;
@@ -333,6 +344,7 @@ class MeanSquaredError final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(sum_, last_, count_)
 
  private:
   double sum_ = 0, last_ = kNoValue;
@@ -349,6 +361,7 @@ class MeanAbsoluteError final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(sum_, last_, count_)
 
  private:
   double sum_ = 0, last_ = kNoValue;
@@ -382,7 +395,9 @@ class R2Score final : public Metric {
   // mean (merged across steps as Chan et al.), and sum of squared residuals.
   struct Moments {
     std::vector<double> n, mean, m2, residual;
+    EMBER_CONFIG(Moments, n, mean, m2, residual)
   };
+  EMBER_METRIC_STATE(moments_, last_)
 
  private:
   double score(const Moments& m) const;
@@ -404,6 +419,7 @@ class GradientNorm final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(sum_, last_, count_)
 
  private:
   double sum_ = 0, last_ = kNoValue;
@@ -424,6 +440,8 @@ class CpuUse final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  nn::Json state() const override;  // CPU and wall seconds since reset, value, last
+  void load_state(const nn::Json& state) override;
 
  private:
   double start_cpu_ = 0, start_wall_ = 0, prev_cpu_ = 0, prev_wall_ = 0;
@@ -443,6 +461,7 @@ class HostMemory final : public Metric {
   std::unique_ptr<Metric> clone_empty() const override;
   // The resident set size of this process in bytes, now.
   static std::size_t resident_bytes();
+  EMBER_METRIC_STATE(peak_, last_)
 
  private:
   double peak_ = kNoValue, last_ = kNoValue;
@@ -460,6 +479,7 @@ class DeviceMemory final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(peak_, last_)
 
  private:
   Device device_;
