@@ -26,17 +26,7 @@ void GradientNorm::update(const MetricInput& in) {
               name() +
                   ": MetricInput::grad_norm is missing (NaN); the step must report the "
                   "global L2 norm of its gradients");
-  sum_ += in.grad_norm;
-  ++count_;
-  last_ = in.grad_norm;
-}
-double GradientNorm::value() const {
-  return count_ == 0 ? kNoValue : sum_ / static_cast<double>(count_);
-}
-void GradientNorm::reset() {
-  sum_ = 0;
-  count_ = 0;
-  last_ = kNoValue;
+  add(in.grad_norm, 1);
 }
 std::unique_ptr<Metric> GradientNorm::clone_empty() const {
   return std::make_unique<GradientNorm>();

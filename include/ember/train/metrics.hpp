@@ -37,6 +37,43 @@ namespace ember::train {
 // scores 0, as scikit-learn's zero_division=0).
 enum class Average : std::uint8_t { Micro, Macro };
 
+// ---- shared parts ----
+
+// The metrics that count hits among items (TopKAccuracy, HammingScore): hits / items over
+// the epoch (value) and over the last step (last); kNoValue when nothing was counted.
+class HitRateMetric : public Metric {
+ public:
+  double value() const override;
+  double last() const override;
+  void reset() override;
+  bool higher_is_better() const override { return true; }
+  EMBER_METRIC_STATE(hits_, total_, last_hits_, last_total_)
+
+ protected:
+  void add(std::size_t hits, std::size_t total);  // one step's counts
+
+ private:
+  std::size_t hits_ = 0, total_ = 0, last_hits_ = 0, last_total_ = 0;
+};
+
+// The metrics that average a quantity (MSE and MAE per element, GradientNorm per step):
+// sum / count over the epoch (value) and over the last step (last).
+class MeanMetric : public Metric {
+ public:
+  double value() const override;
+  double last() const override { return last_; }
+  void reset() override;
+  bool higher_is_better() const override { return false; }
+  EMBER_METRIC_STATE(sum_, count_, last_)
+
+ protected:
+  void add(double sum, std::size_t count);  // one step's sum over `count` values
+
+ private:
+  double sum_ = 0, last_ = kNoValue;
+  std::size_t count_ = 0;
+};
+
 // ---- classification ----
 
 struct TopKAccuracyConfig {
@@ -46,21 +83,15 @@ struct TopKAccuracyConfig {
 // The fraction of items whose label is among the k highest scores of output [N, C]. A tie
 // with the label's score counts in its favour (the label's rank is the number of strictly
 // higher scores). Name "top<k>".
-class TopKAccuracy final : public Metric {
+class TopKAccuracy final : public HitRateMetric {
  public:
   explicit TopKAccuracy(TopKAccuracyConfig config = {});
   std::string name() const override;
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override;
-  void reset() override;
-  bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
-  EMBER_METRIC_STATE(correct_, total_, last_correct_, last_total_)
 
  private:
   TopKAccuracyConfig config_;
-  std::size_t correct_ = 0, total_ = 0, last_correct_ = 0, last_total_ = 0;
 };
 
 struct ClassificationConfig {
@@ -211,21 +242,15 @@ struct HammingScoreConfig {
 };
 // Multi-label (or binary) accuracy: the fraction of (item, label) entries predicted right,
 // 1 - Hamming loss. Name "hamming_score".
-class HammingScore final : public Metric {
+class HammingScore final : public HitRateMetric {
  public:
   explicit HammingScore(HammingScoreConfig config = {}) : config_(config) {}
   std::string name() const override { return "hamming_score"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override;
-  void reset() override;
-  bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
-  EMBER_METRIC_STATE(right_, total_, last_right_, last_total_)
 
  private:
   HammingScoreConfig config_;
-  std::size_t right_ = 0, total_ = 0, last_right_ = 0, last_total_ = 0;
 };
 
 // ---- language ----
@@ -335,37 +360,19 @@ class Bleu final : public Metric {
 // Output and target have the same shape (extents of 1 aside: [N, 1] against [N] is fine).
 
 // Mean squared error over every element. Name "mse".
-class MeanSquaredError final : public Metric {
+class MeanSquaredError final : public MeanMetric {
  public:
   std::string name() const override { return "mse"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override { return last_; }
-  void reset() override;
-  bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
-  EMBER_METRIC_STATE(sum_, last_, count_)
-
- private:
-  double sum_ = 0, last_ = kNoValue;
-  std::size_t count_ = 0;
 };
 
 // Mean absolute error over every element. Name "mae".
-class MeanAbsoluteError final : public Metric {
+class MeanAbsoluteError final : public MeanMetric {
  public:
   std::string name() const override { return "mae"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override { return last_; }
-  void reset() override;
-  bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
-  EMBER_METRIC_STATE(sum_, last_, count_)
-
- private:
-  double sum_ = 0, last_ = kNoValue;
-  std::size_t count_ = 0;
 };
 
 enum class MultiOutput : std::uint8_t {
@@ -410,20 +417,11 @@ class R2Score final : public Metric {
 
 // MetricInput::grad_norm (the global L2 norm before clipping); the epoch's value is the
 // mean over steps. Name "grad_norm".
-class GradientNorm final : public Metric {
+class GradientNorm final : public MeanMetric {
  public:
   std::string name() const override { return "grad_norm"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override { return last_; }
-  void reset() override;
-  bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
-  EMBER_METRIC_STATE(sum_, last_, count_)
-
- private:
-  double sum_ = 0, last_ = kNoValue;
-  std::size_t count_ = 0;
 };
 
 // The process's CPU time (user + system, all threads, from getrusage) over wall time, in
