@@ -20,6 +20,7 @@
 
 #include "autodiff/graph.hpp"
 #include "autodiff/ir_helpers.hpp"
+#include "autodiff/nan_check.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::autodiff {
@@ -35,7 +36,9 @@ namespace {
 
 class BackwardPass final : public Engine {
  public:
-  explicit BackwardPass(backend::Backend& inner) : inner_(inner) {}
+  // With `nan_check`, inner is that decorator; each rule runs under its node's name.
+  explicit BackwardPass(backend::Backend& inner, NanCheckingBackend* nan_check = nullptr)
+      : inner_(inner), nan_check_(nan_check) {}
 
   ir::Handle value(Node& node) override {
     if (!node.outputs.empty()) return node.outputs[node.out_index];
@@ -93,6 +96,7 @@ class BackwardPass final : public Engine {
           continue;
         }
         if (!g.empty()) {
+          if (nan_check_) nan_check_->set_context("in the backward of " + op_label(n->op));
           BackwardCtx ctx(inner_, *this, *n, std::move(g.mapped()));
           n->rule->backward(ctx);
         }
@@ -136,6 +140,7 @@ class BackwardPass final : public Engine {
   }
 
   backend::Backend& inner_;
+  NanCheckingBackend* nan_check_;
   std::unordered_map<std::uint64_t, ir::Handle> grads_;
   std::unordered_map<std::uint64_t, std::vector<ir::Handle>> recomputed_;
 };
@@ -159,11 +164,22 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
     std::vector<Shape> shapes(n);
     std::vector<DType> dtypes(n);
     bool tracked = false;
+    const NanCheck nan_mode = detect_nan();
+    const std::string label = nan_mode != NanCheck::Off ? op_label(op) : std::string();
     std::size_t i = 0;
     ir::for_each_operand(op, [&](ir::Handle& h) {
       const std::size_t slot = i++;
       if (!h) return;  // an absent optional operand: no gradient, no parent
       AdTensor& t = unwrap(h);
+      if (nan_mode != NanCheck::Off && !t.nan_checked) {
+        const std::string bad = find_bad_element(*inner_, t.inner(), nan_mode);
+        EMBER_CHECK(bad.empty(),
+                    "EMBER_DETECT_NAN: operand " + std::to_string(slot) + " of " + label + " (" +
+                        t.shape().to_string() + ") holds " + bad +
+                        " already (it came from data or another device, not from an op of " +
+                        name() + ")");
+        t.nan_checked = true;
+      }
       shapes[slot] = t.shape();
       dtypes[slot] = t.dtype();
       if (t.node()) {
@@ -173,6 +189,8 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
       // A handle the op alone owns can go to the inner backend by move (in-place reuse).
       h = h.use_count() == 1 ? t.take_inner() : t.inner();
     });
+    std::vector<Shape> checked_shapes;  // the operands' shapes, for the NaN check's message
+    if (nan_mode != NanCheck::Off) checked_shapes = shapes;
     const RuleEntry* entry = tracked ? &rule_for(op) : nullptr;
     if (entry && entry->kind == RuleKind::NotDifferentiable) entry = nullptr;
     std::shared_ptr<Node> proto;
@@ -182,6 +200,8 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
       proto = record(op, *entry, std::move(parents), std::move(shapes), std::move(dtypes));
     }
     auto outs = inner_->execute(std::move(op));
+    if (nan_mode != NanCheck::Off)
+      check_outputs(*inner_, label, "forward", checked_shapes, outs, nan_mode);
     std::vector<ir::Handle> wrapped;
     wrapped.reserve(outs.size());
     for (std::size_t k = 0; k < outs.size(); ++k) {
@@ -194,7 +214,9 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
         node->dtype = outs[k]->dtype();
         if (node->rule->needs_output && !node->recomputable) node->outputs = outs;
       }
-      wrapped.push_back(std::make_shared<AdTensor>(this, std::move(outs[k]), std::move(node)));
+      auto t = std::make_shared<AdTensor>(this, std::move(outs[k]), std::move(node));
+      t->nan_checked = nan_mode != NanCheck::Off;
+      wrapped.push_back(std::move(t));
     }
     return wrapped;
   }
@@ -242,7 +264,13 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
     EMBER_CHECK(t.shape().num_elements() == 1,
                 "backward: expected a tensor with one element (a loss), got shape " +
                     t.shape().to_string());
-    BackwardPass pass(*inner_);
+    const NanCheck nan_mode = detect_nan();
+    if (nan_mode == NanCheck::Off) {
+      BackwardPass pass(*inner_);
+      return pass.run(t.node());
+    }
+    NanCheckingBackend checked(*inner_, nan_mode);
+    BackwardPass pass(checked, &checked);
     return pass.run(t.node());
   }
   std::optional<std::uint64_t> grad_key(const ir::Handle& x) const override {

@@ -99,6 +99,9 @@ class AdTensor final : public ir::TensorNode {
   const ir::Handle& inner() const { return inner_; }
   ir::Handle take_inner() { return std::move(inner_); }
   const std::shared_ptr<Node>& node() const { return node_; }
+  // Whether the NaN check has seen this value (Note [Detecting NaN]): outputs of checked
+  // ops are; a tensor that entered from data or another device is scanned at first use.
+  bool nan_checked = false;
 
  private:
   const void* owner_;

@@ -84,6 +84,8 @@ struct LearnerCore::Impl {
   std::optional<double> es_best;
   std::size_t es_bad = 0;
   std::string last_checkpoint;
+  // A mid-epoch checkpoint's training-metric states, restored by the resumed pass's start.
+  nn::Json resumed_metrics;
 };
 
 LearnerCore::LearnerCore(LearnerConfig config)
@@ -150,6 +152,19 @@ void LearnerCore::begin_pass(Split split, std::size_t batches, std::size_t first
   I.pass_items = 0;
   I.pass_start = Clock::now();
   for (auto& m : metrics_of(config_, split)) m->reset();
+  if (split != Split::Train || first_batch == 0 || !I.resumed_metrics.is_object()) return;
+  // Resumed inside the epoch: the aggregates continue from the checkpoint's.
+  for (auto& m : metrics_of(config_, split)) {
+    const auto it = I.resumed_metrics.find(m->name());
+    if (it == I.resumed_metrics.end() || it->is_null()) continue;
+    try {
+      m->load_state(*it);
+    } catch (...) {
+      rethrow_with_context("train::Learner: cannot restore the train metric '" + m->name() +
+                           "' from the checkpoint");
+    }
+  }
+  I.resumed_metrics = nullptr;
 }
 
 void LearnerCore::record_batch(Split split, const HostStep& step, double lr, double grad_norm,
@@ -261,10 +276,19 @@ bool LearnerCore::interrupt_requested() const {
 void LearnerCore::check_loss(double loss) const {
   if (std::isfinite(loss)) return;
   fail(fmt::format(
-      "train::Learner::fit: the loss is {} at epoch {}, batch {} of {} (training batch {} "
-      "of the run, after {} optimizer steps); the run stops here",
+      "train::Learner::fit: the loss is {} at epoch {}, batch {} of {} (training batch {} of "
+      "the run, after {} optimizer steps); the run stops here (EMBER_DETECT_NAN=1 names the first "
+      "op that produced a NaN)",
       std::isnan(loss) ? "NaN" : "infinite", counters_.epoch + 1, counters_.epoch_batch,
       impl_->pass_batches, counters_.batches, counters_.steps));
+}
+
+std::string LearnerCore::step_context() const {
+  return fmt::format(
+      "train::Learner::fit: at epoch {}, batch {} of {} (training batch {} of the run, after {} "
+      "optimizer steps)",
+      counters_.epoch + 1, counters_.epoch_batch, impl_->pass_batches, counters_.batches,
+      counters_.steps);
 }
 
 nn::Json LearnerCore::state_json() const {
@@ -275,6 +299,11 @@ nn::Json LearnerCore::state_json() const {
   nn::Json es = {{"bad_epochs", impl_->es_bad}};
   es["best"] = impl_->es_best ? nn::Json(*impl_->es_best) : nn::Json(nullptr);
   j["early_stopping"] = std::move(es);
+  if (counters_.epoch_batch > 0) {  // inside an epoch: the aggregates so far
+    nn::Json ms = nn::Json::object();
+    for (const auto& m : config_.train_metrics) ms[m->name()] = m->state();
+    j["train_metrics"] = std::move(ms);
+  }
   return j;
 }
 
@@ -300,6 +329,7 @@ void LearnerCore::load_state_json(const nn::Json& j) {
   impl_->es_best =
       es.at("best").is_null() ? std::nullopt : std::optional<double>(es.at("best").get<double>());
   impl_->fit_start_batches = counters_.batches;
+  impl_->resumed_metrics = j.value("train_metrics", nn::Json(nullptr));
   if (impl_->logger) impl_->logger->rewrite(history_);
 }
 

@@ -2,11 +2,41 @@
 #include "ember/train/metrics_basic.hpp"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "ember/base/error.hpp"
 
 namespace ember::train {
+
+namespace detail {
+
+nn::Json state_number(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+double state_number(const nn::Json& j, const std::string& key) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const std::string s = j.get<std::string>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  nn::detail::bad_config_value(key, "a number (or \"nan\", \"inf\", \"-inf\")", j);
+}
+const nn::Json& state_field(const nn::Json& state, const char* key) {
+  EMBER_CHECK(state.is_object(), std::string("train::Metric::load_state: the state is not an "
+                                             "object but ") +
+                                     state.dump());
+  const auto it = state.find(key);
+  EMBER_CHECK(it != state.end(),
+              std::string("train::Metric::load_state: the state has no '") + key + "'");
+  return *it;
+}
+
+}  // namespace detail
 
 namespace {
 using Clock = std::chrono::steady_clock;
@@ -96,6 +126,32 @@ void EpochTimeMetric::update(const MetricInput&) {
   elapsed_ = seconds_between(start_, Clock::now());
   any_ = true;
 }
+// Wall clocks do not survive the process: the state is the time from reset to the last
+// update, and a restore places the start that far before now.
+nn::Json ItemsPerSecondMetric::state() const {
+  return {{"items", items_},
+          {"elapsed", detail::state_number(elapsed_)},
+          {"last", detail::state_number(last_)},
+          {"any", any_}};
+}
+void ItemsPerSecondMetric::load_state(const nn::Json& j) {
+  detail::state_read(detail::state_field(j, "items"), "items", items_);
+  elapsed_ = detail::state_number(detail::state_field(j, "elapsed"), "elapsed");
+  last_ = detail::state_number(detail::state_field(j, "last"), "last");
+  detail::state_read(detail::state_field(j, "any"), "any", any_);
+  start_ = Clock::now() -
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(elapsed_));
+}
+nn::Json EpochTimeMetric::state() const {
+  return {{"elapsed", detail::state_number(elapsed_)}, {"any", any_}};
+}
+void EpochTimeMetric::load_state(const nn::Json& j) {
+  elapsed_ = detail::state_number(detail::state_field(j, "elapsed"), "elapsed");
+  detail::state_read(detail::state_field(j, "any"), "any", any_);
+  start_ = Clock::now() -
+           std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(elapsed_));
+}
+
 void EpochTimeMetric::reset() {
   start_ = Clock::now();
   elapsed_ = 0;

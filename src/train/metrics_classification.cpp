@@ -18,6 +18,18 @@ double ratio(std::size_t a, std::size_t b) {
 
 }  // namespace
 
+// ---- HitRateMetric ----
+
+void HitRateMetric::add(std::size_t hits, std::size_t total) {
+  last_hits_ = hits;
+  last_total_ = total;
+  hits_ += hits;
+  total_ += total;
+}
+double HitRateMetric::value() const { return ratio(hits_, total_); }
+double HitRateMetric::last() const { return ratio(last_hits_, last_total_); }
+void HitRateMetric::reset() { hits_ = total_ = last_hits_ = last_total_ = 0; }
+
 // ---- TopKAccuracy ----
 
 TopKAccuracy::TopKAccuracy(TopKAccuracyConfig config) : config_(config) {
@@ -42,15 +54,9 @@ void TopKAccuracy::update(const MetricInput& in) {
     for (std::size_t j = 0; j < b.cols; ++j) higher += row[j] > s ? 1 : 0;
     correct += higher < config_.k && !std::isnan(s) ? 1 : 0;
   }
-  last_correct_ = correct;
-  last_total_ = b.rows;
-  correct_ += correct;
-  total_ += b.rows;
+  add(correct, b.rows);
 }
 
-double TopKAccuracy::value() const { return ratio(correct_, total_); }
-double TopKAccuracy::last() const { return ratio(last_correct_, last_total_); }
-void TopKAccuracy::reset() { correct_ = total_ = last_correct_ = last_total_ = 0; }
 std::unique_ptr<Metric> TopKAccuracy::clone_empty() const {
   return std::make_unique<TopKAccuracy>(config_);
 }
@@ -291,6 +297,24 @@ void Auroc::reset() {
 
 std::unique_ptr<Metric> Auroc::clone_empty() const { return std::make_unique<Auroc>(); }
 
+nn::Json Auroc::state() const {
+  return {{"columns", columns_},
+          {"scores", detail::state_write(scores_)},
+          {"positive", detail::state_write(positive_)},
+          {"last", detail::state_number(last_)}};
+}
+void Auroc::load_state(const nn::Json& j) {
+  detail::state_read(detail::state_field(j, "columns"), "columns", columns_);
+  detail::state_read(detail::state_field(j, "scores"), "scores", scores_);
+  detail::state_read(detail::state_field(j, "positive"), "positive", positive_);
+  last_ = detail::state_number(detail::state_field(j, "last"), "last");
+  EMBER_CHECK(scores_.size() == positive_.size() &&
+                  (columns_ == 0 ? scores_.empty() : scores_.size() == columns_),
+              "Auroc::load_state: the state's scores, labels and column count disagree");
+  value_ = kNoValue;
+  stale_ = !scores_.empty();
+}
+
 // ---- ConfusionMatrix ----
 
 namespace {
@@ -369,15 +393,9 @@ void HammingScore::update(const MetricInput& in) {
     const bool predicted = b.scores[i] >= config_.threshold;
     right += predicted == (b.truth[i] != 0) ? 1 : 0;
   }
-  last_right_ = right;
-  last_total_ = b.scores.size();
-  right_ += right;
-  total_ += b.scores.size();
+  add(right, b.scores.size());
 }
 
-double HammingScore::value() const { return ratio(right_, total_); }
-double HammingScore::last() const { return ratio(last_right_, last_total_); }
-void HammingScore::reset() { right_ = total_ = last_right_ = last_total_ = 0; }
 std::unique_ptr<Metric> HammingScore::clone_empty() const {
   return std::make_unique<HammingScore>(config_);
 }

@@ -8,7 +8,21 @@
 
 namespace ember::train {
 
-// ---- MeanSquaredError, MeanAbsoluteError ----
+// ---- MeanMetric, MeanSquaredError, MeanAbsoluteError ----
+
+void MeanMetric::add(double sum, std::size_t count) {
+  sum_ += sum;
+  count_ += count;
+  last_ = count == 0 ? kNoValue : sum / static_cast<double>(count);
+}
+double MeanMetric::value() const {
+  return count_ == 0 ? kNoValue : sum_ / static_cast<double>(count_);
+}
+void MeanMetric::reset() {
+  sum_ = 0;
+  count_ = 0;
+  last_ = kNoValue;
+}
 
 void MeanSquaredError::update(const MetricInput& in) {
   const detail::RegressionBatch b = detail::read_regression(in, name());
@@ -17,17 +31,7 @@ void MeanSquaredError::update(const MetricInput& in) {
     const double d = b.output[i] - b.target[i];
     sum += d * d;
   }
-  sum_ += sum;
-  count_ += b.target.size();
-  last_ = b.target.empty() ? kNoValue : sum / static_cast<double>(b.target.size());
-}
-double MeanSquaredError::value() const {
-  return count_ == 0 ? kNoValue : sum_ / static_cast<double>(count_);
-}
-void MeanSquaredError::reset() {
-  sum_ = 0;
-  count_ = 0;
-  last_ = kNoValue;
+  add(sum, b.target.size());
 }
 std::unique_ptr<Metric> MeanSquaredError::clone_empty() const {
   return std::make_unique<MeanSquaredError>();
@@ -37,17 +41,7 @@ void MeanAbsoluteError::update(const MetricInput& in) {
   const detail::RegressionBatch b = detail::read_regression(in, name());
   double sum = 0;
   for (std::size_t i = 0; i < b.target.size(); ++i) sum += std::abs(b.output[i] - b.target[i]);
-  sum_ += sum;
-  count_ += b.target.size();
-  last_ = b.target.empty() ? kNoValue : sum / static_cast<double>(b.target.size());
-}
-double MeanAbsoluteError::value() const {
-  return count_ == 0 ? kNoValue : sum_ / static_cast<double>(count_);
-}
-void MeanAbsoluteError::reset() {
-  sum_ = 0;
-  count_ = 0;
-  last_ = kNoValue;
+  add(sum, b.target.size());
 }
 std::unique_ptr<Metric> MeanAbsoluteError::clone_empty() const {
   return std::make_unique<MeanAbsoluteError>();

@@ -26,17 +26,7 @@ void GradientNorm::update(const MetricInput& in) {
               name() +
                   ": MetricInput::grad_norm is missing (NaN); the step must report the "
                   "global L2 norm of its gradients");
-  sum_ += in.grad_norm;
-  ++count_;
-  last_ = in.grad_norm;
-}
-double GradientNorm::value() const {
-  return count_ == 0 ? kNoValue : sum_ / static_cast<double>(count_);
-}
-void GradientNorm::reset() {
-  sum_ = 0;
-  count_ = 0;
-  last_ = kNoValue;
+  add(in.grad_norm, 1);
 }
 std::unique_ptr<Metric> GradientNorm::clone_empty() const {
   return std::make_unique<GradientNorm>();
@@ -82,6 +72,25 @@ void CpuUse::reset() {
 }
 
 std::unique_ptr<Metric> CpuUse::clone_empty() const { return std::make_unique<CpuUse>(); }
+
+// The process's clocks do not survive it: the state is the time since reset up to the last
+// update, and a restore places the start that far before now.
+nn::Json CpuUse::state() const {
+  return {{"cpu_seconds", detail::state_number(prev_cpu_ - start_cpu_)},
+          {"wall_seconds", detail::state_number(prev_wall_ - start_wall_)},
+          {"value", detail::state_number(value_)},
+          {"last", detail::state_number(last_)}};
+}
+void CpuUse::load_state(const nn::Json& j) {
+  const double cpu = detail::state_number(detail::state_field(j, "cpu_seconds"), "cpu_seconds");
+  const double wall = detail::state_number(detail::state_field(j, "wall_seconds"), "wall_seconds");
+  prev_cpu_ = process_cpu_seconds();
+  prev_wall_ = wall_seconds();
+  start_cpu_ = prev_cpu_ - cpu;
+  start_wall_ = prev_wall_ - wall;
+  value_ = detail::state_number(detail::state_field(j, "value"), "value");
+  last_ = detail::state_number(detail::state_field(j, "last"), "last");
+}
 
 // ---- HostMemory ----
 

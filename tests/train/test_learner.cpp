@@ -8,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <ember/autodiff/autodiff.hpp>
+
 #include "data/expect_error.hpp"
 #include "train/tiny_task.hpp"
 
@@ -185,6 +187,10 @@ void check_resume(const Setup& base, std::size_t stop_at, const std::string& tag
   EXPECT_EQ(slurp(parts + "/valid_epochs.csv"), slurp(whole + "/valid_epochs.csv"));
   EXPECT_EQ(slurp(parts + "/train_steps.csv"), slurp(whole + "/train_steps.csv"));
   EXPECT_EQ(resumed.valid, full.valid);
+  // The interrupted epoch's training aggregates cover the whole epoch (the metrics'
+  // states are in the checkpoint), as in the uninterrupted run.
+  EXPECT_EQ(slurp(parts + "/train_epochs.csv"), slurp(whole + "/train_epochs.csv"));
+  EXPECT_EQ(resumed.train, full.train);
 }
 
 TEST(Learner, ResumeMidEpochGivesTheUninterruptedWeights) {
@@ -306,6 +312,33 @@ TEST(Learner, CtrlCStopsAfterTheCurrentStepWithACheckpoint) {
   struct sigaction now {};
   sigaction(SIGINT, nullptr, &now);
   EXPECT_EQ(now.sa_handler, SIG_DFL);
+}
+
+// The third step's loss goes NaN through an op (the log of a negative number).
+struct LogNanNet : TinyNet {
+  EMBER_MODULE(LogNanNet, fc1, bn, dropout, fc2)
+  mutable int calls = 0;
+  StepOutput train_step(const Batch& b) const {
+    StepOutput out = TinyNet::train_step(b);
+    if (++calls == 3) out.loss = (out.loss - 100.0).log();
+    return out;
+  }
+};
+
+TEST(LearnerBadInput, DetectNanNamesTheOpAndTheStep) {
+  const autodiff::NanCheck before = autodiff::detect_nan();
+  autodiff::set_detect_nan(autodiff::NanCheck::Nan);
+  const Device ad = Device::cpu().autodiff();
+  auto learner = LearnerBuilder(fresh_dir("detect-nan"))
+                     .dashboard(DashboardMode::None)
+                     .build(LogNanNet{tiny_net(ad, 7)}, optim::SgdConfig{}.init(),
+                            optim::ConstantLrConfig{0.05}.init());
+  auto train = train_loader(ad);
+  expect_error(
+      [&] { learner.fit(train); },
+      "train::Learner::fit: at epoch 1, batch 3 of 6 (training batch 3 of the run, after "
+      "2 optimizer steps): EMBER_DETECT_NAN: Unary(log) (forward) produced NaN at element 0");
+  autodiff::set_detect_nan(before);
 }
 
 TEST(LearnerBadInput, NanLossNamesTheStep) {

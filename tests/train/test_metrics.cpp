@@ -10,9 +10,11 @@
 #include <cstring>
 #include <fstream>
 #include <numbers>
+#include <thread>
 
 #include <ember/ember.hpp>
 #include <ember/train/metrics.hpp>
+#include <ember/train/metrics_basic.hpp>
 
 #include "data/expect_error.hpp"
 
@@ -69,8 +71,25 @@ TEST(Metrics, GoldenValuesFedInBatches) {
     auto m = make_metric(c["metric"], c["config"]);
     ASSERT_NE(m, nullptr);
     const std::string what = m->name() + " " + c["config"].dump();
+    // A second copy goes through its state (as JSON text, as a checkpoint keeps it) into a
+    // fresh metric after every batch: it must agree with the first exactly.
+    std::unique_ptr<Metric> restored = m->clone_empty();
     std::size_t lo = 0;
     for (std::size_t b : c["batches"].get<std::vector<std::size_t>>()) {
+      const auto update = [&](const MetricInput& in) {
+        m->update(in);
+        restored->update(in);
+        auto fresh = restored->clone_empty();
+        fresh->load_state(Json::parse(restored->state().dump()));
+        restored = std::move(fresh);
+        for (const auto& [a, r] :
+             {std::pair{m->value(), restored->value()}, std::pair{m->last(), restored->last()}}) {
+          if (std::isnan(a))
+            EXPECT_TRUE(std::isnan(r)) << what << " after a state round trip: " << r;
+          else
+            EXPECT_EQ(a, r) << what << " after a state round trip";
+        }
+      };
       if (c.contains("hypotheses")) {
         const auto hyp = c["hypotheses"].get<std::vector<std::string>>();
         const auto ref = c["references"].get<std::vector<std::string>>();
@@ -81,7 +100,7 @@ TEST(Metrics, GoldenValuesFedInBatches) {
         MetricInput in;
         in.text_output = &h;
         in.text_target = &r;
-        m->update(in);
+        update(in);
       } else {
         const TensorData out = rows(c["output"], c["output_shape"], lo, lo + b);
         const TensorData tgt = rows(c["target"], c["target_shape"], lo, lo + b);
@@ -89,7 +108,7 @@ TEST(Metrics, GoldenValuesFedInBatches) {
         in.output = &out;
         in.target = &tgt;
         in.items = b;
-        m->update(in);
+        update(in);
       }
       lo += b;
     }
@@ -394,6 +413,104 @@ TEST(Metrics, DeviceMemoryReadsMemoryStats) {
   EXPECT_GE(m.last() - before, 4.0);
   EXPECT_DOUBLE_EQ(m.last(), static_cast<double>(memory_stats(cpu).in_use) / (1024.0 * 1024.0));
   EXPECT_DOUBLE_EQ(m.value(), m.last());
+}
+
+// ---- state (checkpoints) ----
+
+// A metric restored from its state (through JSON text) continues as the original.
+std::unique_ptr<Metric> through_state(const Metric& m) {
+  auto fresh = m.clone_empty();
+  fresh->load_state(Json::parse(m.state().dump()));
+  return fresh;
+}
+
+TEST(Metrics, StateRoundTripsForTheMetricsOutsideTheGoldenSet) {
+  // Exact counts and sums: the restored metric, fed the rest, gives the uninterrupted value.
+  const Batch b1 = multiclass({0, 1, 1, 2}, {0, 1, 2, 2}, 3), b2 = multiclass({2, 0}, {0, 0}, 3);
+  MetricInput l1 = b1.in(), l2 = b2.in();
+  l1.loss = 0.75;
+  l1.items = 4;
+  l1.grad_norm = 3;
+  l1.lr = 0.1;
+  l2.loss = 1.25;
+  l2.items = 2;
+  l2.grad_norm = 5;
+  l2.lr = 0.05;
+  std::vector<std::unique_ptr<Metric>> ms;
+  ms.push_back(std::make_unique<LossMetric>());
+  ms.push_back(std::make_unique<AccuracyMetric>());
+  ms.push_back(std::make_unique<LearningRateMetric>());
+  ms.push_back(std::make_unique<ConfusionMatrix>());
+  ms.push_back(std::make_unique<Perplexity>());
+  ms.push_back(std::make_unique<GradientNorm>());
+  ms.push_back(std::make_unique<DeviceMemory>(Device::cpu()));
+  for (auto& m : ms) {
+    m->update(l1);
+    auto r = through_state(*m);
+    m->update(l2);
+    r->update(l2);
+    EXPECT_EQ(r->value(), m->value()) << m->name();
+    EXPECT_EQ(r->last(), m->last()) << m->name();
+  }
+  const auto restored_cm = through_state(*ms[3]);
+  EXPECT_EQ(dynamic_cast<const ConfusionMatrix&>(*restored_cm).counts(),
+            (std::vector<std::vector<std::int64_t>>{{2, 0, 1}, {0, 1, 0}, {0, 1, 1}}));
+  HostMemory host;  // the resident set moves between two reads: the peak as saved
+  host.update(l1);
+  EXPECT_EQ(through_state(host)->value(), host.value());
+  // Before any update: NaN survives the trip (JSON has no NaN; the state spells it).
+  LossMetric empty;
+  EXPECT_TRUE(std::isnan(through_state(empty)->value()));
+  EXPECT_TRUE(std::isnan(through_state(empty)->last()));
+}
+
+TEST(Metrics, WallClockStateCountsTheTimeBeforeTheStop) {
+  using namespace std::chrono_literals;
+  MetricInput in;
+  in.items = 50;
+  in.seconds = 0.5;
+  ItemsPerSecondMetric ips;
+  EpochTimeMetric time;
+  CpuUse cpu;
+  std::this_thread::sleep_for(30ms);
+  ips.update(in);
+  time.update(in);
+  cpu.update(in);
+  const double before = time.value();
+  auto ips2 = through_state(ips), time2 = through_state(time), cpu2 = through_state(cpu);
+  EXPECT_EQ(time2->value(), before);  // restored as saved, until the next update
+  EXPECT_EQ(ips2->value(), ips.value());
+  EXPECT_EQ(cpu2->value(), cpu.value());
+  std::this_thread::sleep_for(20ms);
+  ips2->update(in);
+  time2->update(in);
+  // The epoch's time is the time before the stop plus the time since the restore.
+  EXPECT_GE(time2->value(), before + 0.019);
+  EXPECT_LT(time2->value(), before + 1.0);
+  // 100 items over the time before the stop (50 / the saved rate) and the 20 ms since.
+  const double ips_before = 50.0 / ips.value();
+  EXPECT_LE(ips2->value(), 100.0 / (ips_before + 0.019));
+  EXPECT_GT(ips2->value(), 100.0 / (ips_before + 1.0));
+}
+
+TEST(Metrics, StateOfAnotherShapeIsAnError) {
+  LossMetric m;
+  expect_error([&] { m.load_state(Json::parse(R"({"sum_": 1.0})")); }, "has no 'weight_'");
+  expect_error([&] { m.load_state(Json::parse(R"({"sum_": "x", "weight_": 1, "last_": 0})")); },
+               "sum_");
+  expect_error([&] { m.load_state(Json::array()); }, "not an object");
+  // A metric of one's own keeps no state by default.
+  struct Counter final : Metric {
+    std::string name() const override { return "counter"; }
+    void update(const MetricInput&) override { ++n; }
+    double value() const override { return double(n); }
+    double last() const override { return 1; }
+    void reset() override { n = 0; }
+    bool higher_is_better() const override { return true; }
+    std::unique_ptr<Metric> clone_empty() const override { return std::make_unique<Counter>(); }
+    int n = 0;
+  } c;
+  EXPECT_TRUE(c.state().is_null());
 }
 
 // ---- bad input ----

@@ -26,9 +26,10 @@
 // device's generator, which the Learner seeds before every training batch with
 // derive_seed(seed, batch index of the run) — so dropout masks depend on the batch, never
 // on what ran before in the process. A stop is taken only at an optimizer-step boundary,
-// so no accumulated gradient is ever lost. Metric aggregates of a resumed epoch cover the
-// batches since the resume (a metric's internal state is not saved); the History and the
-// logs are restored from the checkpoint.
+// so no accumulated gradient is ever lost. A mid-epoch checkpoint also keeps each training
+// metric's state (Metric::state()), so the resumed epoch's aggregates cover the whole epoch
+// as in the uninterrupted run (a metric without state — the default for one's own — covers
+// the batches since the resume); the History and the logs are restored from the checkpoint.
 #pragma once
 
 #include <chrono>
@@ -152,6 +153,9 @@ class LearnerCore {
 
   // Throws an ember::Error naming the step when the loss is not finite.
   void check_loss(double loss) const;
+  // "train::Learner::fit: at epoch 2, batch 7 of 468 (training batch 475 of the run, after
+  // 474 optimizer steps)": the batch in progress, for errors raised by its step.
+  std::string step_context() const;
 
   // The counters, history and early-stopping state as JSON (learner.json's core).
   nn::Json state_json() const;
@@ -300,20 +304,32 @@ class Learner {
     for (auto& batch : train) {
       const auto ts = Clock::now();
       device_.seed(data::derive_seed(cfg.seed, n.batches));
-      StepOutput out = model_.train_step(batch);
-      HostStep host(out);
       ++n.batches;
       ++n.epoch_batch;
-      core_.check_loss(host.loss());
-      Tensor<1> loss =
-          accum > 1 ? std::move(out.loss) * (1.0 / double(accum)) : std::move(out.loss);
-      auto gp = optim::GradientsParams::from_grads(loss.backward(), model_);
+      // An error of the step (EMBER_DETECT_NAN's among them) says where the run was.
+      std::optional<StepOutput> out;
+      std::optional<HostStep> host;
+      optim::GradientsParams gp;
+      try {
+        out.emplace(model_.train_step(batch));
+        host.emplace(*out);
+      } catch (...) {
+        detail::rethrow_with_context(core_.step_context());
+      }
+      core_.check_loss(host->loss());
+      try {
+        Tensor<1> loss =
+            accum > 1 ? std::move(out->loss) * (1.0 / double(accum)) : std::move(out->loss);
+        gp = optim::GradientsParams::from_grads(loss.backward(), model_);
+      } catch (...) {
+        detail::rethrow_with_context(core_.step_context() + ", in backward");
+      }
       double lr = scheduler_->lr(), grad_norm = kNoValue;
       if (accum > 1) {
         acc.accumulate(std::move(gp));
         const bool last = n.epoch_batch == batches;
         if (acc.count() < accum && !last) {
-          core_.record_batch(Split::Train, host, lr, grad_norm, seconds_since(ts));
+          core_.record_batch(Split::Train, *host, lr, grad_norm, seconds_since(ts));
           continue;
         }
         gp = acc.grads();
@@ -322,7 +338,7 @@ class Learner {
       lr = scheduler_->step();
       model_ = optimizer_->step(lr, std::move(model_), std::move(gp));
       ++n.steps;
-      core_.record_batch(Split::Train, host, lr, grad_norm, seconds_since(ts));
+      core_.record_batch(Split::Train, *host, lr, grad_norm, seconds_since(ts));
       if (cfg.interrupter.should_stop(n.steps) && n.epoch_batch < batches) {
         interrupted = true;
         break;

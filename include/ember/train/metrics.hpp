@@ -37,6 +37,43 @@ namespace ember::train {
 // scores 0, as scikit-learn's zero_division=0).
 enum class Average : std::uint8_t { Micro, Macro };
 
+// ---- shared parts ----
+
+// The metrics that count hits among items (TopKAccuracy, HammingScore): hits / items over
+// the epoch (value) and over the last step (last); kNoValue when nothing was counted.
+class HitRateMetric : public Metric {
+ public:
+  double value() const override;
+  double last() const override;
+  void reset() override;
+  bool higher_is_better() const override { return true; }
+  EMBER_METRIC_STATE(hits_, total_, last_hits_, last_total_)
+
+ protected:
+  void add(std::size_t hits, std::size_t total);  // one step's counts
+
+ private:
+  std::size_t hits_ = 0, total_ = 0, last_hits_ = 0, last_total_ = 0;
+};
+
+// The metrics that average a quantity (MSE and MAE per element, GradientNorm per step):
+// sum / count over the epoch (value) and over the last step (last).
+class MeanMetric : public Metric {
+ public:
+  double value() const override;
+  double last() const override { return last_; }
+  void reset() override;
+  bool higher_is_better() const override { return false; }
+  EMBER_METRIC_STATE(sum_, count_, last_)
+
+ protected:
+  void add(double sum, std::size_t count);  // one step's sum over `count` values
+
+ private:
+  double sum_ = 0, last_ = kNoValue;
+  std::size_t count_ = 0;
+};
+
 // ---- classification ----
 
 struct TopKAccuracyConfig {
@@ -46,20 +83,15 @@ struct TopKAccuracyConfig {
 // The fraction of items whose label is among the k highest scores of output [N, C]. A tie
 // with the label's score counts in its favour (the label's rank is the number of strictly
 // higher scores). Name "top<k>".
-class TopKAccuracy final : public Metric {
+class TopKAccuracy final : public HitRateMetric {
  public:
   explicit TopKAccuracy(TopKAccuracyConfig config = {});
   std::string name() const override;
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override;
-  void reset() override;
-  bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
 
  private:
   TopKAccuracyConfig config_;
-  std::size_t correct_ = 0, total_ = 0, last_correct_ = 0, last_total_ = 0;
 };
 
 struct ClassificationConfig {
@@ -74,6 +106,7 @@ struct ClassCounts {
   std::vector<std::int64_t> tp, fp, fn;
   std::int64_t items = 0;  // rows counted
   void add(const ClassCounts& other);
+  EMBER_CONFIG(ClassCounts, tp, fp, fn, items)
 };
 
 // The shared part of Precision, Recall and FBeta: the per-class counts of the epoch and of
@@ -86,6 +119,7 @@ class ClassScoreMetric : public Metric {
   void reset() override;
   bool higher_is_better() const override { return true; }
   const ClassCounts& counts() const { return counts_; }
+  EMBER_METRIC_STATE(counts_, last_)
 
  protected:
   explicit ClassScoreMetric(ClassificationConfig config) : config_(config) {}
@@ -160,6 +194,8 @@ class Auroc final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
+  nn::Json state() const override;  // every score and label of the epoch
+  void load_state(const nn::Json& state) override;
 
  private:
   std::size_t columns_ = 0;                          // classes (0 before the first update)
@@ -192,6 +228,7 @@ class ConfusionMatrix final : public Metric {
   // Rows are true classes, columns predictions; empty before the first update when the
   // config gives no class count.
   const std::vector<std::vector<std::int64_t>>& counts() const { return counts_; }
+  EMBER_METRIC_STATE(counts_, last_)
 
  private:
   ConfusionMatrixConfig config_;
@@ -205,20 +242,15 @@ struct HammingScoreConfig {
 };
 // Multi-label (or binary) accuracy: the fraction of (item, label) entries predicted right,
 // 1 - Hamming loss. Name "hamming_score".
-class HammingScore final : public Metric {
+class HammingScore final : public HitRateMetric {
  public:
   explicit HammingScore(HammingScoreConfig config = {}) : config_(config) {}
   std::string name() const override { return "hamming_score"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override;
-  void reset() override;
-  bool higher_is_better() const override { return true; }
   std::unique_ptr<Metric> clone_empty() const override;
 
  private:
   HammingScoreConfig config_;
-  std::size_t right_ = 0, total_ = 0, last_right_ = 0, last_total_ = 0;
 };
 
 // ---- language ----
@@ -235,6 +267,7 @@ class Perplexity final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(sum_, weight_, last_)
 
  private:
   double sum_ = 0, weight_ = 0, last_ = kNoValue;
@@ -251,6 +284,7 @@ class ErrorRateMetric : public Metric {
   double last() const override;
   void reset() override;
   bool higher_is_better() const override { return false; }
+  EMBER_METRIC_STATE(errors_, length_, last_errors_, last_length_, updated_)
 
  protected:
   // The text as the sequence compared: Unicode code points (CER) or words (WER).
@@ -311,7 +345,9 @@ class Bleu final : public Metric {
   struct Counts {
     std::vector<std::size_t> matches, candidates;  // per order n = 1..max_n
     std::size_t hypothesis_length = 0, reference_length = 0;
+    EMBER_CONFIG(Counts, matches, candidates, hypothesis_length, reference_length)
   };
+  EMBER_METRIC_STATE(counts_, last_, updated_)
 
  private:
   double score(const Counts& c) const;
@@ -324,35 +360,19 @@ class Bleu final : public Metric {
 // Output and target have the same shape (extents of 1 aside: [N, 1] against [N] is fine).
 
 // Mean squared error over every element. Name "mse".
-class MeanSquaredError final : public Metric {
+class MeanSquaredError final : public MeanMetric {
  public:
   std::string name() const override { return "mse"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override { return last_; }
-  void reset() override;
-  bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
-
- private:
-  double sum_ = 0, last_ = kNoValue;
-  std::size_t count_ = 0;
 };
 
 // Mean absolute error over every element. Name "mae".
-class MeanAbsoluteError final : public Metric {
+class MeanAbsoluteError final : public MeanMetric {
  public:
   std::string name() const override { return "mae"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override { return last_; }
-  void reset() override;
-  bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
-
- private:
-  double sum_ = 0, last_ = kNoValue;
-  std::size_t count_ = 0;
 };
 
 enum class MultiOutput : std::uint8_t {
@@ -382,7 +402,9 @@ class R2Score final : public Metric {
   // mean (merged across steps as Chan et al.), and sum of squared residuals.
   struct Moments {
     std::vector<double> n, mean, m2, residual;
+    EMBER_CONFIG(Moments, n, mean, m2, residual)
   };
+  EMBER_METRIC_STATE(moments_, last_)
 
  private:
   double score(const Moments& m) const;
@@ -395,19 +417,11 @@ class R2Score final : public Metric {
 
 // MetricInput::grad_norm (the global L2 norm before clipping); the epoch's value is the
 // mean over steps. Name "grad_norm".
-class GradientNorm final : public Metric {
+class GradientNorm final : public MeanMetric {
  public:
   std::string name() const override { return "grad_norm"; }
   void update(const MetricInput& in) override;
-  double value() const override;
-  double last() const override { return last_; }
-  void reset() override;
-  bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
-
- private:
-  double sum_ = 0, last_ = kNoValue;
-  std::size_t count_ = 0;
 };
 
 // The process's CPU time (user + system, all threads, from getrusage) over wall time, in
@@ -424,6 +438,8 @@ class CpuUse final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  nn::Json state() const override;  // CPU and wall seconds since reset, value, last
+  void load_state(const nn::Json& state) override;
 
  private:
   double start_cpu_ = 0, start_wall_ = 0, prev_cpu_ = 0, prev_wall_ = 0;
@@ -443,6 +459,7 @@ class HostMemory final : public Metric {
   std::unique_ptr<Metric> clone_empty() const override;
   // The resident set size of this process in bytes, now.
   static std::size_t resident_bytes();
+  EMBER_METRIC_STATE(peak_, last_)
 
  private:
   double peak_ = kNoValue, last_ = kNoValue;
@@ -460,6 +477,7 @@ class DeviceMemory final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override;
+  EMBER_METRIC_STATE(peak_, last_)
 
  private:
   Device device_;

@@ -24,6 +24,7 @@ class LossMetric final : public Metric {
   void reset() override;
   bool higher_is_better() const override { return false; }
   std::unique_ptr<Metric> clone_empty() const override { return std::make_unique<LossMetric>(); }
+  EMBER_METRIC_STATE(sum_, weight_, last_)
 
  private:
   double sum_ = 0.0, weight_ = 0.0, last_ = kNoValue;
@@ -45,6 +46,7 @@ class AccuracyMetric final : public Metric {
   std::unique_ptr<Metric> clone_empty() const override {
     return std::make_unique<AccuracyMetric>(ignore_);
   }
+  EMBER_METRIC_STATE(correct_, counted_, last_)
 
  private:
   std::optional<std::int64_t> ignore_;
@@ -64,6 +66,7 @@ class LearningRateMetric final : public Metric {
   std::unique_ptr<Metric> clone_empty() const override {
     return std::make_unique<LearningRateMetric>();
   }
+  EMBER_METRIC_STATE(last_)
 
  private:
   double last_ = kNoValue;
@@ -82,6 +85,8 @@ class ItemsPerSecondMetric final : public Metric {
   std::unique_ptr<Metric> clone_empty() const override {
     return std::make_unique<ItemsPerSecondMetric>();
   }
+  nn::Json state() const override;  // elapsed seconds at the last update, items, last
+  void load_state(const nn::Json& state) override;
 
  private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
@@ -102,6 +107,8 @@ class EpochTimeMetric final : public Metric {
   std::unique_ptr<Metric> clone_empty() const override {
     return std::make_unique<EpochTimeMetric>();
   }
+  nn::Json state() const override;  // elapsed seconds at the last update
+  void load_state(const nn::Json& state) override;
 
  private:
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
