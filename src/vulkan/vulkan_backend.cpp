@@ -229,6 +229,8 @@ class VulkanBackend final : public backend::Backend {
   bool supports_one(const ir::Pool&) const { return false; }
   bool supports_one(const ir::Conv&) const { return false; }
   bool supports_one(const ir::MaxPoolGrad&) const { return false; }
+  bool supports_one(const ir::BatchNorm&) const { return false; }
+  bool supports_one(const ir::BatchNormGrad&) const { return false; }
 
   // ---- helpers ----
   const VkTensor& as_vk(const ir::Handle& h, const char* what) const {
@@ -534,6 +536,8 @@ class VulkanBackend final : public backend::Backend {
   ir::Handle run_one(ir::Pool&) { unreachable("Pool"); }
   ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
   ir::Handle run_one(ir::MaxPoolGrad&) { unreachable("MaxPoolGrad"); }
+  std::vector<ir::Handle> run_one(ir::BatchNorm&) { unreachable("BatchNorm"); }
+  std::vector<ir::Handle> run_one(ir::BatchNormGrad&) { unreachable("BatchNormGrad"); }
 
   int index_;
   mutable Context ctx_;
