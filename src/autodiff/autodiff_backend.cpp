@@ -204,10 +204,13 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
       check_outputs(*inner_, label, "forward", checked_shapes, outs, nan_mode);
     std::vector<ir::Handle> wrapped;
     wrapped.reserve(outs.size());
+    bool recorded = false;
     for (std::size_t k = 0; k < outs.size(); ++k) {
       std::shared_ptr<Node> node;
-      if (proto && is_float(outs[k]->dtype())) {
-        // Ops with several outputs have at most one float output (Sort: values).
+      if (proto && is_float(outs[k]->dtype()) && !recorded) {
+        // The node stands for the op's first float output (Sort: the values; BatchNorm:
+        // y); a later float output (BatchNorm's statistics) is recorded as detached.
+        recorded = true;
         node = proto;
         node->out_index = k;
         node->shape = outs[k]->shape();

@@ -708,6 +708,77 @@ RuleEntry make_kind(ir::OpKind k) {
                 reduce(c.be, ir::ReduceFn::Sum, mask(c.be, std::move(hit), std::move(share)), 2);
             c.give(2, reshape(c.be, std::move(dg), gs));
           });
+    case OpKind::BatchNorm:
+      // The statistics output gets no gradient (it is recorded as detached); y's gradient
+      // in x goes through the statistics, in closed form (ir::BatchNormGrad).
+      return diff(
+          "BatchNormGrad(x, weight, stats, g): dx = weight rstd (g - mean(g) - xhat "
+          "mean(g xhat)), dweight = sum(g xhat), dbias = sum(g) (a backend without the "
+          "op runs it on the registry's fallback)",
+          kX | kY, true, [](Ctx& c) {
+            const auto& o = c.op<ir::BatchNorm>();
+            const bool has_weight = c.in_shape(1).rank() > 0;
+            auto d = c.be.execute(ir::BatchNormGrad{c.input(0), has_weight ? c.input(1) : Handle{},
+                                                    c.output(1), c.grad(), o.eps});
+            const std::size_t ch = c.in_shape(0)[1];
+            const auto row = [&](std::size_t r) {
+              return reshape(c.be, slice(c.be, d[1], {{r, r + 1, 1}, {0, ch, 1}}), Shape{ch});
+            };
+            if (c.wants(0)) c.give(0, std::move(d[0]));
+            if (c.wants(1)) c.give(1, row(0));
+            if (c.wants(2)) c.give(2, row(1));
+          });
+    case OpKind::BatchNormGrad:
+      // With h dx's gradient, over each channel's M values: A = sum(h xhat),
+      // B = sum(g xhat), K = sum(h g) - sum(h) sum(g) / M. dx is self-adjoint in g, and
+      // the statistics are x's (they get no gradient).
+      return diff(
+          "dg = BatchNormGrad(x, weight, stats, h), dweight = rstd (K - A B / M), "
+          "dx = -weight rstd^2 / M (xhat (K - 3 A B / M) + B (h - mean(h)) + A (g - mean(g)))",
+          kAll, false, [](Ctx& c) {
+            const auto& o = c.op<ir::BatchNormGrad>();
+            const Shape& xs = c.in_shape(0);
+            const bool has_weight = c.in_shape(1).rank() > 0;
+            if (c.wants(3)) {
+              c.give(3,
+                     c.be.execute(ir::BatchNormGrad{c.input(0), has_weight ? c.input(1) : Handle{},
+                                                    c.input(2), c.grad(), o.eps})[0]);
+            }
+            if (!c.wants(0) && !(has_weight && c.wants(1))) return;
+            const std::size_t n = xs[0], ch = xs[1];
+            const std::size_t l = n * ch == 0 ? 0 : xs.num_elements() / (n * ch);
+            const Shape ncl{n, ch, l}, per{1, ch, 1};
+            const double m = static_cast<double>(n * l);
+            const auto channel_sum = [&](Handle t) {
+              return reduce(c.be, ir::ReduceFn::Sum, reduce(c.be, ir::ReduceFn::Sum, t, 2), 0);
+            };
+            const auto stat = [&](std::size_t r) {
+              return reshape(c.be, slice(c.be, c.input(2), {{r, r + 1, 1}, {0, ch, 1}}), per);
+            };
+            auto x = reshape(c.be, c.input(0), ncl);
+            auto g = reshape(c.be, c.input(3), ncl);
+            auto h = reshape(c.be, c.grad(), ncl);
+            auto rstd = unary(c.be, UnaryFn::Rsqrt, add_scalar(c.be, stat(1), o.eps));
+            auto xhat = mul(c.be, sub(c.be, x, stat(0)), rstd);
+            auto sh = channel_sum(h), sg = channel_sum(g);
+            auto a = channel_sum(mul(c.be, h, xhat)), b = channel_sum(mul(c.be, g, xhat));
+            auto ab_m = mul_scalar(c.be, mul(c.be, a, b), 1.0 / m);
+            auto k = sub(c.be, channel_sum(mul(c.be, h, g)),
+                         mul_scalar(c.be, mul(c.be, sh, sg), 1.0 / m));
+            if (has_weight && c.wants(1)) {
+              c.give(1, reshape(c.be, mul(c.be, rstd, sub(c.be, k, ab_m)), Shape{ch}));
+            }
+            if (!c.wants(0)) return;
+            auto hc = sub(c.be, h, mul_scalar(c.be, sh, 1.0 / m));
+            auto gc = sub(c.be, g, mul_scalar(c.be, sg, 1.0 / m));
+            auto inner = add(c.be,
+                             add(c.be, mul(c.be, xhat, sub(c.be, k, mul_scalar(c.be, ab_m, 3.0))),
+                                 mul(c.be, b, hc)),
+                             mul(c.be, a, gc));
+            auto scale = mul_scalar(c.be, mul(c.be, rstd, rstd), -1.0 / m);
+            if (has_weight) scale = mul(c.be, scale, reshape(c.be, c.input(1), per));
+            c.give(0, reshape(c.be, mul(c.be, scale, inner), xs));
+          });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

@@ -86,6 +86,9 @@ class CudaBackend final : public backend::Backend {
     if (std::holds_alternative<ir::Conv>(op)) return false;
     // Nor a max-pooling gradient kernel: Pool's rule then builds it from Unfold and Fold.
     if (std::holds_alternative<ir::MaxPoolGrad>(op)) return false;
+    // Nor batch norm kernels: the tensor layer and BatchNorm's rule compose them.
+    if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
+      return false;
     const auto rank_ok = [](const ir::Handle& h) {
       return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
     };

@@ -142,6 +142,32 @@ bool well_typed(const LayerNorm& op) {
          (!op.bias || op.bias->dtype() == dt);
 }
 
+namespace {
+Shape batch_norm_shape(const Handle& x, std::size_t output) {
+  return output == 0 ? x->shape() : Shape{2, x->shape()[1]};
+}
+bool channel_vector(const Handle& v, const Handle& x) {
+  return !v || (v->dtype() == x->dtype() && v->shape() == Shape{x->shape()[1]});
+}
+}  // namespace
+
+Shape out_shape(const BatchNorm& op, std::size_t output) { return batch_norm_shape(op.x, output); }
+DType out_dtype(const BatchNorm& op, std::size_t) { return op.x->dtype(); }
+bool well_typed(const BatchNorm& op) {
+  return is_float(op.x->dtype()) && op.x->shape().rank() >= 2 && channel_vector(op.weight, op.x) &&
+         channel_vector(op.bias, op.x);
+}
+Shape out_shape(const BatchNormGrad& op, std::size_t output) {
+  return batch_norm_shape(op.x, output);
+}
+DType out_dtype(const BatchNormGrad& op, std::size_t) { return op.x->dtype(); }
+bool well_typed(const BatchNormGrad& op) {
+  const DType dt = op.x->dtype();
+  return is_float(dt) && op.x->shape().rank() >= 2 && channel_vector(op.weight, op.x) &&
+         op.stats->dtype() == dt && op.stats->shape() == Shape{2, op.x->shape()[1]} &&
+         op.g->dtype() == dt && op.g->shape() == op.x->shape();
+}
+
 Shape out_shape(const Pool& op) {
   const Shape& x = op.x->shape();
   std::vector<std::size_t> dims{x[0], x[1]};

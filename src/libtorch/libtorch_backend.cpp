@@ -377,9 +377,12 @@ class LibTorchBackend final : public backend::Backend {
   }
 
   // The direct convolution and the max-pooling gradient have no ATen mapping here yet: the
-  // tensor layer builds them from Unfold, Matmul and Fold, which ATen runs.
+  // tensor layer builds them from Unfold, Matmul and Fold, which ATen runs. Nor batch norm
+  // and its gradient: the tensor layer and BatchNorm's rule compose them.
   bool supports(const ir::Op& op) const override {
     if (std::holds_alternative<ir::Conv>(op) || std::holds_alternative<ir::MaxPoolGrad>(op))
+      return false;
+    if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
       return false;
     return Backend::supports(op);
   }
@@ -998,6 +1001,12 @@ class LibTorchBackend final : public backend::Backend {
   ir::Handle run_one(ir::Conv&) { fail("LibTorch: Conv has no kernel on this backend"); }
   ir::Handle run_one(ir::MaxPoolGrad&) {
     fail("LibTorch: MaxPoolGrad has no kernel on this backend");
+  }
+  std::vector<ir::Handle> run_one(ir::BatchNorm&) {
+    fail("LibTorch: BatchNorm has no kernel on this backend");
+  }
+  std::vector<ir::Handle> run_one(ir::BatchNormGrad&) {
+    fail("LibTorch: BatchNormGrad has no kernel on this backend");
   }
 
   ir::Handle run_one(ir::Pool& o) {

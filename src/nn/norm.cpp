@@ -47,38 +47,35 @@ DynTensor as_ncl(const DynTensor& x) {
 DynTensor BatchNorm::forward_dyn(const DynTensor& x) const {
   const std::size_t c = num_features();
   check_features(x, c, "nn::BatchNorm", 2, 5);
-  const DynTensor xr = as_ncl(x);
   const bool training = x.device().is_autodiff();
-  DynTensor mean = per_channel(running_mean.val().dyn()),
-            var = per_channel(running_var.val().dyn());
   if (training) {
-    const std::size_t count = xr.shape()[0] * xr.shape()[2];
+    const std::size_t count = x.num_elements() / c;
     EMBER_CHECK(count > 1,
                 "nn::BatchNorm: training needs more than one value per channel, got "
                 "input " +
                     x.shape().to_string());
-    mean = ops::reduce(ir::ReduceFn::Mean, ops::reduce(ir::ReduceFn::Mean, xr, 2), 0);
-    const DynTensor centered = sub(xr, mean);
-    var = ops::reduce(ir::ReduceFn::Mean,
-                      ops::reduce(ir::ReduceFn::Mean, ops::unary(ir::UnaryFn::Square, centered), 2),
-                      0);
-    // The running statistics, outside the graph.
-    const DynTensor m = ops::reshape(ops::detach(mean), Shape{c});
-    const DynTensor v = ops::binary_scalar(BinaryFn::Mul, ops::reshape(ops::detach(var), Shape{c}),
-                                           double(count) / double(count - 1));
-    const auto blend = [&](const Buffer<Tensor<1>>& b, const DynTensor& batch) {
-      DynTensor old = ops::cast(b.val().dyn(), batch.dtype());
+    std::optional<DynTensor> w, b;
+    if (weight) w = weight->val().dyn();
+    if (bias) b = bias->val().dyn();
+    auto [y, mean, var] = ops::batch_norm_training(x, std::move(w), std::move(b), eps);
+    // The running statistics, outside the graph (mean and var are detached), with the
+    // unbiased variance.
+    const DynTensor v =
+        ops::binary_scalar(BinaryFn::Mul, std::move(var), double(count) / double(count - 1));
+    const auto blend = [&](const Buffer<Tensor<1>>& buf, const DynTensor& batch) {
+      DynTensor old = ops::cast(buf.val().dyn(), batch.dtype());
       DynTensor next = add(ops::binary_scalar(BinaryFn::Mul, std::move(old), 1.0 - momentum),
                            ops::binary_scalar(BinaryFn::Mul, batch, momentum));
-      b.set(Tensor<1>(ops::cast(std::move(next), b.val().dtype())));
+      buf.set(Tensor<1>(ops::cast(std::move(next), buf.val().dtype())));
     };
-    blend(running_mean, m);
+    blend(running_mean, mean);
     blend(running_var, v);
     num_batches_tracked.set(num_batches_tracked.val().add_scalar(1.0));
-  } else {
-    mean = ops::cast(std::move(mean), x.dtype());
-    var = ops::cast(std::move(var), x.dtype());
+    return y;
   }
+  const DynTensor xr = as_ncl(x);
+  const DynTensor mean = ops::cast(per_channel(running_mean.val().dyn()), x.dtype());
+  const DynTensor var = ops::cast(per_channel(running_var.val().dyn()), x.dtype());
   DynTensor y = mul(sub(xr, mean),
                     ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, var, eps)));
   if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));

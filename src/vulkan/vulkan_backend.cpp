@@ -375,6 +375,8 @@ class VulkanBackend final : public backend::Backend {
   bool supports_one(const ir::Nonzero&) const { return false; }
   bool supports_one(const ir::Conv&) const { return false; }
   bool supports_one(const ir::MaxPoolGrad&) const { return false; }
+  bool supports_one(const ir::BatchNorm&) const { return false; }
+  bool supports_one(const ir::BatchNormGrad&) const { return false; }
 
   // ---- helpers ----
   const VkTensor& as_vk(const ir::Handle& h, const char* what) const {
@@ -814,6 +816,8 @@ class VulkanBackend final : public backend::Backend {
   ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
   ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
   ir::Handle run_one(ir::MaxPoolGrad&) { unreachable("MaxPoolGrad"); }
+  std::vector<ir::Handle> run_one(ir::BatchNorm&) { unreachable("BatchNorm"); }
+  std::vector<ir::Handle> run_one(ir::BatchNormGrad&) { unreachable("BatchNormGrad"); }
 
   int index_;
   mutable Context ctx_;

@@ -619,6 +619,54 @@ TEST(Grad, ComposedFunctions) {
         {{rnd(S({2, 2, 3, 4}), -2, 2, 332 + v)},
          {rnd(S({2, 3, 2, 2}), -1.2, 1.2, 342 + v), !nearest}});
   }
+// Batch norm in training mode (ir::BatchNorm on the Cpu, its rule ir::BatchNormGrad):
+// weight and bias present and absent, ranks 2 to 4, an operand computed by an element-wise
+// op; and ir::BatchNormGrad's own rule (its gradients in x, weight and g), with the
+// statistics BatchNorm gives for x.
+TEST(Grad, BatchNorm) {
+  const auto bn = [](DynTensor x, std::optional<DynTensor> w, std::optional<DynTensor> b) {
+    return ops::batch_norm_training(std::move(x), std::move(w), std::move(b), 1e-5).y;
+  };
+  check_both(
+      "batch_norm weight bias", [&](auto& x) { return bn(x[0], x[1], x[2]); },
+      {{rnd(S({3, 4, 5}), -2, 2, 51)}, {rnd(S({4}), 0.5, 1.5, 52)}, {rnd(S({4}), -1, 1, 53)}});
+  check_both("batch_norm 2-d image, weight", [&](auto& x) { return bn(x[0], x[1], std::nullopt); },
+             {{rnd(S({2, 3, 3, 2}), -2, 2, 54)}, {rnd(S({3}), 0.5, 1.5, 55)}});
+  check_both("batch_norm rank 2, plain",
+             [&](auto& x) { return bn(x[0], std::nullopt, std::nullopt); },
+             {{rnd(S({5, 3}), -2, 2, 56)}});
+  check_both("batch_norm of a computed operand, bias",
+             [&](auto& x) { return bn(ops::unary(UnaryFn::Tanh, x[0]), std::nullopt, x[1]); },
+             {{rnd(S({2, 3, 4}), -2, 2, 57)}, {rnd(S({3}), -1, 1, 58)}});
+  // The statistics are detached: a loss that adds them gives x the same gradient.
+  {
+    const Device ad = ad_device(Checkpointing::None);
+    auto x = ops::require_grad(ops::from_data(rnd(S({3, 2, 4}), -2, 2, 59), ad));
+    const auto grad_of = [&](bool with_stats) {
+      auto r = ops::batch_norm_training(x, std::nullopt, std::nullopt, 1e-5);
+      auto loss = weighted_loss(r.y, ad);
+      if (with_stats) {
+        loss = ops::binary(BinaryFn::Add, loss, ops::reduce_all(ir::ReduceFn::Sum, r.mean));
+        loss = ops::binary(BinaryFn::Add, loss, ops::reduce_all(ir::ReduceFn::Sum, r.var));
+      }
+      return ops::grad(x, ops::backward(loss)).value().to_data();
+    };
+    EXPECT_TRUE(grad_of(false) == grad_of(true));
+  }
+  const auto bn_grad = [](DynTensor x, std::optional<DynTensor> w, DynTensor g) {
+    const Device dev = x.device();
+    auto stats = dev.backend().execute(ir::BatchNorm{x.handle(), {}, {}, 1e-5})[1];
+    auto outs = dev.backend().execute(
+        ir::BatchNormGrad{x.handle(), w ? w->handle() : ir::Handle{}, stats, g.handle(), 1e-5});
+    return DynTensor(outs[0], dev);
+  };
+  check_both("batch_norm_grad weight", [&](auto& x) { return bn_grad(x[0], x[1], x[2]); },
+             {{rnd(S({3, 2, 4}), -2, 2, 60)},
+              {rnd(S({2}), 0.5, 1.5, 61)},
+              {rnd(S({3, 2, 4}), -1, 1, 62)}});
+  check_both("batch_norm_grad plain, rank 2",
+             [&](auto& x) { return bn_grad(x[0], std::nullopt, x[1]); },
+             {{rnd(S({6, 3}), -2, 2, 63)}, {rnd(S({6, 3}), -1, 1, 64)}});
 }
 
 TEST(Grad, CompositesReuseAndBroadcast) {

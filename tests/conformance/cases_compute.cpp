@@ -296,6 +296,179 @@ void add_compute_cases(std::vector<Case>& cs) {
     cs.push_back(std::move(c));
   }
 
+  // ---- batch_norm_training (ir::BatchNorm where the backend has it): ranks 2 to 5,
+  // weight / bias present and absent, a large mean offset, a single value per channel,
+  // strided inputs, no channels. Outputs y, the batch mean and the biased variance. ----
+  {
+    Case c;
+    c.fn = "batch_norm_training";
+    c.family = "normalization";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale s) {
+      Rng rng(76);
+      struct T {
+        Shape shape;
+        bool weight, bias;
+        double offset;
+        Layout layout;
+      };
+      const T ts_spec[] = {
+          {Shape{4, 3}, true, true, 0, Layout::Contiguous},
+          {Shape{5, 3, 7}, false, false, 0, Layout::Permuted},
+          {Shape{2, 4, 5, 6}, true, false, 0, Layout::Sliced},
+          {Shape{3, 2, 37}, false, true, 100, Layout::Contiguous},
+          {Shape{2, 3, 2, 3, 4}, true, true, 0, Layout::Flipped},
+          {Shape{1, 5, 1}, true, true, 0, Layout::Contiguous},
+          {Shape{8, 2, 33}, true, true, 1000, Layout::Contiguous},
+          {Shape{3, 0, 4}, true, true, 0, Layout::Contiguous},
+      };
+      std::vector<Trial> ts;
+      for (const T& t : ts_spec) {
+        Shape shape = t.shape;
+        if (s == Scale::Perf) shape = Shape{64, 32, 28, 28};
+        HostTensor x = random_host(shape, dt, rng, Domain::Any);
+        for (double& v : x.v) v = quantize(dt, v + t.offset);
+        Trial tr{shape.to_string() + (t.weight ? " weight" : "") + (t.bias ? " bias" : "") +
+                     (t.offset != 0 ? " offset " + std::to_string(t.offset) : ""),
+                 {x},
+                 {t.layout},
+                 {t.weight ? 1.0 : 0.0, t.bias ? 1.0 : 0.0, 1e-5}};
+        if (t.weight) tr.inputs.push_back(random_host(Shape{shape[1]}, dt, rng, Domain::Any));
+        if (t.bias) tr.inputs.push_back(random_host(Shape{shape[1]}, dt, rng, Domain::Any));
+        ts.push_back(std::move(tr));
+        if (s == Scale::Perf) break;
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      std::size_t next = 1;
+      std::optional<DynTensor> w, b;
+      if (p[0] != 0) w = x[next++];
+      if (p[1] != 0) b = x[next++];
+      auto r = ops::batch_norm_training(std::move(x[0]), std::move(w), std::move(b), p[2]);
+      return Tensors{std::move(r.y), std::move(r.mean), std::move(r.var)};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor& x = in[0];
+      const HostTensor* w = p[0] != 0 ? &in[1] : nullptr;
+      const HostTensor* b = p[1] != 0 ? &in[p[0] != 0 ? 2 : 1] : nullptr;
+      const std::size_t n = x.shape[0], ch = x.shape[1];
+      const std::size_t l = n * ch == 0 ? 0 : x.v.size() / (n * ch);
+      HostTensor y(x.shape, x.dtype), mean(Shape{ch}, x.dtype), var(Shape{ch}, x.dtype);
+      for (std::size_t c = 0; c < ch; ++c) {
+        double m = 0, v = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < l; ++j) m += x.v[(i * ch + c) * l + j];
+        m /= double(n * l);
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < l; ++j) {
+            const double d = x.v[(i * ch + c) * l + j] - m;
+            v += d * d;
+          }
+        v /= double(n * l);
+        const double rstd = 1.0 / std::sqrt(v + p[2]);
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < l; ++j) {
+            const std::size_t k = (i * ch + c) * l + j;
+            double o = (x.v[k] - m) * rstd;
+            if (w) o *= w->v[c];
+            if (b) o += b->v[c];
+            y.v[k] = o;
+          }
+        mean.v[c] = m;
+        var.v[c] = v;
+      }
+      return std::vector<HostTensor>{y, mean, var};
+    };
+    c.tol = [](DType dt) {
+      switch (dt) {
+        case DType::F64:
+          return Tolerance{1e-10, 1e-10};
+        case DType::F32:
+          return Tolerance{1e-4, 1e-4};
+        case DType::F16:
+          return Tolerance{4e-3, 1e-2};
+        default:
+          return Tolerance{3e-2, 6e-2};
+      }
+    };
+    cs.push_back(std::move(c));
+  }
+
+  // ---- batch_norm_training's gradients through the Autodiff decorator (ir::BatchNormGrad
+  // where the backend has it): in x, weight and bias for the output gradient g (the last
+  // input), against the closed form in f64 ----
+  {
+    Case c;
+    c.fn = "batch_norm_training_grad";
+    c.family = "normalization";
+    c.dtypes = {DType::F32, DType::F64};
+    c.trials = [](DType dt, Scale) {
+      Rng rng(77);
+      const Shape shapes[] = {Shape{4, 3}, Shape{3, 2, 5, 4}, Shape{2, 3, 37}, Shape{6, 2, 1}};
+      std::vector<Trial> ts;
+      for (const Shape& shape : shapes) {
+        ts.push_back({shape.to_string(),
+                      {random_host(shape, dt, rng, Domain::Any),
+                       random_host(Shape{shape[1]}, dt, rng, Domain::Any),
+                       random_host(Shape{shape[1]}, dt, rng, Domain::Any),
+                       random_host(shape, dt, rng, Domain::Any)},
+                      {Layout::Contiguous, Layout::Contiguous, Layout::Contiguous, Layout::Sliced},
+                      {1e-5}});
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      const ember::Device ad = x[0].device().autodiff();
+      auto xa = ops::require_grad(ops::from_inner(x[0], ad));
+      auto wa = ops::require_grad(ops::from_inner(x[1], ad));
+      auto ba = ops::require_grad(ops::from_inner(x[2], ad));
+      auto y = ops::batch_norm_training(xa, wa, ba, p[0]).y;
+      auto loss = ops::reduce_all(ember::ir::ReduceFn::Sum, ops::binary(ember::ir::BinaryFn::Mul, y,
+                                                                        ops::from_inner(x[3], ad)));
+      auto grads = ops::backward(loss);
+      return Tensors{ops::grad(xa, grads).value(), ops::grad(wa, grads).value(),
+                     ops::grad(ba, grads).value()};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor &x = in[0], &w = in[1], &g = in[3];
+      const std::size_t n = x.shape[0], ch = x.shape[1], l = x.v.size() / (n * ch);
+      const double m = double(n * l);
+      HostTensor dx(x.shape, x.dtype), dw(Shape{ch}, x.dtype), db(Shape{ch}, x.dtype);
+      const auto at = [&](std::size_t i, std::size_t c, std::size_t j) {
+        return (i * ch + c) * l + j;
+      };
+      for (std::size_t c = 0; c < ch; ++c) {
+        double mean = 0, var = 0, sg = 0, sgx = 0;
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < l; ++j) mean += x.v[at(i, c, j)];
+        mean /= m;
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < l; ++j) var += std::pow(x.v[at(i, c, j)] - mean, 2);
+        const double rstd = 1.0 / std::sqrt(var / m + p[0]);
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < l; ++j) {
+            const std::size_t k = at(i, c, j);
+            sg += g.v[k];
+            sgx += g.v[k] * (x.v[k] - mean) * rstd;
+          }
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < l; ++j) {
+            const std::size_t k = at(i, c, j);
+            const double xhat = (x.v[k] - mean) * rstd;
+            dx.v[k] = w.v[c] * rstd * (g.v[k] - sg / m - xhat * sgx / m);
+          }
+        dw.v[c] = sgx;
+        db.v[c] = sg;
+      }
+      return std::vector<HostTensor>{dx, dw, db};
+    };
+    c.tol = [](DType dt) {
+      return dt == DType::F64 ? Tolerance{1e-9, 1e-9} : Tolerance{1e-3, 1e-3};
+    };
+    cs.push_back(std::move(c));
+  }
+
   // ---- cast from every dtype (the case's) to every dtype ----
   {
     Case c;

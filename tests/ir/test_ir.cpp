@@ -127,6 +127,25 @@ TEST(IrInfer, CpuOutputsMatchTheInferredShapes) {
         },
         op);
   }
+  // Batch norm and its gradient: x's shape, then [2, C].
+  for (const ir::Op& op : {ir::Op(ir::BatchNorm{x, {}, {}, 1e-5}),
+                           ir::Op(ir::BatchNormGrad{
+                               x, {}, be->execute(ir::BatchNorm{x, {}, {}, 1e-5})[1], x, 1e-5})}) {
+    const auto out = be->execute(op);
+    ASSERT_EQ(out.size(), 2u);
+    std::visit(
+        [&](const auto& o) {
+          if constexpr (ir::MultiOutput<std::decay_t<decltype(o)>> &&
+                        requires { ir::out_shape(o, 1); }) {
+            for (std::size_t k = 0; k < 2; ++k) {
+              EXPECT_EQ(out[k]->shape(), ir::out_shape(o, k)) << ir::name(ir::kind_of(op));
+              EXPECT_EQ(out[k]->dtype(), ir::out_dtype(o, k)) << ir::name(ir::kind_of(op));
+            }
+          }
+        },
+        op);
+    EXPECT_EQ(out[1]->shape(), (Shape{2, 3}));
+  }
   auto cols = be->execute(ir::Unfold{x, w, 0.0})[0];
   const ir::Fold fold{cols, {7, 9}, w};
   EXPECT_EQ(be->execute(fold)[0]->shape(), ir::out_shape(fold));

@@ -138,6 +138,13 @@ bool well_typed(const MaxPoolGrad& op);
 Shape out_shape(const Conv& op);
 DType out_dtype(const Conv& op);
 bool well_typed(const Conv& op);
+// output 0: x's shape (y, dx); output 1: [2, C] (the statistics; dweight and dbias).
+Shape out_shape(const BatchNorm& op, std::size_t output = 0);
+DType out_dtype(const BatchNorm& op, std::size_t output = 0);
+bool well_typed(const BatchNorm& op);
+Shape out_shape(const BatchNormGrad& op, std::size_t output = 0);
+DType out_dtype(const BatchNormGrad& op, std::size_t output = 0);
+bool well_typed(const BatchNormGrad& op);
 
 // Whether op's operand dtypes are ones it is defined for (its struct's rule).
 bool well_typed(const Op& op);

@@ -447,6 +447,41 @@ struct Conv {
   ConvPass pass = ConvPass::Forward;
   std::vector<std::size_t> image;  // InputGrad: the input's spatial extents
 };
+// Batch normalisation in training mode, as torch.nn.functional.batch_norm with
+// training=True: over x [N, C, *] (rank >= 2), per channel c the batch mean and biased
+// variance of x[:, c] (N * prod(*) >= 1 values), y = (x - mean) / sqrt(var + eps) * weight
+// + bias with weight and bias [C] optional (null when absent; handles() keeps their slots).
+// Two outputs: y (x's shape and dtype) and the statistics [2, C] (row 0 the means, row 1
+// the biased variances; x's dtype), from which the caller updates running statistics.
+// The statistics output is not differentiated (the Autodiff decorator records it as
+// detached); y's gradient in x goes through the statistics. One op rather than a
+// composite, so a backend can read each channel once for the statistics and once to write.
+struct BatchNorm {
+  static constexpr const char* kName = "BatchNorm";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.weight, self.bias); }
+  Handle x;
+  Handle weight, bias;
+  double eps;
+};
+// The gradient of BatchNorm's y in its operands, in closed form: with xhat = (x - mean)
+// rstd, rstd = 1 / sqrt(var + eps) and M = N * prod(*) values per channel,
+//   dx = weight rstd (g - sum(g) / M - xhat sum(g xhat) / M),
+//   dweight = sum(g xhat), dbias = sum(g)   (sums over N and *, per channel).
+// x [N, C, *], weight [C] (optional: taken as ones), stats [2, C] (BatchNorm's second
+// output for this x and eps), g of x's shape. Two outputs: dx (x's shape) and [2, C]
+// (row 0 dweight, row 1 dbias); x's dtype throughout. BatchNorm's derivative rule runs it
+// where the backend supports it, and a composite of element-wise ops and reductions
+// elsewhere.
+struct BatchNormGrad {
+  static constexpr const char* kName = "BatchNormGrad";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.weight, self.stats, self.g); }
+  Handle x, weight, stats, g;
+  double eps;
+};
 // ---- creation ----
 struct Fill {
   static constexpr const char* kName = "Fill";
@@ -489,7 +524,7 @@ struct Random {
   X(SliceAssign) X(Cat) X(Gather) X(Scatter) X(IndexSelect) X(IndexAdd)        \
   X(Sort) X(Nonzero) X(Fill) X(Arange) X(Random)                               \
   X(Softmax) X(LayerNorm) X(Unfold) X(Fold) X(Pool) X(Conv)    \
-  X(MaxPoolGrad)
+  X(MaxPoolGrad) X(BatchNorm) X(BatchNormGrad)
 // clang-format on
 
 namespace detail {

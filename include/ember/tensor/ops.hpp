@@ -209,6 +209,17 @@ DynTensor grid_sample(DynTensor input, DynTensor grid,
 // shape and x's dtype and device. eps >= 0.
 DynTensor layer_norm(DynTensor x, const Shape& normalized_shape, std::optional<DynTensor> weight,
                      std::optional<DynTensor> bias, double eps = 1e-5);
+// torch.nn.functional.batch_norm with training=True, less the running statistics: x
+// [N, C, *] (rank >= 2, at least one value per channel) normalised per channel by its
+// batch mean and biased variance; weight and bias, when given, [C] of x's dtype and
+// device. Also returns those statistics ([C] each, detached: no gradient flows through
+// them), from which nn::BatchNorm updates its running statistics. One IR op
+// (ir::BatchNorm) where the device's backend supports it, a composite elsewhere.
+struct BatchNormResult {
+  DynTensor y, mean, var;
+};
+BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight,
+                                    std::optional<DynTensor> bias, double eps = 1e-5);
 
 // ---- devices ----
 DynTensor to_device(DynTensor x, const Device& device);

@@ -35,11 +35,24 @@ enum class RowReduce : std::uint8_t { Sum, Max, Min, Count_ };
 using LayerNormRows = void (*)(const void* x, const void* w, const void* b, void* y, std::size_t n,
                                std::size_t rows, double eps);
 
+// Batch norm's per-channel rows (norm.cpp). Each adds to s[0], s[1] the f64 sums over n
+// contiguous elements — BatchNormSums: of x - shift and (x - shift)^2 (the statistics);
+// BatchNormGradSums: of g and g (x - shift) (the gradient's) — and BatchNormApply writes
+// y = a g + b (x - shift) + c (g null: without the a g term), in the element type.
+using BatchNormSums = void (*)(const void* x, std::size_t n, double shift, double* s);
+using BatchNormGradSums = void (*)(const void* x, const void* g, std::size_t n, double shift,
+                                   double* s);
+using BatchNormApply = void (*)(const void* x, const void* g, void* y, std::size_t n, double shift,
+                                double a, double b, double c);
+
 struct ElementwiseTable {
   UnaryRow unary[static_cast<std::size_t>(ir::UnaryFn::Count_)][kNumDTypes];
   BinaryRow binary[static_cast<std::size_t>(ir::BinaryFn::Count_)][kNumDTypes];
-  SoftmaxRows softmax[kNumDTypes];       // f64 and f32 only
-  LayerNormRows layer_norm[kNumDTypes];  // f64 and f32 only
+  SoftmaxRows softmax[kNumDTypes];                     // f64 and f32 only
+  LayerNormRows layer_norm[kNumDTypes];                // f64 and f32 only
+  BatchNormSums batch_norm_sums[kNumDTypes];           // f64 and f32 only
+  BatchNormGradSums batch_norm_grad_sums[kNumDTypes];  // f64 and f32 only
+  BatchNormApply batch_norm_apply[kNumDTypes];         // f64 and f32 only
   ReduceRows reduce_rows[static_cast<std::size_t>(RowReduce::Count_)][kNumDTypes];  // f64, f32
   const char* isa;
 };
