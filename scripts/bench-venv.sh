@@ -34,6 +34,9 @@ else
   "${pip[@]}" numpy filelock typing-extensions sympy networkx jinja2 fsspec setuptools
 fi
 
+# onnxruntime (CPU): the ONNX import's reference in tests/onnx and benches.
+"${pip[@]}" onnxruntime
+
 "$venv/bin/python" - <<'PY'
 import torch
 x = torch.randn(64, 64)
