@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -103,7 +104,7 @@ int main(int argc, char** argv) {
   const std::string ort_script = fs::exists(script) ? script : "benches/onnx_ort_time.py";
   std::ostringstream table;
   table << "| model | input | ember " << device << " (ms) | onnxruntime (ms) | provider | "
-        << "ember/onnxruntime |\n|---|---|---|---|---|---|\n";
+        << "ember/onnxruntime | ember vs PyTorch (max err / max) |\n|---|---|---|---|---|---|---|\n";
   std::cout << "bench_onnx: device " << dev.name() << ", threads " << threads << ", median of "
             << reps << " after " << warmup << " warm-ups\n";
   for (const auto& dir : dirs)
@@ -129,6 +130,16 @@ int main(int argc, char** argv) {
           if (r >= warmup) t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
         }
         const double ember_ms = median(t);
+        // How far ember's output is from PyTorch's (the export's): max |d| / max |y|.
+        const auto got = m.run({x})[0].to_data().to_vector<double>();
+        const auto want = meta["output"].get<std::vector<double>>();
+        double err = got.size() == want.size() ? 0 : 1e9, scale = 0;
+        for (std::size_t k = 0; k < got.size() && k < want.size(); ++k) {
+          err = std::max(err, std::abs(got[k] - want[k]));
+          scale = std::max(scale, std::abs(want[k]));
+        }
+        char errs[64];
+        std::snprintf(errs, sizeof errs, "%.1e", scale > 0 ? err / scale : err);
         std::string ort_ms = "—", provider = "—", ratio = "—";
         const auto [out, rc] =
             capture(python + " " + ort_script + " " + dir + " " + name + " " +
@@ -147,11 +158,11 @@ int main(int argc, char** argv) {
         char em[64];
         std::snprintf(em, sizeof em, "%.2f", ember_ms);
         table << "| " << name << " | " << shape_of(meta["input_shape"]).to_string() << " | " << em
-              << " | " << ort_ms << " | " << provider << " | " << ratio << " |\n";
+              << " | " << ort_ms << " | " << provider << " | " << ratio << " | " << errs << " |\n";
         std::cout << name << ": ember " << em << " ms, onnxruntime " << ort_ms << " ms ("
-                  << provider << "), ratio " << ratio << std::endl;
+                  << provider << "), ratio " << ratio << ", error vs PyTorch " << errs << std::endl;
       } catch (const std::exception& e) {
-        table << "| " << name << " | | error | | | |\n";
+        table << "| " << name << " | | error | | | | |\n";
         std::cout << name << ": error: " << e.what() << std::endl;
       }
     }

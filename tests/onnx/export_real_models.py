@@ -16,6 +16,7 @@ their float32 values (the input first). The models (eval mode, opset 14):
 Exit status 77 (the test's skip) when torch or torchvision is missing.
 """
 import argparse
+import inspect
 import json
 import os
 import sys
@@ -52,8 +53,11 @@ def export(name, model, x, out_dir, dynamic):
     with torch.no_grad():
         y = model(x)
     path = os.path.join(out_dir, name + ".onnx")
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False  # PyTorch 2.x: the TorchScript exporter, as 1.13's
     torch.onnx.export(model, x, path, opset_version=14, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": dynamic, "y": {0: dynamic[0]}})
+                      dynamic_axes={"x": dynamic, "y": {0: dynamic[0]}}, **kwargs)
     meta = {
         "input_shape": list(x.shape), "input": [float(v) for v in x.flatten()],
         "output_shape": list(y.shape), "output": [float(v) for v in y.flatten()],
