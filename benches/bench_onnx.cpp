@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -103,8 +103,9 @@ int main(int argc, char** argv) {
   const std::string script = (fs::path(argv[0]).parent_path() / "onnx_ort_time.py").string();
   const std::string ort_script = fs::exists(script) ? script : "benches/onnx_ort_time.py";
   std::ostringstream table;
-  table << "| model | input | ember " << device << " (ms) | onnxruntime (ms) | provider | "
-        << "ember/onnxruntime | ember vs PyTorch (max err / max) |\n|---|---|---|---|---|---|---|\n";
+  table
+      << "| model | input | ember " << device << " (ms) | onnxruntime (ms) | provider | "
+      << "ember/onnxruntime | ember vs PyTorch (max err / max) |\n|---|---|---|---|---|---|---|\n";
   std::cout << "bench_onnx: device " << dev.name() << ", threads " << threads << ", median of "
             << reps << " after " << warmup << " warm-ups\n";
   for (const auto& dir : dirs)
