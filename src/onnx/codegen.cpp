@@ -10,6 +10,7 @@
 // Constants of at most kInlineElements elements are written into the code; larger ones are
 // members (nn::Param for floats, nn::Buffer for integers and booleans) and go into the
 // weights file with the layers' tensors.
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -82,12 +83,11 @@ std::string identifier(const std::string& raw, std::set<std::string>& taken,
       s += '_';
   }
   while (!s.empty() && s.back() == '_') s.pop_back();
+  if (s.size() > 60) s = s.substr(s.size() - 60);
+  while (!s.empty() && s.front() == '_') s.erase(0, 1);
   if (s.empty()) s = fallback;
   if (std::isdigit(static_cast<unsigned char>(s[0]))) s = fallback + "_" + s;
-  if (s.size() > 60) s = s.substr(s.size() - 60);
   if (!is_identifier(s)) s = fallback;
-  // A leading underscore with a capital, or a double underscore, is reserved in C++.
-  if (s[0] == '_') s = fallback + s;
   std::string out = s;
   for (int k = 1; taken.count(out) || reserved().count(out); ++k) out = s + "_" + std::to_string(k);
   taken.insert(out);
