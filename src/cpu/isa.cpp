@@ -22,8 +22,7 @@ bool has_f16c() {
 bool detect(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  const bool avx2 =
-      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   switch (isa) {
     case Isa::Scalar:
       return true;
