@@ -8,7 +8,7 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 export CCACHE_BASEDIR := $(CURDIR)
 
-.PHONY: all deps configure build demo test test-asan test-tsan test-vulkan fuzz fuzz-record bench format clean ops-doc fuzz-onnx onnx-nodes
+.PHONY: bench-onnx all deps configure build demo test test-asan test-tsan test-vulkan fuzz fuzz-record bench format clean ops-doc fuzz-onnx onnx-nodes
 
 all: build
 
@@ -120,6 +120,15 @@ fuzz-onnx: deps
 	for d in /usr/share/libonnx-testdata/data/node/test_[a-c]*; do cp $$d/model.onnx $(FUZZ_BUILD)/corpus-onnx/$$(basename $$d).onnx; done
 	$(FUZZ_BUILD)/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
 	  $(FUZZ_BUILD)/corpus-onnx
+
+# Imported ONNX models on ember beside onnxruntime (the bench venv's, scripts/bench-venv.sh):
+# ResNet-18 and MobileNetV2 at 224x224, the LSTM, the Transformer encoder, the small CNN.
+bench-onnx: deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DEMBER_BUILD_BENCHES=ON $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS) --target bench_onnx
+	/usr/bin/python3 tests/onnx/export_real_models.py --out $(BUILD)/onnx-bench-models --size 224
+	$(BUILD)/benches/bench_onnx --models $(BUILD)/onnx-bench-models --models tests/onnx/models \
+	  --python .venv/bin/python $(BENCH_ARGS)
 
 # Every ONNX node test through the loader, with the report docs/onnx.md is made from.
 onnx-nodes: build

@@ -35,6 +35,9 @@ else
   "${pip[@]}" safetensors  # the record benchmark's reference loader
 fi
 
+# onnxruntime (CPU): the ONNX import's reference in tests/onnx and benches.
+"${pip[@]}" onnxruntime
+
 "$venv/bin/python" - <<'PY'
 import torch
 x = torch.randn(64, 64)

@@ -22,6 +22,7 @@ packages=(
   # and Mesa's lavapipe (a CPU Vulkan driver) that its tests run on.
   libvulkan-dev libshaderc-dev glslang-dev spirv-tools mesa-vulkan-drivers
   libonnx-dev libprotobuf-dev libonnx-testdata  # ONNX import (ember::onnx) and its node tests
+  python3-torchvision  # ResNet-18 and MobileNetV2 for the ONNX real-model tests
   libtorch-dev               # the LibTorch backend (libember_libtorch.so): ATen 1.13, CPU
 )
 

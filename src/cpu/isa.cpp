@@ -2,17 +2,27 @@
 
 #include <cstdlib>
 #include <string>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "ember/base/error.hpp"
 
 namespace ember::cpu {
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
+// F16C from CPUID leaf 1 (clang before 15 has no "f16c" for __builtin_cpu_supports).
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+#endif
+
 bool detect(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
   switch (isa) {
     case Isa::Scalar:
       return true;

@@ -66,6 +66,12 @@ struct Graph {
 std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Device& device,
                                    const std::string& base_dir, bool trainable);
 
+// parse_model, then the checks, constant folding and dead-node elimination of onnx::load.
+std::shared_ptr<Graph> load_graph(const std::string& path, const Device& device,
+                                  const LoadOptions& options);
+std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, const Device& device,
+                                        const LoadOptions& options, const std::string& base_dir);
+
 // Runs a graph's nodes over an environment of values (name -> tensor); used by Model::run
 // and by the control-flow operators for their subgraphs.
 using Env = std::map<std::string, DynTensor>;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ember/base/checked.hpp"
+#include "ember/onnx/codegen.hpp"
 #include "ops.hpp"
 
 namespace ember::onnx {
@@ -117,20 +118,17 @@ void check_supported(const Graph& g) {
   }
 }
 
-std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
+// Runs one node's operator on its inputs; an error names the node, its op type and opset.
+std::vector<DynTensor> call_op(const Node& n, std::int64_t opset, const Device& device,
+                               std::vector<std::optional<DynTensor>> in, const Env& env) {
   const auto& table = op_table();
   auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
-  if (it == table.end()) unsupported(g, n);
-  OpCall call{n, g.opset, g.device, {}, n.outputs.size(), &env};
-  for (const auto& name : n.inputs) {
-    if (name.empty()) {
-      call.in.emplace_back(std::nullopt);
-      continue;
-    }
-    auto v = env.find(name);
-    if (v == env.end()) call.error("input '" + name + "' is not defined");
-    call.in.emplace_back(v->second);
-  }
+  OpCall call{n, opset, device, std::move(in), n.outputs.size(), &env};
+  if (it == table.end())
+    call.error(std::string("operator ") +
+               (n.domain.empty() ? "" : "of domain '" + n.domain + "' ") +
+               "is not supported; expected an operator of the default domain (ai.onnx) that "
+               "ember implements (docs/onnx.md lists them)");
   std::vector<DynTensor> out;
   try {
     out = it->second.fn(call);
@@ -148,6 +146,22 @@ std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
     call.error("produced " + std::to_string(out.size()) + " outputs where the node names " +
                std::to_string(named));
   return out;
+}
+
+std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
+  std::vector<std::optional<DynTensor>> in;
+  for (const auto& name : n.inputs) {
+    if (name.empty()) {
+      in.emplace_back(std::nullopt);
+      continue;
+    }
+    auto v = env.find(name);
+    if (v == env.end())
+      fail(n.describe() + " (opset " + std::to_string(g.opset) + "): input '" + name +
+           "' is not defined");
+    in.emplace_back(v->second);
+  }
+  return call_op(n, g.opset, g.device, std::move(in), env);
 }
 
 void fold_and_prune(Graph& g, const LoadOptions& options) {
@@ -312,15 +326,16 @@ std::vector<std::pair<std::string, DynTensor>> Model::initializers() const {
   return out;
 }
 
-Model load_bytes(const void* data, std::size_t size, const Device& device,
-                 const LoadOptions& options, const std::string& base_dir) {
+std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, const Device& device,
+                                        const LoadOptions& options, const std::string& base_dir) {
   auto g = parse_model(data, size, device, base_dir, options.trainable);
   check_supported(*g);
   fold_and_prune(*g, options);
-  return Model(std::move(g));
+  return g;
 }
 
-Model load(const std::string& path, const Device& device, const LoadOptions& options) {
+std::shared_ptr<Graph> load_graph(const std::string& path, const Device& device,
+                                  const LoadOptions& options) {
   std::ifstream in(path, std::ios::binary);
   EMBER_CHECK(in.good(), "onnx::load: cannot open '" + path + "'");
   std::stringstream ss;
@@ -328,7 +343,69 @@ Model load(const std::string& path, const Device& device, const LoadOptions& opt
   const std::string bytes = ss.str();
   std::string dir = std::filesystem::path(path).parent_path().string();
   if (dir.empty()) dir = ".";
-  return load_bytes(bytes.data(), bytes.size(), device, options, dir);
+  return load_graph_bytes(bytes.data(), bytes.size(), device, options, dir);
+}
+
+Model load_bytes(const void* data, std::size_t size, const Device& device,
+                 const LoadOptions& options, const std::string& base_dir) {
+  return Model(load_graph_bytes(data, size, device, options, base_dir));
+}
+
+Model load(const std::string& path, const Device& device, const LoadOptions& options) {
+  return Model(load_graph(path, device, options));
+}
+
+std::vector<DynTensor> apply(const std::string& op_type, std::int64_t opset, const Device& device,
+                             const std::vector<std::optional<DynTensor>>& inputs,
+                             const Attrs& attrs, std::size_t num_outputs) {
+  Node n;
+  n.name = op_type;
+  n.op_type = op_type;
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    n.inputs.push_back(inputs[i] ? "input" + std::to_string(i) : "");
+  for (std::size_t i = 0; i < num_outputs; ++i) n.outputs.push_back("output" + std::to_string(i));
+  for (const auto& [key, v] : attrs) {
+    Attr a;
+    using T = AttrValue::Type;
+    switch (v.type) {
+      case T::Int:
+        a.type = Attr::Type::Int;
+        a.i = v.i;
+        break;
+      case T::Float:
+        a.type = Attr::Type::Float;
+        a.f = v.f;
+        break;
+      case T::String:
+        a.type = Attr::Type::String;
+        a.s = v.s;
+        break;
+      case T::Ints:
+        a.type = Attr::Type::Ints;
+        a.ints = v.ints;
+        break;
+      case T::Floats:
+        a.type = Attr::Type::Floats;
+        a.floats = v.floats;
+        break;
+      case T::Strings:
+        a.type = Attr::Type::Strings;
+        a.strings = v.strings;
+        break;
+      case T::Tensor:
+        a.type = Attr::Type::Tensor;
+        a.t = v.t;
+        break;
+    }
+    n.attrs.insert_or_assign(key, std::move(a));
+  }
+  const Env env;
+  auto out = call_op(n, opset, device, inputs, env);
+  EMBER_CHECK(out.size() >= num_outputs, "onnx::apply: " + op_type + " produced " +
+                                             std::to_string(out.size()) + " outputs; " +
+                                             std::to_string(num_outputs) + " were asked for");
+  out.erase(out.begin() + static_cast<std::ptrdiff_t>(num_outputs), out.end());
+  return out;
 }
 
 }  // namespace ember::onnx

@@ -228,35 +228,12 @@ V cast(OpCall& c) {
 
 void register_elementwise(OpMap& m) {
   const auto add = [&](const char* name, OpFn fn) { m[name] = {fn, true}; };
-  add("Abs", unary<UnaryFn::Abs>);
-  add("Neg", unary<UnaryFn::Neg>);
-  add("Sign", unary<UnaryFn::Sign>);
-  add("Reciprocal", unary<UnaryFn::Recip>);
-  add("Sqrt", unary<UnaryFn::Sqrt>);
-  add("Exp", unary<UnaryFn::Exp>);
-  add("Log", unary<UnaryFn::Log>);
-  add("Sin", unary<UnaryFn::Sin>);
-  add("Cos", unary<UnaryFn::Cos>);
-  add("Tan", unary<UnaryFn::Tan>);
-  add("Sinh", unary<UnaryFn::Sinh>);
-  add("Cosh", unary<UnaryFn::Cosh>);
-  add("Tanh", unary<UnaryFn::Tanh>);
-  add("Asin", unary<UnaryFn::Asin>);
-  add("Acos", unary<UnaryFn::Acos>);
-  add("Atan", unary<UnaryFn::Atan>);
-  add("Asinh", unary<UnaryFn::Asinh>);
-  add("Acosh", unary<UnaryFn::Acosh>);
-  add("Atanh", unary<UnaryFn::Atanh>);
-  add("Erf", unary<UnaryFn::Erf>);
-  add("Floor", unary<UnaryFn::Floor>);
-  add("Ceil", unary<UnaryFn::Ceil>);
-  add("Round", unary<UnaryFn::Round>);
-  add("Relu", unary<UnaryFn::Relu>);
-  add("Sigmoid", unary<UnaryFn::Sigmoid>);
-  add("Softplus", unary<UnaryFn::Softplus>);
-  add("Mish", unary<UnaryFn::Mish>);
-  add("IsNaN", unary<UnaryFn::IsNan>);
-  add("BitwiseNot", unary<UnaryFn::BitNot>);
+#define EMBER_ONNX_ADD_UNARY(op, fn) add(#op, unary<UnaryFn::fn>);
+#define EMBER_ONNX_ADD_BINARY(op, fn) add(#op, binary<BinaryFn::fn>);
+  EMBER_ONNX_UNARY_OPS(EMBER_ONNX_ADD_UNARY)
+  EMBER_ONNX_BINARY_OPS(EMBER_ONNX_ADD_BINARY)
+#undef EMBER_ONNX_ADD_UNARY
+#undef EMBER_ONNX_ADD_BINARY
   add("Not", not_);
   add("IsInf", isinf);
   add("LeakyRelu", leaky_relu);
@@ -271,23 +248,9 @@ void register_elementwise(OpMap& m) {
   add("Shrink", shrink);
   add("Gelu", gelu);
   add("Clip", clip);
-  add("Add", binary<BinaryFn::Add>);
-  add("Sub", binary<BinaryFn::Sub>);
-  add("Mul", binary<BinaryFn::Mul>);
   add("Div", div);
   add("Pow", pow);
   add("Mod", mod);
-  add("Equal", binary<BinaryFn::Eq>);
-  add("Greater", binary<BinaryFn::Gt>);
-  add("GreaterOrEqual", binary<BinaryFn::Ge>);
-  add("Less", binary<BinaryFn::Lt>);
-  add("LessOrEqual", binary<BinaryFn::Le>);
-  add("And", binary<BinaryFn::And>);
-  add("Or", binary<BinaryFn::Or>);
-  add("Xor", binary<BinaryFn::Xor>);
-  add("BitwiseAnd", binary<BinaryFn::BitAnd>);
-  add("BitwiseOr", binary<BinaryFn::BitOr>);
-  add("BitwiseXor", binary<BinaryFn::BitXor>);
   add("BitShift", bit_shift);
   add("Max", variadic<BinaryFn::Max>);
   add("Min", variadic<BinaryFn::Min>);

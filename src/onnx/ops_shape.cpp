@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include <type_traits>
+
 #include "ops.hpp"
 
 namespace ember::onnx {
@@ -277,7 +279,7 @@ V scatter_elements(OpCall& c) {
   if (red == "add")
     return {ops::scatter_add(std::move(x), static_cast<std::int64_t>(d), std::move(idx),
                              std::move(upd))};
-  c.error("reduction '" + red + "' is not supported; expected none or add");
+  c.error("reduction '" + red + "' is not supported; expected none, add or mul");
 }
 
 // The row of each index tuple (last dim of idx, length k) in data viewed as
@@ -361,12 +363,37 @@ V scatter_nd(OpCall& c) {
   const Shape xs = x.shape();
   DynTensor xf = ops::reshape(std::move(x), Shape{rows, inner});
   DynTensor uf = ops::reshape(std::move(upd), Shape{m, inner});
-  DynTensor li = ops::expand(ops::reshape(std::move(lin), Shape{m, 1}), Shape{m, inner});
   const std::string red = c.node.s("reduction", "none");
+  if (red == "mul") {
+    // Products in update order, on the host (duplicate indices multiply in turn).
+    const auto rows_at = host_ints(lin);
+    const DType dt = xf.dtype();
+    TensorData xd = xf.to_data(), ud = uf.to_data();
+    const auto mul_rows = [&](auto zero) {
+      using T = decltype(zero);
+      auto xv = xd.to_vector<T>();
+      const auto uv = ud.to_vector<T>();
+      for (std::size_t j = 0; j < m; ++j) {
+        const auto row = static_cast<std::size_t>(rows_at[j]);
+        for (std::size_t e = 0; e < inner; ++e) {
+          T& a = xv[row * inner + e];
+          if constexpr (std::is_integral_v<T>)  // wraps as the integer dtype would
+            a = static_cast<T>(static_cast<std::uint64_t>(a) *
+                               static_cast<std::uint64_t>(uv[j * inner + e]));
+          else
+            a *= uv[j * inner + e];
+        }
+      }
+      return TensorData::from<T>(xv, Shape{rows, inner}).convert(dt);
+    };
+    TensorData r = is_float(dt) ? mul_rows(double{}) : mul_rows(std::int64_t{});
+    return {ops::reshape(ops::from_data(r, c.device), xs)};
+  }
+  DynTensor li = ops::expand(ops::reshape(std::move(lin), Shape{m, 1}), Shape{m, inner});
   DynTensor r = red == "add"
                     ? ops::scatter_add(std::move(xf), 0, std::move(li), std::move(uf))
-                    : (c.check(red == "none",
-                               "reduction '" + red + "' is not supported; expected none or add"),
+                    : (c.check(red == "none", "reduction '" + red +
+                                                  "' is not supported; expected none, add or mul"),
                        ops::scatter(std::move(xf), 0, std::move(li), std::move(uf)));
   return {ops::reshape(std::move(r), xs)};
 }

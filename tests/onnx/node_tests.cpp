@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -68,6 +69,19 @@ std::string first_line(const std::string& s) {
   return l;
 }
 
+// The node tests' generator stores bfloat16 tensors as uint16 (their bits), which read as
+// i32; where the model declares bf16, those bits are the bf16 values.
+TensorData as_declared(TensorData t, DType declared) {
+  if (declared != DType::BF16 || t.dtype() != DType::I32) return t;
+  const auto v = t.to_vector<std::int64_t>();
+  std::vector<std::byte> bytes(v.size() * 2);
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    const auto bits = static_cast<std::uint16_t>(v[k] & 0xffff);
+    std::memcpy(bytes.data() + 2 * k, &bits, 2);
+  }
+  return TensorData(std::move(bytes), t.shape(), DType::BF16);
+}
+
 void run_test(const fs::path& dir, const Device& dev, Result& r) {
   describe_model(dir / "model.onnx", r);
   try {
@@ -80,8 +94,12 @@ void run_test(const fs::path& dir, const Device& dev, Result& r) {
     if (sets.empty()) throw Error("no test_data_set folder");
     for (const auto& set : sets) {
       std::vector<DynTensor> inputs;
-      for (const auto& f : sorted_files(set, "input_"))
-        inputs.push_back(ops::from_data(ember::onnx::read_tensor_file(f.string()), dev));
+      for (const auto& f : sorted_files(set, "input_")) {
+        TensorData t = ember::onnx::read_tensor_file(f.string());
+        if (inputs.size() < m.inputs().size())
+          t = as_declared(std::move(t), m.inputs()[inputs.size()].dtype);
+        inputs.push_back(ops::from_data(t, dev));
+      }
       const auto expected = sorted_files(set, "output_");
       std::vector<DynTensor> out = m.run(inputs);
       if (out.size() != expected.size())
@@ -89,6 +107,7 @@ void run_test(const fs::path& dir, const Device& dev, Result& r) {
                     std::to_string(expected.size()));
       for (std::size_t i = 0; i < out.size(); ++i) {
         TensorData want = ember::onnx::read_tensor_file(expected[i].string());
+        if (i < m.outputs().size()) want = as_declared(std::move(want), m.outputs()[i].dtype);
         TensorData got = out[i].to_data();
         if (got.dtype() != want.dtype())
           throw Error("output " + std::to_string(i) + " has dtype " + name(got.dtype()) +
