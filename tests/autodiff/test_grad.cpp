@@ -619,6 +619,8 @@ TEST(Grad, ComposedFunctions) {
         {{rnd(S({2, 2, 3, 4}), -2, 2, 332 + v)},
          {rnd(S({2, 3, 2, 2}), -1.2, 1.2, 342 + v), !nearest}});
   }
+}
+
 // Batch norm in training mode (ir::BatchNorm on the Cpu, its rule ir::BatchNormGrad):
 // weight and bias present and absent, ranks 2 to 4, an operand computed by an element-wise
 // op; and ir::BatchNormGrad's own rule (its gradients in x, weight and g), with the
