@@ -92,8 +92,18 @@ BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight
   const auto channel_mean = [](const DynTensor& t) {
     return reduce(ir::ReduceFn::Mean, reduce(ir::ReduceFn::Mean, t, 2), 0);
   };
-  const DynTensor mean = channel_mean(xr);
-  const DynTensor centered = binary(BinaryFn::Sub, xr, mean);
+  // Each channel is first shifted by one of its own values (a constant to autodiff: y does
+  // not depend on the shift), so that the mean is taken of values near zero and does not
+  // lose the spread to the offset's rounding (a channel at 1000 with unit spread, in f32).
+  DynTensor shifted = xr;
+  std::optional<DynTensor> shift;
+  if (n * l > 0) {
+    shift = detach(narrow(narrow(xr, 0, 0, 1), 2, 0, 1));
+    shifted = binary(BinaryFn::Sub, xr, *shift);
+  }
+  const DynTensor shifted_mean = channel_mean(shifted);
+  const DynTensor centered = binary(BinaryFn::Sub, shifted, shifted_mean);
+  const DynTensor mean = shift ? binary(BinaryFn::Add, shifted_mean, *shift) : shifted_mean;
   const DynTensor var = channel_mean(unary(ir::UnaryFn::Square, centered));
   DynTensor y = binary(BinaryFn::Mul, centered,
                        unary(ir::UnaryFn::Rsqrt, binary_scalar(BinaryFn::Add, var, eps)));

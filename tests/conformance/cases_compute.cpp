@@ -302,6 +302,9 @@ void add_compute_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "batch_norm_training";
+    c.no_grad =
+        "its batch statistics are detached outputs (as PyTorch's running statistics); y's "
+        "gradients are checked by batch_norm_training_grad and Grad.BatchNorm";
     c.family = "normalization";
     c.dtypes = kAllFloats;
     c.trials = [](DType dt, Scale s) {
@@ -401,6 +404,8 @@ void add_compute_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "batch_norm_training_grad";
+    c.no_grad =
+        "runs its own backward pass inside; BatchNormGrad's rule is checked by Grad.BatchNorm";
     c.family = "normalization";
     c.dtypes = {DType::F32, DType::F64};
     c.trials = [](DType dt, Scale) {
