@@ -9,6 +9,8 @@
 
 #include <ember/ember.hpp>
 
+#include "nn/expect_error.hpp"
+
 using namespace ember;
 
 namespace {
@@ -49,20 +51,6 @@ void expect_normal(const std::vector<double>& v, double mean, double std, const 
   const Stats s = stats_of(v);
   EXPECT_NEAR(s.mean, mean, 0.05 * std) << what;
   EXPECT_NEAR(std::sqrt(s.var), std, 0.05 * std) << what;
-}
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-// Runs f and expects an ember::Error whose message holds every string of `wants`.
-void expect_error_has(const std::function<void()>& f, std::initializer_list<const char*> wants) {
-  const std::string msg = error_of(f);
-  for (const char* want : wants)
-    EXPECT_NE(msg.find(want), std::string::npos) << "'" << want << "' not in: " << msg;
 }
 
 }  // namespace
@@ -555,9 +543,6 @@ TEST(NnTransformer, CausalEncoderOutputIgnoresLaterPositions) {
 
 TEST(NnBadInput, NewLayersNameThemselves) {
   const Device dev = Device::cpu();
-  const auto expect_error = [](const std::function<void()>& f, const char* what) {
-    expect_error_has(f, {what});
-  };
   expect_error(
       [&] {
         (void)nn::PixelShuffle{2}.forward(Tensor<4>::zeros(Shape{1, 6, 2, 2}, dev));
@@ -760,14 +745,6 @@ TEST(Lora, AdaptersOnSelectedLayersTrainAloneAndMerge) {
 TEST(Lora, BadArguments) {
   const Device ad = Device::cpu().autodiff();
   LoraNet net{{}, nn::LinearConfig{4, 3}.init(ad)};
-  auto expect_error = [](auto&& f, const char* what) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one saying " << what;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
   expect_error([&] { (void)nn::apply_lora(net, 2, 1.0, nn::path_regex("blocks.*")); },
                "selects no Linear");
   expect_error([&] { (void)nn::apply_lora(net, 0, 1.0); }, "rank must be > 0");

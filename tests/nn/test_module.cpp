@@ -10,6 +10,8 @@
 
 #include <ember/ember.hpp>
 
+#include "nn/expect_error.hpp"
+
 using namespace ember;
 
 namespace {
@@ -235,14 +237,6 @@ struct NetConfig {
 };
 static_assert(std::is_aggregate_v<NetConfig>);
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST(NnConfig, SettersJsonRoundTripAndFiles) {

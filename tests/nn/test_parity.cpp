@@ -11,6 +11,8 @@
 
 #include <ember/ember.hpp>
 
+#include "nn/expect_error.hpp"
+
 using namespace ember;
 using Json = nlohmann::ordered_json;
 
@@ -674,14 +676,6 @@ TEST(NnParity, Interpolate) {
 TEST(NnParity, InterpolateAndPoolErrors) {
   const auto x4 = Tensor<4>::zeros(Shape{1, 1, 4, 4}, cpu);
   const auto x3 = Tensor<3>::zeros(Shape{1, 1, 4}, cpu);
-  auto expect_error = [](auto&& f, const char* what) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one saying " << what;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
   expect_error([&] { (void)nn::InterpolateConfig{}.init(); }, "exactly one of size");
   expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("cubic").init(); }, "unknown mode");
   expect_error([&] { (void)nn::InterpolateConfig{{4}}.with_mode("bilinear").init().forward(x3); },
@@ -728,14 +722,6 @@ TEST(NnParity, CtcLossErrors) {
   const auto lp = Tensor<3>::zeros(Shape{4, 2, 3}, cpu);
   const auto targets =
       Tensor<2, Int>::from_data(TensorData::from<std::int64_t>({1, 2, 2, 0}, Shape{2, 2}), cpu);
-  auto expect_error = [](auto&& f, const char* what) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one saying " << what;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
   expect_error([&] { (void)ctc(lp, targets, {4, 5}, {2, 1}); }, "input_lengths[1] = 5");
   expect_error([&] { (void)ctc(lp, targets, {4, 4}, {2, 3}); }, "target_lengths[1] = 3");
   // Row 1's first label is 2, the blank here.
@@ -789,14 +775,6 @@ TEST(NnParity, LossModules) {
   const auto back = nn::CrossEntropyLossConfig::from_json(ce.config.to_json());
   EXPECT_EQ(back.weight, ce.config.weight);
   EXPECT_EQ(back.label_smoothing, 0.2);
-  auto expect_error = [](auto&& f, const char* what) {
-    try {
-      f();
-      ADD_FAILURE() << "no error; expected one saying " << what;
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-    }
-  };
   expect_error([] { (void)nn::MseLossConfig{}.with_reduction("average").init(); },
                "unknown reduction \"average\"");
   expect_error([] { (void)nn::MseLossConfig{}.with_reduction("batchmean").init(); },
