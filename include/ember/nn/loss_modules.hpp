@@ -112,37 +112,25 @@ EMBER_NN_PAIR_LOSS_(MseLoss, mse, "nn::MseLoss")
 EMBER_NN_PAIR_LOSS_(L1Loss, l1, "nn::L1Loss")
 #undef EMBER_NN_PAIR_LOSS_
 
-struct HuberLossConfig {
-  double delta = 1.0;
-  std::string reduction = "mean";
-  EMBER_CONFIG(HuberLossConfig, delta, reduction)
-  HuberLoss init() const;
-};
-struct HuberLoss {
-  HuberLossConfig config;
-  EMBER_MODULE(HuberLoss, config)
-  template <std::size_t D>
-  Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {
-    return loss::huber(input, target, config.delta,
-                       detail::reduction_of(config.reduction, "nn::HuberLoss"));
-  }
-};
-
-struct SmoothL1LossConfig {
-  double beta = 1.0;
-  std::string reduction = "mean";
-  EMBER_CONFIG(SmoothL1LossConfig, beta, reduction)
-  SmoothL1Loss init() const;
-};
-struct SmoothL1Loss {
-  SmoothL1LossConfig config;
-  EMBER_MODULE(SmoothL1Loss, config)
-  template <std::size_t D>
-  Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {
-    return loss::smooth_l1(input, target, config.beta,
-                           detail::reduction_of(config.reduction, "nn::SmoothL1Loss"));
-  }
-};
+// The same with one number before the reduction (Huber's delta, smooth L1's beta).
+#define EMBER_NN_PAIR_LOSS_WITH_(Name, fn, label, param, value)                                    \
+  struct Name##Config {                                                                            \
+    double param = value;                                                                          \
+    std::string reduction = "mean";                                                                \
+    EMBER_CONFIG(Name##Config, param, reduction)                                                   \
+    Name init() const;                                                                             \
+  };                                                                                               \
+  struct Name {                                                                                    \
+    Name##Config config;                                                                           \
+    EMBER_MODULE(Name, config)                                                                     \
+    template <std::size_t D>                                                                       \
+    Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {                     \
+      return loss::fn(input, target, config.param, detail::reduction_of(config.reduction, label)); \
+    }                                                                                              \
+  };
+EMBER_NN_PAIR_LOSS_WITH_(HuberLoss, huber, "nn::HuberLoss", delta, 1.0)
+EMBER_NN_PAIR_LOSS_WITH_(SmoothL1Loss, smooth_l1, "nn::SmoothL1Loss", beta, 1.0)
+#undef EMBER_NN_PAIR_LOSS_WITH_
 
 struct KlDivLossConfig {
   bool log_target = false;
