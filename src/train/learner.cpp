@@ -387,21 +387,6 @@ Summary LearnerCore::summary(Summary::Outcome outcome, double seconds,
 std::string LearnerCore::model_path() const { return config_.artifact_dir + "/model.ember"; }
 std::string LearnerCore::config_path() const { return config_.artifact_dir + "/config.json"; }
 
-void save_optimizer_state(const optim::OptimizerState& state, const std::string& path) {
-  std::vector<record::NamedTensor> tensors;
-  tensors.reserve(state.tensors.size());
-  for (const auto& [k, t] : state.tensors) tensors.push_back({k, t});
-  record::save_tensors(tensors, path, {.format = record::Format::Ember, .config = state.meta});
-}
-
-optim::OptimizerState load_optimizer_state(const std::string& path, const Device& device) {
-  optim::OptimizerState s;
-  s.meta = record::inspect(path).config;
-  for (auto& t : record::load_tensors(path, device))
-    s.tensors.emplace_back(std::move(t.key), std::move(t.tensor));
-  return s;
-}
-
 void rethrow_with_context(const std::string& context) {
   try {
     throw;

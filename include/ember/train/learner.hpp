@@ -51,6 +51,7 @@
 #include "ember/optim/gradients_params.hpp"
 #include "ember/optim/lr_scheduler.hpp"
 #include "ember/optim/optimizer.hpp"
+#include "ember/optim/state_record.hpp"
 #include "ember/record/record.hpp"
 #include "ember/train/checkpoint.hpp"
 #include "ember/train/dashboard.hpp"
@@ -177,9 +178,6 @@ class LearnerCore {
   std::unique_ptr<Impl> impl_;
 };
 
-// The optimizer state as a .ember file of named tensors (meta in its config), and back.
-void save_optimizer_state(const optim::OptimizerState& state, const std::string& path);
-optim::OptimizerState load_optimizer_state(const std::string& path, const Device& device);
 // The device of a module's first tensor; an ember::Error when it has none.
 template <nn::Module M>
 Device device_of(const M& m) {
@@ -390,7 +388,7 @@ class Learner {
     const std::string name = core_.checkpoint_name(mid_epoch);
     const std::string dir = core_.checkpoints().stage(name);
     record::save(model_, dir + "/model.ember", {.config = core_.config().model_config});
-    detail::save_optimizer_state(optimizer_->state(), dir + "/optimizer.ember");
+    record::save(optimizer_->state(), dir + "/optimizer.ember");
     nn::Json j = core_.state_json();
     j["scheduler"] = scheduler_->state().meta;
     const data::LoaderState ts = train.state();
@@ -419,8 +417,8 @@ class Learner {
     }
     const Device state_device = device_.is_autodiff() ? device_.inner() : device_;
     try {
-      optimizer_->load_state(detail::load_optimizer_state(dir + "/optimizer.ember", state_device),
-                             model_);
+      optimizer_->load_state(
+          record::load(optim::OptimizerState{}, dir + "/optimizer.ember", state_device), model_);
     } catch (...) {
       detail::rethrow_with_context("train::Learner: cannot resume from " + dir +
                                    ": the optimizer state does not match");
