@@ -77,6 +77,7 @@ class CudaBackend final : public backend::Backend {
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }
+  backend::FusedCaps fused_caps() const override { return {.fills = true}; }
 
   // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero
   // address their operands by coordinates of at most kMaxDims dims, uncollapsed.
