@@ -148,6 +148,13 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       lk.unlock();
       return run_now(std::move(op), args);
     }
+    if (s->records.empty() && !fusable(kind, *shared_)) {
+      // Nothing pending and nothing to fuse with: run it now, as a flush of its one record
+      // would, without the record (the cost of ops that cannot fuse: launch_overhead).
+      lk.unlock();
+      shared_->report.recorded();
+      return run_now(std::move(op), args);
+    }
     Record r;
     outputs_of(op, [&](Shape shape, DType dtype) {
       r.outs.push_back(std::make_shared<Value>(std::move(shape), dtype, s, State::Pending));
@@ -241,12 +248,14 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       if (!args[i]) continue;
       ir::Handle& h = ir::operand(op, i);
       ir::Handle inner = materialize(*args[i], CloseReason::CrossThread);
-      // The op holding the only handle of a value nobody else holds: the inner backend
-      // may reuse it in place, as the op would unfused.
-      const bool sole = h.use_count() == 1 && args[i].use_count() == 2 && !args[i]->stream;
+      // The op holding the only handle of a value nobody else holds (no pending reader in
+      // any stream either): the inner backend may reuse it in place, as the op would unfused.
+      const bool sole = h.use_count() == 1 && args[i].use_count() == 2 &&
+                        args[i]->pending_uses.load(std::memory_order_acquire) == 0;
       h.reset();
       if (sole) {
         args[i]->inner.reset();
+        args[i]->state = State::Consumed;
       }
       h = std::move(inner);
     }
