@@ -11,7 +11,15 @@ namespace ember::cuda {
 ir::Handle run(CudaContext& ctx, ir::Fill& op) {
   std::int64_t n = static_cast<std::int64_t>(op.shape.num_elements());
   // The element's bits, converted on the host exactly as the Cpu's fill converts them.
-  const std::uint64_t bits = backend::fill_bits(op);
+  std::uint64_t bits = 0;
+  if (is_int(op.dtype)) {
+    convert_elements(&op.int_value, DType::I64, &bits, op.dtype, 1);
+  } else if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
+    const float v = static_cast<float>(op.value);
+    convert_elements(&v, DType::F32, &bits, op.dtype, 1);
+  } else {
+    convert_elements(&op.value, DType::F64, &bits, op.dtype, 1);
+  }
   if (n == 1) {  // a scalar operand: shared, filled once (CudaContext::constant)
     return std::make_shared<CudaTensor>(ctx.constant(op.dtype, bits), op.shape, op.dtype,
                                         contiguous_strides(op.shape), 0);
