@@ -8,6 +8,19 @@ namespace ember::backend {
 
 bool Backend::supports(const ir::Op& op) const { return ir::well_typed(op); }
 
+std::uint64_t fill_bits(const ir::Fill& op) {
+  std::uint64_t bits = 0;
+  if (is_int(op.dtype)) {
+    convert_elements(&op.int_value, DType::I64, &bits, op.dtype, 1);
+  } else if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
+    const float v = static_cast<float>(op.value);
+    convert_elements(&v, DType::F32, &bits, op.dtype, 1);
+  } else {
+    convert_elements(&op.value, DType::F64, &bits, op.dtype, 1);
+  }
+  return bits;
+}
+
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
   switch (in.kind) {
@@ -19,6 +32,22 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
       return ir::Where{std::move(args[0]), std::move(args[1]), std::move(args[2]), g.shape};
     case FusedInstr::Kind::Cast:
       return ir::Cast{std::move(args[0]), in.out};
+    case FusedInstr::Kind::Reduce:
+      return ir::Reduce{in.reduce, std::move(args[0]), in.dim, in.out};
+    case FusedInstr::Kind::Fill: {
+      // One element of the group's rank (it broadcasts as the group reads it).
+      ir::Fill f{Shape(std::vector<std::size_t>(g.shape.rank(), 1)), in.out, 0.0, 0};
+      double v = 0;
+      std::int64_t iv = 0;
+      if (is_int(in.out)) {
+        convert_elements(&in.bits, in.out, &iv, DType::I64, 1);
+      } else {
+        convert_elements(&in.bits, in.out, &v, DType::F64, 1);
+      }
+      f.value = v;
+      f.int_value = iv;
+      return f;
+    }
   }
   fail("fused_instr_op: unknown instruction kind");
 }
@@ -85,6 +114,8 @@ const char* name(CloseReason r) {
       return "pending memory cap";
     case CloseReason::ThreadExit:
       return "thread exit";
+    case CloseReason::Reduction:
+      return "ends in a reduction";
     case CloseReason::Count_:
       break;
   }

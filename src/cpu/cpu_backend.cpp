@@ -77,6 +77,9 @@ class CpuBackend final : public backend::Backend {
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }
+  backend::FusedCaps fused_caps() const override {
+    return {.fills = true, .row_reduction = &cpu::reduces_rows};
+  }
 
   void seed(std::uint64_t s) override {
     ctx_.seed = s;

@@ -10,6 +10,7 @@
 // Cuda while a device kernel for it is written.
 #include "cuda/cuda_backend.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -77,6 +78,16 @@ class CudaBackend final : public backend::Backend {
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }
+  // Scalars as parameters of fused kernels (Fill instructions, codegen/fused.cpp) are
+  // compile-tested (test_cuda_codegen) but have not run on a GPU yet: opt-in with
+  // EMBER_CUDA_FUSED_FILLS=1; by default a scalar is an input of the group, as before.
+  backend::FusedCaps fused_caps() const override {
+    static const bool fills = [] {
+      const char* v = std::getenv("EMBER_CUDA_FUSED_FILLS");
+      return v != nullptr && std::string(v) == "1";
+    }();
+    return {.fills = fills};
+  }
 
   // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero
   // address their operands by coordinates of at most kMaxDims dims, uncollapsed.

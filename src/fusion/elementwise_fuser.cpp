@@ -15,11 +15,10 @@
 // strides or parameter values.
 #include "fusion/elementwise_fuser.hpp"
 
-#include <charconv>
+#include <array>
+#include <atomic>
 #include <cstdio>
-#include <map>
 #include <string>
-#include <unordered_map>
 
 #include "ember/base/error.hpp"
 
@@ -50,9 +49,22 @@ std::string op_label(const ir::Op& op) {
   if (const auto* b = std::get_if<ir::Binary>(&op)) return ir::name(b->fn);
   if (std::holds_alternative<ir::Where>(op)) return "where";
   if (std::holds_alternative<ir::Cast>(op)) return "cast";
+  if (const auto* r = std::get_if<ir::Reduce>(&op)) return ir::name(r->fn);
   return ir::name(ir::kind_of(op));
 }
 
+// A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
+// groups reading it.
+bool is_scalar_fill(const Record& r) {
+  const auto* f = std::get_if<ir::Fill>(&r.op);
+  return f != nullptr && f->shape.num_elements() == 1;
+}
+
+// Note [Scalar sources]: a one-element Fill is not run when the flush reaches it: each group
+// that reads it gets a Fill instruction (its value a run-time parameter, so plans and
+// kernels serve every scalar value) and never reads it from memory. It runs alone only when
+// something else needs it in memory — an op run alone reading it, a group of one op, or a
+// handle to it still alive (or a reader in a later flush) when the flush ends.
 class Grouper {
  public:
   explicit Grouper(Shared& shared) : shared_(shared) {}
@@ -65,32 +77,95 @@ class Grouper {
         if (members_.size() >= shared_.options.max_group_ops)
           return close_then_open(r, CloseReason::MaxOps);
         std::size_t fresh = 0;
-        for (const auto& v : r.args) fresh += v && !ids_.count(v.get());
+        for (const auto& v : r.args) fresh += v && !v->source && !known(*v);
         if (inputs_.size() + fresh > shared_.options.max_group_inputs)
           return close_then_open(r, CloseReason::MaxInputs);
       }
       join(r);
       return;
     }
-    bool reads_group = false;
-    for (const auto& v : r.args) reads_group = reads_group || (v && internal(*v));
+    if (kind == ir::OpKind::Reduce && ends_group(r)) {
+      join(r);
+      close(CloseReason::Reduction);
+      return;
+    }
+    if (shared_.fills && is_scalar_fill(r)) {
+      r.outs[0]->source = &r;
+      fills_.push_back(&r);
+      return;
+    }
+    bool reads_group = false;  // (a fill the group reads is no value computed in it)
+    for (const auto& v : r.args) reads_group = reads_group || (v && internal(*v) && !v->source);
     if (reads_group) {
       close(ir::op_class(kind) == ir::OpClass::View ? CloseReason::ViewOfInternal
                                                     : CloseReason::NonFusableOp);
     }
+    materialize_fills(r);
     run_alone(shared_, r);
   }
 
   void close(CloseReason why);
 
+  // At the end of the flush: the fills something still needs in memory run, the rest are
+  // elided (Note [Scalar sources]).
+  void finish() {
+    for (Record* f : fills_) {
+      Value& v = *f->outs[0];
+      if (v.state != State::Pending) continue;
+      if (!v.dropped.load(std::memory_order_acquire) ||
+          v.pending_uses.load(std::memory_order_acquire) > 0) {
+        v.source = nullptr;
+        run_alone(shared_, *f);
+      } else {
+        v.source = nullptr;
+        v.state = State::Elided;
+        f->op = ir::Op{};
+      }
+    }
+    fills_.clear();
+  }
+
  private:
-  bool internal(const Value& v) const {
-    auto it = ids_.find(&v);
-    return it != ids_.end() && it->second >= kInternalBase;
+  // Whether v is a value of the open group: computed in it, or a fill it reads.
+  bool internal(const Value& v) const { return v.group == group_ && v.group_id >= 0; }
+  bool known(const Value& v) const {
+    if (internal(v)) return true;
+    for (const auto& in : inputs_) {
+      if (in.get() == &v) return true;
+    }
+    return false;
+  }
+
+  // Whether the Reduce r ends the open group (Note [Fused reductions] of the Cpu): it
+  // reduces a value computed in the group along rows, and the inner backend takes that.
+  bool ends_group(const Record& r) const {
+    const auto& op = std::get<ir::Reduce>(r.op);
+    const Value* x = r.args[0].get();
+    if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
+        members_.size() >= shared_.options.max_group_ops ||
+        !shared_.row_reduction(op.fn, x->dtype)) {
+      return false;
+    }
+    for (std::size_t k = op.dim + 1; k < shape_.rank(); ++k) {
+      if (shape_[k] != 1) return false;
+    }
+    return true;
+  }
+
+  // The deferred fills r reads run first, so r finds them in memory.
+  void materialize_fills(Record& r) {
+    for (const auto& v : r.args) {
+      if (v && v->source && v->state == State::Pending) {
+        Record& f = *v->source;
+        v->source = nullptr;
+        run_alone(shared_, f);
+      }
+    }
   }
 
   void close_then_open(Record& r, CloseReason why) {
-    shared_.report.decision(op_label(r.op) + ": closes the group (" + backend::name(why) + ")");
+    shared_.report.decision(
+        [&] { return op_label(r.op) + ": closes the group (" + backend::name(why) + ")"; });
     close(why);
     join(r);
   }
@@ -100,21 +175,38 @@ class Grouper {
   static constexpr std::int32_t kInternalBase = 1 << 20;
 
   std::int32_t id_of(const std::shared_ptr<Value>& v) {
-    auto it = ids_.find(v.get());
-    if (it != ids_.end()) {
-      if (it->second < kInternalBase) ++input_uses_[static_cast<std::size_t>(it->second)];
-      return it->second;
+    if (internal(*v)) return v->group_id;
+    if (v->source && v->state == State::Pending) {  // a scalar source: a Fill instruction
+      const auto& f = std::get<ir::Fill>(v->source->op);
+      FusedInstr in;
+      in.kind = FusedInstr::Kind::Fill;
+      in.out = f.dtype;
+      in.bits = backend::fill_bits(f);
+      v->group = group_;
+      v->group_id = kInternalBase + static_cast<std::int32_t>(code_.size());
+      code_.push_back(in);
+      produced_.push_back(v.get());
+      is_fill_.push_back(true);
+      return v->group_id;
+    }
+    for (std::size_t k = 0; k < inputs_.size(); ++k) {
+      if (inputs_[k].get() == v.get()) {
+        ++input_uses_[k];
+        return static_cast<std::int32_t>(k);
+      }
     }
     EMBER_ASSERT(v->state == State::Ready);  // earlier records ran, or are in this group
     const auto id = static_cast<std::int32_t>(inputs_.size());
     inputs_.push_back(v);
     input_uses_.push_back(1);
-    ids_[v.get()] = id;
     return id;
   }
 
   void join(Record& r) {
-    if (members_.empty()) shape_ = r.outs[0]->shape;
+    if (members_.empty()) {
+      shape_ = r.outs[0]->shape;
+      group_ = ++groups_opened_;
+    }
     FusedInstr in;
     std::visit(
         [&](auto& o) {
@@ -131,36 +223,57 @@ class Grouper {
             in.kind = FusedInstr::Kind::Where;
           } else if constexpr (std::is_same_v<T, ir::Cast>) {
             in.kind = FusedInstr::Kind::Cast;
+          } else if constexpr (std::is_same_v<T, ir::Reduce>) {
+            in.kind = FusedInstr::Kind::Reduce;
+            in.reduce = o.fn;
+            in.dim = static_cast<std::uint32_t>(o.dim);
           }
         },
         r.op);
     for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = id_of(r.args[i]);
     in.out = r.outs[0]->dtype;
-    ids_[r.outs[0].get()] = kInternalBase + static_cast<std::int32_t>(members_.size());
+    Value& out = *r.outs[0];
+    out.group = group_;
+    out.group_id = kInternalBase + static_cast<std::int32_t>(code_.size());
     code_.push_back(in);
+    produced_.push_back(&out);
+    is_fill_.push_back(false);
     members_.push_back(&r);
-    shared_.report.decision(op_label(r.op) + ": joins the group (" +
-                            std::to_string(members_.size()) + " ops)");
+    shared_.report.decision([&] {
+      return op_label(r.op) + ": joins the group (" + std::to_string(members_.size()) + " ops)";
+    });
+  }
+
+  void clear() {
+    members_.clear();
+    code_.clear();
+    produced_.clear();
+    is_fill_.clear();
+    inputs_.clear();
+    input_uses_.clear();
+    group_ = 0;
   }
 
   Shared& shared_;
   Shape shape_;
-  std::vector<Record*> members_;
-  std::vector<FusedInstr> code_;
+  std::vector<Record*> members_;  // the records computed in the group
+  std::vector<FusedInstr> code_;  // members' instructions and fill sources, in order
+  std::vector<Value*> produced_;  // per instruction: the value it computes
+  std::vector<bool> is_fill_;     // per instruction: a scalar source
+  std::vector<Record*> fills_;    // the flush's deferred fills (Note [Scalar sources])
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
-  std::unordered_map<const Value*, std::int32_t> ids_;
+  std::uint64_t group_ = 0;  // the open group's number (0: none)
+  static inline std::atomic<std::uint64_t> groups_opened_{0};
 };
 
 void Grouper::close(CloseReason why) {
   if (members_.empty()) return;
   if (members_.size() == 1) {  // nothing to fuse
     Record& r = *members_.front();
-    members_.clear();
-    code_.clear();
-    inputs_.clear();
-    input_uses_.clear();
-    ids_.clear();
+    for (Value* v : produced_) v->group_id = -1;
+    clear();
+    materialize_fills(r);
     run_alone(shared_, r);
     return;
   }
@@ -183,11 +296,17 @@ void Grouper::close(CloseReason why) {
   FusedGroup g;
   g.shape = shape_;
   backend::FusionGroupInfo info;
+  info.ops.reserve(code_.size());
   std::vector<Value*> out_values;
-  for (std::size_t i = 0; i < members_.size(); ++i) {
-    Value& v = *members_[i]->outs[0];
+  for (std::size_t i = 0, m = 0; i < code_.size(); ++i) {
+    Value& v = *produced_[i];
+    v.group_id = -1;
     const std::int32_t later =
         v.pending_uses.fetch_sub(uses[i], std::memory_order_acq_rel) - uses[i];
+    if (is_fill_[i]) {  // a source: never an output (finish() runs it when it is needed)
+      ++info.sources;
+      continue;
+    }
     const bool needed = later > 0 || !v.dropped.load(std::memory_order_acquire);
     if (needed) {
       g.outputs.push_back(n_in + static_cast<std::int32_t>(i));
@@ -196,60 +315,56 @@ void Grouper::close(CloseReason why) {
       ++info.elided;
       info.bytes_saved += v.bytes() * static_cast<std::size_t>(1 + uses[i]);
     }
-    info.ops.push_back(op_label(members_[i]->op));
+    info.ops.push_back(op_label(members_[m++]->op));
   }
-  // The signature (see the top of this file), appended number by number (no formatting
-  // calls: this runs once per group, on the recording path's budget).
-  std::string sig = "ew[";
-  sig.reserve(64 + 24 * (inputs_.size() + code_.size()));
-  const auto num = [&sig](long long x) {
-    char buf[24];
-    const auto r = std::to_chars(buf, buf + sizeof buf, x);
-    sig.append(buf, r.ptr);
+  // The signature (see the top of this file), in bytes: each number a varint (7 bits a
+  // byte, the high bit set while more follow) in a fixed order, every list preceded by its
+  // length, so two structures never share one — built with no formatting, as it is on the
+  // recording path's budget (once per group).
+  std::string sig = "ew";
+  sig.reserve(16 + 8 * (inputs_.size() + code_.size()));
+  const auto put = [&sig](std::uint64_t x) {
+    do {
+      auto byte = static_cast<unsigned char>(x & 0x7f);
+      x >>= 7;
+      if (x) byte |= 0x80;
+      sig.push_back(static_cast<char>(byte));
+    } while (x);
   };
-  std::map<std::size_t, int> dim_class{{1, 0}};
+  std::vector<std::size_t> extents{1};  // dim classes: extents[c] is class c's extent
+  extents.reserve(8);
   const auto cls = [&](std::size_t e) {
-    auto it = dim_class.find(e);
-    if (it == dim_class.end()) it = dim_class.emplace(e, static_cast<int>(dim_class.size())).first;
-    num(it->second);
-    sig += ',';
+    std::size_t c = 0;
+    while (c < extents.size() && extents[c] != e) ++c;
+    if (c == extents.size()) extents.push_back(e);
+    put(c);
   };
+  put(shape_.rank());
   for (std::size_t d = 0; d < shape_.rank(); ++d) cls(shape_[d]);
-  sig += "]";
+  put(inputs_.size());
   for (std::size_t k = 0; k < inputs_.size(); ++k) {
     Value& v = *inputs_[k];
     const bool last = v.dropped.load(std::memory_order_acquire) &&
                       v.pending_uses.load(std::memory_order_acquire) == input_uses_[k];
-    sig += " in:";
-    sig += ember::name(v.dtype);
-    sig += '[';
+    put(static_cast<std::uint64_t>(v.dtype));
+    put(v.shape.rank());
     for (std::size_t d = 0; d < v.shape.rank(); ++d) cls(v.shape[d]);
-    sig += "]L";
-    num(v.layout);
-    sig += last ? 'c' : 'k';
+    put(v.layout);
+    put(last ? 1 : 0);
     g.inputs.push_back(take_input(v, input_uses_[k]));
   }
+  put(code_.size());
   for (const auto& in : code_) {
-    sig += ' ';
-    num(static_cast<int>(in.kind));
-    sig += ':';
-    num(in.kind == FusedInstr::Kind::Binary ? static_cast<int>(in.binary)
-                                            : static_cast<int>(in.unary));
-    sig += ':';
-    sig += ember::name(in.out);
-    sig += '(';
-    num(in.args[0]);
-    sig += ',';
-    num(in.args[1]);
-    sig += ',';
-    num(in.args[2]);
-    sig += ')';
+    put(static_cast<std::uint64_t>(in.kind));
+    put(in.kind == FusedInstr::Kind::Binary   ? static_cast<std::uint64_t>(in.binary)
+        : in.kind == FusedInstr::Kind::Reduce ? static_cast<std::uint64_t>(in.reduce)
+                                              : static_cast<std::uint64_t>(in.unary));
+    put(in.dim);
+    put(static_cast<std::uint64_t>(in.out));
+    for (std::int32_t a : in.args) put(static_cast<std::uint64_t>(a + 1));
   }
-  sig += " out:";
-  for (std::int32_t o : g.outputs) {
-    num(o);
-    sig += ',';
-  }
+  put(g.outputs.size());
+  for (std::int32_t o : g.outputs) put(static_cast<std::uint64_t>(o));
   g.signature = std::move(sig);
   g.key = fnv1a(g.signature);
   g.code = std::move(code_);
@@ -259,11 +374,7 @@ void Grouper::close(CloseReason why) {
   info.fused = shared_.inner->runs_fused();
   info.closed = why;
   std::vector<Record*> members = std::move(members_);
-  members_.clear();
-  code_.clear();
-  inputs_.clear();
-  input_uses_.clear();
-  ids_.clear();
+  clear();
   auto outs = shared_.inner->run_fused(std::move(g));
   EMBER_ASSERT(outs.size() == out_values.size());
   for (std::size_t k = 0; k < outs.size(); ++k) {
@@ -283,6 +394,7 @@ void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) 
   Grouper g(shared);
   for (Record& r : records) g.add(r);
   g.close(why);
+  g.finish();
 }
 
 }  // namespace ember::fusion

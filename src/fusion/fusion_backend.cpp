@@ -63,31 +63,36 @@ thread_local ThreadStreams tls_streams;
 
 std::atomic<std::uint64_t> next_backend_id{1};
 
-// The outputs (shape, dtype) of op, whose operands are handles with shapes and dtypes.
-std::vector<std::pair<Shape, DType>> outputs_of(const ir::Op& op) {
-  return std::visit(
-      [](const auto& o) -> std::vector<std::pair<Shape, DType>> {
+// Calls out(shape, dtype) for each output of op, whose operands are handles with shapes
+// and dtypes.
+template <class Out>
+void outputs_of(const ir::Op& op, Out&& out) {
+  std::visit(
+      [&](const auto& o) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, ir::Sort>) {
-          return {{ir::out_shape(o), ir::out_dtype(o, 0)}, {ir::out_shape(o), ir::out_dtype(o, 1)}};
+          out(ir::out_shape(o), ir::out_dtype(o, 0));
+          out(ir::out_shape(o), ir::out_dtype(o, 1));
         } else if constexpr (std::is_same_v<T, ir::BatchNorm> ||
                              std::is_same_v<T, ir::BatchNormGrad>) {
-          return {{ir::out_shape(o, 0), ir::out_dtype(o, 0)},
-                  {ir::out_shape(o, 1), ir::out_dtype(o, 1)}};
+          out(ir::out_shape(o, 0), ir::out_dtype(o, 0));
+          out(ir::out_shape(o, 1), ir::out_dtype(o, 1));
         } else if constexpr (std::is_same_v<T, ir::Nonzero>) {
           EMBER_ASSERT(false);  // data-dependent: never recorded
-          return {};
         } else {
-          return {{ir::out_shape(o), ir::out_dtype(o)}};
+          out(ir::out_shape(o), ir::out_dtype(o));
         }
       },
       op);
 }
 
-// Ops a fuser may take; any other op flushes the stream when it is recorded.
-bool fusable(ir::OpKind k) {
+// Ops a fuser may take; any other op flushes the stream when it is recorded. A Reduce
+// waits in the stream when the inner backend fuses reductions: by the flush, the
+// temporaries of its prologue are dropped and need not be written.
+bool fusable(ir::OpKind k, const Shared& shared) {
   const ir::OpClass c = ir::op_class(k);
-  return c == ir::OpClass::ElementWise || c == ir::OpClass::View || c == ir::OpClass::Creation;
+  return c == ir::OpClass::ElementWise || c == ir::OpClass::View || c == ir::OpClass::Creation ||
+         (k == ir::OpKind::Reduce && shared.row_reduction);
 }
 
 class FusionBackendImpl final : public backend::Backend, public backend::FusionInspector {
@@ -143,11 +148,18 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       lk.unlock();
       return run_now(std::move(op), args);
     }
-    Record r;
-    for (const auto& [shape, dtype] : outputs_of(op)) {
-      r.outs.push_back(std::make_shared<Value>(shape, dtype, s, State::Pending));
-      s->pending_bytes += r.outs.back()->bytes();
+    if (s->records.empty() && !fusable(kind, *shared_)) {
+      // Nothing pending and nothing to fuse with: run it now, as a flush of its one record
+      // would, without the record (the cost of ops that cannot fuse: launch_overhead).
+      lk.unlock();
+      shared_->report.recorded();
+      return run_now(std::move(op), args);
     }
+    Record r;
+    outputs_of(op, [&](Shape shape, DType dtype) {
+      r.outs.push_back(std::make_shared<Value>(std::move(shape), dtype, s, State::Pending));
+      s->pending_bytes += r.outs.back()->bytes();
+    });
     if (ir::op_class(kind) == ir::OpClass::View) {
       r.outs[0]->layout = static_cast<std::uint8_t>(kind);
     }
@@ -158,10 +170,11 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     r.op = std::move(op);
     r.args = std::move(args);
     std::vector<ir::Handle> outs;
+    outs.reserve(r.outs.size());
     for (const auto& v : r.outs) outs.push_back(std::make_shared<FusionTensor>(this, v));
     s->records.push_back(std::move(r));
     shared_->report.recorded();
-    if (!fusable(kind)) {
+    if (!fusable(kind, *shared_)) {
       flush_locked(*s, CloseReason::NonFusableOp);
     } else if (s->records.size() >= shared_->options.max_records) {
       flush_locked(*s, CloseReason::StreamCap);
@@ -235,12 +248,14 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       if (!args[i]) continue;
       ir::Handle& h = ir::operand(op, i);
       ir::Handle inner = materialize(*args[i], CloseReason::CrossThread);
-      // The op holding the only handle of a value nobody else holds: the inner backend
-      // may reuse it in place, as the op would unfused.
-      const bool sole = h.use_count() == 1 && args[i].use_count() == 2 && !args[i]->stream;
+      // The op holding the only handle of a value nobody else holds (no pending reader in
+      // any stream either): the inner backend may reuse it in place, as the op would unfused.
+      const bool sole = h.use_count() == 1 && args[i].use_count() == 2 &&
+                        args[i]->pending_uses.load(std::memory_order_acquire) == 0;
       h.reset();
       if (sole) {
         args[i]->inner.reset();
+        args[i]->state = State::Consumed;
       }
       h = std::move(inner);
     }

@@ -34,18 +34,14 @@ void ReportState::alone(const char* op) {
 }
 
 void ReportState::group(backend::FusionGroupInfo info) {
-  {
-    std::lock_guard lk(mu_);
-    info.plan_cached = !keys_.insert(info.key).second;
-    ++r_.groups;
-    ++r_.kernels;
-    r_.ops_fused += info.ops.size();
-    r_.bytes_saved += info.bytes_saved;
-    ++(info.plan_cached ? r_.plans_reused : r_.plans_built);
-    ++r_.closed[static_cast<std::size_t>(info.closed)];
-    if (r_.recent.size() == kRecent) r_.recent.erase(r_.recent.begin());
-    r_.recent.push_back(info);
-  }
+  std::lock_guard lk(mu_);
+  info.plan_cached = !keys_.insert(info.key).second;
+  ++r_.groups;
+  ++r_.kernels;
+  r_.ops_fused += info.ops.size();
+  r_.bytes_saved += info.bytes_saved;
+  ++(info.plan_cached ? r_.plans_reused : r_.plans_built);
+  ++r_.closed[static_cast<std::size_t>(info.closed)];
   if (log_ >= 2) {
     std::fprintf(stderr,
                  "[ember fusion]   group [%s] %zu in -> %zu out, %zu elided, %zu bytes saved, key "
@@ -55,20 +51,35 @@ void ReportState::group(backend::FusionGroupInfo info) {
                  info.plan_cached ? "plan reused" : "plan built",
                  info.fused ? "one program" : "op by op", backend::name(info.closed));
   }
+  // The recent groups as a ring (the oldest is overwritten; snapshot() puts them in order).
+  if (recent_.size() < kRecent) {
+    recent_.push_back(std::move(info));
+  } else {
+    recent_[head_] = std::move(info);
+    head_ = (head_ + 1) % kRecent;
+  }
 }
 
-void ReportState::decision(const std::string& line) const {
-  if (log_ >= 3) std::fprintf(stderr, "[ember fusion]     %s\n", line.c_str());
+void ReportState::print_decision(const std::string& line) const {
+  std::fprintf(stderr, "[ember fusion]     %s\n", line.c_str());
 }
 
 backend::FusionReport ReportState::snapshot() const {
   std::lock_guard lk(mu_);
-  return r_;
+  backend::FusionReport r = r_;
+  r.records = records_.load(std::memory_order_relaxed);
+  r.recent.assign(recent_.begin() + static_cast<std::ptrdiff_t>(head_), recent_.end());
+  r.recent.insert(r.recent.end(), recent_.begin(),
+                  recent_.begin() + static_cast<std::ptrdiff_t>(head_));
+  return r;
 }
 
 void ReportState::reset() {
   std::lock_guard lk(mu_);
   r_ = {};
+  records_.store(0, std::memory_order_relaxed);
+  recent_.clear();
+  head_ = 0;
   keys_.clear();
 }
 

@@ -2,10 +2,12 @@
 // fusion::report(device), and the EMBER_FUSION_LOG lines. Private to src/fusion/.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "ember/backend/fused_group.hpp"
 
@@ -22,19 +24,25 @@ class ReportState {
   void alone(const char* op);
   // A group of instructions; fills info.plan_cached from the keys seen before.
   void group(backend::FusionGroupInfo info);
-  void recorded() {
-    std::lock_guard lk(mu_);
-    ++r_.records;
+  void recorded() { records_.fetch_add(1, std::memory_order_relaxed); }
+  // EMBER_FUSION_LOG=3: one decision of the grouping (line() is called only at that level,
+  // so the recording path builds no strings otherwise).
+  template <class Line>
+  void decision(Line&& line) const {
+    if (log_ >= 3) print_decision(line());
   }
-  // EMBER_FUSION_LOG=3: one decision of the grouping.
-  void decision(const std::string& line) const;
 
   backend::FusionReport snapshot() const;
   void reset();
 
  private:
+  void print_decision(const std::string& line) const;
+
   mutable std::mutex mu_;
   int log_;
+  std::atomic<std::size_t> records_{0};
+  std::vector<backend::FusionGroupInfo> recent_;  // a ring of the last groups
+  std::size_t head_ = 0;                          // its oldest entry, once full
   backend::FusionReport r_;
   std::unordered_set<std::uint64_t> keys_;
 };

@@ -47,6 +47,8 @@ void flush_locked(Stream& s, backend::CloseReason why) {
   } catch (const std::exception& e) {
     for (Record& r : records) {
       for (auto& v : r.outs) {
+        v->source = nullptr;  // (the records go now)
+        v->group_id = -1;
         if (v->state == State::Pending) {
           v->state = State::Failed;
           v->error = e.what();

@@ -11,6 +11,7 @@
 // into its last reader.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +52,13 @@ struct Value {
   std::string error;
   std::uint8_t layout = kFresh;
   std::atomic<bool> dropped{false};
+  // Set and read only by a flush of the producing stream (under its mutex): the id of this
+  // pending value in the open group (valid while `group` is that group's number), and the
+  // record of a one-element Fill the flush keeps for the groups that read it (a source
+  // instruction of each: Note [Scalar sources] in elementwise_fuser.cpp).
+  std::uint64_t group = 0;
+  std::int32_t group_id = -1;
+  struct Record* source = nullptr;
   std::atomic<std::int32_t> pending_uses{0};  // records not yet run that read it
   // Held while a reader takes `inner` (take_input): readers of one Ready value may be
   // flushed by two streams at once (Note [Readers in two streams]).
@@ -73,18 +81,39 @@ class FusionTensor final : public ir::TensorNode {
   std::shared_ptr<Value> value_;
 };
 
+// A record's results (at most two: Sort, BatchNorm), held in place.
+class Outs {
+ public:
+  void push_back(std::shared_ptr<Value> v) { v_[n_++] = std::move(v); }
+  std::size_t size() const { return n_; }
+  const std::shared_ptr<Value>& operator[](std::size_t i) const { return v_[i]; }
+  const std::shared_ptr<Value>& back() const { return v_[n_ - 1]; }
+  const std::shared_ptr<Value>* begin() const { return v_.data(); }
+  const std::shared_ptr<Value>* end() const { return v_.data() + n_; }
+
+ private:
+  std::array<std::shared_ptr<Value>, 2> v_;
+  std::size_t n_ = 0;
+};
+
 struct Record {
   ir::Op op;                                 // operand slots null: see args
   std::vector<std::shared_ptr<Value>> args;  // per operand slot (null: absent)
-  std::vector<std::shared_ptr<Value>> outs;
+  Outs outs;
 };
 
 // What the streams of one Fusion device share.
 struct Shared {
   Shared(std::shared_ptr<backend::Backend> in, const Options& opt)
-      : inner(std::move(in)), options(opt), report(opt.log) {}
+      : inner(std::move(in)),
+        options(opt),
+        fills(inner->fused_caps().fills),
+        row_reduction(inner->fused_caps().row_reduction),
+        report(opt.log) {}
   const std::shared_ptr<backend::Backend> inner;
   const Options options;
+  const bool fills;  // inner's run_fused takes Fill sources (Note [Scalar sources])
+  bool (*const row_reduction)(ir::ReduceFn, DType);  // groups may end in such a Reduce
   ReportState report;
 };
 

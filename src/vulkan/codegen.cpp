@@ -1270,6 +1270,9 @@ std::string gen_fused(const FusedKernel& f) {
       case Kind_::Cast:
         e = fn + "(" + arg(0) + ")";
         break;
+      case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
+      case Kind_::Reduce:
+        break;
     }
     s += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " + round_stored(in.out, e) +
          ";\n";
@@ -1385,6 +1388,9 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
         break;
       case Kind_::Cast:
         k += "cast(" + id(in.args[0]) + ")";
+        break;
+      case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
+      case Kind_::Reduce:
         break;
     }
     k += std::string(":") + dtype_tag(in.out);

@@ -484,7 +484,7 @@ TEST(CudaCodegen, FusedKernelCompilesToCubin) {
 namespace {
 
 // The Cpu backend, recording the Cuda kernel of every fused group it is handed (each layout
-// variant) before running the group itself.
+// variant) before running the group itself; it takes the groups the Cuda backend takes.
 class RecordingCpu final : public backend::Backend {
  public:
   explicit RecordingCpu(std::shared_ptr<backend::Backend> cpu) : cpu_(std::move(cpu)) {}
@@ -498,6 +498,8 @@ class RecordingCpu final : public backend::Backend {
   void empty_cache() override { cpu_->empty_cache(); }
   void sync() override { cpu_->sync(); }
   bool runs_fused() const override { return true; }
+  // What the Cuda backend takes: scalar fills as parameters, no reductions.
+  backend::FusedCaps fused_caps() const override { return {.fills = true}; }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     FusedSpec s = fused_spec(g);
     EXPECT_TRUE(fused_supported(s)) << g.signature;
@@ -552,6 +554,9 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
       TensorData::from<std::int32_t>({2, 5, -4, 3, 1, 6}, Shape{2, 3}), d);
   ((i / j + i % j) * 3 - j.abs()).to_data();
   ASSERT_GT(rec->kernels.size(), 20u);
+  std::size_t fills = 0;  // scalars as parameters: printed as Fill instructions
+  for (const auto& k : rec->kernels) fills += k.body.find("memcpy(&e") != std::string::npos;
+  EXPECT_GT(fills, 10u);
   std::string src = prelude();
   for (const auto& k : rec->kernels) src += k.body;
   std::vector<char> ptx;

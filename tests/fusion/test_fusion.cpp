@@ -236,7 +236,8 @@ TEST(FusionElementwise, AChainIsOneGroup) {
   ASSERT_EQ(r.groups, 1u);
   const auto& g = r.recent.back();
   EXPECT_EQ(g.ops, (std::vector<std::string>{"mul", "add", "exp", "tanh", "mul", "sub", "abs"}));
-  EXPECT_EQ(g.inputs, 4u);  // x, b and the two scalars
+  EXPECT_EQ(g.inputs, 2u);   // x and b
+  EXPECT_EQ(g.sources, 2u);  // the scalars: parameters, never read from memory
   EXPECT_EQ(g.outputs, 1u);
   EXPECT_EQ(g.elided, 6u);
   EXPECT_EQ(g.bytes_saved, 6u * 2 * 33 * 47 * 4);  // each written once and read once
@@ -251,6 +252,34 @@ TEST(FusionElementwise, AChainIsOneGroup) {
   y2.to_data();
   EXPECT_TRUE(fusion::report(d).recent.back().plan_cached);
   EXPECT_EQ(fusion::report(d).plans_built, 1u);
+  // Other scalar values: the same plan (a scalar is a parameter, not part of the key).
+  const auto chain2 = [](Tensor<2> x, Tensor<2> b) {
+    return ((x * -1.75f + b).exp().tanh() * x - 3.0f).abs();
+  };
+  const auto got2 = values(chain2(input(d, 7, 9, 1.1f), input(d, 1, 9, 0.4f)));
+  EXPECT_TRUE(fusion::report(d).recent.back().plan_cached);
+  EXPECT_EQ(fusion::report(d).plans_built, 1u);
+  EXPECT_EQ(got2,
+            values(chain2(input(Device::cpu(), 7, 9, 1.1f), input(Device::cpu(), 1, 9, 0.4f))));
+}
+
+// A scalar read by a group and also by an op run alone, or still held, is in memory too.
+TEST(FusionElementwise, ScalarSourcesAreStoredWhenSomethingElseNeedsThem) {
+  const Device d = fused_with({});
+  auto x = input(d, 4, 5, 1.0f);
+  auto s = Tensor<2>::full(Shape{1, 1}, 2.5f, d);  // held: read after the flush
+  auto y = (x * s).exp() + s;
+  auto m = y.matmul(s.expand<2>(Shape{5, 1}));  // a non-fusable op reads the scalar (a view)
+  const auto yv = values(y), mv = values(m), sv = values(s);
+  const auto r = fusion::report(d);
+  ASSERT_GE(r.groups, 1u) << r.groups;
+  EXPECT_EQ(sv, std::vector<float>{2.5f});
+  const Device c = Device::cpu();
+  auto xc = input(c, 4, 5, 1.0f);
+  auto sc = Tensor<2>::full(Shape{1, 1}, 2.5f, c);
+  auto yc = (xc * sc).exp() + sc;
+  EXPECT_EQ(yv, values(yc));
+  EXPECT_EQ(mv, values(yc.matmul(sc.expand<2>(Shape{5, 1}))));
 }
 
 // 16-bit floats: every intermediate rounded as if stored, as unfused.
@@ -280,12 +309,13 @@ TEST(FusionElementwise, KeptValuesAreWrittenAndShapesCloseGroups) {
   auto x = input(d, 6, 8, 1.0f);
   auto kept = (x * 2.0f).exp();
   auto y = kept.sin() + x;
-  auto s = y.sum_dim(1) * 3.0f;  // a reduction: runs alone, after the group
+  auto s = y.sum_dim(1) * 3.0f;  // the sum ends the group; the scale runs after it
   const auto sv = s.to_data().to_vector<float>();
   const auto r = fusion::report(d);
   ASSERT_GE(r.groups, 1u);
-  EXPECT_EQ(r.recent.front().outputs, 2u);  // kept and y
-  EXPECT_EQ(r.recent.front().closed, CloseReason::NonFusableOp);
+  EXPECT_EQ(r.recent.front().ops, (std::vector<std::string>{"mul", "exp", "sin", "add", "sum"}));
+  EXPECT_EQ(r.recent.front().outputs, 3u);  // kept, y and the sum
+  EXPECT_EQ(r.recent.front().closed, CloseReason::Reduction);
   const Device c = Device::cpu();
   auto xc = input(c, 6, 8, 1.0f);
   auto kc = (xc * 2.0f).exp();
@@ -359,6 +389,68 @@ std::vector<float> adam_update(const Device& d) {
 
 }  // namespace
 
+// Reductions along rows take their element-wise prologue (Note [Fused reductions] of the
+// Cpu): one program, the reduced values never written, the plain kernel's bits — in
+// the kernel's order, so across rows longer than a tile and not a multiple of its lanes.
+TEST(FusionPatterns, ReductionsTakeTheirPrologue) {
+  const Device c = Device::cpu();
+  for (const std::size_t cols : {std::size_t(7), std::size_t(1300)}) {
+    const Device d = fused_with({});
+    const auto exp_sum = [&](const Device& dev) {
+      return (input(dev, 37, cols, 1.5f) * 0.5f).exp().sum_dim(1);
+    };
+    EXPECT_EQ(values(exp_sum(d)), values(exp_sum(c)));
+    auto r = fusion::report(d);
+    const auto* g = group_with(r, {"mul", "exp", "sum"});
+    ASSERT_NE(g, nullptr) << groups_of(r);
+    EXPECT_EQ(g->closed, CloseReason::Reduction);
+    EXPECT_EQ(g->elided, 2u);  // x * 0.5 and its exp
+    EXPECT_EQ(g->outputs, 1u);
+    // exp + argmin, and a mean and a max in 16 bits (reduced in f32, as unfused).
+    const auto exp_argmin = [&](const Device& dev) {
+      return (input(dev, 5, cols, 2.0f) - 1.0f)
+          .exp()
+          .argmin_dim(1)
+          .to_data()
+          .to_vector<std::int64_t>();
+    };
+    EXPECT_EQ(exp_argmin(d), exp_argmin(c));
+    EXPECT_NE(group_with(fusion::report(d), {"sub", "exp", "argmin"}), nullptr)
+        << groups_of(fusion::report(d));
+    for (DType dt : {DType::F16, DType::BF16}) {
+      const auto half = [&](const Device& dev) {
+        auto x = input(dev, 6, cols, 3.0f).cast(dt);
+        auto t = (x * x).tanh();
+        auto mean = t.mean_dim(1).cast(DType::F32);
+        auto mx = (t + x).max_dim(1).cast(DType::F32);
+        auto out = values(mean);
+        const auto m2 = values(mx);
+        out.insert(out.end(), m2.begin(), m2.end());
+        return out;
+      };
+      EXPECT_EQ(half(d), half(c)) << name(dt);
+    }
+    EXPECT_NE(group_with(fusion::report(d), {"cast", "mul", "tanh", "mean"}), nullptr)
+        << groups_of(fusion::report(d));
+    // A kept prologue value is written on the way; a reduction along another dim runs alone.
+    auto x = input(d, 9, cols, 0.7f);
+    auto e = (x * 2.0f).exp();
+    auto s = e.sum_dim(1);
+    auto col = (x + 1.0f).sum_dim(0);
+    auto xc = input(c, 9, cols, 0.7f);
+    auto ec = (xc * 2.0f).exp();
+    EXPECT_EQ(values(s), values(ec.sum_dim(1)));
+    EXPECT_EQ(values(e), values(ec));
+    EXPECT_EQ(values(col), values((xc + 1.0f).sum_dim(0)));
+    r = fusion::report(d);
+    bool kept = false;  // the group of e and s: e is one of its outputs
+    for (const auto& gi : r.recent) {
+      kept = kept || (gi.ops == std::vector<std::string>{"mul", "exp", "sum"} && gi.outputs == 2);
+    }
+    EXPECT_TRUE(kept) << groups_of(r);
+  }
+}
+
 TEST(FusionPatterns, MlpBlock) {
   const Device d = fused_with({});
   EXPECT_EQ(mlp_block(d), mlp_block(Device::cpu()));
@@ -408,9 +500,9 @@ TEST(FusionReport, LogLevels) {
     auto y = ((x * 2.0f).exp() + x).sum_dim(1);
     y.to_data();
     const std::string log = testing::internal::GetCapturedStderr();
-    EXPECT_TRUE(has(log, "flush (non-fusable op)")) << log;
-    EXPECT_EQ(has(log, "group [mul exp add]"), level >= 2) << log;
-    EXPECT_EQ(has(log, "closed: non-fusable op"), level >= 2) << log;
+    EXPECT_TRUE(has(log, "flush (read)")) << log;  // the sum waits for the read
+    EXPECT_EQ(has(log, "group [mul exp add sum]"), level >= 2) << log;
+    EXPECT_EQ(has(log, "closed: ends in a reduction"), level >= 2) << log;
     EXPECT_EQ(has(log, "exp: joins the group"), level >= 3) << log;
   }
   EXPECT_EQ(std::string(backend::name(CloseReason::ViewOfInternal)), "view of an internal value");

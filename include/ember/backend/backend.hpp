@@ -21,6 +21,15 @@ struct FusedGroup;      // backend/fused_group.hpp
 class AutodiffBackend;  // backend/autodiff_interface.hpp
 class FusionInspector;  // backend/fused_group.hpp
 
+// What a backend's run_fused takes beyond element-wise instructions over inputs
+// (Backend::fused_caps); the Fusion decorator builds only groups its inner backend takes.
+struct FusedCaps {
+  bool fills = false;  // FusedInstr::Kind::Fill sources (one element, a run-time value)
+  // Whether a group may end in a Reduce of fn over values of dtype along a dim whose later
+  // extents are all 1 (a reduction along rows); null: never.
+  bool (*row_reduction)(ir::ReduceFn fn, DType dtype) = nullptr;
+};
+
 struct MemoryStats {
   std::size_t in_use = 0;    // bytes held by live tensors
   std::size_t reserved = 0;  // bytes held by the backend, cached or in use
@@ -59,6 +68,8 @@ class Backend {
   // a backend with a fused executor overrides it and says so in runs_fused.
   virtual std::vector<ir::Handle> run_fused(FusedGroup group);
   virtual bool runs_fused() const { return false; }
+  // What this backend's run_fused takes beyond element-wise instructions over inputs.
+  virtual FusedCaps fused_caps() const { return {}; }
 
   // A decorator returns the backend it wraps; a plain backend returns null.
   virtual std::shared_ptr<Backend> inner() const { return nullptr; }

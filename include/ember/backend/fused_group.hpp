@@ -5,8 +5,14 @@
 // its inputs are tensors of the inner backend (each of the group's rank, every extent
 // equal to shape's or 1: read through a broadcast), and each instruction applies one
 // element-wise IR function (the scalar definitions of ir/scalar_table.hpp) to earlier
-// values, producing a value of the group's shape. `outputs` names the values the caller
-// still needs; every other value is dead once the group ends and need never be stored.
+// values, producing a value of the group's shape, or is a source: a Fill, one element
+// broadcast to the group's shape whose value (its storage bits, fill_bits) is a run-time
+// parameter like a unary function's, so a plan serves every scalar value. The last
+// instruction may be a Reduce along `dim` of a value of the group (its element-wise
+// producers are the reduction's prologue): its result has the group's shape with `dim`'s
+// extent 1, and a backend computes it exactly as its Reduce op would, in the same order. `outputs`
+// names the values the caller still needs; every other value is dead once the group ends and need
+// never be stored.
 //
 // Numerics (Note [Fused numerics]): a backend runs each instruction exactly as it runs the
 // IR op of the same function on the same dtypes — no contraction across instructions,
@@ -33,20 +39,23 @@
 namespace ember::backend {
 
 struct FusedInstr {
-  enum class Kind : std::uint8_t { Unary, Binary, Where, Cast };
+  enum class Kind : std::uint8_t { Unary, Binary, Where, Cast, Fill, Reduce };
   Kind kind = Kind::Unary;
   ir::UnaryFn unary = ir::UnaryFn::Neg;     // Kind::Unary
   ir::BinaryFn binary = ir::BinaryFn::Add;  // Kind::Binary
-  double p0 = 0, p1 = 0;                    // Kind::Unary's parameters (run-time values)
+  ir::ReduceFn reduce = ir::ReduceFn::Sum;  // Kind::Reduce, along dim
+  std::uint32_t dim = 0;
+  double p0 = 0, p1 = 0;   // Kind::Unary's parameters (run-time values)
+  std::uint64_t bits = 0;  // Kind::Fill: the element (fill_bits; run-time)
   // Operands, as value ids: 0 .. inputs.size() - 1 are the inputs, inputs.size() + i is
   // instruction i's result. Unary and Cast use args[0]; Binary args[0..1] (lhs, rhs);
-  // Where args[0..2] (cond, a, b).
+  // Where args[0..2] (cond, a, b); Fill none; Reduce args[0].
   std::array<std::int32_t, 3> args{-1, -1, -1};
   DType out = DType::F32;  // the result's dtype (a Cast's target)
 };
 
 struct FusedGroup {
-  Shape shape;                        // the iteration space: every instruction's result shape
+  Shape shape;                        // the iteration space: every result's shape but a Reduce's
   std::vector<ir::Handle> inputs;     // inner-backend tensors (Note [In-place reuse] applies)
   std::vector<FusedInstr> code;       // in order
   std::vector<std::int32_t> outputs;  // value ids (instruction results) to return, in order
@@ -54,11 +63,17 @@ struct FusedGroup {
   std::uint64_t key = 0;              // FNV-1a of signature
 
   std::size_t num_values() const { return inputs.size() + code.size(); }
+  // Whether the last instruction is a Reduce.
+  bool reduces() const { return !code.empty() && code.back().kind == FusedInstr::Kind::Reduce; }
   DType dtype_of(std::int32_t value) const {
     const auto v = static_cast<std::size_t>(value);
     return v < inputs.size() ? inputs[v]->dtype() : code[v - inputs.size()].out;
   }
 };
+
+// The storage bits of the element a Fill of `op.dtype` holds (in the low bytes, the rest
+// zero): converted exactly as every backend's fill converts op.value / op.int_value.
+std::uint64_t fill_bits(const ir::Fill& op);
 
 // The IR op that instruction i of g is, on operand handles `args` (for the default
 // run_fused and for backends that fall back to it for one group).
@@ -81,6 +96,7 @@ enum class CloseReason : std::uint8_t {
   StreamCap,       // the stream reached its length limit
   MemoryBudget,    // the pending outputs reached the memory limit
   ThreadExit,      // the recording thread ended
+  Reduction,       // the group ended in a reduction (its prologue's consumer)
   Count_
 };
 const char* name(CloseReason r);
@@ -88,6 +104,7 @@ const char* name(CloseReason r);
 struct FusionGroupInfo {
   std::vector<std::string> ops;  // "mul", "exp", "cast", ... in order
   std::size_t inputs = 0, outputs = 0;
+  std::size_t sources = 0;      // scalar fills read as parameters, not from memory
   std::size_t elided = 0;       // values never written
   std::size_t bytes_saved = 0;  // writes and reads of elided values that did not happen
   std::uint64_t key = 0;

@@ -10,8 +10,9 @@
 // narrowed after every instruction, as CpuBackend::execute_widened does; casts convert as
 // cast() does; a broadcast (stride-0) operand stays one element, and an instruction of
 // one-element operands computes one element, which has the value every element of the
-// row would have. Integer division checks its divisor tile by tile and raises the
-// unfused op's error.
+// row would have; a Fill is such an element, its bits read from the instruction (a
+// parameter: the program, cached by key, serves every value). Integer division checks its divisor
+// tile by tile and raises the unfused op's error.
 //
 // Note [Fused in-place]: an output may take the buffer of an input the group owns alone
 // (Note [In-place reuse]): the input has the group's shape and is contiguous, so tile t
@@ -29,6 +30,7 @@
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/strided.hpp"
+#include "cpu/thread_pool.hpp"
 #include "ember/backend/fused_group.hpp"
 #include "ember/base/config.hpp"
 #include "ember/base/error.hpp"
@@ -72,11 +74,16 @@ std::optional<Program> build(const FusedGroup& g) {
     Step s;
     s.kind = in.kind;
     s.args = in.args;
-    s.in = g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
+    s.in = in.kind == FusedInstr::Kind::Fill
+               ? in.out
+               : g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
     s.out = in.out;
     s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
     const DType cd = s.widen ? DType::F32 : s.in;
-    if (in.kind == FusedInstr::Kind::Unary) {
+    if (in.kind == FusedInstr::Kind::Reduce) {  // the last: run_reduction runs it
+      if (&in != &g.code.back() || !reduces_rows(in.reduce, s.in)) return std::nullopt;
+      s.fn = ir::name(in.reduce);
+    } else if (in.kind == FusedInstr::Kind::Unary) {
       s.un = t.unary[static_cast<std::size_t>(in.unary)][di(cd)];
       if (!s.un) return std::nullopt;
       s.fn = ir::name(in.unary);
@@ -163,16 +170,25 @@ void check_divisor(const Slot& b, DType dt, std::size_t n, const char* fn) {
   });
 }
 
+// Runs the element-wise instructions of p (all but a last Reduce) on one tile of n elements.
 void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
               std::size_t n) {
   const std::size_t n_in = g.inputs.size();
-  for (std::size_t i = 0; i < p.steps.size(); ++i) {
+  const std::size_t steps = p.steps.size() - (g.reduces() ? 1 : 0);
+  for (std::size_t i = 0; i < steps; ++i) {
     const Step& st = p.steps[i];
     const FusedInstr& in = g.code[i];
     const std::size_t v = n_in + i;
     std::byte* y = s.slot(v);
+    if (st.kind == FusedInstr::Kind::Fill) {  // its element, in place (little-endian bits)
+      slot[v] = {reinterpret_cast<const std::byte*>(&in.bits), true};
+      continue;
+    }
     const Slot& a = slot[static_cast<std::size_t>(st.args[0])];
     switch (st.kind) {
+      case FusedInstr::Kind::Fill:
+      case FusedInstr::Kind::Reduce:
+        break;
       case FusedInstr::Kind::Unary: {
         const std::size_t cnt = a.scalar ? 1 : n;
         if (st.widen) {
@@ -245,12 +261,147 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
   }
 }
 
+// Points slot k at input k's n elements from p (stride `stride` elements): in place when
+// contiguous, one element when broadcast, else gathered into the value's scratch.
+void load_input(const std::byte* p, std::int64_t stride, std::size_t n, std::size_t elem,
+                Scratch& s, std::size_t k, Slot& slot) {
+  if (stride == 1) {
+    slot = {p, false};
+  } else if (stride == 0) {
+    slot = {p, true};
+  } else {
+    gather(p, stride, n, elem, s.slot(k));
+    slot = {s.slot(k), false};
+  }
+}
+
+// Note [Fused reductions]: a group ending in a Reduce along a dim d whose later extents are
+// 1 walks the iteration space row by row (the rows of the reduction, n = shape[d]
+// elements): each row's prologue runs tile by tile, as an element-wise group's, into a
+// row buffer of the reduction's compute type (f32 for 16-bit values, widened as
+// CpuBackend::execute_widened widens the unfused op's operand), and reduce_row reduces the
+// buffer with the Reduce kernel's own code for a tensor of that many rows — so the sum
+// adds in the kernel's order and the result has the unfused op's bits. Prologue values the
+// group must keep are stored as they pass. The reduced value is never written to memory.
+std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Program& prog) {
+  const FusedInstr& red = g.code.back();
+  const Shape& shape = g.shape;
+  const std::size_t d = red.dim;
+  for (std::size_t k = d + 1; k < shape.rank(); ++k) {
+    if (shape[k] != 1) return std::nullopt;  // not along rows
+  }
+  // Empty, or rows too long for a row buffer: op by op, as unfused.
+  if (shape.num_elements() == 0 || shape[d] > (std::size_t(1) << 22)) return std::nullopt;
+  const std::size_t n_in = g.inputs.size();
+  const std::size_t n = shape[d], rows = shape.num_elements() / n;
+  const auto red_id = static_cast<std::int32_t>(g.num_values() - 1);
+  const DType vt = g.dtype_of(red.args[0]);
+  const DType ct = is_half(vt) ? DType::F32 : vt;  // the reduction's compute type
+  std::vector<std::size_t> rdims = shape.dims();
+  rdims[d] = 1;
+  const Shape rshape(rdims);
+  std::vector<std::shared_ptr<CpuTensor>> outs;
+  std::vector<bool> taken(n_in, false);
+  for (std::int32_t o : g.outputs) {
+    const DType dt = g.dtype_of(o);
+    std::shared_ptr<CpuTensor> t;
+    if (o == red_id) {
+      t = ctx.empty(rshape, dt);
+    } else {
+      for (std::size_t k = 0; k < n_in && !t; ++k) {
+        if (!taken[k] && reusable(g.inputs[k], shape, dt)) {
+          taken[k] = true;
+          t = output_for(ctx, g.inputs[k], shape, dt);
+        }
+      }
+      if (!t) t = ctx.empty(shape, dt);
+    }
+    outs.push_back(std::move(t));
+  }
+  struct InView {
+    const std::byte* data;
+    std::vector<std::int64_t> strides;
+    std::size_t elem;
+  };
+  std::vector<InView> views;
+  views.reserve(n_in);
+  for (const auto& h : g.inputs) {
+    const CpuTensor& t = as_cpu(h);
+    backend::StridedView v = backend::expand_view(t.layout(), shape);
+    views.push_back({t.data() + (v.offset - t.offset()) * std::int64_t(size_of(t.dtype())),
+                     std::move(v.strides), size_of(t.dtype())});
+  }
+  const std::size_t n_values = g.num_values();
+  const std::size_t celem = size_of(ct);
+  const std::size_t grain = std::max<std::size_t>(1, 32768 / n);
+  parallel_for(0, rows, grain, [&](std::size_t r0, std::size_t r1) {
+    static EMBER_THREAD_LOCAL Scratch s;
+    static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
+    if (s.slots.size() < n_values * kSlot) s.slots.resize(n_values * kSlot);
+    if (s.wide.size() < 3 * kTile * sizeof(float)) s.wide.resize(3 * kTile * sizeof(float));
+    if (row_buf.size() < n * celem) row_buf.resize(n * celem);
+    std::vector<Slot> slot(n_values);
+    std::array<std::int64_t, kMaxInputs> base{};
+    for (std::size_t r = r0; r < r1; ++r) {
+      // Row r's first element in each input: r is the index over dims [0, d).
+      std::size_t rem = r;
+      base.fill(0);
+      for (std::size_t dd = d; dd-- > 0;) {
+        const auto id = static_cast<std::int64_t>(rem % shape[dd]);
+        rem /= shape[dd];
+        for (std::size_t k = 0; k < n_in; ++k) base[k] += id * views[k].strides[dd];
+      }
+      for (std::size_t b = 0; b < n; b += kTile) {
+        const std::size_t cnt = std::min(kTile, n - b);
+        for (std::size_t k = 0; k < n_in; ++k) {
+          const std::int64_t st = views[k].strides[d];
+          const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) *
+                                                   static_cast<std::int64_t>(views[k].elem);
+          load_input(p, st, cnt, views[k].elem, s, k, slot[k]);
+        }
+        run_tile(prog, g, s, slot, cnt);
+        for (std::size_t j = 0; j < outs.size(); ++j) {  // prologue values kept
+          if (g.outputs[j] == red_id) continue;
+          const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
+          const std::size_t elem = size_of(outs[j]->dtype());
+          std::byte* dst = outs[j]->data() + (r * n + b) * elem;
+          if (v.scalar) {
+            for (std::size_t i = 0; i < cnt; ++i) std::memcpy(dst + i * elem, v.p, elem);
+          } else {
+            std::memcpy(dst, v.p, cnt * elem);
+          }
+        }
+        const Slot& a = slot[static_cast<std::size_t>(red.args[0])];
+        std::byte* dst = row_buf.data() + b * celem;
+        if (a.scalar) {
+          convert_elements(a.p, vt, dst, ct, 1);
+          for (std::size_t i = 1; i < cnt; ++i) std::memcpy(dst + i * celem, dst, celem);
+        } else {
+          convert_elements(a.p, vt, dst, ct, cnt);
+        }
+      }
+      std::uint64_t res = 0;
+      reduce_row(red.reduce, ct, row_buf.data(), n, rows, &res);
+      for (std::size_t j = 0; j < outs.size(); ++j) {
+        if (g.outputs[j] != red_id) continue;
+        const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused
+        const DType rt = red.reduce == ir::ReduceFn::ArgMax || red.reduce == ir::ReduceFn::ArgMin
+                             ? DType::I64
+                             : ct;
+        convert_elements(&res, rt, outs[j]->data() + r * size_of(od), od, 1);
+      }
+    }
+  });
+  return Outputs(outs.begin(), outs.end());
+}
+
 }  // namespace
 
 std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   if (g.inputs.size() > kMaxInputs) return std::nullopt;
   const auto prog = cache().get(g);
   if (!prog) return std::nullopt;
+  if (g.reduces()) return run_reduction(ctx, g, *prog);
   const Shape& shape = g.shape;
   const std::size_t n_in = g.inputs.size();
   // Outputs: a sole-owned input of the same shape and dtype, or a fresh tensor.

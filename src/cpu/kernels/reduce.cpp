@@ -143,14 +143,35 @@ void reduce_values(const T* x, T* y, Dims3 d) {
   }
 }
 
-// Index of the first max (ArgMax) or min; a NaN counts as the extreme, as PyTorch.
-// Rows (inner == 1) take two vectorized passes: the extreme value, then its first
-// position. Columns keep running best values and indices per inner position, so each
-// input row is read once, contiguously.
+// Index of the first max (ArgMax) or min of one contiguous row of n > 0 elements, in two
+// vectorized passes: the extreme value, then its first position; a NaN counts as the
+// extreme, as PyTorch.
+template <bool Max, class T>
+std::int64_t arg_row(const T* row, std::size_t n) {
+  using C = Combine<Max ? ReduceFn::Max : ReduceFn::Min, T>;
+  constexpr std::size_t L = 16;
+  T acc[L];
+  for (std::size_t j = 0; j < L; ++j) acc[j] = row[0];
+  std::size_t i = 0;
+  for (; i + L <= n; i += L) {
+    for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
+  }
+  T m = row[0];
+  for (std::size_t j = 0; j < L; ++j) m = C::apply(m, acc[j]);
+  for (; i < n; ++i) m = C::apply(m, row[i]);
+  std::size_t at = 0;
+  if (m == m) {
+    while (row[at] != m) ++at;
+  } else {
+    while (row[at] == row[at]) ++at;  // the first NaN
+  }
+  return static_cast<std::int64_t>(at);
+}
+
+// ArgMax / ArgMin: rows (inner == 1) by arg_row; columns keep running best values and
+// indices per inner position, so each input row is read once, contiguously.
 template <bool Max, class T>
 void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
-  constexpr ReduceFn F = Max ? ReduceFn::Max : ReduceFn::Min;
-  using C = Combine<F, T>;
   const auto better = [](T a, T best) {
     if constexpr (std::is_floating_point_v<T>) {
       return best == best && (a != a || (Max ? a > best : a < best));
@@ -161,26 +182,7 @@ void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
   if (d.inner == 1) {
     parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
                  [&](std::size_t o0, std::size_t o1) {
-                   for (std::size_t o = o0; o < o1; ++o) {
-                     const T* row = x + o * d.n;
-                     constexpr std::size_t L = 16;
-                     T acc[L];
-                     for (std::size_t j = 0; j < L; ++j) acc[j] = row[0];
-                     std::size_t i = 0;
-                     for (; i + L <= d.n; i += L) {
-                       for (std::size_t j = 0; j < L; ++j) acc[j] = C::apply(acc[j], row[i + j]);
-                     }
-                     T m = row[0];
-                     for (std::size_t j = 0; j < L; ++j) m = C::apply(m, acc[j]);
-                     for (; i < d.n; ++i) m = C::apply(m, row[i]);
-                     std::size_t at = 0;
-                     if (m == m) {
-                       while (row[at] != m) ++at;
-                     } else {
-                       while (row[at] == row[at]) ++at;  // the first NaN
-                     }
-                     y[o] = static_cast<std::int64_t>(at);
-                   }
+                   for (std::size_t o = o0; o < o1; ++o) y[o] = arg_row<Max>(x + o * d.n, d.n);
                  });
     return;
   }
@@ -218,7 +220,75 @@ void bool_reduce(const T* x, bool* y, Dims3 d) {
   }
 }
 
+// One row of reduce_values<F> with inner == 1, as it reduces row o of `rows` such rows.
+template <ReduceFn F, class T>
+T reduce_values_row(const T* row, std::size_t n, std::size_t rows) {
+  using C = Combine<F, T>;
+  T r;
+  if (rows < num_threads() && n >= 2 * kRowChunk) {  // reduce_values' chunked rows
+    const std::size_t chunks = (n + kRowChunk - 1) / kRowChunk;
+    r = C::init();
+    for (std::size_t c = 0; c < chunks; ++c) {
+      T part;
+      reduce_rows<F>(row + c * kRowChunk, &part, std::min(kRowChunk, n - c * kRowChunk), 1);
+      r = C::apply(r, part);
+    }
+  } else {
+    reduce_rows<F>(row, &r, n, 1);
+  }
+  if constexpr (F == ReduceFn::Mean) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const T inv = n == 0 ? std::numeric_limits<T>::quiet_NaN() : T(1) / static_cast<T>(n);
+      r = n == 0 ? inv : r * inv;
+    } else {
+      r = n == 0 ? T(0)
+                 : static_cast<T>(static_cast<std::int64_t>(r) / static_cast<std::int64_t>(n));
+    }
+  }
+  return r;
+}
+
 }  // namespace
+
+bool reduces_rows(ReduceFn fn, DType dt) {
+  const bool fn_ok = fn == ReduceFn::Sum || fn == ReduceFn::Mean || fn == ReduceFn::Max ||
+                     fn == ReduceFn::Min || fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
+  const bool dt_ok = dt == DType::F32 || dt == DType::F64 || dt == DType::F16 ||
+                     dt == DType::BF16 || dt == DType::I32 || dt == DType::I64;
+  return fn_ok && dt_ok;
+}
+
+void reduce_row(ReduceFn fn, DType dt, const void* row, std::size_t n, std::size_t rows, void* y) {
+  EMBER_ASSERT(reduces_rows(fn, dt) && !is_half(dt));
+  visit_numeric(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      const T* x = static_cast<const T*>(row);
+      switch (fn) {
+        case ReduceFn::Sum:
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Sum>(x, n, rows);
+          return;
+        case ReduceFn::Mean:
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Mean>(x, n, rows);
+          return;
+        case ReduceFn::Max:
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Max>(x, n, rows);
+          return;
+        case ReduceFn::Min:
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Min>(x, n, rows);
+          return;
+        case ReduceFn::ArgMax:
+          *static_cast<std::int64_t*>(y) = arg_row<true>(x, n);
+          return;
+        case ReduceFn::ArgMin:
+          *static_cast<std::int64_t*>(y) = arg_row<false>(x, n);
+          return;
+        default:
+          EMBER_ASSERT(false);
+      }
+    }
+  });
+}
 
 ir::Handle run(CpuContext& ctx, ir::Reduce& op) {
   auto out = ctx.empty(ir::out_shape(op), ir::out_dtype(op));

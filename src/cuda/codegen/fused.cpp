@@ -6,7 +6,8 @@
 // Kernels are compiled without contraction (Note [No contraction] in compiler.cpp), so no
 // multiply of one instruction fuses with an add of the next and each instruction rounds as
 // its own kernel does: a fused group's outputs equal its instructions run one by one, bit
-// for bit.
+// for bit. A Fill is its element's storage bits, a parameter word (so one kernel serves
+// every scalar value), copied into a variable of its storage type.
 #include <cstdio>
 #include <string>
 
@@ -75,9 +76,18 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
   for (std::size_t i = 0; i < s.code.size(); ++i) {
     const FusedInstr& ins = s.code[i];
     const std::string y = value_name(n_in + i);
-    const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     b += "    " + std::string(storage_type(ins.out)) + " " + y + ";\n";
+    if (ins.kind == FusedInstr::Kind::Fill) {  // its bits: the instruction's parameter word
+      b += "    { const u64 b_ = (u64)g.w[" +
+           num(static_cast<std::size_t>(fused_args(s).params) + 2 * i) + "]; memcpy(&" + y +
+           ", &b_, sizeof " + y + "); }\n";
+      continue;
+    }
+    const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     switch (ins.kind) {
+      case FusedInstr::Kind::Fill:
+      case FusedInstr::Kind::Reduce:  // refused by fused_supported
+        break;
       case FusedInstr::Kind::Unary: {
         const std::string p = "g.w[" + num(static_cast<std::size_t>(fused_args(s).params) + 2 * i);
         b += "    {\n" + typedefs(dt) +
@@ -116,6 +126,8 @@ FusedSpec fused_spec(const backend::FusedGroup& g) {
 
 bool fused_supported(const FusedSpec& s) {
   for (const FusedInstr& ins : s.code) {
+    if (ins.kind == FusedInstr::Kind::Reduce) return false;  // (fused_caps: no reductions)
+    if (ins.kind == FusedInstr::Kind::Fill) continue;
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     if (ins.kind == FusedInstr::Kind::Unary && !unary_supported(ins.unary, dt)) return false;
     if (ins.kind == FusedInstr::Kind::Binary && !binary_supported(ins.binary, dt)) return false;

@@ -109,6 +109,11 @@ std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGr
   }
   w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
   for (std::size_t i = 0; i < g.code.size(); ++i) {
+    if (g.code[i].kind == FusedInstr::Kind::Fill) {
+      w[static_cast<std::size_t>(layout.params) + 2 * i] =
+          std::bit_cast<std::int64_t>(g.code[i].bits);
+      continue;
+    }
     w[static_cast<std::size_t>(layout.params) + 2 * i] = std::bit_cast<std::int64_t>(g.code[i].p0);
     w[static_cast<std::size_t>(layout.params) + 2 * i + 1] =
         std::bit_cast<std::int64_t>(g.code[i].p1);
