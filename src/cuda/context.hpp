@@ -123,6 +123,8 @@ class CudaContext {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   std::shared_ptr<void> gemm_plans;
+  // The cuDNN handle and the convolution plans (kernels/conv.cpp, Note [cuDNN plans]).
+  std::shared_ptr<void> conv_plans;
 
   // Writes the element bits (elem_size bytes, as converted by the caller) to y[0, n).
   void fill(void* y, std::int64_t n, std::size_t elem_size, std::uint64_t bits);

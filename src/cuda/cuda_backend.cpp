@@ -94,8 +94,9 @@ class CudaBackend final : public backend::Backend {
   // address their operands by coordinates of at most kMaxDims dims, uncollapsed.
   bool supports(const ir::Op& op) const override {
     if (!Backend::supports(op)) return false;
-    // No direct convolution kernel yet: the tensor layer convolves by Unfold and Matmul.
-    if (std::holds_alternative<ir::Conv>(op)) return false;
+    // Convolution through cuDNN where it is found (kernels/conv.cpp); elsewhere the tensor
+    // layer convolves by Unfold and Matmul.
+    if (const auto* c = std::get_if<ir::Conv>(&op)) return conv_supported(*c, ctx_.arch());
     // Nor a max-pooling gradient kernel: Pool's rule then builds it from Unfold and Fold.
     if (std::holds_alternative<ir::MaxPoolGrad>(op)) return false;
     // Nor batch norm kernels: the tensor layer and BatchNorm's rule compose them.

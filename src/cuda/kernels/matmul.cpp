@@ -41,14 +41,6 @@ cudaDataType_t data_type(DType t) {
   }
 }
 
-bool tf32_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("EMBER_CUDA_TF32");
-    return v && std::strcmp(v, "1") == 0;
-  }();
-  return on;
-}
-
 // One operand in column-major terms: rows x cols with leading dim ld, and whether cuBLAS
 // transposes it.
 struct Mat {
@@ -133,6 +125,14 @@ std::uint32_t alignment(const void* p) {
 }
 
 }  // namespace
+
+bool tf32_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_CUDA_TF32");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 bool gemm_layout_ok(const GemmArgs& g) {
   Mat x;
