@@ -422,6 +422,7 @@ WORKLOADS = {
     "conv2d_cnn2": conv2d,
     "conv2d_cnn1_grad": conv2d_grad,
     "conv2d_cnn2_grad": conv2d_grad,
+    "conv2d_resnet_grad": conv2d_grad,
     "from_data": from_data,
     "to_data": to_data,
     "launch_overhead": launch_overhead,
@@ -438,7 +439,7 @@ WORKLOADS = {
 
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
 TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
-            "conv2d_cnn1_grad", "conv2d_cnn2_grad"}
+            "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}
