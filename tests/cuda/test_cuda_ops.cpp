@@ -375,6 +375,18 @@ TEST_F(CudaOps, Indexing) {
           return ir::IndexAdd{be.from_data(x), 1, be.from_data(sel), be.from_data(src2)};
         },
         tol(dt), std::string("index_add ") + name(dt));
+    if (dt == DType::F32 || dt == DType::BF16) {
+      // An output over 2^22 elements takes the column kernel (Note [Index add by rows]);
+      // duplicate indices add in index order on both.
+      const TensorData big = data(Shape{4100, 1025}, dt, 66, false);
+      const TensorData rows = TensorData::from<std::int64_t>({7, 4099, 0, 7, 12}, Shape{5});
+      const TensorData src3 = data(Shape{5, 1025}, dt, 67, false);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::IndexAdd{be.from_data(big), 0, be.from_data(rows), be.from_data(src3)};
+          },
+          tol(dt), std::string("index_add by columns ") + name(dt));
+    }
     compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(x)}; }, 0,
             std::string("nonzero ") + name(dt));
     for (bool desc : {false, true}) {
