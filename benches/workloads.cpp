@@ -429,6 +429,7 @@ std::vector<Workload> build() {
   add("autodiff_overhead", "autodiff", autodiff_overhead_case);
   add("mlp_train_step", "autodiff", mlp_train_step_case);
   add("cnn_train_step", "autodiff", cnn_train_step_case);
+  add("resnet_train_step", "autodiff", resnet_train_step_case);
   add("transformer_encoder_step", "autodiff", transformer_encoder_step_case);
 
   // ---- optimizer steps (benches/optim_workloads.cpp): PyTorch's foreach and fused Adam ----
