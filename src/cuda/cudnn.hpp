@@ -36,6 +36,9 @@ struct Api {
   X(cudnnGetConvolutionForwardAlgorithm_v7)        \
   X(cudnnGetConvolutionBackwardDataAlgorithm_v7)   \
   X(cudnnGetConvolutionBackwardFilterAlgorithm_v7) \
+  X(cudnnFindConvolutionForwardAlgorithmEx)        \
+  X(cudnnFindConvolutionBackwardDataAlgorithmEx)   \
+  X(cudnnFindConvolutionBackwardFilterAlgorithmEx) \
   X(cudnnConvolutionForward)                       \
   X(cudnnConvolutionBackwardData)                  \
   X(cudnnConvolutionBackwardFilter)

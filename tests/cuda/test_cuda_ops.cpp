@@ -299,6 +299,17 @@ TEST_F(CudaOps, Matmul) {
           return ir::Matmul{be.from_data(one), be.from_data(col), Shape{1, 1}};
         },
         rt, std::string("dot ") + name(dt));
+    // Per-head views [batch, heads, seq, head_dim] of [batch, seq, heads * head_dim], as
+    // attention makes them: batch dims that do not collapse (Note [Batched views]).
+    const TensorData qs = data(Shape{3, 7, 2, 8}, dt, 49, false),
+                     ks = data(Shape{3, 6, 2, 8}, dt, 50, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          auto q = be.execute(ir::Permute{be.from_data(qs), {0, 2, 1, 3}})[0];
+          auto kt = be.execute(ir::Permute{be.from_data(ks), {0, 2, 3, 1}})[0];
+          return ir::Matmul{q, kt, Shape{3, 2, 7, 6}};
+        },
+        rt, std::string("per-head views matmul ") + name(dt));
   }
 }
 

@@ -10,10 +10,15 @@
 // (cudnnGetConvolution*Algorithm_v7; deterministic algorithms preferred, so a training
 // run repeats bit for bit; none needing over 1 GiB of workspace) are made once per plan
 // key — pass, dtype, every extent, the window, groups, the math mode — and kept in the
-// context, as the GEMM plans are. f32 runs without TF32 (CUDNN_FMA_MATH, as matmul) unless
+// context, as the GEMM plans are. With EMBER_CUDA_CUDNN_FIND=1 the algorithms are timed on
+// the first call of each key instead (cudnnFindConvolution*AlgorithmEx, as PyTorch's
+// cudnn.benchmark), within 256 MiB of workspace, and the fastest deterministic one kept.
+// f32 runs without TF32 (CUDNN_FMA_MATH, as matmul) unless
 // EMBER_CUDA_TF32=1; f16 and bf16 use tensor cores, accumulating in f32; f64 in f64. The
 // workspace comes from the stream-ordered allocator for each call.
 #include <array>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +37,15 @@ namespace ember::cuda {
 namespace {
 
 constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
+constexpr std::size_t kFindWorkspace = std::size_t(256) << 20;
+
+bool find_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_CUDA_CUDNN_FIND");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 void check_dnn(const cudnn::Api& api, cudnnStatus_t s, const char* call) {
   if (s != CUDNN_STATUS_SUCCESS)
@@ -148,8 +162,17 @@ int choose(const Perf* perf, int n, ConvPlan& plan) {
   return -1;
 }
 
-ConvPlan& plan_for(const cudnn::Api& api, ConvPlans& plans, const ir::Conv& op, const Geometry& g,
-                   DType dt) {
+// The operands' addresses, which timing the algorithms (EMBER_CUDA_CUDNN_FIND=1) runs on:
+// the image, filter and positions of the pass (its output among them, overwritten).
+struct Buffers {
+  const void* image;
+  const void* filter;
+  const void* positions;
+  void* out;
+};
+
+ConvPlan& plan_for(CudaContext& ctx, const cudnn::Api& api, ConvPlans& plans, const ir::Conv& op,
+                   const Geometry& g, DType dt, const Buffers& buf) {
   std::vector<std::int64_t> key{static_cast<std::int64_t>(op.pass), static_cast<std::int64_t>(dt),
                                 static_cast<std::int64_t>(math_type(dt)),
                                 static_cast<std::int64_t>(op.groups)};
@@ -196,24 +219,49 @@ ConvPlan& plan_for(const cudnn::Api& api, ConvPlans& plans, const ir::Conv& op, 
             "cudnnSetConvolutionMathType");
 
   int found = 0, algo = -1;
+  std::shared_ptr<CudaTensor> ws;
+  if (find_enabled()) {
+    try {
+      ws = ctx.empty(Shape{kFindWorkspace}, DType::U8);
+    } catch (const Error&) {  // no room to time them: the heuristic's choice
+      ws = nullptr;
+    }
+  }
+  void* wsp = ws ? static_cast<void*>(ws->data()) : nullptr;
   switch (op.pass) {
     case ir::ConvPass::Forward: {
       std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> perf{};
-      check_dnn(api,
-                api.cudnnGetConvolutionForwardAlgorithm_v7(plans.handle, p->image, p->filter,
-                                                           p->conv, p->positions, int(perf.size()),
-                                                           &found, perf.data()),
-                "cudnnGetConvolutionForwardAlgorithm_v7");
+      if (ws)
+        check_dnn(
+            api,
+            api.cudnnFindConvolutionForwardAlgorithmEx(
+                plans.handle, p->image, buf.image, p->filter, buf.filter, p->conv, p->positions,
+                buf.out, int(perf.size()), &found, perf.data(), wsp, kFindWorkspace),
+            "cudnnFindConvolutionForwardAlgorithmEx");
+      else
+        check_dnn(api,
+                  api.cudnnGetConvolutionForwardAlgorithm_v7(plans.handle, p->image, p->filter,
+                                                             p->conv, p->positions,
+                                                             int(perf.size()), &found, perf.data()),
+                  "cudnnGetConvolutionForwardAlgorithm_v7");
       algo = choose(perf.data(), found, *p);
       break;
     }
     case ir::ConvPass::InputGrad: {
       std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> perf{};
-      check_dnn(api,
-                api.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                    plans.handle, p->filter, p->positions, p->conv, p->image, int(perf.size()),
-                    &found, perf.data()),
-                "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      if (ws)
+        check_dnn(
+            api,
+            api.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                plans.handle, p->filter, buf.filter, p->positions, buf.positions, p->conv, p->image,
+                buf.out, int(perf.size()), &found, perf.data(), wsp, kFindWorkspace),
+            "cudnnFindConvolutionBackwardDataAlgorithmEx");
+      else
+        check_dnn(api,
+                  api.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                      plans.handle, p->filter, p->positions, p->conv, p->image, int(perf.size()),
+                      &found, perf.data()),
+                  "cudnnGetConvolutionBackwardDataAlgorithm_v7");
       algo = choose(perf.data(), found, *p);
       break;
     }
@@ -221,11 +269,19 @@ ConvPlan& plan_for(const cudnn::Api& api, ConvPlans& plans, const ir::Conv& op, 
     case ir::ConvPass::Count_: {
       std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>
           perf{};
-      check_dnn(api,
-                api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                    plans.handle, p->image, p->positions, p->conv, p->filter, int(perf.size()),
-                    &found, perf.data()),
-                "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      if (ws)
+        check_dnn(
+            api,
+            api.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                plans.handle, p->image, buf.image, p->positions, buf.positions, p->conv, p->filter,
+                buf.out, int(perf.size()), &found, perf.data(), wsp, kFindWorkspace),
+            "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+      else
+        check_dnn(api,
+                  api.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                      plans.handle, p->image, p->positions, p->conv, p->filter, int(perf.size()),
+                      &found, perf.data()),
+                  "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
       algo = choose(perf.data(), found, *p);
       break;
     }
@@ -295,7 +351,20 @@ ir::Handle run(CudaContext& ctx, ir::Conv& op) {
     check_dnn(*api, api->cudnnCreate(&plans.handle), "cudnnCreate");
     check_dnn(*api, api->cudnnSetStream(plans.handle, ctx.stream()), "cudnnSetStream");
   }
-  const ConvPlan& p = plan_for(*api, plans, op, g, dt);
+  Buffers buf{x->data(), w->data(), x->data(), out->data()};
+  switch (op.pass) {
+    case ir::ConvPass::Forward:
+      buf = {x->data(), w->data(), out->data(), out->data()};
+      break;
+    case ir::ConvPass::InputGrad:
+      buf = {out->data(), w->data(), x->data(), out->data()};
+      break;
+    case ir::ConvPass::WeightGrad:
+    case ir::ConvPass::Count_:
+      buf = {x->data(), out->data(), w->data(), out->data()};
+      break;
+  }
+  const ConvPlan& p = plan_for(ctx, *api, plans, op, g, dt, buf);
   std::shared_ptr<CudaTensor> ws;
   if (p.workspace) ws = ctx.empty(Shape{p.workspace}, DType::U8);
   void* wsp = ws ? static_cast<void*>(ws->data()) : nullptr;
