@@ -337,8 +337,8 @@ ir::Handle run(CudaContext& ctx, ir::Matmul& op) {
     if (!a->is_contiguous()) copied += a->shape().num_elements() * size_of(dt);
     if (!b->is_contiguous()) copied += b->shape().num_elements() * size_of(dt);
     if (copied > 0 && copied <= std::size_t(calls - 1) * (std::size_t(8) << 20)) {
-      a = ctx.contiguous(op.a);
-      b = ctx.contiguous(op.b);
+      if (!a->is_contiguous()) a = ctx.contiguous(std::const_pointer_cast<CudaTensor>(a));
+      if (!b->is_contiguous()) b = ctx.contiguous(std::const_pointer_cast<CudaTensor>(b));
       set_inner();
       sp = batch_space();
     }
