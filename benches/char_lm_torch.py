@@ -59,6 +59,19 @@ class CharLm(nn.Module):
         return self.head(self.blocks(x, mask=mask))
 
 
+def report_profile(prof, steps):
+    """Kernels per step, device and host time per step, and the ops of most host time."""
+    events = prof.events()
+    kernels = [e for e in events if e.device_type == torch.autograd.DeviceType.CUDA]
+    dev_us = sum(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+                 for e in kernels)
+    print(f"profile: {steps} steps: {len(kernels) / steps:.0f} device kernels per step, "
+          f"{dev_us / steps / 1000:.2f} ms of kernel time per step")
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15,
+                                      max_name_column_width=40)
+    print(table)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--device", default="cuda")
@@ -71,6 +84,9 @@ def main():
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--profile", type=int, default=0,
+                   help="profile this many steps after step 20 with torch.profiler and print "
+                        "kernels per step and the ops taking the most host time")
     a = p.parse_args()
 
     text = read_corpus(a.corpus)
@@ -106,7 +122,20 @@ def main():
     t0 = time.perf_counter()
     smoothed = math.log(vocab)
     t100 = None
+    prof = None
     for step in range(1, a.steps + 1):
+        if a.profile and step == 21:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if dev.type == "cuda":
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=acts)
+            prof.__enter__()
+        if prof is not None and step == 21 + a.profile:
+            if dev.type == "cuda":
+                torch.cuda.synchronize()
+            prof.__exit__(None, None, None)
+            report_profile(prof, a.profile)
+            prof = None
         x, y = draw(train)
         logits = model(x, mask)
         loss = nn.functional.cross_entropy(logits.reshape(-1, vocab), y.reshape(-1))

@@ -9,6 +9,7 @@
 // 1/sqrt(fan_in) (weight_scale), so both libraries start from bit-identical weights.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -265,6 +266,139 @@ Case cnn_train_step_case(SizeKind s, const Device& dev) {
   c.shape = label("b", d.batch, " ", d.image, "x", d.image, " c", d.c1, "-", d.c2, " fc", flat, "-",
                   d.hidden, "-", d.classes);
   c.rtol = 1e-3;  // batch norm over few values and two convolutions, summed differently
+  c.atol = 1e-4;
+  return c;
+}
+
+namespace {
+
+// A ResNet-18 basic block: conv 3x3 (stride s) -> BatchNorm -> relu -> conv 3x3 ->
+// BatchNorm, plus the shortcut (conv 1x1 stride s -> BatchNorm where the shape changes),
+// then relu.
+struct ResBlock {
+  nn::Conv<2> conv1;
+  nn::BatchNorm bn1;
+  nn::Conv<2> conv2;
+  nn::BatchNorm bn2;
+  std::optional<nn::Conv<2>> down;
+  std::optional<nn::BatchNorm> down_bn;
+  EMBER_MODULE(ResBlock, conv1, bn1, conv2, bn2, down, down_bn)
+
+  Tensor<4> forward(const Tensor<4>& x) const {
+    auto y = activation::relu(bn1.forward(conv1.forward(x)));
+    y = bn2.forward(conv2.forward(y));
+    return activation::relu(y + (down ? down_bn->forward(down->forward(x)) : x));
+  }
+};
+
+// ResNet-18 for 32x32 images (the CIFAR form: a 3x3 stem, no max pool): four stages of two
+// blocks (one at the tiny size) of widths base, 2 base, 4 base, 8 base (strides 1, 2, 2, 2),
+// global average pool, a linear classifier.
+struct ResNet18 {
+  nn::Conv<2> stem;
+  nn::BatchNorm stem_bn;
+  std::vector<ResBlock> blocks;
+  nn::Linear fc;
+  EMBER_MODULE(ResNet18, stem, stem_bn, blocks, fc)
+
+  Tensor<2> forward(const Tensor<4>& x) const {
+    auto h = activation::relu(stem_bn.forward(stem.forward(x)));
+    for (const auto& b : blocks) h = b.forward(h);
+    const auto d = h.dims();
+    return fc.forward(
+        h.reshape<3>(Shape{d[0], d[1], d[2] * d[3]}).mean_dim(2).reshape<2>(Shape{d[0], d[1]}));
+  }
+};
+
+// A k x k convolution without bias, padding k / 2, weights from the input hash.
+nn::Conv<2> res_conv(std::size_t in, std::size_t out, std::size_t k, std::size_t stride,
+                     std::uint32_t seed, const Device& ad) {
+  return nn::Conv<2>{nn_param<4>(Shape{out, in, k, k}, seed, in * k * k, ad),
+                     std::nullopt,
+                     {stride, stride},
+                     nn::Padding{k / 2, k / 2},
+                     {1, 1},
+                     1};
+}
+
+struct ResDims {
+  std::size_t batch, image, base, classes, per_stage;  // per_stage: blocks (2 in ResNet-18)
+};
+
+}  // namespace
+
+// One AdamW training step of ResNet-18 (above) on 32x32 images through the Autodiff
+// decorator, as cnn_train_step: batch-statistics BatchNorm, cross entropy, backward,
+// optim::AdamW from the same initial model every repetition. Compared: the loss and every
+// parameter's gradient.
+Case resnet_train_step_case(SizeKind s, const Device& dev) {
+  const ResDims d = by_size<ResDims>(s, {4, 16, 2, 5, 1}, {8, 32, 16, 10, 2}, {128, 32, 64, 10, 2});
+  const Device ad = dev.autodiff();
+  auto x = input<4>(Shape{d.batch, 3, d.image, d.image}, 1, ad);
+  std::vector<std::int64_t> labels(d.batch);
+  for (std::size_t i = 0; i < d.batch; ++i) {
+    const double v = double(input_value(static_cast<std::uint32_t>(i), 2)) + 1.0;
+    labels[i] = static_cast<std::int64_t>(v * 8388608.0) % i64(d.classes);
+  }
+  auto y = Tensor<2, Int>::from_data(TensorData::from(labels, Shape{d.batch, 1}), ad);
+  double flops = 0;  // forward, per image
+  const auto conv = [&](std::size_t in, std::size_t out, std::size_t k, std::size_t stride,
+                        std::size_t image, std::uint32_t seed) {
+    const double o = double(image / stride);
+    flops += 2.0 * o * o * double(out * in * k * k);
+    return res_conv(in, out, k, stride, seed, ad);
+  };
+  const auto bn = [&](std::size_t c) { return nn::BatchNormConfig{c}.init(ad); };
+  nn::Conv<2> stem = conv(3, d.base, 3, 1, d.image, 10);
+  std::vector<ResBlock> blocks;
+  std::size_t in = d.base, image = d.image;
+  for (std::size_t i = 0; i < 4 * d.per_stage; ++i) {
+    const std::size_t stage = i / d.per_stage, width = d.base << stage;
+    const std::size_t stride = (i % d.per_stage == 0 && stage > 0) ? 2 : 1;
+    const auto seed = static_cast<std::uint32_t>(100 + 10 * i);
+    ResBlock b{conv(in, width, 3, stride, image, seed),
+               bn(width),
+               conv(width, width, 3, 1, image / stride, seed + 1),
+               bn(width),
+               std::nullopt,
+               std::nullopt};
+    if (stride != 1 || in != width) {
+      b.down = conv(in, width, 1, stride, image, seed + 2);
+      b.down_bn = bn(width);
+    }
+    blocks.push_back(std::move(b));
+    in = width;
+    image /= stride;
+  }
+  const ResNet18 model{std::move(stem), bn(d.base), std::move(blocks),
+                       nn::Linear{nn_param<2>(Shape{d.classes, in}, 900, in, ad),
+                                  nn_param<1>(Shape{d.classes}, 901, in, ad)}};
+  flops += 2.0 * double(in * d.classes);
+  Params p{{"batch", {i64(d.batch)}},
+           {"image", {i64(d.image)}},
+           {"base", {i64(d.base)}},
+           {"classes", {i64(d.classes)}},
+           {"per_stage", {i64(d.per_stage)}}};
+  Case c = timed(
+      p, Shape{d.batch, 3, d.image, d.image}, 0, 3.0 * flops * double(d.batch), ad, [x, y, model] {
+        auto loss = -activation::log_softmax(model.forward(x), 1).gather(1, y).mean();
+        Gradients grads = loss.backward();
+        Outputs out;
+        out.compared.push_back(loss.inner().dyn());
+        nn::visit(model, [&](const nn::TensorEntry& e) {
+          if (e.is_param()) out.compared.push_back(ops::grad(e.tensor, grads).value());
+        });
+        auto opt = optim::AdamWConfig{}.init();
+        ResNet18 next = opt.step(1e-3, ResNet18(model),
+                                 optim::GradientsParams::from_grads(std::move(grads), model));
+        nn::visit(next, [&](const nn::TensorEntry& e) {
+          if (e.is_param()) out.kept.push_back(ops::inner(e.tensor));
+        });
+        return out;
+      });
+  c.shape = label("b", d.batch, " ", d.image, "x", d.image, " base ", d.base, " blocks ",
+                  4 * d.per_stage);
+  c.rtol = 1e-3;  // batch norm and convolutions over many terms, summed differently
   c.atol = 1e-4;
   return c;
 }

@@ -11,6 +11,7 @@ Case attention_case(SizeKind s, const Device& dev);
 Case autodiff_overhead_case(SizeKind s, const Device& dev);
 Case mlp_train_step_case(SizeKind s, const Device& dev);
 Case cnn_train_step_case(SizeKind s, const Device& dev);
+Case resnet_train_step_case(SizeKind s, const Device& dev);
 Case transformer_encoder_step_case(SizeKind s, const Device& dev);
 
 }  // namespace ember::bench

@@ -314,6 +314,75 @@ def cnn_train_step(p):
     return f
 
 
+def resnet_train_step(p):
+    """ResNet-18 for 32x32 images of resnet_train_step_case, as nn modules in the same
+    parameter order, one AdamW step from the same initial parameters every repetition."""
+    batch, image, base, classes = p["batch"][0], p["image"][0], p["base"][0], p["classes"][0]
+    per_stage = p["per_stage"][0]
+    nn = torch.nn
+    x = inp([batch, 3, image, image], 1)
+    raw = (input_data([batch], 2).astype(np.float64) + 1.0) * 8388608.0
+    y = torch.from_numpy(raw.astype(np.int64) % classes).reshape(batch, 1).to(DEVICE)
+
+    def conv(cin, cout, k, stride, seed):
+        c = nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False)
+        with torch.no_grad():
+            c.weight.copy_(inp([cout, cin, k, k], seed, weight_scale(cin * k * k)))
+        return c
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride, seed):
+            super().__init__()
+            self.conv1, self.bn1 = conv(cin, cout, 3, stride, seed), nn.BatchNorm2d(cout)
+            self.conv2, self.bn2 = conv(cout, cout, 3, 1, seed + 1), nn.BatchNorm2d(cout)
+            self.down = self.down_bn = None
+            if stride != 1 or cin != cout:
+                self.down, self.down_bn = conv(cin, cout, 1, stride, seed + 2), nn.BatchNorm2d(cout)
+
+        def forward(self, h):
+            o = F.relu(self.bn1(self.conv1(h)))
+            o = self.bn2(self.conv2(o))
+            return F.relu(o + (self.down_bn(self.down(h)) if self.down is not None else h))
+
+    class ResNet18(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem, self.stem_bn = conv(3, base, 3, 1, 10), nn.BatchNorm2d(base)
+            blocks, cin = [], base
+            for i in range(4 * per_stage):
+                stage = i // per_stage
+                width = base << stage
+                stride = 2 if i % per_stage == 0 and stage > 0 else 1
+                blocks.append(Block(cin, width, stride, 100 + 10 * i))
+                cin = width
+            self.blocks = nn.ModuleList(blocks)
+            self.fc = nn.Linear(cin, classes)
+            with torch.no_grad():
+                self.fc.weight.copy_(inp([classes, cin], 900, weight_scale(cin)))
+                self.fc.bias.copy_(inp([classes], 901, weight_scale(cin)))
+
+        def forward(self, h):
+            h = F.relu(self.stem_bn(self.stem(h)))
+            for b in self.blocks:
+                h = b(h)
+            return self.fc(h.mean((2, 3)))
+
+    model = ResNet18().to(DEVICE)
+    model.train()
+    params = list(model.parameters())
+
+    def f():
+        loss = -F.log_softmax(model(x), 1).gather(1, y).mean()
+        grads = torch.autograd.grad(loss, params)
+        copies = [q.detach().clone() for q in params]
+        for q, g in zip(copies, grads):
+            q.grad = g
+        torch.optim.AdamW(copies, lr=1e-3).step()
+        return [loss, *grads], copies
+
+    return f
+
+
 # Parameter order within one encoder layer, as EncoderParam in model_workloads.cpp.
 ENCODER_PARAMS = ["wq", "bq", "wk", "bk", "wv", "bv", "wo", "bo",
                   "g1", "be1", "w1", "b1", "w2", "b2", "g2", "be2"]  # fmt: skip
@@ -422,6 +491,8 @@ WORKLOADS = {
     "conv2d_cnn2": conv2d,
     "conv2d_cnn1_grad": conv2d_grad,
     "conv2d_cnn2_grad": conv2d_grad,
+    "conv2d_resnet_grad": conv2d_grad,
+    "resnet_train_step": resnet_train_step,
     "from_data": from_data,
     "to_data": to_data,
     "launch_overhead": launch_overhead,
@@ -438,7 +509,7 @@ WORKLOADS = {
 
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
 TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
-            "conv2d_cnn1_grad", "conv2d_cnn2_grad"}
+            "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "resnet_train_step"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}

@@ -370,6 +370,13 @@ std::vector<Workload> build() {
                ? conv2d_grad_case(dev, Shape{3, 3, 4, 4}, Shape{4, 3, 3, 3}, true)
                : conv2d_grad_case(dev, Shape{128, 32, 14, 14}, Shape{64, 32, 3, 3}, true);
   });
+  // The ResNet stage-1 layer of conv2d_resnet, forward and backward (dx, dw).
+  add("conv2d_resnet_grad", "autodiff", [](SizeKind s, const Device& dev) {
+    const std::size_t n = by_size<std::size_t>(s, 0, 8, 64);
+    return s == SizeKind::Tiny
+               ? conv2d_grad_case(dev, Shape{2, 8, 9, 11}, Shape{6, 8, 3, 3}, true)
+               : conv2d_grad_case(dev, Shape{n, 64, 56, 56}, Shape{64, 64, 3, 3}, true);
+  });
   add("max_pool2d", "module", [](SizeKind s, const Device& dev) {
     // The ResNet stem's pooling: 3x3, stride 2, padding 1.
     const Shape shape =
@@ -422,6 +429,7 @@ std::vector<Workload> build() {
   add("autodiff_overhead", "autodiff", autodiff_overhead_case);
   add("mlp_train_step", "autodiff", mlp_train_step_case);
   add("cnn_train_step", "autodiff", cnn_train_step_case);
+  add("resnet_train_step", "autodiff", resnet_train_step_case);
   add("transformer_encoder_step", "autodiff", transformer_encoder_step_case);
 
   // ---- optimizer steps (benches/optim_workloads.cpp): PyTorch's foreach and fused Adam ----

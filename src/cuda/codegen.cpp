@@ -462,12 +462,40 @@ KernelSource gen_index_select(std::size_t elem) {
   return k;
 }
 
-KernelSource gen_index_add(DType dt) {
+KernelSource gen_index_add(DType dt, bool rows) {
+  KernelSource k;
+  const std::string t = storage_type(dt);
+  if (rows) {
+    // One thread per output element (o, r, i), adding in index order the src entries whose
+    // index is r: the same additions in the same order as the column kernel below, with
+    // no thread writing another's element. Threads of row 0 flag out-of-range indices.
+    k.name = "em_index_add_rows_" + dname(dt);
+    k.body = "extern \"C\" __global__ void " + k.name + "(" + t +
+             "* __restrict__ y, const i64* __restrict__ idx, const " + t +
+             "* __restrict__ src, i64 outer, i64 n, i64 k, i64 inner, int* err) {\n" +
+             typedefs(dt) +
+             "  for (i64 c = EM_GID; c < outer * n * inner; c += EM_GSTRIDE) {\n"
+             "    const i64 o = c / (n * inner), r = c / inner % n, i = c % inner;\n"
+             "    " +
+             t +
+             " acc = y[c];\n"
+             "    for (i64 j = 0; j < k; ++j) {\n"
+             "      const i64 v = idx[j];\n"
+             "      if (v == r) {\n"
+             "        acc = " +
+             store(dt, add_values(dt, load(dt, "acc"), load(dt, "src[(o * k + j) * inner + i]"))) +
+             ";\n"
+             "      } else if (r == 0 && (v < 0 || v >= n)) {\n"
+             "        em_flag(err, 1, v);\n"
+             "      }\n"
+             "    }\n"
+             "    y[c] = acc;\n"
+             "  }\n}\n";
+    return k;
+  }
   // One thread per (outer, inner) column, adding src rows in index order: deterministic and
   // the Cpu's order, with no two threads writing one element.
-  KernelSource k;
   k.name = "em_index_add_" + dname(dt);
-  const std::string t = storage_type(dt);
   k.body = "extern \"C\" __global__ void " + k.name + "(" + t +
            "* __restrict__ y, const i64* __restrict__ idx, const " + t +
            "* __restrict__ src, i64 outer, i64 n, i64 k, i64 inner, int* err) {\n" + typedefs(dt) +
@@ -981,7 +1009,10 @@ std::vector<KernelSource> variants(Family family) {
       each_size([](std::size_t e) { return gen_index_select(e); });
       break;
     case Family::IndexAdd:
-      for (DType dt : kAllDTypes) out.push_back(gen_index_add(dt));
+      for (DType dt : kAllDTypes) {
+        out.push_back(gen_index_add(dt));
+        out.push_back(gen_index_add(dt, true));
+      }
       break;
     case Family::SortRows:
       for (DType dt : kAllDTypes) out.push_back(gen_sort_rows(dt));

@@ -196,8 +196,11 @@ bool scatter_add_supported(DType dt);
 // index_select: (T* y, const T* x, const i64* idx, i64 outer, i64 n, i64 k, i64 inner, int* err)
 KernelSource gen_index_select(std::size_t elem_size);
 // index_add: (T* y /*copy of x*/, const i64* idx, const T* src, i64 outer, i64 n, i64 k,
-//             i64 inner, int* err) — one thread per element of y, adding in index order.
-KernelSource gen_index_add(DType dt);
+//             i64 inner, int* err). `rows` false: one thread per (outer, inner) column,
+// adding src rows in index order; true: one thread per element of y (outer, row, inner)
+// scanning the index for its row, in index order too (the same sums, bit for bit), for
+// small outputs (Note [Index add by rows] in kernels/indexing.cpp).
+KernelSource gen_index_add(DType dt, bool rows = false);
 
 // Sort (kernels/sort.cpp, see Note [Device sort] there) and nonzero (kernels/indexing.cpp).
 // A row of the sort is the n elements at base + p * inner (base = (r / inner) * n * inner +

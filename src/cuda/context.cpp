@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cuda/profile.hpp"
 #include "ember/backend/strided_view.hpp"
 #include "ember/base/error.hpp"
 
@@ -58,6 +59,7 @@ TensorPtr CudaContext::empty(const Shape& shape, DType dtype) {
 std::shared_ptr<const CudaTensor> CudaContext::contiguous(const ir::Handle& x) {
   const auto& t = as_cuda(x);
   if (t.is_contiguous()) return std::static_pointer_cast<const CudaTensor>(x);
+  if (profile::enabled()) profile::count(profile::Counter::Copy);
   auto out = empty(t.shape(), t.dtype());
   copy(t, *out);
   return out;
@@ -137,6 +139,7 @@ void CudaContext::enqueue(cudaKernel_t kern, std::int64_t threads_total, Args ar
       cudaLaunchKernel(reinterpret_cast<const void*>(kern), dim3(static_cast<unsigned>(blocks)),
                        dim3(block), const_cast<void**>(args.begin()), 0, stream_);
   if (e != cudaSuccess) check(e, std::string(op) + " (kernel launch)");
+  if (profile::enabled()) profile::count(profile::Counter::Launch);
   if (checked) {
     std::lock_guard lk(mu_);  // (threads may launch on one device at once)
     checked_ops_.push_back(op);
@@ -180,7 +183,12 @@ void* CudaContext::staging(std::size_t bytes) {
 
 void CudaContext::sync() {
   activate();
+  const std::uint64_t t0 = profile::enabled() ? profile::now_ns() : 0;
   check(cudaStreamSynchronize(stream_), "a queued kernel failed");
+  if (t0) {
+    profile::count(profile::Counter::Sync);
+    profile::sync_wait(profile::now_ns() - t0);
+  }
   std::vector<std::string> ops;
   {
     std::lock_guard lk(mu_);

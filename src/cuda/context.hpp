@@ -116,10 +116,15 @@ class CudaContext {
   std::atomic<std::uint64_t> seed{0x5eed'e3be'2026ULL};
   std::atomic<std::uint64_t> counter{0};
 
-  // cuBLASLt handle and workspace (matmul.cpp), created on first use.
+  // cuBLASLt handle and workspace (matmul.cpp), created on first use, and the GEMM plans
+  // (descriptors and the algorithm the heuristic chose, per shape and layout: Note [GEMM
+  // plans] in matmul.cpp).
   void* lt_handle = nullptr;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  std::shared_ptr<void> gemm_plans;
+  // The cuDNN handle and the convolution plans (kernels/conv.cpp, Note [cuDNN plans]).
+  std::shared_ptr<void> conv_plans;
 
   // Writes the element bits (elem_size bytes, as converted by the caller) to y[0, n).
   void fill(void* y, std::int64_t n, std::size_t elem_size, std::uint64_t bits);

@@ -17,6 +17,7 @@
 
 #include "cuda/context.hpp"
 #include "cuda/kernels/kernels.hpp"
+#include "cuda/profile.hpp"
 #include "ember/backend/registry.hpp"
 #include "ember/base/error.hpp"
 
@@ -30,6 +31,7 @@ class CudaBackend final : public backend::Backend {
   std::string name() const override { return "cuda:" + std::to_string(ctx_.device()); }
 
   ir::Handle from_data(const TensorData& data) override {
+    const std::uint64_t t0 = profile::enabled() ? profile::now_ns() : 0;
     ctx_.activate();
     auto t = ctx_.empty(data.shape(), data.dtype());
     const std::size_t bytes = data.bytes().size();
@@ -41,11 +43,14 @@ class CudaBackend final : public backend::Backend {
       check(cudaMemcpyAsync(t->data(), pinned, bytes, cudaMemcpyHostToDevice, ctx_.stream()),
             "from_data");
       check(cudaStreamSynchronize(ctx_.stream()), "from_data");
+      if (t0) profile::count(profile::Counter::Sync);
     }
+    if (t0) profile::transfer(false, profile::now_ns() - t0);
     return t;
   }
 
   TensorData to_data(const ir::Handle& x) override {
+    const std::uint64_t t0 = profile::enabled() ? profile::now_ns() : 0;
     ctx_.activate();
     auto c = ctx_.contiguous(x);
     const std::size_t bytes = c->shape().num_elements() * size_of(c->dtype());
@@ -60,21 +65,28 @@ class CudaBackend final : public backend::Backend {
     } else {
       ctx_.sync();
     }
+    if (t0) profile::transfer(true, profile::now_ns() - t0);
     return TensorData(std::move(out), c->shape(), c->dtype());
   }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
-    if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
-    ctx_.activate();
-    // One launcher per op (kernels.hpp, declared from the IR's op list).
-    return backend::dispatch(ctx_, op);
+    if (!profile::enabled()) return run(std::move(op));
+    const ir::OpKind kind = ir::kind_of(op);
+    const bool fallback = !supports(op);
+    const std::uint64_t t0 = profile::now_ns();
+    auto out = run(std::move(op));
+    profile::op(kind, profile::now_ns() - t0, fallback);
+    return out;
   }
 
   // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group that
   // does not fit one kernel runs op by op (the default).
   std::vector<ir::Handle> run_fused(backend::FusedGroup group) override {
+    const std::uint64_t t0 = profile::enabled() ? profile::now_ns() : 0;
     ctx_.activate();
-    if (auto outs = run_fused_group(ctx_, group)) return std::move(*outs);
+    auto outs = run_fused_group(ctx_, group);
+    if (t0) profile::fused(profile::now_ns() - t0);
+    if (outs) return std::move(*outs);
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }
@@ -93,8 +105,9 @@ class CudaBackend final : public backend::Backend {
   // address their operands by coordinates of at most kMaxDims dims, uncollapsed.
   bool supports(const ir::Op& op) const override {
     if (!Backend::supports(op)) return false;
-    // No direct convolution kernel yet: the tensor layer convolves by Unfold and Matmul.
-    if (std::holds_alternative<ir::Conv>(op)) return false;
+    // Convolution through cuDNN where it is found (kernels/conv.cpp); elsewhere the tensor
+    // layer convolves by Unfold and Matmul.
+    if (const auto* c = std::get_if<ir::Conv>(&op)) return conv_supported(*c, ctx_.arch());
     // Nor a max-pooling gradient kernel: Pool's rule then builds it from Unfold and Fold.
     if (std::holds_alternative<ir::MaxPoolGrad>(op)) return false;
     // Nor batch norm kernels: the tensor layer and BatchNorm's rule compose them.
@@ -124,6 +137,13 @@ class CudaBackend final : public backend::Backend {
   void sync() override { ctx_.sync(); }
 
  private:
+  std::vector<ir::Handle> run(ir::Op op) {
+    if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
+    ctx_.activate();
+    // One launcher per op (kernels.hpp, declared from the IR's op list).
+    return backend::dispatch(ctx_, op);
+  }
+
   CudaContext ctx_;
 };
 

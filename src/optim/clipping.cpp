@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "tensor_math.hpp"
 
@@ -25,19 +27,32 @@ double clip_grad_norm(GradientsParams& grads, double max_norm, double norm_type)
               "optim::clip_grad_norm: norm_type must be > 0 (or infinity), got " +
                   std::to_string(norm_type));
   if (grads.empty()) return 0.0;
-  // Accumulated in f64 on the host: one value per gradient.
-  double total = 0.0;
+  // Accumulated in f64 on each gradient's device, in order, and read once per device: a
+  // read per gradient would wait for the device once per parameter.
+  const bool inf = std::isinf(norm_type);
+  std::vector<std::pair<Device, DynTensor>> partial;  // per device
   grads.for_each([&](nn::ParamId, const DynTensor& g) {
-    DynTensor a = ops::unary(ir::UnaryFn::Abs, ops::cast(g, DType::F64));
-    if (std::isinf(norm_type)) {
-      DynTensor m = ops::reduce_all(ir::ReduceFn::Max, std::move(a));
-      total = std::max(total, m.to_data().to_vector<double>()[0]);
-    } else if (norm_type == 2.0) {
-      total += math::sum_value(math::square(std::move(a)));
-    } else {
-      total += math::sum_value(ops::unary(ir::UnaryFn::PowScalar, std::move(a), norm_type));
-    }
+    DynTensor x = ops::cast(g, DType::F64);
+    DynTensor part =
+        inf ? ops::reduce_all(ir::ReduceFn::Max, ops::unary(ir::UnaryFn::Abs, std::move(x)))
+        : norm_type == 2.0
+            ? ops::reduce_all(ir::ReduceFn::Sum, math::square(std::move(x)))
+            : ops::reduce_all(ir::ReduceFn::Sum,
+                              ops::unary(ir::UnaryFn::PowScalar,
+                                         ops::unary(ir::UnaryFn::Abs, std::move(x)), norm_type));
+    const auto at = std::find_if(partial.begin(), partial.end(),
+                                 [&](const auto& p) { return p.first == g.device(); });
+    if (at == partial.end())
+      partial.emplace_back(g.device(), std::move(part));
+    else
+      at->second = inf ? math::maximum(std::move(at->second), std::move(part))
+                       : math::add(std::move(at->second), std::move(part));
   });
+  double total = 0.0;
+  for (std::size_t i = 0; i < partial.size(); ++i) {
+    const double v = partial[i].second.to_data().to_vector<double>()[0];
+    total = i == 0 ? v : inf ? (std::isnan(v) || v > total ? v : total) : total + v;
+  }
   const double norm = std::isinf(norm_type) ? total
                       : norm_type == 2.0    ? std::sqrt(total)
                                             : std::pow(total, 1.0 / norm_type);

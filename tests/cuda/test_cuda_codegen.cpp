@@ -260,6 +260,7 @@ TEST(CudaCodegen, DiskCacheRebuildsCorruptEntries) {
 #include <ember/ember.hpp>
 
 #include "cuda/cuda_backend.hpp"
+#include "cuda/cudnn.hpp"
 
 TEST(CudaDevice, AbsentGpuIsAnErrorNotACrash) {
   if (cuda::cuda_device_count() > 0) GTEST_SKIP() << "a CUDA device is present";
@@ -272,6 +273,22 @@ TEST(CudaDevice, AbsentGpuIsAnErrorNotACrash) {
   }
   auto a = Tensor<1>::arange(0, 4, Device::cpu());
   EXPECT_EQ(a.shape(), (Shape{4}));
+}
+
+// cuDNN is opened at run time (cuda/cudnn.hpp): where it is found, reason() names its
+// version; where not (this machine has no libcudnn, or EMBER_CUDA_CUDNN=0), convolution
+// takes the unfold + matmul path and reason() says why.
+TEST(CudaCudnn, LoaderSaysWhatItFound) {
+  const std::string why = cuda::cudnn::reason();
+  if (cuda::cudnn::available()) {
+    EXPECT_EQ(why.rfind("cuDNN 9.", 0), 0u) << why;
+  } else {
+    EXPECT_TRUE(why.find("libcudnn.so.9") != std::string::npos ||
+                why.find("EMBER_CUDA_CUDNN=0") != std::string::npos ||
+                why.find("without cudnn.h") != std::string::npos)
+        << why;
+  }
+  EXPECT_EQ(cuda::cudnn::reason(), why);  // loaded once
 }
 
 // ---- fused element-wise groups (codegen/fused.cpp) ----

@@ -299,6 +299,17 @@ TEST_F(CudaOps, Matmul) {
           return ir::Matmul{be.from_data(one), be.from_data(col), Shape{1, 1}};
         },
         rt, std::string("dot ") + name(dt));
+    // Per-head views [batch, heads, seq, head_dim] of [batch, seq, heads * head_dim], as
+    // attention makes them: batch dims that do not collapse (Note [Batched views]).
+    const TensorData qs = data(Shape{3, 7, 2, 8}, dt, 49, false),
+                     ks = data(Shape{3, 6, 2, 8}, dt, 50, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          auto q = be.execute(ir::Permute{be.from_data(qs), {0, 2, 1, 3}})[0];
+          auto kt = be.execute(ir::Permute{be.from_data(ks), {0, 2, 3, 1}})[0];
+          return ir::Matmul{q, kt, Shape{3, 2, 7, 6}};
+        },
+        rt, std::string("per-head views matmul ") + name(dt));
   }
 }
 
@@ -375,6 +386,18 @@ TEST_F(CudaOps, Indexing) {
           return ir::IndexAdd{be.from_data(x), 1, be.from_data(sel), be.from_data(src2)};
         },
         tol(dt), std::string("index_add ") + name(dt));
+    if (dt == DType::F32 || dt == DType::BF16) {
+      // An output over 2^22 elements takes the column kernel (Note [Index add by rows]);
+      // duplicate indices add in index order on both.
+      const TensorData big = data(Shape{4100, 1025}, dt, 66, false);
+      const TensorData rows = TensorData::from<std::int64_t>({7, 4099, 0, 7, 12}, Shape{5});
+      const TensorData src3 = data(Shape{5, 1025}, dt, 67, false);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::IndexAdd{be.from_data(big), 0, be.from_data(rows), be.from_data(src3)};
+          },
+          tol(dt), std::string("index_add by columns ") + name(dt));
+    }
     compare([&](Backend& be) -> ir::Op { return ir::Nonzero{be.from_data(x)}; }, 0,
             std::string("nonzero ") + name(dt));
     for (bool desc : {false, true}) {

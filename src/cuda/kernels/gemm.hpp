@@ -26,6 +26,8 @@ struct GemmArgs {
 // Whether gemm() takes these matrices as they are (one of each operand's strides is 1 and
 // the other a valid leading dimension); else the caller makes them contiguous first.
 bool gemm_layout_ok(const GemmArgs& g);
+// Whether f32 GEMMs and convolutions may use TF32 tensor cores (EMBER_CUDA_TF32=1).
+bool tf32_enabled();
 // Enqueues the GEMM on ctx's stream. f32 uses TF32 tensor cores when EMBER_CUDA_TF32=1.
 void gemm(CudaContext& ctx, const GemmArgs& g, const char* op = "matmul");
 

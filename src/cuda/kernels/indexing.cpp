@@ -119,9 +119,17 @@ ir::Handle run(CudaContext& ctx, ir::IndexAdd& op) {
   const void* sp = src->data();
   int* err = ctx.error_flag();
   const DType dt = x.dtype();
+  // Note [Index add by rows]: the column kernel runs one thread per (outer, inner) column,
+  // each adding its k entries one after another — k dependent read-modify-writes, so an
+  // embedding's gradient ([vocab, d] from k tokens: d threads) takes k memory latencies.
+  // Where the output has few elements (n * outer * inner up to 2^22), one thread per output
+  // element scans the k indices for its row instead: n times the comparisons, in parallel,
+  // and the same additions in the same order.
+  const bool rows = d.n * d.outer * d.inner <= (std::int64_t(1) << 22);
   ctx.launch(
-      kernel_key(Family::IndexAdd, static_cast<unsigned>(dt)), [&] { return gen_index_add(dt); },
-      d.outer * d.inner, {&y, &ip, &sp, &d.outer, &d.n, &k, &d.inner, &err}, "select_assign", true);
+      kernel_key(Family::IndexAdd, static_cast<unsigned>(dt), rows ? 1 : 0),
+      [&] { return gen_index_add(dt, rows); }, rows ? d.n * d.outer * d.inner : d.outer * d.inner,
+      {&y, &ip, &sp, &d.outer, &d.n, &k, &d.inner, &err}, "select_assign", true);
   return out;
 }
 

@@ -31,4 +31,8 @@ EMBER_IR_OPS(EMBER_CUDA_KERNEL)
 std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx,
                                                        backend::FusedGroup& group);
 
+// Whether run(ctx, Conv) takes op (conv.cpp): cuDNN loaded, a float dtype it has (bf16 from
+// sm_80), 1 to 3 spatial dims, extents that fit its int dims.
+bool conv_supported(const ir::Conv& op, int arch);
+
 }  // namespace ember::cuda

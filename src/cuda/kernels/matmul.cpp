@@ -5,12 +5,17 @@
 // batch layouts loop.
 #include <cublasLt.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "cuda/kernels/gemm.hpp"
 #include "cuda/kernels/kernels.hpp"
+#include "cuda/profile.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::cuda {
@@ -34,14 +39,6 @@ cudaDataType_t data_type(DType t) {
     default:
       return CUDA_R_32F;
   }
-}
-
-bool tf32_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("EMBER_CUDA_TF32");
-    return v && std::strcmp(v, "1") == 0;
-  }();
-  return on;
 }
 
 // One operand in column-major terms: rows x cols with leading dim ld, and whether cuBLAS
@@ -69,27 +66,73 @@ bool as_transposed(std::int64_t R, std::int64_t C, std::int64_t rs, std::int64_t
   return false;
 }
 
-struct Layout {
-  cublasLtMatrixLayout_t h = nullptr;
-  Layout(cudaDataType_t t, const Mat& m, std::int64_t batch, std::int64_t stride, const char* op) {
-    check_lt(cublasLtMatrixLayoutCreate(&h, t, static_cast<std::uint64_t>(m.rows),
-                                        static_cast<std::uint64_t>(m.cols), m.ld),
-             op, "cublasLtMatrixLayoutCreate");
-    if (batch > 1) {
-      const std::int32_t count = static_cast<std::int32_t>(batch);
-      cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
-      cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                       sizeof stride);
-    }
+void make_layout(cublasLtMatrixLayout_t& h, cudaDataType_t t, const Mat& m, std::int64_t batch,
+                 std::int64_t stride, const char* op) {
+  check_lt(cublasLtMatrixLayoutCreate(&h, t, static_cast<std::uint64_t>(m.rows),
+                                      static_cast<std::uint64_t>(m.cols), m.ld),
+           op, "cublasLtMatrixLayoutCreate");
+  if (batch > 1) {
+    const std::int32_t count = static_cast<std::int32_t>(batch);
+    cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+    cublasLtMatrixLayoutSetAttribute(h, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                     sizeof stride);
   }
-  ~Layout() {
-    if (h) cublasLtMatrixLayoutDestroy(h);
+}
+
+// Note [GEMM plans]
+// A cuBLASLt matmul needs a descriptor, three matrix layouts and an algorithm, which
+// cublasLtMatmulAlgoGetHeuristic chooses; making them costs several times the host time
+// of the matmul call itself, and a training step of a small model makes hundreds of
+// GEMMs of a few shapes. So they are made once per plan key — dtype, compute type,
+// transposes, epilogue, bias or none, the three layouts (rows, cols, leading dim, batch
+// count and stride) and each operand's alignment class — and kept in the context
+// (CudaContext::gemm_plans); only the bias pointer is set per call. The heuristic is told
+// each pointer's alignment (up to 256 bytes), so no algorithm needing more is chosen for a
+// view at an odd offset.
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (la) cublasLtMatrixLayoutDestroy(la);
+    if (lb) cublasLtMatrixLayoutDestroy(lb);
+    if (lc) cublasLtMatrixLayoutDestroy(lc);
+    if (desc) cublasLtMatmulDescDestroy(desc);
   }
-  Layout(const Layout&) = delete;
-  Layout& operator=(const Layout&) = delete;
 };
 
+using PlanKey = std::array<std::int64_t, 21>;
+struct PlanKeyHash {
+  std::size_t operator()(const PlanKey& k) const {
+    std::uint64_t h = 0xcbf29ce484222325ULL;
+    for (std::int64_t v : k) h = (h ^ static_cast<std::uint64_t>(v)) * 0x100000001b3ULL;
+    return static_cast<std::size_t>(h);
+  }
+};
+struct Plans {
+  std::mutex mu;
+  std::unordered_map<PlanKey, std::unique_ptr<Plan>, PlanKeyHash> map;
+  static constexpr std::size_t kMax = 4096;  // then the cache starts over
+};
+
+std::uint32_t alignment(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t low = a & (~a + 1);  // the lowest set bit
+  return a == 0 || low >= 256 ? 256u : static_cast<std::uint32_t>(low);
+}
+
 }  // namespace
+
+bool tf32_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_CUDA_TF32");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return on;
+}
 
 bool gemm_layout_ok(const GemmArgs& g) {
   Mat x;
@@ -108,8 +151,10 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
     ctx.lt_handle = h;
     ctx.workspace_bytes = std::size_t(32) << 20;
     check(cudaMalloc(&ctx.workspace, ctx.workspace_bytes), "cuBLASLt workspace");
+    ctx.gemm_plans = std::make_shared<Plans>();
   }
   auto handle = static_cast<cublasLtHandle_t>(ctx.lt_handle);
+  auto& plans = *static_cast<Plans*>(ctx.gemm_plans.get());
   const cudaDataType_t t = data_type(g.dtype);
   const bool f64 = g.dtype == DType::F64;
   const cublasComputeType_t compute =
@@ -117,17 +162,6 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
           : (g.dtype == DType::F32 && tf32_enabled() ? CUBLAS_COMPUTE_32F_FAST_TF32
                                                      : CUBLAS_COMPUTE_32F);
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
-
-  cublasLtMatmulDesc_t desc = nullptr;
-  check_lt(cublasLtMatmulDescCreate(&desc, compute, scale), op, "cublasLtMatmulDescCreate");
-  struct DescGuard {
-    cublasLtMatmulDesc_t d;
-    ~DescGuard() { cublasLtMatmulDescDestroy(d); }
-  } guard{desc};
-  const cublasOperation_t ta = ma.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t tb = mb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
   cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
   switch (g.epilogue) {
     case Epilogue::None:
@@ -148,35 +182,100 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
       epi = CUBLASLT_EPILOGUE_GELU_BIAS;
       break;
   }
-  cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
-  if (g.bias) {
-    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof g.bias);
-  }
-
   const Mat mc{g.n, g.m, g.ldc, false};
-  Layout la(t, ma, g.batch, g.b_bs, op), lb(t, mb, g.batch, g.a_bs, op),
-      lc(t, mc, g.batch, g.c_bs, op);
-
-  cublasLtMatmulPreference_t pref = nullptr;
-  check_lt(cublasLtMatmulPreferenceCreate(&pref), op, "cublasLtMatmulPreferenceCreate");
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &ctx.workspace_bytes, sizeof ctx.workspace_bytes);
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle, desc, la.h, lb.h, lc.h, lc.h,
-                                                           pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  check_lt(hs, op, "cublasLtMatmulAlgoGetHeuristic");
-  EMBER_CHECK(found > 0, std::string(op) + ": cuBLASLt has no algorithm for " + name(g.dtype) +
-                             " [" + std::to_string(g.m) + ", " + std::to_string(g.k) + "] x [" +
-                             std::to_string(g.k) + ", " + std::to_string(g.n) + "]");
+  const std::uint32_t align_a = alignment(g.b), align_b = alignment(g.a), align_c = alignment(g.c);
+  const PlanKey key{static_cast<std::int64_t>(g.dtype),
+                    static_cast<std::int64_t>(compute),
+                    (ma.trans ? 1 : 0) | (mb.trans ? 2 : 0) | (g.bias ? 4 : 0),
+                    static_cast<std::int64_t>(epi),
+                    ma.rows,
+                    ma.cols,
+                    ma.ld,
+                    mb.rows,
+                    mb.cols,
+                    mb.ld,
+                    mc.rows,
+                    mc.cols,
+                    mc.ld,
+                    g.batch,
+                    g.batch > 1 ? g.b_bs : 0,
+                    g.batch > 1 ? g.a_bs : 0,
+                    g.batch > 1 ? g.c_bs : 0,
+                    align_a,
+                    align_b,
+                    align_c,
+                    0};
+  std::lock_guard lk(plans.mu);  // a plan's bias pointer is set per call
+  auto it = plans.map.find(key);
+  if (it == plans.map.end()) {
+    if (plans.map.size() >= Plans::kMax) plans.map.clear();
+    auto p = std::make_unique<Plan>();
+    check_lt(cublasLtMatmulDescCreate(&p->desc, compute, scale), op, "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = ma.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t tb = mb.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta);
+    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb);
+    cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+    if (g.bias) {
+      cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                     sizeof g.bias);
+    }
+    make_layout(p->la, t, ma, g.batch, g.b_bs, op);
+    make_layout(p->lb, t, mb, g.batch, g.a_bs, op);
+    make_layout(p->lc, t, mc, g.batch, g.c_bs, op);
+    cublasLtMatmulPreference_t pref = nullptr;
+    check_lt(cublasLtMatmulPreferenceCreate(&pref), op, "cublasLtMatmulPreferenceCreate");
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                         &ctx.workspace_bytes, sizeof ctx.workspace_bytes);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                         sizeof align_a);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                         sizeof align_b);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_c,
+                                         sizeof align_c);
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_c,
+                                         sizeof align_c);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle, p->desc, p->la, p->lb, p->lc,
+                                                             p->lc, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (profile::enabled()) profile::count(profile::Counter::GemmHeuristic);
+    check_lt(hs, op, "cublasLtMatmulAlgoGetHeuristic");
+    EMBER_CHECK(found > 0, std::string(op) + ": cuBLASLt has no algorithm for " + name(g.dtype) +
+                               " [" + std::to_string(g.m) + ", " + std::to_string(g.k) + "] x [" +
+                               std::to_string(g.k) + ", " + std::to_string(g.n) + "]");
+    p->algo = result.algo;
+    it = plans.map.emplace(key, std::move(p)).first;
+  } else if (g.bias) {
+    cublasLtMatmulDescSetAttribute(it->second->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                   sizeof g.bias);
+  }
+  const Plan& p = *it->second;
   const float one_f = 1.f, zero_f = 0.f;
   const double one_d = 1.0, zero_d = 0.0;
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
-  check_lt(cublasLtMatmul(handle, desc, alpha, g.b, la.h, g.a, lb.h, beta, g.c, lc.h, g.c, lc.h,
-                          &result.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream()),
+  if (profile::enabled()) profile::count(profile::Counter::Gemm);
+  check_lt(cublasLtMatmul(handle, p.desc, alpha, g.b, p.la, g.a, p.lb, beta, g.c, p.lc, g.c, p.lc,
+                          &p.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream()),
            op, "cublasLtMatmul");
+}
+
+// The number of cuBLASLt calls run() makes for the collapsed batch space sp: the last
+// batch dim is one strided-batched call (or folds into m), the outer ones loop; a last dim
+// broadcast in one operand only, that does not fold, loops too.
+std::int64_t gemm_calls(const Space& sp, const GemmArgs& g, std::int64_t m, std::int64_t n) {
+  const std::size_t nb = sp.shape.size();
+  if (nb == 0) return 1;
+  std::int64_t outer = 1;
+  for (std::size_t i = 0; i + 1 < nb; ++i) outer *= sp.shape[i];
+  const std::int64_t last = sp.shape[nb - 1];
+  const std::int64_t a_bs = sp.strides[0][nb - 1], b_bs = sp.strides[1][nb - 1],
+                     c_bs = sp.strides[2][nb - 1];
+  const bool one = last == 1 || (b_bs == 0 && g.a_cs == 1 && a_bs == m * g.a_rs && c_bs == m * n) ||
+                   (a_bs != 0 && b_bs != 0);
+  return outer * (one ? 1 : last);
 }
 
 ir::Handle run(CudaContext& ctx, ir::Matmul& op) {
@@ -213,15 +312,37 @@ ir::Handle run(CudaContext& ctx, ir::Matmul& op) {
     set_inner();
   }
   // Batch dims (broadcast as stride 0), collapsed.
-  Space sp;
-  sp.strides.resize(3);
-  for (std::size_t i = 0; i + 2 < r; ++i) {
-    sp.shape.push_back(static_cast<std::int64_t>(op.out_shape[i]));
-    sp.strides[0].push_back(a->shape()[i] == 1 ? 0 : a->strides()[i]);
-    sp.strides[1].push_back(b->shape()[i] == 1 ? 0 : b->strides()[i]);
-    sp.strides[2].push_back(out->strides()[i]);
+  const auto batch_space = [&] {
+    Space sp;
+    sp.strides.resize(3);
+    for (std::size_t i = 0; i + 2 < r; ++i) {
+      sp.shape.push_back(static_cast<std::int64_t>(op.out_shape[i]));
+      sp.strides[0].push_back(a->shape()[i] == 1 ? 0 : a->strides()[i]);
+      sp.strides[1].push_back(b->shape()[i] == 1 ? 0 : b->strides()[i]);
+      sp.strides[2].push_back(out->strides()[i]);
+    }
+    sp.collapse();
+    return sp;
+  };
+  Space sp = batch_space();
+  // Note [Batched views]: batch dims that do not collapse to one strided batch loop over
+  // cuBLASLt calls; attention's per-head views [batch, heads, seq, head_dim] of a
+  // [batch, seq, d] projection make one call per batch element. Where copying the
+  // non-contiguous operands costs less device time than the calls it saves cost host time
+  // (a copy reads and writes each byte once, ~4 TB/s on an H200; a call costs ~4 us of
+  // host time: up to 8 MB copied per call saved), they are made contiguous first and the
+  // batch collapses to one call.
+  if (const std::int64_t calls = gemm_calls(sp, g, m, n); calls > 1) {
+    std::size_t copied = 0;
+    if (!a->is_contiguous()) copied += a->shape().num_elements() * size_of(dt);
+    if (!b->is_contiguous()) copied += b->shape().num_elements() * size_of(dt);
+    if (copied > 0 && copied <= std::size_t(calls - 1) * (std::size_t(8) << 20)) {
+      if (!a->is_contiguous()) a = ctx.contiguous(std::const_pointer_cast<CudaTensor>(a));
+      if (!b->is_contiguous()) b = ctx.contiguous(std::const_pointer_cast<CudaTensor>(b));
+      set_inner();
+      sp = batch_space();
+    }
   }
-  sp.collapse();
   const std::size_t e = size_of(dt);
   const auto* abase = static_cast<const std::byte*>(static_cast<const void*>(a->data()));
   const auto* bbase = static_cast<const std::byte*>(static_cast<const void*>(b->data()));

@@ -93,7 +93,6 @@ ir::Handle run(CudaContext& ctx, ir::Pool& op) {
 }
 
 // Unreachable: supports() refuses these, so execute() sends them to the fallback backend.
-ir::Handle run(CudaContext&, ir::Conv&) { fail("Cuda: Conv has no kernel on this backend"); }
 ir::Handle run(CudaContext&, ir::MaxPoolGrad&) {
   fail("Cuda: MaxPoolGrad has no kernel on this backend");
 }
