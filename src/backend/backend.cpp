@@ -8,6 +8,10 @@ namespace ember::backend {
 
 bool Backend::supports(const ir::Op& op) const { return ir::well_typed(op); }
 
+ir::Handle Backend::adopt_host(std::byte*, const Shape&, DType, std::shared_ptr<const void>) {
+  return nullptr;
+}
+
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
   switch (in.kind) {

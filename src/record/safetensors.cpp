@@ -148,6 +148,16 @@ class SafetensorsReader final : public TensorReader {
     return TensorData(std::move(bytes), t.shape, t.dtype);
   }
 
+  // Bool tensors are read (each byte is checked to be 0 or 1).
+  std::optional<InPlace> read_in_place(std::size_t i) const override {
+    const TensorInfo& t = info_.tensors.at(i);
+    if (t.dtype == DType::Bool) return std::nullopt;
+    const Span& s = spans_[i];
+    std::byte* p = source_->private_view(data_begin_ + s.begin, s.end - s.begin);
+    if (p == nullptr) return std::nullopt;
+    return InPlace{p, source_};
+  }
+
  private:
   std::shared_ptr<const ByteSource> source_;
   std::uint64_t data_begin_ = 0;
