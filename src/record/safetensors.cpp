@@ -2,7 +2,9 @@
 //   {"__metadata__": {"k": "v"}, "fc.weight": {"dtype": "F32", "shape": [4, 3],
 //    "data_offsets": [begin, end]}, ...}
 // then the data, each tensor's bytes at [begin, end) from the end of the header. ember
-// writes the header padded with spaces to a multiple of 8 and the tensors back to back in
+// writes the header padded with spaces so that the data starts at a multiple of 64 bytes
+// (a multiple of 8, as the format asks, and the Cpu's alignment, so that a mapped load
+// adopts the tensors whose offsets keep it: docs/record.md) and the tensors back to back in
 // visit order (the reference reader refuses holes), with the model's config (when given) in
 // __metadata__ under "ember.config" as a JSON string.
 #include <algorithm>
@@ -190,7 +192,7 @@ void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOption
     offset = checked_add(offset, n, "record::save", "the data offset");
   }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
+  text.append((64 - (8 + text.size()) % 64) % 64, ' ');  // the data at a multiple of 64
   std::byte len[8];
   store_u64(len, text.size());
   sink.write(len, 8);
