@@ -156,6 +156,11 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
   }
 
   ir::Handle from_data(const TensorData& data) override { return wrap(inner_->from_data(data)); }
+  ir::Handle adopt_host(std::byte* data, const Shape& shape, DType dtype,
+                        std::shared_ptr<const void> owner) override {
+    ir::Handle h = inner_->adopt_host(data, shape, dtype, std::move(owner));
+    return h ? wrap(std::move(h)) : nullptr;
+  }
   TensorData to_data(const ir::Handle& x) override { return inner_->to_data(unwrap(x).inner()); }
 
   std::vector<ir::Handle> execute(ir::Op op) override {

@@ -35,6 +35,10 @@ class NanCheckingBackend final : public backend::Backend {
 
   std::string name() const override { return inner_.name(); }
   ir::Handle from_data(const TensorData& d) override { return inner_.from_data(d); }
+  ir::Handle adopt_host(std::byte* data, const Shape& shape, DType dtype,
+                        std::shared_ptr<const void> owner) override {
+    return inner_.adopt_host(data, shape, dtype, std::move(owner));
+  }
   TensorData to_data(const ir::Handle& x) override { return inner_.to_data(x); }
   std::vector<ir::Handle> execute(ir::Op op) override;
   bool supports(const ir::Op& op) const override { return inner_.supports(op); }

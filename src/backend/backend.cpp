@@ -21,6 +21,10 @@ std::uint64_t fill_bits(const ir::Fill& op) {
   return bits;
 }
 
+ir::Handle Backend::adopt_host(std::byte*, const Shape&, DType, std::shared_ptr<const void>) {
+  return nullptr;
+}
+
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
   switch (in.kind) {

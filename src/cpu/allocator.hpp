@@ -67,21 +67,28 @@ class CpuAllocator {
   FreeBlock* arena_free_ = nullptr;  // by address
 };
 
-// A block of memory from a CpuAllocator, shared by every view of it.
+// A block of memory shared by every view of it: from a CpuAllocator, or adopted host
+// memory (Backend::adopt_host: a mapped file's tensor) that `owner` keeps valid. Adopted
+// memory is not the allocator's, so memory_stats does not count it.
 class Buffer {
  public:
   Buffer(CpuAllocator& alloc, std::size_t bytes)
-      : alloc_(alloc), bytes_(bytes), data_(alloc.allocate(bytes)) {}
+      : alloc_(&alloc), bytes_(bytes), data_(alloc.allocate(bytes)) {}
+  Buffer(void* data, std::size_t bytes, std::shared_ptr<const void> owner)
+      : alloc_(nullptr), bytes_(bytes), data_(data), owner_(std::move(owner)) {}
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() { alloc_.deallocate(data_, bytes_); }
+  ~Buffer() {
+    if (alloc_ != nullptr) alloc_->deallocate(data_, bytes_);
+  }
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
 
  private:
-  CpuAllocator& alloc_;
+  CpuAllocator* alloc_;  // null for adopted memory
   std::size_t bytes_;
   void* data_;
+  std::shared_ptr<const void> owner_;
 };
 
 }  // namespace ember::cpu

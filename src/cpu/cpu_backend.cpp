@@ -51,6 +51,18 @@ class CpuBackend final : public backend::Backend {
     return t;
   }
 
+  // Memory aligned as the allocator's (64 bytes) and holding whole elements becomes the
+  // buffer itself; anything else is left to a copy.
+  ir::Handle adopt_host(std::byte* data, const Shape& shape, DType dtype,
+                        std::shared_ptr<const void> owner) override {
+    const std::size_t bytes = checked_bytes(shape, dtype, "adopt_host");
+    if (data == nullptr || bytes == 0 || reinterpret_cast<std::uintptr_t>(data) % 64 != 0) {
+      return nullptr;
+    }
+    auto buf = std::make_shared<Buffer>(data, bytes, std::move(owner));
+    return std::make_shared<CpuTensor>(std::move(buf), shape, dtype, contiguous_strides(shape), 0);
+  }
+
   TensorData to_data(const ir::Handle& x) override {
     auto c = contiguous(ctx_, x);
     const std::size_t bytes = c->shape().num_elements() * size_of(c->dtype());

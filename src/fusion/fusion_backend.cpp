@@ -118,6 +118,11 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   ir::Handle from_data(const TensorData& data) override {
     return ready(inner_be().from_data(data), kFresh);
   }
+  ir::Handle adopt_host(std::byte* data, const Shape& shape, DType dtype,
+                        std::shared_ptr<const void> owner) override {
+    ir::Handle h = inner_be().adopt_host(data, shape, dtype, std::move(owner));
+    return h ? ready(std::move(h), kFresh) : nullptr;
+  }
 
   TensorData to_data(const ir::Handle& x) override {
     return inner_be().to_data(materialize(*unwrap(x).value(), CloseReason::Read));

@@ -61,10 +61,16 @@ class MemorySource final : public ByteSource {
   std::uint64_t size_;
 };
 
-// Note [Mapped files]: the mapping is private and read-only. A file truncated by another
-// process while mapped makes reads past its new end fault (SIGBUS), as with any mmap; files
-// being rewritten by ember itself are never affected, since saves rename a new file into
-// place and leave the mapped inode intact.
+// Note [Mapped files]: the file is mapped MAP_PRIVATE with read and write access. Reads see
+// the file; a write (an optimizer updating a tensor adopted from the mapping in place, Note
+// [In-place reuse]) copies that page first, so the file is never written, whatever the
+// process does with the memory. Pages are read on first touch, so mapping is O(1) and a
+// load that adopts the tensors (Backend::adopt_host) touches only the metadata. A file
+// truncated by another process while mapped makes reads past its new end fault (SIGBUS),
+// as with any mmap, and a page not yet touched or copied shows another process's writes to
+// the file; files being rewritten by ember itself are never affected, since saves rename a
+// new file into place and leave the mapped inode intact. The mapping lives as long as its
+// ByteSource: the readers, and every tensor adopted from it, hold it.
 class MappedFile final : public ByteSource {
  public:
   MappedFile(std::string name, void* base, std::uint64_t size)
@@ -81,9 +87,13 @@ class MappedFile final : public ByteSource {
     require_range(offset, length, "view");
     return bytes() + offset;
   }
+  std::byte* private_view(std::uint64_t offset, std::uint64_t length) const override {
+    require_range(offset, length, "view");
+    return bytes() + offset;
+  }
 
  private:
-  const std::byte* bytes() const { return static_cast<const std::byte*>(base_); }
+  std::byte* bytes() const { return static_cast<std::byte*>(base_); }
   void* base_;
   std::uint64_t size_;
 };
@@ -256,7 +266,7 @@ std::shared_ptr<const ByteSource> open_file(const std::string& path, bool mmap) 
   if (!S_ISREG(st.st_mode)) fail("record::load: '" + path + "' is not a regular file");
   auto size = static_cast<std::uint64_t>(st.st_size);
   if (mmap && size > 0) {
-    void* base = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+    void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd.get(), 0);
     if (base == MAP_FAILED) fail("record::load: cannot map '" + path + "': " + errno_text());
     return std::make_shared<MappedFile>(path, base, size);
   }

@@ -27,6 +27,10 @@ class ByteSource {
   virtual void read(std::uint64_t offset, std::span<std::byte> dst) const = 0;
   // The range in memory when the source is memory (a span or a mapping), else nullptr.
   virtual const std::byte* view(std::uint64_t offset, std::uint64_t length) const = 0;
+  // The range, writable, when the source is a private mapping whose writes go to
+  // copy-on-write pages and never to the file (Note [Mapped files]), else nullptr. Tensors
+  // over it keep the source alive as their owner.
+  virtual std::byte* private_view(std::uint64_t, std::uint64_t) const { return nullptr; }
   // The file's name, or "<memory>", for messages.
   const std::string& name() const { return name_; }
 
@@ -45,7 +49,7 @@ class ByteSource {
   std::string name_;
 };
 
-// Opens a file read with pread, or memory-mapped when `mmap`.
+// Opens a file read with pread, or memory-mapped when `mmap` (privately, copy-on-write).
 std::shared_ptr<const ByteSource> open_file(const std::string& path, bool mmap);
 // A caller's bytes (not copied: they must outlive the source).
 std::shared_ptr<const ByteSource> memory_source(std::span<const std::byte> bytes);

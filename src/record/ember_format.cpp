@@ -155,6 +155,18 @@ class EmberReader final : public TensorReader {
     return TensorData(std::move(bytes), info.shape, info.dtype);
   }
 
+  std::optional<InPlace> read_in_place(std::size_t i) const override {
+    const TensorInfo& info = info_.tensors.at(i);
+    const EmberTensor& t = tensors_[i];
+    std::byte* p = source_->private_view(t.offset, t.size);
+    if (p == nullptr) return std::nullopt;
+    if (verify_ && crc32_update(0, p, t.size) != t.crc) {
+      fail("record: '" + source_->name() + "': the data of '" + info.key +
+           "' fails its checksum (a corrupt file)");
+    }
+    return InPlace{p, source_};
+  }
+
  private:
   void parse_metadata(const nn::Json& meta, const std::string& file, std::uint64_t data_offset,
                       std::uint64_t data_size, std::uint32_t version) {

@@ -93,6 +93,9 @@ class PrefixReader final : public TensorReader {
     }
   }
   TensorData read(std::size_t i) const override { return inner_->read(index_.at(i)); }
+  std::optional<InPlace> read_in_place(std::size_t i) const override {
+    return inner_->read_in_place(index_.at(i));
+  }
 
  private:
   std::unique_ptr<TensorReader> inner_;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ember/base/tensor_data.hpp"
@@ -24,6 +25,14 @@ class TensorReader {
   const RecordInfo& info() const { return info_; }
   // Tensor i of info().tensors: its elements, contiguous, in the file's dtype and shape.
   virtual TensorData read(std::size_t i) const = 0;
+  // Tensor i's elements in place, in a private mapping (ByteSource::private_view), checked
+  // as read() checks them, with the mapping as the owner that keeps them valid; nothing
+  // when the source is not a private mapping or the format stores the tensor otherwise.
+  struct InPlace {
+    std::byte* data;
+    std::shared_ptr<const void> owner;
+  };
+  virtual std::optional<InPlace> read_in_place(std::size_t) const { return std::nullopt; }
 
  protected:
   RecordInfo info_;

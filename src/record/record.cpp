@@ -97,6 +97,23 @@ std::unique_ptr<TensorReader> open_path(const std::string& path, const LoadOptio
   return open_reader(open_file(path, o.mmap), reader_options(o));
 }
 
+// Tensor i of the file as a tensor of `shape` (its own, or [1] for a scalar) and `dtype` on
+// dev: adopted in place from a private mapping where the device's backend can hold it and
+// no cast is asked (zero-copy: Note [Mapped files]), else read and copied.
+DynTensor load_tensor(const TensorReader& reader, std::size_t i, const Shape& shape, DType dtype,
+                      const Device& dev) {
+  if (reader.info().tensors[i].dtype == dtype) {
+    if (auto in_place = reader.read_in_place(i)) {
+      if (auto t = ops::adopt_host(in_place->data, shape, dtype, std::move(in_place->owner), dev))
+        return std::move(*t);
+    }
+  }
+  TensorData data = reader.read(i);
+  if (data.dtype() != dtype) data = data.convert(dtype);
+  if (!(data.shape() == shape)) data = TensorData(std::move(data.bytes()), shape, data.dtype());
+  return ops::from_data(data, dev);
+}
+
 }  // namespace
 
 struct Loader::Impl {
@@ -196,12 +213,7 @@ void Loader::apply(nn::TensorEntry& e, const Device& dev) const {
     return;
   }
   const auto& [index, dtype] = it->second;
-  TensorData data = impl_->reader->read(index);
-  if (data.dtype() != dtype) data = data.convert(dtype);
-  if (!(data.shape() == e.shape())) {
-    data = TensorData(std::move(data.bytes()), e.shape(), data.dtype());  // [] -> [1]
-  }
-  e.tensor = ops::from_data(data, dev);
+  e.tensor = load_tensor(*impl_->reader, index, e.shape(), dtype, dev);  // [] loads as [1]
   const TensorInfo& t = impl_->reader->info().tensors[index];
   if (e.is_param() && t.role == nn::TensorRole::Param && t.param_id != 0) e.id = t.param_id;
 }
@@ -287,11 +299,10 @@ std::vector<NamedTensor> read_all(const detail::TensorReader& r, const Device& d
   std::vector<NamedTensor> out;
   const auto& tensors = reader->info().tensors;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    TensorData data = reader->read(i);
-    if (options.float_dtype && is_float(data.dtype())) data = data.convert(*options.float_dtype);
-    if (data.shape().rank() == 0)
-      data = TensorData(std::move(data.bytes()), Shape{1}, data.dtype());
-    out.push_back({tensors[i].key, ops::from_data(data, dev)});
+    const TensorInfo& t = tensors[i];
+    const DType dtype = options.float_dtype && is_float(t.dtype) ? *options.float_dtype : t.dtype;
+    const Shape shape = t.shape.rank() == 0 ? Shape{1} : t.shape;
+    out.push_back({t.key, detail::load_tensor(*reader, i, shape, dtype, dev)});
   }
   return out;
 }

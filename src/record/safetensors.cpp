@@ -2,7 +2,9 @@
 //   {"__metadata__": {"k": "v"}, "fc.weight": {"dtype": "F32", "shape": [4, 3],
 //    "data_offsets": [begin, end]}, ...}
 // then the data, each tensor's bytes at [begin, end) from the end of the header. ember
-// writes the header padded with spaces to a multiple of 8 and the tensors back to back in
+// writes the header padded with spaces so that the data starts at a multiple of 64 bytes
+// (a multiple of 8, as the format asks, and the Cpu's alignment, so that a mapped load
+// adopts the tensors whose offsets keep it: docs/record.md) and the tensors back to back in
 // visit order (the reference reader refuses holes), with the model's config (when given) in
 // __metadata__ under "ember.config" as a JSON string.
 #include <algorithm>
@@ -148,6 +150,16 @@ class SafetensorsReader final : public TensorReader {
     return TensorData(std::move(bytes), t.shape, t.dtype);
   }
 
+  // Bool tensors are read (each byte is checked to be 0 or 1).
+  std::optional<InPlace> read_in_place(std::size_t i) const override {
+    const TensorInfo& t = info_.tensors.at(i);
+    if (t.dtype == DType::Bool) return std::nullopt;
+    const Span& s = spans_[i];
+    std::byte* p = source_->private_view(data_begin_ + s.begin, s.end - s.begin);
+    if (p == nullptr) return std::nullopt;
+    return InPlace{p, source_};
+  }
+
  private:
   std::shared_ptr<const ByteSource> source_;
   std::uint64_t data_begin_ = 0;
@@ -180,7 +192,7 @@ void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOption
     offset = checked_add(offset, n, "record::save", "the data offset");
   }
   std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
+  text.append((64 - (8 + text.size()) % 64) % 64, ' ');  // the data at a multiple of 64
   std::byte len[8];
   store_u64(len, text.size());
   sink.write(len, 8);

@@ -22,6 +22,13 @@ DynTensor from_data(const TensorData& data, const Device& device) {
       });
 }
 
+std::optional<DynTensor> adopt_host(std::byte* data, const Shape& shape, DType dtype,
+                                    std::shared_ptr<const void> owner, const Device& device) {
+  ir::Handle h = device.backend().adopt_host(data, shape, dtype, std::move(owner));
+  if (!h) return std::nullopt;
+  return DynTensor(std::move(h), device);
+}
+
 namespace {
 std::int64_t saturate_int(double v) {
   if (std::isnan(v)) return 0;

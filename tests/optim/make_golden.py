@@ -3,9 +3,11 @@
 
 Writes tests/optim/golden/optimizers.json and schedulers.json:
 
-- optimizers: a small MLP (fc1: Linear(4, 6), tanh, fc2: Linear(6, 3)) with fixed initial
-  weights, trained for 20 steps on a fixed batch with loss mean((mlp(x) - t)^2), in f32 and
-  f64. Each case stores the parameters after every step. torch.optim gives the trajectories
+- optimizers: a small MLP (fc1: Linear(4, 6), tanh, fc2: Linear(6, 3)) and a small conv
+  model ("conv": conv: Conv2d(2, 2, 3, padding 1), tanh, flattened, fc: Linear(18, 2)) with
+  fixed initial weights, each trained for 20 steps on a fixed batch with loss
+  mean((model(x) - t)^2), in f32 and f64. Each case stores the parameters after every step
+  (the MLP's at the top level, the conv model's under "conv"). torch.optim gives the trajectories
   of SGD, Adam, AdamW, Adagrad and RMSprop; Lion, Adan, Adafactor and Muon, which torch 1.13
   lacks, are written below in NumPy from each paper's published algorithm (torch only
   computes the gradients, by autograd).
@@ -40,15 +42,21 @@ INIT = {
 }
 X = rng.uniform(-1.0, 1.0, (8, 4))
 T = rng.uniform(-1.0, 1.0, (8, 3))
+# The conv model's, drawn after the MLP's so that those stay as they were.
+CONV_PATHS = ["conv.weight", "conv.bias", "fc.weight", "fc.bias"]
+CONV_INIT = {
+    "conv.weight": rng.uniform(-0.4, 0.4, (2, 2, 3, 3)),
+    "conv.bias": rng.uniform(-0.3, 0.3, (2,)),
+    "fc.weight": rng.uniform(-0.4, 0.4, (2, 18)),
+    "fc.bias": rng.uniform(-0.3, 0.3, (2,)),
+}
+CONV_X = rng.uniform(-1.0, 1.0, (3, 2, 3, 3))
+CONV_T = rng.uniform(-1.0, 1.0, (3, 2))
 
 DTYPES = {"f32": (torch.float32, np.float32), "f64": (torch.float64, np.float64)}
 
 
-def make_params(tdt):
-    return [torch.tensor(INIT[p], dtype=tdt, requires_grad=True) for p in PATHS]
-
-
-def loss_of(params, tdt):
+def mlp_loss(params, tdt):
     w1, b1, w2, b2 = params
     x = torch.tensor(X, dtype=tdt)
     t = torch.tensor(T, dtype=tdt)
@@ -57,36 +65,62 @@ def loss_of(params, tdt):
     return ((y - t) ** 2).mean()
 
 
-def snapshot(params):
-    return {p: v.detach().to(torch.float64).reshape(-1).tolist() for p, v in zip(PATHS, params)}
+def conv_loss(params, tdt):
+    wc, bc, wf, bf = params
+    x = torch.tensor(CONV_X, dtype=tdt)
+    t = torch.tensor(CONV_T, dtype=tdt)
+    h = torch.tanh(torch.nn.functional.conv2d(x, wc, bc, padding=1)).reshape(x.shape[0], -1)
+    y = h @ wf.T + bf
+    return ((y - t) ** 2).mean()
 
 
-def torch_case(make_opt, tdt):
-    params = make_params(tdt)
+class Model:
+    def __init__(self, paths, init, loss):
+        self.paths, self.init, self.loss = paths, init, loss
+
+
+MLP = Model(PATHS, INIT, mlp_loss)
+CONV = Model(CONV_PATHS, CONV_INIT, conv_loss)
+
+
+def make_params(tdt, model=MLP):
+    return [torch.tensor(model.init[p], dtype=tdt, requires_grad=True) for p in model.paths]
+
+
+def loss_of(params, tdt, model=MLP):
+    return model.loss(params, tdt)
+
+
+def snapshot(params, model=MLP):
+    return {p: v.detach().to(torch.float64).reshape(-1).tolist() for p, v in zip(model.paths, params)}
+
+
+def torch_case(make_opt, tdt, model=MLP):
+    params = make_params(tdt, model)
     opt = make_opt(params)
     traj = []
     for _ in range(STEPS):
         opt.zero_grad()
-        loss_of(params, tdt).backward()
+        loss_of(params, tdt, model).backward()
         opt.step()
-        traj.append(snapshot(params))
+        traj.append(snapshot(params, model))
     return traj
 
 
-def numpy_case(update, tdt, ndt):
-    """update(index, path, param, grad, state, step) -> new param (NumPy arrays of ndt)."""
-    params = make_params(tdt)
-    states = [dict() for _ in PATHS]
+def numpy_case(update, tdt, ndt, model=MLP):
+    """update(path, param, grad, state, step, dtype) -> new param (NumPy arrays of ndt)."""
+    params = make_params(tdt, model)
+    states = [dict() for _ in model.paths]
     traj = []
     for step in range(1, STEPS + 1):
         for p in params:
             p.grad = None
-        loss_of(params, tdt).backward()
+        loss_of(params, tdt, model).backward()
         with torch.no_grad():
-            for i, (path, p) in enumerate(zip(PATHS, params)):
+            for i, (path, p) in enumerate(zip(model.paths, params)):
                 new = update(path, p.detach().numpy().copy(), p.grad.numpy().copy(), states[i], step, ndt)
                 p.copy_(torch.from_numpy(np.asarray(new, dtype=ndt)))
-        traj.append(snapshot(params))
+        traj.append(snapshot(params, model))
     return traj
 
 
@@ -224,16 +258,23 @@ NUMPY_CASES = {
 }
 
 
-def optimizers():
-    out = {"steps": STEPS, "paths": PATHS,
-           "shapes": {p: list(INIT[p].shape) for p in PATHS},
-           "init": {p: INIT[p].reshape(-1).tolist() for p in PATHS},
-           "x": X.reshape(-1).tolist(), "t": T.reshape(-1).tolist(), "cases": {}}
+def model_cases(model, x, t):
+    out = {"steps": STEPS, "paths": model.paths,
+           "shapes": {p: list(model.init[p].shape) for p in model.paths},
+           "init": {p: model.init[p].reshape(-1).tolist() for p in model.paths},
+           "x": x.reshape(-1).tolist(), "t": t.reshape(-1).tolist(),
+           "x_shape": list(x.shape), "t_shape": list(t.shape), "cases": {}}
     for dname, (tdt, ndt) in DTYPES.items():
         for name, make in TORCH_CASES.items():
-            out["cases"][f"{name}_{dname}"] = torch_case(make, tdt)
+            out["cases"][f"{name}_{dname}"] = torch_case(make, tdt, model)
         for name, upd in NUMPY_CASES.items():
-            out["cases"][f"{name}_{dname}"] = numpy_case(upd, tdt, ndt)
+            out["cases"][f"{name}_{dname}"] = numpy_case(upd, tdt, ndt, model)
+    return out
+
+
+def optimizers():
+    out = model_cases(MLP, X, T)
+    out["conv"] = model_cases(CONV, CONV_X, CONV_T)
     return out
 
 

@@ -45,6 +45,15 @@ class Backend {
   virtual std::string name() const = 0;  // "cpu", "cuda:0", "cpu+autodiff": Device::parse's syntax
 
   virtual ir::Handle from_data(const TensorData& data) = 0;
+  // Adopts host memory as a tensor without copying it (a memory-mapped file's tensor):
+  // `data` holds shape's elements of dtype, contiguous, writable, and stays valid while
+  // `owner` lives; the handle's buffer keeps `owner` alive. Ops may write the memory in
+  // place (Note [In-place reuse]), so the caller hands over memory whose writes go nowhere
+  // else (a private mapping). Returns null where this backend's tensors cannot live there
+  // (device memory, an alignment it needs); the caller then copies with from_data. The
+  // default returns null.
+  virtual ir::Handle adopt_host(std::byte* data, const Shape& shape, DType dtype,
+                                std::shared_ptr<const void> owner);
   // Waits for pending work on x and copies it out.
   virtual TensorData to_data(const ir::Handle& x) = 0;
   // Executes op; returns its outputs (one for most ops; Sort returns values and indices).

@@ -102,7 +102,9 @@ struct LoadOptions {
   // A file dtype that differs from the module's is converted to the module's (within a
   // kind: float to float, integer to integer); without it a difference is a mismatch.
   bool cast = false;
-  // Map the file instead of reading it (.ember data is 256-byte aligned for this).
+  // Map the file (privately: writes never reach it) instead of reading it. A Cpu tensor of
+  // the file's dtype whose data is 64-byte aligned (every .ember tensor: the format aligns
+  // to 256) is then the mapped pages themselves, no copy (Note [Mapped files]); others copy.
   bool mmap = false;
   // Load the dict under this key of a PyTorch checkpoint ({"model_state_dict": ...}); for
   // .ember and safetensors files, the tensors whose keys start with "<key>." (prefix removed).

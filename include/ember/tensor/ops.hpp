@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -32,6 +33,11 @@ enum class PadMode { Constant, Reflect, Edge };
 
 // ---- creation ----
 DynTensor from_data(const TensorData& data, const Device& device);
+// Host memory adopted as a tensor on `device` with no copy (Backend::adopt_host: contiguous,
+// writable memory whose writes go nowhere else, valid while `owner` lives), or nothing
+// where the device's backend cannot hold it (device memory, misaligned): then copy.
+std::optional<DynTensor> adopt_host(std::byte* data, const Shape& shape, DType dtype,
+                                    std::shared_ptr<const void> owner, const Device& device);
 DynTensor full(const Shape& shape, double value, DType dtype, const Device& device);
 DynTensor zeros(const Shape& shape, DType dtype, const Device& device);
 DynTensor ones(const Shape& shape, DType dtype, const Device& device);
