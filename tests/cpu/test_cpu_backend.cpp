@@ -335,6 +335,8 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       // channels no multiple of the micro-tile, a 1x1 window with stride and padding
       {{1, 32, 6, 7}, 13, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
       {{2, 5, 7, 7}, 3, 1, {{1, 1}, {2, 2}, {1, 1}, {1, 1}}},
+      // stride 2 along rows long enough for the packer's vector gather (ow = 20)
+      {{1, 2, 5, 40}, 3, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
   };
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {
