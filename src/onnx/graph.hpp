@@ -58,6 +58,10 @@ struct Graph {
   std::map<std::string, ValueInfo> value_info;  // inferred types of intermediates
   // Names visible from an enclosing graph (a subgraph of If/Loop/Scan reads them).
   std::vector<std::string> outer_names;
+  // Per node (when it has one entry per node): the values it reads for the last time, which
+  // run_nodes drops from the environment before the node runs, so an operator holding the
+  // only reference may write its result into that buffer (Note [In-place reuse]).
+  std::vector<std::vector<std::string>> last_reads;
   LoadStats stats;
 };
 

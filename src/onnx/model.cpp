@@ -1,6 +1,7 @@
 // onnx::load and Model::run: the parsed graph (proto.cpp) is finished here — constant
 // folding, dead-node elimination, the declared shapes kept for checking inputs — and run
 // node by node over an environment of named DynTensors.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -148,7 +149,10 @@ std::vector<DynTensor> call_op(const Node& n, std::int64_t opset, const Device& 
   return out;
 }
 
-std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
+// Runs node n (g.nodes[index]); with `release`, the values it reads for the last time are
+// dropped from env first (Graph::last_reads).
+std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env,
+                                const std::vector<std::string>* release = nullptr) {
   std::vector<std::optional<DynTensor>> in;
   for (const auto& name : n.inputs) {
     if (name.empty()) {
@@ -161,7 +165,30 @@ std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
            "' is not defined");
     in.emplace_back(v->second);
   }
+  if (release)
+    for (const auto& name : *release) env.erase(name);
   return call_op(n, g.opset, g.device, std::move(in), env);
+}
+
+// Graph::last_reads: walking backwards, a value is read for the last time by the first node
+// (from the end) that reads it. Graph outputs and constants are never released, nor a
+// value a node's subgraphs read (they read it from the environment while the node runs).
+void plan_last_reads(Graph& g) {
+  std::set<std::string> later;
+  for (const auto& o : g.outputs) later.insert(o.name);
+  g.last_reads.assign(g.nodes.size(), {});
+  for (std::size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    const auto reads = reads_of(n);
+    const std::set<std::string> direct(n.inputs.begin(), n.inputs.end());
+    for (const auto& r : reads) {
+      if (later.count(r)) continue;
+      later.insert(r);
+      const bool by_subgraph = std::count(reads.begin(), reads.end(), r) >
+                               std::count(n.inputs.begin(), n.inputs.end(), r);
+      if (direct.count(r) && !by_subgraph && !g.constants.count(r)) g.last_reads[i].push_back(r);
+    }
+  }
 }
 
 void fold_and_prune(Graph& g, const LoadOptions& options) {
@@ -287,8 +314,10 @@ void check_inputs(const Graph& g, const std::vector<DynTensor>& inputs) {
 }  // namespace
 
 void run_nodes(const Graph& g, Env& env) {
-  for (const auto& n : g.nodes) {
-    auto out = run_node(g, n, env);
+  const bool release = g.last_reads.size() == g.nodes.size();
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    auto out = run_node(g, n, env, release ? &g.last_reads[i] : nullptr);
     for (std::size_t i = 0; i < n.outputs.size() && i < out.size(); ++i)
       if (!n.outputs[i].empty()) env.insert_or_assign(n.outputs[i], std::move(out[i]));
   }
@@ -331,6 +360,7 @@ std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, cons
   auto g = parse_model(data, size, device, base_dir, options.trainable);
   check_supported(*g);
   fold_and_prune(*g, options);
+  plan_last_reads(*g);
   return g;
 }
 
