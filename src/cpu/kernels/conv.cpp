@@ -184,10 +184,12 @@ struct ColsOperand {
     const size_t s = self.g->w.stride[2], slivers = (cols + nr - 1) / nr;
     for (size_t p = 0; p < kc; ++p) {
       T* row = dst + p * nr;  // sliver q's part of this row is row + q * nr * kc
-      walk_row(*self.g, p0 + p, j0, cols, [&](size_t i, size_t count, int64_t src) {
+      // The pieces arrive in order, so sliver q and lane (i = q * nr + lane) advance with them.
+      size_t q = 0, lane = 0;
+      walk_row(*self.g, p0 + p, j0, cols, [&](size_t, size_t count, int64_t src) {
         const T* x = self.planes + (src < 0 ? 0 : src);
         while (count > 0) {
-          const size_t q = i / nr, lane = i % nr, len = std::min(count, nr - lane);
+          const size_t len = std::min(count, nr - lane);
           T* o = row + q * nr * kc + lane;
           if (src < 0) {
             std::fill(o, o + len, T(0));
@@ -198,7 +200,11 @@ struct ColsOperand {
             copy_strided(o, x, len, s);
             x += len * s;
           }
-          i += len;
+          lane += len;
+          if (lane == nr) {
+            lane = 0;
+            ++q;
+          }
           count -= len;
         }
       });
