@@ -482,12 +482,16 @@ void weight_grad_per_channel(const Geometry& g, const T* x, const T* gy, T* dw) 
         for_each_tap_row(g.w, [&](size_t orow, size_t k, size_t lo, size_t cnt, size_t src) {
           const T* gr = gp + orow + lo;
           const T* xr = xp + src;
-          T acc = 0;
+          // Eight partial sums (so the loop vectorizes), added in a fixed order.
+          T part[8] = {};
+          size_t q = 0;
           if (s == 1) {
-            for (size_t q = 0; q < cnt; ++q) acc += gr[q] * xr[q];
-          } else {
-            for (size_t q = 0; q < cnt; ++q) acc += gr[q] * xr[q * s];
+            for (; q + 8 <= cnt; q += 8)
+              for (size_t j = 0; j < 8; ++j) part[j] += gr[q + j] * xr[q + j];
           }
+          for (; q < cnt; ++q) part[q % 8] += gr[q] * xr[q * s];
+          T acc = 0;
+          for (size_t j = 0; j < 8; ++j) acc += part[j];
           dk[k] += acc;
         });
       }
@@ -627,7 +631,9 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
       case ir::ConvPass::WeightGrad:
       case ir::ConvPass::Count_: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[1], op.groups);
-        if (g.per_channel())
+        // Depthwise (groups > 1) directly; a single-channel input with one group has a
+        // GEMM of O/G rows and K columns per image, which the GEMM path does better.
+        if (g.per_channel() && g.groups > 1)
           weight_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                      out->data_as<T>());
         else
