@@ -15,6 +15,7 @@
 namespace ember::onnx {
 
 struct Graph;
+struct OpCall;  // ops.hpp
 
 struct Attr {
   enum class Type { Float, Int, String, Tensor, Graph, Floats, Ints, Strings, Other };
@@ -58,6 +59,20 @@ struct Graph {
   std::map<std::string, ValueInfo> value_info;  // inferred types of intermediates
   // Names visible from an enclosing graph (a subgraph of If/Loop/Scan reads them).
   std::vector<std::string> outer_names;
+  // The run plan, made once at load for the top-level graph (empty for subgraphs): per
+  // node its operator (no table lookup per run) and the values it reads for the last time,
+  // which run_nodes drops from the environment before the node runs, so an operator
+  // holding the only reference may write its result into that buffer (Note [In-place
+  // reuse]).
+  struct NodePlan {
+    std::vector<DynTensor> (*fn)(OpCall&) = nullptr;
+    std::vector<std::string> last_reads;
+  };
+  std::vector<NodePlan> plan;
+  // Whether run() puts the constants into the environment: only a graph with subgraphs
+  // needs them there (a subgraph reads outer values from it); otherwise nodes find them
+  // in `constants` directly and no per-run copy is made.
+  bool constants_in_env = true;
   LoadStats stats;
 };
 

@@ -1,6 +1,7 @@
 // onnx::load and Model::run: the parsed graph (proto.cpp) is finished here — constant
 // folding, dead-node elimination, the declared shapes kept for checking inputs — and run
 // node by node over an environment of named DynTensors.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -119,19 +120,24 @@ void check_supported(const Graph& g) {
 }
 
 // Runs one node's operator on its inputs; an error names the node, its op type and opset.
+// `fn` is the node's operator where the caller has it (Graph::plan), else it is looked up.
 std::vector<DynTensor> call_op(const Node& n, std::int64_t opset, const Device& device,
-                               std::vector<std::optional<DynTensor>> in, const Env& env) {
-  const auto& table = op_table();
-  auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
+                               std::vector<std::optional<DynTensor>> in, const Env& env,
+                               OpFn fn = nullptr) {
   OpCall call{n, opset, device, std::move(in), n.outputs.size(), &env};
-  if (it == table.end())
-    call.error(std::string("operator ") +
-               (n.domain.empty() ? "" : "of domain '" + n.domain + "' ") +
-               "is not supported; expected an operator of the default domain (ai.onnx) that "
-               "ember implements (docs/onnx.md lists them)");
+  if (!fn) {
+    const auto& table = op_table();
+    auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
+    if (it == table.end())
+      call.error(std::string("operator ") +
+                 (n.domain.empty() ? "" : "of domain '" + n.domain + "' ") +
+                 "is not supported; expected an operator of the default domain (ai.onnx) that "
+                 "ember implements (docs/onnx.md lists them)");
+    fn = it->second.fn;
+  }
   std::vector<DynTensor> out;
   try {
-    out = it->second.fn(call);
+    out = fn(call);
   } catch (const Error& e) {
     const std::string msg = e.what();
     if (msg.rfind("node '", 0) == 0) throw;  // already names its node
@@ -148,20 +154,61 @@ std::vector<DynTensor> call_op(const Node& n, std::int64_t opset, const Device& 
   return out;
 }
 
-std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env) {
+// The value `name` of the environment, or of the graph's constants (Graph::constants_in_env).
+const DynTensor* lookup(const Graph& g, const Env& env, const std::string& name) {
+  auto v = env.find(name);
+  if (v != env.end()) return &v->second;
+  auto c = g.constants.find(name);
+  return c == g.constants.end() ? nullptr : &c->second;
+}
+
+// Runs node n, with its plan (Graph::plan) where the graph has one.
+std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env,
+                                const Graph::NodePlan* plan = nullptr) {
   std::vector<std::optional<DynTensor>> in;
+  in.reserve(n.inputs.size());
   for (const auto& name : n.inputs) {
     if (name.empty()) {
       in.emplace_back(std::nullopt);
       continue;
     }
-    auto v = env.find(name);
-    if (v == env.end())
+    const DynTensor* v = lookup(g, env, name);
+    if (!v)
       fail(n.describe() + " (opset " + std::to_string(g.opset) + "): input '" + name +
            "' is not defined");
-    in.emplace_back(v->second);
+    in.emplace_back(*v);
   }
-  return call_op(n, g.opset, g.device, std::move(in), env);
+  if (!plan) return call_op(n, g.opset, g.device, std::move(in), env);
+  for (const auto& name : plan->last_reads) env.erase(name);
+  return call_op(n, g.opset, g.device, std::move(in), env, plan->fn);
+}
+
+// Graph::plan. Walking backwards, a value is read for the last time by the first node (from
+// the end) that reads it. Graph outputs and constants are never released, nor a value a
+// node's subgraphs read (they read it from the environment while the node runs).
+void plan_run(Graph& g) {
+  const auto& table = op_table();
+  std::set<std::string> later;
+  for (const auto& o : g.outputs) later.insert(o.name);
+  g.plan.assign(g.nodes.size(), {});
+  g.constants_in_env = false;
+  for (std::size_t i = g.nodes.size(); i-- > 0;) {
+    const Node& n = g.nodes[i];
+    auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
+    if (it != table.end()) g.plan[i].fn = it->second.fn;
+    for (const auto& [k, a] : n.attrs)
+      if (a.g) g.constants_in_env = true;
+    const auto reads = reads_of(n);
+    const std::set<std::string> direct(n.inputs.begin(), n.inputs.end());
+    for (const auto& r : reads) {
+      if (later.count(r)) continue;
+      later.insert(r);
+      const bool by_subgraph = std::count(reads.begin(), reads.end(), r) >
+                               std::count(n.inputs.begin(), n.inputs.end(), r);
+      if (direct.count(r) && !by_subgraph && !g.constants.count(r))
+        g.plan[i].last_reads.push_back(r);
+    }
+  }
 }
 
 void fold_and_prune(Graph& g, const LoadOptions& options) {
@@ -287,8 +334,10 @@ void check_inputs(const Graph& g, const std::vector<DynTensor>& inputs) {
 }  // namespace
 
 void run_nodes(const Graph& g, Env& env) {
-  for (const auto& n : g.nodes) {
-    auto out = run_node(g, n, env);
+  const bool planned = g.plan.size() == g.nodes.size();
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    auto out = run_node(g, n, env, planned ? &g.plan[i] : nullptr);
     for (std::size_t i = 0; i < n.outputs.size() && i < out.size(); ++i)
       if (!n.outputs[i].empty()) env.insert_or_assign(n.outputs[i], std::move(out[i]));
   }
@@ -299,15 +348,15 @@ Model::Model(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {}
 std::vector<DynTensor> Model::run(const std::vector<DynTensor>& inputs) const {
   const Graph& g = *graph_;
   check_inputs(g, inputs);
-  Env env(g.constants.begin(), g.constants.end());
+  Env env;
+  if (g.constants_in_env) env.insert(g.constants.begin(), g.constants.end());
   for (std::size_t i = 0; i < inputs.size(); ++i) env.insert_or_assign(g.inputs[i].name, inputs[i]);
   run_nodes(g, env);
   std::vector<DynTensor> out;
   for (const auto& o : g.outputs) {
-    auto it = env.find(o.name);
-    EMBER_CHECK(it != env.end(),
-                "onnx::Model::run: graph output '" + o.name + "' was not computed");
-    out.push_back(it->second);
+    const DynTensor* v = lookup(g, env, o.name);
+    EMBER_CHECK(v != nullptr, "onnx::Model::run: graph output '" + o.name + "' was not computed");
+    out.push_back(*v);
   }
   return out;
 }
@@ -331,6 +380,7 @@ std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, cons
   auto g = parse_model(data, size, device, base_dir, options.trainable);
   check_supported(*g);
   fold_and_prune(*g, options);
+  plan_run(*g);
   return g;
 }
 

@@ -52,6 +52,12 @@ struct OpCall {
   bool has(std::size_t i) const { return i < in.size() && in[i].has_value(); }
   // Input i, or an ember::Error naming the node when it is missing.
   const DynTensor& at(std::size_t i) const;
+  // Input i moved out of the call (it must not be read again): where the graph held its
+  // last reference, the operator may then reuse its buffer.
+  DynTensor take(std::size_t i) {
+    (void)at(i);
+    return std::move(*in[i]);
+  }
   [[noreturn]] void error(const std::string& what) const;
   void check(bool cond, const std::string& what) const {
     if (!cond) error(what);

@@ -15,12 +15,13 @@ DynTensor scalar(double v, DType dt, const Device& dev) { return ops::full(Shape
 
 template <UnaryFn F>
 V unary(OpCall& c) {
-  return {ops::unary(F, c.at(0))};
+  return {ops::unary(F, c.take(0))};
 }
 
 template <BinaryFn F>
 V binary(OpCall& c) {
-  return {ops::binary(F, c.at(0), c.at(1))};
+  DynTensor a = c.take(0);
+  return {ops::binary(F, std::move(a), c.take(1))};
 }
 
 // Sum, Mean, Max, Min over any number of inputs, broadcasting.
@@ -138,7 +139,7 @@ V gelu(OpCall& c) {
 }
 
 V clip(OpCall& c) {
-  DynTensor x = c.at(0);
+  DynTensor x = c.take(0);
   std::optional<double> lo, hi;
   if (c.opset < 11) {
     if (c.node.has("min")) lo = c.node.f("min", 0);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -465,6 +466,40 @@ struct Converter {
 
 }  // namespace
 
+// ONNX 1.12's shape inference of ConvTranspose reads the weight's dims 1 and 2.. without
+// checking its rank (a weight of rank < 2, or of another rank than the input, crashes it),
+// so the ranks that are declared (graph inputs, initializers, value_info) are checked
+// first, in subgraphs too.
+void check_conv_transpose_ranks(const pb::GraphProto& g, std::int64_t opset) {
+  std::map<std::string, int> rank;
+  for (const auto& v : g.input())
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      rank[v.name()] = v.type().tensor_type().shape().dim_size();
+  for (const auto& v : g.value_info())
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      rank[v.name()] = v.type().tensor_type().shape().dim_size();
+  for (const auto& t : g.initializer()) rank[t.name()] = t.dims_size();
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute())
+      if (a.has_g()) check_conv_transpose_ranks(a.g(), opset);
+    if (n.op_type() != "ConvTranspose" || (!n.domain().empty() && n.domain() != "ai.onnx") ||
+        n.input_size() < 2)
+      continue;
+    const auto x = rank.find(n.input(0)), w = rank.find(n.input(1));
+    const std::string what = "onnx::load: node '" + n.name() + "' (ConvTranspose) (opset " +
+                             std::to_string(opset) + "): ";
+    if (w != rank.end())
+      EMBER_CHECK(w->second >= 3, what + "weight '" + n.input(1) + "' has rank " +
+                                      std::to_string(w->second) +
+                                      "; expected [C, O / group, *kernel] of rank 3 to 5");
+    if (x != rank.end() && w != rank.end())
+      EMBER_CHECK(x->second == w->second, what + "input '" + n.input(0) + "' has rank " +
+                                              std::to_string(x->second) + " and weight '" +
+                                              n.input(1) + "' rank " + std::to_string(w->second) +
+                                              "; expected equal ranks");
+  }
+}
+
 std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Device& device,
                                    const std::string& base_dir, bool trainable) {
   EMBER_CHECK(size <= static_cast<std::size_t>(std::numeric_limits<int>::max()),
@@ -515,6 +550,7 @@ std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Dev
     };
     check_old(model.graph());
   }
+  check_conv_transpose_ranks(model.graph(), opset);
   try {
     pb::checker::CheckerContext ctx;
     ctx.set_ir_version(static_cast<int>(model.ir_version()));

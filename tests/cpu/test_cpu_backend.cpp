@@ -323,6 +323,20 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       {{2, 3, 3, 3}, 4, 1, {{5, 5}, {1, 1}, {1, 1}, {1, 1}}},
       // more images than weight-gradient chunks (16): partial sums added in chunk order
       {{37, 3, 6, 6}, 4, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      // the direct path (one input channel per output channel): a channel multiplier of 2,
+      // rows longer than the row kernel's blocks (64 f32, 32 f64) at strides 1, 2 and 3,
+      // dilation, a kernel wider than tall, 3-d
+      {{2, 4, 9, 10}, 8, 4, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+      {{1, 3, 5, 75}, 3, 3, {{3, 3}, {1, 1}, {2, 2}, {2, 2}}},
+      {{1, 2, 7, 83}, 2, 2, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+      {{1, 2, 7, 40}, 4, 2, {{3, 5}, {3, 3}, {2, 1}, {1, 1}}},
+      {{1, 3, 4, 5, 6}, 3, 3, {{3, 3, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 1}}},
+      // the implicit GEMM: more column rows (C/G * K = 288) than one k block (256), output
+      // channels no multiple of the micro-tile, a 1x1 window with stride and padding
+      {{1, 32, 6, 7}, 13, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 5, 7, 7}, 3, 1, {{1, 1}, {2, 2}, {1, 1}, {1, 1}}},
+      // stride 2 along rows long enough for the packer's vector gather (ow = 20)
+      {{1, 2, 5, 40}, 3, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
   };
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {

@@ -71,6 +71,32 @@ std::string onnxruntime_python() {
   return run_command(py + " -c 'import onnxruntime' > /dev/null 2>&1") == 0 ? py : "";
 }
 
+// Compares `got`, ember's output for model `name` in `dir` on the input of its NAME.json,
+// with onnxruntime's (written into the real models' build folder); false (with a note)
+// when no Python with onnxruntime is found.
+bool matches_onnxruntime(const fs::path& dir, const std::string& name, const TensorData& got,
+                         double scale) {
+  const std::string py = onnxruntime_python();
+  if (py.empty()) {
+    std::cout << "[  NOTE    ] onnxruntime not compared: no bench venv with onnxruntime "
+                 "(scripts/bench-venv.sh, or EMBER_ONNXRUNTIME_PYTHON)\n";
+    return false;
+  }
+  const fs::path out(EMBER_ONNX_REAL_MODELS_DIR);
+  EXPECT_EQ(run_command(py + " " EMBER_SOURCE_DIR "/tests/onnx/onnxruntime_outputs.py " +
+                        dir.string() + " " + name + " " + out.string()),
+            0);
+  got.assert_approx_eq(output_of(read_json(out / (name + ".onnxruntime.json"))), 1e-4,
+                       1e-4 * scale);
+  return true;
+}
+
+double max_abs(const TensorData& t) {
+  double scale = 0;
+  for (double v : t.to_vector<double>()) scale = std::max(scale, std::abs(v));
+  return scale;
+}
+
 }  // namespace
 
 class OnnxRealModels : public ::testing::TestWithParam<std::string> {};
@@ -90,21 +116,27 @@ TEST_P(OnnxRealModels, MatchPyTorchAndOnnxruntime) {
   const TensorData got = out[0].to_data();
   const TensorData torch = output_of(meta);
   // rtol 1e-4 with an absolute floor of 1e-4 of the output's scale (logits near 0).
-  double scale = 0;
-  for (double v : torch.to_vector<double>()) scale = std::max(scale, std::abs(v));
+  const double scale = max_abs(torch);
   got.assert_approx_eq(torch, 1e-4, 1e-4 * scale);
+  matches_onnxruntime(dir, name, got, scale);
+}
 
-  const std::string py = onnxruntime_python();
-  if (py.empty()) {
-    std::cout << "[  NOTE    ] onnxruntime not compared: no bench venv with onnxruntime "
-                 "(scripts/bench-venv.sh, or EMBER_ONNXRUNTIME_PYTHON)\n";
-    return;
-  }
-  ASSERT_EQ(run_command(py + " " EMBER_SOURCE_DIR "/tests/onnx/onnxruntime_outputs.py " +
-                        dir.string() + " " + name),
-            0);
-  got.assert_approx_eq(output_of(read_json(dir / (name + ".onnxruntime.json"))), 1e-4,
-                       1e-4 * scale);
+// The committed Transformer encoder (tests/onnx/models, exported from Debian's PyTorch by
+// tests/onnx/export_models.py; test_onnx.cpp compares it with PyTorch) against onnxruntime.
+TEST(OnnxCommittedModels, TransformerEncoderMatchesOnnxruntime) {
+  const fs::path dir(EMBER_ONNX_MODELS_DIR);
+  const auto meta = read_json(dir / "transformer_encoder.json");
+  const Device dev = Device::cpu();
+  eo::Model m = eo::load((dir / "transformer_encoder.onnx").string(), dev);
+  auto x = ops::from_data(TensorData::from<float>(meta["input"].get<std::vector<float>>(),
+                                                  shape_of(meta["input_shape"])),
+                          dev);
+  const TensorData got = m.run({x})[0].to_data();
+  const TensorData torch = output_of(meta);
+  got.assert_approx_eq(torch, 1e-4, 1e-5);
+  if (!matches_onnxruntime(dir, "transformer_encoder", got, max_abs(torch)))
+    GTEST_SKIP() << "no Python with onnxruntime (scripts/bench-venv.sh, or "
+                    "EMBER_ONNXRUNTIME_PYTHON)";
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, OnnxRealModels,

@@ -511,16 +511,15 @@ bool gemv_single(size_t threads, size_t m, size_t n, size_t k, const T* a, ptrdi
   return true;
 }
 
-// One (un-batched) product. `threads` is how many workers this call may spread over.
-template <class T>
-void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
-                 ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs, T* c,
-                 ptrdiff_t c_rs, bool accumulate) {
+// The blocked product of A and a B given by pack_b(dst, pc, kc, jc, ncur, s0, s1), which
+// packs slivers [s0, s1) of the kc x ncur block of B at row pc, column jc into dst (the
+// sliver layout of pack_b above). `threads` is how many workers this call may spread over.
+template <class T, class PackB>
+void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
+                  ptrdiff_t a_rs, ptrdiff_t a_cs, const PackB& pack_b, T* c, ptrdiff_t c_rs,
+                  bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) return zero_or_keep(m, n, c, c_rs, accumulate);
-  if ((m == 1 || n == 1) &&
-      gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate))
-    return;
   if (m * n * k < kMinParallelMacs) threads = 1;
 
   const size_t mr = kr.mr, nr = kr.nr;
@@ -544,11 +543,13 @@ void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, si
     for (size_t pc = 0; pc < k; pc += kc) {
       const size_t kcur = std::min(kc, k - pc);
       const bool load_c = accumulate || pc > 0;
-      const T* b_blk = b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs;
       const size_t b_grain = threads > 1 ? std::max<size_t>(1, 4096 / kcur) : n_slivers;
-      parallel_for(0, n_slivers, b_grain, [&](size_t s0, size_t s1) {
-        kr.pack_b(pb, b_blk, b_rs, b_cs, ncur, kcur, s0, s1);
-      });
+      if (threads > 1) {
+        parallel_for(0, n_slivers, b_grain,
+                     [&](size_t s0, size_t s1) { pack_b(pb, pc, kcur, jc, ncur, s0, s1); });
+      } else {
+        pack_b(pb, pc, kcur, jc, ncur, size_t{0}, n_slivers);
+      }
 
       const T* a_blk = a + static_cast<ptrdiff_t>(pc) * a_cs;
       T* c_blk = c + jc;
@@ -585,6 +586,36 @@ void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, si
       }
     }
   }
+}
+
+// One (un-batched) product of strided matrices.
+template <class T>
+void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
+                 ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs, T* c,
+                 ptrdiff_t c_rs, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k > 0 && (m == 1 || n == 1) &&
+      gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate))
+    return;
+  const auto pack = [&](T* pb, size_t pc, size_t kcur, size_t jc, size_t ncur, size_t s0,
+                        size_t s1) {
+    kr.pack_b(pb, b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs, b_rs,
+              b_cs, ncur, kcur, s0, s1);
+  };
+  gemm_blocked<T>(kr, threads, m, n, k, a, a_rs, a_cs, pack, c, c_rs, accumulate);
+}
+
+// One product with an implicit B (gemm_f32_packed_b).
+template <class T>
+void gemm_packed_b_impl(size_t m, size_t n, size_t k, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                        const PackedB<T>& b, T* c, ptrdiff_t c_rs, bool accumulate) {
+  const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
+  const auto pack = [&](T* pb, size_t pc, size_t kcur, size_t jc, size_t ncur, size_t s0,
+                        size_t s1) {
+    const size_t j0 = s0 * kr.nr, cols = std::min(ncur - j0, (s1 - s0) * kr.nr);
+    b.pack(b.ctx, pb + s0 * kr.nr * kcur, kr.nr, pc, kcur, jc + j0, cols);
+  };
+  gemm_blocked<T>(kr, num_threads(), m, n, k, a, a_rs, a_cs, pack, c, c_rs, accumulate);
 }
 
 template <class T>
@@ -630,6 +661,17 @@ void gemm_f64(size_t batch, size_t m, size_t n, size_t k, const double* a, ptrdi
               ptrdiff_t b_cs, double* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
   gemm_impl<double>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs,
                     accumulate);
+}
+
+void gemm_f32_packed_b(size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                       const PackedB<float>& b, float* c, ptrdiff_t c_rs, bool accumulate) {
+  gemm_packed_b_impl<float>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
+}
+
+void gemm_f64_packed_b(size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_rs,
+                       ptrdiff_t a_cs, const PackedB<double>& b, double* c, ptrdiff_t c_rs,
+                       bool accumulate) {
+  gemm_packed_b_impl<double>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
 }
 
 namespace detail {

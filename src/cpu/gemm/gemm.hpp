@@ -22,6 +22,27 @@ void gemm_f64(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, co
               std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, double* c,
               std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate);
 
+// A B operand [k, n] that is not a strided matrix but is written straight into the GEMM's
+// packed panels (an implicit matrix, as convolution's window columns): pack(ctx, dst, nr,
+// p0, kc, j0, cols) writes rows [p0, p0 + kc) and columns [j0, j0 + cols) of B as
+// ceil(cols / nr) slivers, sliver s at dst + s * nr * kc holding B(p0 + p, j0 + s * nr + j)
+// at [p * nr + j], zero for columns past cols. Called concurrently on disjoint column ranges.
+template <class T>
+struct PackedB {
+  void (*pack)(const void* ctx, T* dst, std::size_t nr, std::size_t p0, std::size_t kc,
+               std::size_t j0, std::size_t cols);
+  const void* ctx;
+};
+
+// C[i*c_rs + j] (= or +=) sum_p A[i*a_rs + p*a_cs] * B(p, j), for i<m, j<n, p<k, with B
+// given by its packer; the blocking, threads and micro-kernels are gemm_f32's.
+void gemm_f32_packed_b(std::size_t m, std::size_t n, std::size_t k, const float* a,
+                       std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const PackedB<float>& b, float* c,
+                       std::ptrdiff_t c_rs, bool accumulate);
+void gemm_f64_packed_b(std::size_t m, std::size_t n, std::size_t k, const double* a,
+                       std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const PackedB<double>& b,
+                       double* c, std::ptrdiff_t c_rs, bool accumulate);
+
 namespace detail {
 
 // Test hook: which micro-kernel family gemm uses. Auto (the default) is cpu::active_isa()'s

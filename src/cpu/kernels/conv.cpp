@@ -1,20 +1,30 @@
-// Convolution (ir::Conv): the forward product and both adjoints on the GEMM (cpu/gemm),
-// one (image, group) at a time, so the column matrix of one image — C / groups * prod(kernel)
-// rows of L window positions — is built in a per-thread buffer that stays in cache, and is
-// never materialised for the whole batch as Unfold + Matmul would:
+// Convolution (ir::Conv): the forward product and both adjoints, one (image, group) at a
+// time. With cols(x[n, g]) the column matrix [C/G * K, L] of one image's group (row r a
+// channel and kernel offset, column l a window position):
 //   Forward:    y[n, g] = W_g [O/G, CK] * cols(x[n, g]) [CK, L];
 //   InputGrad:  dcols = W_g^T [CK, O/G] * g[n, g] [O/G, L], folded back onto dx[n, g];
 //   WeightGrad: dW_g += g[n, g] [O/G, L] * cols(x[n, g])^T [L, CK], summed over n.
-// A 1x1 window of stride 1 without padding needs no column matrix: the image is one.
+// The column matrix is never stored. Forward and WeightGrad run as implicit GEMMs: the
+// GEMM's B panels are packed straight from the image (gemm_f32_packed_b), a panel's
+// entries gathered row run by row run (walk_row), so the image is read where it lies and
+// only a cache-sized panel is written. InputGrad computes dcols a cache-sized run of
+// window positions at a time and folds each run onto dx while it is in cache.
+// A 1x1 window of stride 1 without padding needs neither: the image is its own columns.
+// Convolutions where every output channel reads one input channel (C / G == 1: depthwise,
+// and any single-channel input) take a direct path instead, a multiply-add of image rows
+// per kernel offset, for all three passes: a GEMM with K-deep products would waste its tiles.
 // (image, group) tasks run on the thread pool, each with a single-threaded GEMM, when there
-// are enough of them; otherwise they run in turn and each GEMM uses the threads. WeightGrad
-// sums the images in fixed chunks (their number depends on the sizes alone) whose partial
-// sums are added in chunk order, so no result depends on the thread count.
+// are enough of them; otherwise they run in turn and each GEMM uses the threads. Every sum
+// runs in an order fixed by the sizes alone: WeightGrad sums the images in fixed chunks
+// whose partial sums are added in chunk order, so no result depends on the thread count.
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <vector>
 
 #include "cpu/gemm/gemm.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/kernels/conv_rows.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/kernels/window_rows.hpp"
 #include "cpu/thread_pool.hpp"
@@ -29,7 +39,7 @@ using std::int64_t;
 using std::ptrdiff_t;
 using std::size_t;
 using window_rows::coord;
-using window_rows::for_each_window_row;
+using window_rows::inner_range;
 
 void gemm(size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
           const float* b, ptrdiff_t b_rs, ptrdiff_t b_cs, float* c, ptrdiff_t c_rs, bool acc) {
@@ -38,6 +48,14 @@ void gemm(size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_rs, ptrdiff_
 void gemm(size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
           const double* b, ptrdiff_t b_rs, ptrdiff_t b_cs, double* c, ptrdiff_t c_rs, bool acc) {
   gemm_f64(1, m, n, k, a, 0, a_rs, a_cs, b, 0, b_rs, b_cs, c, 0, c_rs, acc);
+}
+void gemm_packed(size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                 const PackedB<float>& b, float* c, ptrdiff_t c_rs, bool acc) {
+  gemm_f32_packed_b(m, n, k, a, a_rs, a_cs, b, c, c_rs, acc);
+}
+void gemm_packed(size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                 const PackedB<double>& b, double* c, ptrdiff_t c_rs, bool acc) {
+  gemm_f64_packed_b(m, n, k, a, a_rs, a_cs, b, c, c_rs, acc);
 }
 
 // The sizes of one convolution.
@@ -53,6 +71,8 @@ struct Geometry {
       if (w.kernel[d] != 1 || w.stride[d] != 1 || w.padding[d] != 0) return false;
     return true;
   }
+  // Whether each output channel reads a single input channel (the direct path).
+  bool per_channel() const { return cg == 1; }
 };
 
 Geometry geometry(const Shape& image, const ir::Window& window, size_t out_channels,
@@ -70,55 +90,147 @@ Geometry geometry(const Shape& image, const ir::Window& window, size_t out_chann
   return g;
 }
 
-// The column matrix [cg * K, L] of `planes` consecutive image planes starting at src.
-template <class T>
-void unfold_planes(const Window3& w, const T* src, size_t planes, T* dst) {
-  const size_t image = w.image_size(), K = w.kernel_size(), L = w.positions(), ow = w.out[2],
-               s = w.stride[2];
-  for (size_t p = 0; p < planes; ++p) {
-    const T* x = src + p * image;
-    T* d = dst + p * K * L;
-    for_each_window_row(w, [&](size_t k, size_t r, int64_t row, size_t kx, size_t lo, size_t hi) {
-      T* y = d + k * L + r * ow;
-      if (row < 0) {
-        std::fill(y, y + ow, T(0));
-        return;
-      }
-      std::fill(y, y + lo, T(0));
-      const T* xr = x + row + coord(w, 2, lo, kx);
-      if (s == 1) {
-        std::copy(xr, xr + (hi - lo), y + lo);
-      } else {
-        for (size_t q = lo; q < hi; ++q) y[q] = xr[(q - lo) * s];
-      }
-      std::fill(y + hi, y + ow, T(0));
-    });
+// Splits entries [l0, l0 + n) of row r of the column matrix of the planes at offset 0 into
+// runs along the innermost dim and calls piece(i, count, src) for each: entries i .. i +
+// count - 1 (counted from l0) are the image elements src, src + stride[2], ... (src >= 0),
+// or padding (src < 0).
+template <class F>
+void walk_row(const Geometry& g, size_t r, size_t l0, size_t n, F&& piece) {
+  const Window3& w = g.w;
+  const size_t ch = r / g.k, kk = r % g.k;
+  const size_t kx = kk % w.kernel[2], ky = kk / w.kernel[2] % w.kernel[1],
+               kz = kk / (w.kernel[2] * w.kernel[1]);
+  size_t lo = 0, hi = 0;
+  inner_range(w, kx, lo, hi);
+  const size_t ow = w.out[2];
+  size_t ox = l0 % ow, oy = l0 / ow % w.out[1], oz = l0 / ow / w.out[1];
+  const int64_t plane = int64_t(ch * g.image());
+  for (size_t i = 0; i < n;) {
+    const size_t run = std::min(ow - ox, n - i);
+    const int64_t iz = coord(w, 0, oz, kz), iy = coord(w, 1, oy, ky);
+    if (iz >= 0 && iz < int64_t(w.in[0]) && iy >= 0 && iy < int64_t(w.in[1])) {
+      const size_t a = std::clamp(lo, ox, ox + run), b = std::clamp(hi, a, ox + run);
+      if (a > ox) piece(i, a - ox, int64_t(-1));
+      if (b > a)
+        piece(i + (a - ox), b - a,
+              plane + (iz * int64_t(w.in[1]) + iy) * int64_t(w.in[2]) + coord(w, 2, a, kx));
+      if (ox + run > b) piece(i + (b - ox), ox + run - b, int64_t(-1));
+    } else {
+      piece(i, run, int64_t(-1));
+    }
+    i += run;
+    ox = 0;
+    if (++oy == w.out[1]) {
+      oy = 0;
+      ++oz;
+    }
   }
 }
 
-// Folds the column matrix [cg * K, L] back onto `planes` image planes at dst (overwritten).
+// Entries [l0, l0 + n) of column-matrix row r into out[0], out[os], ... .
 template <class T>
-void fold_planes(const Window3& w, const T* src, size_t planes, T* dst) {
-  const size_t image = w.image_size(), K = w.kernel_size(), L = w.positions(), ow = w.out[2],
-               s = w.stride[2];
-  for (size_t p = 0; p < planes; ++p) {
-    T* x = dst + p * image;
-    const T* c = src + p * K * L;
-    std::fill(x, x + image, T(0));
-    for_each_window_row(w, [&](size_t k, size_t r, int64_t row, size_t kx, size_t lo, size_t hi) {
-      if (row < 0) return;
-      const T* cr = c + k * L + r * ow;
-      T* xr = x + row + coord(w, 2, lo, kx);
-      if (s == 1) {
-        for (size_t q = lo; q < hi; ++q) xr[q - lo] += cr[q];
-      } else {
-        for (size_t q = lo; q < hi; ++q) xr[(q - lo) * s] += cr[q];
-      }
-    });
-  }
+void gather_row(const Geometry& g, const T* planes, size_t r, size_t l0, size_t n, T* out,
+                size_t os) {
+  const size_t s = g.w.stride[2];
+  walk_row(g, r, l0, n, [&](size_t i, size_t count, int64_t src) {
+    T* o = out + i * os;
+    if (src < 0) {
+      for (size_t q = 0; q < count; ++q) o[q * os] = T(0);
+    } else if (s == 1 && os == 1) {
+      std::memcpy(o, planes + src, count * sizeof(T));
+    } else {
+      const T* x = planes + src;
+      for (size_t q = 0; q < count; ++q) o[q * os] = x[q * s];
+    }
+  });
 }
 
-// A per-thread scratch buffer for one column matrix.
+// o[e] = x[e * s] for e < len; stride 2 (the common strided window) as shuffles of 16-byte
+// vectors, which every target has (SSE2 is part of x86-64).
+template <class T>
+inline void copy_strided(T* o, const T* x, size_t len, size_t s) {
+  size_t e = 0;
+  if (s == 2) {
+    typedef T V __attribute__((vector_size(16)));
+    constexpr size_t n = 16 / sizeof(T);
+    // The second load reaches x[2 * (e + n) - 1], one past the last element read when
+    // e + n == len: so the vector loop stops a vector early of that.
+    for (; e + n < len; e += n) {
+      V a, b;
+      std::memcpy(&a, x + 2 * e, 16);
+      std::memcpy(&b, x + 2 * e + n, 16);
+      V r;
+      if constexpr (n == 4)
+        r = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+      else
+        r = __builtin_shufflevector(a, b, 0, 2);
+      std::memcpy(o + e, &r, 16);
+    }
+  }
+  for (; e < len; ++e) o[e] = x[e * s];
+}
+
+// The implicit B operands: cols(planes) for Forward, cols(planes)^T for WeightGrad.
+template <class T>
+struct ColsOperand {
+  const Geometry* g;
+  const T* planes;
+
+  // B = cols [CK, L]: each row's positions [j0, j0 + cols) walked once, its runs cut at
+  // sliver boundaries.
+  static void pack_cols(const void* ctx, T* dst, size_t nr, size_t p0, size_t kc, size_t j0,
+                        size_t cols) {
+    const auto& self = *static_cast<const ColsOperand*>(ctx);
+    const size_t s = self.g->w.stride[2], slivers = (cols + nr - 1) / nr;
+    for (size_t p = 0; p < kc; ++p) {
+      T* row = dst + p * nr;  // sliver q's part of this row is row + q * nr * kc
+      // The pieces arrive in order, so sliver q and lane (i = q * nr + lane) advance with them.
+      size_t q = 0, lane = 0;
+      walk_row(*self.g, p0 + p, j0, cols, [&](size_t, size_t count, int64_t src) {
+        const T* x = self.planes + (src < 0 ? 0 : src);
+        while (count > 0) {
+          const size_t len = std::min(count, nr - lane);
+          T* o = row + q * nr * kc + lane;
+          if (src < 0) {
+            std::fill(o, o + len, T(0));
+          } else if (s == 1) {
+            std::memcpy(o, x, len * sizeof(T));
+            x += len;
+          } else {
+            copy_strided(o, x, len, s);
+            x += len * s;
+          }
+          lane += len;
+          if (lane == nr) {
+            lane = 0;
+            ++q;
+          }
+          count -= len;
+        }
+      });
+      const size_t tail = slivers * nr - cols;
+      if (tail > 0) {
+        T* o = row + (slivers - 1) * nr * kc + (nr - tail);
+        std::fill(o, o + tail, T(0));
+      }
+    }
+  }
+  // B = cols^T [L, CK]: per sliver, each column (a column-matrix row) down its positions.
+  static void pack_cols_t(const void* ctx, T* dst, size_t nr, size_t p0, size_t kc, size_t j0,
+                          size_t cols) {
+    const auto& self = *static_cast<const ColsOperand*>(ctx);
+    for (size_t s = 0; s * nr < cols; ++s) {
+      const size_t jn = std::min(nr, cols - s * nr);
+      T* d = dst + s * nr * kc;
+      for (size_t j = 0; j < jn; ++j)
+        gather_row(*self.g, self.planes, j0 + s * nr + j, p0, kc, d + j, nr);
+      if (jn < nr)
+        for (size_t p = 0; p < kc; ++p) std::fill(d + p * nr + jn, d + p * nr + nr, T(0));
+    }
+  }
+};
+
+// A per-thread scratch buffer.
 template <class T>
 T* scratch(size_t count) {
   static EMBER_THREAD_LOCAL std::vector<T> buf;
@@ -139,34 +251,308 @@ void for_each_task(size_t count, F&& task) {
   }
 }
 
+// The image plane src copied into dst with `padding` zeros on both sides of every dim
+// (pin the padded extents).
+template <class T>
+void pad_plane(const Window3& w, const std::array<size_t, 3>& pin, const T* src, T* dst) {
+  const size_t pz = w.padding[0], py = w.padding[1], px = w.padding[2];
+  if (pz + py + px == 0) {
+    std::memcpy(dst, src, w.image_size() * sizeof(T));
+    return;
+  }
+  std::fill(dst, dst + pin[0] * pin[1] * pin[2], T(0));
+  for (size_t z = 0; z < w.in[0]; ++z)
+    for (size_t r = 0; r < w.in[1]; ++r)
+      std::memcpy(dst + ((z + pz) * pin[1] + r + py) * pin[2] + px,
+                  src + (z * w.in[1] + r) * w.in[2], w.in[2] * sizeof(T));
+}
+
+// Calls f(out_row, k, lo, count, src) for every (output row, kernel offset k) pair of one
+// plane whose image row is inside the image: positions lo .. lo + count - 1 of the output
+// row starting at out_row read the image elements src, src + stride[2], ... (offsets into
+// the image plane). Output rows outer, so a row stays in L1 while every offset meets it.
+template <class F>
+void for_each_tap_row(const Window3& w, F&& f) {
+  size_t lo[64], hi[64];
+  std::vector<size_t> lo_v, hi_v;
+  size_t* plo = lo;
+  size_t* phi = hi;
+  if (w.kernel[2] > 64) {
+    lo_v.resize(w.kernel[2]);
+    hi_v.resize(w.kernel[2]);
+    plo = lo_v.data();
+    phi = hi_v.data();
+  }
+  for (size_t kx = 0; kx < w.kernel[2]; ++kx) inner_range(w, kx, plo[kx], phi[kx]);
+  const size_t ow = w.out[2];
+  for (size_t oz = 0; oz < w.out[0]; ++oz)
+    for (size_t oy = 0; oy < w.out[1]; ++oy) {
+      const size_t out_row = (oz * w.out[1] + oy) * ow;
+      for (size_t kz = 0; kz < w.kernel[0]; ++kz) {
+        const int64_t iz = coord(w, 0, oz, kz);
+        if (iz < 0 || iz >= int64_t(w.in[0])) continue;
+        for (size_t ky = 0; ky < w.kernel[1]; ++ky) {
+          const int64_t iy = coord(w, 1, oy, ky);
+          if (iy < 0 || iy >= int64_t(w.in[1])) continue;
+          const int64_t row = (iz * int64_t(w.in[1]) + iy) * int64_t(w.in[2]);
+          const size_t k0 = (kz * w.kernel[1] + ky) * w.kernel[2];
+          for (size_t kx = 0; kx < w.kernel[2]; ++kx) {
+            if (phi[kx] <= plo[kx]) continue;
+            f(out_row, k0 + kx, plo[kx], phi[kx] - plo[kx], size_t(row + coord(w, 2, plo[kx], kx)));
+          }
+        }
+      }
+    }
+}
+
+// ---- the direct path (C / G == 1): output channel oc reads input channel oc / (O/G) ----
+
+TapRow<float> tap_row_kernel(float) {
+  switch (active_isa()) {
+#if EMBER_HAS_X86_KERNELS
+    case Isa::Avx512:
+      return &isa_avx512::tap_row_f32;
+    case Isa::Avx2:
+      return &isa_avx2::tap_row_f32;
+#endif
+    default:
+      return &isa_generic::tap_row_f32;
+  }
+}
+TapRow<double> tap_row_kernel(double) {
+  switch (active_isa()) {
+#if EMBER_HAS_X86_KERNELS
+    case Isa::Avx512:
+      return &isa_avx512::tap_row_f64;
+    case Isa::Avx2:
+      return &isa_avx2::tap_row_f64;
+#endif
+    default:
+      return &isa_generic::tap_row_f64;
+  }
+}
+
+// Forward, stride 1 along y and x: each (image, output channel) plane from a zero-padded
+// copy of its input plane, so every tap reads inside it and an output z-slice is one flat
+// row over the padded width (pitch pin[2]; the positions past ow in each row are computed
+// and dropped): the row kernel sees long rows even where the image is narrow.
+template <class T>
+void forward_per_channel_flat(const Geometry& g, const T* x, const T* wt, T* y) {
+  const Window3& w = g.w;
+  const size_t L = g.l, K = g.k, img = g.image();
+  std::array<size_t, 3> pin{};
+  for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
+  const size_t padded = pin[0] * pin[1] * pin[2];
+  const TapRow<T> row = tap_row_kernel(T{});
+  std::vector<ptrdiff_t> off(K);  // tap offsets in the padded volume
+  for (size_t kz = 0, t = 0; kz < w.kernel[0]; ++kz)
+    for (size_t ky = 0; ky < w.kernel[1]; ++ky)
+      for (size_t kx = 0; kx < w.kernel[2]; ++kx, ++t)
+        off[t] = ptrdiff_t(((kz * w.dilation[0]) * pin[1] + ky * w.dilation[1]) * pin[2] +
+                           kx * w.dilation[2]);
+  const size_t ow = w.out[2], oh = w.out[1];
+  const size_t flat_n = (oh - 1) * pin[2] + ow;
+  parallel_for(0, g.n * g.o, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(K * L, 1)),
+               [&](size_t b, size_t e) {
+                 T* xp = scratch<T>(padded + flat_n);
+                 T* yflat = xp + padded;
+                 size_t filled = ~size_t{0};  // the input plane xp holds
+                 for (size_t t = b; t < e; ++t) {
+                   const size_t n = t / g.o, oc = t % g.o, src = n * g.c + oc / g.og;
+                   if (src != filled) {
+                     pad_plane(w, pin, x + src * img, xp);
+                     filled = src;
+                   }
+                   T* yp = y + t * L;
+                   for (size_t oz = 0; oz < w.out[0]; ++oz) {
+                     row(flat_n, 1, xp + oz * w.stride[0] * pin[1] * pin[2], off.data(),
+                         wt + oc * K, K, yflat);
+                     for (size_t oy = 0; oy < oh; ++oy)
+                       std::memcpy(yp + (oz * oh + oy) * ow, yflat + oy * pin[2], ow * sizeof(T));
+                   }
+                 }
+               });
+}
+
+// Forward, any stride: straight from the image, output row by output row: the taps whose
+// image row is inside, the positions [a, b) where every tap reads inside the row through
+// the row kernel, the edge positions (in the padding for some tap) one by one.
+template <class T>
+void forward_per_channel_rows(const Geometry& g, const T* x, const T* wt, T* y) {
+  const Window3& w = g.w;
+  const size_t L = g.l, K = g.k, img = g.image(), kw = w.kernel[2], s = w.stride[2],
+               d = w.dilation[2], ow = w.out[2], oh = w.out[1];
+  const int64_t pad = int64_t(w.padding[2]), in2 = int64_t(w.in[2]);
+  const TapRow<T> row = tap_row_kernel(T{});
+  size_t a = 0, b = 0, lo = 0, hi = 0;
+  inner_range(w, 0, a, hi);       // kx = 0 reads inside from a on
+  inner_range(w, kw - 1, lo, b);  // the last kx reads inside before b
+  b = std::max(a, b);
+  parallel_for(0, g.n * g.o, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(K * L, 1)),
+               [&](size_t t0, size_t t1) {
+                 std::vector<ptrdiff_t> off(K), inner(K);
+                 std::vector<T> tw(K);
+                 std::vector<size_t> tkx(K);
+                 for (size_t t = t0; t < t1; ++t) {
+                   const size_t n = t / g.o, oc = t % g.o;
+                   const T* xp = x + (n * g.c + oc / g.og) * img;
+                   const T* wk = wt + oc * K;
+                   for (size_t oz = 0; oz < w.out[0]; ++oz)
+                     for (size_t oy = 0; oy < oh; ++oy) {
+                       size_t nt = 0;
+                       for (size_t kz = 0; kz < w.kernel[0]; ++kz) {
+                         const int64_t iz = coord(w, 0, oz, kz);
+                         if (iz < 0 || iz >= int64_t(w.in[0])) continue;
+                         for (size_t ky = 0; ky < w.kernel[1]; ++ky) {
+                           const int64_t iy = coord(w, 1, oy, ky);
+                           if (iy < 0 || iy >= int64_t(w.in[1])) continue;
+                           const int64_t rowoff = (iz * int64_t(w.in[1]) + iy) * in2;
+                           for (size_t kx = 0; kx < kw; ++kx, ++nt) {
+                             off[nt] = ptrdiff_t(rowoff + int64_t(kx * d) - pad);  // at ox = 0
+                             inner[nt] = off[nt] + ptrdiff_t(a * s);
+                             tw[nt] = wk[(kz * w.kernel[1] + ky) * kw + kx];
+                             tkx[nt] = kx;
+                           }
+                         }
+                       }
+                       T* yr = y + t * L + (oz * oh + oy) * ow;
+                       if (b > a) row(b - a, s, xp, inner.data(), tw.data(), nt, yr + a);
+                       const auto edge = [&](size_t ox) {
+                         T acc = 0;
+                         for (size_t k = 0; k < nt; ++k) {
+                           const int64_t ix = int64_t(ox * s + tkx[k] * d) - pad;
+                           if (ix >= 0 && ix < in2) acc += tw[k] * xp[off[k] + ptrdiff_t(ox * s)];
+                         }
+                         yr[ox] = acc;
+                       };
+                       for (size_t ox = 0; ox < std::min(a, ow); ++ox) edge(ox);
+                       for (size_t ox = b; ox < ow; ++ox) edge(ox);
+                     }
+                 }
+               });
+}
+
+template <class T>
+void forward_per_channel(const Geometry& g, const T* x, const T* wt, T* y) {
+  if (g.w.stride[1] == 1 && g.w.stride[2] == 1 && g.w.out[1] > 1)
+    forward_per_channel_flat(g, x, wt, y);
+  else
+    forward_per_channel_rows(g, x, wt, y);
+}
+
+template <class T>
+void input_grad_per_channel(const Geometry& g, const T* gy, const T* wt, T* dx) {
+  const size_t L = g.l, K = g.k, img = g.image(), s = g.w.stride[2];
+  const size_t planes = g.n * g.c;
+  parallel_for(
+      0, planes, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(g.og * K * L, 1)),
+      [&](size_t b, size_t e) {
+        for (size_t t = b; t < e; ++t) {
+          const size_t n = t / g.c, ch = t % g.c;
+          T* xp = dx + t * img;
+          std::fill(xp, xp + img, T(0));
+          for (size_t oc = ch * g.og; oc < (ch + 1) * g.og; ++oc) {
+            const T* gp = gy + (n * g.o + oc) * L;
+            const T* wk = wt + oc * K;
+            for_each_tap_row(g.w, [&](size_t orow, size_t k, size_t lo, size_t cnt, size_t src) {
+              const T* gr = gp + orow + lo;
+              T* xr = xp + src;
+              const T wv = wk[k];
+              if (s == 1) {
+                for (size_t q = 0; q < cnt; ++q) xr[q] += wv * gr[q];
+              } else {
+                for (size_t q = 0; q < cnt; ++q) xr[q * s] += wv * gr[q];
+              }
+            });
+          }
+        }
+      });
+}
+
+template <class T>
+void weight_grad_per_channel(const Geometry& g, const T* x, const T* gy, T* dw) {
+  const size_t L = g.l, K = g.k, img = g.image(), s = g.w.stride[2];
+  parallel_for(0, g.o, 1, [&](size_t b, size_t e) {
+    for (size_t oc = b; oc < e; ++oc) {
+      T* dk = dw + oc * K;
+      std::fill(dk, dk + K, T(0));
+      for (size_t n = 0; n < g.n; ++n) {
+        const T* xp = x + (n * g.c + oc / g.og) * img;
+        const T* gp = gy + (n * g.o + oc) * L;
+        for_each_tap_row(g.w, [&](size_t orow, size_t k, size_t lo, size_t cnt, size_t src) {
+          const T* gr = gp + orow + lo;
+          const T* xr = xp + src;
+          // Eight partial sums (so the loop vectorizes), added in a fixed order.
+          T part[8] = {};
+          size_t q = 0;
+          if (s == 1) {
+            for (; q + 8 <= cnt; q += 8)
+              for (size_t j = 0; j < 8; ++j) part[j] += gr[q + j] * xr[q + j];
+          }
+          for (; q < cnt; ++q) part[q % 8] += gr[q] * xr[q * s];
+          T acc = 0;
+          for (size_t j = 0; j < 8; ++j) acc += part[j];
+          dk[k] += acc;
+        });
+      }
+    }
+  });
+}
+
+// ---- the GEMM path ----
+
 template <class T>
 void forward(const Geometry& g, const T* x, const T* wt, T* y) {
   const size_t ck = g.ck(), L = g.l;
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     const T* planes = x + (n * g.c + gi * g.cg) * g.image();
-    const T* cols = planes;
-    if (!g.pointwise()) {
-      T* buf = scratch<T>(ck * L);
-      unfold_planes(g.w, planes, g.cg, buf);
-      cols = buf;
+    const T* a = wt + gi * g.og * ck;
+    T* c = y + (n * g.o + gi * g.og) * L;
+    if (g.pointwise()) {
+      gemm(g.og, L, ck, a, ptrdiff_t(ck), 1, planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
+      return;
     }
-    gemm(g.og, L, ck, wt + gi * g.og * ck, ptrdiff_t(ck), 1, cols, ptrdiff_t(L), 1,
-         y + (n * g.o + gi * g.og) * L, ptrdiff_t(L), false);
+    const ColsOperand<T> cols{&g, planes};
+    gemm_packed(g.og, L, ck, a, ptrdiff_t(ck), 1, PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c,
+                ptrdiff_t(L), false);
   });
 }
 
 template <class T>
 void input_grad(const Geometry& g, const T* gy, const T* wt, T* dx) {
-  const size_t ck = g.ck(), L = g.l;
+  const size_t ck = g.ck(), L = g.l, s = g.w.stride[2];
+  // Window positions per run: dcols [ck, run] of about 256 KiB, at least 64 positions.
+  const size_t run =
+      std::min(L, std::max<size_t>(64, (size_t{256} << 10) / sizeof(T) / std::max<size_t>(ck, 1)));
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     T* planes = dx + (n * g.c + gi * g.cg) * g.image();
-    T* dcols = g.pointwise() ? planes : scratch<T>(ck * L);
-    // dcols [ck, L] = W_g^T * gy[n, g]: W_g [og, ck] read transposed.
-    gemm(ck, L, g.og, wt + gi * g.og * ck, 1, ptrdiff_t(ck), gy + (n * g.o + gi * g.og) * L,
-         ptrdiff_t(L), 1, dcols, ptrdiff_t(L), false);
-    if (!g.pointwise()) fold_planes(g.w, dcols, g.cg, planes);
+    const T* a = wt + gi * g.og * ck;  // W_g [og, ck], read transposed
+    const T* b = gy + (n * g.o + gi * g.og) * L;
+    if (g.pointwise()) {
+      gemm(ck, L, g.og, a, 1, ptrdiff_t(ck), b, ptrdiff_t(L), 1, planes, ptrdiff_t(L), false);
+      return;
+    }
+    std::fill(planes, planes + g.cg * g.image(), T(0));
+    T* dcols = scratch<T>(ck * run);
+    for (size_t l0 = 0; l0 < L; l0 += run) {
+      const size_t len = std::min(run, L - l0);
+      gemm(ck, len, g.og, a, 1, ptrdiff_t(ck), b + l0, ptrdiff_t(L), 1, dcols, ptrdiff_t(len),
+           false);
+      for (size_t r = 0; r < ck; ++r) {
+        const T* d = dcols + r * len;
+        walk_row(g, r, l0, len, [&](size_t i, size_t count, int64_t src) {
+          if (src < 0) return;
+          T* xr = planes + src;
+          if (s == 1) {
+            for (size_t q = 0; q < count; ++q) xr[q] += d[i + q];
+          } else {
+            for (size_t q = 0; q < count; ++q) xr[q * s] += d[i + q];
+          }
+        });
+      }
+    }
   });
 }
 
@@ -193,15 +579,15 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
     T* out = (chunks > 1 ? partial + ch * total : dw) + gi * per_group;
     for (size_t n = n0; n < n1; ++n) {
       const T* planes = x + (n * g.c + gi * g.cg) * g.image();
-      const T* cols = planes;
-      if (!g.pointwise()) {
-        T* buf = scratch<T>(ck * L);
-        unfold_planes(g.w, planes, g.cg, buf);
-        cols = buf;
-      }
+      const T* a = gy + (n * g.o + gi * g.og) * L;
       // out [og, ck] += gy[n, g] [og, L] * cols^T [L, ck].
-      gemm(g.og, ck, L, gy + (n * g.o + gi * g.og) * L, ptrdiff_t(L), 1, cols, 1, ptrdiff_t(L), out,
-           ptrdiff_t(ck), n > n0);
+      if (g.pointwise()) {
+        gemm(g.og, ck, L, a, ptrdiff_t(L), 1, planes, 1, ptrdiff_t(L), out, ptrdiff_t(ck), n > n0);
+      } else {
+        const ColsOperand<T> cols{&g, planes};
+        gemm_packed(g.og, ck, L, a, ptrdiff_t(L), 1,
+                    PackedB<T>{&ColsOperand<T>::pack_cols_t, &cols}, out, ptrdiff_t(ck), n > n0);
+      }
     }
   });
   if (chunks == 1) return;
@@ -226,18 +612,32 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
     switch (op.pass) {
       case ir::ConvPass::Forward: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[0], op.groups);
-        forward<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+        if (g.per_channel())
+          forward_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
+                                 out->data_as<T>());
+        else
+          forward<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
       case ir::ConvPass::InputGrad: {
         const Geometry g = geometry(out->shape(), op.window, x->shape()[1], op.groups);
-        input_grad<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+        if (g.per_channel())
+          input_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
+                                    out->data_as<T>());
+        else
+          input_grad<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
       case ir::ConvPass::WeightGrad:
       case ir::ConvPass::Count_: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[1], op.groups);
-        weight_grad<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+        // Depthwise (groups > 1) directly; a single-channel input with one group has a
+        // GEMM of O/G rows and K columns per image, which the GEMM path does better.
+        if (g.per_channel() && g.groups > 1)
+          weight_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
+                                     out->data_as<T>());
+        else
+          weight_grad<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
     }
