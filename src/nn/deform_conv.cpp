@@ -168,16 +168,22 @@ void check_channels(const Tensor<4>& x, const DynTensor& weight, std::size_t gro
 }  // namespace
 
 Tensor<4> DeformConv2d::forward(const Tensor<4>& x, const Tensor<4>& offset) const {
-  check_channels(x, weight.val().dyn(), groups);
-  return Tensor<4>(deform_conv2d(x.dyn(), offset.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
-                                 std::nullopt, {stride, padding, dilation}, "nn::DeformConv2d"));
+  return detail::at_layer(*this, [&]() -> Tensor<4> {
+    check_channels(x, weight.val().dyn(), groups);
+    return Tensor<4>(deform_conv2d(x.dyn(), offset.dyn(), weight.val().dyn(),
+                                   detail::bias_dyn(bias), std::nullopt,
+                                   {stride, padding, dilation}, "nn::DeformConv2d"));
+  });
 }
 
 Tensor<4> DeformConv2d::forward(const Tensor<4>& x, const Tensor<4>& offset,
                                 const Tensor<4>& mask) const {
-  check_channels(x, weight.val().dyn(), groups);
-  return Tensor<4>(deform_conv2d(x.dyn(), offset.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
-                                 mask.dyn(), {stride, padding, dilation}, "nn::DeformConv2d"));
+  return detail::at_layer(*this, [&]() -> Tensor<4> {
+    check_channels(x, weight.val().dyn(), groups);
+    return Tensor<4>(deform_conv2d(x.dyn(), offset.dyn(), weight.val().dyn(),
+                                   detail::bias_dyn(bias), mask.dyn(), {stride, padding, dilation},
+                                   "nn::DeformConv2d"));
+  });
 }
 
 DeformConv2d DeformConv2dConfig::init(const Device& device) const {
