@@ -16,9 +16,6 @@ DynTensor mul(DynTensor a, const DynTensor& b) {
 DynTensor add(DynTensor a, const DynTensor& b) {
   return ops::binary(BinaryFn::Add, std::move(a), b);
 }
-DynTensor sub(DynTensor a, const DynTensor& b) {
-  return ops::binary(BinaryFn::Sub, std::move(a), b);
-}
 
 // A [C] tensor shaped [1, C, 1] to broadcast over [N, C, L].
 DynTensor per_channel(const DynTensor& v) { return ops::reshape(v, Shape{1, v.shape()[0], 1}); }
