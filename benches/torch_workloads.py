@@ -164,11 +164,33 @@ def norm(p):
         return F.layer_norm(x, tuple(xs[1:]), w.reshape(xs[1:]), b.reshape(xs[1:]), 1e-5)
 
     if not grad:
-        return fwd
+        return lambda: ([fwd()], [])  # flattened, as the C++ side's Outputs
 
     def f():
         y = fwd()
         return list(torch.autograd.grad((y * gy).sum(), [x, w, b])), []
+
+    return f
+
+
+def lstm_lm_step(p):
+    """lstm_lm_case: Embedding -> LSTM(batch_first) -> Linear, cross entropy, backward."""
+    b, t, e, h, v = (p[k][0] for k in ("b", "t", "e", "h", "v"))
+    nn = torch.nn
+    ids = torch.tensor([(7 * i + 3) % v for i in range(b * t)]).reshape(b, t).to(DEVICE)
+    nxt = torch.tensor([(7 * i + 4) % v for i in range(b * t)]).to(DEVICE)
+    emb, lstm, head = nn.Embedding(v, e), nn.LSTM(e, h, batch_first=True), nn.Linear(h, v)
+    emb, lstm, head = emb.to(DEVICE), lstm.to(DEVICE), head.to(DEVICE)
+    params = list(emb.parameters()) + list(lstm.parameters()) + list(head.parameters())
+    with torch.no_grad():
+        for k, q in enumerate(params):
+            q.copy_(inp(list(q.shape), 10 + k, 0.125))
+
+    def f():
+        out, _ = lstm(emb(ids))
+        loss = F.cross_entropy(head(out.reshape(b * t, h)), nxt)
+        grads = torch.autograd.grad(loss, params)
+        return [loss.reshape(1), grads[2], grads[5]], []
 
     return f
 
@@ -445,6 +467,7 @@ WORKLOADS = {
     "softmax": softmax,
     "layer_norm": layer_norm,
     "batch_norm": norm,
+    "lstm_lm_step": lstm_lm_step,
     "batch_norm_eval": norm,
     "group_norm": norm,
     "layer_norm_grad": norm,
@@ -478,7 +501,7 @@ WORKLOADS = {
 }
 
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
-TRAINING = {"layer_norm_grad", "batch_norm_grad", "group_norm_grad", "autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
+TRAINING = {"lstm_lm_step", "layer_norm_grad", "batch_norm_grad", "group_norm_grad", "autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
             "conv2d_cnn1_grad", "conv2d_cnn2_grad"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.

@@ -248,8 +248,7 @@ Case norm_case(SizeKind s, const Device& dev, int kind, bool grad) {
                      0.1};
     if (kind == 0) {
       fwd = [w, b](const Tensor<4>& v) {
-        return Tensor<4>(
-            ops::batch_norm_training(v.dyn(), w.val().dyn(), b.val().dyn(), 1e-5).y);
+        return Tensor<4>(ops::batch_norm_training(v.dyn(), w.val().dyn(), b.val().dyn(), 1e-5).y);
       };
     } else {
       fwd = [bn](const Tensor<4>& v) { return bn.forward(v); };
@@ -282,6 +281,63 @@ Case norm_case(SizeKind s, const Device& dev, int kind, bool grad) {
   cs.rtol = 1e-3;
   cs.atol = grad ? 1e-3 * std::sqrt(n / double(c)) : 1e-4;  // dweight sums N H W terms
   return cs;
+}
+
+// A character-level LSTM language model's training step (forward and backward, no
+// optimizer): Embedding(v, e) -> Lstm(e, h) -> Linear(h, v) over [b, t] tokens, cross
+// entropy against the next tokens, as nn.Embedding / nn.LSTM(batch_first) / nn.Linear and
+// F.cross_entropy. Weights are the shared inputs (0.125 x, one seed per parameter in
+// state_dict order); tokens (7 i + 3) mod v, targets (7 i + 4) mod v. Compared: the loss and
+// the gradients of weight_hh_l0 and the head's weight.
+Case lstm_lm_case(SizeKind s, const Device& dev) {
+  const std::size_t b = by_size<std::size_t>(s, 2, 32, 64), t = by_size<std::size_t>(s, 5, 64, 128),
+                    e = by_size<std::size_t>(s, 8, 64, 256),
+                    h = by_size<std::size_t>(s, 12, 256, 1024),
+                    v = by_size<std::size_t>(s, 11, 96, 1000);
+  const Device ad = dev.autodiff();
+  std::uint32_t seed = 10;
+  const auto det = [&](auto m) {
+    return std::move(m).map([&](nn::TensorEntry& en) {
+      en.tensor = ops::binary_scalar(ir::BinaryFn::Mul,
+                                     ops::from_data(input_data(en.shape(), seed++), ad), 0.125);
+    });
+  };
+  const nn::Embedding emb = det(nn::EmbeddingConfig{v, e}.init(ad));
+  const nn::Lstm lstm = det(nn::LstmConfig{e, h}.init(ad));
+  const nn::Linear head = det(nn::LinearConfig{h, v}.init(ad));
+  std::vector<std::int64_t> ids(b * t), next(b * t);
+  for (std::size_t i = 0; i < b * t; ++i) {
+    ids[i] = std::int64_t((7 * i + 3) % v);
+    next[i] = std::int64_t((7 * i + 4) % v);
+  }
+  auto x = Tensor<2, Int>::from_data(TensorData::from(ids, Shape{b, t}), ad);
+  auto y = Tensor<1, Int>::from_data(TensorData::from(next, Shape{b * t}), ad);
+  const double step =
+      2.0 * double(b) * double(t) * (double(e + h) * 4.0 * double(h) + double(h * v));
+  Params p{{"b", {std::int64_t(b)}},
+           {"t", {std::int64_t(t)}},
+           {"e", {std::int64_t(e)}},
+           {"h", {std::int64_t(h)}},
+           {"v", {std::int64_t(v)}}};
+  Case c = timed(p, Shape{b, t}, 0, 3.0 * step, ad, [emb, lstm, head, x, y, b, t, h] {
+    auto [out, state] = lstm.forward(emb.forward(x));
+    auto logits = head.forward(out.reshape<2>(Shape{b * t, h}));
+    auto loss = nn::loss::cross_entropy(logits, y);
+    Gradients grads = loss.backward();
+    std::vector<DynTensor> params;
+    const auto collect = [&](const nn::TensorEntry& en) { params.push_back(en.tensor); };
+    lstm.visit(collect);
+    head.visit(collect);
+    Outputs o;
+    o.compared.push_back(loss.dyn());
+    o.compared.push_back(ops::grad(params[1], grads).value());
+    o.compared.push_back(ops::grad(params[4], grads).value());
+    return o;
+  });
+  c.shape = label("b", b, " t", t, " ", e, "-", h, "-", v);
+  c.rtol = 1e-3;
+  c.atol = 1e-4;
+  return c;
 }
 
 std::vector<Workload> build() {
@@ -373,6 +429,9 @@ std::vector<Workload> build() {
       [](SizeKind s, const Device& dev) { return norm_case(s, dev, 0, true); });
   add("group_norm_grad", "norm",
       [](SizeKind s, const Device& dev) { return norm_case(s, dev, 2, true); });
+
+  add("lstm_lm_step", "autodiff",
+      [](SizeKind s, const Device& dev) { return lstm_lm_case(s, dev); });
 
   // ---- matmul ----
   add("matmul_1024", "matmul", [](SizeKind s, const Device& d) {
