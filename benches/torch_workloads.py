@@ -138,6 +138,63 @@ def layer_norm(p):
     return lambda: F.layer_norm(x, (c,), gamma, beta, 1e-5)
 
 
+def norm(p):
+    """batch norm (kind 0 training, 1 eval), group norm (2, 32 groups), layer norm over
+    [C, H, W] (3); grad: forward and backward of sum(y * gy) -> dx, dweight, dbias."""
+    xs, kind, grad = p["x"], p["kind"][0], p["grad"][0] == 1
+    c = xs[1]
+    ps = [xs[1] * xs[2] * xs[3]] if kind == 3 else [c]
+    x = inp(xs, 1)
+    w = inp(ps, 2) + 1.0
+    b = inp(ps, 3)
+    gy = inp(xs, 4)
+    rm = inp([c], 5) * 0.1
+    rv = inp([c], 6).abs() + 0.5
+    if grad:
+        for t in (x, w, b):
+            t.requires_grad_()
+
+    def fwd():
+        if kind == 0:
+            return F.batch_norm(x, None, None, w, b, True, 0.1, 1e-5)
+        if kind == 1:
+            return F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5)
+        if kind == 2:
+            return F.group_norm(x, 32, w, b, 1e-5)
+        return F.layer_norm(x, tuple(xs[1:]), w.reshape(xs[1:]), b.reshape(xs[1:]), 1e-5)
+
+    if not grad:
+        return lambda: ([fwd()], [])  # flattened, as the C++ side's Outputs
+
+    def f():
+        y = fwd()
+        return list(torch.autograd.grad((y * gy).sum(), [x, w, b])), []
+
+    return f
+
+
+def lstm_lm_step(p):
+    """lstm_lm_case: Embedding -> LSTM(batch_first) -> Linear, cross entropy, backward."""
+    b, t, e, h, v = (p[k][0] for k in ("b", "t", "e", "h", "v"))
+    nn = torch.nn
+    ids = torch.tensor([(7 * i + 3) % v for i in range(b * t)]).reshape(b, t).to(DEVICE)
+    nxt = torch.tensor([(7 * i + 4) % v for i in range(b * t)]).to(DEVICE)
+    emb, lstm, head = nn.Embedding(v, e), nn.LSTM(e, h, batch_first=True), nn.Linear(h, v)
+    emb, lstm, head = emb.to(DEVICE), lstm.to(DEVICE), head.to(DEVICE)
+    params = list(emb.parameters()) + list(lstm.parameters()) + list(head.parameters())
+    with torch.no_grad():
+        for k, q in enumerate(params):
+            q.copy_(inp(list(q.shape), 10 + k, 0.125))
+
+    def f():
+        out, _ = lstm(emb(ids))
+        loss = F.cross_entropy(head(out.reshape(b * t, h)), nxt)
+        grads = torch.autograd.grad(loss, params)
+        return [loss.reshape(1), grads[2], grads[5]], []
+
+    return f
+
+
 def matmul(p):
     b, m, k, n = p["b"][0], p["m"][0], p["k"][0], p["n"][0]
     if b == 1:
@@ -478,6 +535,13 @@ WORKLOADS = {
     "exp_argmin": reduce_builder(True, "argmin"),
     "softmax": softmax,
     "layer_norm": layer_norm,
+    "batch_norm": norm,
+    "lstm_lm_step": lstm_lm_step,
+    "batch_norm_eval": norm,
+    "group_norm": norm,
+    "layer_norm_grad": norm,
+    "batch_norm_grad": norm,
+    "group_norm_grad": norm,
     "matmul_1024": matmul,
     "matmul_2048": matmul,
     "matmul_batched": matmul,
@@ -509,7 +573,8 @@ WORKLOADS = {
 
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
 TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
-            "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "resnet_train_step"}
+            "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "resnet_train_step",
+            "lstm_lm_step", "layer_norm_grad", "batch_norm_grad", "group_norm_grad"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}

@@ -222,6 +222,124 @@ Case conv2d_grad_case(const Device& dev, const Shape& xs, const Shape& ws, bool 
   return c;
 }
 
+// Batch norm (0: training statistics, 1: eval with running statistics), group norm (2: 32
+// groups) or layer norm over [C, H, W] (3) of x [N, C, H, W], through the nn layers (the
+// forward PyTorch's F.batch_norm / F.group_norm / F.layer_norm run); with `grad` on the
+// Autodiff decorator, forward and backward of sum(y * gy), compared: dx, dweight, dbias.
+Case norm_case(SizeKind s, const Device& dev, int kind, bool grad) {
+  const Shape xs = by_size(s, Shape{3, 64, 5, 7}, Shape{32, 64, 64, 64}, Shape{64, 128, 64, 64});
+  const std::size_t c = xs[1];
+  const Device d = grad ? dev.autodiff() : dev;
+  auto x = input<4>(xs, 1, d);
+  if (grad) x = x.require_grad();
+  const Shape ps = kind == 3 ? Shape{xs[1] * xs[2] * xs[3]} : Shape{c};
+  auto w = nn::Param<Tensor<1>>(input<1>(ps, 2, d).add_scalar(1.0));
+  auto b = nn::Param<Tensor<1>>(input<1>(ps, 3, d));
+  auto gy = input<4>(xs, 4, d);
+  std::function<Tensor<4>(const Tensor<4>&)> fwd;
+  if (kind == 0 || kind == 1) {
+    // Eval mode needs the inner device (training is the autodiff device's mode).
+    nn::BatchNorm bn{w,
+                     b,
+                     nn::Buffer<Tensor<1>>(input<1>(Shape{c}, 5, dev).mul_scalar(0.1)),
+                     nn::Buffer<Tensor<1>>(input<1>(Shape{c}, 6, dev).abs().add_scalar(0.5)),
+                     nn::Buffer<Tensor<1, Int>>(Tensor<1, Int>::zeros(Shape{1}, dev), true),
+                     1e-5,
+                     0.1};
+    if (kind == 0) {
+      fwd = [w, b](const Tensor<4>& v) {
+        return Tensor<4>(ops::batch_norm_training(v.dyn(), w.val().dyn(), b.val().dyn(), 1e-5).y);
+      };
+    } else {
+      fwd = [bn](const Tensor<4>& v) { return bn.forward(v); };
+    }
+  } else if (kind == 2) {
+    nn::GroupNorm gn{w, b, 32, c, 1e-5};
+    fwd = [gn](const Tensor<4>& v) { return gn.forward(v); };
+  } else {
+    const Shape ns{xs[1], xs[2], xs[3]};
+    fwd = [w, b, ns](const Tensor<4>& v) {
+      return Tensor<4>(ops::layer_norm(v.dyn(), ns, ops::reshape(w.val().dyn(), ns),
+                                       ops::reshape(b.val().dyn(), ns), 1e-5));
+    };
+  }
+  const double n = double(xs.num_elements());
+  Params p{{"x", dims(xs)}, {"kind", {kind}}, {"grad", {grad ? 1 : 0}}};
+  Case cs = timed(p, xs, (grad ? 5 : 2) * n * kF32, 0, d, [x, w, b, gy, fwd, grad] {
+    Tensor<4> y = fwd(x);
+    Outputs out;
+    if (!grad) {
+      out.compared.push_back(y.dyn());
+      return out;
+    }
+    Gradients grads = (y * gy).sum().backward();
+    out.compared.push_back(x.grad(grads).value().dyn());
+    out.compared.push_back(w.val().grad(grads).value().dyn());
+    out.compared.push_back(b.val().grad(grads).value().dyn());
+    return out;
+  });
+  cs.rtol = 1e-3;
+  cs.atol = grad ? 1e-3 * std::sqrt(n / double(c)) : 1e-4;  // dweight sums N H W terms
+  return cs;
+}
+
+// A character-level LSTM language model's training step (forward and backward, no
+// optimizer): Embedding(v, e) -> Lstm(e, h) -> Linear(h, v) over [b, t] tokens, cross
+// entropy against the next tokens, as nn.Embedding / nn.LSTM(batch_first) / nn.Linear and
+// F.cross_entropy. Weights are the shared inputs (0.125 x, one seed per parameter in
+// state_dict order); tokens (7 i + 3) mod v, targets (7 i + 4) mod v. Compared: the loss and
+// the gradients of weight_hh_l0 and the head's weight.
+Case lstm_lm_case(SizeKind s, const Device& dev) {
+  const std::size_t b = by_size<std::size_t>(s, 2, 32, 64), t = by_size<std::size_t>(s, 5, 64, 128),
+                    e = by_size<std::size_t>(s, 8, 64, 256),
+                    h = by_size<std::size_t>(s, 12, 256, 1024),
+                    v = by_size<std::size_t>(s, 11, 96, 1000);
+  const Device ad = dev.autodiff();
+  std::uint32_t seed = 10;
+  const auto det = [&](auto m) {
+    return std::move(m).map([&](nn::TensorEntry& en) {
+      en.tensor = ops::binary_scalar(ir::BinaryFn::Mul,
+                                     ops::from_data(input_data(en.shape(), seed++), ad), 0.125);
+    });
+  };
+  const nn::Embedding emb = det(nn::EmbeddingConfig{v, e}.init(ad));
+  const nn::Lstm lstm = det(nn::LstmConfig{e, h}.init(ad));
+  const nn::Linear head = det(nn::LinearConfig{h, v}.init(ad));
+  std::vector<std::int64_t> ids(b * t), next(b * t);
+  for (std::size_t i = 0; i < b * t; ++i) {
+    ids[i] = std::int64_t((7 * i + 3) % v);
+    next[i] = std::int64_t((7 * i + 4) % v);
+  }
+  auto x = Tensor<2, Int>::from_data(TensorData::from(ids, Shape{b, t}), ad);
+  auto y = Tensor<1, Int>::from_data(TensorData::from(next, Shape{b * t}), ad);
+  const double step =
+      2.0 * double(b) * double(t) * (double(e + h) * 4.0 * double(h) + double(h * v));
+  Params p{{"b", {std::int64_t(b)}},
+           {"t", {std::int64_t(t)}},
+           {"e", {std::int64_t(e)}},
+           {"h", {std::int64_t(h)}},
+           {"v", {std::int64_t(v)}}};
+  Case c = timed(p, Shape{b, t}, 0, 3.0 * step, ad, [emb, lstm, head, x, y, b, t, h] {
+    auto [out, state] = lstm.forward(emb.forward(x));
+    auto logits = head.forward(out.reshape<2>(Shape{b * t, h}));
+    auto loss = nn::loss::cross_entropy(logits, y);
+    Gradients grads = loss.backward();
+    std::vector<DynTensor> params;
+    const auto collect = [&](const nn::TensorEntry& en) { params.push_back(en.tensor); };
+    lstm.visit(collect);
+    head.visit(collect);
+    Outputs o;
+    o.compared.push_back(loss.dyn());
+    o.compared.push_back(ops::grad(params[1], grads).value());
+    o.compared.push_back(ops::grad(params[4], grads).value());
+    return o;
+  });
+  c.shape = label("b", b, " t", t, " ", e, "-", h, "-", v);
+  c.rtol = 1e-3;
+  c.atol = 1e-4;
+  return c;
+}
+
 std::vector<Workload> build() {
   std::vector<Workload> w;
   const auto add = [&](std::string name, std::string group,
@@ -295,6 +413,25 @@ std::vector<Workload> build() {
     c.atol = 1e-4;
     return c;
   });
+
+  // ---- normalisation layers (issue rows: >= 70% of the copy ceiling, <= 1.0x PyTorch) ----
+  // x [N, C, H, W]; the forward counts one read and one write of x, forward + backward one
+  // more read (the upstream gradient) and write (dx) — the traffic a fused kernel needs.
+  add("batch_norm", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 0, false); });
+  add("batch_norm_eval", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 1, false); });
+  add("group_norm", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 2, false); });
+  add("layer_norm_grad", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 3, true); });
+  add("batch_norm_grad", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 0, true); });
+  add("group_norm_grad", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 2, true); });
+
+  add("lstm_lm_step", "autodiff",
+      [](SizeKind s, const Device& dev) { return lstm_lm_case(s, dev); });
 
   // ---- matmul ----
   add("matmul_1024", "matmul", [](SizeKind s, const Device& d) {

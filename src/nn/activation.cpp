@@ -21,19 +21,21 @@ DynTensor rrelu_forward(const DynTensor& x, double lower, double upper) {
 }  // namespace detail
 
 DynTensor PRelu::forward_dyn(const DynTensor& x) const {
-  const std::size_t n = weight.shape()[0];
-  DynTensor w = weight.val().dyn();
-  if (n > 1) {
-    EMBER_CHECK(x.rank() >= 2 && x.shape()[1] == n,
-                "nn::PRelu: " + std::to_string(n) + " parameters need an input [N, " +
-                    std::to_string(n) + ", *], got shape " + x.shape().to_string());
-    std::vector<std::size_t> s(x.rank(), 1);
-    s[1] = n;
-    w = ops::reshape(std::move(w), Shape(std::move(s)));
-  }
-  DynTensor pos = ops::clamp(x, 0.0, std::nullopt), neg = ops::clamp(x, std::nullopt, 0.0);
-  return ops::binary(ir::BinaryFn::Add, std::move(pos),
-                     ops::binary(ir::BinaryFn::Mul, std::move(neg), w));
+  return detail::at_layer(*this, [&]() -> DynTensor {
+    const std::size_t n = weight.shape()[0];
+    DynTensor w = weight.val().dyn();
+    if (n > 1) {
+      EMBER_CHECK(x.rank() >= 2 && x.shape()[1] == n,
+                  "nn::PRelu: " + std::to_string(n) + " parameters need an input [N, " +
+                      std::to_string(n) + ", *], got shape " + x.shape().to_string());
+      std::vector<std::size_t> s(x.rank(), 1);
+      s[1] = n;
+      w = ops::reshape(std::move(w), Shape(std::move(s)));
+    }
+    DynTensor pos = ops::clamp(x, 0.0, std::nullopt), neg = ops::clamp(x, std::nullopt, 0.0);
+    return ops::binary(ir::BinaryFn::Add, std::move(pos),
+                       ops::binary(ir::BinaryFn::Mul, std::move(neg), w));
+  });
 }
 
 PRelu PReluConfig::init(const Device& device) const {

@@ -40,52 +40,56 @@ AttentionOutput MultiHeadAttention::attend(const Tensor<4>& qh, const Tensor<4>&
 AttentionOutput MultiHeadAttention::forward_with_weights(const Tensor<3>& q, const Tensor<3>& k,
                                                          const Tensor<3>& v,
                                                          const AttentionMasks& masks) const {
-  const std::size_t d = d_model();
-  const std::size_t batch = q.shape()[0], lq = q.shape()[1], lk = k.shape()[1];
-  EMBER_CHECK(q.shape()[2] == d && k.shape()[2] == kdim() && v.shape()[2] == vdim() &&
-                  k.shape()[0] == batch && v.shape()[0] == batch && v.shape()[1] == lk,
-              "nn::MultiHeadAttention: expected q [batch, seq_q, " + std::to_string(d) +
-                  "], k [batch, seq_k, " + std::to_string(kdim()) + "] and v [batch, seq_k, " +
-                  std::to_string(vdim()) + "], got q " + q.shape().to_string() + ", k " +
-                  k.shape().to_string() + ", v " + v.shape().to_string());
-  std::optional<Tensor<4, Bool>> mask;
-  if (masks.attn_mask) {
-    EMBER_CHECK(masks.attn_mask->shape() == (Shape{lq, lk}),
-                "nn::MultiHeadAttention: attn_mask must be [" + std::to_string(lq) + ", " +
-                    std::to_string(lk) + "], got " + masks.attn_mask->shape().to_string());
-    mask = masks.attn_mask->reshape<4>(Shape{1, 1, lq, lk});
-  }
-  if (masks.key_padding_mask) {
-    EMBER_CHECK(masks.key_padding_mask->shape() == (Shape{batch, lk}),
-                "nn::MultiHeadAttention: key_padding_mask must be [" + std::to_string(batch) +
-                    ", " + std::to_string(lk) + "], got " +
-                    masks.key_padding_mask->shape().to_string());
-    const Tensor<4, Bool> kpm = masks.key_padding_mask->reshape<4>(Shape{batch, 1, 1, lk});
-    mask = mask ? Tensor<4, Bool>(ops::binary(ir::BinaryFn::Or, mask->dyn(), kpm.dyn())) : kpm;
-  }
-  return attend(project(q, 0), project(k, 1), project(v, 2), mask);
+  return detail::at_layer(*this, [&]() -> AttentionOutput {
+    const std::size_t d = d_model();
+    const std::size_t batch = q.shape()[0], lq = q.shape()[1], lk = k.shape()[1];
+    EMBER_CHECK(q.shape()[2] == d && k.shape()[2] == kdim() && v.shape()[2] == vdim() &&
+                    k.shape()[0] == batch && v.shape()[0] == batch && v.shape()[1] == lk,
+                "nn::MultiHeadAttention: expected q [batch, seq_q, " + std::to_string(d) +
+                    "], k [batch, seq_k, " + std::to_string(kdim()) + "] and v [batch, seq_k, " +
+                    std::to_string(vdim()) + "], got q " + q.shape().to_string() + ", k " +
+                    k.shape().to_string() + ", v " + v.shape().to_string());
+    std::optional<Tensor<4, Bool>> mask;
+    if (masks.attn_mask) {
+      EMBER_CHECK(masks.attn_mask->shape() == (Shape{lq, lk}),
+                  "nn::MultiHeadAttention: attn_mask must be [" + std::to_string(lq) + ", " +
+                      std::to_string(lk) + "], got " + masks.attn_mask->shape().to_string());
+      mask = masks.attn_mask->reshape<4>(Shape{1, 1, lq, lk});
+    }
+    if (masks.key_padding_mask) {
+      EMBER_CHECK(masks.key_padding_mask->shape() == (Shape{batch, lk}),
+                  "nn::MultiHeadAttention: key_padding_mask must be [" + std::to_string(batch) +
+                      ", " + std::to_string(lk) + "], got " +
+                      masks.key_padding_mask->shape().to_string());
+      const Tensor<4, Bool> kpm = masks.key_padding_mask->reshape<4>(Shape{batch, 1, 1, lk});
+      mask = mask ? Tensor<4, Bool>(ops::binary(ir::BinaryFn::Or, mask->dyn(), kpm.dyn())) : kpm;
+    }
+    return attend(project(q, 0), project(k, 1), project(v, 2), mask);
+  });
 }
 
 Tensor<3> MultiHeadAttention::forward_cached(const Tensor<3>& x, KvCache& cache) const {
-  const std::size_t d = d_model();
-  EMBER_CHECK(kdim() == d && vdim() == d && x.shape()[2] == d,
-              "nn::MultiHeadAttention::forward_cached: self-attention of x [batch, new, " +
-                  std::to_string(d) + "], got " + x.shape().to_string());
-  const std::size_t past = cache.seen(), fresh = x.shape()[1];
-  if (cache.k)
-    EMBER_CHECK(cache.k->shape()[0] == x.shape()[0],
-                "nn::MultiHeadAttention::forward_cached: the cache holds batch " +
-                    std::to_string(cache.k->shape()[0]) + ", x has " +
-                    std::to_string(x.shape()[0]));
-  const Tensor<4> kn = project(x, 1), vn = project(x, 2);
-  cache.k = cache.k ? Tensor<4>(ops::cat({cache.k->dyn(), kn.dyn()}, 2)) : kn;
-  cache.v = cache.v ? Tensor<4>(ops::cat({cache.v->dyn(), vn.dyn()}, 2)) : vn;
-  std::optional<Tensor<4, Bool>> mask;
-  if (fresh > 1)  // new position i sees keys j <= past + i
-    mask = Tensor<4, Bool>(
-        ops::reshape(ops::triu_mask(Shape{fresh, past + fresh}, std::int64_t(past), x.device()),
-                     Shape{1, 1, fresh, past + fresh}));
-  return attend(project(x, 0), *cache.k, *cache.v, mask).context;
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    const std::size_t d = d_model();
+    EMBER_CHECK(kdim() == d && vdim() == d && x.shape()[2] == d,
+                "nn::MultiHeadAttention::forward_cached: self-attention of x [batch, new, " +
+                    std::to_string(d) + "], got " + x.shape().to_string());
+    const std::size_t past = cache.seen(), fresh = x.shape()[1];
+    if (cache.k)
+      EMBER_CHECK(cache.k->shape()[0] == x.shape()[0],
+                  "nn::MultiHeadAttention::forward_cached: the cache holds batch " +
+                      std::to_string(cache.k->shape()[0]) + ", x has " +
+                      std::to_string(x.shape()[0]));
+    const Tensor<4> kn = project(x, 1), vn = project(x, 2);
+    cache.k = cache.k ? Tensor<4>(ops::cat({cache.k->dyn(), kn.dyn()}, 2)) : kn;
+    cache.v = cache.v ? Tensor<4>(ops::cat({cache.v->dyn(), vn.dyn()}, 2)) : vn;
+    std::optional<Tensor<4, Bool>> mask;
+    if (fresh > 1)  // new position i sees keys j <= past + i
+      mask = Tensor<4, Bool>(
+          ops::reshape(ops::triu_mask(Shape{fresh, past + fresh}, std::int64_t(past), x.device()),
+                       Shape{1, 1, fresh, past + fresh}));
+    return attend(project(x, 0), *cache.k, *cache.v, mask).context;
+  });
 }
 
 MultiHeadAttention MultiHeadAttentionConfig::init(const Device& device) const {
@@ -145,13 +149,17 @@ Tensor<3> encoder_layer(const TransformerEncoderLayer& l, const Tensor<3>& x,
 }  // namespace
 
 Tensor<3> TransformerEncoderLayer::forward(const Tensor<3>& x, const AttentionMasks& masks) const {
-  return encoder_layer(*this, x,
-                       [&](const Tensor<3>& t) { return self_attn.forward(t, t, t, masks); });
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    return encoder_layer(*this, x,
+                         [&](const Tensor<3>& t) { return self_attn.forward(t, t, t, masks); });
+  });
 }
 
 Tensor<3> TransformerEncoderLayer::forward_cached(const Tensor<3>& x, KvCache& cache) const {
-  return encoder_layer(*this, x,
-                       [&](const Tensor<3>& t) { return self_attn.forward_cached(t, cache); });
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    return encoder_layer(*this, x,
+                         [&](const Tensor<3>& t) { return self_attn.forward_cached(t, cache); });
+  });
 }
 
 TransformerEncoderLayer TransformerEncoderLayerConfig::init(const Device& device) const {

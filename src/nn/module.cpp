@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <ostream>
 #include <sstream>
 
@@ -34,6 +35,21 @@ void check_mapped(const TensorEntry& e, std::size_t rank, Kind kind) {
               "nn::map: '" + std::string(e.path) + "' is a rank-" + std::to_string(rank) + " " +
                   ember::name(kind) + " " + nn::name(e.role) + "; the mapper gave shape " +
                   e.tensor.shape().to_string() + " of dtype " + ember::name(e.tensor.dtype()));
+}
+
+void rethrow_from(NodeRef origin) {
+#if EMBER_HAS_EXCEPTIONS
+  try {
+    throw;
+  } catch (const LayerError&) {
+    throw;
+  } catch (const Error& e) {
+    throw LayerError(e.what(), origin);
+  }
+#else
+  static_cast<void>(origin);
+  std::abort();
+#endif
 }
 
 std::ostream& write_summary(std::ostream& os, const std::string& summary) { return os << summary; }

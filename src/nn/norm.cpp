@@ -16,9 +16,6 @@ DynTensor mul(DynTensor a, const DynTensor& b) {
 DynTensor add(DynTensor a, const DynTensor& b) {
   return ops::binary(BinaryFn::Add, std::move(a), b);
 }
-DynTensor sub(DynTensor a, const DynTensor& b) {
-  return ops::binary(BinaryFn::Sub, std::move(a), b);
-}
 
 // A [C] tensor shaped [1, C, 1] to broadcast over [N, C, L].
 DynTensor per_channel(const DynTensor& v) { return ops::reshape(v, Shape{1, v.shape()[0], 1}); }
@@ -45,42 +42,47 @@ DynTensor as_ncl(const DynTensor& x) {
 // ---- BatchNorm ----
 
 DynTensor BatchNorm::forward_dyn(const DynTensor& x) const {
-  const std::size_t c = num_features();
-  check_features(x, c, "nn::BatchNorm", 2, 5);
-  const bool training = x.device().is_autodiff();
-  if (training) {
-    const std::size_t count = x.num_elements() / c;
-    EMBER_CHECK(count > 1,
-                "nn::BatchNorm: training needs more than one value per channel, got "
-                "input " +
-                    x.shape().to_string());
-    std::optional<DynTensor> w, b;
-    if (weight) w = weight->val().dyn();
-    if (bias) b = bias->val().dyn();
-    auto [y, mean, var] = ops::batch_norm_training(x, std::move(w), std::move(b), eps);
-    // The running statistics, outside the graph (mean and var are detached), with the
-    // unbiased variance.
-    const DynTensor v =
-        ops::binary_scalar(BinaryFn::Mul, std::move(var), double(count) / double(count - 1));
-    const auto blend = [&](const Buffer<Tensor<1>>& buf, const DynTensor& batch) {
-      DynTensor old = ops::cast(buf.val().dyn(), batch.dtype());
-      DynTensor next = add(ops::binary_scalar(BinaryFn::Mul, std::move(old), 1.0 - momentum),
-                           ops::binary_scalar(BinaryFn::Mul, batch, momentum));
-      buf.set(Tensor<1>(ops::cast(std::move(next), buf.val().dtype())));
-    };
-    blend(running_mean, mean);
-    blend(running_var, v);
-    num_batches_tracked.set(num_batches_tracked.val().add_scalar(1.0));
-    return y;
-  }
-  const DynTensor xr = as_ncl(x);
-  const DynTensor mean = ops::cast(per_channel(running_mean.val().dyn()), x.dtype());
-  const DynTensor var = ops::cast(per_channel(running_var.val().dyn()), x.dtype());
-  DynTensor y = mul(sub(xr, mean),
-                    ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, var, eps)));
-  if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
-  if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
-  return ops::reshape(std::move(y), x.shape());
+  return detail::at_layer(*this, [&]() -> DynTensor {
+    const std::size_t c = num_features();
+    check_features(x, c, "nn::BatchNorm", 2, 5);
+    const bool training = x.device().is_autodiff();
+    if (training) {
+      const std::size_t count = x.num_elements() / c;
+      EMBER_CHECK(count > 1,
+                  "nn::BatchNorm: training needs more than one value per channel, got "
+                  "input " +
+                      x.shape().to_string());
+      std::optional<DynTensor> w, b;
+      if (weight) w = weight->val().dyn();
+      if (bias) b = bias->val().dyn();
+      auto [y, mean, var] = ops::batch_norm_training(x, std::move(w), std::move(b), eps);
+      // The running statistics, outside the graph (mean and var are detached), with the
+      // unbiased variance.
+      const DynTensor v =
+          ops::binary_scalar(BinaryFn::Mul, std::move(var), double(count) / double(count - 1));
+      const auto blend = [&](const Buffer<Tensor<1>>& buf, const DynTensor& batch) {
+        DynTensor old = ops::cast(buf.val().dyn(), batch.dtype());
+        DynTensor next = add(ops::binary_scalar(BinaryFn::Mul, std::move(old), 1.0 - momentum),
+                             ops::binary_scalar(BinaryFn::Mul, batch, momentum));
+        buf.set(Tensor<1>(ops::cast(std::move(next), buf.val().dtype())));
+      };
+      blend(running_mean, mean);
+      blend(running_var, v);
+      num_batches_tracked.set(num_batches_tracked.val().add_scalar(1.0));
+      return y;
+    }
+    // Inference: the statistics and the affine fold into one scale and shift per channel
+    // (computed on [C]), so x is read once by the multiply and once by the add, as
+    // PyTorch's CPU kernel folds them.
+    const DynTensor mean = ops::cast(running_mean.val().dyn(), x.dtype());
+    const DynTensor var = ops::cast(running_var.val().dyn(), x.dtype());
+    DynTensor scale = ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, var, eps));
+    if (weight) scale = mul(std::move(scale), weight->val().dyn());
+    DynTensor shift = ops::unary(ir::UnaryFn::Neg, mul(mean, scale));
+    if (bias) shift = add(std::move(shift), bias->val().dyn());
+    DynTensor y = add(mul(as_ncl(x), per_channel(scale)), per_channel(shift));
+    return ops::reshape(std::move(y), x.shape());
+  });
 }
 
 BatchNorm BatchNormConfig::init(const Device& device) const {
@@ -101,13 +103,15 @@ BatchNorm BatchNormConfig::init(const Device& device) const {
 // ---- LayerNorm ----
 
 DynTensor LayerNorm::forward_dyn(const DynTensor& x) const {
-  EMBER_CHECK(x.rank() >= 1 && x.shape()[x.rank() - 1] == d_model,
-              "nn::LayerNorm: input of shape " + x.shape().to_string() +
-                  " must end in d_model = " + std::to_string(d_model));
-  std::optional<DynTensor> w, b;
-  if (weight) w = weight->val().dyn();
-  if (bias) b = bias->val().dyn();
-  return ops::layer_norm(x, Shape{d_model}, std::move(w), std::move(b), eps);
+  return detail::at_layer(*this, [&]() -> DynTensor {
+    EMBER_CHECK(x.rank() >= 1 && x.shape()[x.rank() - 1] == d_model,
+                "nn::LayerNorm: input of shape " + x.shape().to_string() +
+                    " must end in d_model = " + std::to_string(d_model));
+    std::optional<DynTensor> w, b;
+    if (weight) w = weight->val().dyn();
+    if (bias) b = bias->val().dyn();
+    return ops::layer_norm(x, Shape{d_model}, std::move(w), std::move(b), eps);
+  });
 }
 
 LayerNorm LayerNormConfig::init(const Device& device) const {
@@ -136,13 +140,17 @@ DynTensor group_norm(const DynTensor& x, std::size_t num_groups, std::size_t num
 }  // namespace
 
 DynTensor GroupNorm::forward_dyn(const DynTensor& x) const {
-  check_features(x, num_channels, "nn::GroupNorm", 2, 8);
-  return group_norm(x, num_groups, num_channels, weight, bias, eps);
+  return detail::at_layer(*this, [&]() -> DynTensor {
+    check_features(x, num_channels, "nn::GroupNorm", 2, 8);
+    return group_norm(x, num_groups, num_channels, weight, bias, eps);
+  });
 }
 
 DynTensor InstanceNorm::forward_dyn(const DynTensor& x) const {
-  check_features(x, num_channels, "nn::InstanceNorm", 3, 8);
-  return group_norm(x, num_channels, num_channels, weight, bias, eps);
+  return detail::at_layer(*this, [&]() -> DynTensor {
+    check_features(x, num_channels, "nn::InstanceNorm", 3, 8);
+    return group_norm(x, num_channels, num_channels, weight, bias, eps);
+  });
 }
 
 InstanceNorm InstanceNormConfig::init(const Device& device) const {
@@ -163,21 +171,23 @@ GroupNorm GroupNormConfig::init(const Device& device) const {
 // ---- RmsNorm ----
 
 DynTensor RmsNorm::forward_dyn(const DynTensor& x) const {
-  EMBER_CHECK(x.rank() >= 1 && x.shape()[x.rank() - 1] == d_model && x.kind() == Kind::Float,
-              "nn::RmsNorm: expected a float input ending in d_model = " + std::to_string(d_model) +
-                  ", got shape " + x.shape().to_string());
-  const double e =
-      eps ? *eps
-          : (x.dtype() == DType::F64    ? std::numeric_limits<double>::epsilon()
-             : x.dtype() == DType::F16  ? 0.0009765625
-             : x.dtype() == DType::BF16 ? 0.0078125
-                                        : double(std::numeric_limits<float>::epsilon()));
-  const std::int64_t last = std::int64_t(x.rank()) - 1;
-  DynTensor ms = ops::reduce(ir::ReduceFn::Mean, ops::unary(ir::UnaryFn::Square, x), last);
-  DynTensor y =
-      mul(x, ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, std::move(ms), e)));
-  if (weight) y = mul(std::move(y), weight->val().dyn());
-  return y;
+  return detail::at_layer(*this, [&]() -> DynTensor {
+    EMBER_CHECK(x.rank() >= 1 && x.shape()[x.rank() - 1] == d_model && x.kind() == Kind::Float,
+                "nn::RmsNorm: expected a float input ending in d_model = " +
+                    std::to_string(d_model) + ", got shape " + x.shape().to_string());
+    const double e =
+        eps ? *eps
+            : (x.dtype() == DType::F64    ? std::numeric_limits<double>::epsilon()
+               : x.dtype() == DType::F16  ? 0.0009765625
+               : x.dtype() == DType::BF16 ? 0.0078125
+                                          : double(std::numeric_limits<float>::epsilon()));
+    const std::int64_t last = std::int64_t(x.rank()) - 1;
+    DynTensor ms = ops::reduce(ir::ReduceFn::Mean, ops::unary(ir::UnaryFn::Square, x), last);
+    DynTensor y =
+        mul(x, ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, std::move(ms), e)));
+    if (weight) y = mul(std::move(y), weight->val().dyn());
+    return y;
+  });
 }
 
 RmsNorm RmsNormConfig::init(const Device& device) const {
@@ -186,21 +196,23 @@ RmsNorm RmsNormConfig::init(const Device& device) const {
 }
 
 DynTensor LocalResponseNorm::forward_dyn(const DynTensor& x) const {
-  EMBER_CHECK(
-      x.rank() >= 3 && x.kind() == Kind::Float,
-      "nn::LocalResponseNorm: expected a float [N, C, *] input, got " + x.shape().to_string());
-  EMBER_CHECK(size > 0, "nn::LocalResponseNorm: size must be positive");
-  const std::size_t n = x.shape()[0], c = x.shape()[1], rest = x.num_elements() / (n * c);
-  // The windowed mean of x^2 over channels: x^2 as [N, 1, C, rest], zero-padded on C, pooled.
-  DynTensor sq = ops::reshape(ops::unary(ir::UnaryFn::Square, x), Shape{n, 1, c, rest});
-  sq = ops::pad(std::move(sq), {{size / 2, (size - 1) / 2}, {0, 0}});
-  DynTensor mean = module_ops::avg_pool(std::move(sq), {size, 1}, {{1, 1}, {0, 0}, {1, 1}});
-  DynTensor div = ops::binary_scalar(
-      ir::BinaryFn::Pow,
-      ops::binary_scalar(ir::BinaryFn::Add,
-                         ops::binary_scalar(ir::BinaryFn::Mul, std::move(mean), alpha), k),
-      beta);
-  return ops::binary(ir::BinaryFn::Div, x, ops::reshape(std::move(div), x.shape()));
+  return detail::at_layer(*this, [&]() -> DynTensor {
+    EMBER_CHECK(
+        x.rank() >= 3 && x.kind() == Kind::Float,
+        "nn::LocalResponseNorm: expected a float [N, C, *] input, got " + x.shape().to_string());
+    EMBER_CHECK(size > 0, "nn::LocalResponseNorm: size must be positive");
+    const std::size_t n = x.shape()[0], c = x.shape()[1], rest = x.num_elements() / (n * c);
+    // The windowed mean of x^2 over channels: x^2 as [N, 1, C, rest], zero-padded on C, pooled.
+    DynTensor sq = ops::reshape(ops::unary(ir::UnaryFn::Square, x), Shape{n, 1, c, rest});
+    sq = ops::pad(std::move(sq), {{size / 2, (size - 1) / 2}, {0, 0}});
+    DynTensor mean = module_ops::avg_pool(std::move(sq), {size, 1}, {{1, 1}, {0, 0}, {1, 1}});
+    DynTensor div = ops::binary_scalar(
+        ir::BinaryFn::Pow,
+        ops::binary_scalar(ir::BinaryFn::Add,
+                           ops::binary_scalar(ir::BinaryFn::Mul, std::move(mean), alpha), k),
+        beta);
+    return ops::binary(ir::BinaryFn::Div, x, ops::reshape(std::move(div), x.shape()));
+  });
 }
 
 LocalResponseNorm LocalResponseNormConfig::init() const {

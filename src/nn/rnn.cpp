@@ -155,40 +155,46 @@ void RecurrentStack::summarize(const std::string& path, SummaryBuilder& b,
 }
 
 LstmOutput Lstm::forward(const Tensor<3>& x, const std::optional<LstmState>& state) const {
-  std::optional<Tensor<3>> h0, c0;
-  if (state) h0 = state->hidden, c0 = state->cell;
-  const auto r = run_stack(stack, x, h0, c0, true, "nn::Lstm",
-                           [](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
-                             auto g = (p + recurrent(s.h, w)).chunk(4, 1);
-                             Tensor<2> c = activation::sigmoid(g[1]) * *s.c +
-                                           activation::sigmoid(g[0]) * activation::tanh(g[2]);
-                             Tensor<2> h = activation::sigmoid(g[3]) * activation::tanh(c);
-                             return CellState{h, c};
-                           });
-  return {r.output, {stack_of(r.last, false), stack_of(r.last, true)}};
+  return detail::at_layer(*this, [&]() -> LstmOutput {
+    std::optional<Tensor<3>> h0, c0;
+    if (state) h0 = state->hidden, c0 = state->cell;
+    const auto r = run_stack(stack, x, h0, c0, true, "nn::Lstm",
+                             [](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
+                               auto g = (p + recurrent(s.h, w)).chunk(4, 1);
+                               Tensor<2> c = activation::sigmoid(g[1]) * *s.c +
+                                             activation::sigmoid(g[0]) * activation::tanh(g[2]);
+                               Tensor<2> h = activation::sigmoid(g[3]) * activation::tanh(c);
+                               return CellState{h, c};
+                             });
+    return {r.output, {stack_of(r.last, false), stack_of(r.last, true)}};
+  });
 }
 
 RecurrentOutput Gru::forward(const Tensor<3>& x, const std::optional<Tensor<3>>& hidden) const {
-  const auto r = run_stack(stack, x, hidden, std::nullopt, false, "nn::Gru",
-                           [](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
-                             auto gi = p.chunk(3, 1), gh = recurrent(s.h, w).chunk(3, 1);
-                             const Tensor<2> reset = activation::sigmoid(gi[0] + gh[0]);
-                             const Tensor<2> update = activation::sigmoid(gi[1] + gh[1]);
-                             const Tensor<2> n = activation::tanh(gi[2] + reset * gh[2]);
-                             return CellState{n + update * (s.h - n), std::nullopt};
-                           });
-  return {r.output, stack_of(r.last, false)};
+  return detail::at_layer(*this, [&]() -> RecurrentOutput {
+    const auto r = run_stack(stack, x, hidden, std::nullopt, false, "nn::Gru",
+                             [](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
+                               auto gi = p.chunk(3, 1), gh = recurrent(s.h, w).chunk(3, 1);
+                               const Tensor<2> reset = activation::sigmoid(gi[0] + gh[0]);
+                               const Tensor<2> update = activation::sigmoid(gi[1] + gh[1]);
+                               const Tensor<2> n = activation::tanh(gi[2] + reset * gh[2]);
+                               return CellState{n + update * (s.h - n), std::nullopt};
+                             });
+    return {r.output, stack_of(r.last, false)};
+  });
 }
 
 RecurrentOutput Rnn::forward(const Tensor<3>& x, const std::optional<Tensor<3>>& hidden) const {
-  const bool use_relu = relu;
-  const auto r = run_stack(
-      stack, x, hidden, std::nullopt, false, "nn::Rnn",
-      [use_relu](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
-        const Tensor<2> a = p + recurrent(s.h, w);
-        return CellState{use_relu ? activation::relu(a) : activation::tanh(a), std::nullopt};
-      });
-  return {r.output, stack_of(r.last, false)};
+  return detail::at_layer(*this, [&]() -> RecurrentOutput {
+    const bool use_relu = relu;
+    const auto r = run_stack(
+        stack, x, hidden, std::nullopt, false, "nn::Rnn",
+        [use_relu](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
+          const Tensor<2> a = p + recurrent(s.h, w);
+          return CellState{use_relu ? activation::relu(a) : activation::tanh(a), std::nullopt};
+        });
+    return {r.output, stack_of(r.last, false)};
+  });
 }
 
 Lstm LstmConfig::init(const Device& device) const {

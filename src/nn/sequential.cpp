@@ -12,8 +12,25 @@ void no_forward_for(std::string_view layer, std::size_t index, const DynTensor& 
 }  // namespace detail
 
 DynTensor Sequential::forward_dyn(DynTensor x) const {
-  for (std::size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(std::move(x), i);
-  return x;
+#if EMBER_HAS_EXCEPTIONS
+  try {
+#endif
+    for (std::size_t i = 0; i < layers_.size(); ++i) x = layers_[i]->forward(std::move(x), i);
+    return x;
+#if EMBER_HAS_EXCEPTIONS
+  } catch (const LayerError& e) {
+    detail::rethrow_located(*this, e);
+  }
+#endif
+}
+
+bool Sequential::ember_find(std::string& path, const detail::NodeRef& target,
+                            std::string& out) const {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    detail::PathScope scope(path, std::to_string(i));
+    if (layers_[i]->find(path, target, out)) return true;
+  }
+  return false;
 }
 
 void Sequential::ember_visit(const std::string& path, const VisitFn& f) const {

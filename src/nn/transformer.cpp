@@ -39,20 +39,24 @@ Tensor<2, Bool> causal_mask(std::size_t seq, const Device& device) {
 // ---- encoder and decoder stacks ----
 
 Tensor<3> TransformerEncoder::forward(const Tensor<3>& x, const AttentionMasks& masks) const {
-  Tensor<3> y = x;
-  for (const TransformerEncoderLayer& l : layers) y = l.forward(y, masks);
-  return norm ? norm->forward(y) : y;
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    Tensor<3> y = x;
+    for (const TransformerEncoderLayer& l : layers) y = l.forward(y, masks);
+    return norm ? norm->forward(y) : y;
+  });
 }
 
 Tensor<3> TransformerEncoder::forward_cached(const Tensor<3>& x,
                                              std::vector<KvCache>& caches) const {
-  if (caches.empty()) caches.resize(layers.size());
-  EMBER_CHECK(caches.size() == layers.size(),
-              "nn::TransformerEncoder::forward_cached: " + std::to_string(caches.size()) +
-                  " caches for " + std::to_string(layers.size()) + " layers");
-  Tensor<3> y = x;
-  for (std::size_t i = 0; i < layers.size(); ++i) y = layers[i].forward_cached(y, caches[i]);
-  return norm ? norm->forward(y) : y;
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    if (caches.empty()) caches.resize(layers.size());
+    EMBER_CHECK(caches.size() == layers.size(),
+                "nn::TransformerEncoder::forward_cached: " + std::to_string(caches.size()) +
+                    " caches for " + std::to_string(layers.size()) + " layers");
+    Tensor<3> y = x;
+    for (std::size_t i = 0; i < layers.size(); ++i) y = layers[i].forward_cached(y, caches[i]);
+    return norm ? norm->forward(y) : y;
+  });
 }
 
 TransformerEncoder TransformerEncoderConfig::init(const Device& device) const {
@@ -65,26 +69,28 @@ TransformerEncoder TransformerEncoderConfig::init(const Device& device) const {
 
 Tensor<3> TransformerDecoderLayer::forward(const Tensor<3>& target, const Tensor<3>& memory,
                                            const DecoderMasks& masks) const {
-  const auto act = [&](const Tensor<3>& t) {
-    return gelu ? activation::gelu(t) : activation::relu(t);
-  };
-  const auto sa = [&](const Tensor<3>& t) {
-    return dropout1.forward(self_attn.forward(t, t, t, masks.target));
-  };
-  const auto ca = [&](const Tensor<3>& t) {
-    return dropout2.forward(multihead_attn.forward(t, memory, memory, masks.memory));
-  };
-  const auto ff = [&](const Tensor<3>& t) {
-    return dropout3.forward(linear2.forward(dropout.forward(act(linear1.forward(t)))));
-  };
-  if (norm_first) {
-    Tensor<3> y = target + sa(norm1.forward(target));
-    y = y + ca(norm2.forward(y));
-    return y + ff(norm3.forward(y));
-  }
-  Tensor<3> y = norm1.forward(target + sa(target));
-  y = norm2.forward(y + ca(y));
-  return norm3.forward(y + ff(y));
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    const auto act = [&](const Tensor<3>& t) {
+      return gelu ? activation::gelu(t) : activation::relu(t);
+    };
+    const auto sa = [&](const Tensor<3>& t) {
+      return dropout1.forward(self_attn.forward(t, t, t, masks.target));
+    };
+    const auto ca = [&](const Tensor<3>& t) {
+      return dropout2.forward(multihead_attn.forward(t, memory, memory, masks.memory));
+    };
+    const auto ff = [&](const Tensor<3>& t) {
+      return dropout3.forward(linear2.forward(dropout.forward(act(linear1.forward(t)))));
+    };
+    if (norm_first) {
+      Tensor<3> y = target + sa(norm1.forward(target));
+      y = y + ca(norm2.forward(y));
+      return y + ff(norm3.forward(y));
+    }
+    Tensor<3> y = norm1.forward(target + sa(target));
+    y = norm2.forward(y + ca(y));
+    return norm3.forward(y + ff(y));
+  });
 }
 
 TransformerDecoderLayer TransformerDecoderLayerConfig::init(const Device& device) const {
@@ -110,9 +116,11 @@ TransformerDecoderLayer TransformerDecoderLayerConfig::init(const Device& device
 
 Tensor<3> TransformerDecoder::forward(const Tensor<3>& target, const Tensor<3>& memory,
                                       const DecoderMasks& masks) const {
-  Tensor<3> y = target;
-  for (const TransformerDecoderLayer& l : layers) y = l.forward(y, memory, masks);
-  return norm ? norm->forward(y) : y;
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    Tensor<3> y = target;
+    for (const TransformerDecoderLayer& l : layers) y = l.forward(y, memory, masks);
+    return norm ? norm->forward(y) : y;
+  });
 }
 
 TransformerDecoder TransformerDecoderConfig::init(const Device& device) const {
@@ -139,13 +147,15 @@ SwiGlu SwiGluConfig::init(const Device& device) const {
 // ---- position encodings ----
 
 Tensor<3> PositionalEncoding::forward(const Tensor<3>& x) const {
-  const std::size_t seq = x.shape()[1], d = x.shape()[2];
-  EMBER_CHECK(
-      d == table.shape()[1] && seq <= table.shape()[0],
-      "nn::PositionalEncoding: expected x [batch, seq <= " + std::to_string(table.shape()[0]) +
-          ", " + std::to_string(table.shape()[1]) + "], got " + x.shape().to_string());
-  DynTensor pe = ops::narrow(table_for(table, x.dyn()), 0, 0, seq);
-  return x + Tensor<3>(ops::reshape(std::move(pe), Shape{1, seq, d}));
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    const std::size_t seq = x.shape()[1], d = x.shape()[2];
+    EMBER_CHECK(
+        d == table.shape()[1] && seq <= table.shape()[0],
+        "nn::PositionalEncoding: expected x [batch, seq <= " + std::to_string(table.shape()[0]) +
+            ", " + std::to_string(table.shape()[1]) + "], got " + x.shape().to_string());
+    DynTensor pe = ops::narrow(table_for(table, x.dyn()), 0, 0, seq);
+    return x + Tensor<3>(ops::reshape(std::move(pe), Shape{1, seq, d}));
+  });
 }
 
 PositionalEncoding PositionalEncodingConfig::init(const Device& device) const {

@@ -443,6 +443,18 @@ class Net(nn.Module):
         self.embed = nn.Embedding(10, 4)
 
 
+def deform_convs():
+    """torchvision.ops.DeformConv2d: offsets of a few pixels (some taps sample outside the
+    image), with a sigmoid mask (v2) and without."""
+    from torchvision.ops import DeformConv2d
+
+    run("deform_conv2d", DeformConv2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 1),
+                                      dilation=(1, 2), groups=2),
+        [randn(2, 4, 7, 6), randn(2, 24, 4, 6) * 1.5, torch.sigmoid(randn(2, 12, 4, 6))])
+    run("deform_conv2d_nomask", DeformConv2d(3, 4, 3, padding=1, bias=False),
+        [randn(1, 3, 5, 5), randn(1, 18, 5, 5) * 2.0])
+
+
 def state_dict_keys():
     net = Net().double()
     write("state_dict_net", {"state." + k: v for k, v in net.state_dict().items()},
@@ -460,3 +472,5 @@ if __name__ == "__main__":
     transformers_and_more()
     torch.manual_seed(3)
     pools_and_resampling()
+    torch.manual_seed(4)
+    deform_convs()

@@ -353,3 +353,86 @@ TEST(NnLinear, ForwardAnyRankAndBadInput) {
   EXPECT_EQ(l.d_output(), 2u);
   EXPECT_THROW((void)(nn::LinearConfig{0, 3}.init(d)), Error);
 }
+
+namespace {
+// A user's own modules whose forwards call their layers' forward directly.
+struct PathBlock {
+  nn::Linear fc;
+  EMBER_MODULE(PathBlock, fc)
+  Tensor<2> forward(const Tensor<2>& x) const { return fc.forward(x); }
+};
+struct PathNet {
+  nn::Linear stem;
+  std::vector<PathBlock> blocks;
+  std::array<std::optional<PathBlock>, 1> extra;
+  nn::Sequential head;
+  EMBER_MODULE(PathNet, stem, blocks, extra, head)
+  Tensor<2> forward(const Tensor<2>& x) const {
+    Tensor<2> h = stem.forward(x);
+    for (const auto& b : blocks) h = b.forward(h);
+    if (extra[0]) h = extra[0]->forward(h);
+    return head.forward(h);
+  }
+};
+PathNet path_net(const Device& d, std::size_t block3_in, std::size_t extra_in,
+                 std::size_t head2_in) {
+  auto lin = [&](std::size_t i, std::size_t o) { return nn::LinearConfig{i, o}.init(d); };
+  return PathNet{lin(8, 16),
+                 {PathBlock{lin(16, 16)}, PathBlock{lin(16, 16)}, PathBlock{lin(16, 64)},
+                  PathBlock{lin(block3_in, 16)}},
+                 {PathBlock{lin(extra_in, 16)}},
+                 nn::Sequential(lin(16, 4), nn::Relu{}, lin(head2_in, 2))};
+}
+}  // namespace
+
+TEST(NnModule, ErrorsNameTheLayersPath) {
+  const Device d = Device::cpu();
+  const auto x = Tensor<2>::zeros({4, 8}, d);
+  // blocks.3.fc expects 128 features and gets the 64 that blocks.2 gives.
+  const PathNet bad_block = path_net(d, 128, 16, 4);
+  const std::string linear_msg =
+      "nn::Linear: input of shape [4, 64] must end in d_input = 128 (weight [16, 128])";
+  EXPECT_EQ(error_of([&] { (void)nn::forward(bad_block, x); }), "blocks.3.fc: " + linear_msg);
+  EXPECT_EQ(error_of([&] { (void)bad_block(x); }), "blocks.3.fc: " + linear_msg);
+  // The error is an nn::LayerError with the path and the layer's own message apart.
+  try {
+    (void)bad_block(x);
+    ADD_FAILURE() << "no error";
+  } catch (const nn::LayerError& e) {
+    EXPECT_EQ(e.path(), "blocks.3.fc");
+    EXPECT_EQ(e.message(), linear_msg);
+    EXPECT_EQ(e.origin(), &bad_block.blocks[3].fc);
+  }
+  // Called without nn::forward, the layer's message has no path; a nested call through
+  // nn::forward names the path from there, the outer one the whole path.
+  EXPECT_EQ(error_of([&] { (void)bad_block.forward(x); }), linear_msg);
+  const auto h64 = Tensor<2>::zeros({4, 64}, d);
+  EXPECT_EQ(error_of([&] { (void)bad_block.blocks[3](h64); }), "fc: " + linear_msg);
+  // Inside a std::array of std::optional.
+  const PathNet bad_extra = path_net(d, 64, 32, 4);
+  EXPECT_EQ(error_of([&] {
+              (void)bad_extra(x);
+            }).rfind("extra.0.fc: nn::Linear: input of shape [4, 16] must end in d_input = 32", 0),
+            0u);
+  // Inside an nn::Sequential member, and a Sequential alone ("2", as PyTorch's index).
+  const PathNet bad_head = path_net(d, 64, 16, 5);
+  EXPECT_EQ(
+      error_of([&] { (void)bad_head(x); }).rfind("head.2: nn::Linear: input of shape [4, 4]", 0),
+      0u);
+  EXPECT_EQ(error_of([&] {
+              (void)bad_head.head.forward(Tensor<2>::zeros({4, 16}, d));
+            }).rfind("2: nn::Linear: input of shape [4, 4]", 0),
+            0u);
+  // A layer called on a copy of itself is not in the tree: no path, the message intact.
+  struct CopyCaller {
+    const nn::Linear& fc;
+    Tensor<2> forward(const Tensor<2>& v) const { return nn::Linear(fc).forward(v); }
+  };
+  EXPECT_EQ(error_of([&] {
+              (void)nn::forward(CopyCaller{bad_block.blocks[3].fc}, h64.narrow(1, 0, 8));
+            }).rfind("nn::Linear: input of shape [4, 8]", 0),
+            0u);
+  // A good input takes the same route and gives the forward's value.
+  const PathNet good = path_net(d, 64, 16, 4);
+  EXPECT_EQ(good(x).shape(), (Shape{4, 2}));
+}

@@ -235,6 +235,55 @@ TEST(NnParity, Conv3dAndTransposed1d) {
            true, unary<3, nn::ConvTranspose1d>());
 }
 
+TEST(NnParity, DeformConv2d) {
+  run_both<nn::DeformConv2d>(
+      "deform_conv2d",
+      nn::DeformConv2dConfig{4, 6, {3, 2}}
+          .with_stride({2, 1})
+          .with_padding({1, 1})
+          .with_dilation({1, 2})
+          .with_groups(2)
+          .init(cpu),
+      true, [](const nn::DeformConv2d& m, const std::vector<DynTensor>& in) {
+        return std::vector<DynTensor>{
+            m.forward(Tensor<4>(in[0]), Tensor<4>(in[1]), Tensor<4>(in[2])).dyn()};
+      });
+  run_both<nn::DeformConv2d>(
+      "deform_conv2d_nomask",
+      nn::DeformConv2dConfig{3, 4, {3, 3}}.with_padding({1, 1}).with_bias(false).init(cpu), true,
+      [](const nn::DeformConv2d& m, const std::vector<DynTensor>& in) {
+        return std::vector<DynTensor>{m.forward(Tensor<4>(in[0]), Tensor<4>(in[1])).dyn()};
+      });
+  const auto m = nn::DeformConv2dConfig{3, 4, {3, 3}}.init(cpu);
+  const auto x = Tensor<4>::zeros({1, 3, 5, 5}, cpu);
+  expect_error_has(
+      [&] {
+        (void)m.forward(x, Tensor<4>::zeros({1, 17, 3, 3}, cpu));
+      },
+      {"nn::DeformConv2d", "offset must be [1, 2 G 9, 3, 3]", "[1, 17, 3, 3]"});
+  expect_error_has(
+      [&] {
+        (void)m.forward(Tensor<4>::zeros({1, 2, 5, 5}, cpu), x);
+      },
+      {"nn::DeformConv2d", "has 2 channels, expected 3", "weight [4, 3, 3, 3]"});
+  expect_error_has(
+      [&] {
+        (void)m.forward(x, Tensor<4>::zeros({1, 18, 3, 3}, cpu),
+                        Tensor<4>::zeros({1, 18, 3, 3}, cpu));
+      },
+      {"nn::DeformConv2d", "mask must be [1, 9, 3, 3]"});
+  expect_error(
+      [&] {
+        (void)nn::DeformConv2dConfig{3, 4, {7, 7}}.init(cpu).forward(x, x);
+      },
+      "nn::DeformConv2d: the kernel");
+  expect_error_has(
+      [&] {
+        (void)m.forward(Tensor<4>::zeros({1, 6, 5, 5}, cpu), x);
+      },
+      {"nn::DeformConv2d", "has 6 channels, expected 3"});
+}
+
 TEST(NnParity, Pool1d) {
   run_both(
       "max_pool1d",

@@ -99,10 +99,12 @@ struct Conv {
 
   // [batch, in, *spatial] -> [batch, out, *spatial_out].
   Tensor<N + 2> forward(const Tensor<N + 2>& x) const {
-    return Tensor<N + 2>(
-        detail::conv_forward(x.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
-                             {detail::to_vec(stride), detail::to_vec(dilation), groups}, padding,
-                             detail::conv_qualified_name(N, false)));
+    return detail::at_layer(*this, [&]() -> Tensor<N + 2> {
+      return Tensor<N + 2>(
+          detail::conv_forward(x.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
+                               {detail::to_vec(stride), detail::to_vec(dilation), groups}, padding,
+                               detail::conv_qualified_name(N, false)));
+    });
   }
 };
 
@@ -154,10 +156,12 @@ struct ConvTranspose {
                      output_padding, dilation, groups)
 
   Tensor<N + 2> forward(const Tensor<N + 2>& x) const {
-    return Tensor<N + 2>(detail::conv_transpose_forward(
-        x.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
-        {detail::to_vec(stride), detail::to_vec(dilation), groups}, detail::to_vec(padding),
-        detail::to_vec(output_padding), detail::conv_qualified_name(N, true)));
+    return detail::at_layer(*this, [&]() -> Tensor<N + 2> {
+      return Tensor<N + 2>(detail::conv_transpose_forward(
+          x.dyn(), weight.val().dyn(), detail::bias_dyn(bias),
+          {detail::to_vec(stride), detail::to_vec(dilation), groups}, detail::to_vec(padding),
+          detail::to_vec(output_padding), detail::conv_qualified_name(N, true)));
+    });
   }
 };
 

@@ -26,7 +26,9 @@ struct CosineSimilarity {
   // x1, x2 of rank D (broadcastable) -> rank D - 1.
   template <std::size_t D>
   Tensor<D - 1> forward(const Tensor<D>& x1, const Tensor<D>& x2) const {
-    return Tensor<D - 1>(detail::cosine_similarity(x1.dyn(), x2.dyn(), dim, eps));
+    return detail::at_layer(*this, [&]() -> Tensor<D - 1> {
+      return Tensor<D - 1>(detail::cosine_similarity(x1.dyn(), x2.dyn(), dim, eps));
+    });
   }
 };
 
@@ -43,7 +45,9 @@ struct PairwiseDistance {
   EMBER_MODULE(PairwiseDistance, p, eps)
   // x1, x2 [N, d] -> [N].
   Tensor<1> forward(const Tensor<2>& x1, const Tensor<2>& x2) const {
-    return Tensor<1>(detail::pairwise_distance(x1.dyn(), x2.dyn(), p, eps, false));
+    return detail::at_layer(*this, [&]() -> Tensor<1> {
+      return Tensor<1>(detail::pairwise_distance(x1.dyn(), x2.dyn(), p, eps, false));
+    });
   }
 };
 

@@ -20,7 +20,8 @@ struct Dropout {
   EMBER_MODULE(Dropout, prob)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return Tensor<D>(detail::dropout_forward(x.dyn(), prob));
+    return detail::at_layer(
+        *this, [&]() -> Tensor<D> { return Tensor<D>(detail::dropout_forward(x.dyn(), prob)); });
   }
 };
 
@@ -37,7 +38,9 @@ struct GaussianNoise {
   EMBER_MODULE(GaussianNoise, std)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return Tensor<D>(detail::gaussian_noise_forward(x.dyn(), std));
+    return detail::at_layer(*this, [&]() -> Tensor<D> {
+      return Tensor<D>(detail::gaussian_noise_forward(x.dyn(), std));
+    });
   }
 };
 

@@ -26,7 +26,9 @@ struct Embedding {
   // ember::Error.
   template <std::size_t D>
   Tensor<D + 1> forward(const Tensor<D, Int>& ids) const {
-    return Tensor<D + 1>(detail::embedding_forward(weight.val().dyn(), ids.dyn(), padding_idx));
+    return detail::at_layer(*this, [&]() -> Tensor<D + 1> {
+      return Tensor<D + 1>(detail::embedding_forward(weight.val().dyn(), ids.dyn(), padding_idx));
+    });
   }
   std::size_t num_embeddings() const { return weight.shape()[0]; }
   std::size_t embedding_dim() const { return weight.shape()[1]; }

@@ -31,10 +31,13 @@ struct Interpolate {
   EMBER_MODULE(Interpolate, config)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    static_assert(D >= 3 && D <= 5, "Interpolate takes [N, C, *spatial] with 1 to 3 spatial dims");
-    return Tensor<D>(module_ops::interpolate(
-        x.dyn(), {config.size, config.scale_factor,
-                  module_ops::interpolate_mode(config.mode, D - 2), config.align_corners}));
+    return detail::at_layer(*this, [&]() -> Tensor<D> {
+      static_assert(D >= 3 && D <= 5,
+                    "Interpolate takes [N, C, *spatial] with 1 to 3 spatial dims");
+      return Tensor<D>(module_ops::interpolate(
+          x.dyn(), {config.size, config.scale_factor,
+                    module_ops::interpolate_mode(config.mode, D - 2), config.align_corners}));
+    });
   }
 };
 

@@ -44,9 +44,12 @@ struct Linear {
   // Any rank: x [..., d_input] -> [..., d_output].
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    DynTensor y = detail::linear(x.dyn(), weight.val().dyn(), detail::dyn_of(bias), "nn::Linear");
-    if (lora) y = ops::binary(ir::BinaryFn::Add, std::move(y), detail::lora_delta(x.dyn(), *lora));
-    return Tensor<D>(std::move(y));
+    return detail::at_layer(*this, [&]() -> Tensor<D> {
+      DynTensor y = detail::linear(x.dyn(), weight.val().dyn(), detail::dyn_of(bias), "nn::Linear");
+      if (lora)
+        y = ops::binary(ir::BinaryFn::Add, std::move(y), detail::lora_delta(x.dyn(), *lora));
+      return Tensor<D>(std::move(y));
+    });
   }
   std::size_t d_input() const { return weight.shape()[1]; }
   std::size_t d_output() const { return weight.shape()[0]; }

@@ -25,9 +25,11 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
+#include "ember/base/error.hpp"
 #include "ember/nn/preprocessor.hpp"
 #include "ember/tensor/gradients.hpp"
 #include "ember/tensor/tensor.hpp"
@@ -375,7 +377,134 @@ void for_each_of_type(std::string& path, X& x, F& f) {
   }
 }
 
+// Note [Layer paths in errors]
+// A layer's bad-input error should say where in the model the layer is ("blocks.3.fc:
+// nn::Linear: ..."), but a layer does not know its path and the success path must not pay
+// for one. So two steps, both only on the error path (zero-cost exceptions):
+//  - at_layer(self, body) runs a layer's forward; an ember::Error leaving it becomes a
+//    LayerError carrying the layer's address and type (the origin). An error already a
+//    LayerError passes unchanged, so the innermost layer is the origin. ember's layers and
+//    every layer of an nn::Sequential run their forward under it.
+//  - nn::forward(model, args...) (also model(args...), which EMBER_MODULE adds) runs
+//    model.forward; a LayerError leaving it is rethrown with the origin's path, found by
+//    walking the model's tree for the node at that address of that type (a struct and its
+//    first member share an address; the type tells them apart). A user's own forward that
+//    calls fc1.forward(x) needs nothing: the origin is &fc1, and the walk from the model
+//    the user called finds "fc1" (or "blocks.3.fc"). An inner nn::forward gives a partial
+//    path; an outer one replaces it with the full one. A layer called on a copy of itself
+//    is not in the tree: its error keeps the layer's name and shapes, without a path.
+struct NodeRef {
+  const void* address;
+  const std::type_info* type;
+};
+
+// Finds the node `target` under x; on success `out` is its path (from x's path).
+template <class T>
+bool find_node(std::string& path, const T& x, const NodeRef& target, std::string& out) {
+  if constexpr (HasFields<T> || HasHooks<T>) {
+    if (static_cast<const void*>(&x) == target.address && typeid(T) == *target.type) {
+      out = path;
+      return true;
+    }
+  }
+  if constexpr (HasHooks<T>) {
+    if constexpr (requires { x.ember_find(path, target, out); }) {
+      return x.ember_find(path, target, out);
+    }
+    return false;
+  } else if constexpr (HasFields<T>) {
+    bool found = false;
+    x.ember_fields([&](const char* name, const auto& field) {
+      if constexpr (holds_tensors<std::remove_cvref_t<decltype(field)>>()) {
+        if (found) return;
+        PathScope scope(path, name);
+        found = find_node(path, field, target, out);
+      }
+    });
+    return found;
+  } else if constexpr (is_vector_or_array<T>::value) {
+    std::size_t i = 0;
+    for (const auto& e : x) {
+      PathScope scope(path, std::to_string(i++));
+      if (find_node(path, e, target, out)) return true;
+    }
+    return false;
+  } else if constexpr (is_optional<T>::value) {
+    return x && find_node(path, *x, target, out);
+  } else {
+    return false;
+  }
+}
+
 }  // namespace detail
+
+// A bad-input error raised inside a layer's forward (Note [Layer paths in errors]):
+// what() is "path: message" once a model has located the layer, else the message.
+class LayerError : public Error {
+ public:
+  LayerError(const std::string& message, detail::NodeRef origin, std::string path = {})
+      : Error(path.empty() ? message : path + ": " + message),
+        message_(message),
+        path_(std::move(path)),
+        origin_(origin) {}
+  const std::string& message() const { return message_; }  // without the path
+  const std::string& path() const { return path_; }        // "" when not located
+  const void* origin() const { return origin_.address; }
+  const std::type_info& origin_type() const { return *origin_.type; }
+  detail::NodeRef origin_ref() const { return origin_; }
+
+ private:
+  std::string message_, path_;
+  detail::NodeRef origin_;
+};
+
+namespace detail {
+// Inside a catch block: rethrows the current exception, an ember::Error as a LayerError
+// from `origin` (a LayerError as it is).
+[[noreturn]] void rethrow_from(NodeRef origin);
+// Inside a catch block for a LayerError: rethrows it with its origin's path under root
+// (unchanged when the origin is root itself or not under it).
+template <class M>
+[[noreturn]] void rethrow_located(const M& root, const LayerError& e) {
+#if EMBER_HAS_EXCEPTIONS
+  std::string path, out;
+  if (find_node(path, root, e.origin_ref(), out) && !out.empty())
+    throw LayerError(e.message(), e.origin_ref(), std::move(out));
+  throw;
+#else
+  static_cast<void>(root);
+  fail(e.what());
+#endif
+}
+// Runs a layer's forward body (Note [Layer paths in errors]).
+template <class Self, class F>
+decltype(auto) at_layer(const Self& self, F&& body) {
+#if EMBER_HAS_EXCEPTIONS
+  try {
+    return body();
+  } catch (const Error&) {
+    rethrow_from({static_cast<const void*>(&self), &typeid(Self)});
+  }
+#else
+  static_cast<void>(self);
+  return body();
+#endif
+}
+}  // namespace detail
+
+// m.forward(args...), with a layer's error located in m: "blocks.3.fc: nn::Linear: ...".
+template <class M, class... A>
+decltype(auto) forward(const M& m, A&&... args) {
+#if EMBER_HAS_EXCEPTIONS
+  try {
+    return m.forward(std::forward<A>(args)...);
+  } catch (const LayerError& e) {
+    detail::rethrow_located(m, e);
+  }
+#else
+  return m.forward(std::forward<A>(args)...);
+#endif
+}
 
 // A type visit and map walk: an EMBER_MODULE struct or a type with the hooks.
 template <class M>
@@ -498,6 +627,15 @@ std::string summary(const M& m) {
   [[nodiscard]] Type unfreeze() const& { return ::ember::nn::unfreeze(*this); }       \
   [[nodiscard]] Type unfreeze()&& { return ::ember::nn::unfreeze(std::move(*this)); } \
   std::string summary() const { return ::ember::nn::summary(*this); }                 \
+  /* forward(args...) with errors naming the layer's path (nn::forward) */            \
+  template <class... EmberA, class EmberSelf = Type>                                  \
+  requires requires(const EmberSelf& ember_m, EmberA&&... ember_a) {                  \
+    ember_m.forward(std::forward<EmberA>(ember_a)...);                                \
+  }                                                                                   \
+  decltype(auto) operator()(EmberA&&... ember_a) const {                              \
+    return ::ember::nn::forward(static_cast<const EmberSelf&>(*this),                 \
+                                std::forward<EmberA>(ember_a)...);                    \
+  }                                                                                   \
   friend std::ostream& operator<<(std::ostream& os, const Type& m) {                  \
     return ::ember::nn::detail::write_summary(os, ::ember::nn::summary(m));           \
   }

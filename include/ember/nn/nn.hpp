@@ -5,6 +5,7 @@
 #include "ember/nn/attention.hpp"
 #include "ember/nn/config.hpp"
 #include "ember/nn/conv.hpp"
+#include "ember/nn/deform_conv.hpp"
 #include "ember/nn/distance.hpp"
 #include "ember/nn/dropout.hpp"
 #include "ember/nn/embedding.hpp"

@@ -19,7 +19,9 @@ struct PixelShuffle {
   EMBER_MODULE(PixelShuffle, upscale_factor)
   template <class K>
   Tensor<4, K> forward(const Tensor<4, K>& x) const {
-    return Tensor<4, K>(detail::pixel_shuffle(x.dyn(), upscale_factor));
+    return detail::at_layer(*this, [&]() -> Tensor<4, K> {
+      return Tensor<4, K>(detail::pixel_shuffle(x.dyn(), upscale_factor));
+    });
   }
 };
 
@@ -28,7 +30,9 @@ struct PixelUnshuffle {
   EMBER_MODULE(PixelUnshuffle, downscale_factor)
   template <class K>
   Tensor<4, K> forward(const Tensor<4, K>& x) const {
-    return Tensor<4, K>(detail::pixel_unshuffle(x.dyn(), downscale_factor));
+    return detail::at_layer(*this, [&]() -> Tensor<4, K> {
+      return Tensor<4, K>(detail::pixel_unshuffle(x.dyn(), downscale_factor));
+    });
   }
 };
 

@@ -72,10 +72,12 @@ struct MaxPool {
   EMBER_MODULE_NAMED(MaxPool, detail::pool_name<N>("MaxPool1d", "MaxPool2d", "MaxPool3d"), config)
   template <class K>
   Tensor<N + 2, K> forward(const Tensor<N + 2, K>& x) const {
-    return Tensor<N + 2, K>(detail::max_pool_forward(
-        x.dyn(), detail::to_vec(config.kernel_size), detail::opt_vec(config.stride),
-        detail::to_vec(config.padding), detail::to_vec(config.dilation), config.ceil_mode,
-        detail::pool_name<N>("nn::MaxPool1d", "nn::MaxPool2d", "nn::MaxPool3d")));
+    return detail::at_layer(*this, [&]() -> Tensor<N + 2, K> {
+      return Tensor<N + 2, K>(detail::max_pool_forward(
+          x.dyn(), detail::to_vec(config.kernel_size), detail::opt_vec(config.stride),
+          detail::to_vec(config.padding), detail::to_vec(config.dilation), config.ceil_mode,
+          detail::pool_name<N>("nn::MaxPool1d", "nn::MaxPool2d", "nn::MaxPool3d")));
+    });
   }
 };
 
@@ -97,11 +99,13 @@ struct AvgPool {
   AvgPoolConfig<N> config;
   EMBER_MODULE_NAMED(AvgPool, detail::pool_name<N>("AvgPool1d", "AvgPool2d", "AvgPool3d"), config)
   Tensor<N + 2> forward(const Tensor<N + 2>& x) const {
-    return Tensor<N + 2>(detail::avg_pool_forward(
-        x.dyn(), detail::to_vec(config.kernel_size), detail::opt_vec(config.stride),
-        detail::to_vec(config.padding), config.count_include_pad, config.ceil_mode,
-        config.divisor_override,
-        detail::pool_name<N>("nn::AvgPool1d", "nn::AvgPool2d", "nn::AvgPool3d")));
+    return detail::at_layer(*this, [&]() -> Tensor<N + 2> {
+      return Tensor<N + 2>(detail::avg_pool_forward(
+          x.dyn(), detail::to_vec(config.kernel_size), detail::opt_vec(config.stride),
+          detail::to_vec(config.padding), config.count_include_pad, config.ceil_mode,
+          config.divisor_override,
+          detail::pool_name<N>("nn::AvgPool1d", "nn::AvgPool2d", "nn::AvgPool3d")));
+    });
   }
 };
 
@@ -121,10 +125,12 @@ struct AdaptiveAvgPool {
                                           "AdaptiveAvgPool3d"),
                      config)
   Tensor<N + 2> forward(const Tensor<N + 2>& x) const {
-    return Tensor<N + 2>(detail::adaptive_avg_pool_forward(
-        x.dyn(), detail::to_vec(config.output_size),
-        detail::pool_name<N>("nn::AdaptiveAvgPool1d", "nn::AdaptiveAvgPool2d",
-                             "nn::AdaptiveAvgPool3d")));
+    return detail::at_layer(*this, [&]() -> Tensor<N + 2> {
+      return Tensor<N + 2>(detail::adaptive_avg_pool_forward(
+          x.dyn(), detail::to_vec(config.output_size),
+          detail::pool_name<N>("nn::AdaptiveAvgPool1d", "nn::AdaptiveAvgPool2d",
+                               "nn::AdaptiveAvgPool3d")));
+    });
   }
 };
 
@@ -146,10 +152,12 @@ struct AdaptiveMaxPool {
                      config)
   template <class K>
   Tensor<N + 2, K> forward(const Tensor<N + 2, K>& x) const {
-    return Tensor<N + 2, K>(detail::adaptive_max_pool_forward(
-        x.dyn(), detail::to_vec(config.output_size),
-        detail::pool_name<N>("nn::AdaptiveMaxPool1d", "nn::AdaptiveMaxPool2d",
-                             "nn::AdaptiveMaxPool3d")));
+    return detail::at_layer(*this, [&]() -> Tensor<N + 2, K> {
+      return Tensor<N + 2, K>(detail::adaptive_max_pool_forward(
+          x.dyn(), detail::to_vec(config.output_size),
+          detail::pool_name<N>("nn::AdaptiveMaxPool1d", "nn::AdaptiveMaxPool2d",
+                               "nn::AdaptiveMaxPool3d")));
+    });
   }
 };
 

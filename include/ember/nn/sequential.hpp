@@ -100,6 +100,7 @@ class Sequential {
   void ember_visit(const std::string& path, const VisitFn& f) const;
   void ember_map(const std::string& path, const MapFn& f);
   void ember_summarize(const std::string& path, SummaryBuilder& b) const;
+  bool ember_find(std::string& path, const detail::NodeRef& target, std::string& out) const;
   EMBER_MODULE_API(Sequential)
 
  private:
@@ -110,6 +111,7 @@ class Sequential {
     virtual void visit(std::string& path, const VisitFn& f) const = 0;
     virtual void map(std::string& path, const MapFn& f) = 0;
     virtual void summarize(std::string& path, SummaryBuilder& b) const = 0;
+    virtual bool find(std::string& path, const detail::NodeRef& target, std::string& out) const = 0;
   };
   template <class L>
   struct Holder final : Layer {
@@ -120,11 +122,23 @@ class Sequential {
     }
     std::unique_ptr<Layer> clone() const override { return std::make_unique<Holder>(layer); }
     DynTensor forward(DynTensor x, std::size_t index) const override {
-      if constexpr (requires { layer.forward_dyn(std::move(x)); }) {
-        return layer.forward_dyn(std::move(x));
-      } else {
-        return detail::forward_by_rank(layer, std::move(x), type_name(), index);
+      return detail::at_layer(layer, [&] {
+        if constexpr (requires { layer.forward_dyn(std::move(x)); }) {
+          return layer.forward_dyn(std::move(x));
+        } else {
+          return detail::forward_by_rank(layer, std::move(x), type_name(), index);
+        }
+      });
+    }
+    bool find(std::string& path, const detail::NodeRef& target, std::string& out) const override {
+      if (static_cast<const void*>(&layer) == target.address && typeid(L) == *target.type) {
+        out = path;
+        return true;
       }
+      if constexpr (detail::HasFields<L> || detail::HasHooks<L>) {
+        return detail::find_node(path, layer, target, out);
+      }
+      return false;
     }
     void visit(std::string& path, const VisitFn& f) const override {
       detail::visit_node(path, layer, f);

@@ -115,7 +115,9 @@ struct PositionWiseFeedForward {
   EMBER_MODULE(PositionWiseFeedForward, linear_inner, linear_outer, dropout)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return linear_outer.forward(dropout.forward(activation::gelu(linear_inner.forward(x))));
+    return detail::at_layer(*this, [&]() -> Tensor<D> {
+      return linear_outer.forward(dropout.forward(activation::gelu(linear_inner.forward(x))));
+    });
   }
 };
 
@@ -134,7 +136,9 @@ struct SwiGlu {
   EMBER_MODULE(SwiGlu, linear_inner, linear_outer)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return activation::silu(linear_inner.forward(x)) * linear_outer.forward(x);
+    return detail::at_layer(*this, [&]() -> Tensor<D> {
+      return activation::silu(linear_inner.forward(x)) * linear_outer.forward(x);
+    });
   }
 };
 
@@ -174,7 +178,7 @@ struct RotaryEncoding {
   // x [..., seq, d_model] (rank 2 to 5) -> the same shape.
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x, std::size_t start = 0) const {
-    return Tensor<D>(apply(x.dyn(), start));
+    return detail::at_layer(*this, [&]() -> Tensor<D> { return Tensor<D>(apply(x.dyn(), start)); });
   }
   DynTensor apply(const DynTensor& x, std::size_t start) const;
 };

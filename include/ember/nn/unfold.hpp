@@ -12,7 +12,9 @@ struct Unfold {
   module_ops::Size2 kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
   EMBER_MODULE(Unfold, kernel, stride, padding, dilation)
   Tensor<3> forward(const Tensor<4>& x) const {
-    return module_ops::unfold(x, kernel, {stride, padding, dilation});
+    return detail::at_layer(*this, [&]() -> Tensor<3> {
+      return module_ops::unfold(x, kernel, {stride, padding, dilation});
+    });
   }
 };
 
@@ -27,7 +29,9 @@ struct Fold {
   module_ops::Size2 output_size{1, 1}, kernel{1, 1}, stride{1, 1}, padding{0, 0}, dilation{1, 1};
   EMBER_MODULE(Fold, output_size, kernel, stride, padding, dilation)
   Tensor<4> forward(const Tensor<3>& x) const {
-    return module_ops::fold(x, output_size, kernel, {stride, padding, dilation});
+    return detail::at_layer(*this, [&]() -> Tensor<4> {
+      return module_ops::fold(x, output_size, kernel, {stride, padding, dilation});
+    });
   }
 };
 
