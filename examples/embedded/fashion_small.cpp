@@ -147,10 +147,10 @@ int train(const Options& o) {
       const double lr = o.lr * (1.0 - 0.9 * double(step++) / double(steps));
       net = opt.step(lr, std::move(net), std::move(gp));
     }
-    std::printf("fashion_small: epoch %zu: mean loss %.4f\n", epoch + 1, loss_sum / double(batches));
+    std::printf("fashion_small: epoch %zu: mean loss %.4f\n", epoch + 1,
+                loss_sum / double(batches));
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const fashion_small::Cnn trained = net.valid();
   const double acc = test_accuracy(trained, *test_set, dev);
   char acc_text[32];
@@ -162,9 +162,10 @@ int train(const Options& o) {
                  {"epochs", std::to_string(o.epochs)},
                  {"seed", std::to_string(o.seed)}};
   record::save(trained, o.out, so);
-  std::printf("fashion_small: %zu parameters, trained in %.1f s, test accuracy %.2f%% (10000 "
-              "images); saved %s\n",
-              nn::num_params(trained), secs, 100.0 * acc, o.out.c_str());
+  std::printf(
+      "fashion_small: %zu parameters, trained in %.1f s, test accuracy %.2f%% (10000 "
+      "images); saved %s\n",
+      nn::num_params(trained), secs, 100.0 * acc, o.out.c_str());
   return 0;
 }
 
@@ -201,17 +202,16 @@ void write_inputs(const std::string& path, const std::vector<std::uint8_t>& pixe
 // The float tensors the plain-loop firmware reads, in its order, as raw f32.
 void write_weights(const std::string& model, const std::string& path) {
   static const char* const kOrder[] = {
-      "conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "bn1.running_mean",
-      "bn1.running_var", "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias",
-      "bn2.running_mean", "bn2.running_var", "fc1.weight", "fc1.bias", "fc2.weight",
-      "fc2.bias"};
+      "conv1.weight", "conv1.bias", "bn1.weight", "bn1.bias", "bn1.running_mean", "bn1.running_var",
+      "conv2.weight", "conv2.bias", "bn2.weight", "bn2.bias", "bn2.running_mean", "bn2.running_var",
+      "fc1.weight",   "fc1.bias",   "fc2.weight", "fc2.bias"};
   const auto tensors = record::load_tensors(model, Device::cpu());
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   for (const char* key : kOrder) {
     const auto it = std::find_if(tensors.begin(), tensors.end(),
                                  [&](const record::NamedTensor& t) { return t.key == key; });
-    EMBER_CHECK(it != tensors.end(), "fashion_small export: the model has no '" +
-                                         std::string(key) + "'");
+    EMBER_CHECK(it != tensors.end(),
+                "fashion_small export: the model has no '" + std::string(key) + "'");
     const auto v = it->tensor.to_data().convert(DType::F32).to_vector<float>();
     f.write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * sizeof(float)));
   }

@@ -2,7 +2,6 @@
 // has the files; an embedded build has no filesystem and leaves it out).
 #include "ember/nn/config.hpp"
 
-
 namespace ember::nn::detail {
 
 void bad_config_value(const std::string& key, const char* what, const Json& j) {

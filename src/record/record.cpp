@@ -149,8 +149,9 @@ LoadReport Loader::plan(const std::vector<ModuleTensor>& module, bool strict) {
   }
 #else
   // std::regex reports a bad pattern only by throwing: not in an embedded build.
-  EMBER_CHECK(o.remap.empty(), "record::load: LoadOptions::remap is not part of an embedded "
-                               "build (std::regex needs exceptions); rename the keys on the host");
+  EMBER_CHECK(o.remap.empty(),
+              "record::load: LoadOptions::remap is not part of an embedded "
+              "build (std::regex needs exceptions); rename the keys on the host");
 #endif
   std::unordered_map<std::string, std::size_t> by_key;
   std::vector<std::string> keys(info.tensors.size());

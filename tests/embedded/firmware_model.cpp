@@ -92,7 +92,8 @@ bool parse_inputs(std::span<const std::byte> b, Inputs& in) {
   in.width = u32_at(b.data() + 12);
   in.classes = u32_at(b.data() + 16);
   const std::size_t px = std::size_t(in.count) * in.height * in.width;
-  const std::size_t need = 20 + pad4(px) + pad4(in.count) + 4 * in.count + 4 * in.count * in.classes;
+  const std::size_t need =
+      20 + pad4(px) + pad4(in.count) + 4 * in.count + 4 * in.count * in.classes;
   if (in.count == 0 || in.count > 64 || in.height != fashion_small::kHeight ||
       in.width != fashion_small::kWidth || in.classes != fashion_small::kClasses ||
       b.size() != need)
@@ -147,11 +148,12 @@ int main() {
     const unsigned long long t_load = board::ticks() - t0;
     const MemoryStats after_load = memory_stats(dev);
     const auto acc = info.metadata.find("test_accuracy");
-    std::printf("# loaded %u tensors, %u parameters (test accuracy %s on the host) in %llu "
-                "instructions; the arena holds %u bytes of parameters\n",
-                unsigned(info.tensors.size()), unsigned(net.num_params()),
-                acc == info.metadata.end() ? "?" : acc->second.c_str(), t_load,
-                unsigned(after_load.in_use));
+    std::printf(
+        "# loaded %u tensors, %u parameters (test accuracy %s on the host) in %llu "
+        "instructions; the arena holds %u bytes of parameters\n",
+        unsigned(info.tensors.size()), unsigned(net.num_params()),
+        acc == info.metadata.end() ? "?" : acc->second.c_str(), t_load,
+        unsigned(after_load.in_use));
     report("config_from_metadata", config.channels_1 == 8 && config.hidden == 32);
 
     std::vector<unsigned long long> per_image;
@@ -184,9 +186,10 @@ int main() {
   // Bad input, each through the fail handler with what was wrong.
   const Device heap = Device::cpu();
   const auto config = fashion_small::CnnConfig::from_json(record::inspect(model).config);
-  expect_fail("truncated_record",
-              [&] { (void)record::load(config.init(heap), model.first(model.size() - 1000), heap); },
-              {"truncated", "do not tile"});
+  expect_fail(
+      "truncated_record",
+      [&] { (void)record::load(config.init(heap), model.first(model.size() - 1000), heap); },
+      {"truncated", "do not tile"});
   expect_fail("truncated_preamble", [&] { (void)record::inspect(model.first(100)); },
               {"truncated", "100 bytes"});
   std::vector<std::byte> corrupt(model.begin(), model.end());
@@ -198,7 +201,9 @@ int main() {
               {"does not match the module", "fc1.weight", "[48, 784]", "[32, 784]"});
   const fashion_small::Cnn net = record::load(config.init(heap), model, heap);
   expect_fail("input_shape",
-              [&] { (void)net.forward(Tensor<4>::zeros(Shape{1, 3, 28, 28}, heap)); },
+              [&] {
+                (void)net.forward(Tensor<4>::zeros(Shape{1, 3, 28, 28}, heap));
+              },
               {"Conv2d", "[1, 3, 28, 28]", "3 channels"});
   return firmware::summary();
 }

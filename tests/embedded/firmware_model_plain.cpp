@@ -3,11 +3,13 @@
 // baseline of the framework's cost in flash and in instructions (docs/embedded.md, Sizes).
 // It checks its predictions against the host's too, so the baseline is known to compute the
 // same thing. The exit code is the number of failed cases.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "board.hpp"
 #include "check.hpp"
@@ -94,9 +96,11 @@ std::uint32_t u32_at(const unsigned char* p) {
 int main() {
   using ember::firmware::report;
   // The weights, in write_weights' order.
-  const int sizes[] = {kC1 * 9,       kC1,     kC1,         kC1,    kC1,     kC1,
-                       kC2 * kC1 * 9, kC2,     kC2,         kC2,    kC2,     kC2,
-                       kHidden * kC2 * 49,     kHidden,     kClasses * kHidden, kClasses};
+  const int conv1 = kC1 * 9, conv2 = kC2 * kC1 * 9, fc1 = kHidden * kC2 * 49;
+  const int sizes[] = {conv1,   kC1,   kC1, kC1,     kC1,
+                       kC1,     conv2, kC2, kC2,     kC2,
+                       kC2,     kC2,   fc1, kHidden, kClasses * kHidden,
+                       kClasses};
   const float* ptrs[16];
   std::size_t total = 0;
   for (int i = 0; i < 16; ++i) {
@@ -137,9 +141,7 @@ int main() {
     std::printf("image %u: predicted %d (host %d), %llu instructions\n", unsigned(i), best,
                 int(host[i]), ticks.back());
   }
-  for (std::size_t i = 1; i < ticks.size(); ++i) {  // insertion sort: no <algorithm> needed
-    for (std::size_t j = i; j > 0 && ticks[j] < ticks[j - 1]; --j) std::swap(ticks[j], ticks[j - 1]);
-  }
+  std::sort(ticks.begin(), ticks.end());
   median_ticks = ticks[ticks.size() / 2];
   std::printf("# plain loops: instructions per inference (QEMU -icount): median %llu\n",
               median_ticks);

@@ -204,7 +204,7 @@ void read_value(const Json& j, T& out, const std::string& key) {
       bad_config_value(key, e.what(), j);
     }
 #else
-    out = j.get<T>();  // Note [JSON without exceptions]
+    out = j.get<T>();     // Note [JSON without exceptions]
 #endif
   }
 }
