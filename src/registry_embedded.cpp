@@ -1,7 +1,9 @@
 // The registry file of an embedded build (EMBER_EMBEDDED; compiled in place of
-// src/registry.cpp, see docs/embedded.md): the Cpu backend alone. The decorators and the
-// other backends are not part of such a build and are registered as unavailable with why.
+// src/registry.cpp, see docs/embedded.md): the Cpu backend and the autodiff decorator. The
+// fusion decorator and the other backends are not part of such a build; the backends are
+// registered as unavailable with why.
 #include "cpu/cpu_backend.hpp"
+#include "ember/autodiff/autodiff.hpp"
 #include "ember/backend/registry.hpp"
 
 namespace ember::backend {
@@ -12,6 +14,12 @@ void register_builtin_backends(Registry& registry) {
   cpu_info.fallback = true;
   registry.add_backend(
       "cpu", [](int) { return cpu::make_cpu_backend(); }, cpu_info);
+  registry.add_decorator("autodiff", [](std::shared_ptr<Backend> inner) {
+    return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::None);
+  });
+  registry.add_decorator("autodiff_balanced", [](std::shared_ptr<Backend> inner) {
+    return autodiff::make_autodiff_backend(std::move(inner), Checkpointing::Balanced);
+  });
   const char* why = "not part of an embedded build (EMBER_EMBEDDED: the Cpu backend only)";
   for (const char* name : {"cuda", "vulkan", "libtorch_cuda"}) registry.add_unavailable(name, why);
   registry.add_unavailable("libtorch", why, /*indexed=*/false);

@@ -8,8 +8,9 @@ namespace ember::board {
 // Flushes stdout and ends the run with `code` as QEMU's exit status.
 [[noreturn]] void exit(int code);
 
-// Ticks of the target's clock so far (semihosting's SYS_ELAPSED); with QEMU's -icount
-// shift=0 a tick is one instruction, so counts repeat run to run. 0 where unavailable.
+// Instructions executed so far, to 40: SysTick counts the core's 25 MHz clock in QEMU's
+// virtual time, which under -icount shift=0 advances one nanosecond an instruction, so the
+// count repeats run to run (semihosting's SYS_ELAPSED would count the host's time instead).
 unsigned long long ticks();
 
 }  // namespace ember::board

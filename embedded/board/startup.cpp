@@ -34,7 +34,7 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t bytes) {
 
 namespace {
 
-constexpr std::uint32_t kSysExitExtended = 0x20, kSysElapsed = 0x30;
+constexpr std::uint32_t kSysExitExtended = 0x20;
 constexpr std::uint32_t kAdpStoppedApplicationExit = 0x20026;
 
 std::uint32_t semihost(std::uint32_t op, void* arg) {
@@ -42,6 +42,24 @@ std::uint32_t semihost(std::uint32_t op, void* arg) {
   register void* r1 asm("r1") = arg;
   asm volatile("bkpt 0xab" : "+r"(r0) : "r"(r1) : "memory");
   return r0;
+}
+
+// SysTick (the Cortex-M core's 24-bit down-counter) on the processor clock, counting down
+// from 2^24 - 1 and raising its exception at each wrap, which ticks() adds up.
+struct SysTickRegs {
+  volatile std::uint32_t ctrl, load, val, calib;
+};
+SysTickRegs& systick() { return *reinterpret_cast<SysTickRegs*>(0xE000E010); }
+constexpr std::uint32_t kSysTickReload = 0xFFFFFF;
+volatile std::uint32_t g_systick_wraps = 0;
+// QEMU's mps2 boards clock the core at 25 MHz; under -icount shift=0 one instruction is one
+// nanosecond of virtual time, so one clock tick is 40 instructions.
+constexpr unsigned long long kInstructionsPerTick = 1'000'000'000ull / 25'000'000ull;
+
+void start_systick() {
+  systick().load = kSysTickReload;
+  systick().val = 0;
+  systick().ctrl = 0x7;  // enable, exception at wrap, processor clock
 }
 
 [[noreturn]] void fault(const char* what) {
@@ -59,6 +77,7 @@ extern "C" [[noreturn]] void Reset_Handler() {
   std::memset(&__bss_start__, 0,
               reinterpret_cast<char*>(&__bss_end__) - reinterpret_cast<char*>(&__bss_start__));
   initialise_monitor_handles();
+  start_systick();
   __libc_init_array();
   ember::board::exit(application_main());
 }
@@ -69,6 +88,7 @@ extern "C" void MemManage_Handler() { fault("memory management fault"); }
 extern "C" void BusFault_Handler() { fault("bus fault"); }
 extern "C" void UsageFault_Handler() { fault("usage fault"); }
 extern "C" void Default_Handler() { fault("unexpected interrupt"); }
+extern "C" void SysTick_Handler() { g_systick_wraps = g_systick_wraps + 1; }
 
 using Handler = void (*)();
 }  // namespace
@@ -90,7 +110,7 @@ extern "C" __attribute__((section(".isr_vector"), used)) const Handler g_vectors
     Default_Handler,  // DebugMonitor
     nullptr,
     Default_Handler,  // PendSV
-    Default_Handler,  // SysTick
+    SysTick_Handler,
 };
 
 namespace ember::board {
@@ -105,9 +125,16 @@ void exit(int code) {
 }
 
 unsigned long long ticks() {
-  std::uint32_t t[2] = {0, 0};
-  if (semihost(kSysElapsed, t) != 0) return 0;
-  return (static_cast<unsigned long long>(t[1]) << 32) | t[0];
+  // Wraps, count, wraps again: a wrap between the reads (its exception taken) reads again.
+  for (;;) {
+    const std::uint32_t wraps = g_systick_wraps;
+    const std::uint32_t val = systick().val;
+    if (wraps == g_systick_wraps) {
+      const unsigned long long elapsed =
+          (static_cast<unsigned long long>(wraps) << 24) + (kSysTickReload - val);
+      return elapsed * kInstructionsPerTick;
+    }
+  }
 }
 
 }  // namespace ember::board

@@ -28,7 +28,7 @@ namespace ember::autodiff {
 using backend::Checkpointing;
 
 std::uint64_t next_node_id() {
-  static std::atomic<std::uint64_t> counter{1};
+  static Atomic<std::uint64_t> counter{1};
   return counter.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -87,7 +87,7 @@ class BackwardPass final : public Engine {
               [](const auto& a, const auto& b) { return a->id > b->id; });
 
     backend::GradientsStore out;
-    try {
+    const auto run = [&] {
       grads_[root->id] = h::full(inner_, root->shape, 1.0, root->dtype);
       for (const auto& n : order) {
         auto g = grads_.extract(n->id);
@@ -107,6 +107,10 @@ class BackwardPass final : public Engine {
         n->outputs.clear();
         recomputed_.erase(n->id);
       }
+    };
+#if EMBER_HAS_EXCEPTIONS
+    try {
+      run();
     } catch (...) {
       // A rule failed: the nodes not yet freed are given back as they were.
       for (const auto& n : order) {
@@ -116,6 +120,9 @@ class BackwardPass final : public Engine {
       }
       throw;
     }
+#else
+    run();  // a failure reaches the fail handler, which does not return
+#endif
     // Parents last: dropping them may free long chains of nodes.
     for (const auto& n : order) {
       if (!n->leaf) n->parents.clear();
@@ -295,11 +302,11 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
     return std::make_shared<AdTensor>(this, std::move(inner), nullptr);
   }
   AdTensor& unwrap(const ir::Handle& h) const {
-    auto* t = dynamic_cast<AdTensor*>(h.get());
-    EMBER_CHECK(t != nullptr && t->owner() == this,
+    // Only this decorator's tensors name it as theirs (no RTTI needed: embedded builds).
+    EMBER_CHECK(h != nullptr && h->decorator() == this,
                 "autodiff: a tensor of another device was given to " + name() +
                     " (move it with to_device, or use inner()/from_inner())");
-    return *t;
+    return static_cast<AdTensor&>(*h);
   }
 
   // Builds the node of op (whose operands are inner handles) keeping what the rule and

@@ -10,7 +10,6 @@
 // order without a separate pass.
 #pragma once
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,6 +17,7 @@
 
 #include "ember/backend/autodiff_interface.hpp"
 #include "ember/backend/backend.hpp"
+#include "ember/base/config.hpp"  // ember::Atomic
 
 namespace ember::autodiff {
 
@@ -71,8 +71,8 @@ struct Node {
   // so consumed) makes the pass release its claims and throw ember::Error. Leaves are
   // only read in backward and are never claimed, so graphs sharing only leaves run
   // concurrently.
-  std::atomic<bool> claimed{false};
-  std::atomic<bool> consumed{false};  // a backward pass freed it
+  Atomic<bool> claimed{false};
+  Atomic<bool> consumed{false};  // a backward pass freed it
   const Rule* rule = nullptr;
   std::vector<std::shared_ptr<Node>> parents;  // per operand slot; null: not tracked
   std::vector<Shape> in_shapes;
@@ -96,6 +96,7 @@ class AdTensor final : public ir::TensorNode {
         inner_(std::move(inner)),
         node_(std::move(node)) {}
   const void* owner() const { return owner_; }
+  const void* decorator() const override { return owner_; }
   const ir::Handle& inner() const { return inner_; }
   ir::Handle take_inner() { return std::move(inner_); }
   const std::shared_ptr<Node>& node() const { return node_; }

@@ -1,12 +1,12 @@
 // Note [Detecting NaN] (nan_check.hpp).
 #include "autodiff/nan_check.hpp"
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <variant>
 
+#include "ember/base/config.hpp"
 #include "ember/base/error.hpp"
 
 namespace ember::autodiff {
@@ -20,8 +20,8 @@ NanCheck mode_from_env() {
   return NanCheck::Nan;
 }
 
-std::atomic<NanCheck>& mode_slot() {
-  static std::atomic<NanCheck> slot{mode_from_env()};
+Atomic<NanCheck>& mode_slot() {
+  static Atomic<NanCheck> slot{mode_from_env()};
   return slot;
 }
 

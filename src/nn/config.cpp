@@ -1,8 +1,6 @@
-// The non-template parts of EMBER_CONFIG: key checks, error messages and files.
+// The non-template parts of EMBER_CONFIG: key checks and error messages (config_file.cpp
+// has the files; an embedded build has no filesystem and leaves it out).
 #include "ember/nn/config.hpp"
-
-#include <fstream>
-#include <sstream>
 
 namespace ember::nn::detail {
 
@@ -29,22 +27,8 @@ void check_config_keys(const Json& j, const std::vector<std::string_view>& names
   }
 }
 
-void save_json(const Json& j, const std::string& path, const char* what) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  EMBER_CHECK(out.good(), std::string(what) + "::save: cannot open '" + path + "' for writing");
-  out << j.dump(2) << '\n';
-  out.close();
-  EMBER_CHECK(out.good(), std::string(what) + "::save: writing '" + path + "' failed");
-}
-
-Json load_json(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  EMBER_CHECK(in.good(), std::string(what) + "::load: cannot open '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Json j = Json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  EMBER_CHECK(!j.is_discarded(), std::string(what) + "::load: '" + path + "' is not valid JSON");
-  return j;
-}
+#if !EMBER_HAS_EXCEPTIONS
+void json_failed(const char* what) { fail(std::string("json: ") + what); }
+#endif
 
 }  // namespace ember::nn::detail

@@ -2,13 +2,23 @@
 #include "ember/nn/lora.hpp"
 
 #include <cmath>
-#include <regex>
 
+#include "ember/base/config.hpp"
 #include "ember/nn/init.hpp"
+
+#if EMBER_HAS_EXCEPTIONS
+#include <regex>
+#endif
 
 namespace ember::nn {
 
 PathFilter path_regex(const std::string& pattern) {
+#if !EMBER_HAS_EXCEPTIONS
+  // std::regex reports a bad pattern only by throwing.
+  fail("nn::path_regex(\"" + pattern +
+       "\"): not part of an embedded build (std::regex needs exceptions); select the layers "
+       "with a PathFilter function instead");
+#else
   std::regex re;
   try {
     re = std::regex(pattern, std::regex::ECMAScript);
@@ -16,6 +26,7 @@ PathFilter path_regex(const std::string& pattern) {
     fail("nn::path_regex: \"" + pattern + "\" is not a regular expression: " + e.what());
   }
   return [re](std::string_view path) { return std::regex_match(path.begin(), path.end(), re); };
+#endif
 }
 
 namespace detail {

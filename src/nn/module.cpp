@@ -3,15 +3,15 @@
 #include "ember/nn/module.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <ostream>
-#include <sstream>
+
+#include "ember/base/config.hpp"
 
 namespace ember::nn {
 
 ParamId fresh_param_id() {
-  static std::atomic<ParamId> next{1};
+  static Atomic<ParamId> next{1};
   return next.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -131,23 +131,24 @@ std::string SummaryBuilder::str() const {
     ws = std::max(ws, shapes[i].size());
     wc = std::max(wc, counts[i].size());
   }
-  std::ostringstream os;
-  const auto line = [&](char c) { os << std::string(wn + ws + wc + 4, c) << '\n'; };
+  std::string os;  // (a string, not a stream: embedded builds have no iostreams)
+  const auto line = [&](char c) { os.append(wn + ws + wc + 4, c) += '\n'; };
   const auto row = [&](const std::string& a, const std::string& b, const std::string& c) {
-    os << a << std::string(wn - a.size() + 2, ' ') << b << std::string(ws - b.size() + 2, ' ')
-       << std::string(wc - c.size(), ' ') << c << '\n';
+    os += a;
+    os.append(wn - a.size() + 2, ' ') += b;
+    os.append(ws - b.size() + 2, ' ').append(wc - c.size(), ' ') += c;
+    os += '\n';
   };
   line('=');
   row("Layer (type)", "Tensors", "Params");
   line('=');
   for (std::size_t i = 0; i < rows_.size(); ++i) row(names[i], shapes[i], counts[i]);
   line('=');
-  os << "Total params: " << with_commas(total) << '\n'
-     << "Trainable params: " << with_commas(trainable) << '\n'
-     << "Non-trainable params: " << with_commas(total - trainable) << '\n'
-     << "Buffer elements: " << with_commas(buffers) << '\n';
+  os += "Total params: " + with_commas(total) + "\nTrainable params: " + with_commas(trainable) +
+        "\nNon-trainable params: " + with_commas(total - trainable) +
+        "\nBuffer elements: " + with_commas(buffers) + '\n';
   line('=');
-  return os.str();
+  return os;
 }
 
 }  // namespace ember::nn

@@ -3,8 +3,12 @@
 // writer.
 #include "ember/record/record.hpp"
 
+#include "ember/base/config.hpp"
+
 #include <algorithm>
+#if EMBER_HAS_EXCEPTIONS
 #include <regex>
+#endif
 #include <unordered_map>
 #include <unordered_set>
 
@@ -150,6 +154,7 @@ LoadReport Loader::plan(const std::vector<ModuleTensor>& module, bool strict) {
   const LoadOptions& o = impl_->options;
 
   // File keys, remapped, to their index.
+#if EMBER_HAS_EXCEPTIONS
   std::vector<std::pair<std::regex, std::string>> remap;
   for (const auto& [pattern, replacement] : o.remap) {
     try {
@@ -159,11 +164,19 @@ LoadReport Loader::plan(const std::vector<ModuleTensor>& module, bool strict) {
            "' is not a valid regex: " + e.what());
     }
   }
+#else
+  // std::regex reports a bad pattern only by throwing: not in an embedded build.
+  EMBER_CHECK(o.remap.empty(),
+              "record::load: LoadOptions::remap is not part of an embedded "
+              "build (std::regex needs exceptions); rename the keys on the host");
+#endif
   std::unordered_map<std::string, std::size_t> by_key;
   std::vector<std::string> keys(info.tensors.size());
   for (std::size_t i = 0; i < info.tensors.size(); ++i) {
     std::string key = info.tensors[i].key;
+#if EMBER_HAS_EXCEPTIONS
     for (const auto& [re, replacement] : remap) key = std::regex_replace(key, re, replacement);
+#endif
     auto [it, fresh] = by_key.emplace(key, i);
     if (!fresh) {
       fail("record::load: '" + impl_->file() + "': file keys '" + info.tensors[it->second].key +
@@ -199,9 +212,14 @@ LoadReport Loader::plan(const std::vector<ModuleTensor>& module, bool strict) {
     if (!used[i]) report.unexpected.push_back(keys[i]);
   }
   if (strict && !report.complete()) {
+#if !EMBER_HAS_EXCEPTIONS
+    fail("record::load: '" + impl_->file() + "' (" + name(info.format) +
+         ") does not match the module: " + report.to_string());
+#else
     throw LoadError("record::load: '" + impl_->file() + "' (" + name(info.format) +
                         ") does not match the module: " + report.to_string(),
                     report);
+#endif
   }
   return report;
 }

@@ -74,6 +74,15 @@ class Atomic {
     v_ = v;
     return old;
   }
+  bool compare_exchange_strong(T& expected, T desired,
+                               std::memory_order = std::memory_order_seq_cst) {
+    if (v_ == expected) {
+      v_ = desired;
+      return true;
+    }
+    expected = v_;
+    return false;
+  }
   operator T() const { return v_; }  // NOLINT(google-explicit-constructor)
   Atomic& operator=(T v) {
     v_ = v;

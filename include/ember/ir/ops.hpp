@@ -42,6 +42,9 @@ class TensorNode {
   virtual ~TensorNode() = default;
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
+  // The decorator backend whose handle this is (its `this`), for a decorator to recognise
+  // its own handles without RTTI; null for a backend's own tensors.
+  virtual const void* decorator() const { return nullptr; }
 
  protected:
   Shape shape_;

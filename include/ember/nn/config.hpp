@@ -21,6 +21,25 @@
 #include <utility>
 #include <vector>
 
+#include "ember/base/config.hpp"
+
+// Note [JSON without exceptions]
+// Without exceptions (an embedded build), nlohmann::json's own errors — a get<T>() of the
+// wrong type, at() of a missing key — call ember's fail handler with nlohmann's message
+// rather than std::abort(), and its stream operators are left out (no iostreams). ember's
+// code checks a value's type before reading it, so these are a backstop; parsing uses
+// allow_exceptions = false and checks is_discarded().
+#if !EMBER_HAS_EXCEPTIONS
+namespace ember::nn::detail {
+[[noreturn]] void json_failed(const char* what);
+}
+#ifndef JSON_THROW_USER
+#define JSON_THROW_USER(exception) ::ember::nn::detail::json_failed((exception).what())
+#endif
+#ifndef JSON_NO_IO
+#define JSON_NO_IO 1
+#endif
+#endif
 #include <nlohmann/json.hpp>
 
 #include "ember/base/error.hpp"
@@ -91,11 +110,15 @@ void config_read(const Json& j, C& c, const std::string& where) {
 template <class C>
 C config_from_json(const Json& j) {
   C c{};
+#if EMBER_HAS_EXCEPTIONS
   try {
     config_read(j, c, "");
   } catch (const Error& e) {
     fail(std::string(C::ember_config_name()) + "::from_json: " + e.what());
   }
+#else
+  config_read(j, c, "");  // a failure reaches the fail handler with the key, unprefixed
+#endif
   return c;
 }
 
@@ -174,11 +197,15 @@ void read_value(const Json& j, T& out, const std::string& key) {
     if (!j.is_string()) bad_config_value(key, "a string", j);
     out = j.get<std::string>();
   } else {
+#if EMBER_HAS_EXCEPTIONS
     try {
       out = j.get<T>();
     } catch (const nlohmann::json::exception& e) {
       bad_config_value(key, e.what(), j);
     }
+#else
+    out = j.get<T>();     // Note [JSON without exceptions]
+#endif
   }
 }
 

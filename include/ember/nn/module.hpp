@@ -20,7 +20,7 @@
 #include <functional>
 #include <iosfwd>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::lock_guard (over ember::Mutex)
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "ember/base/config.hpp"
 #include "ember/base/error.hpp"
 #include "ember/nn/preprocessor.hpp"
 #include "ember/tensor/gradients.hpp"
@@ -156,7 +157,7 @@ class Buffer<Tensor<D, K>> {
   Buffer& operator=(Buffer&&) noexcept = default;
 
   Tensor<D, K> val() const {
-    std::lock_guard<std::mutex> lock(slot_->mutex);
+    std::lock_guard<Mutex> lock(slot_->mutex);
     return slot_->value;
   }
   // Replaces the value (interior state: callable from a const forward). The new value must
@@ -166,7 +167,7 @@ class Buffer<Tensor<D, K>> {
                 "nn::Buffer::set: shape " + v.shape().to_string() + " differs from the buffer's " +
                     slot_->value.shape().to_string());
     Tensor<D, K> prepared(detail::prepare_buffer(std::move(v).dyn()));
-    std::lock_guard<std::mutex> lock(slot_->mutex);
+    std::lock_guard<Mutex> lock(slot_->mutex);
     slot_->value = std::move(prepared);
   }
   bool is_scalar() const { return scalar_; }
@@ -184,7 +185,7 @@ class Buffer<Tensor<D, K>> {
                 "nn::map: '" + path + "' is a scalar buffer; the mapper gave shape " +
                     e.tensor.shape().to_string());
     Tensor<D, K> prepared(detail::prepare_buffer(std::move(e.tensor)));
-    std::lock_guard<std::mutex> lock(slot_->mutex);
+    std::lock_guard<Mutex> lock(slot_->mutex);
     slot_->value = std::move(prepared);
   }
   void ember_summarize(const std::string& path, SummaryBuilder& b) const;
@@ -192,7 +193,7 @@ class Buffer<Tensor<D, K>> {
  private:
   struct Slot {
     explicit Slot(Tensor<D, K> v) : value(std::move(v)) {}
-    std::mutex mutex;
+    Mutex mutex;
     Tensor<D, K> value;
   };
   std::unique_ptr<Slot> slot_;
