@@ -13,7 +13,7 @@ namespace {
 // string (cmake/embed_text.cmake). No headers: NVRTC on the GPU machine has no toolkit
 // includes, so 16-bit conversions use PTX and integer types are typedefs.
 const char* const kPrelude =
-#include "prelude.inc"
+#include "prelude.cuh.inc"
     ;
 
 }  // namespace

@@ -91,6 +91,26 @@ struct Layout {
 
 }  // namespace
 
+void CublasLt::ensure(const char* op) {
+  std::lock_guard lk(mu_);
+  if (handle_) return;
+  constexpr std::size_t kWorkspaceBytes = std::size_t(32) << 20;
+  void* ws = nullptr;
+  check(cudaMalloc(&ws, kWorkspaceBytes), std::string(op) + ": cuBLASLt workspace");
+  cublasLtHandle_t h = nullptr;
+  const cublasStatus_t s = cublasLtCreate(&h);
+  if (s != CUBLAS_STATUS_SUCCESS) cudaFree(ws);
+  check_lt(s, op, "cublasLtCreate");
+  workspace_ = ws;
+  workspace_bytes_ = kWorkspaceBytes;
+  handle_ = h;
+}
+
+CublasLt::~CublasLt() {
+  if (handle_) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+  if (workspace_) cudaFree(workspace_);
+}
+
 bool gemm_layout_ok(const GemmArgs& g) {
   Mat x;
   return as_transposed(g.k, g.n, g.b_rs, g.b_cs, x) && as_transposed(g.m, g.k, g.a_rs, g.a_cs, x) &&
@@ -102,14 +122,9 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
   EMBER_CHECK(
       as_transposed(g.k, g.n, g.b_rs, g.b_cs, ma) && as_transposed(g.m, g.k, g.a_rs, g.a_cs, mb),
       std::string(op) + ": internal: operand layout not accepted by cuBLASLt");
-  if (!ctx.lt_handle) {
-    cublasLtHandle_t h = nullptr;
-    check_lt(cublasLtCreate(&h), op, "cublasLtCreate");
-    ctx.lt_handle = h;
-    ctx.workspace_bytes = std::size_t(32) << 20;
-    check(cudaMalloc(&ctx.workspace, ctx.workspace_bytes), "cuBLASLt workspace");
-  }
-  auto handle = static_cast<cublasLtHandle_t>(ctx.lt_handle);
+  CublasLt& lt = ctx.cublas_lt();
+  lt.ensure(op);
+  auto handle = static_cast<cublasLtHandle_t>(lt.handle());
   const cudaDataType_t t = data_type(g.dtype);
   const bool f64 = g.dtype == DType::F64;
   const cublasComputeType_t compute =
@@ -160,7 +175,7 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
   cublasLtMatmulPreference_t pref = nullptr;
   check_lt(cublasLtMatmulPreferenceCreate(&pref), op, "cublasLtMatmulPreferenceCreate");
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &ctx.workspace_bytes, sizeof ctx.workspace_bytes);
+                                       &lt.workspace_bytes(), sizeof lt.workspace_bytes());
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(handle, desc, la.h, lb.h, lc.h, lc.h,
@@ -175,7 +190,7 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
   const void* alpha = f64 ? static_cast<const void*>(&one_d) : &one_f;
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   check_lt(cublasLtMatmul(handle, desc, alpha, g.b, la.h, g.a, lb.h, beta, g.c, lc.h, g.c, lc.h,
-                          &result.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream()),
+                          &result.algo, lt.workspace(), lt.workspace_bytes(), ctx.stream()),
            op, "cublasLtMatmul");
 }
 
