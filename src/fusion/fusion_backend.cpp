@@ -74,10 +74,6 @@ std::vector<std::pair<Shape, DType>> outputs_of(const ir::Op& op) {
                              std::is_same_v<T, ir::BatchNormGrad>) {
           return {{ir::out_shape(o, 0), ir::out_dtype(o, 0)},
                   {ir::out_shape(o, 1), ir::out_dtype(o, 1)}};
-        } else if constexpr (std::is_same_v<T, ir::Svd>) {
-          return {{ir::out_shape(o, 0), ir::out_dtype(o, 0)},
-                  {ir::out_shape(o, 1), ir::out_dtype(o, 1)},
-                  {ir::out_shape(o, 2), ir::out_dtype(o, 2)}};
         } else if constexpr (std::is_same_v<T, ir::Nonzero>) {
           EMBER_ASSERT(false);  // data-dependent: never recorded
           return {};
