@@ -98,6 +98,9 @@ class Tree:
                         yield os.path.join(dirpath, n)
 
 
+EMBEDDED_EXT = ".inc"
+
+
 def check(root):
     tree = Tree(root)
     errors = []
@@ -122,6 +125,9 @@ def check(root):
             if not quoted and not spelled.startswith("ember/"):
                 continue  # a system or third-party header
             target = tree.resolve(path, spelled, quoted)
+            if target is None and quoted and spelled.endswith(EMBEDDED_EXT):
+                # A file of the tree embedded by the build as a string (cmake/embed_text.cmake).
+                target = tree.resolve(path, spelled[: -len(EMBEDDED_EXT)], quoted)
             close = '"' if quoted else ">"
             where = f"{tree.rel(path)}:{lineno}: #include {m.group(1)}{spelled}{close}"
             if target is None:

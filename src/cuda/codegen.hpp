@@ -1,19 +1,21 @@
 // Kernel generators of the Cuda backend: each prints the CUDA C of one kernel for an IR op
-// family (codegen/elementwise.cpp, codegen/reduce.cpp, the rest in codegen.cpp, around the
-// shared vocabulary of codegen/printer.hpp). A kernel's name is structural — op, function,
-// dtypes and layout class — never sizes: extents and strides are kernel arguments, so one
-// compiled kernel serves every shape. Generators depend on nothing but the IR, so they are compiled
-// and tested with NVRTC on machines without a GPU (tests/cuda/test_cuda_codegen.cpp).
+// family (codegen/<family>.cpp, around the shared vocabulary of codegen/printer.hpp), and
+// launchers ask for a kernel by its spec (Note [Kernel specs] below). A kernel's name is structural
+// — op, function, dtypes and layout class — never sizes: extents and strides are kernel arguments,
+// so one compiled kernel serves every shape. Generators depend on nothing but the IR, so they are
+// compiled and tested with NVRTC on machines without a GPU (tests/cuda/test_cuda_codegen.cpp).
 //
-// Every kernel source is prelude() + body; the prelude holds the shared device helpers
-// (16-bit float conversions, the math primitives and integer semantics that the scalar
-// expressions of ir/scalar_table.hpp call, tuned forms) and the EmGeo argument struct, so
+// Every kernel source is prelude() + body; the prelude (codegen/prelude.cuh) holds the shared
+// device helpers (16-bit float conversions, the math primitives and integer semantics that the
+// scalar expressions of ir/scalar_table.hpp call, tuned forms) and the EmGeo argument struct, so
 // many bodies can share one program.
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "ember/backend/fused_group.hpp"
@@ -45,49 +47,6 @@ constexpr int vector_width(std::size_t bytes) {
   return bytes >= 16 ? 1 : static_cast<int>(16 / bytes);
 }
 
-// The structural key of a generated kernel packed into 64 bits: the generator (family) and
-// the arguments it takes (function, dtypes, element size, layout, flags). Every launcher
-// looks its kernel up by key, so a launch never prints or hashes a kernel's source; the
-// key stands for the source, so it holds every argument its generator reads, each in a
-// field wide enough for it (checked here: a value that did not fit would give two sources
-// one key). Enum arguments (DType, the IR functions) are 8-bit, so they fit any field.
-enum class Family : std::uint8_t {
-  Unary,           // (fn, dtype, contiguous)
-  Binary,          // (fn, dtype, contiguous | scalar_mask << 1)
-  Where,           // (element size, 0, contiguous | scalar_mask << 1)
-  Cast,            // (from, to, contiguous)
-  Copy,            // (element size, 0, contiguous)
-  Reduce,          // (fn, dtype, rows)
-  Softmax,         // (dtype, log, ept, vec; ept 0: the row-walking kernel)
-  LayerNorm,       // (dtype, ept, vec; ept 0: the row-walking kernel)
-  Fill,            // (element size)
-  Scan,            // (fn, dtype)
-  Arange,          // (dtype)
-  Random,          // (dtype)
-  Gather,          // (element size)
-  Scatter,         // (dtype, add)
-  IndexSelect,     // (element size)
-  IndexAdd,        // (dtype)
-  SortRows,        // (dtype)
-  SortInit,        // ()
-  SortStage,       // (dtype)
-  SortWrite,       // (element size)
-  NonzeroCount,    // (dtype)
-  NonzeroWrite,    // (dtype)
-  ScanTiles,       // ()
-  AddTileOffsets,  // ()
-  Unfold,          // (element size, wide)
-  Fold,            // (dtype, wide)
-  Pool,            // (dtype, max, wide)
-  Count_
-};
-constexpr std::uint64_t kernel_key(Family f, unsigned a = 0, unsigned b = 0, unsigned c = 0,
-                                   unsigned d = 0) {
-  EMBER_ASSERT(a <= 0xffff && b <= 0xffff && c <= 0xff && d <= 0xffff);
-  return std::uint64_t(f) | std::uint64_t(a) << 8 | std::uint64_t(b) << 24 |
-         std::uint64_t(c) << 40 | std::uint64_t(d) << 48;
-}
-
 struct KernelSource {
   std::string name;  // the extern "C" entry point, also the structural key
   std::string body;  // CUDA C, to follow prelude()
@@ -108,7 +67,8 @@ KernelSource gen_unary(ir::UnaryFn fn, DType dt, bool contiguous);
 // scalar_mask (contiguous kernels only): bit k set when operand k is one element broadcast
 // over the output, as in x + 2.0; not every operand.
 KernelSource gen_binary(ir::BinaryFn fn, DType dt, bool contiguous, unsigned scalar_mask = 0);
-KernelSource gen_where(DType dt, bool contiguous, unsigned scalar_mask = 0);  // x0 = cond
+// where: x0 = cond; the kernel moves elements of elem_size bytes, whatever their dtype.
+KernelSource gen_where(std::size_t elem_size, bool contiguous, unsigned scalar_mask = 0);
 KernelSource gen_cast(DType from, DType to, bool contiguous);
 // copy: x0 to y at operand 1's offsets (the destination may be a strided view).
 KernelSource gen_copy(std::size_t elem_size, bool contiguous);
@@ -153,7 +113,7 @@ KernelSource gen_fused(const FusedSpec& s);
 KernelSource gen_reduce(ir::ReduceFn fn, DType dt, bool rows);
 // Softmax (or log-softmax) of contiguous rows of a float dtype.
 KernelSource gen_softmax(DType dt, bool log);
-// Rows held in registers (Note [Rows in registers] in codegen.cpp): `ept` (a power of two)
+// Rows held in registers (Note [Rows in registers] in codegen/rows.cpp): `ept` (a power of two)
 // elements per thread in chunks of `vec` consecutive ones, blockDim * ept >= n; one block
 // walks rows.
 // softmax: (const T* x, T* y, i64 rows, i64 n)
@@ -173,8 +133,9 @@ struct RowsInRegisters {
 RowsInRegisters rows_in_registers(std::int64_t n, DType dt, bool aligned);
 // Whether every pointer is aligned to 16 bytes (null pointers count as aligned).
 bool aligned16(std::initializer_list<const void*> ptrs);
-// Layer norm of contiguous rows of a float dtype: (const T* x, const T* w, const T* b, T* y,
-// i64 rows, i64 n, double eps); w and b (n elements) may be null.
+// Layer norm of contiguous rows of a float dtype: (const T* x, const T* w, const T* b,
+// double eps, T* y, i64 rows, i64 n), the order of gen_layer_norm_regs; w and b (n
+// elements) may be null.
 KernelSource gen_layer_norm(DType dt);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
@@ -200,7 +161,7 @@ KernelSource gen_index_select(std::size_t elem_size);
 // adding src rows in index order; true: one thread per element of y (outer, row, inner)
 // scanning the index for its row, in index order too (the same sums, bit for bit), for
 // small outputs (Note [Index add by rows] in kernels/indexing.cpp).
-KernelSource gen_index_add(DType dt, bool rows = false);
+KernelSource gen_index_add(DType dt, bool rows);
 
 // Sort (kernels/sort.cpp, see Note [Device sort] there) and nonzero (kernels/indexing.cpp).
 // A row of the sort is the n elements at base + p * inner (base = (r / inner) * n * inner +
@@ -248,11 +209,198 @@ KernelSource gen_pool(DType dt, bool max, bool wide);
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);
 
-// Every kernel of one family that its launchers can ask for (each supported function,
-// dtype and layout variant). A switch over every Family with no default: a family added
-// without its variants does not compile, so the NVRTC compile test never misses one.
-std::vector<KernelSource> variants(Family family);
-// variants() of every family: what the codegen test compiles.
+// Note [Kernel specs]: a launcher asks for a generated kernel by its spec, the typed
+// arguments of its generator: UnaryKernel{fn, dt, contiguous} is KernelSpec<gen_unary>,
+// holding (UnaryFn, DType, bool). The spec gives both the kernel's structural cache key
+// (key(): the spec's place in KernelSpecs, then every argument in a field of its own) and
+// its source (source(): the generator applied to the same arguments), so a key cannot stand
+// for two sources, and it lists every variant its launchers can ask for (variants(), next
+// to the generator), which all_kernels() gathers for the NVRTC compile test. A spec missing
+// from KernelSpecs has no key (a compile error where it is launched); one without
+// variants() does not link.
+namespace spec_detail {
+template <class G>
+struct Signature;
+template <class... A>
+struct Signature<KernelSource (*)(A...)> {
+  using Args = std::tuple<A...>;
+};
+template <class T, class Tuple>
+struct IndexOf;
+template <class T, class... Ts>
+struct IndexOf<T, std::tuple<Ts...>> {
+  static constexpr std::size_t value = [] {
+    constexpr bool match[] = {std::is_same_v<T, Ts>...};
+    std::size_t i = 0;
+    while (i < sizeof...(Ts) && !match[i]) ++i;
+    return i;
+  }();
+  static_assert(value < sizeof...(Ts), "a kernel spec missing from KernelSpecs (codegen.hpp)");
+};
+// Bits of an argument's key field: a bool 1, an enum or an integer 8 (a value that does
+// not fit stops the launch: it would give two sources one key).
+template <class A>
+constexpr int field_bits() {
+  if constexpr (std::is_same_v<A, bool>) {
+    return 1;
+  } else {
+    static_assert(std::is_integral_v<A> || (std::is_enum_v<A> && sizeof(A) == 1),
+                  "a kernel spec argument must be a bool, an 8-bit enum or an integer");
+    return 8;
+  }
+}
+template <class A>
+std::uint64_t field_value(A a) {
+  if constexpr (std::is_enum_v<A>) {
+    return static_cast<std::uint64_t>(a);
+  } else if constexpr (std::is_same_v<A, bool>) {
+    return a ? 1 : 0;
+  } else {
+    EMBER_ASSERT(a >= 0 && static_cast<std::uint64_t>(a) < 256);
+    return static_cast<std::uint64_t>(a);
+  }
+}
+}  // namespace spec_detail
+
+template <auto Gen>
+class KernelSpec {
+ public:
+  using Args = typename spec_detail::Signature<decltype(Gen)>::Args;
+  template <class... A>
+  requires(sizeof...(A) == std::tuple_size_v<Args>) explicit KernelSpec(A... a) : args_(a...) {}
+
+  std::uint64_t key() const;
+  KernelSource source() const { return std::apply(Gen, args_); }
+  // Every spec of this generator that a launcher can ask for.
+  static std::vector<KernelSpec> variants();
+
+ private:
+  Args args_;
+};
+
+// Every kernel family, by generator. The variants() of each are defined next to it.
+using UnaryKernel = KernelSpec<gen_unary>;  // codegen/elementwise.cpp
+using BinaryKernel = KernelSpec<gen_binary>;
+using WhereKernel = KernelSpec<gen_where>;
+using CastKernel = KernelSpec<gen_cast>;
+using CopyKernel = KernelSpec<gen_copy>;
+using ReduceKernel = KernelSpec<gen_reduce>;  // codegen/reduce.cpp
+using ScanKernel = KernelSpec<gen_scan>;
+using SoftmaxKernel = KernelSpec<gen_softmax>;  // codegen/rows.cpp
+using SoftmaxRegsKernel = KernelSpec<gen_softmax_regs>;
+using LayerNormKernel = KernelSpec<gen_layer_norm>;
+using LayerNormRegsKernel = KernelSpec<gen_layer_norm_regs>;
+using FillKernel = KernelSpec<gen_fill>;  // codegen/creation.cpp
+using ArangeKernel = KernelSpec<gen_arange>;
+using RandomKernel = KernelSpec<gen_random>;
+using GatherKernel = KernelSpec<gen_gather>;  // codegen/indexing.cpp
+using ScatterKernel = KernelSpec<gen_scatter>;
+using IndexSelectKernel = KernelSpec<gen_index_select>;
+using IndexAddKernel = KernelSpec<gen_index_add>;
+using SortRowsKernel = KernelSpec<gen_sort_rows>;  // codegen/sort.cpp
+using SortInitKernel = KernelSpec<gen_sort_init>;
+using SortStageKernel = KernelSpec<gen_sort_stage>;
+using SortWriteKernel = KernelSpec<gen_sort_write>;
+using NonzeroCountKernel = KernelSpec<gen_nonzero_count>;
+using NonzeroWriteKernel = KernelSpec<gen_nonzero_write>;
+using ScanTilesKernel = KernelSpec<gen_scan_tiles>;
+using AddTileOffsetsKernel = KernelSpec<gen_add_tile_offsets>;
+using UnfoldKernel = KernelSpec<gen_unfold>;  // codegen/window.cpp
+using FoldKernel = KernelSpec<gen_fold>;
+using PoolKernel = KernelSpec<gen_pool>;
+using KernelSpecs =
+    std::tuple<UnaryKernel, BinaryKernel, WhereKernel, CastKernel, CopyKernel, ReduceKernel,
+               ScanKernel, SoftmaxKernel, SoftmaxRegsKernel, LayerNormKernel, LayerNormRegsKernel,
+               FillKernel, ArangeKernel, RandomKernel, GatherKernel, ScatterKernel,
+               IndexSelectKernel, IndexAddKernel, SortRowsKernel, SortInitKernel, SortStageKernel,
+               SortWriteKernel, NonzeroCountKernel, NonzeroWriteKernel, ScanTilesKernel,
+               AddTileOffsetsKernel, UnfoldKernel, FoldKernel, PoolKernel>;
+static_assert(std::tuple_size_v<KernelSpecs> < 256, "the family field of a key is 8 bits");
+template <>
+std::vector<UnaryKernel> UnaryKernel::variants();
+template <>
+std::vector<BinaryKernel> BinaryKernel::variants();
+template <>
+std::vector<WhereKernel> WhereKernel::variants();
+template <>
+std::vector<CastKernel> CastKernel::variants();
+template <>
+std::vector<CopyKernel> CopyKernel::variants();
+template <>
+std::vector<ReduceKernel> ReduceKernel::variants();
+template <>
+std::vector<ScanKernel> ScanKernel::variants();
+template <>
+std::vector<SoftmaxKernel> SoftmaxKernel::variants();
+template <>
+std::vector<SoftmaxRegsKernel> SoftmaxRegsKernel::variants();
+template <>
+std::vector<LayerNormKernel> LayerNormKernel::variants();
+template <>
+std::vector<LayerNormRegsKernel> LayerNormRegsKernel::variants();
+template <>
+std::vector<FillKernel> FillKernel::variants();
+template <>
+std::vector<ArangeKernel> ArangeKernel::variants();
+template <>
+std::vector<RandomKernel> RandomKernel::variants();
+template <>
+std::vector<GatherKernel> GatherKernel::variants();
+template <>
+std::vector<ScatterKernel> ScatterKernel::variants();
+template <>
+std::vector<IndexSelectKernel> IndexSelectKernel::variants();
+template <>
+std::vector<IndexAddKernel> IndexAddKernel::variants();
+template <>
+std::vector<SortRowsKernel> SortRowsKernel::variants();
+template <>
+std::vector<SortInitKernel> SortInitKernel::variants();
+template <>
+std::vector<SortStageKernel> SortStageKernel::variants();
+template <>
+std::vector<SortWriteKernel> SortWriteKernel::variants();
+template <>
+std::vector<NonzeroCountKernel> NonzeroCountKernel::variants();
+template <>
+std::vector<NonzeroWriteKernel> NonzeroWriteKernel::variants();
+template <>
+std::vector<ScanTilesKernel> ScanTilesKernel::variants();
+template <>
+std::vector<AddTileOffsetsKernel> AddTileOffsetsKernel::variants();
+template <>
+std::vector<UnfoldKernel> UnfoldKernel::variants();
+template <>
+std::vector<FoldKernel> FoldKernel::variants();
+template <>
+std::vector<PoolKernel> PoolKernel::variants();
+
+template <auto Gen>
+std::uint64_t KernelSpec<Gen>::key() const {
+  constexpr std::uint64_t family = spec_detail::IndexOf<KernelSpec, KernelSpecs>::value;
+  static_assert(
+      std::apply([](auto... a) { return 8 + (0 + ... + spec_detail::field_bits<decltype(a)>()); },
+                 Args{}) <= 64,
+      "a kernel spec's arguments do not fit its 64-bit key");
+  std::uint64_t key = family;
+  int shift = 8;
+  std::apply(
+      [&](const auto&... a) {
+        ((key |= spec_detail::field_value(a) << shift,
+          shift += spec_detail::field_bits<std::decay_t<decltype(a)>>()),
+         ...);
+      },
+      args_);
+  return key;
+}
+// Calls f(std::type_identity<Spec>{}) for every Spec in KernelSpecs.
+template <class F>
+void for_each_kernel_spec(F&& f) {
+  [&]<class... S>(std::tuple<S...>*) {
+    (f(std::type_identity<S>{}), ...);
+  }(static_cast<KernelSpecs*>(nullptr));
+}
+// Every variant of every family in KernelSpecs: what the codegen test compiles.
 std::vector<KernelSource> all_kernels();
 
 }  // namespace ember::cuda

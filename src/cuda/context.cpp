@@ -38,7 +38,6 @@ CudaContext::~CudaContext() {
   for (auto lib : libraries_) cudaLibraryUnload(lib);
   if (err_) cudaFree(err_);
   if (pinned_) cudaFreeHost(pinned_);
-  if (workspace) cudaFree(workspace);
   cudaStreamDestroy(stream_);
   cudaGetLastError();
 }
@@ -81,10 +80,7 @@ void CudaContext::copy(const CudaTensor& src, const CudaTensor& dst) {
   int* err = err_;
   const std::int64_t threads =
       contiguous ? (g.n + vector_width(elem) - 1) / vector_width(elem) : g.n;
-  launch(
-      kernel_key(Family::Copy, static_cast<unsigned>(elem), 0, contiguous),
-      [&] { return gen_copy(elem, contiguous); }, threads,
-      {&g, &y, &x0, &none, &none, &p, &p, &err}, "copy");
+  launch(CopyKernel(elem, contiguous), threads, {&g, &y, &x0, &none, &none, &p, &p, &err}, "copy");
 }
 
 cudaKernel_t CudaContext::kernel(const KernelSource& k) {
@@ -147,9 +143,7 @@ void CudaContext::enqueue(cudaKernel_t kern, std::int64_t threads_total, Args ar
 }
 
 void CudaContext::fill(void* y, std::int64_t n, std::size_t elem_size, std::uint64_t bits) {
-  launch(
-      kernel_key(Family::Fill, static_cast<unsigned>(elem_size)),
-      [&] { return gen_fill(elem_size); }, n, {&y, &n, &bits}, "fill");
+  launch(FillKernel(elem_size), n, {&y, &n, &bits}, "fill");
 }
 
 std::shared_ptr<DeviceBuffer> CudaContext::constant(DType dt, std::uint64_t bits) {

@@ -45,6 +45,29 @@ inline bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
 // Launch arguments: pointers to each argument value, as cudaLaunchKernel takes them.
 using Args = std::initializer_list<void*>;
 
+// The cuBLASLt handle and its workspace of one context (kernels/matmul.cpp): created on the
+// first matmul (the context's device current), destroyed with the context. Opaque here, so
+// that only matmul.cpp includes cuBLASLt's header.
+class CublasLt {
+ public:
+  CublasLt() = default;
+  CublasLt(const CublasLt&) = delete;
+  CublasLt& operator=(const CublasLt&) = delete;
+  ~CublasLt();
+  // Creates the handle and the workspace on the first call from any thread; `op` names the
+  // IR op in the error if either fails (a later call tries again).
+  void ensure(const char* op);
+  void* handle() const { return handle_; }  // a cublasLtHandle_t
+  void* workspace() const { return workspace_; }
+  const std::size_t& workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  std::mutex mu_;
+  void* handle_ = nullptr;
+  void* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
+
 class CudaContext {
  public:
   explicit CudaContext(int device);
@@ -71,16 +94,17 @@ class CudaContext {
   // Copies the strided view src into the strided view dst (same shape and dtype).
   void copy(const CudaTensor& src, const CudaTensor& dst);
 
-  // Finds the kernel of structural key `key` (see kernel_key) and launches it on the stream;
-  // on the key's first use gen() prints the kernel's source, which is compiled (or found in
-  // the cubin cache). `op` names the IR op in errors. `checked`: the kernel may raise the
-  // device error flag.
-  template <class Gen>
-  void launch(std::uint64_t key, Gen&& gen, std::int64_t threads_total, Args args, const char* op,
+  // Finds the kernel of `spec` by its structural key (Note [Kernel specs] in codegen.hpp)
+  // and launches it on the stream; on the key's first use the spec prints the kernel's
+  // source, which is compiled (or found in the cubin cache). `op` names the IR op in errors.
+  // `checked`: the kernel may raise the device error flag.
+  template <class Spec>
+  void launch(const Spec& spec, std::int64_t threads_total, Args args, const char* op,
               bool checked = false, unsigned block = 256, std::int64_t max_blocks = -1) {
     if (threads_total <= 0) return;
+    const std::uint64_t key = spec.key();
     cudaKernel_t k = find(key);
-    if (!k) k = remember(key, kernel(gen()));
+    if (!k) k = remember(key, kernel(spec.source()));
     enqueue(k, threads_total, args, op, checked, block, max_blocks);
   }
   // Launches the kernel of a fused group (kernels/fused.cpp), found by the group's key and
@@ -116,13 +140,11 @@ class CudaContext {
   std::atomic<std::uint64_t> seed{0x5eed'e3be'2026ULL};
   std::atomic<std::uint64_t> counter{0};
 
-  // cuBLASLt handle and workspace (matmul.cpp), created on first use, and the GEMM plans
-  // (descriptors and the algorithm the heuristic chose, per shape and layout: Note [GEMM
-  // plans] in matmul.cpp).
-  void* lt_handle = nullptr;
-  void* workspace = nullptr;
-  std::size_t workspace_bytes = 0;
+  CublasLt& cublas_lt() { return lt_; }
+  // The GEMM plans (descriptors and the algorithm the heuristic chose, per shape and
+  // layout: Note [GEMM plans] in matmul.cpp).
   std::shared_ptr<void> gemm_plans;
+  std::once_flag gemm_plans_once;
   // The cuDNN handle and the convolution plans (kernels/conv.cpp, Note [cuDNN plans]).
   std::shared_ptr<void> conv_plans;
 
@@ -162,6 +184,7 @@ class CudaContext {
   std::map<std::pair<cudaKernel_t, unsigned>, std::int64_t> one_wave_;
   std::map<std::pair<DType, std::uint64_t>, std::shared_ptr<DeviceBuffer>> constants_;
   std::vector<cudaLibrary_t> libraries_;
+  CublasLt lt_;  // destroyed after the destructor's body has synchronised the stream
   int* err_ = nullptr;
   std::vector<std::string> checked_ops_;  // ops launched since the flag was last read
   std::mutex staging_mu_;

@@ -1,8 +1,11 @@
-// Autodiff tests: every differentiable IR op against central finite differences in f64
-// under both checkpointing strategies, broadcasting, reuse, random composite chains, the
-// completeness of the derivative table, the API's failure modes, memory after backward,
-// threads, and gradients of small models compared with PyTorch's (tests/data, written by
-// tests/autodiff/torch_reference.py).
+// Autodiff tests beside the conformance harness's grad mode (test_conformance --mode grad,
+// ConformanceGrad.*), which checks every op family's gradients against finite differences
+// from the harness's cases: the completeness of the derivative table and the generated rule
+// table, gradients the harness cannot express (each test says why: a cast, ties, operands
+// computed inside the graph under both checkpointing strategies compared bit for bit, trials
+// with NaNs, batch norm, untracked operands, reuse and composite chains), the API's failure
+// modes, memory after backward, threads, and gradients of small models compared with
+// PyTorch's (tests/data, written by tests/autodiff/torch_reference.py).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -34,9 +37,6 @@ TensorData rnd(const Shape& s, double lo, double hi, std::uint64_t seed) {
   std::vector<double> v(s.num_elements());
   for (auto& x : v) x = u(g);
   return TensorData::from(v, s);
-}
-TensorData ints(const std::vector<std::int64_t>& v, Shape s) {
-  return TensorData::from(v, std::move(s));
 }
 
 struct Input {
@@ -239,108 +239,8 @@ TEST(AutodiffDoc, RuleTableIsCurrent) {
 
 // ---- per-op finite differences ----
 
-TEST(Grad, UnaryFunctions) {
-  using autodiff::RuleKind;
-  for (std::size_t i = 0; i < std::size_t(UnaryFn::Count_); ++i) {
-    const UnaryFn fn = UnaryFn(i);
-    if (autodiff::unary_rule(fn).kind != RuleKind::Differentiable) continue;
-    double lo = -2, hi = 2, p0 = 0, p1 = 0;
-    switch (fn) {
-      case UnaryFn::Log:
-      case UnaryFn::Sqrt:
-      case UnaryFn::Rsqrt:
-      case UnaryFn::Recip:
-      case UnaryFn::Log1p:
-        lo = 0.3;
-        break;
-      case UnaryFn::Asin:
-      case UnaryFn::Acos:
-      case UnaryFn::Atanh:
-        lo = -0.8, hi = 0.8;
-        break;
-      case UnaryFn::Acosh:
-        lo = 1.2, hi = 3;
-        break;
-      case UnaryFn::Tan:
-        lo = -1, hi = 1;
-        break;
-      case UnaryFn::LeakyRelu:
-        p0 = 0.1;
-        break;
-      case UnaryFn::Elu:
-        p0 = 1.3;
-        break;
-      case UnaryFn::Clamp:
-        p0 = -0.5, p1 = 0.7;
-        break;
-      case UnaryFn::PowScalar:
-        lo = 0.3, p0 = 2.5;
-        break;
-      default:
-        break;
-    }
-    Fn f = [=](const std::vector<DynTensor>& x) { return ops::unary(fn, x[0], p0, p1); };
-    check_both(ir::name(fn), f, {{rnd(S({3, 4}), lo, hi, 1 + i)}});
-  }
-  // Clamp with one bound, integer powers of negative numbers.
-  check_both("clamp_min", [](auto& x) { return ops::clamp(x[0], -0.3, std::nullopt); },
-             {{rnd(S({5}), -2, 2, 7)}});
-  check_both("powi", [](auto& x) { return ops::powi(x[0], 3); }, {{rnd(S({5}), -2, 2, 8)}});
-}
-
-TEST(Grad, BinaryFunctions) {
-  // Every differentiable binary function, on operands in [-2, 2] unless its domain (or a
-  // kink, for rem) asks for other ranges.
-  struct C {
-    BinaryFn fn;
-    double alo, ahi, blo, bhi;
-  };
-  std::vector<C> cases;
-  for (std::size_t i = 0; i < std::size_t(BinaryFn::Count_); ++i) {
-    const BinaryFn fn = BinaryFn(i);
-    if (autodiff::binary_rule(fn).kind != autodiff::RuleKind::Differentiable) continue;
-    C c{fn, -2, 2, -2, 2};
-    switch (fn) {
-      case BinaryFn::Div:
-        c.blo = 0.5;
-        break;
-      case BinaryFn::Pow:
-        c.alo = 0.5;
-        break;
-      case BinaryFn::Rem:
-        c = {fn, -3, 3, 0.7, 2};
-        break;
-      default:
-        break;
-    }
-    cases.push_back(c);
-  }
-  std::uint64_t seed = 100;
-  for (const auto& c : cases) {
-    Fn f = [fn = c.fn](const std::vector<DynTensor>& x) { return ops::binary(fn, x[0], x[1]); };
-    check_both(ir::name(c.fn), f,
-               {{rnd(S({3, 4}), c.alo, c.ahi, seed++)}, {rnd(S({3, 4}), c.blo, c.bhi, seed++)}});
-    // Broadcasting both ways, with a rank difference.
-    check_both(std::string(ir::name(c.fn)) + " broadcast", f,
-               {{rnd(S({2, 1, 4}), c.alo, c.ahi, seed++)}, {rnd(S({3, 1}), c.blo, c.bhi, seed++)}});
-    // Only one side tracked.
-    check_both(
-        std::string(ir::name(c.fn)) + " lhs only", f,
-        {{rnd(S({3, 4}), c.alo, c.ahi, seed++)}, {rnd(S({4}), c.blo, c.bhi, seed++), false}});
-  }
-}
-
-TEST(Grad, WhereAndCast) {
-  auto cond = TensorData::from<std::uint8_t>({1, 0, 0, 1, 1, 0}, S({2, 3})).convert(DType::Bool);
-  Fn f = [cond](const std::vector<DynTensor>& x) {
-    auto c = ops::from_data(cond, x[0].device());
-    return ops::mask_where(c, x[0], x[1]);
-  };
-  check_both("where", f, {{rnd(S({2, 3}), -1, 1, 1)}, {rnd(S({1, 3}), -1, 1, 2)}});
-  check_both(
-      "mask_fill",
-      [cond](auto& x) { return ops::mask_fill(x[0], ops::from_data(cond, x[0].device()), 3.0); },
-      {{rnd(S({2, 3}), -1, 1, 3)}});
+// A cast inside the graph: the harness's cast case has no f64 output to differentiate.
+TEST(Grad, Cast) {
   // f64 -> f32 -> f64: the f32 rounding limits the finite-difference precision.
   check_both(
       "cast",
@@ -352,273 +252,44 @@ TEST(Grad, WhereAndCast) {
       {{rnd(S({4}), -1, 1, 4)}}, 1e-3, 1e-3, 1e-3);
 }
 
-TEST(Grad, Reductions) {
-  for (auto fn : {ir::ReduceFn::Sum, ir::ReduceFn::Mean, ir::ReduceFn::Prod, ir::ReduceFn::Max,
-                  ir::ReduceFn::Min}) {
-    for (std::int64_t d : {0, 1, -1}) {
-      check_both(std::string(ir::name(fn)) + " dim " + std::to_string(d),
-                 [=](auto& x) { return ops::reduce(fn, x[0], d); },
-                 {{rnd(S({3, 4}), 0.5, 1.5, 10 + std::uint64_t(d + 1))}});
-    }
-    check_both(std::string(ir::name(fn)) + " all",
-               [=](auto& x) { return ops::reduce_all(fn, x[0]); },
-               {{rnd(S({2, 3}), 0.5, 1.5, 20)}});
-  }
+// Ties share the gradient (g / count): the harness's finite differences skip ties as kinks,
+// where the central difference here is the mean of the one-sided ones, which is the share.
+TEST(Grad, MaxTies) {
   check_both("max ties", [](auto& x) { return ops::reduce(ir::ReduceFn::Max, x[0], 1); },
              {{TensorData::from<double>({1, 3, 3, 2, 5, 5}, S({2, 3}))}});
-  check_both("cumsum", [](auto& x) { return ops::scan(ir::ScanFn::Sum, x[0], 1); },
-             {{rnd(S({3, 4}), -1, 1, 30)}});
-  check_both("cumprod", [](auto& x) { return ops::scan(ir::ScanFn::Prod, x[0], 0); },
-             {{rnd(S({3, 4}), 0.5, 1.5, 31)}});
-  check_both("var", [](auto& x) { return ops::var(x[0], 1); }, {{rnd(S({3, 5}), -1, 1, 32)}});
 }
 
-TEST(Grad, Matmul) {
-  check_both("2d", [](auto& x) { return ops::matmul(x[0], x[1]); },
-             {{rnd(S({3, 4}), -1, 1, 1)}, {rnd(S({4, 5}), -1, 1, 2)}});
-  check_both("batched, broadcast rhs", [](auto& x) { return ops::matmul(x[0], x[1]); },
-             {{rnd(S({2, 3, 4}), -1, 1, 3)}, {rnd(S({4, 5}), -1, 1, 4)}});
-  check_both("batched, broadcast both", [](auto& x) { return ops::matmul(x[0], x[1]); },
-             {{rnd(S({2, 1, 3, 4}), -1, 1, 5)}, {rnd(S({3, 4, 2}), -1, 1, 6)}});
-  check_both("transposed views",
-             [](auto& x) { return ops::matmul(ops::transpose(x[0]), ops::transpose(x[1])); },
-             {{rnd(S({4, 3}), -1, 1, 7)}, {rnd(S({5, 4}), -1, 1, 8)}});
-}
-
-TEST(Grad, Layout) {
-  auto x34 = [](std::uint64_t s) { return Input{rnd(S({3, 4}), -1, 1, s)}; };
-  check_both("reshape", [](auto& x) { return ops::reshape(x[0], S({2, 6})); }, {x34(1)});
-  check_both("permute",
-             [](auto& x) {
-               return ops::permute(x[0], {2, 0, 1});
-             },
-             {{rnd(S({2, 3, 4}), -1, 1, 2)}});
-  check_both("expand",
-             [](auto& x) {
-               return ops::expand(x[0], S({2, 3, 4}));
-             },
-             {{rnd(S({3, 1}), -1, 1, 3)}});
-  check_both("slice step",
-             [](auto& x) {
-               return ops::slice(x[0], {ops::Range(1, 3), ops::Range(0, std::nullopt, 2)});
-             },
-             {x34(4)});
-  check_both("flip", [](auto& x) { return ops::flip(x[0], {0, 1}); }, {x34(5)});
-  check_both("slice_assign",
-             [](auto& x) {
-               return ops::slice_assign(x[0], {ops::Range(0, 2), ops::Range(1, 3)}, x[1]);
-             },
-             {x34(6), {rnd(S({2, 2}), -1, 1, 7)}});
-  check_both("cat",
-             [](auto& x) {
-               return ops::cat({x[0], x[1], x[2]}, 1);
-             },
-             {x34(8), {rnd(S({3, 2}), -1, 1, 9)}, {rnd(S({3, 1}), -1, 1, 10), false}});
-  check_both("pad reflect",
-             [](auto& x) {
-               return ops::pad(x[0], {{1, 2}}, ops::PadMode::Reflect);
-             },
-             {x34(11)});
-  check_both("repeat", [](auto& x) { return ops::repeat(x[0], {2, 1}); }, {x34(12)});
-}
-
-TEST(Grad, Indexing) {
-  auto x34 = [](std::uint64_t s) { return Input{rnd(S({3, 4}), -1, 1, s)}; };
-  auto idx = ints({0, 2, 1, 3, 3, 0}, S({3, 2}));
-  check_both("gather",
-             [idx](auto& x) { return ops::gather(x[0], 1, ops::from_data(idx, x[0].device())); },
-             {x34(1)});
-  auto sidx = ints({0, 2, 1, 3, 2, 0}, S({3, 2}));
-  for (bool add : {false, true}) {
-    check_both(add ? "scatter_add" : "scatter",
-               [sidx, add](auto& x) {
-                 auto i = ops::from_data(sidx, x[0].device());
-                 return add ? ops::scatter_add(x[0], 1, i, x[1]) : ops::scatter(x[0], 1, i, x[1]);
-               },
-               {x34(2), {rnd(S({3, 2}), -1, 1, 3)}});
-  }
-  auto sel = ints({2, 0, 2}, S({3}));
-  check_both("select (index_select)",
-             [sel](auto& x) { return ops::select(x[0], 1, ops::from_data(sel, x[0].device())); },
-             {x34(4)});
-  check_both("select_assign (index_add)",
-             [sel](auto& x) {
-               return ops::select_assign(x[0], 0, ops::from_data(sel, x[0].device()), x[1]);
-             },
-             {x34(5), {rnd(S({3, 4}), -1, 1, 6)}});
-  check_both("sort", [](auto& x) { return ops::sort(x[0], 1); }, {x34(7)});
-  check_both("sort descending", [](auto& x) { return ops::sort(x[0], 0, true); }, {x34(8)});
-  check_both("topk", [](auto& x) { return ops::topk(x[0], 2, 1); }, {x34(9)});
-  check_both("one_hot cross-entropy",
-             [](auto& x) {
-               auto labels = ops::from_data(ints({1, 0, 3}, S({3})), x[0].device());
-               auto oh = ops::one_hot(labels, 4, DType::F64);
-               return ops::binary(BinaryFn::Mul, ops::log_softmax(x[0], 1), oh);
-             },
-             {x34(10)});
-}
-
-// Sliding windows: unfold and fold (the IR ops), and the composites built on them.
-// max_pool's inputs are distinct and spaced (no ties within eps).
-TEST(Grad, SlidingWindows) {
-  namespace mo = module_ops;
-  using WO = mo::WindowOptions;
-  check_both("unfold 2-d, stride, padding, dilation",
-             [](auto& x) {
-               return mo::unfold(x[0], {2, 3}, WO{{2, 1}, {1, 1}, {1, 2}});
-             },
-             {{rnd(S({2, 2, 5, 6}), -1, 1, 21)}});
-  check_both("unfold 1-d, pad value -1",
-             [](auto& x) {
-               return mo::unfold(x[0], {3}, WO{{2}, {2}, {1}}, -1.0);
-             },
-             {{rnd(S({1, 3, 7}), -1, 1, 22)}});
-  check_both("fold 2-d (overlapping)",
-             [](auto& x) {
-               return mo::fold(x[0], {4, 5}, {3, 2}, WO{{1, 2}, {1, 0}, {1, 1}});
-             },
-             {{rnd(S({2, 12, 8}), -1, 1, 23)}});
-  check_both("conv2d, bias, groups, stride, padding",
-             [](auto& x) {
-               return mo::conv(x[0], x[1], x[2], WO{{2, 1}, {1, 2}, {1, 1}}, 2);
-             },
-             {{rnd(S({2, 4, 5, 6}), -1, 1, 24)},
-              {rnd(S({6, 2, 3, 2}), -1, 1, 25)},
-              {rnd(S({6}), -1, 1, 26)}});
-  check_both("conv1d, dilation",
-             [](auto& x) {
-               return mo::conv(x[0], x[1], std::nullopt, WO{{1}, {1}, {2}});
-             },
-             {{rnd(S({2, 3, 9}), -1, 1, 27)}, {rnd(S({2, 3, 3}), -1, 1, 28)}});
-  check_both("conv_transpose2d, output padding",
-             [](auto& x) {
-               return mo::conv_transpose(x[0], x[1], x[2], WO{{2, 2}, {1, 0}, {1, 1}}, {1, 0});
-             },
-             {{rnd(S({2, 3, 3, 4}), -1, 1, 29)},
-              {rnd(S({3, 2, 3, 2}), -1, 1, 30)},
-              {rnd(S({2}), -1, 1, 31)}});
-  check_both("avg_pool2d, count_include_pad false",
-             [](auto& x) {
-               return mo::avg_pool(x[0], {3, 3}, WO{{2, 2}, {1, 1}, {}}, false);
-             },
-             {{rnd(S({2, 2, 5, 6}), -1, 1, 32)}});
-  // Distinct values 0.01 apart, shuffled: no two window entries within 2 eps of each other.
-  std::vector<double> v(2 * 3 * 6 * 7);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 0.01 * double(i) - 1.0;
-  std::shuffle(v.begin(), v.end(), std::mt19937_64(33));
-  check_both("max_pool2d, stride, padding, dilation",
-             [](auto& x) {
-               return mo::max_pool(x[0], {3, 2}, WO{{2, 2}, {1, 1}, {1, 2}});
-             },
-             {{TensorData::from(v, S({2, 3, 6, 7}))}});
-}
-
-// Layer norm: weight and bias present and absent, one and two normalised dims, and
-// operands produced by element-wise ops (dropped and recomputed under Balanced).
-TEST(Grad, LayerNorm) {
-  const auto ln = [](DynTensor x, std::size_t dims, std::optional<DynTensor> w,
-                     std::optional<DynTensor> b) {
-    const Shape& xs = x.shape();
-    const Shape ns(xs.dims().end() - static_cast<std::ptrdiff_t>(dims), xs.dims().end());
-    return ops::layer_norm(std::move(x), ns, std::move(w), std::move(b), 1e-5);
-  };
-  check_both("layer_norm weight bias", [&](auto& x) { return ln(x[0], 1, x[1], x[2]); },
-             {{rnd(S({3, 5}), -2, 2, 31)}, {rnd(S({5}), 0.5, 1.5, 32)}, {rnd(S({5}), -1, 1, 33)}});
-  check_both("layer_norm 2 dims weight", [&](auto& x) { return ln(x[0], 2, x[1], std::nullopt); },
-             {{rnd(S({2, 3, 4}), -2, 2, 34)}, {rnd(S({3, 4}), 0.5, 1.5, 35)}});
-  check_both("layer_norm bias", [&](auto& x) { return ln(x[0], 1, std::nullopt, x[1]); },
-             {{rnd(S({4, 6}), -2, 2, 36)}, {rnd(S({6}), -1, 1, 37)}});
-  check_both("layer_norm plain", [&](auto& x) { return ln(x[0], 2, std::nullopt, std::nullopt); },
-             {{rnd(S({2, 3}), -2, 2, 38)}});
+// Layer norm of operands produced by element-wise ops, dropped and recomputed under
+// Checkpointing::Balanced, the two strategies compared bit for bit (check_both); the
+// harness's layer_norm case has plain inputs.
+TEST(Grad, LayerNormOfComputedOperands) {
   check_both("layer_norm of computed operands",
-             [&](auto& x) {
+             [](auto& x) {
                auto h = ops::unary(UnaryFn::Tanh, x[0]);
                auto w = ops::binary(BinaryFn::Mul, x[1], x[1]);
-               return ln(std::move(h), 1, std::move(w), x[2]);
+               return ops::layer_norm(std::move(h), S({7}), std::move(w), x[2], 1e-5);
              },
              {{rnd(S({3, 7}), -2, 2, 39)}, {rnd(S({7}), 0.5, 1.5, 40)}, {rnd(S({7}), -1, 1, 41)}});
 }
 
-// The functions the tensor layer composes (ops_reduce, ops_layout, ops_indexing,
-// ops_linalg, ops_sampling): their gradients come from the ops they are made of.
+// Composites whose harness cases the grad mode cannot differentiate: max_dims, min_dims
+// and cummax_with_indices have NaNs and ties in every trial (their cases test NaN
+// propagation), and quiet_softmax's large-logit trial (its stability) is past the first
+// three trials, the ones the grad mode differentiates.
 TEST(Grad, ComposedFunctions) {
   using RF = ir::ReduceFn;
-  for (RF fn : {RF::Sum, RF::Mean, RF::Prod, RF::Max, RF::Min}) {
+  for (RF fn : {RF::Max, RF::Min}) {
     check_both(std::string(ir::name(fn)) + "_dims",
                [fn](auto& x) {
                  return ops::reduce_dims(fn, x[0], {0, -1});
                },
                {{rnd(S({3, 2, 4}), -2, 2, 300 + std::size_t(fn))}});
   }
-  check_both("sum_dims_squeeze",
-             [](auto& x) { return ops::reduce_dims_squeeze(RF::Sum, x[0], {1}); },
-             {{rnd(S({3, 2, 4}), -2, 2, 310)}});
-  check_both("max_abs", [](auto& x) { return ops::max_abs(x[0]); }, {{rnd(S({3, 4}), -2, 2, 311)}});
-  check_both("max_abs_dim", [](auto& x) { return ops::max_abs_dim(x[0], 1); },
-             {{rnd(S({3, 4}), -2, 2, 312)}});
-  check_both("cummax", [](auto& x) { return ops::scan(ir::ScanFn::Max, x[0], 1); },
-             {{rnd(S({3, 6}), -2, 2, 313)}});
-  check_both("cummin", [](auto& x) { return ops::scan(ir::ScanFn::Min, x[0], 0); },
-             {{rnd(S({6, 3}), -2, 2, 314)}});
   check_both("cummax_with_indices",
              [](auto& x) { return ops::cummax_with_indices(x[0], -1).first; },
              {{rnd(S({2, 7}), -2, 2, 315)}});
-  check_both("movedim", [](auto& x) { return ops::movedim(x[0], {0}, {2}); },
-             {{rnd(S({2, 3, 4}), -2, 2, 316)}});
-  check_both("roll",
-             [](auto& x) {
-               return ops::roll(x[0], {2, -1}, {1, 0});
-             },
-             {{rnd(S({3, 5}), -2, 2, 317)}});
-  check_both("roll_flat", [](auto& x) { return ops::roll(x[0], {4}, {}); },
-             {{rnd(S({3, 5}), -2, 2, 318)}});
-  check_both("take",
-             [](auto& x) {
-               return ops::take(
-                   x[0], ops::from_data(ints({0, -1, 5, 5, 2, -12}, S({2, 3})), x[0].device()));
-             },
-             {{rnd(S({3, 4}), -2, 2, 319)}});
-  check_both("cross", [](auto& x) { return ops::cross(x[0], x[1], -1); },
-             {{rnd(S({4, 3}), -2, 2, 320)}, {rnd(S({1, 3}), -2, 2, 321)}});
-  check_both("diag of a vector", [](auto& x) { return ops::diag(x[0], -1); },
-             {{rnd(S({4}), -2, 2, 322)}});
-  check_both("diag of a matrix", [](auto& x) { return ops::diag(x[0], 1); },
-             {{rnd(S({4, 5}), -2, 2, 323)}});
-  check_both("diag_embed", [](auto& x) { return ops::diag_embed(x[0], 1); },
-             {{rnd(S({2, 3}), -2, 2, 324)}});
-  check_both("trace", [](auto& x) { return ops::trace(x[0]); }, {{rnd(S({3, 4}), -2, 2, 325)}});
-  for (double ord : {2.0, 1.0, 3.0, 0.5, double(INFINITY), -double(INFINITY)}) {
-    check_both("vector_norm " + std::to_string(ord),
-               [ord](auto& x) { return ops::vector_norm(x[0], ord, {1}); },
-               {{rnd(S({3, 4}), 0.2, 2, 326)}});
-  }
-  check_both("vector_norm of everything", [](auto& x) { return ops::vector_norm(x[0], 2.0); },
-             {{rnd(S({3, 4}), -2, 2, 327)}});
-  for (auto ord : {ops::MatrixNorm::Frobenius, ops::MatrixNorm::One, ops::MatrixNorm::NegOne,
-                   ops::MatrixNorm::Inf, ops::MatrixNorm::NegInf}) {
-    check_both("matrix_norm " + std::to_string(int(ord)),
-               [ord](auto& x) { return ops::matrix_norm(x[0], ord); },
-               {{rnd(S({2, 3, 4}), 0.2, 2, 328)}});
-  }
-  check_both("softmin", [](auto& x) { return ops::softmin(x[0], 1); },
-             {{rnd(S({3, 4}), -2, 2, 329)}});
-  check_both("quiet_softmax", [](auto& x) { return ops::quiet_softmax(x[0], 1); },
-             {{rnd(S({3, 4}), -2, 2, 330)}});
   check_both("quiet_softmax large", [](auto& x) { return ops::quiet_softmax(x[0], 0); },
              {{rnd(S({3, 4}), 20, 30, 331)}});
-  // grid_sample in the image and (bilinear) in the grid, positions inside and outside.
-  for (int v = 0; v < 8; ++v) {
-    const bool nearest = v & 1, border = v & 2, align = v & 4;
-    check_both(
-        "grid_sample " + std::to_string(v),
-        [=](auto& x) {
-          return ops::grid_sample(
-              x[0], x[1], nearest ? ops::GridSampleMode::Nearest : ops::GridSampleMode::Bilinear,
-              border ? ops::GridSamplePadding::Border : ops::GridSamplePadding::Zeros, align);
-        },
-        {{rnd(S({2, 2, 3, 4}), -2, 2, 332 + v)},
-         {rnd(S({2, 3, 2, 2}), -1.2, 1.2, 342 + v), !nearest}});
-  }
 }
 
 // Batch norm in training mode (ir::BatchNorm on the Cpu, its rule ir::BatchNormGrad):
@@ -671,11 +342,15 @@ TEST(Grad, BatchNorm) {
              {{rnd(S({6, 3}), -2, 2, 63)}, {rnd(S({6, 3}), -1, 1, 64)}});
 }
 
+// Reuse, broadcasting chains and operands not tracked: what the engine does around the
+// rules, which the harness (every f64 input tracked, one op a case) does not reach.
 TEST(Grad, CompositesReuseAndBroadcast) {
-  check_both("softmax", [](auto& x) { return ops::softmax(x[0], 1); },
-             {{rnd(S({3, 4}), -2, 2, 1)}});
-  check_both("log_softmax", [](auto& x) { return ops::log_softmax(x[0], 0); },
-             {{rnd(S({3, 4}), -2, 2, 2)}});
+  // Only one side tracked.
+  for (BinaryFn fn : {BinaryFn::Mul, BinaryFn::Div}) {
+    check_both(std::string(ir::name(fn)) + " lhs only",
+               [fn](auto& x) { return ops::binary(fn, x[0], x[1]); },
+               {{rnd(S({3, 4}), -2, 2, 8)}, {rnd(S({4}), 0.5, 2, 9), false}});
+  }
   // x used several times: gradients accumulate.
   check_both("reuse",
              [](auto& x) {

@@ -569,12 +569,16 @@ Result run_case(const Case& c, const Device& dev, DType dt, Scale scale) {
 
 // ---- grad mode: autodiff on a decorator stack against finite differences ----
 
-std::vector<Device> grad_stacks() {
-  std::vector<Device> out;
+std::vector<GradStacks> grad_stacks() {
+  std::vector<GradStacks> out;
   for (const std::string& n : Device::available()) {
     const Device d = Device::parse(n);
-    out.push_back(d.autodiff());
-    if (n == "cpu" || n.rfind("cuda", 0) == 0) out.push_back(d.fusion().autodiff());
+    GradStacks g{n, {d.autodiff()}};
+    // Checkpointing::Balanced recomputes memory-bound forward ops in backward: the
+    // decorator's path, not a backend's, so the Cpu's stack stands for every backend.
+    if (n == "cpu") g.stacks.push_back(d.autodiff(ember::Checkpointing::Balanced));
+    if (n == "cpu" || n.rfind("cuda", 0) == 0) g.stacks.push_back(d.fusion().autodiff());
+    out.push_back(std::move(g));
   }
   return out;
 }
@@ -592,40 +596,51 @@ double weighted(const Tensors& outs, const std::vector<HostTensor>& ws) {
 }
 }  // namespace
 
-GradResult run_grad_case(const Case& c, const Device& stack, std::size_t max_elements,
-                         std::size_t max_trials) {
-  GradResult r;
+namespace {
+// One finite difference of the loss of a trial: along coordinate k of input `input`, or
+// (k == kDirection) along the trial's random direction through every input.
+constexpr std::size_t kDirection = ~std::size_t(0);
+struct Difference {
+  std::size_t input = 0, k = 0;
+  double num = 0;     // the central difference
+  bool kink = false;  // the one-sided differences disagree: not compared
+};
+}  // namespace
+
+std::vector<GradResult> run_grad_case(const Case& c, const std::vector<Device>& stacks,
+                                      std::size_t max_elements, std::size_t max_trials) {
+  std::vector<GradResult> rs(stacks.size());
   const bool has_f64 = std::find(c.dtypes.begin(), c.dtypes.end(), DType::F64) != c.dtypes.end();
-  if (!has_f64 || c.verify || !c.known_failure.empty() || !c.no_grad.empty()) return r;
+  if (!has_f64 || c.verify || !c.known_failure.empty() || !c.no_grad.empty()) return rs;
   const Device cpu = Device::cpu();
   Rng wrng(std::hash<std::string>{}(c.fn));
+  std::size_t trials = 0;
   for (const Trial& tr : c.trials(DType::F64, Scale::Test)) {
-    if (r.trials >= max_trials) break;
-    bool usable = false, small = true;
+    if (trials >= max_trials) break;
+    bool usable = false, bounded = true, sampled = false;
     for (const HostTensor& t : tr.inputs) {
       if (t.dtype != DType::F64) continue;
       usable = usable || t.numel() > 0;
-      small = small && t.numel() <= max_elements;
-      for (double v : t.v) small = small && std::isfinite(v);
+      bounded = bounded && t.numel() <= kMaxGradInput;
+      sampled = sampled || t.numel() > max_elements;
+      for (double v : t.v) bounded = bounded && std::isfinite(v);
     }
-    if (!usable || !small) continue;
-    const std::string where = c.fn + " [" + stack.name() + "] trial " + tr.label + ": ";
+    if (!usable || !bounded) continue;
+    const auto layout = [&](std::size_t i) {
+      return i < tr.layouts.size() ? tr.layouts[i] : Layout::Contiguous;
+    };
+    // The function on the plain Cpu, its finite differences: once for every stack.
+    std::vector<HostTensor> logical, ws;
+    std::vector<std::vector<double>> dir;
+    std::vector<Difference> diffs;
+    double f0 = 0;
     try {
-      // Autodiff on the stack, inputs in the trial's layouts; every f64 input tracked.
-      std::vector<HostTensor> logical;
-      Tensors args, tracked;
       for (std::size_t i = 0; i < tr.inputs.size(); ++i) {
-        const Layout l = i < tr.layouts.size() ? tr.layouts[i] : Layout::Contiguous;
-        Materialized m = materialize(tr.inputs[i], l, stack);
-        logical.push_back(m.logical);
-        if (m.logical.dtype == DType::F64) {
-          m.tensor = ember::ops::require_grad(std::move(m.tensor));
-          tracked.push_back(m.tensor);
-        }
-        args.push_back(std::move(m.tensor));
+        logical.push_back(materialize(tr.inputs[i], layout(i), cpu).logical);
       }
-      auto outs = c.run(Tensors(args), tr.params);
-      std::vector<HostTensor> ws;
+      Tensors ins;
+      for (const auto& x : logical) ins.push_back(ember::ops::from_data(to_data(x), cpu));
+      const Tensors outs = c.run(std::move(ins), tr.params);
       bool any_float = false;
       for (const auto& o : outs) {
         HostTensor w(o.shape(), DType::F64);
@@ -635,75 +650,167 @@ GradResult run_grad_case(const Case& c, const Device& stack, std::size_t max_ele
         ws.push_back(std::move(w));
       }
       if (!any_float) continue;
-      // loss = sum(out * w) + 0 * sum(inputs): every tracked input is in the graph, so one
-      // the outputs do not depend on gets a zero gradient rather than none.
-      DynTensor loss = ember::ops::full(Shape{1}, 0.0, DType::F64, stack);
-      for (std::size_t k = 0; k < outs.size(); ++k) {
-        if (outs[k].dtype() != DType::F64) continue;
-        auto w = ember::ops::from_data(to_data(ws[k]), stack);
-        loss = ember::ops::binary(
-            ember::ir::BinaryFn::Add, loss,
-            ember::ops::reduce_all(ember::ir::ReduceFn::Sum,
-                                   ember::ops::binary(ember::ir::BinaryFn::Mul, outs[k], w)));
-      }
-      for (const auto& t : tracked) {
-        loss = ember::ops::binary(
-            ember::ir::BinaryFn::Add, loss,
-            ember::ops::binary_scalar(ember::ir::BinaryFn::Mul,
-                                      ember::ops::reduce_all(ember::ir::ReduceFn::Sum, t), 0.0));
-      }
-      auto grads = ember::ops::backward(loss);
-      ++r.trials;
-      // Central differences on the plain Cpu; an element where the one-sided differences
-      // disagree sits on a kink (a tie, a bound) and is skipped.
+      f0 = weighted(outs, ws);
       const auto value = [&](const std::vector<HostTensor>& xs) {
-        Tensors ins;
-        for (const auto& x : xs) ins.push_back(ember::ops::from_data(to_data(x), cpu));
-        return weighted(c.run(std::move(ins), tr.params), ws);
+        Tensors in;
+        for (const auto& x : xs) in.push_back(ember::ops::from_data(to_data(x), cpu));
+        return weighted(c.run(std::move(in), tr.params), ws);
       };
-      const double f0 = value(logical);
-      std::size_t ti = 0;
+      // The central difference along d (one vector per input, empty for an input not moved).
+      const auto difference = [&](const std::vector<std::vector<double>>& d, Difference& out) {
+        double big = 0;
+        for (std::size_t i = 0; i < d.size(); ++i) {
+          for (std::size_t k = 0; k < d[i].size(); ++k) {
+            if (d[i][k] != 0) big = std::max(big, std::fabs(logical[i].v[k]));
+          }
+        }
+        const double eps = 1e-6 * std::max(1.0, big);
+        auto xs = logical;
+        const auto moved = [&](double t) {
+          for (std::size_t i = 0; i < d.size(); ++i) {
+            for (std::size_t k = 0; k < d[i].size(); ++k) {
+              xs[i].v[k] = logical[i].v[k] + t * d[i][k];
+            }
+          }
+          return value(xs);
+        };
+        const double fp = moved(eps), fm = moved(-eps);
+        const double dp = (fp - f0) / eps, dm = (f0 - fm) / eps;
+        out.num = (fp - fm) / (2 * eps);
+        out.kink = !std::isfinite(out.num) || std::fabs(dp - dm) > 1e-3 * (1 + std::fabs(out.num));
+      };
+      // Each coordinate of a small input; kSampledCoordinates random ones of a larger one.
+      Rng pick(wrng());
       for (std::size_t i = 0; i < logical.size(); ++i) {
         if (logical[i].dtype != DType::F64) continue;
-        const auto g = ember::ops::grad(tracked[ti++], grads);
-        const std::vector<double> gv =
-            g ? g->to_data().to_vector<double>() : std::vector<double>(logical[i].numel(), 0.0);
-        for (std::size_t k = 0; k < logical[i].numel(); ++k) {
-          const double x = logical[i].v[k], eps = 1e-6 * std::max(1.0, std::fabs(x));
-          auto xs = logical;
-          xs[i].v[k] = x + eps;
-          const double fp = value(xs);
-          xs[i].v[k] = x - eps;
-          const double fm = value(xs);
-          const double dp = (fp - f0) / eps, dm = (f0 - fm) / eps, num = (fp - fm) / (2 * eps);
-          if (!std::isfinite(num) || std::fabs(dp - dm) > 1e-3 * (1 + std::fabs(num))) {
+        const std::size_t n = logical[i].numel();
+        std::vector<std::size_t> coords;
+        if (n <= max_elements) {
+          for (std::size_t k = 0; k < n; ++k) coords.push_back(k);
+        } else {
+          for (std::size_t j = 0; j < kSampledCoordinates; ++j) coords.push_back(pick() % n);
+        }
+        for (std::size_t k : coords) {
+          std::vector<std::vector<double>> d(logical.size());
+          d[i].assign(n, 0.0);
+          d[i][k] = 1.0;
+          Difference df{i, k};
+          difference(d, df);
+          diffs.push_back(df);
+        }
+      }
+      // A trial with an input too large for every coordinate: the directional derivative
+      // along a random direction through every input, <grad, v> against one central
+      // difference, so every element's gradient takes part at the cost of two evaluations.
+      if (sampled) {
+        std::uniform_real_distribution<double> u(-1.0, 1.0);
+        dir.resize(logical.size());
+        for (std::size_t i = 0; i < logical.size(); ++i) {
+          if (logical[i].dtype != DType::F64) continue;
+          dir[i].resize(logical[i].numel());
+          for (double& v : dir[i]) v = u(pick);
+        }
+        Difference df{0, kDirection};
+        difference(dir, df);
+        diffs.push_back(df);
+      }
+    } catch (const ember::Error& e) {
+      for (std::size_t s = 0; s < stacks.size(); ++s) {
+        rs[s].outcome = Outcome::Fail;
+        rs[s].message = c.fn + " trial " + tr.label + ": on the plain Cpu: " + e.what();
+      }
+      return rs;
+    }
+    ++trials;
+    // Autodiff on each stack, inputs in the trial's layouts; every f64 input tracked.
+    for (std::size_t s = 0; s < stacks.size(); ++s) {
+      GradResult& r = rs[s];
+      if (r.outcome != Outcome::Pass) continue;
+      const Device& stack = stacks[s];
+      const std::string where = c.fn + " [" + stack.name() + "] trial " + tr.label + ": ";
+      try {
+        Tensors args, tracked;
+        for (std::size_t i = 0; i < tr.inputs.size(); ++i) {
+          Materialized m = materialize(tr.inputs[i], layout(i), stack);
+          if (m.logical.dtype == DType::F64) {
+            m.tensor = ember::ops::require_grad(std::move(m.tensor));
+            tracked.push_back(m.tensor);
+          }
+          args.push_back(std::move(m.tensor));
+        }
+        auto outs = c.run(Tensors(args), tr.params);
+        // loss = sum(out * w) + 0 * sum(inputs): every tracked input is in the graph, so one
+        // the outputs do not depend on gets a zero gradient rather than none.
+        DynTensor loss = ember::ops::full(Shape{1}, 0.0, DType::F64, stack);
+        for (std::size_t k = 0; k < outs.size(); ++k) {
+          if (outs[k].dtype() != DType::F64) continue;
+          auto w = ember::ops::from_data(to_data(ws[k]), stack);
+          loss = ember::ops::binary(
+              ember::ir::BinaryFn::Add, loss,
+              ember::ops::reduce_all(ember::ir::ReduceFn::Sum,
+                                     ember::ops::binary(ember::ir::BinaryFn::Mul, outs[k], w)));
+        }
+        for (const auto& t : tracked) {
+          loss = ember::ops::binary(
+              ember::ir::BinaryFn::Add, loss,
+              ember::ops::binary_scalar(ember::ir::BinaryFn::Mul,
+                                        ember::ops::reduce_all(ember::ir::ReduceFn::Sum, t), 0.0));
+        }
+        auto grads = ember::ops::backward(loss);
+        ++r.trials;
+        std::vector<std::vector<double>> gvs(logical.size());
+        std::size_t ti = 0;
+        for (std::size_t i = 0; i < logical.size(); ++i) {
+          if (logical[i].dtype != DType::F64) continue;
+          const auto g = ember::ops::grad(tracked[ti++], grads);
+          gvs[i] =
+              g ? g->to_data().to_vector<double>() : std::vector<double>(logical[i].numel(), 0.0);
+        }
+        for (const Difference& df : diffs) {
+          double ad = 0, scale = 0;
+          if (df.k == kDirection) {
+            ++r.directions;
+            for (std::size_t i = 0; i < dir.size(); ++i) {
+              for (std::size_t k = 0; k < dir[i].size(); ++k) {
+                ad += gvs[i][k] * dir[i][k];
+                scale += std::fabs(gvs[i][k] * dir[i][k]);
+              }
+            }
+          } else {
+            ad = gvs[df.input][df.k];
+          }
+          if (df.kink) {
             ++r.kinks;
             continue;
           }
           ++r.checked;
-          if (!(std::fabs(gv[k] - num) <= 1e-5 * (1 + std::fabs(num)) + 1e-7 * std::fabs(f0))) {
+          if (!(std::fabs(ad - df.num) <=
+                1e-5 * (1 + std::fabs(df.num) + scale) + 1e-7 * std::fabs(f0))) {
             r.outcome = Outcome::Fail;
-            r.message = where + "input " + std::to_string(i) + " element " + std::to_string(k) +
-                        ": gradient " + fmt(gv[k]) + ", finite difference " + fmt(num);
-            return r;
+            r.message = where +
+                        (df.k == kDirection ? std::string("the directional derivative along a "
+                                                          "random direction")
+                                            : "input " + std::to_string(df.input) + " element " +
+                                                  std::to_string(df.k)) +
+                        ": gradient " + fmt(ad) + ", finite difference " + fmt(df.num);
+            break;
           }
         }
+      } catch (const ember::Error& e) {
+        const std::string what = e.what();
+        // An op with no derivative rule yet is a known gap, not a wrong gradient.
+        if (what.find("no derivative rule") != std::string::npos ||
+            what.find("not differentiable") != std::string::npos) {
+          r.outcome = Outcome::Unsupported;
+          r.message = where + what;
+        } else {
+          r.outcome = Outcome::Fail;
+          r.message = where + "ember::Error: " + what;
+        }
       }
-    } catch (const ember::Error& e) {
-      const std::string what = e.what();
-      // An op with no derivative rule yet is a known gap, not a wrong gradient.
-      if (what.find("no derivative rule") != std::string::npos ||
-          what.find("not differentiable") != std::string::npos) {
-        r.outcome = Outcome::Unsupported;
-        r.message = where + what;
-        return r;
-      }
-      r.outcome = Outcome::Fail;
-      r.message = where + "ember::Error: " + what;
-      return r;
     }
   }
-  return r;
+  return rs;
 }
 
 // ---- perf mode: the function alone ----

@@ -114,21 +114,34 @@ struct Result {
 Result run_case(const Case& c, const Device& dev, DType dt, Scale scale = Scale::Test);
 
 // ---- grad mode (harness.cpp): autodiff on a stack against finite differences ----
-// The autodiff stacks of every available device: d.autodiff(), and d.fusion().autodiff()
-// for the Cpu and Cuda.
-std::vector<Device> grad_stacks();
+// The autodiff stacks of every available device, by device: d.autodiff(),
+// d.fusion().autodiff() for the Cpu and Cuda, and the Cpu's d.autodiff(Balanced).
+struct GradStacks {
+  std::string device;  // as Device::available() names it
+  std::vector<Device> stacks;
+};
+std::vector<GradStacks> grad_stacks();
 struct GradResult {
   Outcome outcome = Outcome::Pass;
   std::string message;
-  std::size_t trials = 0, checked = 0, kinks = 0;  // elements compared, and skipped on kinks
+  std::size_t trials = 0, checked = 0, kinks = 0;  // differences compared, and skipped on kinks
+  std::size_t directions = 0;  // trials checked along a random direction (larger inputs)
 };
-// Runs the case's f64 trials (up to max_trials with at most max_elements per f64 input,
-// finite values) on `stack` with every f64 input tracked, differentiates sum(out * w) over
-// the f64 outputs and compares each input's gradient with central finite differences of
-// the same function on the plain Cpu; elements where the one-sided differences disagree
-// (ties, bounds, rounding steps) are skipped. Cases without f64 or with verify are skipped.
-GradResult run_grad_case(const Case& c, const Device& stack, std::size_t max_elements = 24,
-                         std::size_t max_trials = 3);
+// Elements of an f64 input above which a trial is not differentiated (the cost bound), and
+// the coordinates sampled from an input of more than max_elements.
+inline constexpr std::size_t kMaxGradInput = 1 << 14;
+inline constexpr std::size_t kSampledCoordinates = 3;
+// Runs the case's f64 trials (up to max_trials, finite values, at most kMaxGradInput
+// elements per f64 input) on each of `stacks` with every f64 input tracked, differentiates
+// sum(out * w) over the f64 outputs and compares each input's gradient with central finite
+// differences of the same function on the plain Cpu (computed once for every stack): every
+// element of an input of at most max_elements; of a larger one kSampledCoordinates random
+// elements, and the trial's directional derivative along a random direction through every
+// input (<grad, v> against one central difference). Differences where the one-sided ones
+// disagree (ties, bounds, rounding steps) are skipped. Cases without f64 or with verify are
+// skipped. One result per stack.
+std::vector<GradResult> run_grad_case(const Case& c, const std::vector<Device>& stacks,
+                                      std::size_t max_elements = 24, std::size_t max_trials = 3);
 // perf mode: the median of 5 timed runs of the function alone (inputs on the device,
 // warmed up, the device synced), averaged over the trials; -1 when it fails.
 double time_case(const Case& c, const Device& dev, DType dt, Scale scale, std::size_t& trials);

@@ -69,29 +69,34 @@ void register_tests() {
   }
 }
 
-// Grad mode in the suite: one test per autodiff stack, every case with f64 trials.
+// Grad mode in the suite: one test per device, over its autodiff stacks (the finite
+// differences, on the plain Cpu, computed once for all of them), every case with f64 trials.
 class GradStackTest : public testing::Test {
  public:
-  explicit GradStackTest(Device stack) : stack_(std::move(stack)) {}
+  explicit GradStackTest(std::vector<Device> stacks) : stacks_(std::move(stacks)) {}
   void TestBody() override {
-    std::size_t checked = 0;
+    std::vector<std::size_t> checked(stacks_.size(), 0);
     for (const Case& c : all_cases()) {
-      const GradResult r = run_grad_case(c, stack_);
-      checked += r.checked;
-      if (r.outcome == Outcome::Fail) ADD_FAILURE() << r.message;
+      const std::vector<GradResult> rs = run_grad_case(c, stacks_);
+      for (std::size_t s = 0; s < rs.size(); ++s) {
+        checked[s] += rs[s].checked;
+        if (rs[s].outcome == Outcome::Fail) ADD_FAILURE() << rs[s].message;
+      }
     }
-    EXPECT_GT(checked, 0u) << "no gradient element was compared on " << stack_.name();
+    for (std::size_t s = 0; s < stacks_.size(); ++s) {
+      EXPECT_GT(checked[s], 0u) << "no gradient element was compared on " << stacks_[s].name();
+    }
   }
 
  private:
-  Device stack_;
+  std::vector<Device> stacks_;
 };
 
 void register_grad_tests() {
-  for (const Device& stack : grad_stacks()) {
-    testing::RegisterTest("ConformanceGrad", test_name(stack.name()).c_str(), nullptr, nullptr,
-                          __FILE__, __LINE__,
-                          [stack]() -> testing::Test* { return new GradStackTest(stack); });
+  for (const GradStacks& g : grad_stacks()) {
+    testing::RegisterTest(
+        "ConformanceGrad", test_name(g.device).c_str(), nullptr, nullptr, __FILE__, __LINE__,
+        [stacks = g.stacks]() -> testing::Test* { return new GradStackTest(stacks); });
   }
 }
 
@@ -236,15 +241,24 @@ int run_perf(const std::string& filter) {
 // Every case's gradients on every autodiff stack (grad_stacks), one line per (stack, case).
 int run_grad(const std::string& filter) {
   int failures = 0;
-  for (const Device& stack : grad_stacks()) {
+  for (const GradStacks& g : grad_stacks()) {
+    std::vector<std::string> lines(g.stacks.size());
     for (const Case& c : all_cases()) {
       if (!matches(c, filter)) continue;
-      const GradResult r = run_grad_case(c, stack);
-      if (r.trials == 0 && r.outcome == Outcome::Pass) continue;
-      failures += r.outcome == Outcome::Fail;
-      std::printf("%-22s %-22s %-12s %4zu elements %3zu kinks %s\n", stack.name().c_str(),
-                  c.fn.c_str(), mark(r.outcome), r.checked, r.kinks, r.message.c_str());
+      const std::vector<GradResult> rs = run_grad_case(c, g.stacks);
+      for (std::size_t s = 0; s < rs.size(); ++s) {
+        const GradResult& r = rs[s];
+        if (r.trials == 0 && r.outcome == Outcome::Pass) continue;
+        failures += r.outcome == Outcome::Fail;
+        char line[512];
+        std::snprintf(line, sizeof line,
+                      "%-22s %-22s %-12s %4zu differences %3zu kinks %2zu directions ",
+                      g.stacks[s].name().c_str(), c.fn.c_str(), mark(r.outcome), r.checked, r.kinks,
+                      r.directions);
+        lines[s] += line + r.message + "\n";
+      }
     }
+    for (const auto& l : lines) std::fputs(l.c_str(), stdout);
   }
   return failures == 0 ? 0 : 1;
 }

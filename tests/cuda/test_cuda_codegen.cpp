@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include <ember/ember.hpp>
@@ -39,14 +40,16 @@ TEST(CudaCodegen, KernelNamesAreUniqueAndStructural) {
   EXPECT_GT(ks.size(), 1000u);
 }
 
-// Each kernel family lists its variants (codegen.hpp's variants(), a switch over every
-// Family): a family whose case lists nothing would leave its kernels out of the NVRTC
-// compile test.
+// Each kernel family in KernelSpecs lists its variants (Note [Kernel specs] in codegen.hpp):
+// a family that listed nothing would leave its kernels out of the NVRTC compile test.
 TEST(CudaCodegen, EveryFamilyListsItsVariants) {
-  for (std::size_t f = 0; f < static_cast<std::size_t>(Family::Count_); ++f) {
-    EXPECT_FALSE(variants(static_cast<Family>(f)).empty())
-        << "family " << f << " has no kernel for the NVRTC test";
-  }
+  std::size_t families = 0;
+  for_each_kernel_spec([&](auto family) {
+    ++families;
+    EXPECT_FALSE(decltype(family)::type::variants().empty())
+        << "family " << families - 1 << " of KernelSpecs has no kernel for the NVRTC test";
+  });
+  EXPECT_EQ(families, std::tuple_size_v<KernelSpecs>);
 }
 
 // Every (function, dtype) cell the element-wise table defines is printed, contiguous and
@@ -129,40 +132,11 @@ TEST(CudaCodegen, AllKernelsCompileForSm90) {
               seconds_since(t0));
 }
 
+// The first variant of every family in KernelSpecs, to a real CUBIN.
 TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
-  const std::vector<KernelSource> ks = {
-      gen_unary(ir::UnaryFn::Gelu, DType::BF16, false),
-      gen_binary(ir::BinaryFn::Rem, DType::I8, true),
-      gen_where(DType::F16, false),
-      gen_cast(DType::F64, DType::I64, true),
-      gen_copy(8, false),
-      gen_reduce(ir::ReduceFn::ArgMax, DType::F32, true),
-      gen_reduce(ir::ReduceFn::Mean, DType::F16, false),
-      gen_scan(ir::ScanFn::Max, DType::F64),
-      gen_softmax(DType::BF16, true),
-      gen_softmax_regs(DType::F32, false, 8, 4),
-      gen_layer_norm(DType::F64),
-      gen_layer_norm_regs(DType::BF16, 4, 4),
-      gen_fill(2),
-      gen_arange(DType::I32),
-      gen_random(DType::F32),
-      gen_gather(4),
-      gen_scatter(DType::BF16, true),
-      gen_index_select(1),
-      gen_index_add(DType::I16),
-      gen_sort_rows(DType::F16),
-      gen_sort_init(),
-      gen_sort_stage(DType::F64),
-      gen_sort_write(2),
-      gen_nonzero_count(DType::BF16),
-      gen_nonzero_write(DType::Bool),
-      gen_scan_tiles(),
-      gen_add_tile_offsets(),
-      gen_unfold(8, false),
-      gen_unfold(2, true),
-      gen_fold(DType::F16, false),
-      gen_fold(DType::F32, true),
-  };
+  std::vector<KernelSource> ks;
+  for_each_kernel_spec(
+      [&](auto family) { ks.push_back(decltype(family)::type::variants().front().source()); });
   std::string src = prelude();
   for (const auto& k : ks) src += k.body;
   const auto t0 = std::chrono::steady_clock::now();
@@ -173,22 +147,28 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
               seconds_since(t0));
 }
 
-// A key stands for a kernel's source (CudaContext::launch compiles gen() only on a key's
-// first use), so its fields must not overlap and a value too wide for its field must stop
-// the launch rather than be cut to another kernel's key.
-TEST(CudaCodegen, KernelKeyFieldsAreDisjointAndChecked) {
-  // Each field at its widest: the family, then a, b, c, d.
-  const std::uint64_t fields[] = {kernel_key(Family{0xff}), kernel_key(Family{}, 0xffff),
-                                  kernel_key(Family{}, 0, 0xffff), kernel_key(Family{}, 0, 0, 0xff),
-                                  kernel_key(Family{}, 0, 0, 0, 0xffff)};
-  std::uint64_t seen = 0;
-  for (std::uint64_t f : fields) {
-    EXPECT_EQ(seen & f, 0u);
-    seen |= f;
-  }
-  EXPECT_EQ(seen, ~std::uint64_t(0));
-  EXPECT_DEATH(kernel_key(Family::Unfold, 0x10000), "invariant");
-  EXPECT_DEATH(kernel_key(Family::Unary, 0, 0, 0x100), "invariant");
+// A key stands for a kernel's source (CudaContext::launch prints the spec's source only on
+// its key's first use): over every variant of every family, distinct specs have distinct
+// keys, and one key one source; an argument too wide for its key field stops the launch
+// rather than being cut to another kernel's key.
+TEST(CudaCodegen, KernelKeysStandForTheirSources) {
+  std::map<std::uint64_t, std::string> by_key;
+  std::size_t specs = 0;
+  for_each_kernel_spec([&](auto family) {
+    for (const auto& spec : decltype(family)::type::variants()) {
+      ++specs;
+      const KernelSource k = spec.source();
+      const auto [it, fresh] = by_key.emplace(spec.key(), k.name);
+      EXPECT_TRUE(fresh) << k.name << " has the key of " << it->second;
+    }
+  });
+  std::set<std::string> names;
+  for (const auto& [key, name] : by_key) names.insert(name);
+  EXPECT_EQ(by_key.size(), specs);
+  EXPECT_EQ(names.size(), specs);
+  EXPECT_NE(UnfoldKernel(std::size_t{4}, false).key(), UnfoldKernel(std::size_t{4}, true).key());
+  EXPECT_DEATH(UnfoldKernel(std::size_t{256}, false).key(), "invariant");
+  EXPECT_DEATH(SoftmaxRegsKernel(DType::F32, false, -1, 1).key(), "invariant");
 }
 
 TEST(CudaCodegen, CompileErrorsCarryTheLog) {

@@ -3,6 +3,7 @@
 // into the shared skeleton (printer.hpp's ew_kernel), except where the prelude has a tuned
 // form of it (tuned_form).
 #include <string>
+#include <vector>
 
 #include "cuda/codegen.hpp"
 #include "cuda/codegen/printer.hpp"
@@ -101,9 +102,8 @@ KernelSource gen_binary(BinaryFn fn, DType dt, bool contiguous, unsigned scalar_
   return k;
 }
 
-KernelSource gen_where(DType dt, bool contiguous, unsigned scalar_mask) {
+KernelSource gen_where(std::size_t elem, bool contiguous, unsigned scalar_mask) {
   KernelSource k;
-  const std::size_t elem = size_of(dt);
   k.name = "em_where_s" + std::to_string(elem) + layout_suffix(contiguous) +
            scalar_suffix(contiguous, scalar_mask);
   const char* t = sized_type(elem);
@@ -127,6 +127,73 @@ KernelSource gen_copy(std::size_t elem, bool contiguous) {
   // Operand 1 is the destination's view: strided copies write y[o1].
   k.body = ew_kernel(k.name, t, {t, "u8", "u8"}, 1, contiguous, "", "    $Y = $X0;\n", "y[o1]");
   return k;
+}
+
+// ---- variants (Note [Kernel specs] in codegen.hpp) ----
+
+// Contiguous kernels with each operand but the last possibly one element (scalar_mask),
+// strided ones with none.
+template <>
+std::vector<UnaryKernel> UnaryKernel::variants() {
+  std::vector<UnaryKernel> out;
+  for (bool c : {true, false}) {
+    for (std::size_t f = 0; f < static_cast<std::size_t>(UnaryFn::Count_); ++f) {
+      for (DType dt : kAllDTypes) {
+        if (unary_supported(static_cast<UnaryFn>(f), dt))
+          out.emplace_back(static_cast<UnaryFn>(f), dt, c);
+      }
+    }
+  }
+  return out;
+}
+
+template <>
+std::vector<BinaryKernel> BinaryKernel::variants() {
+  std::vector<BinaryKernel> out;
+  for (bool c : {true, false}) {
+    for (std::size_t f = 0; f < static_cast<std::size_t>(BinaryFn::Count_); ++f) {
+      for (DType dt : kAllDTypes) {
+        if (!binary_supported(static_cast<BinaryFn>(f), dt)) continue;
+        for (unsigned m : {0u, 1u, 2u}) {
+          if (c || m == 0) out.emplace_back(static_cast<BinaryFn>(f), dt, c, m);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+template <>
+std::vector<WhereKernel> WhereKernel::variants() {
+  std::vector<WhereKernel> out;
+  for (bool c : {true, false}) {
+    for (std::size_t e : {1, 2, 4, 8}) {
+      for (unsigned m = 0; m < 7; ++m) {
+        if (c || m == 0) out.emplace_back(e, c, m);
+      }
+    }
+  }
+  return out;
+}
+
+template <>
+std::vector<CastKernel> CastKernel::variants() {
+  std::vector<CastKernel> out;
+  for (bool c : {true, false}) {
+    for (DType a : kAllDTypes) {
+      for (DType b : kAllDTypes) out.emplace_back(a, b, c);
+    }
+  }
+  return out;
+}
+
+template <>
+std::vector<CopyKernel> CopyKernel::variants() {
+  std::vector<CopyKernel> out;
+  for (bool c : {true, false}) {
+    for (std::size_t e : {1, 2, 4, 8}) out.emplace_back(e, c);
+  }
+  return out;
 }
 
 }  // namespace ember::cuda

@@ -2,6 +2,7 @@
 // printed from ir::sx::reduction (ir/scalar_table.hpp) for these and every other family
 // that folds values (softmax, layer norm, pooling).
 #include <string>
+#include <vector>
 
 #include "cuda/codegen.hpp"
 #include "cuda/codegen/printer.hpp"
@@ -188,6 +189,34 @@ KernelSource gen_scan(ScanFn fn, DType dt) {
            ";\n"
            "    }\n  }\n}\n";
   return k;
+}
+
+// ---- variants (Note [Kernel specs] in codegen.hpp) ----
+
+template <>
+std::vector<ReduceKernel> ReduceKernel::variants() {
+  std::vector<ReduceKernel> out;
+  for (DType dt : kAllDTypes) {
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ReduceFn::Count_); ++f) {
+      const auto fn = static_cast<ReduceFn>(f);
+      if (!reduce_supported(fn, dt)) continue;
+      out.emplace_back(fn, dt, true);
+      out.emplace_back(fn, dt, false);
+    }
+  }
+  return out;
+}
+
+template <>
+std::vector<ScanKernel> ScanKernel::variants() {
+  std::vector<ScanKernel> out;
+  for (DType dt : kAllDTypes) {
+    if (dt == DType::Bool) continue;
+    for (std::size_t f = 0; f < static_cast<std::size_t>(ScanFn::Count_); ++f) {
+      out.emplace_back(static_cast<ScanFn>(f), dt);
+    }
+  }
+  return out;
 }
 
 }  // namespace ember::cuda

@@ -34,9 +34,7 @@ ir::Handle run(CudaContext& ctx, ir::Arange& op) {
   std::int64_t n = static_cast<std::int64_t>(op.n);
   void* y = out->data();
   const DType dt = op.dtype;
-  ctx.launch(
-      kernel_key(Family::Arange, static_cast<unsigned>(dt)), [&] { return gen_arange(dt); }, n,
-      {&y, &n, &op.start, &op.step}, "arange");
+  ctx.launch(ArangeKernel(dt), n, {&y, &n, &op.start, &op.step}, "arange");
   return out;
 }
 
@@ -49,9 +47,7 @@ ir::Handle run(CudaContext& ctx, ir::Random& op) {
   double a = op.dist.a, b = op.dist.b;
   void* y = out->data();
   const DType dt = op.dtype;
-  ctx.launch(
-      kernel_key(Family::Random, static_cast<unsigned>(dt)), [&] { return gen_random(dt); }, n,
-      {&y, &n, &key, &base, &kind, &a, &b}, "random");
+  ctx.launch(RandomKernel(dt), n, {&y, &n, &key, &base, &kind, &a, &b}, "random");
   return out;
 }
 

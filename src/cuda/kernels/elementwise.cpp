@@ -11,15 +11,11 @@
 namespace ember::cuda {
 namespace {
 
-unsigned code(DType t) { return static_cast<unsigned>(t); }
-
-// Launches the element-wise kernel of `family` over out_shape with inputs xs; key_args are
-// the generator's arguments (function, dtypes) and gen(contiguous) prints the kernel.
-template <class Gen>
+// Launches the element-wise kernel spec(contiguous, scalar_mask) over out_shape with inputs xs.
+template <class Spec>
 void run_elementwise(CudaContext& ctx, const Shape& out_shape,
                      std::initializer_list<const CudaTensor*> xs, const CudaTensor& out, double p0,
-                     double p1, const char* op, bool checked, Family family, unsigned a, unsigned b,
-                     Gen&& gen) {
+                     double p1, const char* op, bool checked, Spec&& spec) {
   std::size_t widest = size_of(out.dtype());
   for (const CudaTensor* x : xs) widest = std::max(widest, size_of(x->dtype()));
   // Each operand walks the output linearly or is one broadcast element (backend::walk_of),
@@ -76,10 +72,8 @@ void run_elementwise(CudaContext& ctx, const Shape& out_shape,
   int* err = ctx.error_flag();
   const std::int64_t threads =
       contiguous ? (g.n + vector_width(widest) - 1) / vector_width(widest) : g.n;
-  ctx.launch(
-      kernel_key(family, a, b, contiguous | scalar_mask << 1),
-      [&] { return gen(contiguous, scalar_mask); }, threads,
-      {&g, &y, &p[0], &p[1], &p[2], &p0, &p1, &err}, op, checked);
+  ctx.launch(spec(contiguous, scalar_mask), threads, {&g, &y, &p[0], &p[1], &p[2], &p0, &p1, &err},
+             op, checked);
 }
 
 // The output of an element-wise op: the first of `candidates` that is reusable (Note
@@ -99,9 +93,8 @@ ir::Handle run(CudaContext& ctx, ir::Unary& op) {
   auto out = output_for(ctx, {&op.x}, x.shape(), op.out);
   const auto fn = op.fn;
   const DType dt = x.dtype();
-  run_elementwise(ctx, x.shape(), {&x}, *out, op.p0, op.p1, ir::name(fn), false, Family::Unary,
-                  static_cast<unsigned>(fn), code(dt),
-                  [&](bool c, unsigned) { return gen_unary(fn, dt, c); });
+  run_elementwise(ctx, x.shape(), {&x}, *out, op.p0, op.p1, ir::name(fn), false,
+                  [&](bool c, unsigned) { return UnaryKernel(fn, dt, c); });
   return out;
 }
 
@@ -112,9 +105,8 @@ ir::Handle run(CudaContext& ctx, ir::Binary& op) {
   const auto fn = op.fn;
   const DType dt = a.dtype();
   const bool checked = is_int(dt) && (fn == ir::BinaryFn::Div || fn == ir::BinaryFn::Rem);
-  run_elementwise(ctx, op.out_shape, {&a, &b}, *out, 0, 0, ir::name(fn), checked, Family::Binary,
-                  static_cast<unsigned>(fn), code(dt),
-                  [&](bool c, unsigned m) { return gen_binary(fn, dt, c, m); });
+  run_elementwise(ctx, op.out_shape, {&a, &b}, *out, 0, 0, ir::name(fn), checked,
+                  [&](bool c, unsigned m) { return BinaryKernel(fn, dt, c, m); });
   return out;
 }
 
@@ -124,9 +116,8 @@ ir::Handle run(CudaContext& ctx, ir::Where& op) {
   const auto& b = as_cuda(op.b);
   auto out = ctx.empty(op.out_shape, a.dtype());
   const DType dt = a.dtype();
-  run_elementwise(ctx, op.out_shape, {&c, &a, &b}, *out, 0, 0, "where", false, Family::Where,
-                  static_cast<unsigned>(size_of(dt)), 0,
-                  [&](bool c, unsigned m) { return gen_where(dt, c, m); });
+  run_elementwise(ctx, op.out_shape, {&c, &a, &b}, *out, 0, 0, "where", false,
+                  [&](bool c, unsigned m) { return WhereKernel(size_of(dt), c, m); });
   return out;
 }
 
@@ -134,8 +125,8 @@ ir::Handle run(CudaContext& ctx, ir::Cast& op) {
   const auto& x = as_cuda(op.x);
   auto out = ctx.empty(x.shape(), op.to);
   const DType from = x.dtype(), to = op.to;
-  run_elementwise(ctx, x.shape(), {&x}, *out, 0, 0, "cast", false, Family::Cast, code(from),
-                  code(to), [&](bool c, unsigned) { return gen_cast(from, to, c); });
+  run_elementwise(ctx, x.shape(), {&x}, *out, 0, 0, "cast", false,
+                  [&](bool c, unsigned) { return CastKernel(from, to, c); });
   return out;
 }
 

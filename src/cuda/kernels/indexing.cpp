@@ -30,11 +30,11 @@ void exclusive_scan(CudaContext& ctx, void* a, std::int64_t n) {
   std::int64_t tiles = (n + kScanTile - 1) / kScanTile;
   auto sums = ctx.empty(Shape{static_cast<std::size_t>(tiles)}, DType::I64);
   void* sp = sums->data();
-  ctx.launch(kernel_key(Family::ScanTiles), gen_scan_tiles, tiles * kScanBlock, {&a, &n, &sp},
-             "nonzero", false, static_cast<unsigned>(kScanBlock));
+  ctx.launch(ScanTilesKernel(), tiles * kScanBlock, {&a, &n, &sp}, "nonzero", false,
+             static_cast<unsigned>(kScanBlock));
   if (tiles == 1) return;
   exclusive_scan(ctx, sp, tiles);
-  ctx.launch(kernel_key(Family::AddTileOffsets), gen_add_tile_offsets, n, {&a, &n, &sp}, "nonzero");
+  ctx.launch(AddTileOffsetsKernel(), n, {&a, &n, &sp}, "nonzero");
 }
 }  // namespace
 
@@ -53,9 +53,7 @@ ir::Handle run(CudaContext& ctx, ir::Gather& op) {
   const void* ip = index->data();
   int* err = ctx.error_flag();
   const std::size_t elem = size_of(x->dtype());
-  ctx.launch(
-      kernel_key(Family::Gather, static_cast<unsigned>(elem)), [&] { return gen_gather(elem); },
-      g.n, {&g, &y, &xp, &ip, &dim, &extent, &err}, "gather", true);
+  ctx.launch(GatherKernel(elem), g.n, {&g, &y, &xp, &ip, &dim, &extent, &err}, "gather", true);
   return out;
 }
 
@@ -81,10 +79,8 @@ ir::Handle run(CudaContext& ctx, ir::Scatter& op) {
   const std::int64_t lines = g.n / std::max<std::int64_t>(1, g.shape[op.dim]);
   const DType dt = x.dtype();
   const bool add = op.add;
-  ctx.launch(
-      kernel_key(Family::Scatter, static_cast<unsigned>(dt), add),
-      [&] { return gen_scatter(dt, add); }, lines, {&g, &y, &ip, &sp, &dim, &extent, &err},
-      add ? "scatter_add" : "scatter", true);
+  ctx.launch(ScatterKernel(dt, add), lines, {&g, &y, &ip, &sp, &dim, &extent, &err},
+             add ? "scatter_add" : "scatter", true);
   return out;
 }
 
@@ -99,10 +95,8 @@ ir::Handle run(CudaContext& ctx, ir::IndexSelect& op) {
   const void* ip = index->data();
   int* err = ctx.error_flag();
   const std::size_t elem = size_of(x->dtype());
-  ctx.launch(
-      kernel_key(Family::IndexSelect, static_cast<unsigned>(elem)),
-      [&] { return gen_index_select(elem); }, d.outer * k * d.inner,
-      {&y, &xp, &ip, &d.outer, &d.n, &k, &d.inner, &err}, "select", true);
+  ctx.launch(IndexSelectKernel(elem), d.outer * k * d.inner,
+             {&y, &xp, &ip, &d.outer, &d.n, &k, &d.inner, &err}, "select", true);
   return out;
 }
 
@@ -126,10 +120,8 @@ ir::Handle run(CudaContext& ctx, ir::IndexAdd& op) {
   // element scans the k indices for its row instead: n times the comparisons, in parallel,
   // and the same additions in the same order.
   const bool rows = d.n * d.outer * d.inner <= (std::int64_t(1) << 22);
-  ctx.launch(
-      kernel_key(Family::IndexAdd, static_cast<unsigned>(dt), rows ? 1 : 0),
-      [&] { return gen_index_add(dt, rows); }, rows ? d.n * d.outer * d.inner : d.outer * d.inner,
-      {&y, &ip, &sp, &d.outer, &d.n, &k, &d.inner, &err}, "select_assign", true);
+  ctx.launch(IndexAddKernel(dt, rows), rows ? d.n * d.outer * d.inner : d.outer * d.inner,
+             {&y, &ip, &sp, &d.outer, &d.n, &k, &d.inner, &err}, "select_assign", true);
   return out;
 }
 
@@ -151,10 +143,8 @@ ir::Handle run(CudaContext& ctx, ir::Nonzero& op) {
   const void* xp = x->data();
   // The tile past the end counts 0, so after the scan offsets[tiles] is the total.
   std::int64_t counted = tiles + 1;
-  ctx.launch(
-      kernel_key(Family::NonzeroCount, static_cast<unsigned>(dt)),
-      [&] { return gen_nonzero_count(dt); }, counted * kScanBlock, {&xp, &n, &offp, &counted},
-      "nonzero", false, kScanBlock);
+  ctx.launch(NonzeroCountKernel(dt), counted * kScanBlock, {&xp, &n, &offp, &counted}, "nonzero",
+             false, kScanBlock);
   exclusive_scan(ctx, offp, counted);
   std::int64_t count = 0;
   {
@@ -171,10 +161,8 @@ ir::Handle run(CudaContext& ctx, ir::Nonzero& op) {
   Geo g;
   fill_geo(g, s);
   void* yp = out->data();
-  ctx.launch(
-      kernel_key(Family::NonzeroWrite, static_cast<unsigned>(dt)),
-      [&] { return gen_nonzero_write(dt); }, tiles * kScanBlock, {&g, &xp, &offp, &yp}, "nonzero",
-      false, kScanBlock);
+  ctx.launch(NonzeroWriteKernel(dt), tiles * kScanBlock, {&g, &xp, &offp, &yp}, "nonzero", false,
+             kScanBlock);
   return out;
 }
 

@@ -134,6 +134,26 @@ bool tf32_enabled() {
   return on;
 }
 
+void CublasLt::ensure(const char* op) {
+  std::lock_guard lk(mu_);
+  if (handle_) return;
+  constexpr std::size_t kWorkspaceBytes = std::size_t(32) << 20;
+  void* ws = nullptr;
+  check(cudaMalloc(&ws, kWorkspaceBytes), std::string(op) + ": cuBLASLt workspace");
+  cublasLtHandle_t h = nullptr;
+  const cublasStatus_t s = cublasLtCreate(&h);
+  if (s != CUBLAS_STATUS_SUCCESS) cudaFree(ws);
+  check_lt(s, op, "cublasLtCreate");
+  workspace_ = ws;
+  workspace_bytes_ = kWorkspaceBytes;
+  handle_ = h;
+}
+
+CublasLt::~CublasLt() {
+  if (handle_) cublasLtDestroy(static_cast<cublasLtHandle_t>(handle_));
+  if (workspace_) cudaFree(workspace_);
+}
+
 bool gemm_layout_ok(const GemmArgs& g) {
   Mat x;
   return as_transposed(g.k, g.n, g.b_rs, g.b_cs, x) && as_transposed(g.m, g.k, g.a_rs, g.a_cs, x) &&
@@ -145,15 +165,10 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
   EMBER_CHECK(
       as_transposed(g.k, g.n, g.b_rs, g.b_cs, ma) && as_transposed(g.m, g.k, g.a_rs, g.a_cs, mb),
       std::string(op) + ": internal: operand layout not accepted by cuBLASLt");
-  if (!ctx.lt_handle) {
-    cublasLtHandle_t h = nullptr;
-    check_lt(cublasLtCreate(&h), op, "cublasLtCreate");
-    ctx.lt_handle = h;
-    ctx.workspace_bytes = std::size_t(32) << 20;
-    check(cudaMalloc(&ctx.workspace, ctx.workspace_bytes), "cuBLASLt workspace");
-    ctx.gemm_plans = std::make_shared<Plans>();
-  }
-  auto handle = static_cast<cublasLtHandle_t>(ctx.lt_handle);
+  CublasLt& lt = ctx.cublas_lt();
+  lt.ensure(op);
+  auto handle = static_cast<cublasLtHandle_t>(lt.handle());
+  std::call_once(ctx.gemm_plans_once, [&] { ctx.gemm_plans = std::make_shared<Plans>(); });
   auto& plans = *static_cast<Plans*>(ctx.gemm_plans.get());
   const cudaDataType_t t = data_type(g.dtype);
   const bool f64 = g.dtype == DType::F64;
@@ -226,7 +241,7 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
     cublasLtMatmulPreference_t pref = nullptr;
     check_lt(cublasLtMatmulPreferenceCreate(&pref), op, "cublasLtMatmulPreferenceCreate");
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                         &ctx.workspace_bytes, sizeof ctx.workspace_bytes);
+                                         &lt.workspace_bytes(), sizeof lt.workspace_bytes());
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
                                          sizeof align_a);
     cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
@@ -258,7 +273,7 @@ void gemm(CudaContext& ctx, const GemmArgs& g, const char* op) {
   const void* beta = f64 ? static_cast<const void*>(&zero_d) : &zero_f;
   if (profile::enabled()) profile::count(profile::Counter::Gemm);
   check_lt(cublasLtMatmul(handle, p.desc, alpha, g.b, p.la, g.a, p.lb, beta, g.c, p.lc, g.c, p.lc,
-                          &p.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream()),
+                          &p.algo, lt.workspace(), lt.workspace_bytes(), ctx.stream()),
            op, "cublasLtMatmul");
 }
 

@@ -24,18 +24,14 @@ ir::Handle run(CudaContext& ctx, ir::LayerNorm& op) {
   const DType dt = x->dtype();
   if (const auto [block, ept, vec] = rows_in_registers(n, dt, aligned16({xp, wp, bp, yp}));
       block > 0) {  // Note [Rows in registers]
-    ctx.launch(
-        kernel_key(Family::LayerNorm, static_cast<unsigned>(dt), static_cast<unsigned>(ept),
-                   static_cast<unsigned>(vec)),
-        [&] { return gen_layer_norm_regs(dt, ept, vec); }, rows * block,
-        {&xp, &wp, &bp, &eps, &yp, &rows, &n}, "layer_norm", false, block, CudaContext::kOneWave);
+    ctx.launch(LayerNormRegsKernel(dt, ept, vec), rows * block,
+               {&xp, &wp, &bp, &eps, &yp, &rows, &n}, "layer_norm", false, block,
+               CudaContext::kOneWave);
     return out;
   }
   constexpr unsigned kBlock = 256;
-  ctx.launch(
-      kernel_key(Family::LayerNorm, static_cast<unsigned>(dt), 0),
-      [&] { return gen_layer_norm(dt); }, rows * kBlock, {&xp, &wp, &bp, &yp, &rows, &n, &eps},
-      "layer_norm", false, kBlock, 1 << 20);
+  ctx.launch(LayerNormKernel(dt), rows * kBlock, {&xp, &wp, &bp, &eps, &yp, &rows, &n},
+             "layer_norm", false, kBlock, 1 << 20);
   return out;
 }
 

@@ -67,17 +67,15 @@ ir::Handle run(CudaContext& ctx, ir::Reduce& op) {
   }
   auto out = ctx.empty(out_shape, op.out);
   const auto fn = op.fn;
-  const auto key =
-      kernel_key(Family::Reduce, static_cast<unsigned>(fn), static_cast<unsigned>(dt), rows);
-  const auto gen = [&] { return gen_reduce(fn, dt, rows); };
+  const ReduceKernel spec(fn, dt, rows);
   const void* xp = x->data();
   void* yp = out->data();
   if (rows) {
     constexpr unsigned kBlock = 256;
-    ctx.launch(key, gen, d.outer * kBlock, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(fn),
-               false, kBlock, 1 << 20);
+    ctx.launch(spec, d.outer * kBlock, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(fn), false,
+               kBlock, 1 << 20);
   } else {
-    ctx.launch(key, gen, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(fn));
+    ctx.launch(spec, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner}, ir::name(fn));
   }
   return out;
 }
@@ -104,17 +102,12 @@ ir::Handle run(CudaContext& ctx, ir::Softmax& op) {
     void* yp = out->data();
     const char* name = log ? "log_softmax" : "softmax";
     if (const auto [block, ept, vec] = rows_in_registers(n, dt, aligned16({xp, yp})); block > 0) {
-      ctx.launch(
-          kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, static_cast<unsigned>(ept),
-                     static_cast<unsigned>(vec)),
-          [&] { return gen_softmax_regs(dt, log, ept, vec); }, rows * block, {&xp, &yp, &rows, &n},
-          name, false, block, CudaContext::kOneWave);
+      ctx.launch(SoftmaxRegsKernel(dt, log, ept, vec), rows * block, {&xp, &yp, &rows, &n}, name,
+                 false, block, CudaContext::kOneWave);
     } else {
       constexpr unsigned kBlock = 256;
-      ctx.launch(
-          kernel_key(Family::Softmax, static_cast<unsigned>(dt), log, 0),
-          [&] { return gen_softmax(dt, log); }, rows * kBlock, {&xp, &yp, &rows, &n}, name, false,
-          kBlock, 1 << 20);
+      ctx.launch(SoftmaxKernel(dt, log), rows * kBlock, {&xp, &yp, &rows, &n}, name, false, kBlock,
+                 1 << 20);
     }
   }
   if (op.dim == last) return out;
@@ -130,10 +123,8 @@ ir::Handle run(CudaContext& ctx, ir::Scan& op) {
   const DType dt = x->dtype();
   const void* xp = x->data();
   void* yp = out->data();
-  ctx.launch(
-      kernel_key(Family::Scan, static_cast<unsigned>(fn), static_cast<unsigned>(dt)),
-      [&] { return gen_scan(fn, dt); }, d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner},
-      ir::name(fn), false, 128);
+  ctx.launch(ScanKernel(fn, dt), d.outer * d.inner, {&xp, &yp, &d.outer, &d.n, &d.inner},
+             ir::name(fn), false, 128);
   return out;
 }
 

@@ -35,27 +35,23 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::Sort& op) {
   void* ip = indices->data();
   if (np2 <= kSortSharedMax) {
     const auto block = static_cast<unsigned>(std::clamp<std::int64_t>(np2 / 2, 32, 512));
-    ctx.launch(
-        kernel_key(Family::SortRows, static_cast<unsigned>(dt)), [&] { return gen_sort_rows(dt); },
-        rows * block, {&xp, &vp, &ip, &rows, &n, &inner, &np2, &desc}, "sort", false, block);
+    ctx.launch(SortRowsKernel(dt), rows * block, {&xp, &vp, &ip, &rows, &n, &inner, &np2, &desc},
+               "sort", false, block);
     return {values, indices};
   }
   auto ord = ctx.empty(Shape{static_cast<std::size_t>(rows * np2)}, DType::I64);
   void* op_ = ord->data();
-  ctx.launch(kernel_key(Family::SortInit), gen_sort_init, rows * np2, {&op_, &rows, &np2}, "sort");
-  const auto stage = kernel_key(Family::SortStage, static_cast<unsigned>(dt));
+  ctx.launch(SortInitKernel(), rows * np2, {&op_, &rows, &np2}, "sort");
+  const SortStageKernel stage(dt);
   for (std::int64_t k = 2; k <= np2; k <<= 1) {
     for (std::int64_t j = k >> 1; j > 0; j >>= 1) {
-      ctx.launch(
-          stage, [&] { return gen_sort_stage(dt); }, rows * (np2 / 2),
-          {&xp, &op_, &rows, &n, &inner, &np2, &k, &j, &desc}, "sort");
+      ctx.launch(stage, rows * (np2 / 2), {&xp, &op_, &rows, &n, &inner, &np2, &k, &j, &desc},
+                 "sort");
     }
   }
   const std::size_t elem = size_of(dt);
-  ctx.launch(
-      kernel_key(Family::SortWrite, static_cast<unsigned>(elem)),
-      [&] { return gen_sort_write(elem); }, rows * n,
-      {&xp, &op_, &vp, &ip, &rows, &n, &inner, &np2}, "sort");
+  ctx.launch(SortWriteKernel(elem), rows * n, {&xp, &op_, &vp, &ip, &rows, &n, &inner, &np2},
+             "sort");
   return {values, indices};
 }
 

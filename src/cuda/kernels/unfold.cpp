@@ -52,9 +52,7 @@ ir::Handle run(CudaContext& ctx, ir::Unfold& op) {
   const void* xp = x->data();
   const std::size_t elem = size_of(x->dtype());
   const bool wide = window_index_wide(w);
-  ctx.launch(
-      kernel_key(Family::Unfold, static_cast<unsigned>(elem), wide),
-      [&] { return gen_unfold(elem, wide); }, n, {&w, &y, &xp, &pad_bits}, "unfold");
+  ctx.launch(UnfoldKernel(elem, wide), n, {&w, &y, &xp, &pad_bits}, "unfold");
   return out;
 }
 
@@ -69,9 +67,7 @@ ir::Handle run(CudaContext& ctx, ir::Fold& op) {
   const void* xp = x->data();
   const DType dt = x->dtype();
   const bool wide = window_index_wide(w);
-  ctx.launch(
-      kernel_key(Family::Fold, static_cast<unsigned>(dt), wide), [&] { return gen_fold(dt, wide); },
-      n, {&w, &y, &xp}, "fold");
+  ctx.launch(FoldKernel(dt, wide), n, {&w, &y, &xp}, "fold");
   return out;
 }
 
@@ -86,9 +82,7 @@ ir::Handle run(CudaContext& ctx, ir::Pool& op) {
   const void* xp = x->data();
   const DType dt = x->dtype();
   const bool max = op.fn == ir::PoolFn::Max, wide = window_index_wide(w);
-  ctx.launch(
-      kernel_key(Family::Pool, static_cast<unsigned>(dt), max, wide),
-      [&] { return gen_pool(dt, max, wide); }, n, {&w, &y, &xp}, "pool");
+  ctx.launch(PoolKernel(dt, max, wide), n, {&w, &y, &xp}, "pool");
   return out;
 }
 
