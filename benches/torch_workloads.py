@@ -411,6 +411,7 @@ WORKLOADS = {
     "layer_norm": layer_norm,
     "matmul_1024": matmul,
     "matmul_2048": matmul,
+    "matmul_4096": matmul,
     "matmul_batched": matmul,
     "matvec": matmul,
     "vecmat": matmul,

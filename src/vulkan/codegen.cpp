@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "ember/base/error.hpp"
@@ -424,6 +425,96 @@ std::string map_offsets(int inputs) {
   return s;
 }
 
+// An element-wise kernel's input: `type var = load(dt, buf[o<operand>])`.
+struct MapLoad {
+  int operand;
+  std::string type, var, buf;
+  DType dt;
+  bool raw = false;  // the storage element itself (copies), not its compute value
+};
+
+// Note [Linear walk]: the strided walk unravels each element's index into every operand's
+// offset, a division and a remainder per dim per element, and each thread has one load in
+// flight per input. Where, after collapsing, every operand is one contiguous run from its
+// offset (or a broadcast scalar) and the output is contiguous, the linear walk drops the
+// index math and gives each thread kMapUnroll elements kLocal apart (each warp's accesses
+// stay contiguous), loading all of them before computing any, so a bandwidth-bound kernel
+// keeps kMapUnroll times the bytes in flight. Each element is computed by the same printed
+// expression, so both walks give the same bits.
+//
+// main() of an element-wise kernel over `operands` operands (outputs first; their offsets
+// o<j>), loading `loads` and then running `body` (which stores through the output offsets),
+// after `prologue` (the parameters). lin == 0: the strided walk (map_offsets). Otherwise
+// (Note [Linear walk]) every operand is contiguous from its offset or, where bit j of
+// lin >> 1 is set, a broadcast scalar (stride 0): each thread takes kMapUnroll elements
+// kLocal apart, all loads issued before any arithmetic on a full block, no index math.
+std::string map_main(int operands, const std::vector<MapLoad>& loads, const std::string& prologue,
+                     const std::string& body, std::uint32_t lin) {
+  std::string s = "void main() {\n";
+  const auto ld = [](const MapLoad& l, const std::string& suffix, const std::string& off) {
+    const std::string e = l.buf + "[" + off + "]";
+    return "  " + l.type + " " + l.var + suffix + " = " + (l.raw ? e : load(l.dt, e)) + ";\n";
+  };
+  if (lin == 0) {
+    s += map_offsets(operands - 1) + prologue;
+    for (const MapLoad& l : loads) s += ld(l, "", "o" + std::to_string(l.operand));
+    return s + body + "}\n";
+  }
+  const std::string L = std::to_string(kLocal), U = std::to_string(kMapUnroll);
+  s += "  int n = arg[0];\n"
+       "  int i0 = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * " +
+       std::to_string(kLocal * kMapUnroll) + " + int(gl_LocalInvocationID.x);\n";
+  const auto scalar = [&](int j) { return j < 31 && ((lin >> (j + 1)) & 1u) != 0; };
+  for (int j = 0; j < operands; ++j) {
+    s += "  int b" + std::to_string(j) + " = arg[" + std::to_string(kMapOperand + j * kMapStride) +
+         "];\n";
+  }
+  s += prologue;
+  const auto off = [&](int j, const std::string& i) {
+    std::string o = "b";
+    o.append(std::to_string(j));
+    if (!scalar(j)) o.append(" + ").append(i);
+    return o;
+  };
+  const auto offsets = [&](const std::string& i) {
+    std::string o;
+    for (int j = 0; j < operands; ++j)
+      o += "    int o" + std::to_string(j) + " = " + off(j, i) + ";\n";
+    return o;
+  };
+  // A full block: every load first, then the arithmetic and the stores.
+  s += "  if (i0 + " + std::to_string(kLocal * (kMapUnroll - 1)) + " < n) {\n";
+  const auto at = [](int u) {
+    std::string i = "i0 + ";
+    return i.append(std::to_string(u * static_cast<int>(kLocal)));
+  };
+  const auto tag = [](int u) {
+    std::string t = "_";
+    return t.append(std::to_string(u));
+  };
+  for (int u = 0; u < kMapUnroll; ++u) {
+    for (const MapLoad& l : loads) s += "  " + ld(l, tag(u), off(l.operand, at(u)));
+  }
+  for (int u = 0; u < kMapUnroll; ++u) {
+    s += "   {\n" + offsets(at(u));
+    for (const MapLoad& l : loads)
+      s += "    " + l.type + " " + l.var + " = " + l.var + tag(u) + ";\n";
+    s += body + "   }\n";
+  }
+  // The last block: element by element, within n.
+  s += "  } else {\n   for (int u = 0; u < " + U + "; ++u) {\n    int i = i0 + u * " + L +
+       ";\n    if (i >= n) break;\n" + offsets("i");
+  for (const MapLoad& l : loads) s += "  " + ld(l, "", "o" + std::to_string(l.operand));
+  s += body + "   }\n  }\n}\n";
+  return s;
+}
+
+// The key suffix of a walk (map_main's lin).
+std::string lin_tag(std::uint32_t lin) {
+  if (lin == 0) return "";
+  return ".lin" + ((lin >> 1) != 0 ? ".s" + std::to_string(lin >> 1) : std::string());
+}
+
 std::string params(DType dt) {
   return "  C p0 = " +
          from_words(dt, "arg[" + std::to_string(kMapParams) + "]",
@@ -443,7 +534,7 @@ bool divides_ints(const sx::Expr& e, DType dt) {
   return false;
 }
 
-std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs) {
+std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs, std::uint32_t lin) {
   std::vector<std::pair<std::string, DType>> bufs = {{"y", out}, {"x0", dt}};
   if (inputs == 2) bufs.push_back({"x1", dt});
   std::string s = header() + local_decl(kLocal) + buffers_decl(bufs);
@@ -453,32 +544,34 @@ std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs) {
          std::to_string(kErrorDivisionByZero) + "\n";
   }
   s += prelude(dt) + bf16_helpers();
-  s += "void main() {\n" + map_offsets(inputs) + params(dt);
-  s += "  C a = " + load(dt, "x0[o1]") + ";\n";
-  if (inputs == 2) s += "  C b = " + load(dt, "x1[o2]") + ";\n";
+  std::vector<MapLoad> loads = {{1, "C", "a", "x0", dt}};
+  if (inputs == 2) loads.push_back({2, "C", "b", "x1", dt});
   const sx::Printed pr = sx::print(e, sx::Dialect::Glsl, dt, {}, "  ");
-  s += pr.statements;
+  std::string body = pr.statements;
   if (kind_of(out) == Kind::Float) {
     // `precise`: no reassociation or algebraic folding (x + 0 stays, so -0 becomes +0; no
     // contraction into fma), as the expressions are defined.
-    s += "  precise C res = " + pr.value + ";\n  y[o0] = " + store(out, "res") + ";\n}\n";
+    body += "  precise C res = " + pr.value + ";\n  y[o0] = " + store(out, "res") + ";\n";
   } else {
-    s += "  y[o0] = " + store(out, pr.value) + ";\n}\n";
+    body += "  y[o0] = " + store(out, pr.value) + ";\n";
   }
-  return s;
+  return s + map_main(inputs + 1, loads, params(dt), body, lin);
 }
 
-std::string gen_where(DType dt) {
+std::string gen_where(DType dt, std::uint32_t lin) {
   const std::string s_ = header() + local_decl(kLocal) +
                          buffers_decl({{"y", dt}, {"x0", DType::Bool}, {"x1", dt}, {"x2", dt}}) +
                          prelude(dt) + bf16_helpers();
-  return s_ + "void main() {\n" + map_offsets(3) + "  y[o0] = " + load(DType::Bool, "x0[o1]") +
-         " ? x1[o2] : x2[o3];\n}\n";
+  return s_ + map_main(4,
+                       {{1, "bool", "c", "x0", DType::Bool},
+                        {2, storage(dt), "va", "x1", dt, true},
+                        {3, storage(dt), "vb", "x2", dt, true}},
+                       "", "  y[o0] = c ? va : vb;\n", lin);
 }
 
-std::string gen_copy(DType dt) {
-  return header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) + "void main() {\n" +
-         map_offsets(1) + "  y[o0] = x0[o1];\n}\n";
+std::string gen_copy(DType dt, std::uint32_t lin) {
+  return header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+         map_main(2, {{1, storage(dt), "v", "x0", dt, true}}, "", "  y[o0] = v;\n", lin);
 }
 
 // The value v (of `from`'s compute type) converted to `to`'s compute type, as
@@ -542,13 +635,11 @@ std::string target_limits(DType to) {
   }
 }
 
-std::string gen_cast(DType from, DType to) {
+std::string gen_cast(DType from, DType to, std::uint32_t lin) {
   std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", to}, {"x0", from}}) +
                   target_limits(to) + bf16_helpers();
-  s += "void main() {\n" + map_offsets(1);
-  s += std::string("  ") + compute(from) + " v = " + load(from, "x0[o1]") + ";\n";
-  s += "  y[o0] = " + store(to, convert(from, to, "v")) + ";\n}\n";
-  return s;
+  return s + map_main(2, {{1, compute(from), "v", "x0", from}}, "",
+                      "  y[o0] = " + store(to, convert(from, to, "v")) + ";\n", lin);
 }
 
 std::string gen_fill(DType dt) {
@@ -589,10 +680,36 @@ std::string line_head(bool group) {
        "  int base = (line / inner) * n * inner + (line % inner);\n  int xo = arg[3] + base;\n";
   return s;
 }
-// The loop over a thread's elements of the line: k from `first` stepping `step`.
-std::string line_loop(bool group) {
-  return group ? "for (int k = t; k < n; k += " + std::to_string(kLocal) + ")"
-               : std::string("for (int k = 0; k < n; ++k)");
+// The loop over a thread's elements k of the line, running `body` with `type v` = ld(k).
+// A workgroup's thread walks k = t, t + kLocal, ...: kMapUnroll elements an iteration,
+// loaded before the body runs for each in order (the same order and values as one at a
+// time, with kMapUnroll loads in flight), then the rest one by one.
+std::string each(bool group, const std::string& type,
+                 const std::function<std::string(const std::string&)>& ld,
+                 const std::string& body) {
+  if (!group)
+    return "  for (int k = 0; k < n; ++k) {\n    " + type + " v = " + ld("k") + ";\n" + body +
+           "  }\n";
+  const int L = static_cast<int>(kLocal);
+  const auto at = [&](int u) {
+    std::string k = "k0 + ";
+    return k.append(std::to_string(u * L));
+  };
+  const auto var = [](int u) {
+    std::string v = "v_";
+    return v.append(std::to_string(u));
+  };
+  std::string s = "  {\n  int k0 = t;\n  for (; k0 + " + std::to_string(L * (kMapUnroll - 1)) +
+                  " < n; k0 += " + std::to_string(L * kMapUnroll) + ") {\n";
+  for (int u = 0; u < kMapUnroll; ++u)
+    s += "    " + type + " " + var(u) + " = " + ld(at(u)) + ";\n";
+  for (int u = 0; u < kMapUnroll; ++u) {
+    s += "   {\n    int k = " + at(u) + ";\n    " + type + " v = " + var(u) + ";\n" + body +
+         "   }\n";
+  }
+  s += "  }\n  for (; k0 < n; k0 += " + std::to_string(L) + ") {\n    int k = k0;\n    " + type +
+       " v = " + ld("k") + ";\n" + body + "  }\n  }\n";
+  return s;
 }
 // A tree over sh[0, kLocal) combining sh[t] with sh[t + s] by `combine` (statements over
 // `a`, `b` that set `r`).
@@ -610,7 +727,6 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
   const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
   const DType acc_t = logical ? DType::Bool : dt;
   s += prelude(acc_t) + bf16_helpers();
-  const std::string x = load(dt, "x0[xo + k * inner]");
   if (arg) {
     const bool max = fn == ReduceFn::ArgMax;
     const bool flt = kind_of(dt) == Kind::Float;
@@ -627,10 +743,12 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
       s += "shared " + vt + " shv[" + std::to_string(kLocal) + "];\nshared int shi[" +
            std::to_string(kLocal) + "];\n";
     s += "void main() {\n" + line_head(group);
-    const std::string ld = dt == DType::Bool ? "int(x0[xo + k * inner])" : x;
+    const auto ld = [&](const std::string& k) {
+      const std::string e = "x0[xo + " + k + " * inner]";
+      return dt == DType::Bool ? "int(" + e + ")" : load(dt, e);
+    };
     s += "  " + vt + " best = " + vt + "(0);\n  int at = -1;\n";
-    s += "  " + line_loop(group) + " {\n    " + vt + " v = " + ld +
-         ";\n    if (em_take(v, k, best, at)) { best = v; at = k; }\n  }\n";
+    s += each(group, vt, ld, "    if (em_take(v, k, best, at)) { best = v; at = k; }\n");
     if (group) {
       s += "  shv[t] = best;\n  shi[t] = at;\n  barrier();\n  for (int s = " +
            std::to_string(kLocal / 2) +
@@ -648,12 +766,14 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
   const sx::Printed id = sx::print(def.identity, sx::Dialect::Glsl, acc_t, {}, "  ");
   const sx::Printed step = sx::print(combine, sx::Dialect::Glsl, acc_t, {"part", "v"}, "    ");
   const sx::Printed ab = sx::print(combine, sx::Dialect::Glsl, acc_t, {"a", "b"}, "      ", "u");
-  const std::string ld = logical ? convert(dt, DType::Bool, x) : x;
+  const auto ld = [&](const std::string& k) {
+    const std::string e = load(dt, "x0[xo + " + k + " * inner]");
+    return logical ? convert(dt, DType::Bool, e) : e;
+  };
   if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
   s += "void main() {\n" + line_head(group);
   s += id.statements + "  C part = " + id.value + ";\n";
-  s += "  " + line_loop(group) + " {\n    C v = " + ld + ";\n" + step.statements +
-       "    part = " + step.value + ";\n  }\n";
+  s += each(group, "C", ld, step.statements + "    part = " + step.value + ";\n");
   std::string result = "part";
   if (group) {
     s += tree("sh", ab.statements + "      C r = " + ab.value + ";\n");
@@ -705,22 +825,24 @@ std::string gen_softmax(DType dt, bool log, bool group) {
                   prelude(dt) + bf16_helpers();
   if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
   s += "void main() {\n" + line_head(group);
-  const std::string x = load(dt, "x0[xo + k * inner]");
-  const std::string loop = "  " + line_loop(group);
-  s += "  C part = -EM_INF;\n" + loop + " { C v = " + x +
-       "; part = (isnan(v) || v > part) ? v : part; }\n";
+  const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + " * inner]"); };
+  s += "  C part = -EM_INF;\n" +
+       each(group, "C", x, "    part = (isnan(v) || v > part) ? v : part;\n");
   if (group) {
     s += tree("sh", "      C r = (isnan(b) || b > a) ? b : a;\n") +
          "  part = sh[0];\n  barrier();\n";
   }
-  s += "  C m = part;\n  part = C(0);\n" + loop + " part += m_exp(" + x + " - m);\n";
+  s += "  C m = part;\n  part = C(0);\n" + each(group, "C", x, "    part += m_exp(v - m);\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n";
   s += "  C sum = part;\n";
   if (log) {
-    s += "  C ls = m_log(sum);\n" + loop + " y[base + k * inner] = " + store(dt, x + " - m - ls") +
-         ";\n}\n";
+    s += "  C ls = m_log(sum);\n" +
+         each(group, "C", x, "    y[base + k * inner] = " + store(dt, "v - m - ls") + ";\n") +
+         "}\n";
   } else {
-    s += loop + " y[base + k * inner] = " + store(dt, "m_exp(" + x + " - m) / sum") + ";\n}\n";
+    s += each(group, "C", x,
+              "    y[base + k * inner] = " + store(dt, "m_exp(v - m) / sum") + ";\n") +
+         "}\n";
   }
   return s;
 }
@@ -742,23 +864,20 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
   }
   s += "  int n = arg[1];\n  int xo = arg[2] + line * n;\n";
   s += "  C eps = " + from_words(dt, "arg[3]", "arg[4]") + ";\n";
-  const std::string x = load(dt, "x0[xo + k]");
-  const std::string loop =
-      "  " + std::string(group ? "for (int k = t; k < n; k += " + std::to_string(kLocal) + ")"
-                               : "for (int k = 0; k < n; ++k)");
-  s += "  C part = C(0);\n" + loop + " part += " + x + ";\n";
+  const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + "]"); };
+  s += "  C part = C(0);\n" + each(group, "C", x, "    part += v;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
   // A second pass corrects the mean by the mean of x - mean (the first sum's rounding).
-  s += "  C mean = part / C(n);\n  part = C(0);\n" + loop + " part += " + x + " - mean;\n";
+  s += "  C mean = part / C(n);\n  part = C(0);\n" + each(group, "C", x, "    part += v - mean;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
-  s += "  mean += part / C(n);\n  part = C(0);\n" + loop + " { C d = " + x +
-       " - mean; part += d * d; }\n";
+  s += "  mean += part / C(n);\n  part = C(0);\n" +
+       each(group, "C", x, "    C d = v - mean;\n    part += d * d;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n";
   s += "  C rstd = C(1) / sqrt(part / C(n) + eps);\n";
-  std::string v = "(" + x + " - mean) * rstd";
+  std::string v = "(v - mean) * rstd";
   if (weight) v = "(" + v + ") * " + load(dt, "w[k]");
   if (bias) v = "(" + v + ") + " + load(dt, "bb[k]");
-  s += loop + " y[line * n + k] = " + store(dt, v) + ";\n}\n";
+  s += each(group, "C", x, "    y[line * n + k] = " + store(dt, v) + ";\n") + "}\n";
   return s;
 }
 
@@ -766,18 +885,23 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
 // Arguments: [0] M, [1] N, [2] K, [3] a offset, [4] a row stride, [5] a column stride,
 // [6] b offset, [7] b row stride, [8] b column stride, [9] batch rank R (<= 4),
 // [10..14) the output's batch shape, [14..18) a's batch strides, [18..22) b's.
-// Each workgroup of 16 x 16 threads computes a 64 x 64 tile, 4 x 4 per thread, through
-// shared-memory tiles of depth 16.
-std::string gen_matmul(DType dt) {
+// Each workgroup of 16 x 16 threads computes a T x T tile (T = matmul_tile(large)), R x R
+// outputs a thread (R = T / 16, rows ty + 16 i and columns tx + 16 j: a warp reads 16
+// consecutive words of Bs and broadcasts two of As), through shared-memory tiles of depth
+// 16 (As padded by a word a row so that its transposing stores do not share banks). Every
+// output sums its products in k order, whichever tile.
+std::string gen_matmul(DType dt, bool large) {
+  const int T = matmul_tile(large), R = T / 16;
   std::string s = std::string(header()) + "layout(local_size_x = 16, local_size_y = 16) in;\n" +
                   buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}}) + prelude(dt) + bf16_helpers();
-  s += R"(shared C As[16][64];
-shared C Bs[16][64];
+  s += "#define T " + std::to_string(T) + "\n#define R " + std::to_string(R) + "\n";
+  s += R"(shared C As[16][T + 1];
+shared C Bs[16][T];
 void main() {
   int M = arg[0], N = arg[1], K = arg[2];
   int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y);
   int lid = ty * 16 + tx;
-  int m0 = int(gl_WorkGroupID.y) * 64, n0 = int(gl_WorkGroupID.x) * 64;
+  int m0 = int(gl_WorkGroupID.y) * T, n0 = int(gl_WorkGroupID.x) * T;
   int batch = int(gl_WorkGroupID.z);
   int ao = arg[3], bo = arg[6];
   int rem = batch;
@@ -789,36 +913,36 @@ void main() {
     bo += c * arg[18 + d];
   }
   int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
-  C acc[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) acc[i][j] = C(0);
+  C acc[R][R];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < R; ++j) acc[i][j] = C(0);
   for (int kt = 0; kt < K; kt += 16) {
-    for (int l = 0; l < 4; ++l) {
+    for (int l = 0; l < R; ++l) {
       int idx = lid + l * 256;
       int r = idx >> 4, c = idx & 15;
       int gr = m0 + r, gc = kt + c;
       As[c][r] = (gr < M && gc < K) ? )" +
        load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
-      int br = idx >> 6, bc = idx & 63;
+      int br = idx / T, bc = idx % T;
       int gk = kt + br, gn = n0 + bc;
       Bs[br][bc] = (gk < K && gn < N) ? )" +
        load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
     }
     barrier();
     for (int k = 0; k < 16; ++k) {
-      C av[4], bv[4];
-      for (int i = 0; i < 4; ++i) av[i] = As[k][ty + 16 * i];
-      for (int j = 0; j < 4; ++j) bv[j] = Bs[k][tx + 16 * j];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
+      C av[R], bv[R];
+      for (int i = 0; i < R; ++i) av[i] = As[k][ty + 16 * i];
+      for (int j = 0; j < R; ++j) bv[j] = Bs[k][tx + 16 * j];
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < R; ++j) acc[i][j] += av[i] * bv[j];
     }
     barrier();
   }
   int yo = batch * M * N;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < R; ++i) {
     int r = m0 + ty + 16 * i;
     if (r >= M) continue;
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < R; ++j) {
       int c = n0 + tx + 16 * j;
       if (c < N) y[yo + r * N + c] = )" +
        store(dt, "acc[i][j]") + R"(;
@@ -1177,7 +1301,7 @@ int fused_buffers(const FusedKernel& f) {
 // expression as gen_fn prints it (under the prelude of its operands' compute type, `precise`
 // for float results); main() loads the inputs, calls the functions in order, rounds each
 // 16-bit result as if stored and stores the outputs.
-std::string gen_fused(const FusedKernel& f) {
+std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
   using Kind_ = backend::FusedInstr::Kind;
   const std::size_t n_in = f.inputs.size(), n_out = f.outputs.size();
   std::vector<std::pair<std::string, DType>> bufs;
@@ -1235,16 +1359,16 @@ std::string gen_fused(const FusedKernel& f) {
     s += std::string(compute(in.out)) + " em_f" + std::to_string(i) + "(" + compute(from) +
          " v) {\n  return " + convert(from, in.out, "v") + ";\n}\n";
   }
-  s += "void main() {\n" + map_offsets(static_cast<int>(n_out + n_in) - 1);
   const auto v = [](std::size_t id) {
     std::string name = "v";
     return name.append(std::to_string(id));
   };
+  std::vector<MapLoad> loads;
   for (std::size_t k = 0; k < n_in; ++k) {
-    s += std::string("  ") + compute(f.inputs[k]) + " " + v(k) + " = " +
-         load(f.inputs[k], "x" + std::to_string(k) + "[o" + std::to_string(n_out + k) + "]") +
-         ";\n";
+    loads.push_back({static_cast<int>(n_out + k), compute(f.inputs[k]), v(k),
+                     "x" + std::to_string(k), f.inputs[k]});
   }
+  std::string body;
   const int params = fused_params(n_out + n_in);
   for (std::size_t i = 0; i < f.code.size(); ++i) {
     const backend::FusedInstr& in = f.code[i];
@@ -1271,15 +1395,15 @@ std::string gen_fused(const FusedKernel& f) {
         e = fn + "(" + arg(0) + ")";
         break;
     }
-    s += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " + round_stored(in.out, e) +
-         ";\n";
+    body += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " +
+            round_stored(in.out, e) + ";\n";
   }
   for (std::size_t j = 0; j < n_out; ++j) {
     const DType dt = f.dtype_of(f.outputs[j]);
-    s += "  " + out_buf[j] + "[o" + std::to_string(j) +
-         "] = " + store(dt, v(static_cast<std::size_t>(f.outputs[j]))) + ";\n";
+    body += "  " + out_buf[j] + "[o" + std::to_string(j) +
+            "] = " + store(dt, v(static_cast<std::size_t>(f.outputs[j]))) + ";\n";
   }
-  return s + "}\n";
+  return s + map_main(static_cast<int>(n_out + n_in), loads, "", body, lin);
 }
 
 // Whether e calls only math functions GLSL has for double.
@@ -1339,7 +1463,9 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
   return {Family::LayerNorm, static_cast<std::uint8_t>(dt),
           static_cast<std::uint8_t>(weight | (bias << 1)), group};
 }
-KernelSpec matmul_spec(DType dt) { return {Family::Matmul, static_cast<std::uint8_t>(dt)}; }
+KernelSpec matmul_spec(DType dt, bool large) {
+  return {Family::Matmul, static_cast<std::uint8_t>(dt), large};
+}
 KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
 KernelSpec gather_spec(DType dt, bool select) {
   return {Family::Gather, static_cast<std::uint8_t>(dt), select};
@@ -1405,15 +1531,17 @@ std::string KernelSpec::key() const {
   const auto dt = [](std::uint8_t v) { return dtype_tag(static_cast<DType>(v)); };
   switch (family) {
     case Family::Unary:
-      return std::string("unary.") + ir::name(static_cast<ir::UnaryFn>(a)) + "." + dt(b);
+      return std::string("unary.") + ir::name(static_cast<ir::UnaryFn>(a)) + "." + dt(b) +
+             lin_tag(lin);
     case Family::Binary:
-      return std::string("binary.") + ir::name(static_cast<ir::BinaryFn>(a)) + "." + dt(b);
+      return std::string("binary.") + ir::name(static_cast<ir::BinaryFn>(a)) + "." + dt(b) +
+             lin_tag(lin);
     case Family::Where:
-      return std::string("where.") + dt(a);
+      return std::string("where.") + dt(a) + lin_tag(lin);
     case Family::Cast:
-      return std::string("cast.") + dt(a) + "." + dt(b);
+      return std::string("cast.") + dt(a) + "." + dt(b) + lin_tag(lin);
     case Family::Copy:
-      return std::string("copy.") + dt(a);
+      return std::string("copy.") + dt(a) + lin_tag(lin);
     case Family::Fill:
       return std::string("fill.") + dt(a);
     case Family::Arange:
@@ -1430,9 +1558,9 @@ std::string KernelSpec::key() const {
       return std::string("layer_norm.") + dt(a) + (b & 1 ? ".w" : "") + (b & 2 ? ".b" : "") +
              (c ? ".group" : "");
     case Family::Matmul:
-      return std::string("matmul.") + dt(a);
+      return std::string("matmul.") + dt(a) + (b ? ".t128" : "");
     case Family::Fused:
-      return fused->key;
+      return fused->key + lin_tag(lin);
     case Family::Random:
       return std::string("random.") + dt(a);
     case Family::Gather:
@@ -1458,18 +1586,20 @@ std::string KernelSpec::source() const {
   switch (family) {
     case Family::Unary: {
       const auto fn = static_cast<ir::UnaryFn>(a);
-      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 1);
+      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 1,
+                    lin);
     }
     case Family::Binary: {
       const auto fn = static_cast<ir::BinaryFn>(a);
-      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 2);
+      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 2,
+                    lin);
     }
     case Family::Where:
-      return gen_where(dt(a));
+      return gen_where(dt(a), lin);
     case Family::Cast:
-      return gen_cast(dt(a), dt(b));
+      return gen_cast(dt(a), dt(b), lin);
     case Family::Copy:
-      return gen_copy(dt(a));
+      return gen_copy(dt(a), lin);
     case Family::Fill:
       return gen_fill(dt(a));
     case Family::Arange:
@@ -1483,9 +1613,9 @@ std::string KernelSpec::source() const {
     case Family::LayerNorm:
       return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
     case Family::Matmul:
-      return gen_matmul(dt(a));
+      return gen_matmul(dt(a), b != 0);
     case Family::Fused:
-      return gen_fused(*fused);
+      return gen_fused(*fused, lin);
     case Family::Random:
       return gen_random(dt(a));
     case Family::Gather:
@@ -1520,7 +1650,11 @@ bool KernelSpec::reports_errors() const {
 }
 
 std::vector<std::string> KernelSpec::checked_ops() const {
-  if (family != Family::Fused) return {key()};
+  if (family != Family::Fused) {
+    KernelSpec op = *this;  // the op's name, whichever walk ran it
+    op.lin = 0;
+    return {op.key()};
+  }
   std::vector<std::string> out;
   for (std::size_t i = 0; i < fused->code.size(); ++i) {
     if (!instr_divides(*fused, i)) continue;
@@ -1601,6 +1735,14 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     }
     out.push_back(where_spec(dt));
     out.push_back(copy_spec(dt));
+    // The linear walks (a scalar second operand for the binary ones).
+    std::vector<KernelSpec> lin = {where_spec(dt), copy_spec(dt)};
+    if (printable(ir::UnaryFn::Abs, dt)) lin.push_back(unary_spec(ir::UnaryFn::Abs, dt));
+    if (printable(ir::BinaryFn::Add, dt)) lin.push_back(binary_spec(ir::BinaryFn::Add, dt));
+    for (KernelSpec k : lin) {
+      k.lin = k.family == Family::Unary || k.family == Family::Copy ? 1u : 1u | (1u << 3);
+      out.push_back(k);
+    }
     out.push_back(fill_spec(dt));
     out.push_back(arange_spec(dt));
     out.push_back(random_spec(dt));
@@ -1642,7 +1784,9 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
         out.push_back(layer_norm_spec(dt, false, false, g));
       }
     }
-    if (kind_of(dt) == Kind::Float) out.push_back(matmul_spec(dt));
+    if (kind_of(dt) == Kind::Float) {
+      for (bool large : {false, true}) out.push_back(matmul_spec(dt, large));
+    }
   }
   return out;
 }

@@ -28,6 +28,9 @@
 namespace ember::vulkan {
 namespace {
 
+// Fewest 128 x 128 output tiles for which a matmul takes the large tile (codegen.hpp).
+constexpr std::size_t kMatmulLargeTiles = 128;
+
 struct Operand {
   const Block* block;
   backend::StridedView v;
@@ -151,7 +154,7 @@ class VulkanBackend final : public backend::Backend {
     }
     const std::size_t n = shape.num_elements();
     if (n == 0) return outs;
-    const KernelSpec spec = fused_spec(g, in_place);
+    KernelSpec spec = fused_spec(g, in_place);
     std::vector<backend::StridedView> views;
     std::vector<const Block*> bufs;
     for (std::size_t j = 0; j < n_out; ++j) {
@@ -165,7 +168,7 @@ class VulkanBackend final : public backend::Backend {
       bufs.push_back(x.block.get());
     }
     const std::size_t params = static_cast<std::size_t>(fused_params(n_out + n_in));
-    auto args = map_args(shape, views, params + 4 * g.code.size());
+    auto args = map_args(shape, views, params + 4 * g.code.size(), &spec.lin);
     EMBER_ASSERT(args.has_value());  // fusable() checked the rank
     for (std::size_t i = 0; i < g.code.size(); ++i) {
       const backend::FusedInstr& in = g.code[i];
@@ -174,7 +177,7 @@ class VulkanBackend final : public backend::Backend {
       put_bits(*args, params + 4 * i, compute_bits(dt, in.p0));
       put_bits(*args, params + 4 * i + 2, compute_bits(dt, in.p1));
     }
-    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    const auto [gx, gy] = ctx_.groups_for(threads_of(spec, n), kLocal);
     ctx_.dispatch(spec, *args, bufs, gx, gy);
     return outs;
   }
@@ -301,9 +304,10 @@ class VulkanBackend final : public backend::Backend {
       batch_dims += o.out_shape[d] > 1;
     }
     const std::size_t m = o.out_shape[r - 2], n = o.out_shape[r - 1];
+    const std::size_t t = matmul_tile(false);  // the smaller tile needs more workgroups
     return batch_dims <= 4 && batch <= lim.maxComputeWorkGroupCount[2] &&
-           (m + kMatmulTile - 1) / kMatmulTile <= lim.maxComputeWorkGroupCount[1] &&
-           (n + kMatmulTile - 1) / kMatmulTile <= lim.maxComputeWorkGroupCount[0];
+           (m + t - 1) / t <= lim.maxComputeWorkGroupCount[1] &&
+           (n + t - 1) / t <= lim.maxComputeWorkGroupCount[0];
   }
   bool supports_one(const ir::Reshape& o) const {
     const auto& x = static_cast<const VkTensor&>(*o.x);
@@ -394,7 +398,8 @@ class VulkanBackend final : public backend::Backend {
   // where every operand allows it (backend::collapse_dims), `words` long; nullopt when
   // more than kMaxDims dims remain.
   static std::optional<std::vector<std::int32_t>> map_args(
-      const Shape& shape, const std::vector<backend::StridedView>& ops, std::size_t words) {
+      const Shape& shape, const std::vector<backend::StridedView>& ops, std::size_t words,
+      std::uint32_t* lin = nullptr) {
     std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
     std::vector<std::vector<std::int64_t>> st;
     std::vector<std::int64_t> offsets;
@@ -405,6 +410,19 @@ class VulkanBackend final : public backend::Backend {
     }
     backend::collapse_dims(dims, st);
     if (dims.size() > static_cast<std::size_t>(kMaxDims)) return std::nullopt;
+    if (lin != nullptr) {
+      // The linear walk (Note [Linear walk]): one run, the output contiguous, each input
+      // contiguous or a broadcast scalar.
+      *lin = 0;
+      if (dims.size() <= 1 && st.size() < 31 && (dims.empty() || st[0][0] == 1)) {
+        std::uint32_t l = 1;
+        for (std::size_t j = 1; j < st.size() && l != 0; ++j) {
+          if (dims.empty() || st[j][0] == 1) continue;
+          l = st[j][0] == 0 ? l | (1u << (j + 1)) : 0;
+        }
+        *lin = l;
+      }
+    }
     std::vector<std::int32_t> args(words, 0);
     args[0] = static_cast<std::int32_t>(shape.num_elements());
     args[1] = static_cast<std::int32_t>(dims.size());
@@ -417,26 +435,32 @@ class VulkanBackend final : public backend::Backend {
     }
     return args;
   }
+  // The threads of an element-wise kernel over n elements: kMapUnroll elements a thread on
+  // the linear walk.
+  static std::int64_t threads_of(const KernelSpec& spec, std::size_t n) {
+    const auto e = static_cast<std::int64_t>(n);
+    return spec.lin != 0 ? (e + kMapUnroll - 1) / kMapUnroll : e;
+  }
   static void put_bits(std::vector<std::int32_t>& args, std::size_t at, std::uint64_t bits) {
     args[at] = static_cast<std::int32_t>(bits & 0xffffffffu);
     args[at + 1] = static_cast<std::int32_t>(bits >> 32);
   }
 
   // An element-wise kernel writing `out` (any view) from `ins` (broadcast to out's shape).
-  void run_map(const KernelSpec& spec, const Operand& out, const std::vector<Operand>& ins,
+  void run_map(KernelSpec spec, const Operand& out, const std::vector<Operand>& ins,
                std::uint64_t p0 = 0, std::uint64_t p1 = 0) {
     const Shape& shape = out.v.shape;
     const std::size_t n = shape.num_elements();
     if (n == 0) return;
     std::vector<backend::StridedView> views = {out.v};
     for (const Operand& in : ins) views.push_back(in.v);
-    auto args = map_args(shape, views, kMapArgs);
+    auto args = map_args(shape, views, kMapArgs, &spec.lin);
     EMBER_ASSERT(args.has_value());  // supports() admits ranks up to kMaxDims
     put_bits(*args, kMapParams, p0);
     put_bits(*args, kMapParams + 2, p1);
     std::vector<const Block*> bufs = {out.block};
     for (const Operand& in : ins) bufs.push_back(in.block);
-    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    const auto [gx, gy] = ctx_.groups_for(threads_of(spec, n), kLocal);
     ctx_.dispatch(spec, *args, bufs, gx, gy);
   }
 
@@ -586,10 +610,13 @@ class VulkanBackend final : public backend::Backend {
       ++nb;
     }
     args[9] = static_cast<std::int32_t>(nb);
-    const auto groups = [](std::size_t v) {
-      return static_cast<std::uint32_t>((v + kMatmulTile - 1) / kMatmulTile);
-    };
-    ctx_.dispatch(matmul_spec(dt), args, {out->block.get(), a.block.get(), b.block.get()},
+    // The large tile where the product gives the device enough of them: at least
+    // kMatmulLargeTiles 128 x 128 tiles, neither side under 512.
+    const bool large =
+        M >= 512 && N >= 512 && batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles;
+    const std::size_t t = static_cast<std::size_t>(matmul_tile(large));
+    const auto groups = [t](std::size_t v) { return static_cast<std::uint32_t>((v + t - 1) / t); };
+    ctx_.dispatch(matmul_spec(dt, large), args, {out->block.get(), a.block.get(), b.block.get()},
                   groups(N), groups(M), static_cast<std::uint32_t>(batch));
     return out;
   }

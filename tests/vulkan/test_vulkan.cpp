@@ -254,6 +254,38 @@ TEST(VulkanOps, ChainMatchesCpu) {
   close(got.second.second, want.second.second, 1e-4);
 }
 
+// The kernel shapes that the small cases of the harness do not reach: matmul's 128 x 128
+// tile (batch 8 of 520 x 40 x 515: more than kMatmulLargeTiles tiles, ragged edges), and the
+// linear element-wise walk over a contiguous run at an odd offset with a broadcast scalar
+// and a last partial block (3001 elements).
+TEST(VulkanOps, LargeTilesAndLinearWalksMatchCpu) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan(0), cpu = Device::cpu();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> av(8 * 520 * 40), bv(40 * 515), xv(3007);
+  for (float& v : av) v = u(rng);
+  for (float& v : bv) v = u(rng);
+  for (float& v : xv) v = u(rng);
+  const auto run = [&](const Device& d) {
+    auto a = Tensor<3>::from_data(TensorData::from<float>(av, Shape{8, 520, 40}), d);
+    auto b = Tensor<2>::from_data(TensorData::from<float>(bv, Shape{40, 515}), d);
+    auto x = Tensor<1>::from_data(TensorData::from<float>(xv, Shape{3007}), d);
+    auto s = x.narrow(0, 5, 3001);
+    auto y = (s * 3.0f).exp() + s;
+    return std::make_pair(a.matmul(b.reshape<3>(Shape{1, 40, 515})).to_data(), y.to_data());
+  };
+  const auto got = run(vk), want = run(cpu);
+  const auto gm = got.first.to_vector<float>(), wm = want.first.to_vector<float>();
+  ASSERT_EQ(gm.size(), wm.size());
+  for (std::size_t i = 0; i < gm.size(); ++i)
+    ASSERT_NEAR(gm[i], wm[i], 1e-4 * (1 + std::fabs(wm[i]))) << "matmul element " << i;
+  const auto gy = got.second.to_vector<float>(), wy = want.second.to_vector<float>();
+  ASSERT_EQ(gy.size(), wy.size());
+  for (std::size_t i = 0; i < gy.size(); ++i)
+    ASSERT_NEAR(gy[i], wy[i], 1e-5 * (1 + std::fabs(wy[i]))) << "element " << i;
+}
+
 // An op the backend has no kernel for (nonzero) runs on the Cpu through the fallback and
 // comes back to the device.
 TEST(VulkanOps, UnsupportedOpsFallBack) {
