@@ -551,7 +551,8 @@ std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs, std::uint
   if (kind_of(out) == Kind::Float) {
     // `precise`: no reassociation or algebraic folding (x + 0 stays, so -0 becomes +0; no
     // contraction into fma), as the expressions are defined.
-    body += "  precise C res = " + pr.value + ";\n  y[o0] = " + store(out, "res") + ";\n";
+    body += std::string(tuned("noprecise") ? "  " : "  precise ") + "C res = " + pr.value +
+            ";\n  y[o0] = " + store(out, "res") + ";\n";
   } else {
     body += "  y[o0] = " + store(out, pr.value) + ";\n";
   }
@@ -1345,7 +1346,8 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
       s += ret + " em_f" + std::to_string(i) +
            (in.kind == Kind_::Unary ? "(C a, C p0, C p1) {\n" : "(C a, C b) {\n") + pr.statements;
       if (kind_of(in.out) == Kind::Float) {
-        s += "  precise " + ret + " res = " + pr.value + ";\n  return res;\n}\n";
+        s += std::string(tuned("noprecise") ? "  " : "  precise ") + ret + " res = " + pr.value +
+             ";\n  return res;\n}\n";
       } else {
         s += "  return " + pr.value + ";\n}\n";
       }
@@ -1720,6 +1722,16 @@ std::uint64_t compute_bits_int(DType dt, std::int64_t v) {
   if (dt == DType::I64) return static_cast<std::uint64_t>(v);
   // Narrower types read one word: the value's low 32 bits, sign-extended by the constructor.
   return static_cast<std::uint32_t>(static_cast<std::int32_t>(v));
+}
+
+bool tuned(const char* word) {
+  static const std::string words = [] {
+    const char* e = std::getenv("EMBER_VULKAN_TUNE");
+    std::string w = ",";
+    return w.append(e != nullptr ? e : "").append(",");
+  }();
+  std::string w = ",";
+  return words.find(w.append(word).append(",")) != std::string::npos;
 }
 
 std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {

@@ -28,6 +28,14 @@
 
 namespace ember::vulkan {
 
+// Measurement switches from $EMBER_VULKAN_TUNE (comma-separated words, read once), for
+// comparing kernel variants in one process: "strided" (element-wise kernels always take
+// the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "nofloatcontrols"
+// (kernels do not declare SignedZeroInfNanPreserve) and "noprecise" (element-wise results
+// are not `precise`): with either of the last two, signed zeros, NaN and roundings may
+// differ from the other backends. Unset: the defaults.
+bool tuned(const char* word);
+
 // Most dims an element-wise kernel walks after collapsing (the host collapses the rest).
 inline constexpr int kMaxDims = 8;
 // The codes kernels write into the context's error word (0: none); an index error also

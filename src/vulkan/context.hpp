@@ -42,6 +42,7 @@ namespace ember::vulkan {
 
 class Context;
 
+
 struct Memory {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;

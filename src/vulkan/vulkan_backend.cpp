@@ -612,8 +612,8 @@ class VulkanBackend final : public backend::Backend {
     args[9] = static_cast<std::int32_t>(nb);
     // The large tile where the product gives the device enough of them: at least
     // kMatmulLargeTiles 128 x 128 tiles, neither side under 512.
-    const bool large =
-        M >= 512 && N >= 512 && batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles;
+    const bool large = !tuned("tile64") && M >= 512 && N >= 512 &&
+                       batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles;
     const std::size_t t = static_cast<std::size_t>(matmul_tile(large));
     const auto groups = [t](std::size_t v) { return static_cast<std::uint32_t>((v + t - 1) / t); };
     ctx_.dispatch(matmul_spec(dt, large), args, {out->block.get(), a.block.get(), b.block.get()},
