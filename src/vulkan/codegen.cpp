@@ -1230,6 +1230,79 @@ std::string gen_pool(ir::PoolFn fn, DType dt) {
   return s;
 }
 
+// The max-pool gradient (ir::MaxPoolGrad) as the Cpu computes it, in two kernels over the
+// window geometry. Shares: share [planes, L] = g / n per window position, n the entries of
+// its window (inside the image) equal to y, plus the padding's where y is -inf (an unfold
+// padded with -inf would count those). Gradient: y [planes, *in] sums share over the
+// windows whose entry at the element equals y, in kernel order from zero.
+std::string gen_max_pool_share(DType dt) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}, {"x2", dt}}) + prelude(dt);
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / L, l = i % L;\n"
+       "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+       "  C m = x1[i];\n  int hits = 0, inside = 0;\n"
+       "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx) {\n"
+       "        int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "        if (iz < 0 || iz >= in0 || iy < 0 || iy >= in1 || ix < 0 || ix >= in2) continue;\n"
+       "        inside += 1;\n"
+       "        if (x0[p * image + (iz * in1 + iy) * in2 + ix] == m) hits += 1;\n      }\n"
+       "  if (m == -EM_INF) hits += K - inside;\n"
+       "  precise C share = x2[i] / C(hits);\n  y[i] = share;\n}\n";
+  return s;
+}
+std::string gen_max_pool_grad(DType dt) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}, {"x2", dt}}) + prelude(dt);
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / image, e = i % image;\n"
+       "  int iz = e / (in1 * in2), iy = (e / in2) % in1, ix = e % in2;\n"
+       "  C v = x0[i];\n  precise C acc = EM_ZERO;\n"
+       "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx) {\n"
+       "        int tz = iz + pd0 - kz * dl0, ty = iy + pd1 - ky * dl1, tx = ix + pd2 - kx * dl2;\n"
+       "        if (tz < 0 || ty < 0 || tx < 0 || tz % st0 != 0 || ty % st1 != 0 || tx % st2 != 0)"
+       " continue;\n"
+       "        int oz = tz / st0, oy = ty / st1, ox = tx / st2;\n"
+       "        if (oz >= out0 || oy >= out1 || ox >= out2) continue;\n"
+       "        int l = p * L + (oz * out1 + oy) * out2 + ox;\n"
+       "        if (x1[l] == v) acc += x2[l];\n      }\n"
+       "  y[i] = acc;\n}\n";
+  return s;
+}
+
+// nonzero in two kernels over runs of arg[1] elements of x (contiguous; arg[0] elements), a
+// thread a run: the count of each run's non-zero elements into y (int), then, from each
+// run's offset (x1, the counts' exclusive prefix sums), the coordinates of its non-zero
+// elements in order into y (I64 [count, rank]); arg[2] rank, arg[3..3 + kMaxDims) shape.
+std::string gen_nonzero(DType dt, bool write) {
+  std::vector<std::pair<std::string, DType>> bufs = {{"y", write ? DType::I64 : DType::I32},
+                                                     {"x0", dt}};
+  if (write) bufs.push_back({"x1", DType::I32});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs) + prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) +
+       "  int n = arg[0], run = arg[1];\n"
+       "  if (i * run >= n) return;\n  int e = min(n, (i + 1) * run);\n";
+  const std::string nz = convert(dt, DType::Bool, load(dt, "x0[k]"));
+  if (!write) {
+    s += "  int c = 0;\n  for (int k = i * run; k < e; ++k) {\n    if (" + nz +
+         ") c += 1;\n  }\n  y[i] = c;\n}\n";
+    return s;
+  }
+  s += "  int rank = arg[2];\n  int at = x1[i];\n"
+       "  for (int k = i * run; k < e; ++k) {\n    if (!(" +
+       nz +
+       ")) continue;\n"
+       "    int r = k;\n"
+       "    for (int d = rank - 1; d >= 0; --d) {\n"
+       "      int ext = arg[3 + d];\n"
+       "      y[at * rank + d] = int64_t(r % ext);\n"
+       "      r /= ext;\n    }\n    at += 1;\n  }\n}\n";
+  return s;
+}
+
 // ---- fused element-wise groups ----
 
 // A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
@@ -1481,6 +1554,12 @@ KernelSpec sort_spec(DType dt, bool descending) {
 }
 KernelSpec unfold_spec(DType dt) { return {Family::Unfold, static_cast<std::uint8_t>(dt)}; }
 KernelSpec fold_spec(DType dt) { return {Family::Fold, static_cast<std::uint8_t>(dt)}; }
+KernelSpec nonzero_spec(DType dt, bool write) {
+  return {Family::Nonzero, static_cast<std::uint8_t>(dt), write};
+}
+KernelSpec max_pool_grad_spec(DType dt, bool share) {
+  return {Family::MaxPoolGrad, static_cast<std::uint8_t>(dt), share};
+}
 KernelSpec pool_spec(ir::PoolFn fn, DType dt) {
   return {Family::Pool, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
 }
@@ -1579,6 +1658,10 @@ std::string KernelSpec::key() const {
       return std::string("fold.") + dt(a);
     case Family::Pool:
       return std::string("pool.") + ir::name(static_cast<ir::PoolFn>(a)) + "." + dt(b);
+    case Family::MaxPoolGrad:
+      return std::string(b ? "max_pool_share." : "max_pool_grad.") + dt(a);
+    case Family::Nonzero:
+      return std::string(b ? "nonzero." : "nonzero_count.") + dt(a);
   }
   return "?";
 }
@@ -1634,6 +1717,10 @@ std::string KernelSpec::source() const {
       return gen_fold(dt(a));
     case Family::Pool:
       return gen_pool(static_cast<ir::PoolFn>(a), dt(b));
+    case Family::MaxPoolGrad:
+      return b ? gen_max_pool_share(dt(a)) : gen_max_pool_grad(dt(a));
+    case Family::Nonzero:
+      return gen_nonzero(dt(a), b != 0);
   }
   EMBER_ASSERT(false);
 }
@@ -1682,7 +1769,10 @@ int KernelSpec::buffers() const {
     case Family::Sort:
       return 3;
     case Family::Where:
+    case Family::MaxPoolGrad:
       return 4;
+    case Family::Nonzero:
+      return b ? 3 : 2;
     case Family::LayerNorm:
       return 2 + (b & 1) + ((b >> 1) & 1);
     default:
@@ -1766,6 +1856,10 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     for (bool f : {false, true}) out.push_back(sort_spec(dt, f));
     out.push_back(unfold_spec(dt));
     if (kind_of(dt) == Kind::Float) out.push_back(fold_spec(dt));
+    if (dt == DType::F32 || dt == DType::F64) {
+      for (bool share : {false, true}) out.push_back(max_pool_grad_spec(dt, share));
+    }
+    for (bool write : {false, true}) out.push_back(nonzero_spec(dt, write));
     if (dt != DType::Bool) {
       out.push_back(pool_spec(ir::PoolFn::Max, dt));
       out.push_back(pool_spec(ir::PoolFn::Sum, dt));

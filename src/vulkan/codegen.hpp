@@ -79,6 +79,8 @@ enum class Family : std::uint8_t {
   Unfold,     // (dtype): the window arguments below, [19..21) the padding value's bits
   Fold,       // (dtype): float dtypes, sums in the compute type in kernel order
   Pool,       // (PoolFn, dtype): max or sum over the window's entries inside the image
+  MaxPoolGrad,  // (dtype, share): the max-pool gradient's shares, then its sums (f32, f64)
+  Nonzero,      // (dtype, write): counts of runs, then the coordinates (see gen_nonzero)
 };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
@@ -166,6 +168,13 @@ inline constexpr std::size_t kSortLine = 4096;
 KernelSpec unfold_spec(DType dt);
 KernelSpec fold_spec(DType dt);
 KernelSpec pool_spec(ir::PoolFn fn, DType dt);
+// ir::MaxPoolGrad: share [planes, L] from (x, y, g), then the gradient [planes, *in] from
+// (x, y, share); the window arguments as above (f32 and f64, as the Cpu).
+KernelSpec max_pool_grad_spec(DType dt, bool share);
+// ir::Nonzero: the non-zero count of each run of kNonzeroRun elements, then (after the
+// host's prefix sums, the one wait) each run's coordinates (needs I64 storage).
+KernelSpec nonzero_spec(DType dt, bool write);
+inline constexpr std::size_t kNonzeroRun = 256;
 // The kernel of group g with outputs written into the inputs in_place names (-1: fresh).
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place);
 // Matmul's tile: each workgroup computes matmul_tile(large)^2 outputs.

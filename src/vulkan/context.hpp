@@ -42,7 +42,6 @@ namespace ember::vulkan {
 
 class Context;
 
-
 struct Memory {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;

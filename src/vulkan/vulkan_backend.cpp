@@ -376,9 +376,17 @@ class VulkanBackend final : public backend::Backend {
            out_fits(o.x->shape(), o.x->dtype());
   }
   // No kernels yet: the fallback runs these.
-  bool supports_one(const ir::Nonzero&) const { return false; }
+  bool supports_one(const ir::Nonzero& o) const {
+    const Shape& s = o.x->shape();
+    return ctx_.features().i64 && dtype_ok(o.x->dtype()) && s.rank() <= kMaxDims &&
+           out_fits(s, o.x->dtype()) && out_fits(Shape{s.num_elements(), s.rank()}, DType::I64);
+  }
   bool supports_one(const ir::Conv&) const { return false; }
-  bool supports_one(const ir::MaxPoolGrad&) const { return false; }
+  bool supports_one(const ir::MaxPoolGrad& o) const {
+    const DType dt = o.x->dtype();
+    return (dt == DType::F32 || dt == DType::F64) && dtype_ok(dt) && out_fits(o.x->shape(), dt) &&
+           out_fits(o.y->shape(), dt);
+  }
   bool supports_one(const ir::BatchNorm&) const { return false; }
   bool supports_one(const ir::BatchNormGrad&) const { return false; }
 
@@ -798,7 +806,8 @@ class VulkanBackend final : public backend::Backend {
   }
   // ---- sliding windows (the Cpu's geometry, backend::window3) ----
   void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
-                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0) {
+                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0,
+                  std::vector<const Block*> more = {}) {
     if (threads == 0) return;
     std::vector<std::int32_t> args(21, 0);
     args[0] = static_cast<std::int32_t>(threads);
@@ -810,7 +819,9 @@ class VulkanBackend final : public backend::Backend {
     }
     put_bits(args, 19, pad_bits);
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
-    ctx_.dispatch(spec, args, {out.block.get(), x.block.get()}, gx, gy);
+    std::vector<const Block*> bufs = {out.block.get(), x.block.get()};
+    bufs.insert(bufs.end(), more.begin(), more.end());
+    ctx_.dispatch(spec, args, bufs, gx, gy);
   }
   ir::Handle run_one(ir::Unfold& o) {
     auto x = contiguous(o.x);
@@ -840,9 +851,54 @@ class VulkanBackend final : public backend::Backend {
   [[noreturn]] ir::Handle unreachable(const char* op) {
     fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
   }
-  ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
+  // The counts of runs of kNonzeroRun elements on the device; their offsets on the host (the
+  // output's shape waits for them); then each run writes its coordinates in order.
+  ir::Handle run_one(ir::Nonzero& o) {
+    auto x = contiguous(o.x);
+    const Shape& s = x->shape();
+    const std::size_t n = s.num_elements(), rank = s.rank();
+    const std::size_t runs = (n + kNonzeroRun - 1) / kNonzeroRun;
+    if (n == 0) return ctx_.empty(Shape{0, rank}, DType::I64, "nonzero");
+    std::vector<std::int32_t> args(3 + kMaxDims, 0);
+    args[0] = static_cast<std::int32_t>(n);
+    args[1] = static_cast<std::int32_t>(kNonzeroRun);
+    args[2] = static_cast<std::int32_t>(rank);
+    for (std::size_t d = 0; d < rank; ++d) args[3 + d] = static_cast<std::int32_t>(s[d]);
+    auto counts = ctx_.empty(Shape{runs}, DType::I32, "nonzero");
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(runs), kLocal);
+    ctx_.dispatch(nonzero_spec(x->dtype(), false), args, {counts->block.get(), x->block.get()}, gx,
+                  gy);
+    std::vector<std::int32_t> offsets(runs);
+    ctx_.download(*counts->block, offsets.data(), runs * sizeof(std::int32_t), "nonzero");
+    std::size_t total = 0;
+    for (std::int32_t& c : offsets) {
+      const std::size_t k = static_cast<std::size_t>(c);
+      c = static_cast<std::int32_t>(total);
+      total += k;
+    }
+    auto out = ctx_.empty(Shape{total, rank}, DType::I64, "nonzero");
+    if (total == 0 || rank == 0) return out;
+    ctx_.upload(*counts->block, offsets.data(), runs * sizeof(std::int32_t), "nonzero");
+    ctx_.dispatch(nonzero_spec(x->dtype(), true), args,
+                  {out->block.get(), x->block.get(), counts->block.get()}, gx, gy);
+    return out;
+  }
   ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
-  ir::Handle run_one(ir::MaxPoolGrad&) { unreachable("MaxPoolGrad"); }
+  // The Cpu's shares and sums (max_pool_grad_spec): ties share g equally.
+  ir::Handle run_one(ir::MaxPoolGrad& o) {
+    auto x = contiguous(o.x);
+    auto y = contiguous(o.y);
+    auto g = contiguous(o.g);
+    const DType dt = x->dtype();
+    auto out = ctx_.empty(x->shape(), dt, "max_pool_grad");
+    auto share = ctx_.empty(y->shape(), dt, "max_pool_grad");
+    const backend::Window3 w = backend::window3(x->shape(), o.window);
+    run_window(max_pool_grad_spec(dt, true), w, y->shape().num_elements(), *share, *x, 0,
+               {y->block.get(), g->block.get()});
+    run_window(max_pool_grad_spec(dt, false), w, x->shape().num_elements(), *out, *x, 0,
+               {y->block.get(), share->block.get()});
+    return out;
+  }
   std::vector<ir::Handle> run_one(ir::BatchNorm&) { unreachable("BatchNorm"); }
   std::vector<ir::Handle> run_one(ir::BatchNormGrad&) { unreachable("BatchNormGrad"); }
 
