@@ -337,9 +337,15 @@ class VulkanBackend final : public backend::Backend {
            out_fits(o.shape, o.dtype);
   }
   // Indexing reads I64 indices (shaderInt64). The adds of scatter_add and index_add run in
-  // their dtype's compute type, one element at a time: 16-bit floats, which the Cpu adds
-  // widened (repeated indices summed in f32, rounded once), fall back. Loops along a line
-  // stay within lavapipe's 65535 iterations.
+  // their dtype's compute type, one element at a time; 16-bit floats are added widened, as
+  // on the Cpu (x and src cast to f32, repeated indices summed in f32, rounded once), so
+  // they need 16-bit storage and nothing more. Loops along a line stay within lavapipe's
+  // 65535 iterations.
+  // Where x and src are 16-bit floats: whether their f32 copies fit the kernels.
+  bool widened_fits(const ir::Handle& x, const ir::Handle& src) const {
+    return !is_half(x->dtype()) ||
+           (out_fits(x->shape(), DType::F32) && out_fits(src->shape(), DType::F32));
+  }
   bool index_ok(const ir::Handle& x, const ir::Handle& index) const {
     return ctx_.features().i64 && dtype_ok(x->dtype()) && out_fits(x->shape(), x->dtype()) &&
            x->shape().rank() <= static_cast<std::size_t>(kMaxDims) &&
@@ -352,11 +358,11 @@ class VulkanBackend final : public backend::Backend {
     return index_ok(o.x, o.index) && out_fits(ir::out_shape(o), o.x->dtype());
   }
   bool supports_one(const ir::Scatter& o) const {
-    return index_ok(o.x, o.index) && !(o.add && is_half(o.x->dtype())) &&
+    return index_ok(o.x, o.index) && (!o.add || widened_fits(o.x, o.src)) &&
            out_fits(o.index->shape(), DType::I64) && o.index->shape()[o.dim] <= 65535;
   }
   bool supports_one(const ir::IndexAdd& o) const {
-    return index_ok(o.x, o.index) && !is_half(o.x->dtype()) &&
+    return index_ok(o.x, o.index) && widened_fits(o.x, o.src) &&
            o.index->shape().num_elements() <= 65535;
   }
   bool supports_one(const ir::Sort& o) const {
@@ -751,7 +757,25 @@ class VulkanBackend final : public backend::Backend {
   ir::Handle run_one(ir::IndexSelect& o) {
     return gather(o.x, o.dim, o.index, true, ir::out_shape(o));
   }
+  // x cast to `to` (a new contiguous tensor).
+  std::shared_ptr<VkTensor> cast_to(const ir::Handle& h, DType to) {
+    const VkTensor& x = as_vk(h, "cast");
+    auto out = ctx_.empty(x.shape(), to, "cast");
+    run_map(cast_spec(x.dtype(), to), operand(*out), {operand(x)});
+    return out;
+  }
+  // A 16-bit float add (scatter_add, index_add) as the Cpu runs it: widened to f32, added,
+  // rounded once.
+  template <class Op>
+  ir::Handle widened(Op& o) {
+    const DType dt = o.x->dtype();
+    Op w = o;
+    w.x = cast_to(o.x, DType::F32);
+    w.src = cast_to(o.src, DType::F32);
+    return cast_to(run_one(w), dt);
+  }
   ir::Handle run_one(ir::Scatter& o) {
+    if (o.add && is_half(o.x->dtype())) return widened(o);
     auto out = copy_of(as_vk(o.x, "Scatter"));
     auto idx = contiguous(o.index);
     auto src = contiguous(o.src);
@@ -773,6 +797,7 @@ class VulkanBackend final : public backend::Backend {
     return out;
   }
   ir::Handle run_one(ir::IndexAdd& o) {
+    if (is_half(o.x->dtype())) return widened(o);
     auto out = copy_of(as_vk(o.x, "IndexAdd"));
     auto idx = contiguous(o.index);
     auto src = contiguous(o.src);

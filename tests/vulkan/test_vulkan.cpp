@@ -346,8 +346,8 @@ TEST(VulkanOps, NonzeroAndMaxPoolGradMatchCpu) {
 
 // Indexing on the device: gather, select, scatter with repeated indices (the last write
 // wins, as on the Cpu), scatter_add and select_assign with repeated indices (summed in
-// index order) agree with the Cpu bit for bit; an index out of range is an error naming
-// the op, found on the device.
+// index order; 16-bit floats in f32, rounded once) agree with the Cpu bit for bit; an
+// index out of range is an error naming the op, found on the device.
 TEST(VulkanOps, IndexingMatchesCpu) {
   REQUIRE_VULKAN();
   const auto run = [](const Device& d) {
@@ -369,6 +369,15 @@ TEST(VulkanOps, IndexingMatchesCpu) {
                       .to_data());
     auto xi = ops::cast(x, DType::I32);
     out.push_back(ops::scatter_add(xi, 1, gi, ops::cast(src, DType::I32)).to_data());
+    // 16-bit floats add widened, rounded once: two adds of 0.4 ulp at 1 move it by an ulp.
+    auto tiny = ops::full(Shape{2, 4}, 0.0004, DType::F32, d);
+    for (DType h : {DType::F16, DType::BF16}) {
+      auto xh = ops::cast(ops::ones(Shape{6, 5}, DType::F32, d), h);
+      out.push_back(ops::scatter_add(xh, 1, gi, ops::cast(tiny, h)).to_data());
+      out.push_back(
+          ops::select_assign(xh, 0, ix({2, 2, 0}, Shape{3}), ops::full(Shape{3, 5}, 0.0004, h, d))
+              .to_data());
+    }
     return out;
   };
   const auto got = run(Device::vulkan(0)), want = run(Device::cpu());
