@@ -691,6 +691,10 @@ std::string each(bool group, const std::string& type,
   if (!group)
     return "  for (int k = 0; k < n; ++k) {\n    " + type + " v = " + ld("k") + ";\n" + body +
            "  }\n";
+  if (tuned("lineloop1")) {
+    return "  for (int k = t; k < n; k += " + std::to_string(kLocal) + ") {\n    " + type +
+           " v = " + ld("k") + ";\n" + body + "  }\n";
+  }
   const int L = static_cast<int>(kLocal);
   const auto at = [&](int u) {
     std::string k = "k0 + ";
@@ -889,7 +893,8 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
 // Each workgroup of 16 x 16 threads computes a T x T tile (T = matmul_tile(large)), R x R
 // outputs a thread (R = T / 16, rows ty + 16 i and columns tx + 16 j: a warp reads 16
 // consecutive words of Bs and broadcasts two of As), through shared-memory tiles of depth
-// 16 (As padded by a word a row so that its transposing stores do not share banks). Every
+// 16 (As padded by a word a row so that its transposing stores do not share banks), the
+// next tile's elements loaded into registers while the current one is multiplied. Every
 // output sums its products in k order, whichever tile.
 std::string gen_matmul(DType dt, bool large) {
   const int T = matmul_tile(large), R = T / 16;
@@ -917,19 +922,35 @@ void main() {
   C acc[R][R];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < R; ++j) acc[i][j] = C(0);
+  // The next tile's elements are loaded into registers while this one is multiplied.
+  C pa[R], pb[R];
+  for (int l = 0; l < R; ++l) {
+    int idx = lid + l * 256;
+    int gr = m0 + (idx >> 4), gc = idx & 15;
+    pa[l] = (gr < M && gc < K) ? )" +
+       load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+    int gk = idx / T, gn = n0 + idx % T;
+    pb[l] = (gk < K && gn < N) ? )" +
+       load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+  }
   for (int kt = 0; kt < K; kt += 16) {
     for (int l = 0; l < R; ++l) {
       int idx = lid + l * 256;
-      int r = idx >> 4, c = idx & 15;
-      int gr = m0 + r, gc = kt + c;
-      As[c][r] = (gr < M && gc < K) ? )" +
-       load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
-      int br = idx / T, bc = idx % T;
-      int gk = kt + br, gn = n0 + bc;
-      Bs[br][bc] = (gk < K && gn < N) ? )" +
-       load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+      As[idx & 15][idx >> 4] = pa[l];
+      Bs[idx / T][idx % T] = pb[l];
     }
     barrier();
+    if (kt + 16 < K) {
+      for (int l = 0; l < R; ++l) {
+        int idx = lid + l * 256;
+        int gr = m0 + (idx >> 4), gc = kt + 16 + (idx & 15);
+        pa[l] = (gr < M && gc < K) ? )" +
+       load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+        int gk = kt + 16 + idx / T, gn = n0 + idx % T;
+        pb[l] = (gk < K && gn < N) ? )" +
+       load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+      }
+    }
     for (int k = 0; k < 16; ++k) {
       C av[R], bv[R];
       for (int i = 0; i < R; ++i) av[i] = As[k][ty + 16 * i];

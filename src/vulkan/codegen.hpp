@@ -30,7 +30,8 @@ namespace ember::vulkan {
 
 // Measurement switches from $EMBER_VULKAN_TUNE (comma-separated words, read once), for
 // comparing kernel variants in one process: "strided" (element-wise kernels always take
-// the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "nofloatcontrols"
+// the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "lineloop1" (line
+// kernels load one element an iteration), "nofloatcontrols"
 // (kernels do not declare SignedZeroInfNanPreserve) and "noprecise" (element-wise results
 // are not `precise`): with either of the last two, signed zeros, NaN and roundings may
 // differ from the other backends. Unset: the defaults.
