@@ -428,7 +428,10 @@ class VulkanBackend final : public backend::Backend {
       // The linear walk (Note [Linear walk]): one run, the output contiguous, each input
       // contiguous or a broadcast scalar.
       *lin = 0;
-      if (dims.size() <= 1 && st.size() < 31 && (dims.empty() || st[0][0] == 1)) {
+      const std::size_t n = shape.num_elements();
+      const bool small = n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) -
+                                  kMapUnroll * kLocal;  // the kernel's indices stay in int
+      if (small && dims.size() <= 1 && st.size() < 31 && (dims.empty() || st[0][0] == 1)) {
         std::uint32_t l = 1;
         for (std::size_t j = 1; j < st.size() && l != 0; ++j) {
           if (dims.empty() || st[j][0] == 1) continue;
