@@ -893,15 +893,16 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
 // Each workgroup of 16 x 16 threads computes a T x T tile (T = matmul_tile(large)), R x R
 // outputs a thread (R = T / 16, rows ty + 16 i and columns tx + 16 j: a warp reads 16
 // consecutive words of Bs and broadcasts two of As), through shared-memory tiles of depth
-// 16 (As padded by a word a row so that its transposing stores do not share banks), the
-// next tile's elements loaded into registers while the current one is multiplied. Every
-// output sums its products in k order, whichever tile.
-std::string gen_matmul(DType dt, bool large) {
+// 16 (As padded by a word a row so that its transposing stores do not share banks); with
+// `prefetch`, the next tile's elements are loaded into registers while the current one is
+// multiplied. Every output sums its products in k order, whichever variant.
+std::string gen_matmul(DType dt, bool large, bool prefetch) {
   const int T = matmul_tile(large), R = T / 16;
   std::string s = std::string(header()) + "layout(local_size_x = 16, local_size_y = 16) in;\n" +
                   buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}}) + prelude(dt) + bf16_helpers();
   s += "#define T " + std::to_string(T) + "\n#define R " + std::to_string(R) + "\n";
-  s += R"(shared C As[16][T + 1];
+  s +=
+      R"(shared C As[16][T + 1];
 shared C Bs[16][T];
 void main() {
   int M = arg[0], N = arg[1], K = arg[2];
@@ -922,16 +923,18 @@ void main() {
   C acc[R][R];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < R; ++j) acc[i][j] = C(0);
-  // The next tile's elements are loaded into registers while this one is multiplied.
+)" +
+      (prefetch
+           ? R"(  // The next tile's elements are loaded into registers while this one is multiplied.
   C pa[R], pb[R];
   for (int l = 0; l < R; ++l) {
     int idx = lid + l * 256;
     int gr = m0 + (idx >> 4), gc = idx & 15;
     pa[l] = (gr < M && gc < K) ? )" +
-       load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+                 load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
     int gk = idx / T, gn = n0 + idx % T;
     pb[l] = (gk < K && gn < N) ? )" +
-       load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+                 load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
   }
   for (int kt = 0; kt < K; kt += 16) {
     for (int l = 0; l < R; ++l) {
@@ -945,13 +948,27 @@ void main() {
         int idx = lid + l * 256;
         int gr = m0 + (idx >> 4), gc = kt + 16 + (idx & 15);
         pa[l] = (gr < M && gc < K) ? )" +
-       load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+                 load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
         int gk = kt + 16 + idx / T, gn = n0 + idx % T;
         pb[l] = (gk < K && gn < N) ? )" +
-       load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+                 load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
       }
     }
-    for (int k = 0; k < 16; ++k) {
+)"
+           : R"(  for (int kt = 0; kt < K; kt += 16) {
+    for (int l = 0; l < R; ++l) {
+      int idx = lid + l * 256;
+      int r = idx >> 4, c = idx & 15;
+      int gr = m0 + r, gc = kt + c;
+      As[c][r] = (gr < M && gc < K) ? )" +
+                 load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+      int br = idx / T, bc = idx % T;
+      int gk = kt + br, gn = n0 + bc;
+      Bs[br][bc] = (gk < K && gn < N) ? )" +
+                 load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+    }
+    barrier();
+)") + R"(    for (int k = 0; k < 16; ++k) {
       C av[R], bv[R];
       for (int i = 0; i < R; ++i) av[i] = As[k][ty + 16 * i];
       for (int j = 0; j < R; ++j) bv[j] = Bs[k][tx + 16 * j];
@@ -967,7 +984,7 @@ void main() {
     for (int j = 0; j < R; ++j) {
       int c = n0 + tx + 16 * j;
       if (c < N) y[yo + r * N + c] = )" +
-       store(dt, "acc[i][j]") + R"(;
+      store(dt, "acc[i][j]") + R"(;
     }
   }
 }
@@ -1559,8 +1576,8 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
   return {Family::LayerNorm, static_cast<std::uint8_t>(dt),
           static_cast<std::uint8_t>(weight | (bias << 1)), group};
 }
-KernelSpec matmul_spec(DType dt, bool large) {
-  return {Family::Matmul, static_cast<std::uint8_t>(dt), large};
+KernelSpec matmul_spec(DType dt, bool large, bool prefetch) {
+  return {Family::Matmul, static_cast<std::uint8_t>(dt), large, prefetch};
 }
 KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
 KernelSpec gather_spec(DType dt, bool select) {
@@ -1660,7 +1677,7 @@ std::string KernelSpec::key() const {
       return std::string("layer_norm.") + dt(a) + (b & 1 ? ".w" : "") + (b & 2 ? ".b" : "") +
              (c ? ".group" : "");
     case Family::Matmul:
-      return std::string("matmul.") + dt(a) + (b ? ".t128" : "");
+      return std::string("matmul.") + dt(a) + (b ? ".t128" : "") + (c ? ".prefetch" : "");
     case Family::Fused:
       return fused->key + lin_tag(lin);
     case Family::Random:
@@ -1719,7 +1736,7 @@ std::string KernelSpec::source() const {
     case Family::LayerNorm:
       return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
     case Family::Matmul:
-      return gen_matmul(dt(a), b != 0);
+      return gen_matmul(dt(a), b != 0, c != 0);
     case Family::Fused:
       return gen_fused(*fused, lin);
     case Family::Random:
@@ -1912,7 +1929,9 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
       }
     }
     if (kind_of(dt) == Kind::Float) {
-      for (bool large : {false, true}) out.push_back(matmul_spec(dt, large));
+      for (bool large : {false, true}) {
+        for (bool prefetch : {false, true}) out.push_back(matmul_spec(dt, large, prefetch));
+      }
     }
   }
   return out;

@@ -152,7 +152,9 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group);
 inline constexpr std::size_t kGroupLine = 64;
 // large: 128 x 128 tiles (8 x 8 outputs a thread), for products that fill the device with
 // them; else 64 x 64 (4 x 4).
-KernelSpec matmul_spec(DType dt, bool large);
+// prefetch: the next tile loaded into registers during the products (Note [Preview
+// kernels] in vulkan_backend.cpp).
+KernelSpec matmul_spec(DType dt, bool large, bool prefetch);
 KernelSpec random_spec(DType dt);
 // Indexing (I64 indices, so the device needs shaderInt64); out-of-range indices are
 // reported as kErrorIndex under the key, which names the op as the Cpu's errors do.
