@@ -544,6 +544,7 @@ WORKLOADS = {
     "group_norm_grad": norm,
     "matmul_1024": matmul,
     "matmul_2048": matmul,
+    "matmul_4096": matmul,
     "matmul_batched": matmul,
     "matvec": matmul,
     "vecmat": matmul,

@@ -442,6 +442,11 @@ std::vector<Workload> build() {
     return s == SizeKind::Tiny ? matmul_case(s, d, 1, 130, 67, 97)
                                : matmul_case(s, d, 1, 2048, 2048, 2048);
   });
+  add("matmul_4096", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny  ? matmul_case(s, d, 1, 129, 65, 66)
+           : s == SizeKind::Gpu ? matmul_case(s, d, 1, 4096, 4096, 4096)
+                                : matmul_case(s, d, 1, 2048, 2048, 2048);
+  });
   add("matmul_batched", "matmul", [](SizeKind s, const Device& d) {
     return s == SizeKind::Tiny   ? matmul_case(s, d, 3, 17, 19, 23)
            : s == SizeKind::Full ? matmul_case(s, d, 32, 384, 384, 384)

@@ -4,7 +4,8 @@
 // fashion_mnist_infer.
 //
 //   fashion_mnist [--epochs N] [--device cpu|cuda] [--data DIR] [--out DIR] [--batch N]
-//                 [--lr MAX_LR] [--workers K] [--limit ITEMS] [--resume] [--seed S]
+//                 [--lr MAX_LR] [--workers K] [--limit ITEMS] [--test-limit ITEMS]
+//                 [--resume] [--seed S]
 //                 [--dropout P] [--weight-decay W] [--crop-padding N] [--flip P]
 //                 [--dashboard auto|terminal|plain|none]
 //
@@ -36,7 +37,8 @@ struct Options {
   std::size_t batch = 128;
   double lr = 4e-3;
   std::size_t workers = 1;
-  std::size_t limit = 0;  // 0: every training image
+  std::size_t limit = 0;       // 0: every training image
+  std::size_t test_limit = 0;  // 0: every test image (quick runs on slow devices: fewer)
   bool resume = false;
   std::string dashboard = "auto";
   double dropout = fashion::CnnConfig{}.dropout;
@@ -52,7 +54,8 @@ struct Options {
   std::fprintf(
       stderr,
       "fashion_mnist: %s\nusage: fashion_mnist [--epochs N] [--device cpu|cuda] [--data DIR] "
-      "[--out DIR] [--batch N] [--lr MAX_LR] [--workers K] [--limit ITEMS] [--resume] "
+      "[--out DIR] [--batch N] [--lr MAX_LR] [--workers K] [--limit ITEMS] [--test-limit ITEMS] "
+      "[--resume] "
       "[--seed S] [--dropout P] [--weight-decay W] [--crop-padding N] [--flip P] "
       "[--dashboard auto|terminal|plain|none]\n",
       why);
@@ -93,6 +96,8 @@ Options parse(int argc, char** argv) {
       o.workers = parse_count(next(), "--workers", true);
     else if (a == "--limit")
       o.limit = parse_count(next(), "--limit", true);
+    else if (a == "--test-limit")
+      o.test_limit = parse_count(next(), "--test-limit", true);
     else if (a == "--resume")
       o.resume = true;
     else if (a == "--dashboard")
@@ -143,7 +148,9 @@ int main(int argc, char** argv) {
     const std::uint64_t seed_offset = std::uint64_t(o.seed) - 2026;
     std::shared_ptr<data::Dataset<data::MnistItem>> train_set =
         data::FashionMnist::train(o.data_dir);
-    auto test_set = data::FashionMnist::test(o.data_dir);
+    std::shared_ptr<data::Dataset<data::MnistItem>> test_set = data::FashionMnist::test(o.data_dir);
+    if (o.test_limit > 0 && o.test_limit < test_set->len())
+      test_set = std::make_shared<data::PartialDataset<data::MnistItem>>(test_set, 0, o.test_limit);
     if (o.limit > 0 && o.limit < train_set->len())
       train_set = std::make_shared<data::PartialDataset<data::MnistItem>>(train_set, 0, o.limit);
     auto augmented =

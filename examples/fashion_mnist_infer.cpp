@@ -3,6 +3,7 @@
 // measures the test accuracy again.
 //
 //   fashion_mnist_infer [--model PATH] [--data DIR] [--device cpu|cuda] [--show N]
+//                       [--limit ITEMS]   (measure on the first ITEMS test images; 0: all)
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   std::string data_dir = data::FashionMnist::default_dir();
   std::string device = "cpu";
   std::size_t show = 4;
+  std::size_t limit = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) {
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
       device = v;
     else if (a == "--show")
       show = std::size_t(std::atoi(v.c_str()));
+    else if (a == "--limit")
+      limit = std::size_t(std::atoll(v.c_str()));
     else {
       std::fprintf(stderr, "fashion_mnist_infer: unknown argument '%s'\n", a.c_str());
       return 2;
@@ -61,7 +65,7 @@ int main(int argc, char** argv) {
     std::printf("fashion_mnist_infer: loaded %s (%zu params) on %s\n", model_path.c_str(),
                 nn::num_params(net), dev.name().c_str());
 
-    auto test_set = data::FashionMnist::test(data_dir);
+    std::shared_ptr<data::Dataset<data::MnistItem>> test_set = data::FashionMnist::test(data_dir);
     const auto& names = data::FashionMnist::class_names();
     // A few images spread over the test set.
     for (std::size_t k = 0; k < show; ++k) {
@@ -78,6 +82,8 @@ int main(int argc, char** argv) {
       print_ascii(item);
     }
 
+    if (limit > 0 && limit < test_set->len())
+      test_set = std::make_shared<data::PartialDataset<data::MnistItem>>(test_set, 0, limit);
     auto loader =
         data::DataLoaderBuilder(data::MnistBatcher{}).batch_size(500).device(dev).build(test_set);
     train::Evaluator ev;

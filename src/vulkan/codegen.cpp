@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "ember/base/error.hpp"
@@ -424,6 +425,96 @@ std::string map_offsets(int inputs) {
   return s;
 }
 
+// An element-wise kernel's input: `type var = load(dt, buf[o<operand>])`.
+struct MapLoad {
+  int operand;
+  std::string type, var, buf;
+  DType dt;
+  bool raw = false;  // the storage element itself (copies), not its compute value
+};
+
+// Note [Linear walk]: the strided walk unravels each element's index into every operand's
+// offset, a division and a remainder per dim per element, and each thread has one load in
+// flight per input. Where, after collapsing, every operand is one contiguous run from its
+// offset (or a broadcast scalar) and the output is contiguous, the linear walk drops the
+// index math and gives each thread kMapUnroll elements kLocal apart (each warp's accesses
+// stay contiguous), loading all of them before computing any, so a bandwidth-bound kernel
+// keeps kMapUnroll times the bytes in flight. Each element is computed by the same printed
+// expression, so both walks give the same bits.
+//
+// main() of an element-wise kernel over `operands` operands (outputs first; their offsets
+// o<j>), loading `loads` and then running `body` (which stores through the output offsets),
+// after `prologue` (the parameters). lin == 0: the strided walk (map_offsets). Otherwise
+// (Note [Linear walk]) every operand is contiguous from its offset or, where bit j of
+// lin >> 1 is set, a broadcast scalar (stride 0): each thread takes kMapUnroll elements
+// kLocal apart, all loads issued before any arithmetic on a full block, no index math.
+std::string map_main(int operands, const std::vector<MapLoad>& loads, const std::string& prologue,
+                     const std::string& body, std::uint32_t lin) {
+  std::string s = "void main() {\n";
+  const auto ld = [](const MapLoad& l, const std::string& suffix, const std::string& off) {
+    const std::string e = l.buf + "[" + off + "]";
+    return "  " + l.type + " " + l.var + suffix + " = " + (l.raw ? e : load(l.dt, e)) + ";\n";
+  };
+  if (lin == 0) {
+    s += map_offsets(operands - 1) + prologue;
+    for (const MapLoad& l : loads) s += ld(l, "", "o" + std::to_string(l.operand));
+    return s + body + "}\n";
+  }
+  const std::string L = std::to_string(kLocal), U = std::to_string(kMapUnroll);
+  s += "  int n = arg[0];\n"
+       "  int i0 = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * " +
+       std::to_string(kLocal * kMapUnroll) + " + int(gl_LocalInvocationID.x);\n";
+  const auto scalar = [&](int j) { return j < 31 && ((lin >> (j + 1)) & 1u) != 0; };
+  for (int j = 0; j < operands; ++j) {
+    s += "  int b" + std::to_string(j) + " = arg[" + std::to_string(kMapOperand + j * kMapStride) +
+         "];\n";
+  }
+  s += prologue;
+  const auto off = [&](int j, const std::string& i) {
+    std::string o = "b";
+    o.append(std::to_string(j));
+    if (!scalar(j)) o.append(" + ").append(i);
+    return o;
+  };
+  const auto offsets = [&](const std::string& i) {
+    std::string o;
+    for (int j = 0; j < operands; ++j)
+      o += "    int o" + std::to_string(j) + " = " + off(j, i) + ";\n";
+    return o;
+  };
+  // A full block: every load first, then the arithmetic and the stores.
+  s += "  if (i0 + " + std::to_string(kLocal * (kMapUnroll - 1)) + " < n) {\n";
+  const auto at = [](int u) {
+    std::string i = "i0 + ";
+    return i.append(std::to_string(u * static_cast<int>(kLocal)));
+  };
+  const auto tag = [](int u) {
+    std::string t = "_";
+    return t.append(std::to_string(u));
+  };
+  for (int u = 0; u < kMapUnroll; ++u) {
+    for (const MapLoad& l : loads) s += "  " + ld(l, tag(u), off(l.operand, at(u)));
+  }
+  for (int u = 0; u < kMapUnroll; ++u) {
+    s += "   {\n" + offsets(at(u));
+    for (const MapLoad& l : loads)
+      s += "    " + l.type + " " + l.var + " = " + l.var + tag(u) + ";\n";
+    s += body + "   }\n";
+  }
+  // The last block: element by element, within n.
+  s += "  } else {\n   for (int u = 0; u < " + U + "; ++u) {\n    int i = i0 + u * " + L +
+       ";\n    if (i >= n) break;\n" + offsets("i");
+  for (const MapLoad& l : loads) s += "  " + ld(l, "", "o" + std::to_string(l.operand));
+  s += body + "   }\n  }\n}\n";
+  return s;
+}
+
+// The key suffix of a walk (map_main's lin).
+std::string lin_tag(std::uint32_t lin) {
+  if (lin == 0) return "";
+  return ".lin" + ((lin >> 1) != 0 ? ".s" + std::to_string(lin >> 1) : std::string());
+}
+
 std::string params(DType dt) {
   return "  C p0 = " +
          from_words(dt, "arg[" + std::to_string(kMapParams) + "]",
@@ -443,7 +534,7 @@ bool divides_ints(const sx::Expr& e, DType dt) {
   return false;
 }
 
-std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs) {
+std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs, std::uint32_t lin) {
   std::vector<std::pair<std::string, DType>> bufs = {{"y", out}, {"x0", dt}};
   if (inputs == 2) bufs.push_back({"x1", dt});
   std::string s = header() + local_decl(kLocal) + buffers_decl(bufs);
@@ -453,32 +544,35 @@ std::string gen_fn(const sx::Expr& e, DType dt, DType out, int inputs) {
          std::to_string(kErrorDivisionByZero) + "\n";
   }
   s += prelude(dt) + bf16_helpers();
-  s += "void main() {\n" + map_offsets(inputs) + params(dt);
-  s += "  C a = " + load(dt, "x0[o1]") + ";\n";
-  if (inputs == 2) s += "  C b = " + load(dt, "x1[o2]") + ";\n";
+  std::vector<MapLoad> loads = {{1, "C", "a", "x0", dt}};
+  if (inputs == 2) loads.push_back({2, "C", "b", "x1", dt});
   const sx::Printed pr = sx::print(e, sx::Dialect::Glsl, dt, {}, "  ");
-  s += pr.statements;
+  std::string body = pr.statements;
   if (kind_of(out) == Kind::Float) {
     // `precise`: no reassociation or algebraic folding (x + 0 stays, so -0 becomes +0; no
     // contraction into fma), as the expressions are defined.
-    s += "  precise C res = " + pr.value + ";\n  y[o0] = " + store(out, "res") + ";\n}\n";
+    body += std::string(tuned("noprecise") ? "  " : "  precise ") + "C res = " + pr.value +
+            ";\n  y[o0] = " + store(out, "res") + ";\n";
   } else {
-    s += "  y[o0] = " + store(out, pr.value) + ";\n}\n";
+    body += "  y[o0] = " + store(out, pr.value) + ";\n";
   }
-  return s;
+  return s + map_main(inputs + 1, loads, params(dt), body, lin);
 }
 
-std::string gen_where(DType dt) {
+std::string gen_where(DType dt, std::uint32_t lin) {
   const std::string s_ = header() + local_decl(kLocal) +
                          buffers_decl({{"y", dt}, {"x0", DType::Bool}, {"x1", dt}, {"x2", dt}}) +
                          prelude(dt) + bf16_helpers();
-  return s_ + "void main() {\n" + map_offsets(3) + "  y[o0] = " + load(DType::Bool, "x0[o1]") +
-         " ? x1[o2] : x2[o3];\n}\n";
+  return s_ + map_main(4,
+                       {{1, "bool", "c", "x0", DType::Bool},
+                        {2, storage(dt), "va", "x1", dt, true},
+                        {3, storage(dt), "vb", "x2", dt, true}},
+                       "", "  y[o0] = c ? va : vb;\n", lin);
 }
 
-std::string gen_copy(DType dt) {
-  return header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) + "void main() {\n" +
-         map_offsets(1) + "  y[o0] = x0[o1];\n}\n";
+std::string gen_copy(DType dt, std::uint32_t lin) {
+  return header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
+         map_main(2, {{1, storage(dt), "v", "x0", dt, true}}, "", "  y[o0] = v;\n", lin);
 }
 
 // The value v (of `from`'s compute type) converted to `to`'s compute type, as
@@ -542,13 +636,11 @@ std::string target_limits(DType to) {
   }
 }
 
-std::string gen_cast(DType from, DType to) {
+std::string gen_cast(DType from, DType to, std::uint32_t lin) {
   std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", to}, {"x0", from}}) +
                   target_limits(to) + bf16_helpers();
-  s += "void main() {\n" + map_offsets(1);
-  s += std::string("  ") + compute(from) + " v = " + load(from, "x0[o1]") + ";\n";
-  s += "  y[o0] = " + store(to, convert(from, to, "v")) + ";\n}\n";
-  return s;
+  return s + map_main(2, {{1, compute(from), "v", "x0", from}}, "",
+                      "  y[o0] = " + store(to, convert(from, to, "v")) + ";\n", lin);
 }
 
 std::string gen_fill(DType dt) {
@@ -589,10 +681,40 @@ std::string line_head(bool group) {
        "  int base = (line / inner) * n * inner + (line % inner);\n  int xo = arg[3] + base;\n";
   return s;
 }
-// The loop over a thread's elements of the line: k from `first` stepping `step`.
-std::string line_loop(bool group) {
-  return group ? "for (int k = t; k < n; k += " + std::to_string(kLocal) + ")"
-               : std::string("for (int k = 0; k < n; ++k)");
+// The loop over a thread's elements k of the line, running `body` with `type v` = ld(k).
+// A workgroup's thread walks k = t, t + kLocal, ...: kMapUnroll elements an iteration,
+// loaded before the body runs for each in order (the same order and values as one at a
+// time, with kMapUnroll loads in flight), then the rest one by one.
+std::string each(bool group, const std::string& type,
+                 const std::function<std::string(const std::string&)>& ld,
+                 const std::string& body) {
+  if (!group)
+    return "  for (int k = 0; k < n; ++k) {\n    " + type + " v = " + ld("k") + ";\n" + body +
+           "  }\n";
+  if (tuned("lineloop1")) {
+    return "  for (int k = t; k < n; k += " + std::to_string(kLocal) + ") {\n    " + type +
+           " v = " + ld("k") + ";\n" + body + "  }\n";
+  }
+  const int L = static_cast<int>(kLocal);
+  const auto at = [&](int u) {
+    std::string k = "k0 + ";
+    return k.append(std::to_string(u * L));
+  };
+  const auto var = [](int u) {
+    std::string v = "v_";
+    return v.append(std::to_string(u));
+  };
+  std::string s = "  {\n  int k0 = t;\n  for (; k0 + " + std::to_string(L * (kMapUnroll - 1)) +
+                  " < n; k0 += " + std::to_string(L * kMapUnroll) + ") {\n";
+  for (int u = 0; u < kMapUnroll; ++u)
+    s += "    " + type + " " + var(u) + " = " + ld(at(u)) + ";\n";
+  for (int u = 0; u < kMapUnroll; ++u) {
+    s += "   {\n    int k = " + at(u) + ";\n    " + type + " v = " + var(u) + ";\n" + body +
+         "   }\n";
+  }
+  s += "  }\n  for (; k0 < n; k0 += " + std::to_string(L) + ") {\n    int k = k0;\n    " + type +
+       " v = " + ld("k") + ";\n" + body + "  }\n  }\n";
+  return s;
 }
 // A tree over sh[0, kLocal) combining sh[t] with sh[t + s] by `combine` (statements over
 // `a`, `b` that set `r`).
@@ -610,7 +732,6 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
   const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
   const DType acc_t = logical ? DType::Bool : dt;
   s += prelude(acc_t) + bf16_helpers();
-  const std::string x = load(dt, "x0[xo + k * inner]");
   if (arg) {
     const bool max = fn == ReduceFn::ArgMax;
     const bool flt = kind_of(dt) == Kind::Float;
@@ -627,10 +748,12 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
       s += "shared " + vt + " shv[" + std::to_string(kLocal) + "];\nshared int shi[" +
            std::to_string(kLocal) + "];\n";
     s += "void main() {\n" + line_head(group);
-    const std::string ld = dt == DType::Bool ? "int(x0[xo + k * inner])" : x;
+    const auto ld = [&](const std::string& k) {
+      const std::string e = "x0[xo + " + k + " * inner]";
+      return dt == DType::Bool ? "int(" + e + ")" : load(dt, e);
+    };
     s += "  " + vt + " best = " + vt + "(0);\n  int at = -1;\n";
-    s += "  " + line_loop(group) + " {\n    " + vt + " v = " + ld +
-         ";\n    if (em_take(v, k, best, at)) { best = v; at = k; }\n  }\n";
+    s += each(group, vt, ld, "    if (em_take(v, k, best, at)) { best = v; at = k; }\n");
     if (group) {
       s += "  shv[t] = best;\n  shi[t] = at;\n  barrier();\n  for (int s = " +
            std::to_string(kLocal / 2) +
@@ -648,12 +771,14 @@ std::string gen_reduce(ir::ReduceFn fn, DType dt, bool group) {
   const sx::Printed id = sx::print(def.identity, sx::Dialect::Glsl, acc_t, {}, "  ");
   const sx::Printed step = sx::print(combine, sx::Dialect::Glsl, acc_t, {"part", "v"}, "    ");
   const sx::Printed ab = sx::print(combine, sx::Dialect::Glsl, acc_t, {"a", "b"}, "      ", "u");
-  const std::string ld = logical ? convert(dt, DType::Bool, x) : x;
+  const auto ld = [&](const std::string& k) {
+    const std::string e = load(dt, "x0[xo + " + k + " * inner]");
+    return logical ? convert(dt, DType::Bool, e) : e;
+  };
   if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
   s += "void main() {\n" + line_head(group);
   s += id.statements + "  C part = " + id.value + ";\n";
-  s += "  " + line_loop(group) + " {\n    C v = " + ld + ";\n" + step.statements +
-       "    part = " + step.value + ";\n  }\n";
+  s += each(group, "C", ld, step.statements + "    part = " + step.value + ";\n");
   std::string result = "part";
   if (group) {
     s += tree("sh", ab.statements + "      C r = " + ab.value + ";\n");
@@ -705,22 +830,24 @@ std::string gen_softmax(DType dt, bool log, bool group) {
                   prelude(dt) + bf16_helpers();
   if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
   s += "void main() {\n" + line_head(group);
-  const std::string x = load(dt, "x0[xo + k * inner]");
-  const std::string loop = "  " + line_loop(group);
-  s += "  C part = -EM_INF;\n" + loop + " { C v = " + x +
-       "; part = (isnan(v) || v > part) ? v : part; }\n";
+  const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + " * inner]"); };
+  s += "  C part = -EM_INF;\n" +
+       each(group, "C", x, "    part = (isnan(v) || v > part) ? v : part;\n");
   if (group) {
     s += tree("sh", "      C r = (isnan(b) || b > a) ? b : a;\n") +
          "  part = sh[0];\n  barrier();\n";
   }
-  s += "  C m = part;\n  part = C(0);\n" + loop + " part += m_exp(" + x + " - m);\n";
+  s += "  C m = part;\n  part = C(0);\n" + each(group, "C", x, "    part += m_exp(v - m);\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n";
   s += "  C sum = part;\n";
   if (log) {
-    s += "  C ls = m_log(sum);\n" + loop + " y[base + k * inner] = " + store(dt, x + " - m - ls") +
-         ";\n}\n";
+    s += "  C ls = m_log(sum);\n" +
+         each(group, "C", x, "    y[base + k * inner] = " + store(dt, "v - m - ls") + ";\n") +
+         "}\n";
   } else {
-    s += loop + " y[base + k * inner] = " + store(dt, "m_exp(" + x + " - m) / sum") + ";\n}\n";
+    s += each(group, "C", x,
+              "    y[base + k * inner] = " + store(dt, "m_exp(v - m) / sum") + ";\n") +
+         "}\n";
   }
   return s;
 }
@@ -742,23 +869,20 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
   }
   s += "  int n = arg[1];\n  int xo = arg[2] + line * n;\n";
   s += "  C eps = " + from_words(dt, "arg[3]", "arg[4]") + ";\n";
-  const std::string x = load(dt, "x0[xo + k]");
-  const std::string loop =
-      "  " + std::string(group ? "for (int k = t; k < n; k += " + std::to_string(kLocal) + ")"
-                               : "for (int k = 0; k < n; ++k)");
-  s += "  C part = C(0);\n" + loop + " part += " + x + ";\n";
+  const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + "]"); };
+  s += "  C part = C(0);\n" + each(group, "C", x, "    part += v;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
   // A second pass corrects the mean by the mean of x - mean (the first sum's rounding).
-  s += "  C mean = part / C(n);\n  part = C(0);\n" + loop + " part += " + x + " - mean;\n";
+  s += "  C mean = part / C(n);\n  part = C(0);\n" + each(group, "C", x, "    part += v - mean;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
-  s += "  mean += part / C(n);\n  part = C(0);\n" + loop + " { C d = " + x +
-       " - mean; part += d * d; }\n";
+  s += "  mean += part / C(n);\n  part = C(0);\n" +
+       each(group, "C", x, "    C d = v - mean;\n    part += d * d;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n";
   s += "  C rstd = C(1) / sqrt(part / C(n) + eps);\n";
-  std::string v = "(" + x + " - mean) * rstd";
+  std::string v = "(v - mean) * rstd";
   if (weight) v = "(" + v + ") * " + load(dt, "w[k]");
   if (bias) v = "(" + v + ") + " + load(dt, "bb[k]");
-  s += loop + " y[line * n + k] = " + store(dt, v) + ";\n}\n";
+  s += each(group, "C", x, "    y[line * n + k] = " + store(dt, v) + ";\n") + "}\n";
   return s;
 }
 
@@ -766,18 +890,25 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
 // Arguments: [0] M, [1] N, [2] K, [3] a offset, [4] a row stride, [5] a column stride,
 // [6] b offset, [7] b row stride, [8] b column stride, [9] batch rank R (<= 4),
 // [10..14) the output's batch shape, [14..18) a's batch strides, [18..22) b's.
-// Each workgroup of 16 x 16 threads computes a 64 x 64 tile, 4 x 4 per thread, through
-// shared-memory tiles of depth 16.
-std::string gen_matmul(DType dt) {
+// Each workgroup of 16 x 16 threads computes a T x T tile (T = matmul_tile(large)), R x R
+// outputs a thread (R = T / 16, rows ty + 16 i and columns tx + 16 j: a warp reads 16
+// consecutive words of Bs and broadcasts two of As), through shared-memory tiles of depth
+// 16 (As padded by a word a row so that its transposing stores do not share banks); with
+// `prefetch`, the next tile's elements are loaded into registers while the current one is
+// multiplied. Every output sums its products in k order, whichever variant.
+std::string gen_matmul(DType dt, bool large, bool prefetch) {
+  const int T = matmul_tile(large), R = T / 16;
   std::string s = std::string(header()) + "layout(local_size_x = 16, local_size_y = 16) in;\n" +
                   buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}}) + prelude(dt) + bf16_helpers();
-  s += R"(shared C As[16][64];
-shared C Bs[16][64];
+  s += "#define T " + std::to_string(T) + "\n#define R " + std::to_string(R) + "\n";
+  s +=
+      R"(shared C As[16][T + 1];
+shared C Bs[16][T];
 void main() {
   int M = arg[0], N = arg[1], K = arg[2];
   int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y);
   int lid = ty * 16 + tx;
-  int m0 = int(gl_WorkGroupID.y) * 64, n0 = int(gl_WorkGroupID.x) * 64;
+  int m0 = int(gl_WorkGroupID.y) * T, n0 = int(gl_WorkGroupID.x) * T;
   int batch = int(gl_WorkGroupID.z);
   int ao = arg[3], bo = arg[6];
   int rem = batch;
@@ -789,39 +920,71 @@ void main() {
     bo += c * arg[18 + d];
   }
   int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
-  C acc[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) acc[i][j] = C(0);
+  C acc[R][R];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < R; ++j) acc[i][j] = C(0);
+)" +
+      (prefetch
+           ? R"(  // The next tile's elements are loaded into registers while this one is multiplied.
+  C pa[R], pb[R];
+  for (int l = 0; l < R; ++l) {
+    int idx = lid + l * 256;
+    int gr = m0 + (idx >> 4), gc = idx & 15;
+    pa[l] = (gr < M && gc < K) ? )" +
+                 load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+    int gk = idx / T, gn = n0 + idx % T;
+    pb[l] = (gk < K && gn < N) ? )" +
+                 load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+  }
   for (int kt = 0; kt < K; kt += 16) {
-    for (int l = 0; l < 4; ++l) {
+    for (int l = 0; l < R; ++l) {
+      int idx = lid + l * 256;
+      As[idx & 15][idx >> 4] = pa[l];
+      Bs[idx / T][idx % T] = pb[l];
+    }
+    barrier();
+    if (kt + 16 < K) {
+      for (int l = 0; l < R; ++l) {
+        int idx = lid + l * 256;
+        int gr = m0 + (idx >> 4), gc = kt + 16 + (idx & 15);
+        pa[l] = (gr < M && gc < K) ? )" +
+                 load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+        int gk = kt + 16 + idx / T, gn = n0 + idx % T;
+        pb[l] = (gk < K && gn < N) ? )" +
+                 load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+      }
+    }
+)"
+           : R"(  for (int kt = 0; kt < K; kt += 16) {
+    for (int l = 0; l < R; ++l) {
       int idx = lid + l * 256;
       int r = idx >> 4, c = idx & 15;
       int gr = m0 + r, gc = kt + c;
       As[c][r] = (gr < M && gc < K) ? )" +
-       load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
-      int br = idx >> 6, bc = idx & 63;
+                 load(dt, "x0[ao + gr * ars + gc * acs]") + R"( : C(0);
+      int br = idx / T, bc = idx % T;
       int gk = kt + br, gn = n0 + bc;
       Bs[br][bc] = (gk < K && gn < N) ? )" +
-       load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
+                 load(dt, "x1[bo + gk * brs + gn * bcs]") + R"( : C(0);
     }
     barrier();
-    for (int k = 0; k < 16; ++k) {
-      C av[4], bv[4];
-      for (int i = 0; i < 4; ++i) av[i] = As[k][ty + 16 * i];
-      for (int j = 0; j < 4; ++j) bv[j] = Bs[k][tx + 16 * j];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) acc[i][j] += av[i] * bv[j];
+)") + R"(    for (int k = 0; k < 16; ++k) {
+      C av[R], bv[R];
+      for (int i = 0; i < R; ++i) av[i] = As[k][ty + 16 * i];
+      for (int j = 0; j < R; ++j) bv[j] = Bs[k][tx + 16 * j];
+      for (int i = 0; i < R; ++i)
+        for (int j = 0; j < R; ++j) acc[i][j] += av[i] * bv[j];
     }
     barrier();
   }
   int yo = batch * M * N;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < R; ++i) {
     int r = m0 + ty + 16 * i;
     if (r >= M) continue;
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < R; ++j) {
       int c = n0 + tx + 16 * j;
       if (c < N) y[yo + r * N + c] = )" +
-       store(dt, "acc[i][j]") + R"(;
+      store(dt, "acc[i][j]") + R"(;
     }
   }
 }
@@ -1105,6 +1268,79 @@ std::string gen_pool(ir::PoolFn fn, DType dt) {
   return s;
 }
 
+// The max-pool gradient (ir::MaxPoolGrad) as the Cpu computes it, in two kernels over the
+// window geometry. Shares: share [planes, L] = g / n per window position, n the entries of
+// its window (inside the image) equal to y, plus the padding's where y is -inf (an unfold
+// padded with -inf would count those). Gradient: y [planes, *in] sums share over the
+// windows whose entry at the element equals y, in kernel order from zero.
+std::string gen_max_pool_share(DType dt) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}, {"x2", dt}}) + prelude(dt);
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / L, l = i % L;\n"
+       "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+       "  C m = x1[i];\n  int hits = 0, inside = 0;\n"
+       "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx) {\n"
+       "        int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "        if (iz < 0 || iz >= in0 || iy < 0 || iy >= in1 || ix < 0 || ix >= in2) continue;\n"
+       "        inside += 1;\n"
+       "        if (x0[p * image + (iz * in1 + iy) * in2 + ix] == m) hits += 1;\n      }\n"
+       "  if (m == -EM_INF) hits += K - inside;\n"
+       "  precise C share = x2[i] / C(hits);\n  y[i] = share;\n}\n";
+  return s;
+}
+std::string gen_max_pool_grad(DType dt) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}, {"x2", dt}}) + prelude(dt);
+  s += "void main() {\n" + window_head();
+  s += "  int p = i / image, e = i % image;\n"
+       "  int iz = e / (in1 * in2), iy = (e / in2) % in1, ix = e % in2;\n"
+       "  C v = x0[i];\n  precise C acc = EM_ZERO;\n"
+       "  for (int kz = 0; kz < k0; ++kz)\n    for (int ky = 0; ky < k1; ++ky)\n"
+       "      for (int kx = 0; kx < k2; ++kx) {\n"
+       "        int tz = iz + pd0 - kz * dl0, ty = iy + pd1 - ky * dl1, tx = ix + pd2 - kx * dl2;\n"
+       "        if (tz < 0 || ty < 0 || tx < 0 || tz % st0 != 0 || ty % st1 != 0 || tx % st2 != 0)"
+       " continue;\n"
+       "        int oz = tz / st0, oy = ty / st1, ox = tx / st2;\n"
+       "        if (oz >= out0 || oy >= out1 || ox >= out2) continue;\n"
+       "        int l = p * L + (oz * out1 + oy) * out2 + ox;\n"
+       "        if (x1[l] == v) acc += x2[l];\n      }\n"
+       "  y[i] = acc;\n}\n";
+  return s;
+}
+
+// nonzero in two kernels over runs of arg[1] elements of x (contiguous; arg[0] elements), a
+// thread a run: the count of each run's non-zero elements into y (int), then, from each
+// run's offset (x1, the counts' exclusive prefix sums), the coordinates of its non-zero
+// elements in order into y (I64 [count, rank]); arg[2] rank, arg[3..3 + kMaxDims) shape.
+std::string gen_nonzero(DType dt, bool write) {
+  std::vector<std::pair<std::string, DType>> bufs = {{"y", write ? DType::I64 : DType::I32},
+                                                     {"x0", dt}};
+  if (write) bufs.push_back({"x1", DType::I32});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs) + prelude(dt) + bf16_helpers();
+  s += "void main() {\n" + std::string(thread_index()) +
+       "  int n = arg[0], run = arg[1];\n"
+       "  if (i * run >= n) return;\n  int e = min(n, (i + 1) * run);\n";
+  const std::string nz = convert(dt, DType::Bool, load(dt, "x0[k]"));
+  if (!write) {
+    s += "  int c = 0;\n  for (int k = i * run; k < e; ++k) {\n    if (" + nz +
+         ") c += 1;\n  }\n  y[i] = c;\n}\n";
+    return s;
+  }
+  s += "  int rank = arg[2];\n  int at = x1[i];\n"
+       "  for (int k = i * run; k < e; ++k) {\n    if (!(" +
+       nz +
+       ")) continue;\n"
+       "    int r = k;\n"
+       "    for (int d = rank - 1; d >= 0; --d) {\n"
+       "      int ext = arg[3 + d];\n"
+       "      y[at * rank + d] = int64_t(r % ext);\n"
+       "      r /= ext;\n    }\n    at += 1;\n  }\n}\n";
+  return s;
+}
+
 // ---- fused element-wise groups ----
 
 // A compute value of dt rounded as if stored and loaded again (16-bit floats; the rest
@@ -1177,7 +1413,7 @@ int fused_buffers(const FusedKernel& f) {
 // expression as gen_fn prints it (under the prelude of its operands' compute type, `precise`
 // for float results); main() loads the inputs, calls the functions in order, rounds each
 // 16-bit result as if stored and stores the outputs.
-std::string gen_fused(const FusedKernel& f) {
+std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
   using Kind_ = backend::FusedInstr::Kind;
   const std::size_t n_in = f.inputs.size(), n_out = f.outputs.size();
   std::vector<std::pair<std::string, DType>> bufs;
@@ -1221,7 +1457,8 @@ std::string gen_fused(const FusedKernel& f) {
       s += ret + " em_f" + std::to_string(i) +
            (in.kind == Kind_::Unary ? "(C a, C p0, C p1) {\n" : "(C a, C b) {\n") + pr.statements;
       if (kind_of(in.out) == Kind::Float) {
-        s += "  precise " + ret + " res = " + pr.value + ";\n  return res;\n}\n";
+        s += std::string(tuned("noprecise") ? "  " : "  precise ") + ret + " res = " + pr.value +
+             ";\n  return res;\n}\n";
       } else {
         s += "  return " + pr.value + ";\n}\n";
       }
@@ -1235,16 +1472,16 @@ std::string gen_fused(const FusedKernel& f) {
     s += std::string(compute(in.out)) + " em_f" + std::to_string(i) + "(" + compute(from) +
          " v) {\n  return " + convert(from, in.out, "v") + ";\n}\n";
   }
-  s += "void main() {\n" + map_offsets(static_cast<int>(n_out + n_in) - 1);
   const auto v = [](std::size_t id) {
     std::string name = "v";
     return name.append(std::to_string(id));
   };
+  std::vector<MapLoad> loads;
   for (std::size_t k = 0; k < n_in; ++k) {
-    s += std::string("  ") + compute(f.inputs[k]) + " " + v(k) + " = " +
-         load(f.inputs[k], "x" + std::to_string(k) + "[o" + std::to_string(n_out + k) + "]") +
-         ";\n";
+    loads.push_back({static_cast<int>(n_out + k), compute(f.inputs[k]), v(k),
+                     "x" + std::to_string(k), f.inputs[k]});
   }
+  std::string body;
   const int params = fused_params(n_out + n_in);
   for (std::size_t i = 0; i < f.code.size(); ++i) {
     const backend::FusedInstr& in = f.code[i];
@@ -1274,15 +1511,15 @@ std::string gen_fused(const FusedKernel& f) {
       case Kind_::Reduce:
         break;
     }
-    s += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " + round_stored(in.out, e) +
-         ";\n";
+    body += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " +
+            round_stored(in.out, e) + ";\n";
   }
   for (std::size_t j = 0; j < n_out; ++j) {
     const DType dt = f.dtype_of(f.outputs[j]);
-    s += "  " + out_buf[j] + "[o" + std::to_string(j) +
-         "] = " + store(dt, v(static_cast<std::size_t>(f.outputs[j]))) + ";\n";
+    body += "  " + out_buf[j] + "[o" + std::to_string(j) +
+            "] = " + store(dt, v(static_cast<std::size_t>(f.outputs[j]))) + ";\n";
   }
-  return s + "}\n";
+  return s + map_main(static_cast<int>(n_out + n_in), loads, "", body, lin);
 }
 
 // Whether e calls only math functions GLSL has for double.
@@ -1342,7 +1579,9 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
   return {Family::LayerNorm, static_cast<std::uint8_t>(dt),
           static_cast<std::uint8_t>(weight | (bias << 1)), group};
 }
-KernelSpec matmul_spec(DType dt) { return {Family::Matmul, static_cast<std::uint8_t>(dt)}; }
+KernelSpec matmul_spec(DType dt, bool large, bool prefetch) {
+  return {Family::Matmul, static_cast<std::uint8_t>(dt), large, prefetch};
+}
 KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
 KernelSpec gather_spec(DType dt, bool select) {
   return {Family::Gather, static_cast<std::uint8_t>(dt), select};
@@ -1356,6 +1595,12 @@ KernelSpec sort_spec(DType dt, bool descending) {
 }
 KernelSpec unfold_spec(DType dt) { return {Family::Unfold, static_cast<std::uint8_t>(dt)}; }
 KernelSpec fold_spec(DType dt) { return {Family::Fold, static_cast<std::uint8_t>(dt)}; }
+KernelSpec nonzero_spec(DType dt, bool write) {
+  return {Family::Nonzero, static_cast<std::uint8_t>(dt), write};
+}
+KernelSpec max_pool_grad_spec(DType dt, bool share) {
+  return {Family::MaxPoolGrad, static_cast<std::uint8_t>(dt), share};
+}
 KernelSpec pool_spec(ir::PoolFn fn, DType dt) {
   return {Family::Pool, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
 }
@@ -1411,15 +1656,17 @@ std::string KernelSpec::key() const {
   const auto dt = [](std::uint8_t v) { return dtype_tag(static_cast<DType>(v)); };
   switch (family) {
     case Family::Unary:
-      return std::string("unary.") + ir::name(static_cast<ir::UnaryFn>(a)) + "." + dt(b);
+      return std::string("unary.") + ir::name(static_cast<ir::UnaryFn>(a)) + "." + dt(b) +
+             lin_tag(lin);
     case Family::Binary:
-      return std::string("binary.") + ir::name(static_cast<ir::BinaryFn>(a)) + "." + dt(b);
+      return std::string("binary.") + ir::name(static_cast<ir::BinaryFn>(a)) + "." + dt(b) +
+             lin_tag(lin);
     case Family::Where:
-      return std::string("where.") + dt(a);
+      return std::string("where.") + dt(a) + lin_tag(lin);
     case Family::Cast:
-      return std::string("cast.") + dt(a) + "." + dt(b);
+      return std::string("cast.") + dt(a) + "." + dt(b) + lin_tag(lin);
     case Family::Copy:
-      return std::string("copy.") + dt(a);
+      return std::string("copy.") + dt(a) + lin_tag(lin);
     case Family::Fill:
       return std::string("fill.") + dt(a);
     case Family::Arange:
@@ -1436,9 +1683,9 @@ std::string KernelSpec::key() const {
       return std::string("layer_norm.") + dt(a) + (b & 1 ? ".w" : "") + (b & 2 ? ".b" : "") +
              (c ? ".group" : "");
     case Family::Matmul:
-      return std::string("matmul.") + dt(a);
+      return std::string("matmul.") + dt(a) + (b ? ".t128" : "") + (c ? ".prefetch" : "");
     case Family::Fused:
-      return fused->key;
+      return fused->key + lin_tag(lin);
     case Family::Random:
       return std::string("random.") + dt(a);
     case Family::Gather:
@@ -1455,6 +1702,10 @@ std::string KernelSpec::key() const {
       return std::string("fold.") + dt(a);
     case Family::Pool:
       return std::string("pool.") + ir::name(static_cast<ir::PoolFn>(a)) + "." + dt(b);
+    case Family::MaxPoolGrad:
+      return std::string(b ? "max_pool_share." : "max_pool_grad.") + dt(a);
+    case Family::Nonzero:
+      return std::string(b ? "nonzero." : "nonzero_count.") + dt(a);
   }
   return "?";
 }
@@ -1464,18 +1715,20 @@ std::string KernelSpec::source() const {
   switch (family) {
     case Family::Unary: {
       const auto fn = static_cast<ir::UnaryFn>(a);
-      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 1);
+      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 1,
+                    lin);
     }
     case Family::Binary: {
       const auto fn = static_cast<ir::BinaryFn>(a);
-      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 2);
+      return gen_fn(sx::expr(sx::def(fn), kind_of(dt(b))), dt(b), sx::result_dtype(fn, dt(b)), 2,
+                    lin);
     }
     case Family::Where:
-      return gen_where(dt(a));
+      return gen_where(dt(a), lin);
     case Family::Cast:
-      return gen_cast(dt(a), dt(b));
+      return gen_cast(dt(a), dt(b), lin);
     case Family::Copy:
-      return gen_copy(dt(a));
+      return gen_copy(dt(a), lin);
     case Family::Fill:
       return gen_fill(dt(a));
     case Family::Arange:
@@ -1489,9 +1742,9 @@ std::string KernelSpec::source() const {
     case Family::LayerNorm:
       return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
     case Family::Matmul:
-      return gen_matmul(dt(a));
+      return gen_matmul(dt(a), b != 0, c != 0);
     case Family::Fused:
-      return gen_fused(*fused);
+      return gen_fused(*fused, lin);
     case Family::Random:
       return gen_random(dt(a));
     case Family::Gather:
@@ -1508,6 +1761,10 @@ std::string KernelSpec::source() const {
       return gen_fold(dt(a));
     case Family::Pool:
       return gen_pool(static_cast<ir::PoolFn>(a), dt(b));
+    case Family::MaxPoolGrad:
+      return b ? gen_max_pool_share(dt(a)) : gen_max_pool_grad(dt(a));
+    case Family::Nonzero:
+      return gen_nonzero(dt(a), b != 0);
   }
   EMBER_ASSERT(false);
 }
@@ -1526,7 +1783,11 @@ bool KernelSpec::reports_errors() const {
 }
 
 std::vector<std::string> KernelSpec::checked_ops() const {
-  if (family != Family::Fused) return {key()};
+  if (family != Family::Fused) {
+    KernelSpec op = *this;  // the op's name, whichever walk ran it
+    op.lin = 0;
+    return {op.key()};
+  }
   std::vector<std::string> out;
   for (std::size_t i = 0; i < fused->code.size(); ++i) {
     if (!instr_divides(*fused, i)) continue;
@@ -1552,7 +1813,10 @@ int KernelSpec::buffers() const {
     case Family::Sort:
       return 3;
     case Family::Where:
+    case Family::MaxPoolGrad:
       return 4;
+    case Family::Nonzero:
+      return b ? 3 : 2;
     case Family::LayerNorm:
       return 2 + (b & 1) + ((b >> 1) & 1);
     default:
@@ -1594,6 +1858,16 @@ std::uint64_t compute_bits_int(DType dt, std::int64_t v) {
   return static_cast<std::uint32_t>(static_cast<std::int32_t>(v));
 }
 
+bool tuned(const char* word) {
+  static const std::string words = [] {
+    const char* e = std::getenv("EMBER_VULKAN_TUNE");
+    std::string w = ",";
+    return w.append(e != nullptr ? e : "").append(",");
+  }();
+  std::string w = ",";
+  return words.find(w.append(word).append(",")) != std::string::npos;
+}
+
 std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
   std::vector<KernelSpec> out;
   for (DType dt : dtypes) {
@@ -1607,6 +1881,14 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     }
     out.push_back(where_spec(dt));
     out.push_back(copy_spec(dt));
+    // The linear walks (a scalar second operand for the binary ones).
+    std::vector<KernelSpec> lin = {where_spec(dt), copy_spec(dt)};
+    if (printable(ir::UnaryFn::Abs, dt)) lin.push_back(unary_spec(ir::UnaryFn::Abs, dt));
+    if (printable(ir::BinaryFn::Add, dt)) lin.push_back(binary_spec(ir::BinaryFn::Add, dt));
+    for (KernelSpec k : lin) {
+      k.lin = k.family == Family::Unary || k.family == Family::Copy ? 1u : 1u | (1u << 3);
+      out.push_back(k);
+    }
     out.push_back(fill_spec(dt));
     out.push_back(arange_spec(dt));
     out.push_back(random_spec(dt));
@@ -1618,6 +1900,10 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
     for (bool f : {false, true}) out.push_back(sort_spec(dt, f));
     out.push_back(unfold_spec(dt));
     if (kind_of(dt) == Kind::Float) out.push_back(fold_spec(dt));
+    if (dt == DType::F32 || dt == DType::F64) {
+      for (bool share : {false, true}) out.push_back(max_pool_grad_spec(dt, share));
+    }
+    for (bool write : {false, true}) out.push_back(nonzero_spec(dt, write));
     if (dt != DType::Bool) {
       out.push_back(pool_spec(ir::PoolFn::Max, dt));
       out.push_back(pool_spec(ir::PoolFn::Sum, dt));
@@ -1648,7 +1934,11 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
         out.push_back(layer_norm_spec(dt, false, false, g));
       }
     }
-    if (kind_of(dt) == Kind::Float) out.push_back(matmul_spec(dt));
+    if (kind_of(dt) == Kind::Float) {
+      for (bool large : {false, true}) {
+        for (bool prefetch : {false, true}) out.push_back(matmul_spec(dt, large, prefetch));
+      }
+    }
   }
   return out;
 }

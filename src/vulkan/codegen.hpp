@@ -28,6 +28,15 @@
 
 namespace ember::vulkan {
 
+// Measurement switches from $EMBER_VULKAN_TUNE (comma-separated words, read once), for
+// comparing kernel variants in one process: "strided" (element-wise kernels always take
+// the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "lineloop1" (line
+// kernels load one element an iteration), "nofloatcontrols"
+// (kernels do not declare SignedZeroInfNanPreserve) and "noprecise" (element-wise results
+// are not `precise`): with either of the last two, signed zeros, NaN and roundings may
+// differ from the other backends. Unset: the defaults.
+bool tuned(const char* word);
+
 // Most dims an element-wise kernel walks after collapsing (the host collapses the rest).
 inline constexpr int kMaxDims = 8;
 // The codes kernels write into the context's error word (0: none); an index error also
@@ -36,6 +45,8 @@ inline constexpr int kErrorIndex = 1;
 inline constexpr int kErrorDivisionByZero = 2;
 // Threads per workgroup of the one-dimensional kernels.
 inline constexpr std::uint32_t kLocal = 256;
+// Elements per thread of an element-wise kernel's linear walk (kLocal apart).
+inline constexpr int kMapUnroll = 4;
 
 // Element-wise ("map") arguments: [0] n, [1] rank, [2, 2 + kMaxDims) the output's shape,
 // then for the output and each input j (j = 0: output) at kMapOperand + j * (1 + kMaxDims):
@@ -69,6 +80,8 @@ enum class Family : std::uint8_t {
   Unfold,     // (dtype): the window arguments below, [19..21) the padding value's bits
   Fold,       // (dtype): float dtypes, sums in the compute type in kernel order
   Pool,       // (PoolFn, dtype): max or sum over the window's entries inside the image
+  MaxPoolGrad,  // (dtype, share): the max-pool gradient's shares, then its sums (f32, f64)
+  Nonzero,      // (dtype, write): counts of runs, then the coordinates (see gen_nonzero)
 };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
@@ -107,9 +120,13 @@ struct KernelSpec {
   Family family;
   std::uint8_t a = 0, b = 0, c = 0;
   std::shared_ptr<const FusedKernel> fused;  // Family::Fused
-  std::string key() const;                   // "binary.add.f32": names the pipeline
-  std::string source() const;                // the GLSL
-  int buffers() const;                       // tensors bound at 1.. (the output first)
+  // The walk of the element-wise families (Unary, Binary, Where, Cast, Copy, Fused): 0, the
+  // strided walk; else 1 | (s << 1), the linear walk (Note [Linear walk]) with bit j of s
+  // set where operand j (the outputs first) is a broadcast scalar.
+  std::uint32_t lin = 0;
+  std::string key() const;     // "binary.add.f32": names the pipeline
+  std::string source() const;  // the GLSL
+  int buffers() const;         // tensors bound at 1.. (the output first)
   // Whether the kernel reports errors (integer division by zero) into the context's error
   // word, bound after its tensors.
   bool reports_errors() const;
@@ -133,7 +150,11 @@ KernelSpec softmax_spec(DType dt, bool log, bool group);
 KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group);
 // Lines longer than this get a workgroup each.
 inline constexpr std::size_t kGroupLine = 64;
-KernelSpec matmul_spec(DType dt);
+// large: 128 x 128 tiles (8 x 8 outputs a thread), for products that fill the device with
+// them; else 64 x 64 (4 x 4).
+// prefetch: the next tile loaded into registers during the products (Note [Preview
+// kernels] in vulkan_backend.cpp).
+KernelSpec matmul_spec(DType dt, bool large, bool prefetch);
 KernelSpec random_spec(DType dt);
 // Indexing (I64 indices, so the device needs shaderInt64); out-of-range indices are
 // reported as kErrorIndex under the key, which names the op as the Cpu's errors do.
@@ -150,10 +171,17 @@ inline constexpr std::size_t kSortLine = 4096;
 KernelSpec unfold_spec(DType dt);
 KernelSpec fold_spec(DType dt);
 KernelSpec pool_spec(ir::PoolFn fn, DType dt);
+// ir::MaxPoolGrad: share [planes, L] from (x, y, g), then the gradient [planes, *in] from
+// (x, y, share); the window arguments as above (f32 and f64, as the Cpu).
+KernelSpec max_pool_grad_spec(DType dt, bool share);
+// ir::Nonzero: the non-zero count of each run of kNonzeroRun elements, then (after the
+// host's prefix sums, the one wait) each run's coordinates (needs I64 storage).
+KernelSpec nonzero_spec(DType dt, bool write);
+inline constexpr std::size_t kNonzeroRun = 256;
 // The kernel of group g with outputs written into the inputs in_place names (-1: fresh).
 KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in_place);
-// Matmul's tile: each workgroup computes kMatmulTile x kMatmulTile outputs.
-inline constexpr int kMatmulTile = 64;
+// Matmul's tile: each workgroup computes matmul_tile(large)^2 outputs.
+inline constexpr int matmul_tile(bool large) { return large ? 128 : 64; }
 
 // Whether the GLSL printer can print e for dtype dt: f64 has only GLSL's double functions
 // (abs, sqrt, floor, ceil, roundEven, trunc), so an expression calling exp, sin, ... is

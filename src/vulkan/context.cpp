@@ -485,6 +485,7 @@ VkDescriptorSetLayout Context::set_layout(int bindings) {
 // that also declares the f64 mode (tanh differs in the last bit), and a fused kernel that
 // casts from f64 must compute its f32 instructions as the unfused f32 kernels do.
 std::string Context::with_float_controls(const std::string& source) const {
+  if (tuned("nofloatcontrols")) return source;
   std::string modes;
   const auto mode = [&](int bits) {
     modes +=

@@ -13,9 +13,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "ember/backend/registry.hpp"
@@ -28,6 +30,21 @@
 namespace ember::vulkan {
 namespace {
 
+// Fewest 128 x 128 output tiles for which a matmul takes the large tile (codegen.hpp).
+constexpr std::size_t kMatmulLargeTiles = 128;
+
+// Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (the
+// max-pool gradient, nonzero, 16-bit scatter_add / index_add and matmul's register
+// prefetch) run where they have been checked: on a CPU implementation (lavapipe, where the
+// conformance cases run in CI), and elsewhere with EMBER_VULKAN_PREVIEW=1 (=0 turns them
+// off anywhere). Without them those ops take the paths that ran on NVIDIA's driver (the
+// composites, the fallback, the matmul without prefetch).
+bool preview_kernels(const Context& ctx) {
+  const char* e = std::getenv("EMBER_VULKAN_PREVIEW");
+  if (e != nullptr && *e != '\0') return std::string(e) == "1";  // "0": the checked paths
+  return ctx.physical().props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
+
 struct Operand {
   const Block* block;
   backend::StridedView v;
@@ -35,7 +52,7 @@ struct Operand {
 
 class VulkanBackend final : public backend::Backend {
  public:
-  explicit VulkanBackend(int index) : index_(index), ctx_(index) {}
+  explicit VulkanBackend(int index) : index_(index), ctx_(index), preview_(preview_kernels(ctx_)) {}
 
   std::string name() const override { return "vulkan:" + std::to_string(index_); }
 
@@ -151,7 +168,7 @@ class VulkanBackend final : public backend::Backend {
     }
     const std::size_t n = shape.num_elements();
     if (n == 0) return outs;
-    const KernelSpec spec = fused_spec(g, in_place);
+    KernelSpec spec = fused_spec(g, in_place);
     std::vector<backend::StridedView> views;
     std::vector<const Block*> bufs;
     for (std::size_t j = 0; j < n_out; ++j) {
@@ -165,7 +182,7 @@ class VulkanBackend final : public backend::Backend {
       bufs.push_back(x.block.get());
     }
     const std::size_t params = static_cast<std::size_t>(fused_params(n_out + n_in));
-    auto args = map_args(shape, views, params + 4 * g.code.size());
+    auto args = map_args(shape, views, params + 4 * g.code.size(), &spec.lin);
     EMBER_ASSERT(args.has_value());  // fusable() checked the rank
     for (std::size_t i = 0; i < g.code.size(); ++i) {
       const backend::FusedInstr& in = g.code[i];
@@ -174,7 +191,7 @@ class VulkanBackend final : public backend::Backend {
       put_bits(*args, params + 4 * i, compute_bits(dt, in.p0));
       put_bits(*args, params + 4 * i + 2, compute_bits(dt, in.p1));
     }
-    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    const auto [gx, gy] = ctx_.groups_for(threads_of(spec, n), kLocal);
     ctx_.dispatch(spec, *args, bufs, gx, gy);
     return outs;
   }
@@ -302,9 +319,10 @@ class VulkanBackend final : public backend::Backend {
       batch_dims += o.out_shape[d] > 1;
     }
     const std::size_t m = o.out_shape[r - 2], n = o.out_shape[r - 1];
+    const std::size_t t = matmul_tile(false);  // the smaller tile needs more workgroups
     return batch_dims <= 4 && batch <= lim.maxComputeWorkGroupCount[2] &&
-           (m + kMatmulTile - 1) / kMatmulTile <= lim.maxComputeWorkGroupCount[1] &&
-           (n + kMatmulTile - 1) / kMatmulTile <= lim.maxComputeWorkGroupCount[0];
+           (m + t - 1) / t <= lim.maxComputeWorkGroupCount[1] &&
+           (n + t - 1) / t <= lim.maxComputeWorkGroupCount[0];
   }
   bool supports_one(const ir::Reshape& o) const {
     const auto& x = static_cast<const VkTensor&>(*o.x);
@@ -334,9 +352,15 @@ class VulkanBackend final : public backend::Backend {
            out_fits(o.shape, o.dtype);
   }
   // Indexing reads I64 indices (shaderInt64). The adds of scatter_add and index_add run in
-  // their dtype's compute type, one element at a time: 16-bit floats, which the Cpu adds
-  // widened (repeated indices summed in f32, rounded once), fall back. Loops along a line
-  // stay within lavapipe's 65535 iterations.
+  // their dtype's compute type, one element at a time; 16-bit floats are added widened, as
+  // on the Cpu (x and src cast to f32, repeated indices summed in f32, rounded once), so
+  // they need 16-bit storage and nothing more. Loops along a line stay within lavapipe's
+  // 65535 iterations.
+  // Where x and src are 16-bit floats: whether their f32 copies fit the kernels.
+  bool widened_fits(const ir::Handle& x, const ir::Handle& src) const {
+    return !is_half(x->dtype()) ||
+           (preview_ && out_fits(x->shape(), DType::F32) && out_fits(src->shape(), DType::F32));
+  }
   bool index_ok(const ir::Handle& x, const ir::Handle& index) const {
     return ctx_.features().i64 && dtype_ok(x->dtype()) && out_fits(x->shape(), x->dtype()) &&
            x->shape().rank() <= static_cast<std::size_t>(kMaxDims) &&
@@ -349,11 +373,11 @@ class VulkanBackend final : public backend::Backend {
     return index_ok(o.x, o.index) && out_fits(ir::out_shape(o), o.x->dtype());
   }
   bool supports_one(const ir::Scatter& o) const {
-    return index_ok(o.x, o.index) && !(o.add && is_half(o.x->dtype())) &&
+    return index_ok(o.x, o.index) && (!o.add || widened_fits(o.x, o.src)) &&
            out_fits(o.index->shape(), DType::I64) && o.index->shape()[o.dim] <= 65535;
   }
   bool supports_one(const ir::IndexAdd& o) const {
-    return index_ok(o.x, o.index) && !is_half(o.x->dtype()) &&
+    return index_ok(o.x, o.index) && widened_fits(o.x, o.src) &&
            o.index->shape().num_elements() <= 65535;
   }
   bool supports_one(const ir::Sort& o) const {
@@ -373,9 +397,17 @@ class VulkanBackend final : public backend::Backend {
            out_fits(o.x->shape(), o.x->dtype());
   }
   // No kernels yet: the fallback runs these.
-  bool supports_one(const ir::Nonzero&) const { return false; }
+  bool supports_one(const ir::Nonzero& o) const {
+    const Shape& s = o.x->shape();
+    return preview_ && ctx_.features().i64 && dtype_ok(o.x->dtype()) && s.rank() <= kMaxDims &&
+           out_fits(s, o.x->dtype()) && out_fits(Shape{s.num_elements(), s.rank()}, DType::I64);
+  }
   bool supports_one(const ir::Conv&) const { return false; }
-  bool supports_one(const ir::MaxPoolGrad&) const { return false; }
+  bool supports_one(const ir::MaxPoolGrad& o) const {
+    const DType dt = o.x->dtype();
+    return preview_ && (dt == DType::F32 || dt == DType::F64) && dtype_ok(dt) &&
+           out_fits(o.x->shape(), dt) && out_fits(o.y->shape(), dt);
+  }
   bool supports_one(const ir::BatchNorm&) const { return false; }
   bool supports_one(const ir::BatchNormGrad&) const { return false; }
 
@@ -395,7 +427,8 @@ class VulkanBackend final : public backend::Backend {
   // where every operand allows it (backend::collapse_dims), `words` long; nullopt when
   // more than kMaxDims dims remain.
   static std::optional<std::vector<std::int32_t>> map_args(
-      const Shape& shape, const std::vector<backend::StridedView>& ops, std::size_t words) {
+      const Shape& shape, const std::vector<backend::StridedView>& ops, std::size_t words,
+      std::uint32_t* lin = nullptr) {
     std::vector<std::int64_t> dims(shape.dims().begin(), shape.dims().end());
     std::vector<std::vector<std::int64_t>> st;
     std::vector<std::int64_t> offsets;
@@ -406,6 +439,22 @@ class VulkanBackend final : public backend::Backend {
     }
     backend::collapse_dims(dims, st);
     if (dims.size() > static_cast<std::size_t>(kMaxDims)) return std::nullopt;
+    if (lin != nullptr) {
+      // The linear walk (Note [Linear walk]): one run, the output contiguous, each input
+      // contiguous or a broadcast scalar.
+      *lin = 0;
+      const std::size_t n = shape.num_elements();
+      const bool small = n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) -
+                                  kMapUnroll * kLocal;  // the kernel's indices stay in int
+      if (small && dims.size() <= 1 && st.size() < 31 && (dims.empty() || st[0][0] == 1)) {
+        std::uint32_t l = 1;
+        for (std::size_t j = 1; j < st.size() && l != 0; ++j) {
+          if (dims.empty() || st[j][0] == 1) continue;
+          l = st[j][0] == 0 ? l | (1u << (j + 1)) : 0;
+        }
+        *lin = l;
+      }
+    }
     std::vector<std::int32_t> args(words, 0);
     args[0] = static_cast<std::int32_t>(shape.num_elements());
     args[1] = static_cast<std::int32_t>(dims.size());
@@ -418,26 +467,32 @@ class VulkanBackend final : public backend::Backend {
     }
     return args;
   }
+  // The threads of an element-wise kernel over n elements: kMapUnroll elements a thread on
+  // the linear walk.
+  static std::int64_t threads_of(const KernelSpec& spec, std::size_t n) {
+    const auto e = static_cast<std::int64_t>(n);
+    return spec.lin != 0 ? (e + kMapUnroll - 1) / kMapUnroll : e;
+  }
   static void put_bits(std::vector<std::int32_t>& args, std::size_t at, std::uint64_t bits) {
     args[at] = static_cast<std::int32_t>(bits & 0xffffffffu);
     args[at + 1] = static_cast<std::int32_t>(bits >> 32);
   }
 
   // An element-wise kernel writing `out` (any view) from `ins` (broadcast to out's shape).
-  void run_map(const KernelSpec& spec, const Operand& out, const std::vector<Operand>& ins,
+  void run_map(KernelSpec spec, const Operand& out, const std::vector<Operand>& ins,
                std::uint64_t p0 = 0, std::uint64_t p1 = 0) {
     const Shape& shape = out.v.shape;
     const std::size_t n = shape.num_elements();
     if (n == 0) return;
     std::vector<backend::StridedView> views = {out.v};
     for (const Operand& in : ins) views.push_back(in.v);
-    auto args = map_args(shape, views, kMapArgs);
+    auto args = map_args(shape, views, kMapArgs, &spec.lin);
     EMBER_ASSERT(args.has_value());  // supports() admits ranks up to kMaxDims
     put_bits(*args, kMapParams, p0);
     put_bits(*args, kMapParams + 2, p1);
     std::vector<const Block*> bufs = {out.block};
     for (const Operand& in : ins) bufs.push_back(in.block);
-    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), kLocal);
+    const auto [gx, gy] = ctx_.groups_for(threads_of(spec, n), kLocal);
     ctx_.dispatch(spec, *args, bufs, gx, gy);
   }
 
@@ -587,11 +642,15 @@ class VulkanBackend final : public backend::Backend {
       ++nb;
     }
     args[9] = static_cast<std::int32_t>(nb);
-    const auto groups = [](std::size_t v) {
-      return static_cast<std::uint32_t>((v + kMatmulTile - 1) / kMatmulTile);
-    };
-    ctx_.dispatch(matmul_spec(dt), args, {out->block.get(), a.block.get(), b.block.get()},
-                  groups(N), groups(M), static_cast<std::uint32_t>(batch));
+    // The large tile where the product gives the device enough of them: at least
+    // kMatmulLargeTiles 128 x 128 tiles, neither side under 512.
+    const bool large = !tuned("tile64") && M >= 512 && N >= 512 &&
+                       batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles;
+    const std::size_t t = static_cast<std::size_t>(matmul_tile(large));
+    const auto groups = [t](std::size_t v) { return static_cast<std::uint32_t>((v + t - 1) / t); };
+    ctx_.dispatch(matmul_spec(dt, large, preview_), args,
+                  {out->block.get(), a.block.get(), b.block.get()}, groups(N), groups(M),
+                  static_cast<std::uint32_t>(batch));
     return out;
   }
   ir::Handle run_one(ir::Reshape& o) {
@@ -717,7 +776,25 @@ class VulkanBackend final : public backend::Backend {
   ir::Handle run_one(ir::IndexSelect& o) {
     return gather(o.x, o.dim, o.index, true, ir::out_shape(o));
   }
+  // x cast to `to` (a new contiguous tensor).
+  std::shared_ptr<VkTensor> cast_to(const ir::Handle& h, DType to) {
+    const VkTensor& x = as_vk(h, "cast");
+    auto out = ctx_.empty(x.shape(), to, "cast");
+    run_map(cast_spec(x.dtype(), to), operand(*out), {operand(x)});
+    return out;
+  }
+  // A 16-bit float add (scatter_add, index_add) as the Cpu runs it: widened to f32, added,
+  // rounded once.
+  template <class Op>
+  ir::Handle widened(Op& o) {
+    const DType dt = o.x->dtype();
+    Op w = o;
+    w.x = cast_to(o.x, DType::F32);
+    w.src = cast_to(o.src, DType::F32);
+    return cast_to(run_one(w), dt);
+  }
   ir::Handle run_one(ir::Scatter& o) {
+    if (o.add && is_half(o.x->dtype())) return widened(o);
     auto out = copy_of(as_vk(o.x, "Scatter"));
     auto idx = contiguous(o.index);
     auto src = contiguous(o.src);
@@ -739,6 +816,7 @@ class VulkanBackend final : public backend::Backend {
     return out;
   }
   ir::Handle run_one(ir::IndexAdd& o) {
+    if (is_half(o.x->dtype())) return widened(o);
     auto out = copy_of(as_vk(o.x, "IndexAdd"));
     auto idx = contiguous(o.index);
     auto src = contiguous(o.src);
@@ -772,7 +850,8 @@ class VulkanBackend final : public backend::Backend {
   }
   // ---- sliding windows (the Cpu's geometry, backend::window3) ----
   void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
-                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0) {
+                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0,
+                  std::vector<const Block*> more = {}) {
     if (threads == 0) return;
     std::vector<std::int32_t> args(21, 0);
     args[0] = static_cast<std::int32_t>(threads);
@@ -784,7 +863,9 @@ class VulkanBackend final : public backend::Backend {
     }
     put_bits(args, 19, pad_bits);
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
-    ctx_.dispatch(spec, args, {out.block.get(), x.block.get()}, gx, gy);
+    std::vector<const Block*> bufs = {out.block.get(), x.block.get()};
+    bufs.insert(bufs.end(), more.begin(), more.end());
+    ctx_.dispatch(spec, args, bufs, gx, gy);
   }
   ir::Handle run_one(ir::Unfold& o) {
     auto x = contiguous(o.x);
@@ -814,14 +895,60 @@ class VulkanBackend final : public backend::Backend {
   [[noreturn]] ir::Handle unreachable(const char* op) {
     fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
   }
-  ir::Handle run_one(ir::Nonzero&) { unreachable("Nonzero"); }
+  // The counts of runs of kNonzeroRun elements on the device; their offsets on the host (the
+  // output's shape waits for them); then each run writes its coordinates in order.
+  ir::Handle run_one(ir::Nonzero& o) {
+    auto x = contiguous(o.x);
+    const Shape& s = x->shape();
+    const std::size_t n = s.num_elements(), rank = s.rank();
+    const std::size_t runs = (n + kNonzeroRun - 1) / kNonzeroRun;
+    if (n == 0) return ctx_.empty(Shape{0, rank}, DType::I64, "nonzero");
+    std::vector<std::int32_t> args(3 + kMaxDims, 0);
+    args[0] = static_cast<std::int32_t>(n);
+    args[1] = static_cast<std::int32_t>(kNonzeroRun);
+    args[2] = static_cast<std::int32_t>(rank);
+    for (std::size_t d = 0; d < rank; ++d) args[3 + d] = static_cast<std::int32_t>(s[d]);
+    auto counts = ctx_.empty(Shape{runs}, DType::I32, "nonzero");
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(runs), kLocal);
+    ctx_.dispatch(nonzero_spec(x->dtype(), false), args, {counts->block.get(), x->block.get()}, gx,
+                  gy);
+    std::vector<std::int32_t> offsets(runs);
+    ctx_.download(*counts->block, offsets.data(), runs * sizeof(std::int32_t), "nonzero");
+    std::size_t total = 0;
+    for (std::int32_t& c : offsets) {
+      const std::size_t k = static_cast<std::size_t>(c);
+      c = static_cast<std::int32_t>(total);
+      total += k;
+    }
+    auto out = ctx_.empty(Shape{total, rank}, DType::I64, "nonzero");
+    if (total == 0 || rank == 0) return out;
+    ctx_.upload(*counts->block, offsets.data(), runs * sizeof(std::int32_t), "nonzero");
+    ctx_.dispatch(nonzero_spec(x->dtype(), true), args,
+                  {out->block.get(), x->block.get(), counts->block.get()}, gx, gy);
+    return out;
+  }
   ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
-  ir::Handle run_one(ir::MaxPoolGrad&) { unreachable("MaxPoolGrad"); }
+  // The Cpu's shares and sums (max_pool_grad_spec): ties share g equally.
+  ir::Handle run_one(ir::MaxPoolGrad& o) {
+    auto x = contiguous(o.x);
+    auto y = contiguous(o.y);
+    auto g = contiguous(o.g);
+    const DType dt = x->dtype();
+    auto out = ctx_.empty(x->shape(), dt, "max_pool_grad");
+    auto share = ctx_.empty(y->shape(), dt, "max_pool_grad");
+    const backend::Window3 w = backend::window3(x->shape(), o.window);
+    run_window(max_pool_grad_spec(dt, true), w, y->shape().num_elements(), *share, *x, 0,
+               {y->block.get(), g->block.get()});
+    run_window(max_pool_grad_spec(dt, false), w, x->shape().num_elements(), *out, *x, 0,
+               {y->block.get(), share->block.get()});
+    return out;
+  }
   std::vector<ir::Handle> run_one(ir::BatchNorm&) { unreachable("BatchNorm"); }
   std::vector<ir::Handle> run_one(ir::BatchNormGrad&) { unreachable("BatchNormGrad"); }
 
   int index_;
   mutable Context ctx_;
+  const bool preview_;
   // The random generator's key and counter, as the Cpu's (its default seed).
   std::uint64_t seed_ = 0x5eed'e3be'2026ULL, counter_ = 0;
 };

@@ -254,21 +254,100 @@ TEST(VulkanOps, ChainMatchesCpu) {
   close(got.second.second, want.second.second, 1e-4);
 }
 
-// An op the backend has no kernel for (nonzero) runs on the Cpu through the fallback and
-// comes back to the device.
+// The kernel shapes that the small cases of the harness do not reach: matmul's 128 x 128
+// tile (batch 8 of 520 x 40 x 515: more than kMatmulLargeTiles tiles, ragged edges), and the
+// linear element-wise walk over a contiguous run at an odd offset with a broadcast scalar
+// and a last partial block (3001 elements).
+TEST(VulkanOps, LargeTilesAndLinearWalksMatchCpu) {
+  REQUIRE_VULKAN();
+  const Device vk = Device::vulkan(0), cpu = Device::cpu();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> av(8 * 520 * 40), bv(40 * 515), xv(3007);
+  for (float& v : av) v = u(rng);
+  for (float& v : bv) v = u(rng);
+  for (float& v : xv) v = u(rng);
+  const auto run = [&](const Device& d) {
+    auto a = Tensor<3>::from_data(TensorData::from<float>(av, Shape{8, 520, 40}), d);
+    auto b = Tensor<2>::from_data(TensorData::from<float>(bv, Shape{40, 515}), d);
+    auto x = Tensor<1>::from_data(TensorData::from<float>(xv, Shape{3007}), d);
+    auto s = x.narrow(0, 5, 3001);
+    auto y = (s * 3.0f).exp() + s;
+    return std::make_pair(a.matmul(b.reshape<3>(Shape{1, 40, 515})).to_data(), y.to_data());
+  };
+  const auto got = run(vk), want = run(cpu);
+  const auto gm = got.first.to_vector<float>(), wm = want.first.to_vector<float>();
+  ASSERT_EQ(gm.size(), wm.size());
+  for (std::size_t i = 0; i < gm.size(); ++i)
+    ASSERT_NEAR(gm[i], wm[i], 1e-4 * (1 + std::fabs(wm[i]))) << "matmul element " << i;
+  const auto gy = got.second.to_vector<float>(), wy = want.second.to_vector<float>();
+  ASSERT_EQ(gy.size(), wy.size());
+  for (std::size_t i = 0; i < gy.size(); ++i)
+    ASSERT_NEAR(gy[i], wy[i], 1e-5 * (1 + std::fabs(wy[i]))) << "element " << i;
+}
+
+// An op the backend has no kernel for (a sort of a line longer than kSortLine) runs on the
+// Cpu through the fallback and comes back to the device.
 TEST(VulkanOps, UnsupportedOpsFallBack) {
   REQUIRE_VULKAN();
   const Device vk = Device::vulkan(0);
-  auto x = DynTensor::from_data(TensorData::from<float>({0, 20, 0, 40}, Shape{4}), vk);
-  auto y = ops::nonzero(x);
+  const std::size_t n = vulkan::kSortLine + 3;
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>((i * 7919) % n);
+  auto x = DynTensor::from_data(TensorData::from<float>(v, Shape{n}), vk);
+  auto y = ops::sort_with_indices(x, 0, false).first;
   EXPECT_EQ(y.device().name(), "vulkan:0");
-  EXPECT_EQ(y.to_data().to_vector<std::int64_t>(), (std::vector<std::int64_t>{1, 3}));
+  const auto got = y.to_data().to_vector<float>();
+  ASSERT_EQ(got.size(), n);
+  for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<float>(i)) << i;
+}
+
+// nonzero on the device (counts of runs, offsets, coordinates) gives the Cpu's coordinates
+// in row-major order: runs with and without non-zero elements, NaN and -0 (NaN counts, -0
+// does not), a bool tensor, a strided view and an all-zero tensor; the max-pool gradient
+// shares g among tied maxima (and over -inf windows with padding) as the Cpu does, bit for
+// bit.
+TEST(VulkanOps, NonzeroAndMaxPoolGradMatchCpu) {
+  REQUIRE_VULKAN();
+  namespace mo = module_ops;
+  const auto run = [](const Device& d) {
+    std::vector<float> v(3 * 700);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = (i % 13 == 0 || i > 1500) ? 1.5f : 0.0f;
+    v[7] = NAN;
+    v[8] = -0.0f;
+    auto x = DynTensor::from_data(TensorData::from<float>(v, Shape{3, 700}), d);
+    std::vector<TensorData> out;
+    out.push_back(ops::nonzero(x).to_data());
+    out.push_back(ops::nonzero(ops::cast(x, DType::Bool)).to_data());
+    out.push_back(ops::nonzero(ops::transpose(x)).to_data());
+    out.push_back(ops::nonzero(ops::full(Shape{5, 2}, 0, DType::F32, d)).to_data());
+    // Ties: values in steps of 0.5 over a small range; a plane of -inf with padding.
+    std::vector<float> p(2 * 2 * 7 * 9);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>((i * 7) % 5) * 0.5f;
+    for (std::size_t i = 63; i < 126; ++i) p[i] = -INFINITY;
+    const Device ad = d.autodiff();
+    auto img =
+        ops::require_grad(DynTensor::from_data(TensorData::from<float>(p, Shape{2, 2, 7, 9}), ad));
+    auto y = mo::max_pool(img, {3, 3}, {{2, 2}, {1, 1}, {}});
+    std::vector<float> gv(y.shape().num_elements());
+    for (std::size_t i = 0; i < gv.size(); ++i) gv[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;
+    auto g = DynTensor::from_data(TensorData::from<float>(gv, y.shape()), ad);
+    auto grads =
+        ops::backward(ops::reduce_all(ir::ReduceFn::Sum, ops::binary(ir::BinaryFn::Mul, y, g)));
+    out.push_back(ops::grad(img, grads).value().to_data());
+    return out;
+  };
+  const auto got = run(Device::vulkan(0)), want = run(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    EXPECT_TRUE(same_values(got[i], want[i])) << "result " << i;
+  }
 }
 
 // Indexing on the device: gather, select, scatter with repeated indices (the last write
 // wins, as on the Cpu), scatter_add and select_assign with repeated indices (summed in
-// index order) agree with the Cpu bit for bit; an index out of range is an error naming
-// the op, found on the device.
+// index order; 16-bit floats in f32, rounded once) agree with the Cpu bit for bit; an
+// index out of range is an error naming the op, found on the device.
 TEST(VulkanOps, IndexingMatchesCpu) {
   REQUIRE_VULKAN();
   const auto run = [](const Device& d) {
@@ -290,6 +369,15 @@ TEST(VulkanOps, IndexingMatchesCpu) {
                       .to_data());
     auto xi = ops::cast(x, DType::I32);
     out.push_back(ops::scatter_add(xi, 1, gi, ops::cast(src, DType::I32)).to_data());
+    // 16-bit floats add widened, rounded once: two adds of 0.4 ulp at 1 move it by an ulp.
+    auto tiny = ops::full(Shape{2, 4}, 0.0004, DType::F32, d);
+    for (DType h : {DType::F16, DType::BF16}) {
+      auto xh = ops::cast(ops::ones(Shape{6, 5}, DType::F32, d), h);
+      out.push_back(ops::scatter_add(xh, 1, gi, ops::cast(tiny, h)).to_data());
+      out.push_back(
+          ops::select_assign(xh, 0, ix({2, 2, 0}, Shape{3}), ops::full(Shape{3, 5}, 0.0004, h, d))
+              .to_data());
+    }
     return out;
   };
   const auto got = run(Device::vulkan(0)), want = run(Device::cpu());
