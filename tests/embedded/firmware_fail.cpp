@@ -16,43 +16,14 @@
 #include "ember/base/error.hpp"
 #include "ember/cpu/cpu.hpp"
 #include "ember/tensor/tensor.hpp"
+#include "expect_fail.hpp"
 
 using namespace ember;
+using firmware::expect_fail;
+using firmware::on_fail;
 using firmware::report;
 
 namespace {
-
-std::jmp_buf g_back;
-char g_message[512];
-int g_calls = 0;
-
-void on_fail(const char* message) {
-  ++g_calls;
-  std::snprintf(g_message, sizeof g_message, "%s", message);
-  std::longjmp(g_back, 1);
-}
-
-// Runs body; passes when it reached the fail handler with a message containing every one of
-// `parts`.
-template <class Body>
-void expect_fail(const char* name, Body body, std::vector<const char*> parts) {
-  const int before = g_calls;
-  g_message[0] = '\0';
-  if (setjmp(g_back) == 0) {
-    body();
-    return report(name, false, "returned without calling the fail handler");
-  }
-  std::printf("# %s: %s\n", name, g_message);
-  if (g_calls != before + 1) return report(name, false, "the handler was not called once");
-  for (const char* p : parts) {
-    if (std::strstr(g_message, p) == nullptr) {
-      char why[96];
-      std::snprintf(why, sizeof why, "the message lacks \"%s\"", p);
-      return report(name, false, why);
-    }
-  }
-  report(name, true);
-}
 
 alignas(64) std::byte g_arena[8 * 1024];
 

@@ -25,9 +25,12 @@
 #include "ember/cpu/cpu.hpp"
 #include "ember/record/record.hpp"
 #include "ember/tensor/tensor.hpp"
+#include "expect_fail.hpp"
 #include "fashion_cnn_small.hpp"
 
 using namespace ember;
+using firmware::expect_fail;
+using firmware::on_fail;
 using firmware::report;
 
 // The linked blobs (firmware_model_blobs.S).
@@ -35,39 +38,6 @@ extern "C" const std::byte ember_model_start[], ember_model_end[];
 extern "C" const std::byte ember_inputs_start[], ember_inputs_end[];
 
 namespace {
-
-std::jmp_buf g_back;
-char g_message[768];
-int g_calls = 0;
-
-void on_fail(const char* message) {
-  ++g_calls;
-  std::snprintf(g_message, sizeof g_message, "%s", message);
-  std::longjmp(g_back, 1);
-}
-
-// Runs body; passes when it reached the fail handler once with a message containing every
-// one of `parts`. (longjmp skips the destructors of what the failing call held: these cases
-// run on the heap's Device::cpu(), after the arena's measurements.)
-template <class Body>
-void expect_fail(const char* name, Body body, std::vector<const char*> parts) {
-  const int before = g_calls;
-  g_message[0] = '\0';
-  if (setjmp(g_back) == 0) {
-    body();
-    return report(name, false, "returned without calling the fail handler");
-  }
-  std::printf("# %s: %s\n", name, g_message);
-  if (g_calls != before + 1) return report(name, false, "the handler was not called once");
-  for (const char* p : parts) {
-    if (std::strstr(g_message, p) == nullptr) {
-      char why[96];
-      std::snprintf(why, sizeof why, "the message lacks \"%s\"", p);
-      return report(name, false, why);
-    }
-  }
-  report(name, true);
-}
 
 // The inputs blob (layout: fashion_small.cpp's write_inputs).
 struct Inputs {

@@ -204,7 +204,33 @@ struct Scratch {
   std::byte* slot(std::size_t input) { return slots.data() + input * kSlot; }
   std::byte* region(std::size_t r) { return slots.data() + n_in * kSlot + r * region_bytes; }
   float* w(std::size_t k) { return reinterpret_cast<float*>(wide.data()) + k * kTile; }
+  // Sized for a program of n_inputs inputs (grown, never shrunk: the scratch is per thread).
+  void prepare(std::size_t n_inputs, const Program& p) {
+    n_in = n_inputs;
+    region_bytes = p.region_bytes;
+    const std::size_t bytes = n_in * kSlot + p.regions * p.region_bytes;
+    if (slots.size() < bytes) slots.resize(bytes);
+    if (wide.size() < 3 * kTile * sizeof(float)) wide.resize(3 * kTile * sizeof(float));
+  }
 };
+
+// Each input of g as a view of the group's shape (broadcast strides), from its first element.
+struct InView {
+  const std::byte* data;
+  std::vector<std::int64_t> strides;
+  DType dtype;
+};
+std::vector<InView> input_views(const FusedGroup& g) {
+  std::vector<InView> views;
+  views.reserve(g.inputs.size());
+  for (const auto& h : g.inputs) {
+    const CpuTensor& t = as_cpu(h);
+    backend::StridedView v = backend::expand_view(t.layout(), g.shape);
+    views.push_back({t.data() + (v.offset - t.offset()) * std::int64_t(size_of(t.dtype())),
+                     std::move(v.strides), t.dtype()});
+  }
+  return views;
+}
 
 void gather(const std::byte* src, std::int64_t stride, std::size_t n, std::size_t elem,
             std::byte* dst) {
@@ -414,30 +440,14 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
     }
     outs.push_back(std::move(t));
   }
-  struct InView {
-    const std::byte* data;
-    std::vector<std::int64_t> strides;
-    std::size_t elem;
-  };
-  std::vector<InView> views;
-  views.reserve(n_in);
-  for (const auto& h : g.inputs) {
-    const CpuTensor& t = as_cpu(h);
-    backend::StridedView v = backend::expand_view(t.layout(), shape);
-    views.push_back({t.data() + (v.offset - t.offset()) * std::int64_t(size_of(t.dtype())),
-                     std::move(v.strides), size_of(t.dtype())});
-  }
+  const std::vector<InView> views = input_views(g);
   const std::size_t n_values = g.num_values();
   const std::size_t celem = size_of(ct);
   const std::size_t grain = std::max<std::size_t>(1, 32768 / n);
   parallel_for(0, rows, grain, [&](std::size_t r0, std::size_t r1) {
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
-    s.n_in = n_in;
-    s.region_bytes = prog.region_bytes;
-    const std::size_t scratch = n_in * kSlot + prog.regions * prog.region_bytes;
-    if (s.slots.size() < scratch) s.slots.resize(scratch);
-    if (s.wide.size() < 3 * kTile * sizeof(float)) s.wide.resize(3 * kTile * sizeof(float));
+    s.prepare(n_in, prog);
     if (row_buf.size() < n * celem) row_buf.resize(n * celem);
     std::vector<Slot> slot(n_values);
     std::array<std::int64_t, kMaxInputs> base{};
@@ -454,9 +464,10 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
         const std::size_t cnt = std::min(kTile, n - b);
         for (std::size_t k = 0; k < n_in; ++k) {
           const std::int64_t st = views[k].strides[d];
-          const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) *
-                                                   static_cast<std::int64_t>(views[k].elem);
-          load_input(p, st, cnt, views[k].elem, s, k, slot[k]);
+          const std::byte* p =
+              views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) *
+                                  static_cast<std::int64_t>(size_of(views[k].dtype));
+          load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
         }
         Prefetch none;  // rows are walked with strides: no prefetch
         run_tile(prog, g, s, slot, cnt, none);
@@ -521,19 +532,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   Outputs result(outs.begin(), outs.end());
   if (shape.num_elements() == 0) return result;
 
-  struct InView {
-    const std::byte* data;
-    std::vector<std::int64_t> strides;
-    DType dtype;
-  };
-  std::vector<InView> views;
-  views.reserve(n_in);
-  for (const auto& h : g.inputs) {
-    const CpuTensor& t = as_cpu(h);
-    backend::StridedView v = backend::expand_view(t.layout(), shape);
-    views.push_back({t.data() + (v.offset - t.offset()) * std::int64_t(size_of(t.dtype())),
-                     std::move(v.strides), t.dtype()});
-  }
+  const std::vector<InView> views = input_views(g);
   StridedSpace<kMaxInputs + 1> sp;
   sp.shape = shape.dims();
   for (std::size_t k = 0; k <= kMaxInputs; ++k) {
@@ -546,11 +545,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   const std::size_t n_values = g.num_values();
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
     static EMBER_THREAD_LOCAL Scratch s;
-    s.n_in = n_in;
-    s.region_bytes = prog->region_bytes;
-    const std::size_t scratch = n_in * kSlot + prog->regions * prog->region_bytes;
-    if (s.slots.size() < scratch) s.slots.resize(scratch);
-    if (s.wide.size() < 3 * kTile * sizeof(float)) s.wide.resize(3 * kTile * sizeof(float));
+    s.prepare(n_in, *prog);
     std::vector<Slot> slot(n_values);
     for (std::size_t b = 0; b < len; b += kTile) {
       const std::size_t n = std::min(kTile, len - b);

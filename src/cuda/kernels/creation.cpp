@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "cuda/kernels/kernels.hpp"
+#include "ember/backend/fused_group.hpp"
 #include "ember/base/tensor_data.hpp"
 
 namespace ember::cuda {
@@ -11,15 +12,7 @@ namespace ember::cuda {
 ir::Handle run(CudaContext& ctx, ir::Fill& op) {
   std::int64_t n = static_cast<std::int64_t>(op.shape.num_elements());
   // The element's bits, converted on the host exactly as the Cpu's fill converts them.
-  std::uint64_t bits = 0;
-  if (is_int(op.dtype)) {
-    convert_elements(&op.int_value, DType::I64, &bits, op.dtype, 1);
-  } else if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
-    const float v = static_cast<float>(op.value);
-    convert_elements(&v, DType::F32, &bits, op.dtype, 1);
-  } else {
-    convert_elements(&op.value, DType::F64, &bits, op.dtype, 1);
-  }
+  const std::uint64_t bits = backend::fill_bits(op);
   if (n == 1) {  // a scalar operand: shared, filled once (CudaContext::constant)
     return std::make_shared<CudaTensor>(ctx.constant(op.dtype, bits), op.shape, op.dtype,
                                         contiguous_strides(op.shape), 0);
