@@ -403,10 +403,14 @@ struct NodeRef {
 template <class T>
 bool find_node(std::string& path, const T& x, const NodeRef& target, std::string& out) {
   if constexpr (HasFields<T> || HasHooks<T>) {
+#if EMBER_HAS_EXCEPTIONS  // errors carry paths only where they are exceptions (and RTTI exists)
     if (static_cast<const void*>(&x) == target.address && typeid(T) == *target.type) {
       out = path;
       return true;
     }
+#else  // unused there: a build without exceptions (nor RTTI) raises no LayerError
+    static_cast<void>(target);
+#endif
   }
   if constexpr (HasHooks<T>) {
     if constexpr (requires { x.ember_find(path, target, out); }) {
