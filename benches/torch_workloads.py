@@ -334,6 +334,24 @@ def mlp_train_step(p):
     return f
 
 
+def adamw_train_step(model, x, y):
+    """One training step of a classifier: cross entropy of model(x) against labels y
+    ([N, 1]), the gradients, and one AdamW step on copies of the parameters (so every call
+    starts from the same weights); returns the loss and gradients, and the stepped copies."""
+    params = list(model.parameters())
+
+    def f():
+        loss = -F.log_softmax(model(x), 1).gather(1, y).mean()
+        grads = torch.autograd.grad(loss, params)
+        copies = [q.detach().clone() for q in params]
+        for q, g in zip(copies, grads):
+            q.grad = g
+        torch.optim.AdamW(copies, lr=1e-3).step()
+        return [loss, *grads], copies
+
+    return f
+
+
 def cnn_train_step(p):
     """The Fashion-MNIST CNN of cnn_train_step_case, as nn modules, one AdamW step from the
     same initial parameters every repetition (copies stepped by a fresh optimizer)."""
@@ -357,18 +375,7 @@ def cnn_train_step(p):
             layer.weight.copy_(inp(list(layer.weight.shape), seed, weight_scale(fan_in)))
             layer.bias.copy_(inp([out], seed + 1, weight_scale(fan_in)))
     model.train()
-    params = list(model.parameters())
-
-    def f():
-        loss = -F.log_softmax(model(x), 1).gather(1, y).mean()
-        grads = torch.autograd.grad(loss, params)
-        copies = [q.detach().clone() for q in params]
-        for q, g in zip(copies, grads):
-            q.grad = g
-        torch.optim.AdamW(copies, lr=1e-3).step()
-        return [loss, *grads], copies
-
-    return f
+    return adamw_train_step(model, x, y)
 
 
 def resnet_train_step(p):
@@ -426,18 +433,7 @@ def resnet_train_step(p):
 
     model = ResNet18().to(DEVICE)
     model.train()
-    params = list(model.parameters())
-
-    def f():
-        loss = -F.log_softmax(model(x), 1).gather(1, y).mean()
-        grads = torch.autograd.grad(loss, params)
-        copies = [q.detach().clone() for q in params]
-        for q, g in zip(copies, grads):
-            q.grad = g
-        torch.optim.AdamW(copies, lr=1e-3).step()
-        return [loss, *grads], copies
-
-    return f
+    return adamw_train_step(model, x, y)
 
 
 # Parameter order within one encoder layer, as EncoderParam in model_workloads.cpp.
