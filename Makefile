@@ -63,25 +63,37 @@ embedded-run: embedded-host-tool $(EMBEDDED_BUILD)/build.ninja
 	cmake --build $(EMBEDDED_BUILD) -j $(JOBS)
 	cd $(EMBEDDED_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
 
-# The unit suites under AddressSanitizer and UndefinedBehaviorSanitizer. Left out to keep CI
-# short: the Cuda backend (its tests need a GPU; its NVRTC compile test runs in `make test`),
-# the Vulkan backend (its tests run lavapipe, an uninstrumented LLVM JIT; `make test` runs them),
-# the examples, the PyTorch-driven workload check and the per-ISA reruns of suites that run
-# here once.
-ASAN_EXCLUDE ?= test_bench_workloads|cpu_isa_|package_install
+# CI (.ci/run) runs `make test`, `make test-asan` and `make test-tsan` in that order on 2 cores;
+# docs/testing.md has what each runs and the measured times (cold Release build ~1,800 s CPU,
+# its ctest ~310 s CPU with the conformance cases in 6 shards; firmware build 210 s CPU cold).
+# The sanitizer trees compile at -O1 with line tables only (-g1): about half
+# the CPU of RelWithDebInfo's -O2 -g a file, a fraction of the link, and every frame of a
+# report still named by file and line. (The Cpu kernels keep their -O3.) Neither tree builds
+# what it does not run: no examples, no Cuda or Vulkan backend, no bench workloads.
+SANITIZE_CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -g1 -DNDEBUG' \
+  -DEMBER_CUDA=OFF -DEMBER_VULKAN=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_TEST_BENCH_WORKLOADS=OFF
+
+# Every unit suite under AddressSanitizer and UndefinedBehaviorSanitizer in full, and a
+# deterministic sample of the long sweeps: 1 of every ASAN_SAMPLE conformance cases (gtest
+# shards, spread over every op, dtype and device), the API fuzzer with a smaller budget.
+# Left out to keep CI short: the Cuda backend (its tests need a GPU; its NVRTC compile test
+# runs in `make test`), the Vulkan backend (its tests run lavapipe, an uninstrumented LLVM JIT;
+# `make test` runs them), the examples, the PyTorch-driven workload check, the per-ISA reruns
+# of suites that run here once and the package install check. ASAN_SAMPLE=1 runs every case.
+ASAN_SAMPLE ?= 4
+ASAN_EXCLUDE ?= cpu_isa_|package_install
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE=ON \
-	  -DEMBER_CUDA=OFF -DEMBER_VULKAN=OFF -DEMBER_BUILD_EXAMPLES=OFF $(CMAKE_FLAGS)
+	cmake -S . -B $(ASAN_BUILD) -G Ninja $(SANITIZE_CMAKE_FLAGS) -DEMBER_SANITIZE=ON \
+	  -DEMBER_LONG_TEST_SAMPLE=$(ASAN_SAMPLE) $(CMAKE_FLAGS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS) --timeout 1800 -E '$(ASAN_EXCLUDE)'
 
 # The threading tests under ThreadSanitizer: only their binaries are built (the library
-# with them, without the Cuda backend), to keep CI short.
+# with them), to keep CI short.
 TSAN_TESTS ?= test_concurrent_backward test_grad
 test-tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DEMBER_SANITIZE_THREAD=ON \
-	  -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_CUDA=OFF -DEMBER_VULKAN=OFF $(CMAKE_FLAGS)
+	cmake -S . -B $(TSAN_BUILD) -G Ninja $(SANITIZE_CMAKE_FLAGS) -DEMBER_SANITIZE_THREAD=ON $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/test_concurrent_backward
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_grad --gtest_filter='*Threads*'
