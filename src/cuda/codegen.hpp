@@ -138,14 +138,15 @@ bool aligned16(std::initializer_list<const void*> ptrs);
 // elements) may be null.
 KernelSource gen_layer_norm(DType dt);
 // Batch norm and its gradient over x [N, C, *], two launches each (Note [Channel splits] in
-// codegen/batch_norm.cpp); `grad` picks BatchNormGrad's kernels.
+// codegen/batch_norm.cpp); `grad` picks BatchNormGrad's kernels; `unroll` (1 or 4) values a
+// thread loads at a time.
 // sums:  (const T* x, const T* g, const T* stats, double* part, i64 NC, i64 L, i64 M, i64 S,
 //         i64 chunk) — g and stats for the gradient only;
 // apply: (const T* x, const T* g, const T* w, const T* b, const T* stats, const double* part,
 //         double eps, T* y, T* out2, i64 NC, i64 L, i64 M, i64 S, i64 chunk) — out2 the [2, C]
 //         statistics (forward) or dweight and dbias (gradient); w, b may be null.
-KernelSource gen_batch_norm_sums(DType dt, bool grad);
-KernelSource gen_batch_norm_apply(DType dt, bool grad);
+KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll);
+KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
 

@@ -30,32 +30,56 @@ using namespace codegen;  // NOLINT: the generators are written in the printer's
 //           rstd sum(g (x - mean)), dbias = sum(g)) by block (c, 0).
 namespace {
 
-std::string chunk_loop(const std::string& body) {
-  return "    const i64 m1 = m0 + chunk < M ? m0 + chunk : M;\n"
-         "    i64 m = m0 + threadIdx.x;\n"
-         "    i64 n = m / L, l = m - n * L;\n"
-         "    const i64 dn = (i64)blockDim.x / L, dl = (i64)blockDim.x - dn * L;\n"
-         "    for (; m < m1; m += blockDim.x) {\n"
-         "      const i64 off = (n * NC + c) * L + l;\n" +
-         body +
-         "      n += dn; l += dl;\n"
-         "      if (l >= L) { l -= L; ++n; }\n"
-         "    }\n";
+// The walk over a block's chunk, `unroll` values a thread at a time: their offsets first,
+// then every load (`load(u)`, value u of the step), then the arithmetic (`use(u)`), so a
+// thread has `unroll` loads in flight; the chunk's tail one value at a time.
+template <class Load, class Use>
+std::string chunk_loop(int unroll, const Load& load, const Use& use) {
+  const std::string step =
+      "n += dn; l += dl;"
+      " if (l >= L) { l -= L; ++n; }";
+  std::string s =
+      "    const i64 m1 = m0 + chunk < M ? m0 + chunk : M;\n"
+      "    i64 m = m0 + threadIdx.x;\n"
+      "    i64 n = m / L, l = m - n * L;\n"
+      "    const i64 dn = (i64)blockDim.x / L, dl = (i64)blockDim.x - dn * L;\n";
+  if (unroll > 1) {
+    const std::string u = std::to_string(unroll);
+    s += "    for (; m + (i64)(" + u + " - 1) * blockDim.x < m1; m += (i64)" + u +
+         " * blockDim.x) {\n"
+         "      i64 offs[" +
+         u + "];\n";
+    for (int k = 0; k < unroll; ++k)
+      s += "      offs[" + std::to_string(k) + "] = (n * NC + c) * L + l; " + step + "\n";
+    for (int k = 0; k < unroll; ++k)
+      s += load(std::to_string(k), "offs[" + std::to_string(k) + "]");
+    for (int k = 0; k < unroll; ++k) s += use(std::to_string(k), "offs[" + std::to_string(k) + "]");
+    s += "    }\n";
+  }
+  s += "    for (; m < m1; m += blockDim.x) {\n"
+       "      const i64 off = (n * NC + c) * L + l;\n" +
+       load("t", "off") + use("t", "off") + "      " + step + "\n    }\n";
+  return s;
 }
 
 }  // namespace
 
-KernelSource gen_batch_norm_sums(DType dt, bool grad) {
+KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll) {
   KernelSource k;
-  k.name = std::string("em_batch_norm_") + (grad ? "grad_sums_" : "sums_") + dname(dt);
+  k.name = std::string("em_batch_norm_") + (grad ? "grad_sums_" : "sums_") + dname(dt) + "_u" +
+           std::to_string(unroll);
   const std::string T = storage_type(dt);
-  const std::string body = grad ? "      const double gv = (double)" + load(dt, "g[off]") +
-                                      ";\n"
-                                      "      s0 += gv; s1 += gv * ((double)" +
-                                      load(dt, "x[off]") + " - sh);\n"
-                                : "      const double d = (double)" + load(dt, "x[off]") +
-                                      " - sh;\n"
-                                      "      s0 += d; s1 += d * d;\n";
+  const auto load_v = [&](const std::string& u, const std::string& off) {
+    std::string s =
+        "      const double xv" + u + " = (double)" + load(dt, "x[" + off + "]") + ";\n";
+    if (grad) s += "      const double gv" + u + " = (double)" + load(dt, "g[" + off + "]") + ";\n";
+    return s;
+  };
+  const auto use_v = [&](const std::string& u, const std::string&) {
+    return grad ? "      s0 += gv" + u + "; s1 += gv" + u + " * (xv" + u + " - sh);\n"
+                : "      { const double d = xv" + u + " - sh; s0 += d; s1 += d * d; }\n";
+  };
+  const std::string body = chunk_loop(unroll, load_v, use_v);
   k.body = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, const " +
            T + "* __restrict__ g, const " + T +
            "* __restrict__ stats, double* __restrict__ part, i64 NC, i64 L, i64 M, i64 S, "
@@ -70,7 +94,7 @@ KernelSource gen_batch_norm_sums(DType dt, bool grad) {
            (grad ? "(double)" + load(dt, "stats[c]") : "(double)" + load(dt, "x[c * L]")) +
            ";\n"
            "    double s0 = 0, s1 = 0;\n" +
-           chunk_loop(body) +
+           body +
            "    for (int o = 16; o > 0; o >>= 1) {\n"
            "      s0 += __shfl_down_sync(0xffffffffu, s0, o);\n"
            "      s1 += __shfl_down_sync(0xffffffffu, s1, o);\n"
@@ -89,9 +113,10 @@ KernelSource gen_batch_norm_sums(DType dt, bool grad) {
   return k;
 }
 
-KernelSource gen_batch_norm_apply(DType dt, bool grad) {
+KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll) {
   KernelSource k;
-  k.name = std::string("em_batch_norm_") + (grad ? "grad_apply_" : "apply_") + dname(dt);
+  k.name = std::string("em_batch_norm_") + (grad ? "grad_apply_" : "apply_") + dname(dt) + "_u" +
+           std::to_string(unroll);
   const std::string T = storage_type(dt);
   // coef[0] the mean subtracted from x, coef[1..3] the kernel's a, b, k (forward: a unused).
   const std::string coefs =
@@ -122,12 +147,18 @@ KernelSource gen_batch_norm_apply(DType dt, bool grad) {
                  " : 0.0;\n"
                  "      if (blk - c * S == 0) { out2[c] = " +
                  from_f64(dt, "mean") + "; out2[NC + c] = " + from_f64(dt, "var") + "; }\n";
-  const std::string body =
-      grad ? "      y[off] = " +
-                 store(dt, "ca * " + load(dt, "g[off]") + " + cb * (" + load(dt, "x[off]") +
-                               " - cm) + ck") +
-                 ";\n"
-           : "      y[off] = " + store(dt, "cb * (" + load(dt, "x[off]") + " - cm) + ck") + ";\n";
+  const auto load_v = [&](const std::string& u, const std::string& off) {
+    std::string s = "      const C xv" + u + " = " + load(dt, "x[" + off + "]") + ";\n";
+    if (grad) s += "      const C gv" + u + " = " + load(dt, "g[" + off + "]") + ";\n";
+    return s;
+  };
+  const auto use_v = [&](const std::string& u, const std::string& off) {
+    return "      y[" + off + "] = " +
+           store(dt, grad ? "ca * gv" + u + " + cb * (xv" + u + " - cm) + ck"
+                          : "cb * (xv" + u + " - cm) + ck") +
+           ";\n";
+  };
+  const std::string body = chunk_loop(unroll, load_v, use_v);
   k.body = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, const " +
            T + "* __restrict__ g, const " + T + "* __restrict__ w, const " + T +
            "* __restrict__ b, const " + T +
@@ -148,7 +179,7 @@ KernelSource gen_batch_norm_apply(DType dt, bool grad) {
            "    __syncthreads();\n"
            "    const C cm = (C)coef[0], ca = (C)coef[1], cb = (C)coef[2], ck = (C)coef[3];\n"
            "    (void)ca;\n" +
-           chunk_loop(body) +
+           body +
            "    __syncthreads();\n"
            "  }\n"
            "}\n";
@@ -162,8 +193,10 @@ std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants() {
   std::vector<BatchNormSumsKernel> out;
   for (DType dt : kAllDTypes) {
     if (!is_float(dt)) continue;
-    out.emplace_back(dt, false);
-    out.emplace_back(dt, true);
+    for (int unroll : {1, 4}) {
+      out.emplace_back(dt, false, unroll);
+      out.emplace_back(dt, true, unroll);
+    }
   }
   return out;
 }
@@ -173,8 +206,10 @@ std::vector<BatchNormApplyKernel> BatchNormApplyKernel::variants() {
   std::vector<BatchNormApplyKernel> out;
   for (DType dt : kAllDTypes) {
     if (!is_float(dt)) continue;
-    out.emplace_back(dt, false);
-    out.emplace_back(dt, true);
+    for (int unroll : {1, 4}) {
+      out.emplace_back(dt, false, unroll);
+      out.emplace_back(dt, true, unroll);
+    }
   }
   return out;
 }

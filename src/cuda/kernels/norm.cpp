@@ -3,6 +3,8 @@
 // Batch norm and its gradient: operands made contiguous, then the two kernels of Note
 // [Channel splits] (codegen/batch_norm.cpp) with f64 partial sums between them.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "cuda/codegen.hpp"
 #include "cuda/kernels/kernels.hpp"
@@ -49,8 +51,9 @@ struct ChannelSplit {
     c = static_cast<std::int64_t>(shape[1]);
     for (std::size_t d = 2; d < shape.rank(); ++d) l *= static_cast<std::int64_t>(shape[d]);
     m = n * l;
-    // About four blocks an SM in all, and at least 2048 values a chunk.
-    const std::int64_t want = 4 * static_cast<std::int64_t>(sm_count);
+    // About eight blocks an SM in all (2048 threads, the most an SM holds), and at least
+    // 2048 values a chunk.
+    const std::int64_t want = 8 * static_cast<std::int64_t>(sm_count);
     s = std::max<std::int64_t>(
         1, (want + std::max<std::int64_t>(c, 1) - 1) / std::max<std::int64_t>(c, 1));
     s = std::min(s, std::max<std::int64_t>(1, m / 2048));
@@ -60,6 +63,14 @@ struct ChannelSplit {
   std::int64_t blocks() const { return c * s; }
 };
 constexpr unsigned kChannelBlock = 256;
+// Values a thread loads at a time (codegen/batch_norm.cpp): 4, or EMBER_CUDA_BATCH_NORM_UNROLL=1.
+int channel_unroll() {
+  static const int u = [] {
+    const char* v = std::getenv("EMBER_CUDA_BATCH_NORM_UNROLL");
+    return v != nullptr && std::string(v) == "1" ? 1 : 4;
+  }();
+  return u;
+}
 
 }  // namespace
 
@@ -85,9 +96,9 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::BatchNorm& op) {
   double eps = op.eps;
   std::int64_t c = sp.c, l = sp.l, m = sp.m, s = sp.s, chunk = sp.chunk;
   const std::int64_t threads = sp.blocks() * kChannelBlock;
-  ctx.launch(BatchNormSumsKernel(dt, false), threads,
+  ctx.launch(BatchNormSumsKernel(dt, false, channel_unroll()), threads,
              {&xp, &none, &none, &pp, &c, &l, &m, &s, &chunk}, "batch_norm", false, kChannelBlock);
-  ctx.launch(BatchNormApplyKernel(dt, false), threads,
+  ctx.launch(BatchNormApplyKernel(dt, false, channel_unroll()), threads,
              {&xp, &none, &wp, &bp, &none, &cpp, &eps, &yp, &sp2, &c, &l, &m, &s, &chunk},
              "batch_norm", false, kChannelBlock);
   return {y, stats};
@@ -117,9 +128,10 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::BatchNormGrad& op) {
   double eps = op.eps;
   std::int64_t c = sp.c, l = sp.l, m = sp.m, s = sp.s, chunk = sp.chunk;
   const std::int64_t threads = sp.blocks() * kChannelBlock;
-  ctx.launch(BatchNormSumsKernel(dt, true), threads, {&xp, &gp, &stp, &pp, &c, &l, &m, &s, &chunk},
-             "batch_norm_grad", false, kChannelBlock);
-  ctx.launch(BatchNormApplyKernel(dt, true), threads,
+  ctx.launch(BatchNormSumsKernel(dt, true, channel_unroll()), threads,
+             {&xp, &gp, &stp, &pp, &c, &l, &m, &s, &chunk}, "batch_norm_grad", false,
+             kChannelBlock);
+  ctx.launch(BatchNormApplyKernel(dt, true, channel_unroll()), threads,
              {&xp, &gp, &wp, &none, &stp, &cpp, &eps, &dp, &op2, &c, &l, &m, &s, &chunk},
              "batch_norm_grad", false, kChannelBlock);
   return {dx, dwb};
