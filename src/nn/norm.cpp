@@ -143,6 +143,7 @@ DynTensor group_norm(const DynTensor& x, std::size_t num_groups, std::size_t num
   const std::size_t n = x.shape()[0],
                     per_group = x.num_elements() / std::max<std::size_t>(n, 1) / num_groups;
   const std::size_t l = per_group * num_groups / num_channels;
+  std::optional<DynTensor> normalised;  // [1, N * groups, per_group] or [N, groups, per_group]
   if (x.num_elements() > 0) {
     DynTensor xr = ops::reshape(x, Shape{1, n * num_groups, per_group});
     if (batch_norm_runs(xr, eps)) {
@@ -160,16 +161,14 @@ DynTensor group_norm(const DynTensor& x, std::size_t num_groups, std::size_t num
             ops::batch_norm_training(std::move(xr), per_sample(weight), per_sample(bias), eps).y;
         return ops::reshape(std::move(y), x.shape());
       }
-      DynTensor y = ops::batch_norm_training(std::move(xr), std::nullopt, std::nullopt, eps).y;
-      y = ops::reshape(std::move(y), Shape{n, num_channels, l});
-      if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
-      if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
-      return ops::reshape(std::move(y), x.shape());
+      normalised = ops::batch_norm_training(std::move(xr), std::nullopt, std::nullopt, eps).y;
     }
   }
-  DynTensor g = ops::reshape(x, Shape{n, num_groups, per_group});
-  g = ops::layer_norm(std::move(g), Shape{per_group}, std::nullopt, std::nullopt, eps);
-  DynTensor y = ops::reshape(std::move(g), Shape{n, num_channels, l});
+  if (!normalised) {
+    normalised = ops::layer_norm(ops::reshape(x, Shape{n, num_groups, per_group}), Shape{per_group},
+                                 std::nullopt, std::nullopt, eps);
+  }
+  DynTensor y = ops::reshape(std::move(*normalised), Shape{n, num_channels, l});
   if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
   if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
   return ops::reshape(std::move(y), x.shape());
