@@ -137,6 +137,16 @@ bool aligned16(std::initializer_list<const void*> ptrs);
 // double eps, T* y, i64 rows, i64 n), the order of gen_layer_norm_regs; w and b (n
 // elements) may be null.
 KernelSource gen_layer_norm(DType dt);
+// Batch norm and its gradient over x [N, C, *], two launches each (Note [Channel splits] in
+// codegen/batch_norm.cpp); `grad` picks BatchNormGrad's kernels; `unroll` (1 or 4) values a
+// thread loads at a time.
+// sums:  (const T* x, const T* g, const T* stats, double* part, i64 NC, i64 L, i64 M, i64 S,
+//         i64 chunk) — g and stats for the gradient only;
+// apply: (const T* x, const T* g, const T* w, const T* b, const T* stats, const double* part,
+//         double eps, T* y, T* out2, i64 NC, i64 L, i64 M, i64 S, i64 chunk) — out2 the [2, C]
+//         statistics (forward) or dweight and dbias (gradient); w, b may be null.
+KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll);
+KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
 
@@ -308,13 +318,16 @@ using AddTileOffsetsKernel = KernelSpec<gen_add_tile_offsets>;
 using UnfoldKernel = KernelSpec<gen_unfold>;  // codegen/window.cpp
 using FoldKernel = KernelSpec<gen_fold>;
 using PoolKernel = KernelSpec<gen_pool>;
+using BatchNormSumsKernel = KernelSpec<gen_batch_norm_sums>;  // codegen/batch_norm.cpp
+using BatchNormApplyKernel = KernelSpec<gen_batch_norm_apply>;
 using KernelSpecs =
     std::tuple<UnaryKernel, BinaryKernel, WhereKernel, CastKernel, CopyKernel, ReduceKernel,
                ScanKernel, SoftmaxKernel, SoftmaxRegsKernel, LayerNormKernel, LayerNormRegsKernel,
                FillKernel, ArangeKernel, RandomKernel, GatherKernel, ScatterKernel,
                IndexSelectKernel, IndexAddKernel, SortRowsKernel, SortInitKernel, SortStageKernel,
                SortWriteKernel, NonzeroCountKernel, NonzeroWriteKernel, ScanTilesKernel,
-               AddTileOffsetsKernel, UnfoldKernel, FoldKernel, PoolKernel>;
+               AddTileOffsetsKernel, UnfoldKernel, FoldKernel, PoolKernel, BatchNormSumsKernel,
+               BatchNormApplyKernel>;
 static_assert(std::tuple_size_v<KernelSpecs> < 256, "the family field of a key is 8 bits");
 template <>
 std::vector<UnaryKernel> UnaryKernel::variants();
@@ -374,6 +387,10 @@ template <>
 std::vector<FoldKernel> FoldKernel::variants();
 template <>
 std::vector<PoolKernel> PoolKernel::variants();
+template <>
+std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants();
+template <>
+std::vector<BatchNormApplyKernel> BatchNormApplyKernel::variants();
 
 template <auto Gen>
 std::uint64_t KernelSpec<Gen>::key() const {

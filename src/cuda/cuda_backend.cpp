@@ -110,9 +110,12 @@ class CudaBackend final : public backend::Backend {
     if (const auto* c = std::get_if<ir::Conv>(&op)) return conv_supported(*c, ctx_.arch());
     // Nor a max-pooling gradient kernel: Pool's rule then builds it from Unfold and Fold.
     if (std::holds_alternative<ir::MaxPoolGrad>(op)) return false;
-    // Nor batch norm kernels: the tensor layer and BatchNorm's rule compose them.
+    // Batch norm's kernels (kernels/norm.cpp), checked on the H200 against the Cpu kernels
+    // and the conformance cases; EMBER_CUDA_BATCH_NORM=0 turns them off, and the tensor
+    // layer and BatchNorm's rule then compose batch norm from reductions and element-wise
+    // ops.
     if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
-      return false;
+      return batch_norm_kernels();
     const auto rank_ok = [](const ir::Handle& h) {
       return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
     };
@@ -120,6 +123,14 @@ class CudaBackend final : public backend::Backend {
     if (const auto* s = std::get_if<ir::Scatter>(&op)) return rank_ok(s->index);
     if (const auto* n = std::get_if<ir::Nonzero>(&op)) return rank_ok(n->x);
     return true;
+  }
+
+  static bool batch_norm_kernels() {
+    static const bool on = [] {
+      const char* v = std::getenv("EMBER_CUDA_BATCH_NORM");
+      return v == nullptr || std::string(v) != "0";
+    }();
+    return on;
   }
 
   void seed(std::uint64_t s) override {

@@ -58,6 +58,8 @@ void check_pair(const DynTensor& a, const DynTensor& b, const char* loss) {
                   " " + name(b.dtype()));
 }
 
+// The ignore index of losses that have none (multi_margin): no label equals it.
+constexpr std::int64_t kNoIgnore = std::numeric_limits<std::int64_t>::min();
 // Checks logits [N, C] and labels Int [N] with every label in [0, C) or equal to ignore.
 void check_labels(const DynTensor& logits, const DynTensor& labels, std::int64_t ignore,
                   const std::optional<Tensor<1>>& weight, const char* loss) {
@@ -88,8 +90,9 @@ void check_labels(const DynTensor& logits, const DynTensor& labels, std::int64_t
       EMBER_CHECK((v[i] >= 0 && v[i] < std::int64_t(c)) || v[i] == ignore,
                   std::string(loss) + ": label " + std::to_string(v[i]) + " at index " +
                       std::to_string(i) + " is outside [0, " + std::to_string(c) + ") for logits " +
-                      logits.shape().to_string() + " (ignore_index " + std::to_string(ignore) +
-                      ")");
+                      logits.shape().to_string() +
+                      (ignore == kNoIgnore ? std::string()
+                                           : " (ignore_index " + std::to_string(ignore) + ")"));
   }
 }
 
@@ -371,7 +374,7 @@ DynTensor multi_margin(const DynTensor& x, const DynTensor& labels, int p, doubl
   EMBER_CHECK(p == 1 || p == 2, std::string(loss) + ": p must be 1 or 2, got " + std::to_string(p));
   const std::optional<Tensor<1>> w =
       weight ? std::optional<Tensor<1>>(Tensor<1>(*weight)) : std::nullopt;
-  check_labels(x, labels, std::numeric_limits<std::int64_t>::min(), w, loss);
+  check_labels(x, labels, kNoIgnore, w, loss);
   const std::size_t n = x.shape()[0], c = x.shape()[1];
   const DynTensor idx = ops::reshape(labels, Shape{n, 1});
   const DynTensor xy = ops::gather(x, 1, idx);  // [N, 1]

@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "ember/backend/backend.hpp"
 #include "ember/tensor/module_ops.hpp"
 
 namespace ember::nn {
@@ -123,16 +124,51 @@ LayerNorm LayerNormConfig::init(const Device& device) const {
 // ---- GroupNorm and InstanceNorm ----
 
 namespace {
+// Note [Group norm as batch norm]: per sample, each group of C / groups channels is
+// normalised over its channels and the spatial dims, which is batch norm's statistics over
+// x seen as [1, N * groups, (C / groups) * L]: one channel of that view per (sample,
+// group). Where the backend has ir::BatchNorm (and so ir::BatchNormGrad for the
+// backward), group norm is that op — each group read once for its statistics and once to
+// write, the backward in closed form — and the affine follows it per channel. With one
+// channel a group (instance norm, groups == C) the affine is per channel of the view too,
+// so weight and bias, repeated for every sample ([N * C], a small copy), go into the op
+// and nothing follows it. Elsewhere: layer norm over the groups, then the affine.
+bool batch_norm_runs(const DynTensor& xr, double eps) {
+  return xr.device().backend().supports(ir::Op(ir::BatchNorm{xr.handle(), {}, {}, eps}));
+}
 // x [N, C, *] normalised per sample over groups of C / groups channels and the spatial dims.
 DynTensor group_norm(const DynTensor& x, std::size_t num_groups, std::size_t num_channels,
                      const std::optional<Param<Tensor<1>>>& weight,
                      const std::optional<Param<Tensor<1>>>& bias, double eps) {
   const std::size_t n = x.shape()[0],
                     per_group = x.num_elements() / std::max<std::size_t>(n, 1) / num_groups;
-  DynTensor g = ops::reshape(x, Shape{n, num_groups, per_group});
-  g = ops::layer_norm(std::move(g), Shape{per_group}, std::nullopt, std::nullopt, eps);
-  DynTensor y =
-      ops::reshape(std::move(g), Shape{n, num_channels, per_group * num_groups / num_channels});
+  const std::size_t l = per_group * num_groups / num_channels;
+  std::optional<DynTensor> normalised;  // [1, N * groups, per_group] or [N, groups, per_group]
+  if (x.num_elements() > 0) {
+    DynTensor xr = ops::reshape(x, Shape{1, n * num_groups, per_group});
+    if (batch_norm_runs(xr, eps)) {
+      if (num_groups == num_channels) {
+        const auto per_sample = [&](const std::optional<Param<Tensor<1>>>& v) {
+          std::optional<DynTensor> out;
+          if (v) {
+            out = ops::reshape(ops::expand(ops::reshape(v->val().dyn(), Shape{1, num_channels}),
+                                           Shape{n, num_channels}),
+                               Shape{n * num_channels});
+          }
+          return out;
+        };
+        DynTensor y =
+            ops::batch_norm_training(std::move(xr), per_sample(weight), per_sample(bias), eps).y;
+        return ops::reshape(std::move(y), x.shape());
+      }
+      normalised = ops::batch_norm_training(std::move(xr), std::nullopt, std::nullopt, eps).y;
+    }
+  }
+  if (!normalised) {
+    normalised = ops::layer_norm(ops::reshape(x, Shape{n, num_groups, per_group}), Shape{per_group},
+                                 std::nullopt, std::nullopt, eps);
+  }
+  DynTensor y = ops::reshape(std::move(*normalised), Shape{n, num_channels, l});
   if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
   if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
   return ops::reshape(std::move(y), x.shape());

@@ -313,6 +313,44 @@ TEST_F(CudaOps, Matmul) {
   }
 }
 
+// Batch norm's two-launch kernels (Note [Channel splits]): shapes whose channels take one
+// chunk, several chunks that start inside a run of L (16 x 8 x 33 x 17: 4 chunks of 2244),
+// L = 1, a transposed input, absent weight and bias, and the gradient fed each backend's
+// own statistics.
+TEST_F(CudaOps, BatchNormMatchesCpu) {
+  const Shape shapes[] = {Shape{3, 5, 7}, Shape{16, 8, 33, 17}, Shape{300, 3},
+                          Shape{32, 64, 16, 16}};
+  for (DType dt : kFloats) {
+    for (std::size_t k = 0; k < std::size(shapes); ++k) {
+      const Shape& s = shapes[k];
+      const TensorData x = data(s, dt, 60 + unsigned(k), false);
+      const TensorData g = data(s, dt, 70 + unsigned(k), false);
+      const TensorData w = data(Shape{s[1]}, dt, 80 + unsigned(k), false);
+      const TensorData b = data(Shape{s[1]}, dt, 90 + unsigned(k), false);
+      const bool affine = k % 2 == 0;
+      const std::string what = "batch_norm " + s.to_string() + " " + name(dt);
+      const auto forward = [&](Backend& be) {
+        return ir::BatchNorm{be.from_data(x), affine ? be.from_data(w) : ir::Handle{},
+                             affine ? be.from_data(b) : ir::Handle{}, 1e-5};
+      };
+      compare([&](Backend& be) -> ir::Op { return forward(be); }, tol(dt), what);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            auto stats = be.execute(forward(be))[1];
+            return ir::BatchNormGrad{be.from_data(x), affine ? be.from_data(w) : ir::Handle{},
+                                     stats, be.from_data(g), 1e-5};
+          },
+          is_half(dt) ? 4 * tol(dt) : 10 * tol(dt), what + " grad");
+    }
+    const TensorData xt = data(Shape{9, 4}, dt, 99, false);
+    compare(
+        [&](Backend& be) -> ir::Op {
+          return ir::BatchNorm{transposed(be, xt), ir::Handle{}, ir::Handle{}, 1e-5};
+        },
+        tol(dt), std::string("batch_norm transposed ") + name(dt));
+  }
+}
+
 TEST_F(CudaOps, LayoutViewsAndCopies) {
   for (DType dt : {DType::F32, DType::F16, DType::I64, DType::Bool, DType::I8}) {
     const TensorData x = data(Shape{4, 6, 5}, dt, 51);

@@ -566,6 +566,14 @@ TEST(NnBadInput, NewLayersNameThemselves) {
             Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({0, 3}, Shape{2}), dev));
       },
       "label 3 at index 1");
+  try {  // multi_margin has no ignore index, so its message names none
+    (void)nn::loss::multi_margin(
+        Tensor<2>::zeros(Shape{2, 3}, dev),
+        Tensor<1, Int>::from_data(TensorData::from<std::int64_t>({0, -1}, Shape{2}), dev));
+    ADD_FAILURE() << "multi_margin took label -1";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("ignore_index"), std::string::npos) << e.what();
+  }
   expect_error(
       [&] {
         (void)nn::loss::margin_ranking(Tensor<1>::zeros(Shape{3}, dev),

@@ -1,5 +1,11 @@
 // Layer norm: x, weight and bias made contiguous, then a generated row kernel: rows held in
 // registers (gen_layer_norm_regs) up to 4096 elements, else gen_layer_norm's three passes.
+// Batch norm and its gradient: operands made contiguous, then the two kernels of Note
+// [Channel splits] (codegen/batch_norm.cpp) with f64 partial sums between them.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
 #include "cuda/codegen.hpp"
 #include "cuda/kernels/kernels.hpp"
 
@@ -33,6 +39,102 @@ ir::Handle run(CudaContext& ctx, ir::LayerNorm& op) {
   ctx.launch(LayerNormKernel(dt), rows * kBlock, {&xp, &wp, &bp, &eps, &yp, &rows, &n},
              "layer_norm", false, kBlock, 1 << 20);
   return out;
+}
+
+namespace {
+
+// x [N, C, *] as C channels of M = N * L values in S chunks (Note [Channel splits]).
+struct ChannelSplit {
+  std::int64_t c = 0, l = 1, m = 0, s = 1, chunk = 1;
+  ChannelSplit(const Shape& shape, int sm_count) {
+    const std::int64_t n = static_cast<std::int64_t>(shape[0]);
+    c = static_cast<std::int64_t>(shape[1]);
+    for (std::size_t d = 2; d < shape.rank(); ++d) l *= static_cast<std::int64_t>(shape[d]);
+    m = n * l;
+    // About eight blocks an SM in all (2048 threads, the most an SM holds), and at least
+    // 2048 values a chunk.
+    const std::int64_t want = 8 * static_cast<std::int64_t>(sm_count);
+    s = std::max<std::int64_t>(
+        1, (want + std::max<std::int64_t>(c, 1) - 1) / std::max<std::int64_t>(c, 1));
+    s = std::min(s, std::max<std::int64_t>(1, m / 2048));
+    chunk = std::max<std::int64_t>(1, (m + s - 1) / s);
+    s = std::max<std::int64_t>(1, (m + chunk - 1) / chunk);
+  }
+  std::int64_t blocks() const { return c * s; }
+};
+constexpr unsigned kChannelBlock = 256;
+// Values a thread loads at a time (codegen/batch_norm.cpp): 4, or EMBER_CUDA_BATCH_NORM_UNROLL=1.
+int channel_unroll() {
+  static const int u = [] {
+    const char* v = std::getenv("EMBER_CUDA_BATCH_NORM_UNROLL");
+    return v != nullptr && std::string(v) == "1" ? 1 : 4;
+  }();
+  return u;
+}
+
+}  // namespace
+
+std::vector<ir::Handle> run(CudaContext& ctx, ir::BatchNorm& op) {
+  auto x = ctx.contiguous(op.x);
+  const DType dt = x->dtype();
+  const ChannelSplit sp(x->shape(), ctx.sm_count());
+  auto y = ctx.empty(x->shape(), dt);
+  auto stats = ctx.empty(Shape{2, static_cast<std::size_t>(sp.c)}, dt);
+  if (sp.c == 0) return {y, stats};
+  std::shared_ptr<const CudaTensor> w, b;
+  if (op.weight) w = ctx.contiguous(op.weight);
+  if (op.bias) b = ctx.contiguous(op.bias);
+  auto part = ctx.empty(Shape{static_cast<std::size_t>(sp.blocks() * 2)}, DType::F64);
+  const void* xp = x->data();
+  const void* none = nullptr;
+  const void* wp = w ? w->data() : nullptr;
+  const void* bp = b ? b->data() : nullptr;
+  void* pp = part->data();
+  const void* cpp = pp;
+  void* yp = y->data();
+  void* sp2 = stats->data();
+  double eps = op.eps;
+  std::int64_t c = sp.c, l = sp.l, m = sp.m, s = sp.s, chunk = sp.chunk;
+  const std::int64_t threads = sp.blocks() * kChannelBlock;
+  ctx.launch(BatchNormSumsKernel(dt, false, channel_unroll()), threads,
+             {&xp, &none, &none, &pp, &c, &l, &m, &s, &chunk}, "batch_norm", false, kChannelBlock);
+  ctx.launch(BatchNormApplyKernel(dt, false, channel_unroll()), threads,
+             {&xp, &none, &wp, &bp, &none, &cpp, &eps, &yp, &sp2, &c, &l, &m, &s, &chunk},
+             "batch_norm", false, kChannelBlock);
+  return {y, stats};
+}
+
+std::vector<ir::Handle> run(CudaContext& ctx, ir::BatchNormGrad& op) {
+  auto x = ctx.contiguous(op.x);
+  auto g = ctx.contiguous(op.g);
+  auto stats = ctx.contiguous(op.stats);
+  const DType dt = x->dtype();
+  const ChannelSplit sp(x->shape(), ctx.sm_count());
+  auto dx = ctx.empty(x->shape(), dt);
+  auto dwb = ctx.empty(Shape{2, static_cast<std::size_t>(sp.c)}, dt);
+  if (sp.c == 0) return {dx, dwb};
+  std::shared_ptr<const CudaTensor> w;
+  if (op.weight) w = ctx.contiguous(op.weight);
+  auto part = ctx.empty(Shape{static_cast<std::size_t>(sp.blocks() * 2)}, DType::F64);
+  const void* xp = x->data();
+  const void* gp = g->data();
+  const void* stp = stats->data();
+  const void* none = nullptr;
+  const void* wp = w ? w->data() : nullptr;
+  void* pp = part->data();
+  const void* cpp = pp;
+  void* dp = dx->data();
+  void* op2 = dwb->data();
+  double eps = op.eps;
+  std::int64_t c = sp.c, l = sp.l, m = sp.m, s = sp.s, chunk = sp.chunk;
+  const std::int64_t threads = sp.blocks() * kChannelBlock;
+  ctx.launch(BatchNormSumsKernel(dt, true, channel_unroll()), threads,
+             {&xp, &gp, &stp, &pp, &c, &l, &m, &s, &chunk}, "batch_norm_grad", false,
+             kChannelBlock);
+  ctx.launch(BatchNormApplyKernel(dt, true, channel_unroll()), threads,
+             {&xp, &gp, &wp, &none, &stp, &cpp, &eps, &dp, &op2, &c, &l, &m, &s, &chunk},
+             "batch_norm_grad", false, kChannelBlock);
+  return {dx, dwb};
 }
 
 }  // namespace ember::cuda

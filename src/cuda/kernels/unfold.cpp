@@ -90,11 +90,5 @@ ir::Handle run(CudaContext& ctx, ir::Pool& op) {
 ir::Handle run(CudaContext&, ir::MaxPoolGrad&) {
   fail("Cuda: MaxPoolGrad has no kernel on this backend");
 }
-std::vector<ir::Handle> run(CudaContext&, ir::BatchNorm&) {
-  fail("Cuda: BatchNorm has no kernel on this backend");
-}
-std::vector<ir::Handle> run(CudaContext&, ir::BatchNormGrad&) {
-  fail("Cuda: BatchNormGrad has no kernel on this backend");
-}
 
 }  // namespace ember::cuda

@@ -1,0 +1,217 @@
+// The kernels of batch norm (ir::BatchNorm) and its gradient (ir::BatchNormGrad), in two
+// launches each (Note [Channel splits]).
+#include <string>
+#include <vector>
+
+#include "cuda/codegen.hpp"
+#include "cuda/codegen/printer.hpp"
+
+namespace ember::cuda {
+
+using namespace codegen;  // NOLINT: the generators are written in the printer's vocabulary
+
+// Note [Channel splits]: x [N, C, *] holds each channel's M = N * L values (L = prod(*)) as
+// N runs of L contiguous elements, C * L apart. A channel's M values, in the order
+// m = n * L + l, are cut into S chunks of `chunk` values; block (c, s) of the grid (c * S + s,
+// walked with a grid stride) owns chunk s of channel c. The first kernel sums its chunk
+// into two f64 partials, part[(c * S + s) * 2 + {0, 1}]; the second has every block re-add
+// its channel's S partials in one order (so all of a channel's blocks agree bit for bit),
+// derive the per-channel coefficients, and write its chunk. S is chosen by the launcher
+// (kernels/norm.cpp) so that a few thousand values make a chunk and C * S blocks fill the
+// device even for a few channels. A thread walks its chunk's values blockDim apart,
+// stepping (n, l) without dividing.
+//   sums:   forward, of x - shift and (x - shift)^2 with the shift the channel's first value
+//           (as the Cpu: the variance then cancels only as far as the mean is from it);
+//           grad, of g and g (x - mean), mean from stats.
+//   apply:  forward, y = (x - mean) scale + shift (scale = weight rstd, shift = bias), the
+//           statistics [2, C] (mean, biased variance) by block (c, 0);
+//           grad, dx = a g + b (x - mean) + k with a = weight rstd,
+//           b = -a rstd^2 sum(g (x - mean)) / M, k = -a sum(g) / M, and [2, C] (dweight =
+//           rstd sum(g (x - mean)), dbias = sum(g)) by block (c, 0).
+namespace {
+
+// The walk over a block's chunk, `unroll` values a thread at a time: their offsets first,
+// then every load (`load(u)`, value u of the step), then the arithmetic (`use(u)`), so a
+// thread has `unroll` loads in flight; the chunk's tail one value at a time.
+template <class Load, class Use>
+std::string chunk_loop(int unroll, const Load& load, const Use& use) {
+  const std::string step =
+      "n += dn; l += dl;"
+      " if (l >= L) { l -= L; ++n; }";
+  std::string s =
+      "    const i64 m1 = m0 + chunk < M ? m0 + chunk : M;\n"
+      "    i64 m = m0 + threadIdx.x;\n"
+      "    i64 n = m / L, l = m - n * L;\n"
+      "    const i64 dn = (i64)blockDim.x / L, dl = (i64)blockDim.x - dn * L;\n";
+  if (unroll > 1) {
+    const std::string u = std::to_string(unroll);
+    s += "    for (; m + (i64)(" + u + " - 1) * blockDim.x < m1; m += (i64)" + u +
+         " * blockDim.x) {\n"
+         "      i64 offs[" +
+         u + "];\n";
+    for (int k = 0; k < unroll; ++k)
+      s += "      offs[" + std::to_string(k) + "] = (n * NC + c) * L + l; " + step + "\n";
+    for (int k = 0; k < unroll; ++k)
+      s += load(std::to_string(k), "offs[" + std::to_string(k) + "]");
+    for (int k = 0; k < unroll; ++k) s += use(std::to_string(k), "offs[" + std::to_string(k) + "]");
+    s += "    }\n";
+  }
+  s += "    for (; m < m1; m += blockDim.x) {\n"
+       "      const i64 off = (n * NC + c) * L + l;\n" +
+       load("t", "off") + use("t", "off") + "      " + step + "\n    }\n";
+  return s;
+}
+
+}  // namespace
+
+KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll) {
+  KernelSource k;
+  k.name = std::string("em_batch_norm_") + (grad ? "grad_sums_" : "sums_") + dname(dt) + "_u" +
+           std::to_string(unroll);
+  const std::string T = storage_type(dt);
+  const auto load_v = [&](const std::string& u, const std::string& off) {
+    std::string s =
+        "      const double xv" + u + " = (double)" + load(dt, "x[" + off + "]") + ";\n";
+    if (grad) s += "      const double gv" + u + " = (double)" + load(dt, "g[" + off + "]") + ";\n";
+    return s;
+  };
+  const auto use_v = [&](const std::string& u, const std::string&) {
+    return grad ? "      s0 += gv" + u + "; s1 += gv" + u + " * (xv" + u + " - sh);\n"
+                : "      { const double d = xv" + u + " - sh; s0 += d; s1 += d * d; }\n";
+  };
+  const std::string body = chunk_loop(unroll, load_v, use_v);
+  k.body = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, const " +
+           T + "* __restrict__ g, const " + T +
+           "* __restrict__ stats, double* __restrict__ part, i64 NC, i64 L, i64 M, i64 S, "
+           "i64 chunk) {\n" +
+           typedefs(dt) +
+           "  __shared__ double sv[2][32];\n"
+           "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+           "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+           "  for (i64 blk = blockIdx.x; blk < NC * S; blk += gridDim.x) {\n"
+           "    const i64 c = blk / S, m0 = (blk - c * S) * chunk;\n"
+           "    const double sh = " +
+           (grad ? "(double)" + load(dt, "stats[c]") : "(double)" + load(dt, "x[c * L]")) +
+           ";\n"
+           "    double s0 = 0, s1 = 0;\n" +
+           body +
+           "    for (int o = 16; o > 0; o >>= 1) {\n"
+           "      s0 += __shfl_down_sync(0xffffffffu, s0, o);\n"
+           "      s1 += __shfl_down_sync(0xffffffffu, s1, o);\n"
+           "    }\n"
+           "    if (lane == 0) { sv[0][warp] = s0; sv[1][warp] = s1; }\n"
+           "    __syncthreads();\n"
+           "    if (threadIdx.x == 0) {\n"
+           "      double t0 = 0, t1 = 0;\n"
+           "      for (int w = 0; w < nwarps; ++w) { t0 += sv[0][w]; t1 += sv[1][w]; }\n"
+           "      part[blk * 2] = t0;\n"
+           "      part[blk * 2 + 1] = t1;\n"
+           "    }\n"
+           "    __syncthreads();\n"
+           "  }\n"
+           "}\n";
+  return k;
+}
+
+KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll) {
+  KernelSource k;
+  k.name = std::string("em_batch_norm_") + (grad ? "grad_apply_" : "apply_") + dname(dt) + "_u" +
+           std::to_string(unroll);
+  const std::string T = storage_type(dt);
+  // coef[0] the mean subtracted from x, coef[1..3] the kernel's a, b, k (forward: a unused).
+  const std::string coefs =
+      grad ? "      const double mean = (double)" + load(dt, "stats[c]") +
+                 ";\n"
+                 "      const double rstd = 1.0 / sqrt((double)" +
+                 load(dt, "stats[NC + c]") +
+                 " + eps);\n"
+                 "      const double a = (w ? (double)" +
+                 load(dt, "w[c]") +
+                 " : 1.0) * rstd;\n"
+                 "      coef[0] = mean; coef[1] = a; coef[2] = -a * rstd * rstd * t1 / cnt;\n"
+                 "      coef[3] = -a * t0 / cnt;\n"
+                 "      if (blk - c * S == 0) { out2[c] = " +
+                 from_f64(dt, "t1 * rstd") + "; out2[NC + c] = " + from_f64(dt, "t0") + "; }\n"
+           : "      const double dm = t0 / cnt;\n"
+             "      double var = t1 / cnt - dm * dm;\n"
+             "      var = var < 0.0 ? 0.0 : var;  // rounding; NaN stays NaN\n"
+             "      const double mean = (double)" +
+                 load(dt, "x[c * L]") +
+                 " + dm;\n"
+                 "      coef[0] = mean; coef[1] = 0;\n"
+                 "      coef[2] = (w ? (double)" +
+                 load(dt, "w[c]") +
+                 " : 1.0) / sqrt(var + eps);\n"
+                 "      coef[3] = b ? (double)" +
+                 load(dt, "b[c]") +
+                 " : 0.0;\n"
+                 "      if (blk - c * S == 0) { out2[c] = " +
+                 from_f64(dt, "mean") + "; out2[NC + c] = " + from_f64(dt, "var") + "; }\n";
+  const auto load_v = [&](const std::string& u, const std::string& off) {
+    std::string s = "      const C xv" + u + " = " + load(dt, "x[" + off + "]") + ";\n";
+    if (grad) s += "      const C gv" + u + " = " + load(dt, "g[" + off + "]") + ";\n";
+    return s;
+  };
+  const auto use_v = [&](const std::string& u, const std::string& off) {
+    return "      y[" + off + "] = " +
+           store(dt, grad ? "ca * gv" + u + " + cb * (xv" + u + " - cm) + ck"
+                          : "cb * (xv" + u + " - cm) + ck") +
+           ";\n";
+  };
+  const std::string body = chunk_loop(unroll, load_v, use_v);
+  k.body = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, const " +
+           T + "* __restrict__ g, const " + T + "* __restrict__ w, const " + T +
+           "* __restrict__ b, const " + T +
+           "* __restrict__ stats, const double* __restrict__ part, double eps, " + T +
+           "* __restrict__ y, " + T +
+           "* __restrict__ out2, i64 NC, i64 L, i64 M, i64 S, i64 chunk) {\n" + typedefs(dt) +
+           "  __shared__ double coef[4];\n"
+           "  (void)g; (void)b; (void)stats;\n"
+           "  const double cnt = (double)M;\n"
+           "  for (i64 blk = blockIdx.x; blk < NC * S; blk += gridDim.x) {\n"
+           "    const i64 c = blk / S, m0 = (blk - c * S) * chunk;\n"
+           "    if (threadIdx.x == 0) {\n"
+           "      double t0 = 0, t1 = 0;\n"
+           "      for (i64 s = 0; s < S; ++s) { t0 += part[(c * S + s) * 2];"
+           " t1 += part[(c * S + s) * 2 + 1]; }\n" +
+           coefs +
+           "    }\n"
+           "    __syncthreads();\n"
+           "    const C cm = (C)coef[0], ca = (C)coef[1], cb = (C)coef[2], ck = (C)coef[3];\n"
+           "    (void)ca;\n" +
+           body +
+           "    __syncthreads();\n"
+           "  }\n"
+           "}\n";
+  return k;
+}
+
+// ---- variants (Note [Kernel specs] in codegen.hpp) ----
+
+template <>
+std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants() {
+  std::vector<BatchNormSumsKernel> out;
+  for (DType dt : kAllDTypes) {
+    if (!is_float(dt)) continue;
+    for (int unroll : {1, 4}) {
+      out.emplace_back(dt, false, unroll);
+      out.emplace_back(dt, true, unroll);
+    }
+  }
+  return out;
+}
+
+template <>
+std::vector<BatchNormApplyKernel> BatchNormApplyKernel::variants() {
+  std::vector<BatchNormApplyKernel> out;
+  for (DType dt : kAllDTypes) {
+    if (!is_float(dt)) continue;
+    for (int unroll : {1, 4}) {
+      out.emplace_back(dt, false, unroll);
+      out.emplace_back(dt, true, unroll);
+    }
+  }
+  return out;
+}
+
+}  // namespace ember::cuda
