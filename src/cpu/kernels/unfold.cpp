@@ -57,8 +57,73 @@ void pool_planes(const Window3& g, const T* xp, T* yp) {
 // count of its entries equal to y (the padding's -inf entries count where y is -inf, as an
 // unfold padded with -inf would give), then each such entry receives g / count, summed in
 // row-major kernel order.
+// Windows that tile the image without overlap or padding (stride == kernel, dilation 1, no
+// padding, the 2x2 stride-2 pooling of most CNNs), in at most 2 spatial dims.
+bool tiles_image(const Window3& g) {
+  if (g.in[0] != 1 || g.kernel[0] != 1) return false;
+  for (int d = 1; d < 3; ++d) {
+    if (g.stride[d] != g.kernel[d] || g.dilation[d] != 1 || g.padding[d] != 0 ||
+        g.out[d] * g.kernel[d] > g.in[d])
+      return false;
+  }
+  return true;
+}
+
+// max_pool_grad_planes where tiles_image(g): every image entry lies in at most one window,
+// so each is written once — its window's share where it equals the window's maximum, else 0 —
+// in one pass over the image rows, with no accumulation. Bits equal the general walk's (which
+// adds the one share to 0: hence `share + 0`, turning a -0 share into +0 as that sum does).
+template <class T>
+void max_pool_grad_tiled(const Window3& g, const T* xp, const T* yp, const T* gp, T* dp) {
+  const std::size_t image = g.image_size(), L = g.positions(), iw = g.in[2], ow = g.out[2],
+                    oh = g.out[1], kh = g.kernel[1], kw = g.kernel[2];
+  const std::size_t covered_w = ow * kw;
+  parallel_for(0, g.planes, plane_grain(2 * image), [&](std::size_t p0, std::size_t p1) {
+    static EMBER_THREAD_LOCAL std::vector<T> share;
+    static EMBER_THREAD_LOCAL std::vector<std::uint32_t> hits;
+    share.resize(ow);
+    hits.resize(ow);
+    for (std::size_t p = p0; p < p1; ++p) {
+      const T* src = xp + p * image;
+      T* dst = dp + p * image;
+      for (std::size_t r = 0; r < oh; ++r) {
+        const T* y = yp + p * L + r * ow;
+        const T* gr = gp + p * L + r * ow;
+        const T* x0 = src + r * kh * iw;
+        T* d0 = dst + r * kh * iw;
+        std::fill(hits.begin(), hits.end(), 0u);
+        for (std::size_t ky = 0; ky < kh; ++ky) {
+          const T* xr = x0 + ky * iw;
+          for (std::size_t o = 0; o < ow; ++o) {
+            std::uint32_t n = 0;
+            for (std::size_t kx = 0; kx < kw; ++kx) n += xr[o * kw + kx] == y[o] ? 1u : 0u;
+            hits[o] += n;
+          }
+        }
+        for (std::size_t o = 0; o < ow; ++o) share[o] = gr[o] / T(hits[o]) + T(0);
+        for (std::size_t ky = 0; ky < kh; ++ky) {
+          const T* xr = x0 + ky * iw;
+          T* dr = d0 + ky * iw;
+          for (std::size_t o = 0; o < ow; ++o) {
+            for (std::size_t kx = 0; kx < kw; ++kx) {
+              dr[o * kw + kx] = xr[o * kw + kx] == y[o] ? share[o] : T(0);
+            }
+          }
+          std::fill(dr + covered_w, dr + iw, T(0));
+        }
+      }
+      // Rows below the last window row take no gradient.
+      std::fill(dst + oh * kh * iw, dst + image, T(0));
+    }
+  });
+}
+
 template <class T>
 void max_pool_grad_planes(const Window3& g, const T* xp, const T* yp, const T* gp, T* dp) {
+  if (tiles_image(g)) {
+    max_pool_grad_tiled(g, xp, yp, gp, dp);
+    return;
+  }
   const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2],
                     K = g.kernel_size();
   parallel_for(0, g.planes, plane_grain(2 * K * L), [&](std::size_t p0, std::size_t p1) {
