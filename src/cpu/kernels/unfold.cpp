@@ -5,9 +5,11 @@
 // bounds check per element. Fold's and pool's sums happen in a fixed order within each
 // plane (kernel offsets in row-major order): deterministic for any thread count.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels/combine.hpp"
@@ -69,6 +71,14 @@ bool tiles_image(const Window3& g) {
   return true;
 }
 
+// `keep ? v : +0` without a branch: which entries equal their window's maximum is data,
+// and a mispredicted branch per entry costs more than the whole pass's loads and stores.
+template <class T>
+inline T select_bits(bool keep, T v) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  return std::bit_cast<T>(std::bit_cast<U>(v) & (U(0) - U(keep)));
+}
+
 // max_pool_grad_planes where tiles_image(g): every image entry lies in at most one window,
 // so each is written once — its window's share where it equals the window's maximum, else 0 —
 // in one pass over the image rows, with no accumulation. Bits equal the general walk's (which
@@ -104,9 +114,16 @@ void max_pool_grad_tiled(const Window3& g, const T* xp, const T* yp, const T* gp
         for (std::size_t ky = 0; ky < kh; ++ky) {
           const T* xr = x0 + ky * iw;
           T* dr = d0 + ky * iw;
-          for (std::size_t o = 0; o < ow; ++o) {
-            for (std::size_t kx = 0; kx < kw; ++kx) {
-              dr[o * kw + kx] = xr[o * kw + kx] == y[o] ? share[o] : T(0);
+          if (kw == 2) {
+            for (std::size_t o = 0; o < ow; ++o) {
+              dr[2 * o] = select_bits(xr[2 * o] == y[o], share[o]);
+              dr[2 * o + 1] = select_bits(xr[2 * o + 1] == y[o], share[o]);
+            }
+          } else {
+            for (std::size_t o = 0; o < ow; ++o) {
+              for (std::size_t kx = 0; kx < kw; ++kx) {
+                dr[o * kw + kx] = select_bits(xr[o * kw + kx] == y[o], share[o]);
+              }
             }
           }
           std::fill(dr + covered_w, dr + iw, T(0));
