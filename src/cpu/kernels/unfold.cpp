@@ -47,45 +47,9 @@ bool tiles_image(const Window3& g) {
 
 // Pooling of every plane: each (kernel offset, position row) pass folds one strided image
 // row into the output row with reduction F (Combine), in row-major kernel order.
-// pool_planes where tiles_image(g): each output row from its kh image rows in one pass,
-// each window's entries combined in the same row-major kernel order (so the same bits).
-template <ir::ReduceFn F, class T>
-void pool_planes_tiled(const Window3& g, const T* xp, T* yp) {
-  using Op = Combine<F, T>;
-  const std::size_t image = g.image_size(), L = g.positions(), iw = g.in[2], ow = g.out[2],
-                    oh = g.out[1], kh = g.kernel[1], kw = g.kernel[2];
-  parallel_for(0, g.planes, plane_grain(image), [&](std::size_t p0, std::size_t p1) {
-    for (std::size_t p = p0; p < p1; ++p) {
-      for (std::size_t r = 0; r < oh; ++r) {
-        const T* x0 = xp + p * image + r * kh * iw;
-        T* y = yp + p * L + r * ow;
-        if (kh == 2 && kw == 2) {
-          const T* x1 = x0 + iw;
-          for (std::size_t o = 0; o < ow; ++o) {
-            y[o] = Op::apply(
-                Op::apply(Op::apply(Op::apply(Op::init(), x0[2 * o]), x0[2 * o + 1]), x1[2 * o]),
-                x1[2 * o + 1]);
-          }
-          continue;
-        }
-        for (std::size_t o = 0; o < ow; ++o) {
-          T acc = Op::init();
-          for (std::size_t ky = 0; ky < kh; ++ky)
-            for (std::size_t kx = 0; kx < kw; ++kx) acc = Op::apply(acc, x0[ky * iw + o * kw + kx]);
-          y[o] = acc;
-        }
-      }
-    }
-  });
-}
-
 template <ir::ReduceFn F, class T>
 void pool_planes(const Window3& g, const T* xp, T* yp) {
   using Op = Combine<F, T>;
-  if (tiles_image(g)) {
-    pool_planes_tiled<F, T>(g, xp, yp);
-    return;
-  }
   const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2];
   parallel_for(0, g.planes, plane_grain(g.kernel_size() * L), [&](std::size_t p0, std::size_t p1) {
     for (std::size_t p = p0; p < p1; ++p) {
@@ -103,10 +67,6 @@ void pool_planes(const Window3& g, const T* xp, T* yp) {
   });
 }
 
-// The gradient of max pooling over every plane (ir::MaxPoolGrad): per window position the
-// count of its entries equal to y (the padding's -inf entries count where y is -inf, as an
-// unfold padded with -inf would give), then each such entry receives g / count, summed in
-// row-major kernel order.
 // `keep ? v : +0` without a branch: which entries equal their window's maximum is data,
 // and a mispredicted branch per entry costs more than the whole pass's loads and stores.
 template <class T>
@@ -176,6 +136,10 @@ void max_pool_grad_tiled(const Window3& g, const T* xp, const T* yp, const T* gp
   });
 }
 
+// The gradient of max pooling over every plane (ir::MaxPoolGrad): per window position the
+// count of its entries equal to y (the padding's -inf entries count where y is -inf, as an
+// unfold padded with -inf would give), then each such entry receives g / count, summed in
+// row-major kernel order.
 template <class T>
 void max_pool_grad_planes(const Window3& g, const T* xp, const T* yp, const T* gp, T* dp) {
   if (tiles_image(g)) {
