@@ -2,6 +2,7 @@
 // and the demo's training time against the same pipeline in PyTorch.
 //
 //   demo-bench [--batches K] [--reps N] [--python PATH] [--torch-script PATH] [--data DIR]
+//              [--loops all|bare]
 //
 // Each repetition runs, one after the other (so drifts in machine load hit all three):
 //   bare     K training steps of the demo's CNN (examples/fashion_cnn.hpp) over batches
@@ -16,6 +17,7 @@
 //            --python or when the script fails).
 // Prints each repetition and the medians: the Learner's overhead (learner / bare - 1,
 // target <= 3%) and learner / torch (target <= 0.7). Never asserts timings.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +42,7 @@ struct Options {
   std::string python;  // empty: no PyTorch side
   std::string torch_script = std::string(EMBER_SOURCE_DIR) + "/benches/fashion_cnn_torch.py";
   std::string data = data::FashionMnist::default_dir();
+  bool learner = true;  // --loops bare: the bare loop alone (to profile the step)
 };
 
 Options parse(int argc, char** argv) {
@@ -58,6 +61,8 @@ Options parse(int argc, char** argv) {
       o.torch_script = v;
     else if (a == "--data")
       o.data = v;
+    else if (a == "--loops" && (v == "bare" || v == "all"))
+      o.learner = v == "all";
     else
       fail("demo-bench: unknown option " + a);
   }
@@ -157,6 +162,15 @@ double torch_ms(const Options& o) {
   return ms;
 }
 
+// The process's CPU time (user + system, every thread) in ms: on a shared machine the
+// bare loop's CPU time per step moves far less with the load than its wall time.
+double cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto ms = [](const timeval& t) { return double(t.tv_sec) * 1e3 + double(t.tv_usec) / 1e3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
@@ -179,21 +193,28 @@ int main(int argc, char** argv) try {
               o.batch, o.reps,
               std::getenv("EMBER_NUM_THREADS") ? std::getenv("EMBER_NUM_THREADS") : "(default)");
   bare_ms(o, ad, batches);  // warm-up: the allocator's pools, the kernels' first calls
-  std::vector<double> bare, learner, torch;
+  std::vector<double> bare, bare_cpu, learner, torch;
   for (std::size_t r = 0; r < o.reps; ++r) {
+    const double c0 = cpu_ms();
     bare.push_back(bare_ms(o, ad, batches));
-    learner.push_back(learner_ms(o, ad, dir));
+    bare_cpu.push_back(cpu_ms() - c0);
+    learner.push_back(o.learner ? learner_ms(o, ad, dir) : 0.0);
     const double t = torch_ms(o);
     if (t > 0) torch.push_back(t);
-    std::printf("  rep %zu: bare %.1f ms, learner %.1f ms, torch %s ms (per step: %.2f / %.2f)\n",
-                r + 1, bare.back(), learner.back(), t > 0 ? std::to_string(t).c_str() : "-",
-                bare.back() / double(o.batches), learner.back() / double(o.batches));
+    std::printf(
+        "  rep %zu: bare %.1f ms (CPU %.1f ms), learner %.1f ms, torch %s ms (per step: %.2f / "
+        "%.2f)\n",
+        r + 1, bare.back(), bare_cpu.back(), learner.back(),
+        t > 0 ? std::to_string(t).c_str() : "-", bare.back() / double(o.batches),
+        learner.back() / double(o.batches));
     std::fflush(stdout);
   }
   std::filesystem::remove_all(dir);
   const double mb = median(bare), ml = median(learner);
   std::printf("median ms per step: bare %.2f, learner %.2f: the Learner and loader add %+.1f%%\n",
               mb / double(o.batches), ml / double(o.batches), 100.0 * (ml / mb - 1.0));
+  std::printf("median CPU ms per step (all threads) of the bare loop: %.2f\n",
+              median(bare_cpu) / double(o.batches));
   if (!torch.empty()) {
     const double mt = median(torch);
     std::printf("median ms per step: torch %.2f: learner / torch = %.2f\n", mt / double(o.batches),

@@ -544,13 +544,20 @@ void add_conv_cases(std::vector<Case>& cs) {
       const std::vector<std::pair<Shape, Geometry>> ts = {
           {Shape{2, 3, 6, 8}, geo({2, 2}, {2, 2}, {0, 0}, {1, 1})},
           {Shape{1, 2, 9, 8}, geo({3, 3}, {2, 2}, {1, 1}, {1, 1})},
-          {Shape{2, 2, 9, 10}, geo({3, 2}, {1, 2}, {1, 1}, {2, 1})}};
+          {Shape{2, 2, 9, 10}, geo({3, 2}, {1, 2}, {1, 1}, {2, 1})},
+          // tiling windows over an image with a row and a column left over, integer values
+          // so that windows hold ties
+          {Shape{2, 3, 7, 9}, geo({2, 2}, {2, 2}, {0, 0}, {1, 1})}};
       std::vector<Trial> out;
       for (const auto& [xs, g] : ts) {
         const Win w = win(spatial_of(xs), g);
         const Shape gs = image_shape(xs[0], xs[1], out_spatial(w, g.sp));
-        out.push_back({label(xs, g),
-                       {random_host(xs, dt, rng), random_host(gs, dt, rng)},
+        HostTensor x = random_host(xs, dt, rng);
+        if (xs[2] == 7) {
+          for (double& v : x.v) v = std::round(v);
+        }
+        out.push_back({label(xs, g) + (xs[2] == 7 ? " ties" : ""),
+                       {std::move(x), random_host(gs, dt, rng)},
                        {L::Contiguous, L::Contiguous},
                        encode(g)});
       }

@@ -5,9 +5,11 @@
 // bounds check per element. Fold's and pool's sums happen in a fixed order within each
 // plane (kernel offsets in row-major order): deterministic for any thread count.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels/combine.hpp"
@@ -29,6 +31,18 @@ using window_rows::for_each_window_row;
 std::size_t plane_grain(std::size_t work_per_plane) {
   return std::max<std::size_t>(1,
                                (std::size_t(1) << 15) / std::max<std::size_t>(work_per_plane, 1));
+}
+
+// Windows that tile the image without overlap or padding (stride == kernel, dilation 1, no
+// padding, the 2x2 stride-2 pooling of most CNNs), in at most 2 spatial dims.
+bool tiles_image(const Window3& g) {
+  if (g.in[0] != 1 || g.kernel[0] != 1) return false;
+  for (int d = 1; d < 3; ++d) {
+    if (g.stride[d] != g.kernel[d] || g.dilation[d] != 1 || g.padding[d] != 0 ||
+        g.out[d] * g.kernel[d] > g.in[d])
+      return false;
+  }
+  return true;
 }
 
 // Pooling of every plane: each (kernel offset, position row) pass folds one strided image
@@ -53,12 +67,85 @@ void pool_planes(const Window3& g, const T* xp, T* yp) {
   });
 }
 
+// `keep ? v : +0` without a branch: which entries equal their window's maximum is data,
+// and a mispredicted branch per entry costs more than the whole pass's loads and stores.
+template <class T>
+inline T select_bits(bool keep, T v) {
+  using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  return std::bit_cast<T>(std::bit_cast<U>(v) & (U(0) - U(keep)));
+}
+
+// max_pool_grad_planes where tiles_image(g): every image entry lies in at most one window,
+// so each is written once — its window's share where it equals the window's maximum, else 0 —
+// in one pass over the image rows, with no accumulation. Bits equal the general walk's (which
+// adds the one share to 0: hence `share + 0`, turning a -0 share into +0 as that sum does).
+template <class T>
+void max_pool_grad_tiled(const Window3& g, const T* xp, const T* yp, const T* gp, T* dp) {
+  const std::size_t image = g.image_size(), L = g.positions(), iw = g.in[2], ow = g.out[2],
+                    oh = g.out[1], kh = g.kernel[1], kw = g.kernel[2];
+  const std::size_t covered_w = ow * kw;
+  parallel_for(0, g.planes, plane_grain(2 * image), [&](std::size_t p0, std::size_t p1) {
+    static EMBER_THREAD_LOCAL std::vector<T> share;
+    static EMBER_THREAD_LOCAL std::vector<std::uint32_t> hits;
+    share.resize(ow);
+    hits.resize(ow);
+    for (std::size_t p = p0; p < p1; ++p) {
+      const T* src = xp + p * image;
+      T* dst = dp + p * image;
+      for (std::size_t r = 0; r < oh; ++r) {
+        const T* y = yp + p * L + r * ow;
+        const T* gr = gp + p * L + r * ow;
+        const T* x0 = src + r * kh * iw;
+        T* d0 = dst + r * kh * iw;
+        std::fill(hits.begin(), hits.end(), 0u);
+        for (std::size_t ky = 0; ky < kh; ++ky) {
+          const T* xr = x0 + ky * iw;
+          if (kw == 2) {
+            for (std::size_t o = 0; o < ow; ++o)
+              hits[o] += std::uint32_t(xr[2 * o] == y[o]) + std::uint32_t(xr[2 * o + 1] == y[o]);
+            continue;
+          }
+          for (std::size_t o = 0; o < ow; ++o) {
+            std::uint32_t n = 0;
+            for (std::size_t kx = 0; kx < kw; ++kx) n += xr[o * kw + kx] == y[o] ? 1u : 0u;
+            hits[o] += n;
+          }
+        }
+        for (std::size_t o = 0; o < ow; ++o) share[o] = gr[o] / T(hits[o]) + T(0);
+        for (std::size_t ky = 0; ky < kh; ++ky) {
+          const T* xr = x0 + ky * iw;
+          T* dr = d0 + ky * iw;
+          if (kw == 2) {
+            for (std::size_t o = 0; o < ow; ++o) {
+              dr[2 * o] = select_bits(xr[2 * o] == y[o], share[o]);
+              dr[2 * o + 1] = select_bits(xr[2 * o + 1] == y[o], share[o]);
+            }
+          } else {
+            for (std::size_t o = 0; o < ow; ++o) {
+              for (std::size_t kx = 0; kx < kw; ++kx) {
+                dr[o * kw + kx] = select_bits(xr[o * kw + kx] == y[o], share[o]);
+              }
+            }
+          }
+          std::fill(dr + covered_w, dr + iw, T(0));
+        }
+      }
+      // Rows below the last window row take no gradient.
+      std::fill(dst + oh * kh * iw, dst + image, T(0));
+    }
+  });
+}
+
 // The gradient of max pooling over every plane (ir::MaxPoolGrad): per window position the
 // count of its entries equal to y (the padding's -inf entries count where y is -inf, as an
 // unfold padded with -inf would give), then each such entry receives g / count, summed in
 // row-major kernel order.
 template <class T>
 void max_pool_grad_planes(const Window3& g, const T* xp, const T* yp, const T* gp, T* dp) {
+  if (tiles_image(g)) {
+    max_pool_grad_tiled(g, xp, yp, gp, dp);
+    return;
+  }
   const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2],
                     K = g.kernel_size();
   parallel_for(0, g.planes, plane_grain(2 * K * L), [&](std::size_t p0, std::size_t p1) {
