@@ -779,6 +779,16 @@ RuleEntry make_kind(ir::OpKind k) {
             if (has_weight) scale = mul(c.be, scale, reshape(c.be, c.input(1), per));
             c.give(0, reshape(c.be, mul(c.be, scale, inner), xs));
           });
+    case OpKind::Svd:
+      // d sigma_i = u_i^T dx v_i for distinct singular values; U and Vh are detached.
+      return diff("dx = U diag(g) Vh (the singular vectors of each matrix)", 0, true, [](Ctx& c) {
+        const Shape& u = c.output(1)->shape();
+        std::vector<std::size_t> row = c.grad()->shape().dims();
+        row.insert(row.end() - 1, 1);  // [..., 1, k]
+        auto ug = mul(c.be, c.output(1), reshape(c.be, c.grad(), Shape(row)));
+        EMBER_ASSERT(ug->shape() == u);
+        c.give(0, matmul(c.be, std::move(ug), c.output(2)));
+      });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

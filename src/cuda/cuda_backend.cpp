@@ -113,6 +113,8 @@ class CudaBackend final : public backend::Backend {
     // Nor batch norm kernels: the tensor layer and BatchNorm's rule compose them.
     if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
       return false;
+    // Nor an SVD kernel: the registry's fallback (the Cpu) runs it through host copies.
+    if (std::holds_alternative<ir::Svd>(op)) return false;
     const auto rank_ok = [](const ir::Handle& h) {
       return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
     };

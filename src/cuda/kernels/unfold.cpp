@@ -96,5 +96,8 @@ std::vector<ir::Handle> run(CudaContext&, ir::BatchNorm&) {
 std::vector<ir::Handle> run(CudaContext&, ir::BatchNormGrad&) {
   fail("Cuda: BatchNormGrad has no kernel on this backend");
 }
+std::vector<ir::Handle> run(CudaContext&, ir::Svd&) {
+  fail("Cuda: Svd has no kernel on this backend");
+}
 
 }  // namespace ember::cuda
