@@ -127,7 +127,7 @@ int train(const Options& o) {
                     .drop_last(true)
                     .device(ad)
                     .build(train_set);
-  const fashion_small::CnnConfig config{};
+  const fashion_small::CnnConfig config = fashion_small::small_config();
   ad.seed(o.seed);
   fashion_small::Cnn net = config.init(ad);
   std::printf("%s", nn::summary(net).c_str());

@@ -135,6 +135,11 @@ RuleEntry make_unary(UnaryFn fn) {
         auto e = unary(c.be, UnaryFn::Exp, neg(c.be, unary(c.be, UnaryFn::Square, c.input(0))));
         give_scaled(c, mul_scalar(c.be, std::move(e), 2.0 / std::sqrt(std::numbers::pi)));
       });
+    case UnaryFn::Erfc:
+      return diff("-g 2/sqrt(pi) exp(-x^2)", kX, false, [](Ctx& c) {
+        auto e = unary(c.be, UnaryFn::Exp, neg(c.be, unary(c.be, UnaryFn::Square, c.input(0))));
+        give_scaled(c, mul_scalar(c.be, std::move(e), -2.0 / std::sqrt(std::numbers::pi)));
+      });
     case UnaryFn::Relu:
       return diff("x > 0 ? g : 0", kX, false, [](Ctx& c) {
         c.give(0, mask(c.be, compare_scalar(c.be, BinaryFn::Gt, c.input(0), 0.0), c.grad()));

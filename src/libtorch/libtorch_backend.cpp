@@ -548,6 +548,8 @@ class LibTorchBackend final : public backend::Backend {
         return into([](at::Tensor& y, const at::Tensor& a) { at::atanh_out(y, a); });
       case F::Erf:
         return into([](at::Tensor& y, const at::Tensor& a) { at::erf_out(y, a); });
+      case F::Erfc:
+        return into([](at::Tensor& y, const at::Tensor& a) { at::erfc_out(y, a); });
       case F::Floor:
         return into([](at::Tensor& y, const at::Tensor& a) { at::floor_out(y, a); });
       case F::Ceil:

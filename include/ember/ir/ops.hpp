@@ -94,6 +94,7 @@ enum class UnaryFn : std::uint8_t {
   Acosh,
   Atanh,
   Erf,
+  Erfc,  // 1 - erf(x), without the cancellation for large x
   Floor,
   Ceil,
   Round,

@@ -69,6 +69,10 @@ DynTensor reduce(ir::ReduceFn fn, DynTensor x, std::int64_t dim);
 DynTensor reduce_all(ir::ReduceFn fn, DynTensor x);
 DynTensor var(DynTensor x, std::int64_t dim, std::size_t correction = 1);
 std::pair<DynTensor, DynTensor> var_mean(DynTensor x, std::int64_t dim, std::size_t correction = 1);
+// torch.logsumexp along dim (kept): log(sum(exp(x))), shifted by the line's maximum so that
+// no exp overflows; a line of -inf (or an empty one) gives -inf, one with +inf gives +inf.
+// Float dtypes. Its gradient is softmax(x) (the shift is detached).
+DynTensor logsumexp(DynTensor x, std::int64_t dim);
 std::pair<DynTensor, DynTensor> max_dim_with_indices(DynTensor x, std::int64_t dim);
 std::pair<DynTensor, DynTensor> min_dim_with_indices(DynTensor x, std::int64_t dim);
 DynTensor scan(ir::ScanFn fn, DynTensor x, std::int64_t dim);
