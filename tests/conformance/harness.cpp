@@ -865,8 +865,6 @@ const std::vector<Case>& all_cases() {
 
 std::size_t export_embedded_sample(const std::string& path, std::size_t max_elements,
                                    std::size_t trials_per_case) {
-  sample::Writer w;
-  std::uint32_t count = 0;
   std::vector<sample::Record> records;
   const auto host = [](const HostTensor& t, bool round) {
     sample::Tensor s;
@@ -885,15 +883,27 @@ std::size_t export_embedded_sample(const std::string& path, std::size_t max_elem
     const Tolerance tol =
         c.tol ? c.tol(DType::F32)
               : Tolerance{base.rtol * c.tol_scale, base.atol * c.tol_scale + c.atol_extra};
-    std::size_t taken = 0;
-    for (const Trial& tr : c.trials(DType::F32, Scale::Test)) {
-      if (taken == trials_per_case) break;
-      bool small = true, empty = false;
+    // The eligible trials (f32 inputs, none empty, each within max_elements): the first and
+    // the largest ones, so both the smallest shapes and multi-row ones reach the device.
+    std::vector<Trial> eligible;
+    for (Trial& tr : c.trials(DType::F32, Scale::Test)) {
+      bool fits = true;
       for (const HostTensor& t : tr.inputs) {
-        small = small && t.numel() <= max_elements && t.dtype == DType::F32;
-        empty = empty || t.numel() == 0;
+        fits = fits && t.numel() > 0 && t.numel() <= max_elements && t.dtype == DType::F32;
       }
-      if (!small || empty) continue;
+      if (fits) eligible.push_back(std::move(tr));
+    }
+    const auto size = [](const Trial& t) {
+      std::size_t n = 0;
+      for (const HostTensor& h : t.inputs) n += h.numel();
+      return n;
+    };
+    if (eligible.size() > 1) {
+      std::stable_sort(eligible.begin() + 1, eligible.end(),
+                       [&](const Trial& a, const Trial& b) { return size(a) > size(b); });
+    }
+    if (eligible.size() > trials_per_case) eligible.resize(trials_per_case);
+    for (const Trial& tr : eligible) {
       sample::Record r;
       r.kind = static_cast<std::uint8_t>(c.ir_call->kind);
       r.fn = c.ir_call->fn;
@@ -906,12 +916,12 @@ std::size_t export_embedded_sample(const std::string& path, std::size_t max_elem
       for (const HostTensor& t : tr.inputs) r.inputs.push_back(host(t, false));
       for (const HostTensor& t : c.ref(tr.inputs, tr.params)) r.outputs.push_back(host(t, true));
       records.push_back(std::move(r));
-      ++taken;
     }
   }
+  sample::Writer w;
+  const auto count = static_cast<std::uint32_t>(records.size());
   for (char ch : sample::kMagic) w.put<char>(ch);
   w.put<std::uint32_t>(sample::kSampleVersion);
-  count = static_cast<std::uint32_t>(records.size());
   w.put<std::uint32_t>(count);
   for (const sample::Record& r : records) w.put(r);
   std::ofstream f(path, std::ios::binary);

@@ -65,7 +65,7 @@ std::string compare(const DynTensor& got, const sample::Tensor& want, double rto
                   static_cast<unsigned>(want.dims.size()));
     return why;
   }
-  const bool fl = is_float_dtype(d.dtype());
+  const bool fl = kind_of(d.dtype()) == Kind::Float;
   const std::vector<double> v = d.to_vector<double>();
   for (std::size_t i = 0; i < v.size(); ++i) {
     const double a = v[i], b = want.values[i];
