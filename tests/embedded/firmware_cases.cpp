@@ -91,8 +91,8 @@ int main() {
     return firmware::summary();
   }
   const Device dev = Device::cpu();
-  std::printf("# %u trials of the conformance harness (%u bytes in flash)\n", reader.count(),
-              static_cast<unsigned>(size));
+  std::printf("# %u trials of the conformance harness (%u bytes in flash)\n",
+              static_cast<unsigned>(reader.count()), static_cast<unsigned>(size));
   const unsigned long long t0 = board::ticks();
   std::string current, failure;
   std::size_t trials = 0;
