@@ -50,10 +50,11 @@ embedded-test:
 	@$(MAKE) --no-print-directory embedded-run
 
 # The model firmware links the host's predictions, which the host build's fashion_small
-# computes (embedded/CMakeLists.txt's EMBER_HOST_BUILD): it is built first, when a host
-# build is configured.
+# computes, and firmware_cases the harness's sample, which its test_conformance exports
+# (embedded/CMakeLists.txt's EMBER_HOST_BUILD): they are built first, when a host build is
+# configured.
 embedded-host-tool:
-	@if [ -f $(BUILD)/build.ninja ]; then cmake --build $(BUILD) -j $(JOBS) --target fashion_small; fi
+	@if [ -f $(BUILD)/build.ninja ]; then cmake --build $(BUILD) -j $(JOBS) --target fashion_small test_conformance; fi
 
 $(EMBEDDED_BUILD)/build.ninja: | embedded-host-tool
 	cmake -S embedded -B $(EMBEDDED_BUILD) -G Ninja --toolchain $(CURDIR)/cmake/arm-none-eabi.cmake \

@@ -117,7 +117,7 @@ double test_accuracy(const fashion_small::Cnn& net, const data::MnistDataset& te
   return double(right) / double(test.len());
 }
 
-int train(const Options& o) {
+int train_model(const Options& o) {
   const Device dev = Device::cpu(), ad = dev.autodiff();
   auto train_set = data::FashionMnist::train(o.data_dir);
   auto test_set = data::FashionMnist::test(o.data_dir);
@@ -127,7 +127,7 @@ int train(const Options& o) {
                     .drop_last(true)
                     .device(ad)
                     .build(train_set);
-  const fashion_small::CnnConfig config{};
+  const fashion_small::CnnConfig config = fashion_small::small_config();
   ad.seed(o.seed);
   fashion_small::Cnn net = config.init(ad);
   std::printf("%s", nn::summary(net).c_str());
@@ -259,7 +259,7 @@ int export_inputs(const Options& o) {
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   try {
-    return o.command == "train" ? train(o) : export_inputs(o);
+    return o.command == "train" ? train_model(o) : export_inputs(o);
   } catch (const Error& e) {
     std::fprintf(stderr, "fashion_small: %s\n", e.what());
     return 1;

@@ -135,6 +135,11 @@ RuleEntry make_unary(UnaryFn fn) {
         auto e = unary(c.be, UnaryFn::Exp, neg(c.be, unary(c.be, UnaryFn::Square, c.input(0))));
         give_scaled(c, mul_scalar(c.be, std::move(e), 2.0 / std::sqrt(std::numbers::pi)));
       });
+    case UnaryFn::Erfc:
+      return diff("-g 2/sqrt(pi) exp(-x^2)", kX, false, [](Ctx& c) {
+        auto e = unary(c.be, UnaryFn::Exp, neg(c.be, unary(c.be, UnaryFn::Square, c.input(0))));
+        give_scaled(c, mul_scalar(c.be, std::move(e), -2.0 / std::sqrt(std::numbers::pi)));
+      });
     case UnaryFn::Relu:
       return diff("x > 0 ? g : 0", kX, false, [](Ctx& c) {
         c.give(0, mask(c.be, compare_scalar(c.be, BinaryFn::Gt, c.input(0), 0.0), c.grad()));
@@ -779,6 +784,16 @@ RuleEntry make_kind(ir::OpKind k) {
             if (has_weight) scale = mul(c.be, scale, reshape(c.be, c.input(1), per));
             c.give(0, reshape(c.be, mul(c.be, scale, inner), xs));
           });
+    case OpKind::Svd:
+      // d sigma_i = u_i^T dx v_i for distinct singular values; U and Vh are detached.
+      return diff("dx = U diag(g) Vh (the singular vectors of each matrix)", 0, true, [](Ctx& c) {
+        const Shape& u = c.output(1)->shape();
+        std::vector<std::size_t> row = c.grad()->shape().dims();
+        row.insert(row.end() - 1, 1);  // [..., 1, k]
+        auto ug = mul(c.be, c.output(1), reshape(c.be, c.grad(), Shape(row)));
+        EMBER_ASSERT(ug->shape() == u);
+        c.give(0, matmul(c.be, std::move(ug), c.output(2)));
+      });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

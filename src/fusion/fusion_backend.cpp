@@ -77,6 +77,10 @@ void outputs_of(const ir::Op& op, Out&& out) {
                              std::is_same_v<T, ir::BatchNormGrad>) {
           out(ir::out_shape(o, 0), ir::out_dtype(o, 0));
           out(ir::out_shape(o, 1), ir::out_dtype(o, 1));
+        } else if constexpr (std::is_same_v<T, ir::Svd>) {
+          out(ir::out_shape(o, 0), ir::out_dtype(o, 0));
+          out(ir::out_shape(o, 1), ir::out_dtype(o, 1));
+          out(ir::out_shape(o, 2), ir::out_dtype(o, 2));
         } else if constexpr (std::is_same_v<T, ir::Nonzero>) {
           EMBER_ASSERT(false);  // data-dependent: never recorded
         } else {

@@ -81,10 +81,14 @@ class FusionTensor final : public ir::TensorNode {
   std::shared_ptr<Value> value_;
 };
 
-// A record's results (at most two: Sort, BatchNorm), held in place.
+// A record's results (at most three: Svd's S, U and Vh; two for Sort and BatchNorm), held
+// in place.
 class Outs {
  public:
-  void push_back(std::shared_ptr<Value> v) { v_[n_++] = std::move(v); }
+  void push_back(std::shared_ptr<Value> v) {
+    EMBER_ASSERT(n_ < v_.size());
+    v_[n_++] = std::move(v);
+  }
   std::size_t size() const { return n_; }
   const std::shared_ptr<Value>& operator[](std::size_t i) const { return v_[i]; }
   const std::shared_ptr<Value>& back() const { return v_[n_ - 1]; }
@@ -92,7 +96,7 @@ class Outs {
   const std::shared_ptr<Value>* end() const { return v_.data() + n_; }
 
  private:
-  std::array<std::shared_ptr<Value>, 2> v_;
+  std::array<std::shared_ptr<Value>, 3> v_;
   std::size_t n_ = 0;
 };
 

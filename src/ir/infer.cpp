@@ -168,6 +168,22 @@ bool well_typed(const BatchNormGrad& op) {
          op.g->dtype() == dt && op.g->shape() == op.x->shape();
 }
 
+Shape out_shape(const Svd& op, std::size_t output) {
+  std::vector<std::size_t> dims = op.x->shape().dims();
+  const std::size_t r = dims.size(), m = dims[r - 2], n = dims[r - 1], k = std::min(m, n);
+  if (output == 0) {
+    dims.pop_back();
+    dims.back() = k;
+  } else if (output == 1) {
+    dims.back() = k;
+  } else {
+    dims[r - 2] = k;
+  }
+  return Shape(std::move(dims));
+}
+DType out_dtype(const Svd& op, std::size_t) { return op.x->dtype(); }
+bool well_typed(const Svd& op) { return is_float(op.x->dtype()) && op.x->shape().rank() >= 2; }
+
 Shape out_shape(const Pool& op) {
   const Shape& x = op.x->shape();
   std::vector<std::size_t> dims{x[0], x[1]};

@@ -384,6 +384,8 @@ class LibTorchBackend final : public backend::Backend {
       return false;
     if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
       return false;
+    // Nor the SVD: the registry's fallback (the Cpu) runs it.
+    if (std::holds_alternative<ir::Svd>(op)) return false;
     return Backend::supports(op);
   }
 
@@ -546,6 +548,8 @@ class LibTorchBackend final : public backend::Backend {
         return into([](at::Tensor& y, const at::Tensor& a) { at::atanh_out(y, a); });
       case F::Erf:
         return into([](at::Tensor& y, const at::Tensor& a) { at::erf_out(y, a); });
+      case F::Erfc:
+        return into([](at::Tensor& y, const at::Tensor& a) { at::erfc_out(y, a); });
       case F::Floor:
         return into([](at::Tensor& y, const at::Tensor& a) { at::floor_out(y, a); });
       case F::Ceil:
@@ -1008,6 +1012,7 @@ class LibTorchBackend final : public backend::Backend {
   std::vector<ir::Handle> run_one(ir::BatchNormGrad&) {
     fail("LibTorch: BatchNormGrad has no kernel on this backend");
   }
+  std::vector<ir::Handle> run_one(ir::Svd&) { fail("LibTorch: Svd has no kernel on this backend"); }
 
   ir::Handle run_one(ir::Pool& o) {
     const at::Tensor& x = at_of(o.x);

@@ -1,6 +1,7 @@
-// Linear algebra composites: cross, diag, diag_embed, trace and the vector and matrix
-// norms. Each is written with slices, element-wise ops and reductions, so it runs on every
-// backend and its gradient follows from theirs.
+// Linear algebra: the SVD (ir::Svd, run on the registry's fallback where a backend has no
+// kernel), and composites: cross, diag, diag_embed, trace and the vector and matrix norms,
+// written with slices, element-wise ops, reductions and the SVD, so they run on every
+// backend and their gradients follow from those ops'.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -146,6 +147,17 @@ DynTensor vector_norm(DynTensor x, double ord, const std::vector<std::int64_t>& 
   return norm_over(std::move(x), ord, dims);
 }
 
+SvdResult svd(DynTensor x) {
+  detail::check_kind(x, {Kind::Float}, "svd");
+  EMBER_CHECK(x.rank() >= 2,
+              "svd: expected a tensor of rank >= 2, got shape " + x.shape().to_string());
+  const Device dev = x.device();
+  auto outs = detail::run_all(dev, ir::Svd{std::move(x).handle()});
+  return {std::move(outs[1]), std::move(outs[0]), std::move(outs[2])};
+}
+
+DynTensor svdvals(DynTensor x) { return svd(std::move(x)).s; }
+
 DynTensor matrix_norm(DynTensor x, MatrixNorm ord) {
   detail::check_kind(x, {Kind::Float}, "matrix_norm");
   EMBER_CHECK(x.rank() >= 2,
@@ -162,6 +174,20 @@ DynTensor matrix_norm(DynTensor x, MatrixNorm ord) {
     case MatrixNorm::NegInf: {
       auto rows = reduce(ReduceFn::Sum, unary(UnaryFn::Abs, std::move(x)), -1);
       return reduce(ord == MatrixNorm::Inf ? ReduceFn::Max : ReduceFn::Min, std::move(rows), -2);
+    }
+    case MatrixNorm::Two:
+    case MatrixNorm::NegTwo:
+    case MatrixNorm::Nuclear: {
+      const std::size_t r = x.rank();
+      EMBER_CHECK(x.shape()[r - 2] > 0 && x.shape()[r - 1] > 0,
+                  "matrix_norm: the 2, -2 and nuclear norms need non-empty matrices, got shape " +
+                      x.shape().to_string());
+      const ReduceFn fn = ord == MatrixNorm::Two      ? ReduceFn::Max
+                          : ord == MatrixNorm::NegTwo ? ReduceFn::Min
+                                                      : ReduceFn::Sum;
+      // [..., k] -> [..., 1] -> [..., 1, 1]: the norm keeps both matrix dims.
+      auto v = reduce(fn, svdvals(std::move(x)), -1);
+      return unsqueeze(std::move(v), -1);
     }
   }
   fail("matrix_norm: unknown norm");

@@ -76,6 +76,24 @@ DynTensor var(DynTensor x, std::int64_t dim, std::size_t correction) {
   return var_mean(std::move(x), dim, correction).first;
 }
 
+DynTensor logsumexp(DynTensor x, std::int64_t dim) {
+  detail::check_kind(x, {Kind::Float}, "logsumexp");
+  const std::size_t d = normalize_dim(dim, x.rank(), "logsumexp");
+  using ir::UnaryFn;
+  if (x.shape()[d] == 0) {  // log(0): -inf, as PyTorch
+    return unary(UnaryFn::Log, reduce(ReduceFn::Sum, std::move(x), dim));
+  }
+  // The shift m is the line's maximum where it is finite and 0 elsewhere: a line of -inf
+  // then sums exp(-inf) = 0 (log: -inf), one holding +inf sums inf, a NaN stays NaN. The
+  // shift cancels in the value, so it is detached and the gradient is exactly softmax(x).
+  auto m = detach(reduce(ReduceFn::Max, x, dim));
+  auto off = unary(UnaryFn::LogicalNot, unary(UnaryFn::IsFinite, m));
+  m = mask_fill(std::move(m), std::move(off), 0.0);
+  auto e = unary(UnaryFn::Exp, binary(ir::BinaryFn::Sub, std::move(x), m));
+  auto s = unary(UnaryFn::Log, reduce(ReduceFn::Sum, std::move(e), dim));
+  return binary(ir::BinaryFn::Add, std::move(s), std::move(m));
+}
+
 std::pair<DynTensor, DynTensor> max_dim_with_indices(DynTensor x, std::int64_t dim) {
   auto idx = reduce(ReduceFn::ArgMax, x, dim);
   return {reduce(ReduceFn::Max, std::move(x), dim), std::move(idx)};

@@ -410,6 +410,7 @@ class VulkanBackend final : public backend::Backend {
   }
   bool supports_one(const ir::BatchNorm&) const { return false; }
   bool supports_one(const ir::BatchNormGrad&) const { return false; }
+  bool supports_one(const ir::Svd&) const { return false; }
 
   // ---- helpers ----
   const VkTensor& as_vk(const ir::Handle& h, const char* what) const {
@@ -945,6 +946,7 @@ class VulkanBackend final : public backend::Backend {
   }
   std::vector<ir::Handle> run_one(ir::BatchNorm&) { unreachable("BatchNorm"); }
   std::vector<ir::Handle> run_one(ir::BatchNormGrad&) { unreachable("BatchNormGrad"); }
+  std::vector<ir::Handle> run_one(ir::Svd&) { unreachable("Svd"); }
 
   int index_;
   mutable Context ctx_;

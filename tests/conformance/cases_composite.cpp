@@ -267,6 +267,71 @@ HostTensor grid_sample_ref(const HostTensor& in, const HostTensor& grid, GridOpt
   return y;
 }
 
+// The singular values of each matrix of a [..., m, n], descending, in [..., k]: the square
+// roots of the eigenvalues of the smaller Gram matrix (a^T a or a a^T), found by cyclic
+// Jacobi rotations of that symmetric matrix — a method independent of the kernel's
+// one-sided Jacobi on a itself.
+HostTensor singular_values_ref(const HostTensor& a) {
+  const std::size_t r = a.rank(), m = a.shape[r - 2], n = a.shape[r - 1], k = std::min(m, n);
+  std::vector<std::size_t> dims(a.shape.dims().begin(), a.shape.dims().end() - 2);
+  dims.push_back(k);
+  HostTensor out(Shape(dims), a.dtype);
+  const std::size_t batch = m * n == 0 ? 0 : a.numel() / (m * n);
+  for (std::size_t b = 0; b < batch; ++b) {
+    const double* x = a.v.data() + b * m * n;
+    std::vector<double> g(k * k, 0.0);  // the k x k Gram matrix
+    for (std::size_t i = 0; i < k; ++i) {
+      for (std::size_t j = 0; j < k; ++j) {
+        double acc = 0;
+        if (m >= n) {
+          for (std::size_t t = 0; t < m; ++t) acc += x[t * n + i] * x[t * n + j];
+        } else {
+          for (std::size_t t = 0; t < n; ++t) acc += x[i * n + t] * x[j * n + t];
+        }
+        g[i * k + j] = acc;
+      }
+    }
+    for (int sweep = 0; sweep < 100; ++sweep) {
+      double off = 0;
+      for (std::size_t p = 0; p < k; ++p) {
+        for (std::size_t q = p + 1; q < k; ++q) off += g[p * k + q] * g[p * k + q];
+      }
+      if (off == 0) break;
+      for (std::size_t p = 0; p < k; ++p) {
+        for (std::size_t q = p + 1; q < k; ++q) {
+          const double apq = g[p * k + q];
+          if (apq == 0) continue;
+          const double theta = (g[q * k + q] - g[p * k + p]) / (2 * apq);
+          const double t = (theta >= 0 ? 1.0 : -1.0) / (std::fabs(theta) + std::hypot(1.0, theta));
+          const double c = 1 / std::hypot(1.0, t), sn = t * c;
+          for (std::size_t i = 0; i < k; ++i) {  // G <- G J (columns p, q)
+            const double gp = g[i * k + p], gq = g[i * k + q];
+            g[i * k + p] = c * gp - sn * gq;
+            g[i * k + q] = sn * gp + c * gq;
+          }
+          for (std::size_t i = 0; i < k; ++i) {  // G <- J^T G (rows p, q)
+            const double gp = g[p * k + i], gq = g[q * k + i];
+            g[p * k + i] = c * gp - sn * gq;
+            g[q * k + i] = sn * gp + c * gq;
+          }
+        }
+      }
+    }
+    // The Gram matrix's eigenvalues carry an absolute error of about eps * sigma_max^2: one
+    // below a few times that is zero to this reference's precision (a rank-deficient trial).
+    double top = 0;
+    for (std::size_t i = 0; i < k; ++i) top = std::max(top, g[i * k + i]);
+    std::vector<double> sv(k);
+    for (std::size_t i = 0; i < k; ++i) {
+      const double e = g[i * k + i];
+      sv[i] = e <= 64 * std::numeric_limits<double>::epsilon() * top ? 0.0 : std::sqrt(e);
+    }
+    std::sort(sv.begin(), sv.end(), std::greater<>());
+    for (std::size_t i = 0; i < k; ++i) out.v[b * k + i] = sv[i];
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_composite_cases(std::vector<Case>& cs) {
@@ -831,7 +896,7 @@ void add_composite_cases(std::vector<Case>& cs) {
       Rng rng(191);
       std::vector<Trial> ts;
       for (const Shape& s : {Shape{3, 4}, Shape{2, 3, 5}, Shape{1, 1}, Shape{2, 4, 1}}) {
-        for (double ord = 0; ord < 5; ++ord) {
+        for (double ord = 0; ord < 8; ++ord) {
           ts.push_back({s.to_string() + " ord " + std::to_string(int(ord)),
                         {random_host(s, dt, rng)},
                         {Layout::Permuted},
@@ -853,6 +918,18 @@ void add_composite_cases(std::vector<Case>& cs) {
         for (double& v : y.v) v = std::sqrt(v);
         return one(y);
       }
+      if (ord == ops::MatrixNorm::Two || ord == ops::MatrixNorm::NegTwo ||
+          ord == ops::MatrixNorm::Nuclear) {
+        const HostTensor sv = singular_values_ref(a);
+        const ReduceFn fn = ord == ops::MatrixNorm::Two      ? ReduceFn::Max
+                            : ord == ops::MatrixNorm::NegTwo ? ReduceFn::Min
+                                                             : ReduceFn::Sum;
+        HostTensor y = reduce_dims_ref(fn, sv, {r - 2});
+        std::vector<std::size_t> d = y.shape.dims();
+        d.push_back(1);
+        y.shape = Shape(d);
+        return one(y);
+      }
       for (double& v : a.v) v = std::fabs(v);
       const bool cols = ord == ops::MatrixNorm::One || ord == ops::MatrixNorm::NegOne;
       const bool mx = ord == ops::MatrixNorm::One || ord == ops::MatrixNorm::Inf;
@@ -860,6 +937,74 @@ void add_composite_cases(std::vector<Case>& cs) {
       return one(reduce_dims_ref(mx ? ReduceFn::Max : ReduceFn::Min, sums, {cols ? r - 1 : r - 2}));
     };
     c.tol = accumulating;
+    cs.push_back(std::move(c));
+  }
+
+  // svdvals (ir::Svd's S) against the reference's singular values; svd's U diag(S) Vh
+  // against x and U^T U, Vh Vh^T against the identity (the vectors are unique only up to
+  // sign, so they are checked by what they must satisfy). Tall, wide, square, batched and
+  // one-column matrices, and (svdvals) a rank-deficient one.
+  const auto svd_trials = [](DType dt, Scale s, bool rank_one) {
+    Rng rng(193);
+    std::vector<Trial> ts;
+    std::vector<Shape> shapes = {Shape{3, 4},    Shape{4, 3},    Shape{2, 3, 3}, Shape{1, 1},
+                                 Shape{2, 5, 1}, Shape{2, 1, 4}, Shape{6, 5}};
+    if (s == Scale::Perf) shapes = {Shape{64, 32, 32}};
+    for (const Shape& sh : shapes) {
+      ts.push_back({sh.to_string(), {random_host(sh, dt, rng)}, {Layout::Permuted}, {}});
+    }
+    if (!rank_one) return ts;
+    // Rank 1: the outer product of two vectors (one non-zero singular value).
+    HostTensor low(Shape{4, 3}, dt);
+    for (std::size_t i = 0; i < 4; ++i) {
+      for (std::size_t j = 0; j < 3; ++j) low.v[i * 3 + j] = quantize(dt, (i + 1.0) * (j - 1.5));
+    }
+    ts.push_back({"rank 1 [4, 3]", {low}, {}, {}});
+    return ts;
+  };
+  {
+    Case c;
+    c.fn = "svdvals";
+    c.family = "linalg";
+    c.dtypes = kAllFloats;
+    c.trials = [=](DType dt, Scale s) { return svd_trials(dt, s, true); };
+    c.run = [](Tensors&& x, const Params&) { return Tensors{ops::svdvals(std::move(x[0]))}; };
+    c.ref = [](const std::vector<HostTensor>& in, const Params&) {
+      return one(singular_values_ref(in[0]));
+    };
+    c.tol = accumulating;
+    cs.push_back(std::move(c));
+  }
+  {
+    Case c;
+    c.fn = "svd";
+    c.family = "linalg";
+    c.dtypes = kAllFloats;
+    c.trials = [=](DType dt, Scale s) { return svd_trials(dt, s, false); };
+    c.run = [](Tensors&& x, const Params&) {
+      auto [u, sv, vh] = ops::svd(std::move(x[0]));
+      auto us = ops::binary(ember::ir::BinaryFn::Mul, u, ops::unsqueeze(sv, -2));
+      auto back = ops::matmul(std::move(us), vh);
+      auto utu = ops::matmul(ops::swap_dims(u, -1, -2), u);
+      auto vvt = ops::matmul(vh, ops::swap_dims(vh, -1, -2));
+      return Tensors{std::move(back), std::move(utu), std::move(vvt)};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params&) {
+      const HostTensor& a = in[0];
+      const std::size_t r = a.rank(), k = std::min(a.shape[r - 2], a.shape[r - 1]);
+      std::vector<std::size_t> d(a.shape.dims().begin(), a.shape.dims().end() - 2);
+      d.push_back(k);
+      d.push_back(k);
+      HostTensor eye(Shape(d), a.dtype);
+      for (std::size_t b = 0; b * k * k < eye.numel(); ++b) {
+        for (std::size_t i = 0; i < k; ++i) eye.v[(b * k + i) * k + i] = 1.0;
+      }
+      return std::vector<HostTensor>{a, eye, eye};
+    };
+    c.tol = accumulating;
+    c.no_grad =
+        "U and Vh are detached (only S carries a gradient), so the reconstruction's "
+        "gradient is not the identity's";
     cs.push_back(std::move(c));
   }
 

@@ -84,6 +84,7 @@ void add_unary(std::vector<Case>& cs, const std::string& fn, UnaryFn f, std::vec
     return std::vector<HostTensor>{map1(in[0], pred ? DType::Bool : in[0].dtype, ref)};
   };
   c.tol_scale = tol;
+  c.ir_call = IrCall{IrCall::Kind::Unary, static_cast<std::uint8_t>(f), p0, p1};
   cs.push_back(std::move(c));
 }
 
@@ -148,6 +149,7 @@ void add_binary(std::vector<Case>& cs, const std::string& fn, BinaryFn f, std::v
     return std::vector<HostTensor>{map2(in[0], in[1], is_cmp(f) ? DType::Bool : in[0].dtype, ref)};
   };
   c.tol_scale = tol;
+  c.ir_call = IrCall{IrCall::Kind::Binary, static_cast<std::uint8_t>(f)};
   cs.push_back(std::move(c));
 }
 
@@ -290,6 +292,10 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_unary(
       cs, "erf", UnaryFn::Erf, kAllFloats, D::Small, false, [](double x) { return std::erf(x); },
       2);
+  add_unary(
+      cs, "erfc", UnaryFn::Erfc, kAllFloats, D::Small, true, [](double x) { return std::erfc(x); },
+      2);
+  cs.back().run = method1([](auto t) { return t.erfc(); });
   add_unary(cs, "floor", UnaryFn::Floor, kAllFloats, D::Any, true,
             [](double x) { return std::floor(x); });
   add_unary(cs, "ceil", UnaryFn::Ceil, kAllFloats, D::Any, true,
@@ -457,6 +463,7 @@ void add_elementwise_cases(std::vector<Case>& cs) {
     auto s = ops::binary_scalar(BinaryFn::Rem, std::move(x[1]), 8);
     return Tensors{ops::binary(BinaryFn::Shl, std::move(x[0]), std::move(s))};
   };
+  cs.back().ir_call.reset();  // not the plain call: the counts are taken mod 8
   add_binary(
       cs, "bitwise_right_shift", BinaryFn::Shr, kInts, D::Any, D::Positive, false,
       [](double a, double b) { return std::floor(a / std::ldexp(1.0, static_cast<int>(b) % 8)); });
@@ -464,6 +471,7 @@ void add_elementwise_cases(std::vector<Case>& cs) {
     auto s = ops::binary_scalar(BinaryFn::Rem, std::move(x[1]), 8);
     return Tensors{ops::binary(BinaryFn::Shr, std::move(x[0]), std::move(s))};
   };
+  cs.back().ir_call.reset();  // not the plain call: the counts are taken mod 8
   const auto FIB = concat(FI, {DType::Bool});
   add_binary(cs, "equal", BinaryFn::Eq, FIB, D::Small, D::Small, true,
              [](double a, double b) { return a == b ? 1.0 : 0.0; });

@@ -15,6 +15,7 @@ using ember::ir::ReduceFn;
 using ember::ir::ScanFn;
 namespace ops = ember::ops;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Integer results wrap into their dtype (sums and products keep the input dtype).
 double wrap(DType dt, double v) {
@@ -197,6 +198,8 @@ void add_reduce(std::vector<Case>& cs, const std::string& fn, ReduceFn f, std::v
         reduce_ref(f, in[0], normalize(static_cast<std::int64_t>(p[0]), in[0].rank()))};
   };
   if (f == ReduceFn::Sum || f == ReduceFn::Mean || f == ReduceFn::Prod) c.tol = sum_tolerance;
+  c.ir_call =
+      IrCall{full ? IrCall::Kind::ReduceAll : IrCall::Kind::Reduce, static_cast<std::uint8_t>(f)};
   cs.push_back(std::move(c));
 }
 
@@ -343,6 +346,52 @@ void add_reduce_cases(std::vector<Case>& cs) {
           });
       if (!with_mean) return std::vector<HostTensor>{var};
       return std::vector<HostTensor>{var, mean};
+    };
+    c.tol = sum_tolerance;
+    cs.push_back(std::move(c));
+  }
+
+  // logsumexp along a dim, through its Tensor method: the reference sums exp(v - max) in
+  // f64; a line holding NaN gives NaN, +inf gives +inf, all -inf (or none) gives -inf.
+  {
+    Case c;
+    c.fn = "logsumexp_dim";
+    c.family = "reduction";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale s) {  // finite lines (the grad mode's) and special values
+      auto ts = reduce_trials(dt, s, D::Any, false, true, 57);
+      for (Trial& t : reduce_trials(dt, s, D::Any, true, true, 58)) ts.push_back(std::move(t));
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      const auto dim = static_cast<std::int64_t>(p[0]);
+      return Tensors{with_typed(std::move(x[0]), [dim](auto t) { return t.logsumexp_dim(dim); })};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const std::size_t dim = normalize(static_cast<std::int64_t>(p[0]), in[0].rank());
+      Shape os = in[0].shape;
+      os[dim] = 1;
+      HostTensor y(os, in[0].dtype);
+      for_lines(
+          in[0], dim,
+          [&](const std::vector<double>& line, std::size_t o, std::size_t j, std::size_t inner) {
+            double m = -kInf;
+            bool nan = false;
+            for (double v : line) {
+              nan = nan || std::isnan(v);
+              m = std::max(m, v);
+            }
+            double r = m;
+            if (nan) {
+              r = kNaN;
+            } else if (std::isfinite(m)) {
+              double sum = 0;
+              for (double v : line) sum += std::exp(v - m);
+              r = m + std::log(sum);
+            }
+            y.v[o * inner + j] = r;
+          });
+      return std::vector<HostTensor>{y};
     };
     c.tol = sum_tolerance;
     cs.push_back(std::move(c));

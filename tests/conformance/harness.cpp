@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
@@ -860,6 +861,74 @@ const std::vector<Case>& all_cases() {
     return v;
   }();
   return cases;
+}
+
+std::size_t export_embedded_sample(const std::string& path, std::size_t max_elements,
+                                   std::size_t trials_per_case) {
+  std::vector<sample::Record> records;
+  const auto host = [](const HostTensor& t, bool round) {
+    sample::Tensor s;
+    s.dtype = static_cast<std::uint8_t>(t.dtype);
+    s.dims = t.shape.dims();
+    s.values = t.v;
+    if (round && is_float_dtype(t.dtype)) {
+      for (double& v : s.values) v = quantize(t.dtype, v);
+    }
+    return s;
+  };
+  for (const Case& c : all_cases()) {
+    const bool f32 = std::find(c.dtypes.begin(), c.dtypes.end(), DType::F32) != c.dtypes.end();
+    if (!c.ir_call || !f32 || !c.known_failure.empty() || c.verify) continue;
+    const Tolerance base = default_tolerance(DType::F32);
+    const Tolerance tol =
+        c.tol ? c.tol(DType::F32)
+              : Tolerance{base.rtol * c.tol_scale, base.atol * c.tol_scale + c.atol_extra};
+    // The eligible trials (f32 inputs, none empty, each within max_elements): the first and
+    // the largest ones, so both the smallest shapes and multi-row ones reach the device.
+    std::vector<Trial> eligible;
+    for (Trial& tr : c.trials(DType::F32, Scale::Test)) {
+      bool fits = true;
+      for (const HostTensor& t : tr.inputs) {
+        fits = fits && t.numel() > 0 && t.numel() <= max_elements && t.dtype == DType::F32;
+      }
+      if (fits) eligible.push_back(std::move(tr));
+    }
+    const auto size = [](const Trial& t) {
+      std::size_t n = 0;
+      for (const HostTensor& h : t.inputs) n += h.numel();
+      return n;
+    };
+    if (eligible.size() > 1) {
+      std::stable_sort(eligible.begin() + 1, eligible.end(),
+                       [&](const Trial& a, const Trial& b) { return size(a) > size(b); });
+    }
+    if (eligible.size() > trials_per_case) eligible.resize(trials_per_case);
+    for (const Trial& tr : eligible) {
+      sample::Record r;
+      r.kind = static_cast<std::uint8_t>(c.ir_call->kind);
+      r.fn = c.ir_call->fn;
+      r.name = c.fn;
+      r.p0 = c.ir_call->p0;
+      r.p1 = c.ir_call->p1;
+      r.rtol = tol.rtol;
+      r.atol = tol.atol;
+      r.params = tr.params;
+      for (const HostTensor& t : tr.inputs) r.inputs.push_back(host(t, false));
+      for (const HostTensor& t : c.ref(tr.inputs, tr.params)) r.outputs.push_back(host(t, true));
+      records.push_back(std::move(r));
+    }
+  }
+  sample::Writer w;
+  const auto count = static_cast<std::uint32_t>(records.size());
+  for (char ch : sample::kMagic) w.put<char>(ch);
+  w.put<std::uint32_t>(sample::kSampleVersion);
+  w.put<std::uint32_t>(count);
+  for (const sample::Record& r : records) w.put(r);
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(w.bytes.data()),
+          static_cast<std::streamsize>(w.bytes.size()));
+  EMBER_CHECK(f.good(), "export_embedded_sample: cannot write " + path);
+  return count;
 }
 
 }  // namespace conformance

@@ -20,11 +20,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <ember/ember.hpp>
+
+#include "conformance/embedded_sample.hpp"
 
 namespace conformance {
 
@@ -74,6 +77,17 @@ using RefFn = std::function<std::vector<HostTensor>(const std::vector<HostTensor
 using VerifyFn = std::function<std::string(const std::vector<HostTensor>& in,
                                            const std::vector<HostTensor>& out, const Params& p)>;
 
+// The one IR-level call a case's run makes, when it is exactly that: ops::unary(fn, x, p0,
+// p1), ops::binary(fn, a, b), ops::reduce(fn, x, params[0]) or ops::reduce_all(fn, x). The
+// firmware tests replay such cases from exported trials (--mode embedded,
+// conformance/embedded_sample.hpp).
+struct IrCall {
+  using Kind = sample::CallKind;
+  Kind kind;
+  std::uint8_t fn;  // the UnaryFn, BinaryFn or ReduceFn
+  double p0 = 0, p1 = 0;
+};
+
 struct Case {
   std::string fn;      // the user-level function, as named in ops.hpp / tensor.hpp
   std::string family;  // for grouping in docs/ops.md
@@ -88,6 +102,7 @@ struct Case {
   std::string known_failure;                // non-empty: the case is skipped with this reason
   std::vector<DType> known_failure_dtypes;  // limits known_failure to these dtypes
   std::string no_grad;  // non-empty: grad mode does not differentiate the case, for this reason
+  std::optional<IrCall> ir_call;  // set where run is exactly that call
 };
 
 // ---- the case tables (one function per family file, called explicitly: no static init) ----
@@ -112,6 +127,12 @@ struct Result {
   std::uint64_t op_kinds = 0;  // bit k: the case ran an IR op of ir::OpKind k
 };
 Result run_case(const Case& c, const Device& dev, DType dt, Scale scale = Scale::Test);
+// --mode embedded: the f32 trials (inputs of at most max_elements each, at most
+// trials_per_case of each case) of every case with an ir_call, with their references and
+// tolerances, written to path in the format of conformance/embedded_sample.hpp. Returns
+// the number of trials written.
+std::size_t export_embedded_sample(const std::string& path, std::size_t max_elements,
+                                   std::size_t trials_per_case);
 
 // ---- grad mode (harness.cpp): autodiff on a stack against finite differences ----
 // The autodiff stacks of every available device, by device: d.autodiff(),

@@ -5,6 +5,8 @@
 //   --mode support [--out docs/ops.md]  runs every case and writes the support table
 //   --mode perf [--filter NAME]         times each function alone at a larger size
 //   --mode grad [--filter NAME]         gradients on every autodiff stack vs finite differences
+//   --mode embedded --out FILE          the firmware tests' sample
+//   (conformance/embedded_sample.hpp)
 //   --mode test [--filter NAME]         runs the cases and prints one line per result
 //   --mode fusion [--seed S] [--programs N] [--device D] [--one-thread]  the differential
 //                                       tester of the Fusion decorator, on every device or
@@ -308,6 +310,11 @@ int cli_main(int argc, char** argv) {
   if (mode == "support") return write_support(out, filter);
   if (mode == "perf") return run_perf(filter);
   if (mode == "grad") return run_grad(filter);
+  if (mode == "embedded") {  // the firmware tests' sample: f32 trials of up to 64 elements
+    const std::size_t n = export_embedded_sample(out, 64, 2);
+    std::printf("wrote %zu trials to %s\n", n, out.c_str());
+    return n > 0 ? 0 : 1;
+  }
   if (mode == "fusion") {  // every device (or --device's) against its fusion stack
     std::size_t failures = 0;
     for (const std::string& n : Device::available()) {
@@ -337,7 +344,8 @@ int cli_main(int argc, char** argv) {
     return failures == 0 ? 0 : 1;
   }
   if (mode == "test" || mode.empty()) return run_listing(filter);
-  std::fprintf(stderr, "unknown mode '%s' (test, support, perf, fusion)\n", mode.c_str());
+  std::fprintf(stderr, "unknown mode '%s' (test, support, perf, grad, embedded, fusion)\n",
+               mode.c_str());
   return 2;
 }
 

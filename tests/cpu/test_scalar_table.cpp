@@ -272,7 +272,10 @@ TEST(ScalarTable, CpuUnaryKernelsMatchTheTable) {
               }
               // The reference is rounded to T once, as the kernel's result is.
               const double want = pred ? ref : double(T(ref));
-              ASSERT_TRUE(close<T>(got, want))
+              // gelu_tanh's f32 tail amplifies the rounding of its argument (vmath.hpp's
+              // known limits): there its contract is an absolute error below 1e-9.
+              const double scale = fn == UnaryFn::GeluTanh && std::is_same_v<T, float> ? 2.5e-4 : 0;
+              ASSERT_TRUE(close<T>(got, want, scale))
                   << d.name << "(" << show(double(x[i])) << ", p0 = " << p0 << ") in " << name(dt)
                   << " on " << table->isa << ": got " << show(got) << ", table " << show(want);
             } else {

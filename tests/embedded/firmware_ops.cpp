@@ -217,7 +217,11 @@ void run_all(const char* which, const Device& dev) {
   matmul(dev);
   layout(dev);
   convolution(dev);
+#if EMBER_EMBEDDED_AUTODIFF
   gradients(dev);
+#else
+  std::printf("# gradients: skipped (EMBER_EMBEDDED_AUTODIFF=OFF: no autodiff decorator)\n");
+#endif
 }
 
 alignas(64) std::byte g_arena[64 * 1024];

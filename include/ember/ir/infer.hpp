@@ -146,6 +146,11 @@ Shape out_shape(const BatchNormGrad& op, std::size_t output = 0);
 DType out_dtype(const BatchNormGrad& op, std::size_t output = 0);
 bool well_typed(const BatchNormGrad& op);
 
+// output 0: S [..., k]; 1: U [..., m, k]; 2: Vh [..., k, n] (k = min(m, n)).
+Shape out_shape(const Svd& op, std::size_t output = 0);
+DType out_dtype(const Svd& op, std::size_t output = 0);
+bool well_typed(const Svd& op);
+
 // Whether op's operand dtypes are ones it is defined for (its struct's rule).
 bool well_typed(const Op& op);
 

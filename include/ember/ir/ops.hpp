@@ -94,6 +94,7 @@ enum class UnaryFn : std::uint8_t {
   Acosh,
   Atanh,
   Erf,
+  Erfc,  // 1 - erf(x), without the cancellation for large x
   Floor,
   Ceil,
   Round,
@@ -485,6 +486,17 @@ struct BatchNormGrad {
   Handle x, weight, stats, g;
   double eps;
 };
+// The reduced singular value decomposition of each matrix of x [..., m, n] (a float dtype):
+// with k = min(m, n), three outputs S [..., k] (descending, >= 0), U [..., m, k] and
+// Vh [..., k, n], x = U diag(S) Vh. Singular vectors are unique only up to sign (and within
+// repeated values), so S is the differentiable output; U and Vh are recorded as detached.
+struct Svd {
+  static constexpr const char* kName = "Svd";
+  static constexpr OpClass kClass = OpClass::Compute;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x); }
+  Handle x;
+};
 // ---- creation ----
 struct Fill {
   static constexpr const char* kName = "Fill";
@@ -527,7 +539,7 @@ struct Random {
   X(SliceAssign) X(Cat) X(Gather) X(Scatter) X(IndexSelect) X(IndexAdd)        \
   X(Sort) X(Nonzero) X(Fill) X(Arange) X(Random)                               \
   X(Softmax) X(LayerNorm) X(Unfold) X(Fold) X(Pool) X(Conv)    \
-  X(MaxPoolGrad) X(BatchNorm) X(BatchNormGrad)
+  X(MaxPoolGrad) X(BatchNorm) X(BatchNormGrad) X(Svd)
 // clang-format on
 
 namespace detail {

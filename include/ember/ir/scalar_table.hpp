@@ -134,6 +134,8 @@ constexpr FnDef unary(UnaryFn f) {
     }
     case UnaryFn::Erf:
       return math("erf", Math::Erf);
+    case UnaryFn::Erfc:
+      return math("erfc", Math::Erfc);
     case UnaryFn::Floor:
       return math("floor", Math::Floor);
     case UnaryFn::Ceil:

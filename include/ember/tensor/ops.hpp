@@ -69,6 +69,10 @@ DynTensor reduce(ir::ReduceFn fn, DynTensor x, std::int64_t dim);
 DynTensor reduce_all(ir::ReduceFn fn, DynTensor x);
 DynTensor var(DynTensor x, std::int64_t dim, std::size_t correction = 1);
 std::pair<DynTensor, DynTensor> var_mean(DynTensor x, std::int64_t dim, std::size_t correction = 1);
+// torch.logsumexp along dim (kept): log(sum(exp(x))), shifted by the line's maximum so that
+// no exp overflows; a line of -inf (or an empty one) gives -inf, one with +inf gives +inf.
+// Float dtypes. Its gradient is softmax(x) (the shift is detached).
+DynTensor logsumexp(DynTensor x, std::int64_t dim);
 std::pair<DynTensor, DynTensor> max_dim_with_indices(DynTensor x, std::int64_t dim);
 std::pair<DynTensor, DynTensor> min_dim_with_indices(DynTensor x, std::int64_t dim);
 DynTensor scan(ir::ScanFn fn, DynTensor x, std::int64_t dim);
@@ -190,10 +194,21 @@ DynTensor trace(DynTensor x);
 // dtypes. The gradient of the 2-norm of a zero vector is NaN (no subgradient is chosen).
 DynTensor vector_norm(DynTensor x, double ord = 2.0);
 DynTensor vector_norm(DynTensor x, double ord, const std::vector<std::int64_t>& dims);
+// torch.linalg.svd(x, full_matrices=False) of each matrix of x [..., m, n] (float, rank
+// >= 2): with k = min(m, n), U [..., m, k], S [..., k] (descending, >= 0), Vh [..., k, n],
+// x = U diag(S) Vh (ir::Svd). The singular vectors are unique only up to sign, so only S
+// carries a gradient (U diag(g) Vh); U and Vh are detached.
+struct SvdResult {
+  DynTensor u, s, vh;
+};
+SvdResult svd(DynTensor x);
+// torch.linalg.svdvals: S alone.
+DynTensor svdvals(DynTensor x);
 // torch.linalg.matrix_norm over the last two dims (kept): Frobenius; One / NegOne: the
-// largest / smallest column sum of |x|; Inf / NegInf: the largest / smallest row sum. Float
-// dtypes, rank >= 2.
-enum class MatrixNorm { Frobenius, One, NegOne, Inf, NegInf };
+// largest / smallest column sum of |x|; Inf / NegInf: the largest / smallest row sum; Two /
+// NegTwo: the largest / smallest singular value; Nuclear: their sum. Float dtypes, rank
+// >= 2 (Two, NegTwo and Nuclear need at least one element per matrix).
+enum class MatrixNorm { Frobenius, One, NegOne, Inf, NegInf, Two, NegTwo, Nuclear };
 DynTensor matrix_norm(DynTensor x, MatrixNorm ord = MatrixNorm::Frobenius);
 
 // ---- sampling (ops_sampling.cpp) ----

@@ -183,6 +183,7 @@ class Tensor {
   EMBER_UNARY(deg2rad, Deg2Rad)
   EMBER_UNARY(rad2deg, Rad2Deg)
   EMBER_UNARY(erf, Erf)
+  EMBER_UNARY(erfc, Erfc)
   EMBER_UNARY(floor, Floor)
   EMBER_UNARY(ceil, Ceil)
   EMBER_UNARY(round, Round)
@@ -290,6 +291,7 @@ class Tensor {
     auto [v, m] = ops::var_mean(t_, d, correction);
     return {Tensor(std::move(v)), Tensor(std::move(m))};
   }
+  Tensor logsumexp_dim(std::int64_t d) const { return Tensor(ops::logsumexp(t_, d)); }
   Tensor cumsum(std::int64_t d) const { return Tensor(ops::scan(ir::ScanFn::Sum, t_, d)); }
   Tensor cumprod(std::int64_t d) const { return Tensor(ops::scan(ir::ScanFn::Prod, t_, d)); }
   Tensor cummax(std::int64_t d) const { return Tensor(ops::scan(ir::ScanFn::Max, t_, d)); }

@@ -1,11 +1,16 @@
 // Batched, broadcasting matmul over the GEMM (cpu/gemm). Operand views are passed with
 // their strides, so transposed and sliced matrices need no copy; batch dims are walked
-// as one strided dim where they collapse, else one GEMM call per batch index.
+// as one strided dim where they collapse, else one GEMM call per batch index. And the
+// singular value decomposition (Svd), by one-sided Jacobi in f64.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
 #include <vector>
 
 #include "cpu/gemm/gemm.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/strided.hpp"
+#include "cpu/thread_pool.hpp"
 
 namespace ember::cpu {
 
@@ -48,6 +53,132 @@ ir::Handle run(CpuContext& ctx, ir::Matmul& op) {
       },
       std::size_t(-1));  // the GEMM parallelises internally
   return out;
+}
+
+namespace {
+
+// Note [One-sided Jacobi]: the SVD of a column-major r x c matrix a (r >= c) by
+// Hestenes' method: plane rotations of column pairs (p, q), each making the two columns
+// orthogonal, applied to a and accumulated in v (c x c), sweep after sweep until every
+// pair is orthogonal to working precision (|a_p . a_q| <= 1e-15 |a_p| |a_q|). Then a = U S
+// with S the column norms, and x = a_0 = U S V^T. It converges quadratically and gives
+// small singular values to high relative accuracy; each sweep costs O(r c^2).
+// A column of norm 0 gets a zero u (the gradient of a zero singular value is then 0).
+void jacobi_svd(std::vector<double>& a, std::size_t r, std::size_t c, std::vector<double>& v,
+                std::vector<double>& sigma) {
+  v.assign(c * c, 0.0);
+  for (std::size_t j = 0; j < c; ++j) v[j * c + j] = 1.0;
+  const auto col = [&](std::vector<double>& m, std::size_t rows, std::size_t j) {
+    return m.data() + j * rows;
+  };
+  for (int sweep = 0; sweep < 100; ++sweep) {
+    bool rotated = false;
+    for (std::size_t p = 0; p + 1 < c; ++p) {
+      for (std::size_t q = p + 1; q < c; ++q) {
+        double* ap = col(a, r, p);
+        double* aq = col(a, r, q);
+        double alpha = 0, beta = 0, gamma = 0;
+        for (std::size_t i = 0; i < r; ++i) {
+          alpha += ap[i] * ap[i];
+          beta += aq[i] * aq[i];
+          gamma += ap[i] * aq[i];
+        }
+        if (gamma == 0 || std::fabs(gamma) <= 1e-15 * std::sqrt(alpha * beta)) continue;
+        rotated = true;
+        const double zeta = (beta - alpha) / (2 * gamma);
+        const double t = (zeta >= 0 ? 1.0 : -1.0) / (std::fabs(zeta) + std::sqrt(1 + zeta * zeta));
+        const double cs = 1 / std::sqrt(1 + t * t), sn = cs * t;
+        for (std::size_t i = 0; i < r; ++i) {
+          const double x = ap[i], y = aq[i];
+          ap[i] = cs * x - sn * y;
+          aq[i] = sn * x + cs * y;
+        }
+        double* vp = col(v, c, p);
+        double* vq = col(v, c, q);
+        for (std::size_t i = 0; i < c; ++i) {
+          const double x = vp[i], y = vq[i];
+          vp[i] = cs * x - sn * y;
+          vq[i] = sn * x + cs * y;
+        }
+      }
+    }
+    if (!rotated) break;
+  }
+  sigma.assign(c, 0.0);
+  for (std::size_t j = 0; j < c; ++j) {
+    double* aj = col(a, r, j);
+    double s2 = 0;
+    for (std::size_t i = 0; i < r; ++i) s2 += aj[i] * aj[i];
+    sigma[j] = std::sqrt(s2);
+    for (std::size_t i = 0; i < r; ++i) aj[i] = sigma[j] > 0 ? aj[i] / sigma[j] : 0.0;
+  }
+}
+
+}  // namespace
+
+Outputs run(CpuContext& ctx, ir::Svd& op) {
+  auto x = contiguous(ctx, op.x);
+  const DType dt = x->dtype();
+  const Shape& xs = x->shape();
+  const std::size_t rank = xs.rank(), m = xs[rank - 2], n = xs[rank - 1], k = std::min(m, n);
+  auto s_out = ctx.empty(ir::out_shape(op, 0), dt);
+  auto u_out = ctx.empty(ir::out_shape(op, 1), dt);
+  auto vh_out = ctx.empty(ir::out_shape(op, 2), dt);
+  const std::size_t batch = m * n == 0 ? 0 : xs.num_elements() / (m * n);
+  if (k == 0 || batch == 0) {
+    // No singular values; U or Vh may still have elements (m x 0, 0 x n): none to write.
+    return {s_out, u_out, vh_out};
+  }
+  const bool tall = m >= n;  // else decompose x^T = V S U^T
+  const std::size_t r = tall ? m : n, c = k;
+  const auto each = [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x->data_as<const T>();
+    T* sp = s_out->data_as<T>();
+    T* up = u_out->data_as<T>();
+    T* vp = vh_out->data_as<T>();
+    parallel_for(0, batch, 1, [&](std::size_t b0, std::size_t b1) {
+      std::vector<double> a(r * c), v, sigma;
+      std::vector<std::size_t> order(c);
+      for (std::size_t b = b0; b < b1; ++b) {
+        const T* mat = xp + b * m * n;
+        // a, column-major r x c: x itself when tall (column j = x[:, j]), else x^T.
+        for (std::size_t i = 0; i < m; ++i) {
+          for (std::size_t j = 0; j < n; ++j) {
+            const double e = static_cast<double>(mat[i * n + j]);
+            if (tall) {
+              a[j * r + i] = e;
+            } else {
+              a[i * r + j] = e;
+            }
+          }
+        }
+        jacobi_svd(a, r, c, v, sigma);
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::size_t p, std::size_t q) { return sigma[p] > sigma[q]; });
+        // tall: x = A' V^T with A' = a (r = m), so U = a, Vh = V^T.
+        // wide: x^T = a V^T, so x = V a^T: U = V (m = c rows), Vh = a^T.
+        for (std::size_t t = 0; t < k; ++t) {
+          const std::size_t j = order[t];
+          sp[b * k + t] = static_cast<T>(sigma[j]);
+          for (std::size_t i = 0; i < m; ++i) {
+            up[(b * m + i) * k + t] = static_cast<T>(tall ? a[j * r + i] : v[j * c + i]);
+          }
+          for (std::size_t i = 0; i < n; ++i) {
+            vp[(b * k + t) * n + i] = static_cast<T>(tall ? v[j * c + i] : a[j * r + i]);
+          }
+        }
+      }
+    });
+  };
+  if (dt == DType::F64) {
+    each(double{});
+  } else {
+    EMBER_ASSERT(dt == DType::F32);  // 16-bit floats are widened by the backend
+    each(float{});
+  }
+  return {s_out, u_out, vh_out};
 }
 
 }  // namespace ember::cpu

@@ -90,5 +90,8 @@ ir::Handle run(CudaContext& ctx, ir::Pool& op) {
 ir::Handle run(CudaContext&, ir::MaxPoolGrad&) {
   fail("Cuda: MaxPoolGrad has no kernel on this backend");
 }
+std::vector<ir::Handle> run(CudaContext&, ir::Svd&) {
+  fail("Cuda: Svd has no kernel on this backend");
+}
 
 }  // namespace ember::cuda
