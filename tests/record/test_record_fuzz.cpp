@@ -155,7 +155,7 @@ TEST(RecordFuzz, EmberMutantsAreErrorsOrLoads) {
   record::SaveOptions o;
   o.config = nn::Json{{"a", {1, 2, {{"b", "c"}}}}};
   o.metadata = {{"k", "v"}};
-  fuzz("ember", record::save_bytes(make_net(cpu, 1.0), record::Format::Ember, o), 1, 4000, true);
+  fuzz("ember", record::save_bytes(make_net(cpu, 1.0), record::Format::Ember, o), 1, 3700, true);
 }
 
 TEST(RecordFuzz, SafetensorsMutantsAreErrorsOrLoads) {
