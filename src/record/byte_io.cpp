@@ -1,5 +1,5 @@
 // The portable half of byte_io.hpp: sources over memory, the vector sink and the checks
-// every source shares. Files (POSIX) and CRC-32 (zlib) are byte_io_file.cpp; an embedded
+// every source shares. Files (POSIX) are byte_io_file.cpp and CRC-32 crc32.cpp; an embedded
 // build links byte_io_none.cpp in its place.
 #include "record/byte_io.hpp"
 

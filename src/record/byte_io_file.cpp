@@ -1,15 +1,13 @@
-// Files as byte sources and sinks (pread, mmap, a temporary file renamed into place) and
-// CRC-32 by zlib: the hosted half of byte_io.hpp. An embedded build has no filesystem and
-// links byte_io_none.cpp instead.
+// Files as byte sources and sinks (pread, mmap, a temporary file renamed into place): the
+// hosted half of byte_io.hpp (its CRC-32 is crc32.cpp). An embedded build has no filesystem
+// and links byte_io_none.cpp instead.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -216,17 +214,6 @@ std::shared_ptr<const ByteSource> open_file(const std::string& path, bool mmap) 
 
 std::unique_ptr<ByteSink> atomic_file_sink(const std::string& path) {
   return std::make_unique<AtomicFileSink>(path);
-}
-
-std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t n) {
-  const auto* p = static_cast<const Bytef*>(data);
-  while (n > 0) {
-    auto k = static_cast<uInt>(std::min<std::size_t>(n, UINT_MAX));
-    crc = static_cast<std::uint32_t>(::crc32(crc, p, k));
-    p += k;
-    n -= k;
-  }
-  return crc;
 }
 
 }  // namespace ember::record::detail

@@ -147,12 +147,28 @@ class EmberReader final : public TensorReader {
   TensorData read(std::size_t i) const override {
     const TensorInfo& info = info_.tensors.at(i);
     const EmberTensor& t = tensors_[i];
-    std::vector<std::byte> bytes = source_->read_vector(t.offset, t.size);
-    if (verify_ && crc32_update(0, bytes.data(), bytes.size()) != t.crc) {
-      fail("record: '" + source_->name() + "': the data of '" + info.key +
+    source_->require_range(t.offset, t.size, "read");
+    std::vector<std::byte> bytes(static_cast<std::size_t>(t.size));
+    read_into(i, bytes);
+    return TensorData(std::move(bytes), info.shape, info.dtype);
+  }
+
+  // Note [Checked reads]: the data is read in chunks small enough to stay in the cache, each
+  // checksummed right after it arrives, so the check costs no second pass over memory.
+  void read_into(std::size_t i, std::span<std::byte> dst) const override {
+    const EmberTensor& t = tensors_.at(i);
+    EMBER_ASSERT(dst.size() == t.size);
+    constexpr std::size_t kChunk = std::size_t{1} << 21;
+    std::uint32_t crc = 0;
+    for (std::size_t done = 0; done < dst.size(); done += kChunk) {
+      const std::span<std::byte> part = dst.subspan(done, std::min(kChunk, dst.size() - done));
+      source_->read(t.offset + done, part);
+      if (verify_) crc = crc32_update(crc, part.data(), part.size());
+    }
+    if (verify_ && crc != t.crc) {
+      fail("record: '" + source_->name() + "': the data of '" + info_.tensors.at(i).key +
            "' fails its checksum (a corrupt file)");
     }
-    return TensorData(std::move(bytes), info.shape, info.dtype);
   }
 
   std::optional<InPlace> read_in_place(std::size_t i) const override {

@@ -10,6 +10,12 @@
 
 namespace ember::record::detail {
 
+void TensorReader::read_into(std::size_t i, std::span<std::byte> dst) const {
+  const TensorData data = read(i);
+  EMBER_ASSERT(data.bytes().size() == dst.size());
+  if (!dst.empty()) std::memcpy(dst.data(), data.data(), dst.size());
+}
+
 void check_json_depth(const std::byte* text, std::size_t n, std::size_t max_depth,
                       const std::string& what) {
   std::size_t depth = 0;
@@ -93,6 +99,9 @@ class PrefixReader final : public TensorReader {
     }
   }
   TensorData read(std::size_t i) const override { return inner_->read(index_.at(i)); }
+  void read_into(std::size_t i, std::span<std::byte> dst) const override {
+    inner_->read_into(index_.at(i), dst);
+  }
   std::optional<InPlace> read_in_place(std::size_t i) const override {
     return inner_->read_in_place(index_.at(i));
   }

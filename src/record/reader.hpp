@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "ember/base/tensor_data.hpp"
@@ -25,6 +26,10 @@ class TensorReader {
   const RecordInfo& info() const { return info_; }
   // Tensor i of info().tensors: its elements, contiguous, in the file's dtype and shape.
   virtual TensorData read(std::size_t i) const = 0;
+  // The same elements, checked as read() checks them, into dst, which holds exactly their
+  // bytes (checked_bytes of the tensor's shape and dtype): a load reads straight into the
+  // memory its tensor adopts, with no staging copy. The default copies from read().
+  virtual void read_into(std::size_t i, std::span<std::byte> dst) const;
   // Tensor i's elements in place, in a private mapping (ByteSource::private_view), checked
   // as read() checks them, with the mapping as the owner that keeps them valid; nothing
   // when the source is not a private mapping or the format stores the tensor otherwise.

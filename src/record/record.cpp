@@ -104,13 +104,26 @@ std::unique_ptr<TensorReader> open_path(const std::string& path, const LoadOptio
 // Tensor i of the file as a tensor of `shape` (its own, or [1] for a scalar) and `dtype` on
 // dev: adopted in place from a private mapping where the device's backend can hold it and
 // no cast is asked (zero-copy: Note [Mapped files]), else read and copied.
+//
+// Note [Staged reads]: a tensor read in the file's dtype goes through `staging`, one buffer
+// per load that every tensor reuses: the read lands in pages already there (fresh memory
+// for each tensor costs the kernel a fault and a zeroed page per 4 KiB, which on a busy
+// machine took longer than the read itself), and the backend copies it into its own memory
+// (the Cpu's pool hands back the buffer of the tensor the load just replaced).
 DynTensor load_tensor(const TensorReader& reader, std::size_t i, const Shape& shape, DType dtype,
-                      const Device& dev) {
+                      const Device& dev, std::vector<std::byte>& staging) {
   if (reader.info().tensors[i].dtype == dtype) {
     if (auto in_place = reader.read_in_place(i)) {
       if (auto t = ops::adopt_host(in_place->data, shape, dtype, std::move(in_place->owner), dev))
         return std::move(*t);
     }
+    // The size was checked against the file when it was opened.
+    staging.resize(checked_bytes(shape, dtype, "record::load"));
+    reader.read_into(i, staging);
+    TensorData data(std::move(staging), shape, dtype);
+    DynTensor t = ops::from_data(data, dev);
+    staging = std::move(data.bytes());
+    return t;
   }
   TensorData data = reader.read(i);
   if (data.dtype() != dtype) data = data.convert(dtype);
@@ -128,6 +141,7 @@ struct Loader::Impl {
     DType dtype;  // the dtype the tensor loads as
   };
   std::unordered_map<std::string, Planned> plan;
+  std::vector<std::byte> staging;  // Note [Staged reads]
 
   std::string file() const { return reader_name; }
   std::string reader_name;
@@ -231,7 +245,8 @@ void Loader::apply(nn::TensorEntry& e, const Device& dev) const {
     return;
   }
   const auto& [index, dtype] = it->second;
-  e.tensor = load_tensor(*impl_->reader, index, e.shape(), dtype, dev);  // [] loads as [1]
+  e.tensor = load_tensor(*impl_->reader, index, e.shape(), dtype, dev,
+                         impl_->staging);  // [] loads as [1]
   const TensorInfo& t = impl_->reader->info().tensors[index];
   if (e.is_param() && t.role == nn::TensorRole::Param && t.param_id != 0) e.id = t.param_id;
 }
@@ -316,11 +331,12 @@ std::vector<NamedTensor> read_all(const detail::TensorReader& r, const Device& d
   const detail::TensorReader* reader = &r;
   std::vector<NamedTensor> out;
   const auto& tensors = reader->info().tensors;
+  std::vector<std::byte> staging;  // Note [Staged reads]
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const TensorInfo& t = tensors[i];
     const DType dtype = options.float_dtype && is_float(t.dtype) ? *options.float_dtype : t.dtype;
     const Shape shape = t.shape.rank() == 0 ? Shape{1} : t.shape;
-    out.push_back({t.key, detail::load_tensor(*reader, i, shape, dtype, dev)});
+    out.push_back({t.key, detail::load_tensor(*reader, i, shape, dtype, dev, staging)});
   }
   return out;
 }

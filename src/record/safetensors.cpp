@@ -138,16 +138,25 @@ class SafetensorsReader final : public TensorReader {
   TensorData read(std::size_t i) const override {
     const TensorInfo& t = info_.tensors.at(i);
     const Span& s = spans_[i];
-    std::vector<std::byte> bytes = source_->read_vector(data_begin_ + s.begin, s.end - s.begin);
+    source_->require_range(data_begin_ + s.begin, s.end - s.begin, "read");
+    std::vector<std::byte> bytes(static_cast<std::size_t>(s.end - s.begin));
+    read_into(i, bytes);
+    return TensorData(std::move(bytes), t.shape, t.dtype);
+  }
+
+  void read_into(std::size_t i, std::span<std::byte> dst) const override {
+    const TensorInfo& t = info_.tensors.at(i);
+    const Span& s = spans_.at(i);
+    EMBER_ASSERT(dst.size() == s.end - s.begin);
+    source_->read(data_begin_ + s.begin, dst);
     if (t.dtype == DType::Bool) {
-      for (std::byte& b : bytes) {
+      for (const std::byte b : dst) {
         if (static_cast<unsigned>(b) > 1) {
           fail("record: '" + source_->name() + "': bool tensor '" + t.key +
                "' holds a byte other than 0 or 1");
         }
       }
     }
-    return TensorData(std::move(bytes), t.shape, t.dtype);
   }
 
   // Bool tensors are read (each byte is checked to be 0 or 1).
