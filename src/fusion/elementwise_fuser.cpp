@@ -73,7 +73,7 @@ class Grouper {
     const ir::OpKind kind = ir::kind_of(r.op);
     if (is_elementwise(kind)) {
       if (!members_.empty()) {
-        if (r.outs[0]->shape != shape_) return close_then_open(r, CloseReason::ShapeMismatch);
+        if (r.outs[0]->shape() != shape_) return close_then_open(r, CloseReason::ShapeMismatch);
         if (members_.size() >= shared_.options.max_group_ops)
           return close_then_open(r, CloseReason::MaxOps);
         std::size_t fresh = 0;
@@ -112,14 +112,12 @@ class Grouper {
     for (Record* f : fills_) {
       Value& v = *f->outs[0];
       if (v.state != State::Pending) continue;
+      v.source = nullptr;
       if (!v.dropped.load(std::memory_order_acquire) ||
           v.pending_uses.load(std::memory_order_acquire) > 0) {
-        v.source = nullptr;
         run_alone(shared_, *f);
       } else {
-        v.source = nullptr;
         v.state = State::Elided;
-        f->op = ir::Op{};
       }
     }
     fills_.clear();
@@ -143,7 +141,7 @@ class Grouper {
     const Value* x = r.args[0].get();
     if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
         members_.size() >= shared_.options.max_group_ops ||
-        !shared_.row_reduction(op.fn, x->dtype)) {
+        !shared_.row_reduction(op.fn, x->dtype())) {
       return false;
     }
     for (std::size_t k = op.dim + 1; k < shape_.rank(); ++k) {
@@ -204,7 +202,7 @@ class Grouper {
 
   void join(Record& r) {
     if (members_.empty()) {
-      shape_ = r.outs[0]->shape;
+      shape_ = r.outs[0]->shape();
       group_ = ++groups_opened_;
     }
     FusedInstr in;
@@ -231,7 +229,7 @@ class Grouper {
         },
         r.op);
     for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = id_of(r.args[i]);
-    in.out = r.outs[0]->dtype;
+    in.out = r.outs[0]->dtype();
     Value& out = *r.outs[0];
     out.group = group_;
     out.group_id = kInternalBase + static_cast<std::int32_t>(code_.size());
@@ -346,9 +344,9 @@ void Grouper::close(CloseReason why) {
     Value& v = *inputs_[k];
     const bool last = v.dropped.load(std::memory_order_acquire) &&
                       v.pending_uses.load(std::memory_order_acquire) == input_uses_[k];
-    put(static_cast<std::uint64_t>(v.dtype));
-    put(v.shape.rank());
-    for (std::size_t d = 0; d < v.shape.rank(); ++d) cls(v.shape[d]);
+    put(static_cast<std::uint64_t>(v.dtype()));
+    put(v.shape().rank());
+    for (std::size_t d = 0; d < v.shape().rank(); ++d) cls(v.shape()[d]);
     put(v.layout);
     put(last ? 1 : 0);
     g.inputs.push_back(take_input(v, input_uses_[k]));
@@ -383,7 +381,6 @@ void Grouper::close(CloseReason why) {
   }
   for (Record* r : members) {
     if (r->outs[0]->state == State::Pending) r->outs[0]->state = State::Elided;
-    r->op = ir::Op{};
   }
   shared_.report.group(std::move(info));
 }
