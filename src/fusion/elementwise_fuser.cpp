@@ -15,6 +15,7 @@
 // strides or parameter values.
 #include "fusion/elementwise_fuser.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -67,7 +68,15 @@ bool is_scalar_fill(const Record& r) {
 // handle to it still alive (or a reader in a later flush) when the flush ends.
 class Grouper {
  public:
-  explicit Grouper(Shared& shared) : shared_(shared) {}
+  explicit Grouper(Shared& shared) : shared_(shared) {
+    // A group holds at most max_group_ops members, each with at most three scalar sources.
+    const std::size_t ops = std::min<std::size_t>(shared.options.max_group_ops, 256);
+    const std::size_t most = 4 * ops;
+    members_.reserve(ops);
+    code_.reserve(most);
+    produced_.reserve(most);
+    is_fill_.reserve(most);
+  }
 
   void add(Record& r) {
     const ir::OpKind kind = ir::kind_of(r.op);
@@ -365,7 +374,7 @@ void Grouper::close(CloseReason why) {
   for (std::int32_t o : g.outputs) put(static_cast<std::uint64_t>(o));
   g.signature = std::move(sig);
   g.key = fnv1a(g.signature);
-  g.code = std::move(code_);
+  g.code = code_;  // (a copy: code_ keeps its storage for the next group)
   info.inputs = g.inputs.size();
   info.outputs = g.outputs.size();
   info.key = g.key;
