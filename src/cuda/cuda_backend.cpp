@@ -15,6 +15,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "cuda/codegen.hpp"
 #include "cuda/context.hpp"
 #include "cuda/kernels/kernels.hpp"
 #include "cuda/profile.hpp"
@@ -23,6 +24,12 @@
 
 namespace ember::cuda {
 namespace {
+
+// Whether the environment variable `name` is "1" (an opt-in switch).
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == "1";
+}
 
 class CudaBackend final : public backend::Backend {
  public:
@@ -93,12 +100,13 @@ class CudaBackend final : public backend::Backend {
   // Scalars as parameters of fused kernels (Fill instructions, codegen/fused.cpp) are
   // compile-tested (test_cuda_codegen) but have not run on a GPU yet: opt-in with
   // EMBER_CUDA_FUSED_FILLS=1; by default a scalar is an input of the group, as before.
+  // Groups ending in a row reduction (Note [Fused row reductions] in codegen/fused.cpp),
+  // likewise: opt-in with EMBER_CUDA_FUSED_REDUCE=1; by default the reduction runs alone
+  // after the group.
   backend::FusedCaps fused_caps() const override {
-    static const bool fills = [] {
-      const char* v = std::getenv("EMBER_CUDA_FUSED_FILLS");
-      return v != nullptr && std::string(v) == "1";
-    }();
-    return {.fills = fills};
+    static const bool fills = env_on("EMBER_CUDA_FUSED_FILLS");
+    static const bool reduce = env_on("EMBER_CUDA_FUSED_REDUCE");
+    return {.fills = fills, .row_reduction = reduce ? &fused_reduces_rows : nullptr};
   }
 
   // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero
