@@ -25,10 +25,10 @@
 namespace ember::cuda {
 namespace {
 
-// Whether the environment variable `name` is "1" (an opt-in switch).
-bool env_on(const char* name) {
+// Whether the environment variable `name` is set to `value` (a switch).
+bool env_is(const char* name, const char* value) {
   const char* v = std::getenv(name);
-  return v != nullptr && std::string(v) == "1";
+  return v != nullptr && std::string(v) == value;
 }
 
 class CudaBackend final : public backend::Backend {
@@ -97,15 +97,15 @@ class CudaBackend final : public backend::Backend {
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }
-  // Scalars as parameters of fused kernels (Fill instructions, codegen/fused.cpp) are
-  // compile-tested (test_cuda_codegen) but have not run on a GPU yet: opt-in with
-  // EMBER_CUDA_FUSED_FILLS=1; by default a scalar is an input of the group, as before.
-  // Groups ending in a row reduction (Note [Fused row reductions] in codegen/fused.cpp),
-  // likewise: opt-in with EMBER_CUDA_FUSED_REDUCE=1; by default the reduction runs alone
-  // after the group.
+  // Scalars are parameters of fused kernels (Fill instructions, codegen/fused.cpp; run on
+  // the H200: test_fusion and the differential); EMBER_CUDA_FUSED_FILLS=0 makes a scalar an
+  // input of the group instead. Groups ending in a row reduction (Note [Fused row
+  // reductions] in codegen/fused.cpp) are compile-tested but opt-in, with
+  // EMBER_CUDA_FUSED_REDUCE=1, until they have run on a GPU; by default the reduction runs
+  // alone after the group.
   backend::FusedCaps fused_caps() const override {
-    static const bool fills = env_on("EMBER_CUDA_FUSED_FILLS");
-    static const bool reduce = env_on("EMBER_CUDA_FUSED_REDUCE");
+    static const bool fills = !env_is("EMBER_CUDA_FUSED_FILLS", "0");
+    static const bool reduce = env_is("EMBER_CUDA_FUSED_REDUCE", "1");
     return {.fills = fills, .row_reduction = reduce ? &fused_reduces_rows : nullptr};
   }
 
