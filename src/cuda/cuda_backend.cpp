@@ -97,15 +97,14 @@ class CudaBackend final : public backend::Backend {
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }
-  // Scalars are parameters of fused kernels (Fill instructions, codegen/fused.cpp; run on
-  // the H200: test_fusion and the differential); EMBER_CUDA_FUSED_FILLS=0 makes a scalar an
-  // input of the group instead. Groups ending in a row reduction (Note [Fused row
-  // reductions] in codegen/fused.cpp) are compile-tested but opt-in, with
-  // EMBER_CUDA_FUSED_REDUCE=1, until they have run on a GPU; by default the reduction runs
-  // alone after the group.
+  // Scalars are parameters of fused kernels (Fill instructions, codegen/fused.cpp), and
+  // groups may end in a row reduction (Note [Fused row reductions] in codegen/fused.cpp):
+  // both run on the H200 (test_fusion, every conformance case on cuda:0+fusion, the
+  // differential). EMBER_CUDA_FUSED_FILLS=0 makes a scalar an input of the group instead;
+  // EMBER_CUDA_FUSED_REDUCE=0 runs the reduction alone after the group.
   backend::FusedCaps fused_caps() const override {
     static const bool fills = !env_is("EMBER_CUDA_FUSED_FILLS", "0");
-    static const bool reduce = env_is("EMBER_CUDA_FUSED_REDUCE", "1");
+    static const bool reduce = !env_is("EMBER_CUDA_FUSED_REDUCE", "0");
     return {.fills = fills, .row_reduction = reduce ? &fused_reduces_rows : nullptr};
   }
 

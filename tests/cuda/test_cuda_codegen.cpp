@@ -495,7 +495,7 @@ class RecordingCpu final : public backend::Backend {
   void empty_cache() override { cpu_->empty_cache(); }
   void sync() override { cpu_->sync(); }
   bool runs_fused() const override { return true; }
-  // What the Cuda backend takes with its opt-ins: scalar fills as parameters, row reductions.
+  // What the Cuda backend takes: scalar fills as parameters, row reductions.
   backend::FusedCaps fused_caps() const override {
     return {.fills = true, .row_reduction = &fused_reduces_rows};
   }

@@ -613,13 +613,13 @@ TEST(FusionCuda, SoleOwnedInputsAreReusedInPlace) {
 }
 
 // Row reductions with their prologue on Cuda (Note [Fused row reductions] in
-// src/cuda/codegen/fused.cpp; opt-in with EMBER_CUDA_FUSED_REDUCE=1 until run on a GPU): the
+// src/cuda/codegen/fused.cpp; EMBER_CUDA_FUSED_REDUCE=0 turns them off): the
 // plain device's bits, in rows shorter than a warp, longer than a block's four-way steps,
 // and long enough that the plain reduction takes two passes (the group then runs op by op).
 TEST(FusionCuda, ReductionsTakeTheirPrologue) {
   EMBER_NEED_CUDA();
-  const char* on = std::getenv("EMBER_CUDA_FUSED_REDUCE");
-  const bool fused_reduce = on != nullptr && std::string(on) == "1";
+  const char* off = std::getenv("EMBER_CUDA_FUSED_REDUCE");
+  const bool fused_reduce = off == nullptr || std::string(off) != "0";
   const Device plain = Device::cuda(0);
   for (const std::size_t cols : {std::size_t(7), std::size_t(1300), std::size_t(70000)}) {
     const Device d = cuda_fused();
