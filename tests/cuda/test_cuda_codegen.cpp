@@ -504,7 +504,10 @@ class RecordingCpu final : public backend::Backend {
     // (a reduction keeping a prologue value runs op by op: not a kernel)
     if (ends_in_reduction(s) && s.outputs.size() > 1) return cpu_->run_fused(std::move(g));
     EXPECT_TRUE(fused_supported(s)) << g.signature;
-    for (int v = ends_in_reduction(s) ? 1 : 0; v < 3; ++v) {  // (reductions: contiguous)
+    // Two variants a group: strided and contiguous (the scalar variant of each element-wise
+    // cell is FusedKernelsCompileForSm90's); a reduction, contiguous and with a scalar input.
+    const int first = ends_in_reduction(s) ? 1 : 0;
+    for (int v = first; v < first + 2; ++v) {
       s.contiguous = v > 0;
       s.scalar_mask = v == 2 ? 1u : 0u;  // input 0 read as one element
       s.name = fused_name(g.key, s.contiguous, s.scalar_mask);
