@@ -105,6 +105,12 @@ std::string fused_name(std::uint64_t key, bool contiguous, std::uint32_t scalar_
 // still to be set), and whether every instruction is defined for its dtypes.
 FusedSpec fused_spec(const backend::FusedGroup& g);
 bool fused_supported(const FusedSpec& s);
+// A group may end in a Reduce along rows (Note [Fused row reductions] in codegen/fused.cpp):
+// the rows variant of the Reduce kernel computing its elements from the group's inputs
+// (contiguous variant only; w[1] the rows, w[2] their length). fused_reduces_rows: the
+// functions and operand dtypes it takes.
+bool fused_reduces_rows(ir::ReduceFn fn, DType dt);
+bool ends_in_reduction(const FusedSpec& s);
 KernelSource gen_fused(const FusedSpec& s);
 
 // Reductions over [outer, n, inner]: (const In* x, Out* y, i64 outer, i64 n, i64 inner).

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <type_traits>
 
+#include "cuda/codegen.hpp"
 #include "cuda/context.hpp"
 #include "cuda/kernels/kernels.hpp"
 #include "cuda/profile.hpp"
@@ -23,6 +24,12 @@
 
 namespace ember::cuda {
 namespace {
+
+// Whether the environment variable `name` is set to `value` (a switch).
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v != nullptr && std::string(v) == value;
+}
 
 class CudaBackend final : public backend::Backend {
  public:
@@ -90,15 +97,15 @@ class CudaBackend final : public backend::Backend {
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }
-  // Scalars as parameters of fused kernels (Fill instructions, codegen/fused.cpp) are
-  // compile-tested (test_cuda_codegen) but have not run on a GPU yet: opt-in with
-  // EMBER_CUDA_FUSED_FILLS=1; by default a scalar is an input of the group, as before.
+  // Scalars are parameters of fused kernels (Fill instructions, codegen/fused.cpp), and
+  // groups may end in a row reduction (Note [Fused row reductions] in codegen/fused.cpp):
+  // both run on the H200 (test_fusion, every conformance case on cuda:0+fusion, the
+  // differential). EMBER_CUDA_FUSED_FILLS=0 makes a scalar an input of the group instead;
+  // EMBER_CUDA_FUSED_REDUCE=0 runs the reduction alone after the group.
   backend::FusedCaps fused_caps() const override {
-    static const bool fills = [] {
-      const char* v = std::getenv("EMBER_CUDA_FUSED_FILLS");
-      return v != nullptr && std::string(v) == "1";
-    }();
-    return {.fills = fills};
+    static const bool fills = !env_is("EMBER_CUDA_FUSED_FILLS", "0");
+    static const bool reduce = !env_is("EMBER_CUDA_FUSED_REDUCE", "0");
+    return {.fills = fills, .row_reduction = reduce ? &fused_reduces_rows : nullptr};
   }
 
   // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero

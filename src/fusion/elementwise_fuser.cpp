@@ -15,6 +15,7 @@
 // strides or parameter values.
 #include "fusion/elementwise_fuser.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -67,13 +68,21 @@ bool is_scalar_fill(const Record& r) {
 // handle to it still alive (or a reader in a later flush) when the flush ends.
 class Grouper {
  public:
-  explicit Grouper(Shared& shared) : shared_(shared) {}
+  explicit Grouper(Shared& shared) : shared_(shared) {
+    // A group holds at most max_group_ops members, each with at most three scalar sources.
+    const std::size_t ops = std::min<std::size_t>(shared.options.max_group_ops, 256);
+    const std::size_t most = 4 * ops;
+    members_.reserve(ops);
+    code_.reserve(most);
+    produced_.reserve(most);
+    is_fill_.reserve(most);
+  }
 
   void add(Record& r) {
     const ir::OpKind kind = ir::kind_of(r.op);
     if (is_elementwise(kind)) {
       if (!members_.empty()) {
-        if (r.outs[0]->shape != shape_) return close_then_open(r, CloseReason::ShapeMismatch);
+        if (r.outs[0]->shape() != shape_) return close_then_open(r, CloseReason::ShapeMismatch);
         if (members_.size() >= shared_.options.max_group_ops)
           return close_then_open(r, CloseReason::MaxOps);
         std::size_t fresh = 0;
@@ -112,14 +121,12 @@ class Grouper {
     for (Record* f : fills_) {
       Value& v = *f->outs[0];
       if (v.state != State::Pending) continue;
+      v.source = nullptr;
       if (!v.dropped.load(std::memory_order_acquire) ||
           v.pending_uses.load(std::memory_order_acquire) > 0) {
-        v.source = nullptr;
         run_alone(shared_, *f);
       } else {
-        v.source = nullptr;
         v.state = State::Elided;
-        f->op = ir::Op{};
       }
     }
     fills_.clear();
@@ -143,7 +150,7 @@ class Grouper {
     const Value* x = r.args[0].get();
     if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
         members_.size() >= shared_.options.max_group_ops ||
-        !shared_.row_reduction(op.fn, x->dtype)) {
+        !shared_.row_reduction(op.fn, x->dtype())) {
       return false;
     }
     for (std::size_t k = op.dim + 1; k < shape_.rank(); ++k) {
@@ -204,7 +211,7 @@ class Grouper {
 
   void join(Record& r) {
     if (members_.empty()) {
-      shape_ = r.outs[0]->shape;
+      shape_ = r.outs[0]->shape();
       group_ = ++groups_opened_;
     }
     FusedInstr in;
@@ -231,7 +238,7 @@ class Grouper {
         },
         r.op);
     for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = id_of(r.args[i]);
-    in.out = r.outs[0]->dtype;
+    in.out = r.outs[0]->dtype();
     Value& out = *r.outs[0];
     out.group = group_;
     out.group_id = kInternalBase + static_cast<std::int32_t>(code_.size());
@@ -346,9 +353,9 @@ void Grouper::close(CloseReason why) {
     Value& v = *inputs_[k];
     const bool last = v.dropped.load(std::memory_order_acquire) &&
                       v.pending_uses.load(std::memory_order_acquire) == input_uses_[k];
-    put(static_cast<std::uint64_t>(v.dtype));
-    put(v.shape.rank());
-    for (std::size_t d = 0; d < v.shape.rank(); ++d) cls(v.shape[d]);
+    put(static_cast<std::uint64_t>(v.dtype()));
+    put(v.shape().rank());
+    for (std::size_t d = 0; d < v.shape().rank(); ++d) cls(v.shape()[d]);
     put(v.layout);
     put(last ? 1 : 0);
     g.inputs.push_back(take_input(v, input_uses_[k]));
@@ -367,7 +374,7 @@ void Grouper::close(CloseReason why) {
   for (std::int32_t o : g.outputs) put(static_cast<std::uint64_t>(o));
   g.signature = std::move(sig);
   g.key = fnv1a(g.signature);
-  g.code = std::move(code_);
+  g.code = code_;  // (a copy: code_ keeps its storage for the next group)
   info.inputs = g.inputs.size();
   info.outputs = g.outputs.size();
   info.key = g.key;
@@ -383,7 +390,6 @@ void Grouper::close(CloseReason why) {
   }
   for (Record* r : members) {
     if (r->outs[0]->state == State::Pending) r->outs[0]->state = State::Elided;
-    r->op = ir::Op{};
   }
   shared_.report.group(std::move(info));
 }

@@ -129,15 +129,15 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   }
 
   TensorData to_data(const ir::Handle& x) override {
-    return inner_be().to_data(materialize(*unwrap(x).value(), CloseReason::Read));
+    return inner_be().to_data(materialize(unwrap(x), CloseReason::Read));
   }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
     const std::size_t n = ir::operand_count(op);
-    std::vector<std::shared_ptr<Value>> args(n);
+    Args args(n);
     for (std::size_t i = 0; i < n; ++i) {
       const ir::Handle& h = ir::operand(op, i);
-      if (h) args[i] = unwrap(h).value();
+      if (h) args[i] = unwrap(h).shared_from_this();
     }
     if (!shared_->options.enabled) return run_now(std::move(op), args);
 
@@ -166,7 +166,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     }
     Record r;
     outputs_of(op, [&](Shape shape, DType dtype) {
-      r.outs.push_back(std::make_shared<Value>(std::move(shape), dtype, s, State::Pending));
+      r.outs.push_back(std::make_shared<Value>(this, std::move(shape), dtype, s, State::Pending));
       s->pending_bytes += r.outs.back()->bytes();
     });
     if (ir::op_class(kind) == ir::OpClass::View) {
@@ -180,7 +180,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     r.args = std::move(args);
     std::vector<ir::Handle> outs;
     outs.reserve(r.outs.size());
-    for (const auto& v : r.outs) outs.push_back(std::make_shared<FusionTensor>(this, v));
+    for (const auto& v : r.outs) outs.push_back(handle_of(v));
     s->records.push_back(std::move(r));
     shared_->report.recorded();
     if (!fusable(kind, *shared_)) {
@@ -226,19 +226,19 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
  private:
   backend::Backend& inner_be() const { return *shared_->inner; }
 
-  FusionTensor& unwrap(const ir::Handle& h) const {
-    auto* t = dynamic_cast<FusionTensor*>(h.get());
+  // A handle of this device is a Value (Note [One shape per value]), known by its owner.
+  Value& unwrap(const ir::Handle& h) const {
     EMBER_CHECK(
-        t != nullptr && t->owner() == this,
+        h != nullptr && h->decorator() == this,
         "fusion: a tensor of another device was given to " + name() + " (move it with to_device)");
-    return *t;
+    return static_cast<Value&>(*h);
   }
 
   ir::Handle ready(ir::Handle inner, std::uint8_t layout) {
-    auto v = std::make_shared<Value>(inner->shape(), inner->dtype(), nullptr, State::Ready);
+    auto v = std::make_shared<Value>(this, inner->shape(), inner->dtype(), nullptr, State::Ready);
     v->inner = std::move(inner);
     v->layout = layout;
-    return std::make_shared<FusionTensor>(this, std::move(v));
+    return handle_of(std::move(v));
   }
 
   // v's inner handle, flushing its stream first when it is pending.
@@ -252,7 +252,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   }
 
   // Runs op at once on the inner backend (pass-through, data-dependent ops).
-  std::vector<ir::Handle> run_now(ir::Op op, const std::vector<std::shared_ptr<Value>>& args) {
+  std::vector<ir::Handle> run_now(ir::Op op, const Args& args) {
     for (std::size_t i = 0; i < args.size(); ++i) {
       if (!args[i]) continue;
       ir::Handle& h = ir::operand(op, i);
@@ -271,11 +271,10 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     const ir::OpKind kind = ir::kind_of(op);
     auto outs = inner_be().execute(std::move(op));
     shared_->report.alone(ir::name(kind));
-    std::vector<ir::Handle> wrapped;
     const std::uint8_t layout =
         ir::op_class(kind) == ir::OpClass::View ? static_cast<std::uint8_t>(kind) : kFresh;
-    for (auto& o : outs) wrapped.push_back(ready(std::move(o), layout));
-    return wrapped;
+    for (auto& o : outs) o = ready(std::move(o), layout);
+    return outs;
   }
 
   std::shared_ptr<Stream> my_stream() {

@@ -25,11 +25,7 @@ void ReportState::flush(std::size_t records, backend::CloseReason why) {
 }
 
 void ReportState::alone(const char* op) {
-  {
-    std::lock_guard lk(mu_);
-    ++r_.ops_unfused;
-    ++r_.kernels;
-  }
+  alone_.fetch_add(1, std::memory_order_relaxed);
   if (log_ >= 2) std::fprintf(stderr, "[ember fusion]   alone %s\n", op);
 }
 
@@ -68,6 +64,9 @@ backend::FusionReport ReportState::snapshot() const {
   std::lock_guard lk(mu_);
   backend::FusionReport r = r_;
   r.records = records_.load(std::memory_order_relaxed);
+  const std::size_t alone = alone_.load(std::memory_order_relaxed);
+  r.ops_unfused += alone;
+  r.kernels += alone;
   r.recent.assign(recent_.begin() + static_cast<std::ptrdiff_t>(head_), recent_.end());
   r.recent.insert(r.recent.end(), recent_.begin(),
                   recent_.begin() + static_cast<std::ptrdiff_t>(head_));
@@ -78,6 +77,7 @@ void ReportState::reset() {
   std::lock_guard lk(mu_);
   r_ = {};
   records_.store(0, std::memory_order_relaxed);
+  alone_.store(0, std::memory_order_relaxed);
   recent_.clear();
   head_ = 0;
   keys_.clear();

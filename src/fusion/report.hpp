@@ -41,6 +41,7 @@ class ReportState {
   mutable std::mutex mu_;
   int log_;
   std::atomic<std::size_t> records_{0};
+  std::atomic<std::size_t> alone_{0};             // ops run alone (counted apart: no lock per op)
   std::vector<backend::FusionGroupInfo> recent_;  // a ring of the last groups
   std::size_t head_ = 0;                          // its oldest entry, once full
   backend::FusionReport r_;

@@ -9,6 +9,23 @@
 
 namespace ember::fusion {
 
+namespace {
+// The control block of a user's handle: its destructor is the drop event
+// (Note [One shape per value]).
+struct Holder {
+  explicit Holder(std::shared_ptr<Value> v) : value(std::move(v)) {}
+  Holder(const Holder&) = delete;
+  Holder& operator=(const Holder&) = delete;
+  ~Holder() { value->dropped.store(true, std::memory_order_release); }
+  std::shared_ptr<Value> value;
+};
+}  // namespace
+
+ir::Handle handle_of(std::shared_ptr<Value> v) {
+  Value* node = v.get();
+  return ir::Handle(std::make_shared<Holder>(std::move(v)), node);
+}
+
 ir::Handle take_input(Value& v, std::int32_t uses) {
   std::lock_guard lk(v.take_mu);
   EMBER_ASSERT(v.state == State::Ready && uses >= 1);
@@ -38,8 +55,8 @@ void run_alone(Shared& shared, Record& r) {
 
 void flush_locked(Stream& s, backend::CloseReason why) {
   if (s.records.empty()) return;
-  std::vector<Record> records = std::move(s.records);
-  s.records.clear();
+  std::vector<Record> records;
+  records.swap(s.records);  // (the stream keeps its storage: see the end)
   s.pending_bytes = 0;
   s.shared->report.flush(records.size(), why);
   try {
@@ -57,6 +74,10 @@ void flush_locked(Stream& s, backend::CloseReason why) {
     }
     throw;
   }
+  // The records' storage goes back to the stream, so the next records do not grow a new
+  // vector op by op.
+  records.clear();
+  if (s.records.empty()) s.records.swap(records);
 }
 
 }  // namespace ember::fusion

@@ -1,8 +1,8 @@
 // The lazy stream of the Fusion decorator: values, records and the per-thread stream that
 // holds them until a flush. Private to src/fusion/.
 //
-// Note [Values and handles]: a user-visible handle (FusionTensor) owns a Value; records own
-// the Values they read and produce. The handle's destructor is the drop event: it marks
+// Note [Values and handles]: a user-visible handle owns a Value; records own the Values
+// they read and produce. The handle's last reference dying is the drop event: it marks
 // the Value dropped, so a flush knows which results nobody can read any more (they need
 // not be written) and which operands it may hand to the inner backend as the only
 // reference (in-place reuse, Note [In-place reuse] of the Cpu). A Value's state and inner
@@ -41,11 +41,17 @@ enum class State : std::uint8_t {
 // result, or the result of a view op (by its kind).
 constexpr std::uint8_t kFresh = 0xff;
 
-struct Value {
-  Value(Shape s, DType d, std::shared_ptr<Stream> st, State state)
-      : shape(std::move(s)), dtype(d), stream(std::move(st)), state(state) {}
-  Shape shape;
-  DType dtype;
+// Note [One shape per value]: a Value is the TensorNode its handle points to, so its shape
+// is stored once. The handle a user holds is an aliasing shared_ptr to the Value whose
+// control block is a small Holder (handle_of): the user's references are counted apart from
+// the records', and the Holder's destructor is the drop event.
+struct Value final : ir::TensorNode, std::enable_shared_from_this<Value> {
+  Value(const void* owner, Shape s, DType d, std::shared_ptr<Stream> st, State state)
+      : TensorNode(std::move(s), d), owner(owner), stream(std::move(st)), state(state) {}
+  const void* decorator() const override { return owner; }
+  DType dtype() const { return dtype_; }
+
+  const void* const owner;               // the Fusion backend whose value this is
   const std::shared_ptr<Stream> stream;  // the producing stream; null: made Ready
   State state;
   ir::Handle inner;
@@ -64,21 +70,34 @@ struct Value {
   // flushed by two streams at once (Note [Readers in two streams]).
   std::mutex take_mu;
 
-  std::size_t bytes() const { return shape.num_elements() * size_of(dtype); }
+  std::size_t bytes() const { return shape_.num_elements() * size_of(dtype_); }
 };
 
-// The user-visible handle (Note [Values and handles]).
-class FusionTensor final : public ir::TensorNode {
+// The user-visible handle of v (Note [Values and handles], Note [One shape per value]).
+ir::Handle handle_of(std::shared_ptr<Value> v);
+
+// A record's operands, one per operand slot of its op (null: absent); up to three held in
+// place, since nearly every op has that few.
+class Args {
  public:
-  FusionTensor(const void* owner, std::shared_ptr<Value> v)
-      : TensorNode(v->shape, v->dtype), owner_(owner), value_(std::move(v)) {}
-  ~FusionTensor() override { value_->dropped.store(true, std::memory_order_release); }
-  const void* owner() const { return owner_; }
-  const std::shared_ptr<Value>& value() const { return value_; }
+  explicit Args(std::size_t n = 0) : n_(n) {
+    if (n > kInPlace) heap_.resize(n);
+  }
+  std::size_t size() const { return n_; }
+  std::shared_ptr<Value>& operator[](std::size_t i) { return data()[i]; }
+  const std::shared_ptr<Value>& operator[](std::size_t i) const { return data()[i]; }
+  const std::shared_ptr<Value>* begin() const { return data(); }
+  const std::shared_ptr<Value>* end() const { return data() + n_; }
 
  private:
-  const void* owner_;
-  std::shared_ptr<Value> value_;
+  static constexpr std::size_t kInPlace = 3;
+  std::shared_ptr<Value>* data() { return n_ > kInPlace ? heap_.data() : in_place_.data(); }
+  const std::shared_ptr<Value>* data() const {
+    return n_ > kInPlace ? heap_.data() : in_place_.data();
+  }
+  std::array<std::shared_ptr<Value>, kInPlace> in_place_;
+  std::vector<std::shared_ptr<Value>> heap_;
+  std::size_t n_;
 };
 
 // A record's results (at most three: Svd's S, U and Vh; two for Sort and BatchNorm), held
@@ -101,8 +120,8 @@ class Outs {
 };
 
 struct Record {
-  ir::Op op;                                 // operand slots null: see args
-  std::vector<std::shared_ptr<Value>> args;  // per operand slot (null: absent)
+  ir::Op op;  // operand slots null: see args
+  Args args;
   Outs outs;
 };
 

@@ -495,12 +495,19 @@ class RecordingCpu final : public backend::Backend {
   void empty_cache() override { cpu_->empty_cache(); }
   void sync() override { cpu_->sync(); }
   bool runs_fused() const override { return true; }
-  // What the Cuda backend takes: scalar fills as parameters, no reductions.
-  backend::FusedCaps fused_caps() const override { return {.fills = true}; }
+  // What the Cuda backend takes: scalar fills as parameters, row reductions.
+  backend::FusedCaps fused_caps() const override {
+    return {.fills = true, .row_reduction = &fused_reduces_rows};
+  }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     FusedSpec s = fused_spec(g);
+    // (a reduction keeping a prologue value runs op by op: not a kernel)
+    if (ends_in_reduction(s) && s.outputs.size() > 1) return cpu_->run_fused(std::move(g));
     EXPECT_TRUE(fused_supported(s)) << g.signature;
-    for (int v = 0; v < 3; ++v) {
+    // Two variants a group: strided and contiguous (the scalar variant of each element-wise
+    // cell is FusedKernelsCompileForSm90's); a reduction, contiguous and with a scalar input.
+    const int first = ends_in_reduction(s) ? 1 : 0;
+    for (int v = first; v < first + 2; ++v) {
       s.contiguous = v > 0;
       s.scalar_mask = v == 2 ? 1u : 0u;  // input 0 read as one element
       s.name = fused_name(g.key, s.contiguous, s.scalar_mask);
@@ -540,6 +547,12 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
     auto s =
         x.slice({ops::Range(0, std::nullopt), ops::Range(1, 33, 2)}).abs().clamp(0.1, 0.9) + 1.0f;
     auto c = (g.cast(DType::F32) * 3.0f).cast(dt) + x;
+    auto r = ((x - b) * 2.0f).exp().sum_dim(1);  // reductions with a prologue
+    auto q = (x * x).tanh().mean_dim(1);
+    auto a = (z + b).argmax_dim(1);
+    r.to_data();
+    q.to_data();
+    a.to_data();
     c.to_data();
     g.to_data();
     s.to_data();
@@ -550,7 +563,12 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   auto j = Tensor<2, Int>::from_data(
       TensorData::from<std::int32_t>({2, 5, -4, 3, 1, 6}, Shape{2, 3}), d);
   ((i / j + i % j) * 3 - j.abs()).to_data();
+  (i * j + 2).max_dim(1).to_data();
   ASSERT_GT(rec->kernels.size(), 20u);
+  std::size_t reductions = 0;  // groups ending in a reduction: the rows kernel's loop
+  for (const auto& k : rec->kernels)
+    reductions += k.body.find("em_pro(row * n + j)") != std::string::npos;
+  EXPECT_GE(reductions, 13u);
   std::size_t fills = 0;  // scalars as parameters: printed as Fill instructions
   for (const auto& k : rec->kernels) fills += k.body.find("memcpy(&e") != std::string::npos;
   EXPECT_GT(fills, 10u);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -609,4 +610,57 @@ TEST(FusionCuda, SoleOwnedInputsAreReusedInPlace) {
   auto y = input(Device::cuda(0), 256, 1024, 1.0f);
   for (int k = 0; k < 10; ++k) y = ((std::move(y) * 0.5f).exp() + 1.0f).sqrt();
   EXPECT_TRUE(same_bits(got, values(y)));
+}
+
+// Row reductions with their prologue on Cuda (Note [Fused row reductions] in
+// src/cuda/codegen/fused.cpp; EMBER_CUDA_FUSED_REDUCE=0 turns them off): the
+// plain device's bits, in rows shorter than a warp, longer than a block's four-way steps,
+// and long enough that the plain reduction takes two passes (the group then runs op by op).
+TEST(FusionCuda, ReductionsTakeTheirPrologue) {
+  EMBER_NEED_CUDA();
+  const char* off = std::getenv("EMBER_CUDA_FUSED_REDUCE");
+  const bool fused_reduce = off == nullptr || std::string(off) != "0";
+  const Device plain = Device::cuda(0);
+  for (const std::size_t cols : {std::size_t(7), std::size_t(1300), std::size_t(70000)}) {
+    const Device d = cuda_fused();
+    const auto exp_sum = [&](const Device& dev, std::size_t rows) {
+      return values((input(dev, rows, cols, 1.5f) * 0.5f).exp().sum_dim(1));
+    };
+    EXPECT_TRUE(same_bits(exp_sum(d, 37), exp_sum(plain, 37))) << cols;
+    EXPECT_TRUE(same_bits(exp_sum(d, 2), exp_sum(plain, 2))) << cols;
+    const auto exp_argmin = [&](const Device& dev) {
+      return (input(dev, 5, cols, 2.0f) - 1.0f)
+          .exp()
+          .argmin_dim(1)
+          .to_data()
+          .to_vector<std::int64_t>();
+    };
+    EXPECT_EQ(exp_argmin(d), exp_argmin(plain)) << cols;
+    for (DType dt : {DType::F16, DType::BF16, DType::F64}) {
+      const auto half = [&](const Device& dev) {
+        auto x = input(dev, 6, cols, 3.0f).cast(dt);
+        auto t = (x * x).tanh();
+        auto out = values(t.mean_dim(1).cast(DType::F32));
+        const auto m2 = values((t + x).max_dim(1).cast(DType::F32));
+        out.insert(out.end(), m2.begin(), m2.end());
+        return out;
+      };
+      EXPECT_TRUE(same_bits(half(d), half(plain))) << name(dt) << " " << cols;
+    }
+    const auto ints = [&](const Device& dev) {
+      std::vector<std::int32_t> v(4 * cols);
+      for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<std::int32_t>(k % 29) - 14;
+      auto i = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>(v, Shape{4, cols}), dev);
+      return (i * 3 + 1).sum_dim(1).to_data().to_vector<std::int32_t>();
+    };
+    EXPECT_EQ(ints(d), ints(plain)) << cols;
+    const auto r = fusion::report(d);
+    const auto* g = group_with(r, {"mul", "exp", "sum"});
+    if (fused_reduce) {
+      ASSERT_NE(g, nullptr) << groups_of(r);
+      EXPECT_EQ(g->closed, CloseReason::Reduction);
+    } else {
+      EXPECT_EQ(g, nullptr) << groups_of(r);  // the reduction runs alone after the group
+    }
+  }
 }

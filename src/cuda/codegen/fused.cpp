@@ -86,7 +86,7 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     switch (ins.kind) {
       case FusedInstr::Kind::Fill:
-      case FusedInstr::Kind::Reduce:  // refused by fused_supported
+      case FusedInstr::Kind::Reduce:  // only last, printed by gen_fused_reduction
         break;
       case FusedInstr::Kind::Unary: {
         const std::string p = "g.w[" + num(static_cast<std::size_t>(fused_args(s).params) + 2 * i);
@@ -124,16 +124,88 @@ FusedSpec fused_spec(const backend::FusedGroup& g) {
   return s;
 }
 
+bool fused_reduces_rows(ir::ReduceFn fn, DType dt) {
+  const bool fn_ok = fn == ir::ReduceFn::Sum || fn == ir::ReduceFn::Mean ||
+                     fn == ir::ReduceFn::Max || fn == ir::ReduceFn::Min ||
+                     fn == ir::ReduceFn::ArgMax || fn == ir::ReduceFn::ArgMin;
+  const bool dt_ok = dt == DType::F32 || dt == DType::F64 || dt == DType::F16 ||
+                     dt == DType::BF16 || dt == DType::I32 || dt == DType::I64;
+  return fn_ok && dt_ok && reduce_supported(fn, dt);
+}
+
+bool ends_in_reduction(const FusedSpec& s) {
+  return !s.code.empty() && s.code.back().kind == FusedInstr::Kind::Reduce;
+}
+
 bool fused_supported(const FusedSpec& s) {
   for (const FusedInstr& ins : s.code) {
-    if (ins.kind == FusedInstr::Kind::Reduce) return false;  // (fused_caps: no reductions)
     if (ins.kind == FusedInstr::Kind::Fill) continue;
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
+    if (ins.kind == FusedInstr::Kind::Reduce) {
+      // Only as the last instruction, whose value is the one output (Note [Fused row
+      // reductions]).
+      if (&ins != &s.code.back() || !fused_reduces_rows(ins.reduce, dt) || s.outputs.size() != 1 ||
+          static_cast<std::size_t>(s.outputs[0]) != s.inputs.size() + s.code.size() - 1) {
+        return false;
+      }
+    }
     if (ins.kind == FusedInstr::Kind::Unary && !unary_supported(ins.unary, dt)) return false;
     if (ins.kind == FusedInstr::Kind::Binary && !binary_supported(ins.binary, dt)) return false;
   }
   return true;
 }
+
+namespace {
+
+// Note [Fused row reductions]: a group ending in a Reduce along rows (every later extent 1)
+// is the rows variant of the Reduce kernel (codegen::reduce_rows, one block of 256 threads a
+// row) whose element j of row r is computed, not loaded: em_pro(r * n + j) evaluates the
+// group's other instructions at that element of its (contiguous) iteration space and returns
+// the reduction's operand in its storage type, the value the unfused group would have
+// stored and the Reduce kernel loaded. The same threads combine the same elements in the
+// same order as the Reduce kernel, so the result is bit for bit the unfused one. Arguments:
+// w[1] the rows (outer), w[2] their length (n); the reduced value is the one output.
+KernelSource gen_fused_reduction(const FusedSpec& s) {
+  const std::size_t n_in = s.inputs.size();
+  const FusedArgs a = fused_args(s);
+  const FusedInstr& red = s.code.back();
+  const DType dt = dtype_of(s, red.args[0]);
+  FusedSpec pro = s;  // the prologue: every instruction but the reduction, the operand out
+  pro.code.pop_back();
+  pro.outputs = {red.args[0]};
+  std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +
+                    "> g) {\n  const i64 outer = g.w[1], n = g.w[2];\n";
+  std::vector<std::string> in(n_in);
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const std::string t = storage_type(s.inputs[k]);
+    const std::string ks = num(k);
+    src += "  const " + t + "* px" + ks + " = (const " + t + "*)g.w[" +
+           num(static_cast<std::size_t>(a.inputs) + k) + "];\n";
+    if (s.scalar_mask >> k & 1u) {
+      src += "  const " + t + " s" + ks + " = px" + ks + "[0];\n";
+      in[k] = "s" + ks;
+    } else {
+      in[k] = "px" + ks + "[i]";
+    }
+  }
+  const std::string yt = storage_type(red.out);
+  src +=
+      "  " + yt + "* y = (" + yt + "*)g.w[" + num(static_cast<std::size_t>(a.outputs)) +
+      "];\n  int* err = (int*)g.w[" + num(static_cast<std::size_t>(a.err)) +
+      "]; (void)err;\n  const auto em_pro = [&](i64 i) {\n" +
+      element_body(pro, in,
+                   [](std::size_t, const std::string& v) { return "    return " + v + ";\n"; }) +
+      "  };\n" + typedefs(dt) +
+      reduce_rows(
+          red.reduce, dt, [](const std::string& j) { return "em_pro(row * n + " + j + ")"; }, "") +
+      "}\n";
+  KernelSource k;
+  k.name = s.name;
+  k.body = std::move(src);
+  return k;
+}
+
+}  // namespace
 
 KernelSource gen_fused(const FusedSpec& s) {
   const std::size_t n_in = s.inputs.size();
@@ -141,6 +213,10 @@ KernelSource gen_fused(const FusedSpec& s) {
   EMBER_CHECK(!s.code.empty() && !s.outputs.empty(), "cuda: a fused kernel needs code and outputs");
   EMBER_CHECK(fused_supported(s),
               "cuda: " + s.name + " applies a function not defined for its dtype");
+  if (ends_in_reduction(s)) {
+    EMBER_CHECK(s.contiguous, "cuda: " + s.name + ": a fused reduction reads its inputs linearly");
+    return gen_fused_reduction(s);
+  }
   KernelSource k;
   k.name = s.name;
   std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +

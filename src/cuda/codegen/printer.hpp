@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <string>
 
 #include "ember/base/dtype.hpp"
@@ -66,6 +67,15 @@ std::string scalar_suffix(bool contiguous, unsigned scalar_mask);
 std::string combine(ir::ReduceFn fn, DType t, const std::string& acc, const std::string& v);
 std::string reduce_init(ir::ReduceFn fn, DType t);
 bool reduce_supported(ir::ReduceFn fn, DType t);
+// The rows variant's loop (one block per row of n elements, `outer` rows, 256 threads:
+// warp shuffles, then shared memory) writing y[row]; elem(j) is element j of the row as a
+// storage value of dtype t, row_setup the code opening each row. The plain reduction reads
+// a row of x; a fused one computes each element from the group's inputs (codegen/fused.cpp).
+std::string reduce_rows(ir::ReduceFn fn, DType t,
+                        const std::function<std::string(const std::string&)>& elem,
+                        const std::string& row_setup);
+// The reduced value written from the accumulator `acc` (a mean divides by n).
+std::string reduce_final(ir::ReduceFn fn, DType t);
 // Reduces each thread's `v` across the block with `op` over v and o (identity `ident`).
 std::string block_reduce(const std::string& op, const std::string& ident);
 

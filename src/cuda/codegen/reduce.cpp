@@ -1,6 +1,7 @@
 // The reduction and scan generators, and the reductions' combine steps and identities,
 // printed from ir::sx::reduction (ir/scalar_table.hpp) for these and every other family
 // that folds values (softmax, layer norm, pooling).
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,105 @@ bool reduce_supported(ReduceFn fn, DType t) {
 
 }  // namespace codegen
 
+namespace codegen {
+
+std::string reduce_rows(ReduceFn fn, DType dt,
+                        const std::function<std::string(const std::string&)>& elem,
+                        const std::string& row_setup) {
+  const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
+  const bool boolean = fn == ReduceFn::Any || fn == ReduceFn::All;
+  const char* mx = fn == ReduceFn::ArgMax ? "true" : "false";
+  const DType out = arg ? DType::I64 : (boolean ? DType::Bool : dt);
+  const char* acc_t = boolean ? "bool" : "C";
+  // Element j of the row as C (bool for any and all).
+  const auto value = [&](const std::string& j) {
+    std::string v = load(dt, elem(j));
+    if (boolean) v = std::string("(").append(v).append(" != (C)0)");
+    return v;
+  };
+  const std::string write =
+      arg ? "y[row] = ai < 0 ? 0 : ai;" : "y[row] = " + store(out, reduce_final(fn, dt)) + ";";
+  std::string step;
+  if (arg) {
+    step = "      const C v = " + value("j") + ";\n      if (em_arg_better(v, j, acc, ai, " + mx +
+           ")) { acc = v; ai = j; }\n";
+  } else {
+    step = "      const " + std::string(acc_t) + " v = " + value("j") +
+           ";\n      acc = " + combine(fn, dt, "acc", "v") + ";\n";
+  }
+  const std::string init = arg ? "C acc = (C)0; i64 ai = -1;\n"
+                               : std::string(acc_t) + " acc = " + reduce_init(fn, dt) + ";\n";
+  std::string s = "  __shared__ " + std::string(arg ? "C" : acc_t) + " sv[32];\n";
+  if (arg) s += "  __shared__ i64 si[32];\n";
+  s += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+       "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+       "  for (i64 row = blockIdx.x; row < outer; row += gridDim.x) {\n" +
+       row_setup + "    " + init + "    i64 j = threadIdx.x;\n";
+  // Four independent loads per step keep more bytes in flight per thread.
+  const auto at = [&](int u) { return value("j + " + std::to_string(u) + " * (i64)blockDim.x"); };
+  if (arg) {
+    // Each thread's indices increase, so a later value wins only when strictly better (or
+    // the first NaN): em_arg_better's order without its branches.
+    const char* cmp = fn == ReduceFn::ArgMax ? " > " : " < ";
+    s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
+         "      const C v0 = " +
+         at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) + ", v3 = " + at(3) + ";\n";
+    for (int u = 0; u < 4; ++u) {
+      const std::string v = std::string("v").append(std::to_string(u));
+      s += "      { const bool b = ai < 0 || " + v + cmp + "acc || (" + v + " != " + v +
+           " && acc == acc);\n"
+           "        acc = b ? " +
+           v + " : acc; ai = b ? j + " + std::to_string(u) + " * (i64)blockDim.x : ai; }\n";
+    }
+    s += "    }\n";
+  } else {
+    s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
+         "      const " +
+         std::string(acc_t) + " v0 = " + at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) +
+         ", v3 = " + at(3) + ";\n      const " + std::string(acc_t) +
+         " v01 = " + combine(fn, dt, "v0", "v1") + ", v23 = " + combine(fn, dt, "v2", "v3") +
+         ";\n      const " + std::string(acc_t) + " v03 = " + combine(fn, dt, "v01", "v23") +
+         ";\n      acc = " + combine(fn, dt, "acc", "v03") + ";\n    }\n";
+  }
+  s += "    for (; j < n; j += blockDim.x) {\n" + step + "    }\n";
+  // Warp, then block: the same combine over partial results.
+  std::string merge;
+  if (arg) {
+    merge =
+        "      { const C ov = em_shfl(acc, off); const i64 oi = em_shfl(ai, off);\n"
+        "        if (em_arg_better(ov, oi, acc, ai, " +
+        std::string(mx) + ")) { acc = ov; ai = oi; } }\n";
+  } else {
+    merge = "      { const " + std::string(acc_t) +
+            " v = em_shfl(acc, off); acc = " + combine(fn, dt, "acc", "v") + "; }\n";
+  }
+  s += "    for (int off = 16; off > 0; off >>= 1)\n" + merge;
+  s += "    if (lane == 0) { sv[warp] = acc;" + std::string(arg ? " si[warp] = ai;" : "") +
+       " }\n"
+       "    __syncthreads();\n"
+       "    if (warp == 0) {\n"
+       "      if (lane < nwarps) { acc = sv[lane];" +
+       std::string(arg ? " ai = si[lane];" : "") + " } else { " +
+       (arg ? std::string("acc = (C)0; ai = -1;") : "acc = " + reduce_init(fn, dt) + ";") +
+       " }\n"
+       "      for (int off = 16; off > 0; off >>= 1)\n" +
+       merge + "      if (lane == 0) { " + write +
+       " }\n"
+       "    }\n"
+       "    __syncthreads();\n"
+       "  }\n";
+  return s;
+}
+
+std::string reduce_final(ReduceFn fn, DType dt) {
+  if (fn != ReduceFn::Mean) return "acc";
+  return kind(dt) == K::Float ? "(n == 0 ? (C)(0.0 / 0.0) : acc * ((C)1 / (C)n))"
+                              // integer means divide in i64: n may not fit C
+                              : "(n == 0 ? (C)0 : (C)((i64)acc / n))";
+}
+
+}  // namespace codegen
+
 KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
   EMBER_CHECK(reduce_supported(fn, dt),
               std::string(ir::name(fn)) + ": not defined for " + name(dt) + " tensors");
@@ -56,107 +156,31 @@ KernelSource gen_reduce(ReduceFn fn, DType dt, bool rows) {
   k.name = "em_reduce_" + lower(ir::name(fn)) + "_" + dname(dt) + (rows ? "_rows" : "_cols");
   const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
   const bool boolean = fn == ReduceFn::Any || fn == ReduceFn::All;
-  const char* mx = fn == ReduceFn::ArgMax ? "true" : "false";
   const DType out = arg ? DType::I64 : (boolean ? DType::Bool : dt);
-  const char* acc_t = boolean ? "bool" : "C";
-  // Rows (inner == 1) index the row directly; columns stride by inner.
-  const std::string elem = rows ? "xr[j]" : "xr[j * inner]";
-  std::string value = load(dt, elem);
-  if (boolean) value = std::string("(").append(value).append(" != (C)0)");
-  std::string final_v;
-  if (fn == ReduceFn::Mean) {
-    final_v = kind(dt) == K::Float ? "(n == 0 ? (C)(0.0 / 0.0) : acc * ((C)1 / (C)n))"
-                                   // integer means divide in i64: n may not fit C
-                                   : "(n == 0 ? (C)0 : (C)((i64)acc / n))";
-  } else {
-    final_v = "acc";
-  }
   std::string s = "extern \"C\" __global__ void " + k.name + "(const " + storage_type(dt) +
                   "* __restrict__ x, " + storage_type(out) +
                   "* __restrict__ y, i64 outer, i64 n, i64 inner) {\n" + typedefs(dt);
-  // Per-thread accumulation over the elements j it owns, into acc (and ai for arg).
-  std::string step;
-  if (arg) {
-    step = "      const C v = " + value + ";\n      if (em_arg_better(v, j, acc, ai, " + mx +
-           ")) { acc = v; ai = j; }\n";
-  } else {
-    step = "      const " + std::string(acc_t) + " v = " + value +
-           ";\n      acc = " + combine(fn, dt, "acc", "v") + ";\n";
-  }
-  const std::string init = arg ? "C acc = (C)0; i64 ai = -1;\n"
-                               : std::string(acc_t) + " acc = " + reduce_init(fn, dt) + ";\n";
-  const std::string write =
-      arg ? "y[row] = ai < 0 ? 0 : ai;" : "y[row] = " + store(out, final_v) + ";";
   if (rows) {
-    s += "  __shared__ " + std::string(arg ? "C" : acc_t) + " sv[32];\n";
-    if (arg) s += "  __shared__ i64 si[32];\n";
-    s += "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-         "  const int nwarps = (blockDim.x + 31) >> 5;\n"
-         "  for (i64 row = blockIdx.x; row < outer; row += gridDim.x) {\n"
-         "    const " +
-         std::string(storage_type(dt)) + "* xr = x + row * n;\n    " + init +
-         "    i64 j = threadIdx.x;\n";
-    // Four independent loads per step keep more bytes in flight per thread.
-    const auto at = [&](int u) {
-      std::string v = value;
-      const std::string from = "xr[j]";
-      const std::string to = "xr[j + " + std::to_string(u) + " * (i64)blockDim.x]";
-      v.replace(v.find(from), from.size(), to);
-      return v;
-    };
-    if (arg) {
-      // Each thread's indices increase, so a later value wins only when strictly better (or
-      // the first NaN): em_arg_better's order without its branches.
-      const char* cmp = fn == ReduceFn::ArgMax ? " > " : " < ";
-      s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
-           "      const C v0 = " +
-           at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) + ", v3 = " + at(3) + ";\n";
-      for (int u = 0; u < 4; ++u) {
-        const std::string v = std::string("v").append(std::to_string(u));
-        s += "      { const bool b = ai < 0 || " + v + cmp + "acc || (" + v + " != " + v +
-             " && acc == acc);\n"
-             "        acc = b ? " +
-             v + " : acc; ai = b ? j + " + std::to_string(u) + " * (i64)blockDim.x : ai; }\n";
-      }
-      s += "    }\n";
-    } else {
-      s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
-           "      const " +
-           std::string(acc_t) + " v0 = " + at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) +
-           ", v3 = " + at(3) + ";\n      const " + std::string(acc_t) +
-           " v01 = " + combine(fn, dt, "v0", "v1") + ", v23 = " + combine(fn, dt, "v2", "v3") +
-           ";\n      const " + std::string(acc_t) + " v03 = " + combine(fn, dt, "v01", "v23") +
-           ";\n      acc = " + combine(fn, dt, "acc", "v03") + ";\n    }\n";
-    }
-    s += "    for (; j < n; j += blockDim.x) {\n" + step + "    }\n";
-    // Warp, then block: the same combine over partial results.
-    std::string merge;
-    if (arg) {
-      merge =
-          "      { const C ov = em_shfl(acc, off); const i64 oi = em_shfl(ai, off);\n"
-          "        if (em_arg_better(ov, oi, acc, ai, " +
-          std::string(mx) + ")) { acc = ov; ai = oi; } }\n";
-    } else {
-      merge = "      { const " + std::string(acc_t) +
-              " v = em_shfl(acc, off); acc = " + combine(fn, dt, "acc", "v") + "; }\n";
-    }
-    s += "    for (int off = 16; off > 0; off >>= 1)\n" + merge;
-    s += "    if (lane == 0) { sv[warp] = acc;" + std::string(arg ? " si[warp] = ai;" : "") +
-         " }\n"
-         "    __syncthreads();\n"
-         "    if (warp == 0) {\n"
-         "      if (lane < nwarps) { acc = sv[lane];" +
-         std::string(arg ? " ai = si[lane];" : "") + " } else { " +
-         (arg ? std::string("acc = (C)0; ai = -1;") : "acc = " + reduce_init(fn, dt) + ";") +
-         " }\n"
-         "      for (int off = 16; off > 0; off >>= 1)\n" +
-         merge + "      if (lane == 0) { " + write +
-         " }\n"
-         "    }\n"
-         "    __syncthreads();\n"
-         "  }\n}\n";
-    // rows: xr indexes with inner == 1
+    // Rows (inner == 1) index the row directly.
+    s += reduce_rows(
+             fn, dt, [](const std::string& j) { return "xr[" + j + "]"; },
+             "    const " + std::string(storage_type(dt)) + "* xr = x + row * n;\n") +
+         "}\n";
   } else {
+    // Columns stride by inner: one thread per output element.
+    const char* mx = fn == ReduceFn::ArgMax ? "true" : "false";
+    std::string value = load(dt, "xr[j * inner]");
+    if (boolean) value = std::string("(").append(value).append(" != (C)0)");
+    const char* acc_t = boolean ? "bool" : "C";
+    const std::string step = arg ? "      const C v = " + value +
+                                       ";\n      if (em_arg_better(v, j, acc, ai, " + mx +
+                                       ")) { acc = v; ai = j; }\n"
+                                 : "      const " + std::string(acc_t) + " v = " + value +
+                                       ";\n      acc = " + combine(fn, dt, "acc", "v") + ";\n";
+    const std::string init = arg ? "C acc = (C)0; i64 ai = -1;\n"
+                                 : std::string(acc_t) + " acc = " + reduce_init(fn, dt) + ";\n";
+    const std::string write =
+        arg ? "y[row] = ai < 0 ? 0 : ai;" : "y[row] = " + store(out, reduce_final(fn, dt)) + ";";
     s += "  for (i64 row = EM_GID; row < outer * inner; row += EM_GSTRIDE) {\n"
          "    const " +
          std::string(storage_type(dt)) +

@@ -22,6 +22,72 @@ namespace {
 constexpr std::size_t kMaxFusedInputs = 16;
 }  // namespace
 
+namespace {
+
+// A group ending in a row reduction (Note [Fused row reductions] in codegen/fused.cpp): every
+// input read linearly or as one element, and a reduction the Reduce kernel runs in one pass
+// (else the group runs op by op, as unfused).
+std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, FusedGroup& g,
+                                                           FusedSpec& spec, const char* checked) {
+  const std::size_t n_in = g.inputs.size();
+  const FusedInstr& red = g.code.back();
+  const Shape& shape = g.shape;
+  const std::size_t dim = red.dim;
+  if (dim >= shape.rank() || shape.num_elements() == 0 ||
+      !reduces_in_one_pass(red.reduce, g.dtype_of(red.args[0]), shape, dim)) {
+    return std::nullopt;
+  }
+  std::uint32_t scalar_mask = 0;
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const auto& x = as_cuda(g.inputs[k]);
+    const backend::Walk w = backend::walk_of(x.shape(), x.strides(), shape);
+    if (w == backend::Walk::Strided) return std::nullopt;
+    if (w == backend::Walk::Scalar) scalar_mask |= 1u << k;
+  }
+  spec.contiguous = true;
+  spec.scalar_mask = scalar_mask;
+  const FusedArgs layout = fused_args(spec);
+  if (static_cast<std::size_t>(layout.words) * 8 > kMaxArgBytes) return std::nullopt;
+  Shape out_shape = shape;
+  out_shape[dim] = 1;
+  std::vector<ir::Handle> outs{ctx.empty(out_shape, red.out)};
+  const auto n = static_cast<std::int64_t>(shape[dim]);
+  const auto rows = static_cast<std::int64_t>(shape.num_elements()) / n;
+  std::vector<std::int64_t> w(static_cast<std::size_t>(layout.words), 0);
+  w[0] = rows * n;
+  w[1] = rows;
+  w[2] = n;
+  const auto word = [](const void* p) {
+    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p));
+  };
+  for (std::size_t k = 0; k < n_in; ++k) {
+    w[static_cast<std::size_t>(layout.inputs) + k] = word(as_cuda(g.inputs[k]).data());
+  }
+  w[static_cast<std::size_t>(layout.outputs)] = word(as_cuda(outs[0]).data());
+  w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
+  for (std::size_t i = 0; i < g.code.size(); ++i) {
+    const FusedInstr& in = g.code[i];
+    const auto at = static_cast<std::size_t>(layout.params) + 2 * i;
+    if (in.kind == FusedInstr::Kind::Fill) {
+      w[at] = std::bit_cast<std::int64_t>(in.bits);
+    } else {
+      w[at] = std::bit_cast<std::int64_t>(in.p0);
+      w[at + 1] = std::bit_cast<std::int64_t>(in.p1);
+    }
+  }
+  spec.name = fused_name(g.key, true, scalar_mask);
+  void* arg = w.data();
+  // One block of 256 threads a row, as the Reduce kernel (its order of combining).
+  constexpr std::int64_t kBlock = 256;
+  const bool ran = ctx.launch_fused(
+      g.key, 1u | scalar_mask << 1, g.signature + " " + spec.name, [&] { return gen_fused(spec); },
+      rows * kBlock, {arg}, checked ? checked : ir::name(red.reduce), checked != nullptr);
+  if (!ran) return std::nullopt;
+  return outs;
+}
+
+}  // namespace
+
 std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGroup& g) {
   const std::size_t n_in = g.inputs.size();
   if (n_in > kMaxFusedInputs || g.code.empty() || g.outputs.empty()) return std::nullopt;
@@ -34,6 +100,7 @@ std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGr
       checked = ir::name(in.binary);
     }
   }
+  if (ends_in_reduction(spec)) return run_fused_reduction(ctx, g, spec, checked);
   const Shape& shape = g.shape;
 
   // The layout variant: linear or one-element inputs, else strided over collapsed dims.

@@ -31,6 +31,10 @@ EMBER_IR_OPS(EMBER_CUDA_KERNEL)
 std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx,
                                                        backend::FusedGroup& group);
 
+// Whether run(ctx, Reduce) reduces a contiguous x of this shape along dim in one pass of
+// the rows or columns kernel (reduce.cpp; else Note [Two-pass reductions]).
+bool reduces_in_one_pass(ir::ReduceFn fn, DType dt, const Shape& shape, std::size_t dim);
+
 // Whether run(ctx, Conv) takes op (conv.cpp): cuDNN loaded, a float dtype it has (bf16 from
 // sm_80), 1 to 3 spatial dims, extents that fit its int dims.
 bool conv_supported(const ir::Conv& op, int arch);

@@ -50,19 +50,30 @@ std::int64_t two_pass_chunks(const Dims3& d) {
   return d.n % k == 0 ? k : 1;
 }
 
+namespace {
+// The chunk count of the reduction of fn over dtype dt split as d: 1 for one pass.
+std::int64_t reduce_chunks(ir::ReduceFn fn, DType dt, const Dims3& d) {
+  // Integer means truncate, so they are not exact in two passes; 16-bit floats would round
+  // the partial results to 16 bits.
+  const bool associative = fn != ir::ReduceFn::ArgMax && fn != ir::ReduceFn::ArgMin &&
+                           !(fn == ir::ReduceFn::Mean && !is_float(dt)) && dt != DType::F16 &&
+                           dt != DType::BF16;
+  return associative ? two_pass_chunks(d) : 1;
+}
+}  // namespace
+
+bool reduces_in_one_pass(ir::ReduceFn fn, DType dt, const Shape& shape, std::size_t dim) {
+  return reduce_chunks(fn, dt, split_at(shape, dim)) == 1;
+}
+
 ir::Handle run(CudaContext& ctx, ir::Reduce& op) {
   const Shape out_shape = ir::out_shape(op);
   auto x = ctx.contiguous(op.x);
   Dims3 d = split_at(x->shape(), op.dim);  // not const: launch takes its addresses
   if (d.outer * d.inner == 0) return ctx.empty(out_shape, op.out);
   const bool rows = d.inner == 1;
-  // Integer means truncate, so they are not exact in two passes; 16-bit floats would round
-  // the partial results to 16 bits.
   const DType dt = x->dtype();
-  const bool associative = op.fn != ir::ReduceFn::ArgMax && op.fn != ir::ReduceFn::ArgMin &&
-                           !(op.fn == ir::ReduceFn::Mean && !is_float(dt)) && dt != DType::F16 &&
-                           dt != DType::BF16;
-  if (const std::int64_t k = associative ? two_pass_chunks(d) : 1; k > 1) {
+  if (const std::int64_t k = reduce_chunks(op.fn, dt, d); k > 1) {
     return reduce_two_pass(ctx, op, std::const_pointer_cast<CudaTensor>(x), d, k);
   }
   auto out = ctx.empty(out_shape, op.out);
