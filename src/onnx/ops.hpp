@@ -17,31 +17,30 @@ namespace ember::onnx {
 // The ONNX operators that are exactly one ember op, ops::unary(UnaryFn::fn, x) and
 // ops::binary(BinaryFn::fn, a, b) (broadcasting): X(onnx_op, fn). The operator table
 // registers them from these lists and the code generator writes them as that call.
-// clang-format off (its layout of these lists changes from run to run)
-#define EMBER_ONNX_UNARY_OPS(X)                                                                   \
-  X(Abs, Abs)                                                                                     \
-  X(Neg, Neg)                                                                                     \
-  X(Sign, Sign)                                                                                   \
-  X(Reciprocal, Recip)                                                                            \
-  X(Sqrt, Sqrt)                                                                                   \
-  X(Exp, Exp)                                                                                     \
-  X(Log, Log)                                                                                     \
-  X(Sin, Sin)                                                                                     \
-  X(Cos, Cos)                                                                                     \
-  X(Tan, Tan) X(Sinh, Sinh) X(Cosh, Cosh) X(Tanh, Tanh) X(Asin, Asin) X(Acos, Acos) X(Atan, Atan) \
-      X(Asinh, Asinh) X(Acosh, Acosh) X(Atanh, Atanh) X(Erf, Erf) X(Floor, Floor) X(Ceil, Ceil)   \
-          X(Round, Round) X(Relu, Relu) X(Sigmoid, Sigmoid) X(Softplus, Softplus) X(Mish, Mish)   \
-              X(IsNaN, IsNan) X(BitwiseNot, BitNot)
-#define EMBER_ONNX_BINARY_OPS(X) \
-  X(Add, Add)                    \
-  X(Sub, Sub)                    \
-  X(Mul, Mul)                    \
-  X(Equal, Eq)                   \
-  X(Greater, Gt)                 \
-  X(GreaterOrEqual, Ge)          \
-  X(Less, Lt)                    \
-  X(LessOrEqual, Le)             \
-  X(And, And) X(Or, Or) X(Xor, Xor) X(BitwiseAnd, BitAnd) X(BitwiseOr, BitOr) X(BitwiseXor, BitXor)
+// (clang-format changes its layout of these lists from run to run.)
+// clang-format off
+#define EMBER_ONNX_UNARY_OPS(X)                                                               \
+  X(Abs, Abs)                                                                                 \
+  X(Neg, Neg)                                                                                 \
+  X(Sign, Sign)                                                                               \
+  X(Reciprocal, Recip)                                                                        \
+  X(Sqrt, Sqrt)                                                                               \
+  X(Exp, Exp)                                                                                 \
+  X(Log, Log)                                                                                 \
+  X(Sin, Sin) X(Cos, Cos) X(Tan, Tan) X(Sinh, Sinh) X(Cosh, Cosh) X(Tanh, Tanh) X(Asin, Asin) \
+      X(Acos, Acos) X(Atan, Atan) X(Asinh, Asinh) X(Acosh, Acosh) X(Atanh, Atanh) X(Erf, Erf) \
+          X(Floor, Floor) X(Ceil, Ceil) X(Round, Round) X(Relu, Relu) X(Sigmoid, Sigmoid)     \
+              X(Softplus, Softplus) X(Mish, Mish) X(IsNaN, IsNan) X(BitwiseNot, BitNot)
+#define EMBER_ONNX_BINARY_OPS(X)                                                                 \
+  X(Add, Add)                                                                                    \
+  X(Sub, Sub)                                                                                    \
+  X(Mul, Mul)                                                                                    \
+  X(Equal, Eq)                                                                                   \
+  X(Greater, Gt)                                                                                 \
+  X(GreaterOrEqual, Ge)                                                                          \
+  X(Less, Lt)                                                                                    \
+  X(LessOrEqual, Le) X(And, And) X(Or, Or) X(Xor, Xor) X(BitwiseAnd, BitAnd) X(BitwiseOr, BitOr) \
+      X(BitwiseXor, BitXor)
 // clang-format on
 
 struct OpCall {
