@@ -137,7 +137,7 @@ fuzz-onnx: deps
 	  -DEMBER_BUILD_TESTS=OFF -DEMBER_BUILD_EXAMPLES=OFF -DEMBER_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_onnx
 	mkdir -p $(FUZZ_BUILD)/corpus-onnx
-	cp tests/onnx/models/*.onnx $(FUZZ_BUILD)/corpus-onnx/
+	cp tests/onnx/models/*.onnx tests/onnx/fuzz_findings/*.onnx $(FUZZ_BUILD)/corpus-onnx/
 	for d in /usr/share/libonnx-testdata/data/node/test_[a-c]*; do cp $$d/model.onnx $(FUZZ_BUILD)/corpus-onnx/$$(basename $$d).onnx; done
 	$(FUZZ_BUILD)/fuzz_onnx -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=10 \
 	  $(FUZZ_BUILD)/corpus-onnx

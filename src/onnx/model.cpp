@@ -2,8 +2,13 @@
 // folding, dead-node elimination, the declared shapes kept for checking inputs — and run
 // node by node over an environment of named DynTensors.
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -331,13 +336,95 @@ void check_inputs(const Graph& g, const std::vector<DynTensor>& inputs) {
   }
 }
 
+// EMBER_ONNX_PROFILE=1: every node's wall time and the process's CPU time over it (the
+// device synchronized before and after it), summed per operator (convolutions per kernel,
+// stride and kind), written to stderr as a table when the program exits. For finding
+// where a model's time goes; on a loaded machine the CPU time is the steadier measure. The
+// syncs make an asynchronous device slower than it runs otherwise.
+class NodeProfile {
+ public:
+  struct Clock {
+    std::chrono::steady_clock::time_point wall;
+    double cpu_ms;
+    static Clock now() {
+      timespec t{};
+      clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+      return {std::chrono::steady_clock::now(), double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6};
+    }
+  };
+  static NodeProfile* active() {
+    static NodeProfile* p = std::getenv("EMBER_ONNX_PROFILE") ? new NodeProfile : nullptr;
+    return p;
+  }
+  void add(const Node& n, const Env& env, const Graph& g, const Clock& t0) {
+    const Clock t1 = Clock::now();
+    const std::lock_guard<std::mutex> lock(mu_);
+    Row& r = rows_[key(n, env, g)];
+    r.nodes += 1;
+    r.wall_ms += std::chrono::duration<double, std::milli>(t1.wall - t0.wall).count();
+    r.cpu_ms += t1.cpu_ms - t0.cpu_ms;
+  }
+
+ private:
+  NodeProfile() {
+    std::atexit([] { active()->print(); });
+  }
+  // "Conv 3x3/s2 depthwise": the convolutions apart by their geometry.
+  static std::string key(const Node& n, const Env& env, const Graph& g) {
+    if (n.op_type != "Conv" || n.inputs.size() < 2) return n.op_type;
+    const DynTensor* w = lookup(g, env, n.inputs[1]);
+    if (!w || w->rank() < 3) return n.op_type;
+    std::string k = n.op_type + " ";
+    for (std::size_t d = 2; d < w->rank(); ++d)
+      k += (d > 2 ? "x" : "") + std::to_string(w->shape()[d]);
+    const auto strides = n.ints("strides");
+    if (!strides.empty() && strides[0] > 1) k += "/s" + std::to_string(strides[0]);
+    const auto groups = static_cast<std::size_t>(n.i("group", 1));
+    if (groups > 1) k += w->shape()[1] == 1 ? " depthwise" : " grouped";
+    return k;
+  }
+  struct Row {
+    std::size_t nodes = 0;
+    double wall_ms = 0, cpu_ms = 0;
+  };
+  void print() {
+    std::vector<std::pair<std::string, Row>> rows(rows_.begin(), rows_.end());
+    std::sort(rows.begin(), rows.end(),
+              [](const auto& a, const auto& b) { return a.second.cpu_ms > b.second.cpu_ms; });
+    Row all;
+    for (const auto& [k, r] : rows) {
+      all.wall_ms += r.wall_ms;
+      all.cpu_ms += r.cpu_ms;
+    }
+    std::fprintf(stderr, "EMBER_ONNX_PROFILE: %.2f ms wall, %.2f ms CPU over all runs\n",
+                 all.wall_ms, all.cpu_ms);
+    std::fprintf(
+        stderr, "| operator | nodes run | wall ms | CPU ms | CPU share |\n|---|---|---|---|---|\n");
+    for (const auto& [k, r] : rows)
+      std::fprintf(stderr, "| %s | %zu | %.2f | %.2f | %.1f%% |\n", k.c_str(), r.nodes, r.wall_ms,
+                   r.cpu_ms, all.cpu_ms > 0 ? 100 * r.cpu_ms / all.cpu_ms : 0.0);
+  }
+  std::mutex mu_;
+  std::map<std::string, Row> rows_;
+};
+
 }  // namespace
 
 void run_nodes(const Graph& g, Env& env) {
   const bool planned = g.plan.size() == g.nodes.size();
+  NodeProfile* profile = NodeProfile::active();
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
+    NodeProfile::Clock t0{};
+    if (profile) {
+      g.device.sync();
+      t0 = NodeProfile::Clock::now();
+    }
     auto out = run_node(g, n, env, planned ? &g.plan[i] : nullptr);
+    if (profile) {
+      g.device.sync();
+      profile->add(n, env, g, t0);
+    }
     for (std::size_t i = 0; i < n.outputs.size() && i < out.size(); ++i)
       if (!n.outputs[i].empty()) env.insert_or_assign(n.outputs[i], std::move(out[i]));
   }

@@ -17,6 +17,8 @@ namespace ember::onnx {
 // The ONNX operators that are exactly one ember op, ops::unary(UnaryFn::fn, x) and
 // ops::binary(BinaryFn::fn, a, b) (broadcasting): X(onnx_op, fn). The operator table
 // registers them from these lists and the code generator writes them as that call.
+// (clang-format changes its layout of these lists from run to run.)
+// clang-format off
 #define EMBER_ONNX_UNARY_OPS(X)                                                               \
   X(Abs, Abs)                                                                                 \
   X(Neg, Neg)                                                                                 \
@@ -39,6 +41,7 @@ namespace ember::onnx {
   X(Less, Lt)                                                                                    \
   X(LessOrEqual, Le) X(And, And) X(Or, Or) X(Xor, Xor) X(BitwiseAnd, BitAnd) X(BitwiseOr, BitOr) \
       X(BitwiseXor, BitXor)
+// clang-format on
 
 struct OpCall {
   const Node& node;

@@ -276,9 +276,20 @@ V max_pool(OpCall& c) {
   Geometry g = geometry(c, x.shape(), kernel, c.node.i("ceil_mode", 0) != 0);
   const double low = is_float(x.dtype()) ? -INFINITY : (x.dtype() == DType::U8 ? 0.0 : -128.0);
   const Shape in_shape = x.shape();
-  x = pad_spatial(std::move(x), g, low);
-  DynTensor y = module_ops::max_pool(x, g.kernel, {g.stride, {}, g.dilation});
-  if (c.num_outputs < 2 || c.node.outputs[1].empty()) return {y};
+  const bool want_indices = c.num_outputs >= 2 && !c.node.outputs[1].empty();
+  // Without indices, padding of at most half the window on both sides is the pool's own
+  // (windows never count it), so the input is not copied; other padding is made of `low`
+  // entries (the indices below unfold the padded input).
+  bool own_padding = g.symmetric() && !want_indices;
+  for (std::size_t i = 0; i < g.kernel.size(); ++i)
+    own_padding = own_padding && 2 * g.pad_begin[i] <= g.kernel[i];
+  module_ops::WindowOptions po{g.stride, {}, g.dilation};
+  if (own_padding)
+    po.padding = g.pad_begin;
+  else
+    x = pad_spatial(std::move(x), g, low);
+  DynTensor y = module_ops::max_pool(x, g.kernel, po);
+  if (!want_indices) return {y};
   // Indices: the flat index (over the whole input, row-major or, with storage_order 1,
   // column-major spatial dims) of each window's first maximum, found by unfolding the
   // input and an index map the same way.

@@ -466,39 +466,105 @@ struct Converter {
 
 }  // namespace
 
-// ONNX 1.12's shape inference of ConvTranspose reads the weight's dims 1 and 2.. without
-// checking its rank (a weight of rank < 2, or of another rank than the input, crashes it),
-// so the ranks that are declared (graph inputs, initializers, value_info) are checked
-// first, in subgraphs too.
-void check_conv_transpose_ranks(const pb::GraphProto& g, std::int64_t opset) {
+namespace {
+
+// Note [Convolution ranks in ONNX shape inference]
+// ONNX 1.12's shape inference of the convolutions trusts the weight's rank: Conv,
+// ConvInteger and QLinearConv take the kernel's extents from the weight's dims 2.. and
+// index the input's dims and the dilations with them (a weight of higher rank than the
+// input reads past both), and ConvTranspose reads the weight's dims 1 and 2.. unchecked.
+// So shape inference runs with RankGuardedSchemas, which hands out these operators'
+// schemas with an inference function that first compares the ranks it is given and, where
+// they disagree, infers nothing for that node; check_conv_ranks then names the node from
+// the ranks that are declared or were inferred (graph inputs, initializers, value_info).
+
+// The input index of a convolution's weight, or -1 for any other operator.
+int conv_weight_index(const std::string& op_type, const std::string& domain) {
+  if (!domain.empty() && domain != "ai.onnx") return -1;
+  if (op_type == "Conv" || op_type == "ConvInteger" || op_type == "ConvTranspose") return 1;
+  if (op_type == "QLinearConv") return 3;
+  return -1;
+}
+
+// What is wrong with a convolution of input rank `x` and weight rank `w` (-1: unknown), or
+// an empty string.
+std::string conv_rank_problem(const std::string& op_type, int x, int w) {
+  const bool transpose = op_type == "ConvTranspose";
+  if (transpose && w >= 0 && w < 3)
+    return "the weight has rank " + std::to_string(w) +
+           "; expected [C, O / group, *kernel] of rank 3 to 5";
+  if (x >= 0 && w >= 0 && x != w)
+    return "the input has rank " + std::to_string(x) + " and the weight rank " + std::to_string(w) +
+           "; expected equal ranks ([N, C, *spatial] and " +
+           (transpose ? "[C, O / group, *kernel])" : "[O, C / group, *kernel])");
+  return {};
+}
+
+class RankGuardedSchemas final : public pb::ISchemaRegistry {
+ public:
+  const pb::OpSchema* GetSchema(const std::string& key, const int max_version,
+                                const std::string& domain) const override {
+    const pb::OpSchema* s = pb::OpSchemaRegistry::Schema(key, max_version, domain);
+    const int wi = conv_weight_index(key, domain);
+    if (s == nullptr || wi < 0 || !s->has_type_and_shape_inference_function()) return s;
+    auto& guarded = guarded_[s];
+    if (!guarded) {
+      guarded = std::make_unique<pb::OpSchema>(*s);
+      guarded->TypeAndShapeInferenceFunction(
+          [this, key, wi,
+           infer = s->GetTypeAndShapeInferenceFunction()](pb::InferenceContext& ctx) {
+            const auto rank = [&ctx](std::size_t i) {
+              const pb::TypeProto* t = i < ctx.getNumInputs() ? ctx.getInputType(i) : nullptr;
+              return t && t->has_tensor_type() && t->tensor_type().has_shape()
+                         ? t->tensor_type().shape().dim_size()
+                         : -1;
+            };
+            const std::string problem = conv_rank_problem(key, rank(0), rank(wi));
+            if (problem.empty()) return infer(ctx);
+            if (first_problem_.empty()) first_problem_ = key + ": " + problem;
+          });
+    }
+    return guarded.get();
+  }
+  // The first convolution whose inference was skipped ("Conv: the input has rank ...").
+  const std::string& first_problem() const { return first_problem_; }
+
+ private:
+  mutable std::map<const pb::OpSchema*, std::unique_ptr<pb::OpSchema>> guarded_;
+  mutable std::string first_problem_;
+};
+
+void check_conv_ranks(const pb::GraphProto& g, std::int64_t opset) {
   std::map<std::string, int> rank;
-  for (const auto& v : g.input())
+  const auto declare = [&rank](const pb::ValueInfoProto& v) {
     if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
       rank[v.name()] = v.type().tensor_type().shape().dim_size();
-  for (const auto& v : g.value_info())
-    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-      rank[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& v : g.input()) declare(v);
+  for (const auto& v : g.value_info()) declare(v);
+  for (const auto& v : g.output()) declare(v);
   for (const auto& t : g.initializer()) rank[t.name()] = t.dims_size();
+  int k = -1;
   for (const auto& n : g.node()) {
+    ++k;
     for (const auto& a : n.attribute())
-      if (a.has_g()) check_conv_transpose_ranks(a.g(), opset);
-    if (n.op_type() != "ConvTranspose" || (!n.domain().empty() && n.domain() != "ai.onnx") ||
-        n.input_size() < 2)
-      continue;
-    const auto x = rank.find(n.input(0)), w = rank.find(n.input(1));
-    const std::string what = "onnx::load: node '" + n.name() + "' (ConvTranspose) (opset " +
-                             std::to_string(opset) + "): ";
-    if (w != rank.end())
-      EMBER_CHECK(w->second >= 3, what + "weight '" + n.input(1) + "' has rank " +
-                                      std::to_string(w->second) +
-                                      "; expected [C, O / group, *kernel] of rank 3 to 5");
-    if (x != rank.end() && w != rank.end())
-      EMBER_CHECK(x->second == w->second, what + "input '" + n.input(0) + "' has rank " +
-                                              std::to_string(x->second) + " and weight '" +
-                                              n.input(1) + "' rank " + std::to_string(w->second) +
-                                              "; expected equal ranks");
+      if (a.has_g()) check_conv_ranks(a.g(), opset);
+    const int wi = conv_weight_index(n.op_type(), n.domain());
+    if (wi < 0 || n.input_size() <= wi) continue;
+    const auto known = [&rank](const std::string& name) {
+      const auto it = rank.find(name);
+      return it == rank.end() ? -1 : it->second;
+    };
+    const std::string problem =
+        conv_rank_problem(n.op_type(), known(n.input(0)), known(n.input(wi)));
+    const std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(k) : n.name();
+    EMBER_CHECK(problem.empty(), "onnx::load: node '" + name + "' (" + n.op_type() + ") (opset " +
+                                     std::to_string(opset) + "): input '" + n.input(0) +
+                                     "', weight '" + n.input(wi) + "': " + problem);
   }
 }
+
+}  // namespace
 
 std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Device& device,
                                    const std::string& base_dir, bool trainable) {
@@ -550,7 +616,7 @@ std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Dev
     };
     check_old(model.graph());
   }
-  check_conv_transpose_ranks(model.graph(), opset);
+  RankGuardedSchemas schemas;  // Note [Convolution ranks in ONNX shape inference]
   try {
     pb::checker::CheckerContext ctx;
     ctx.set_ir_version(static_cast<int>(model.ir_version()));
@@ -561,7 +627,7 @@ std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Dev
                     " is not supported; expected 1 to " + std::to_string(pb::Version::IR_VERSION));
     pb::checker::LexicalScopeContext lex;
     pb::checker::check_graph(model.graph(), ctx, lex);
-    pb::shape_inference::InferShapes(model);
+    pb::shape_inference::InferShapes(model, &schemas);
   } catch (const pb::checker::ValidationError& e) {
     fail(std::string("onnx::load: the ONNX checker rejects the model: ") + e.what());
   } catch (const pb::InferenceError& e) {
@@ -571,6 +637,10 @@ std::shared_ptr<Graph> parse_model(const void* data, std::size_t size, const Dev
   } catch (const std::exception& e) {
     fail(std::string("onnx::load: the ONNX library rejects the model: ") + e.what());
   }
+  check_conv_ranks(model.graph(), opset);
+  EMBER_CHECK(schemas.first_problem().empty(), "onnx::load: a node of the model (opset " +
+                                                   std::to_string(opset) +
+                                                   "): " + schemas.first_problem());
   Converter c{device, base_dir, trainable, opset};
   return c.graph_of(model.graph(), /*main=*/true);
 }

@@ -379,7 +379,11 @@ void add_conv_cases(std::vector<Case>& cs) {
         ts = {{Shape{2, 4, 7, 9}, 6, 1, true, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Contiguous},
               {Shape{3, 6, 11, 10}, 4, 2, false, geo({3, 2}, {2, 3}, {1, 0}, {2, 1}), L::Permuted},
               {Shape{0, 3, 5, 5}, 2, 1, true, geo({3, 3}, {1, 1}, {0, 0}, {1, 1}), L::Contiguous},
-              {Shape{1, 8, 5, 6}, 8, 8, true, geo({3, 3}, {2, 2}, {1, 1}, {1, 1}), L::Sliced},
+              // Depthwise 3x3 with output rows of a vector and more (the Cpu's plane kernel):
+              // stride 2 with two output channels per input channel and unequal padding, and
+              // stride 1.
+              {Shape{1, 4, 6, 37}, 8, 4, true, geo({3, 3}, {2, 2}, {0, 1}, {1, 1}), L::Sliced},
+              {Shape{1, 3, 5, 18}, 3, 3, true, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Contiguous},
               {Shape{2, 3, 4, 4}, 5, 1, true, geo({4, 4}, {1, 1}, {0, 0}, {1, 1}), L::Flipped},
               {Shape{2, 5, 6, 7}, 3, 1, false, geo({1, 1}, {2, 1}, {0, 0}, {1, 1}), L::Contiguous},
               {Shape{2, 3, 17}, 5, 1, true, geo({4}, {3}, {2}, {2}), L::Contiguous},

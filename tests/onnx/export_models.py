@@ -8,9 +8,11 @@ For each model NAME it writes NAME.onnx and NAME.json: the input and output shap
 their float32 values (the input first), so the C++ test needs no ONNX Python package.
 The models: a small CNN (Conv, BatchNorm, ReLU, MaxPool, AdaptiveAvgPool, Linear) and a
 two-layer Transformer encoder (multi-head attention, LayerNorm, GELU feed-forward), both in
-eval mode, exported with a symbolic batch dim.
+eval mode, exported with a symbolic batch dim. export() and randomize_bn() also serve
+export_real_models.py.
 """
 import argparse
+import inspect
 import json
 import os
 
@@ -55,12 +57,17 @@ def randomize_bn(model, gen):
 
 
 def export(name, model, x, out_dir, dynamic):
+    """Writes NAME.onnx (opset 14, input "x" and output "y" with the symbolic dims `dynamic`,
+    {dim: name}) and NAME.json (the input and PyTorch's output for it)."""
     model.eval()
     with torch.no_grad():
         y = model(x)
     path = os.path.join(out_dir, name + ".onnx")
+    kwargs = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kwargs["dynamo"] = False  # PyTorch 2.x: the TorchScript exporter, as 1.13's
     torch.onnx.export(model, x, path, opset_version=14, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": dynamic, "y": dynamic})
+                      dynamic_axes={"x": dynamic, "y": dynamic}, **kwargs)
     meta = {
         "input_shape": list(x.shape), "input": [float(v) for v in x.flatten()],
         "output_shape": list(y.shape), "output": [float(v) for v in y.flatten()],

@@ -16,8 +16,6 @@ their float32 values (the input first). The models (eval mode, opset 14):
 Exit status 77 (the test's skip) when torch or torchvision is missing.
 """
 import argparse
-import inspect
-import json
 import os
 import sys
 
@@ -29,6 +27,9 @@ except ImportError as e:  # the C++ test skips, giving this reason
     print(f"skip: {e}", file=sys.stderr)
     sys.exit(77)
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from export_models import export, randomize_bn  # noqa: E402 (after the skip above)
+
 
 class LstmHead(nn.Module):
     def __init__(self):
@@ -39,31 +40,6 @@ class LstmHead(nn.Module):
     def forward(self, x):
         y, _ = self.lstm(x)
         return self.head(y[:, -1])
-
-
-def randomize_bn(model, gen):
-    for m in model.modules():
-        if isinstance(m, nn.BatchNorm2d):
-            m.running_mean.copy_(torch.randn(m.num_features, generator=gen) * 0.1)
-            m.running_var.copy_(torch.rand(m.num_features, generator=gen) + 0.5)
-
-
-def export(name, model, x, out_dir, dynamic):
-    model.eval()
-    with torch.no_grad():
-        y = model(x)
-    path = os.path.join(out_dir, name + ".onnx")
-    kwargs = {}
-    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
-        kwargs["dynamo"] = False  # PyTorch 2.x: the TorchScript exporter, as 1.13's
-    torch.onnx.export(model, x, path, opset_version=14, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": dynamic, "y": {0: dynamic[0]}}, **kwargs)
-    meta = {
-        "input_shape": list(x.shape), "input": [float(v) for v in x.flatten()],
-        "output_shape": list(y.shape), "output": [float(v) for v in y.flatten()],
-    }
-    with open(os.path.join(out_dir, name + ".json"), "w") as f:
-        json.dump(meta, f)
 
 
 def main():

@@ -16,23 +16,46 @@ template <class T>
 using TapRow = void (*)(std::size_t n, std::size_t s, const T* x, const std::ptrdiff_t* off,
                         const T* w, std::size_t taps, T* y);
 
+// One plane of a 3x3 convolution of one input channel (depthwise), stride s (1 or 2), no
+// dilation, `pt` / `pl` rows / columns of zeros before the image (the extents oh x ow say
+// how many after):
+//   y[oy][ox] = sum_{ky, kx < 3} w[3 ky + kx] * x[oy s + ky - pt][ox s + kx - pl],
+// entries outside the h x w image zero, each sum over the taps inside in the order 3 ky +
+// kx, as tap_row's. Reads the image where it lies (no padded copy); for ow of at least a
+// vector (64 bytes) of outputs.
+template <class T>
+using Depthwise3x3 = void (*)(const T* x, std::size_t h, std::size_t w, const T* k, std::size_t s,
+                              std::size_t pt, std::size_t pl, T* y, std::size_t oh, std::size_t ow);
+
 namespace isa_generic {
 void tap_row_f32(std::size_t, std::size_t, const float*, const std::ptrdiff_t*, const float*,
                  std::size_t, float*);
 void tap_row_f64(std::size_t, std::size_t, const double*, const std::ptrdiff_t*, const double*,
                  std::size_t, double*);
+void depthwise3x3_f32(const float*, std::size_t, std::size_t, const float*, std::size_t,
+                      std::size_t, std::size_t, float*, std::size_t, std::size_t);
+void depthwise3x3_f64(const double*, std::size_t, std::size_t, const double*, std::size_t,
+                      std::size_t, std::size_t, double*, std::size_t, std::size_t);
 }  // namespace isa_generic
 namespace isa_avx2 {
 void tap_row_f32(std::size_t, std::size_t, const float*, const std::ptrdiff_t*, const float*,
                  std::size_t, float*);
 void tap_row_f64(std::size_t, std::size_t, const double*, const std::ptrdiff_t*, const double*,
                  std::size_t, double*);
+void depthwise3x3_f32(const float*, std::size_t, std::size_t, const float*, std::size_t,
+                      std::size_t, std::size_t, float*, std::size_t, std::size_t);
+void depthwise3x3_f64(const double*, std::size_t, std::size_t, const double*, std::size_t,
+                      std::size_t, std::size_t, double*, std::size_t, std::size_t);
 }  // namespace isa_avx2
 namespace isa_avx512 {
 void tap_row_f32(std::size_t, std::size_t, const float*, const std::ptrdiff_t*, const float*,
                  std::size_t, float*);
 void tap_row_f64(std::size_t, std::size_t, const double*, const std::ptrdiff_t*, const double*,
                  std::size_t, double*);
+void depthwise3x3_f32(const float*, std::size_t, std::size_t, const float*, std::size_t,
+                      std::size_t, std::size_t, float*, std::size_t, std::size_t);
+void depthwise3x3_f64(const double*, std::size_t, std::size_t, const double*, std::size_t,
+                      std::size_t, std::size_t, double*, std::size_t, std::size_t);
 }  // namespace isa_avx512
 
 }  // namespace ember::cpu
