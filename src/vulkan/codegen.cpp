@@ -1177,8 +1177,8 @@ std::string gen_sort(DType dt, bool descending) {
 
 // The window's geometry as locals: in0..2, k0..2 (kernel), st0..2, pd0..2, dl0..2, out0..2,
 // K (kernel size), L (positions), image (in0 * in1 * in2).
-std::string window_head() {
-  std::string s = thread_index() + std::string("  if (i >= arg[0]) return;\n");
+std::string window_geometry() {
+  std::string s;
   const char* names[] = {"in", "k", "st", "pd", "dl", "out"};
   for (int f = 0; f < 6; ++f) {
     s += "  int " + std::string(names[f]) + "0 = arg[" + std::to_string(1 + 3 * f) + "], " +
@@ -1187,6 +1187,10 @@ std::string window_head() {
   }
   s += "  int K = k0 * k1 * k2, L = out0 * out1 * out2, image = in0 * in1 * in2;\n";
   return s;
+}
+// A thread per element i < arg[0], with the window's geometry.
+std::string window_head() {
+  return thread_index() + std::string("  if (i >= arg[0]) return;\n") + window_geometry();
 }
 
 // The storage element whose bits are the words lo, hi (as convert_elements wrote them).
@@ -1309,6 +1313,176 @@ std::string gen_max_pool_grad(DType dt) {
        "        if (x1[l] == v) acc += x2[l];\n      }\n"
        "  y[i] = acc;\n}\n";
   return s;
+}
+
+// ---- convolution (ir::Conv) ----
+
+// Note [Direct convolution]: the three passes of ir::Conv without the column matrix, over
+// the window geometry of the image [N, Cin, *in] (window_geometry: positions L, kernel
+// size K, image size) and arg[21..25): N, Cin, O, groups (cg = Cin / groups channels and
+// og = O / groups outputs a group). Each output sums its products in the compute type, in
+// channel-then-kernel order:
+//   Forward (x0 image, x1 weight [O, cg, K]): a thread per y [N, O, L] element;
+//   InputGrad (x0 g [N, O, L], x1 weight): a thread per y [N, Cin, *in] element, over the
+//     (output channel, kernel entry) pairs whose window position reads the element;
+//   WeightGrad (x0 image, x1 g): a workgroup per y [O, cg, K] element, its kLocal threads
+//     striding over the N * L (sample, position) pairs and meeting in a tree, so every
+//     thread's loop stays short (lavapipe caps a loop at 65535 iterations).
+std::string gen_conv(DType dt, ir::ConvPass pass) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}}) + prelude(dt) + bf16_helpers();
+  const std::string conv_args =
+      "  int N = arg[21], Cin = arg[22], O = arg[23], G = arg[24];\n"
+      "  int cg = Cin / G, og = O / G;\n";
+  const std::string inside = "iz >= 0 && iz < in0 && iy >= 0 && iy < in1 && ix >= 0 && ix < in2";
+  switch (pass) {
+    case ir::ConvPass::Forward:
+      s += "void main() {\n" + window_head() + conv_args +
+           "  int n = i / (O * L), o = (i / L) % O, l = i % L;\n"
+           "  int c0 = (o / og) * cg;\n"
+           "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+           "  C acc = EM_ZERO;\n"
+           "  for (int c = 0; c < cg; ++c) {\n"
+           "    int xb = (n * Cin + c0 + c) * image, wb = (o * cg + c) * K;\n"
+           "    for (int kz = 0; kz < k0; ++kz)\n"
+           "      for (int ky = 0; ky < k1; ++ky)\n"
+           "        for (int kx = 0; kx < k2; ++kx) {\n"
+           "          int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+           "ix = ox * st2 - pd2 + kx * dl2;\n"
+           "          if (!(" +
+           inside +
+           ")) continue;\n          acc += " + load(dt, "x1[wb + (kz * k1 + ky) * k2 + kx]") +
+           " * " + load(dt, "x0[xb + (iz * in1 + iy) * in2 + ix]") +
+           ";\n        }\n  }\n  y[i] = " + store(dt, "acc") + ";\n}\n";
+      return s;
+    case ir::ConvPass::InputGrad:
+      s += "void main() {\n" + window_head() + conv_args +
+           "  int n = i / (Cin * image), c = (i / image) % Cin, e = i % image;\n"
+           "  int grp = c / cg, cc = c - grp * cg;\n"
+           "  int iz = e / (in1 * in2), iy = (e / in2) % in1, ix = e % in2;\n"
+           "  C acc = EM_ZERO;\n"
+           "  for (int q = 0; q < og; ++q) {\n"
+           "    int o = grp * og + q;\n"
+           "    int gb = (n * O + o) * L, wb = (o * cg + cc) * K;\n"
+           "    for (int kz = 0; kz < k0; ++kz)\n"
+           "      for (int ky = 0; ky < k1; ++ky)\n"
+           "        for (int kx = 0; kx < k2; ++kx) {\n"
+           "          int tz = iz + pd0 - kz * dl0, ty = iy + pd1 - ky * dl1, "
+           "tx = ix + pd2 - kx * dl2;\n"
+           "          if (tz < 0 || ty < 0 || tx < 0 || tz % st0 != 0 || ty % st1 != 0 || "
+           "tx % st2 != 0) continue;\n"
+           "          int oz = tz / st0, oy = ty / st1, ox = tx / st2;\n"
+           "          if (oz >= out0 || oy >= out1 || ox >= out2) continue;\n"
+           "          acc += " +
+           load(dt, "x0[gb + (oz * out1 + oy) * out2 + ox]") + " * " +
+           load(dt, "x1[wb + (kz * k1 + ky) * k2 + kx]") +
+           ";\n        }\n  }\n  y[i] = " + store(dt, "acc") + ";\n}\n";
+      return s;
+    case ir::ConvPass::WeightGrad:
+    case ir::ConvPass::Count_:
+      break;
+  }
+  s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n"
+       "  int line = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);\n"
+       "  if (line >= arg[0]) return;\n  int t = int(gl_LocalInvocationID.x);\n" +
+       window_geometry() + conv_args +
+       "  int o = line / (cg * K), cc = (line / K) % cg, k = line % K;\n"
+       "  int c = (o / og) * cg + cc;\n"
+       "  int kz = k / (k1 * k2), ky = (k / k2) % k1, kx = k % k2;\n"
+       "  C part = EM_ZERO;\n"
+       "  for (int j = t; j < N * L; j += " +
+       std::to_string(kLocal) +
+       ") {\n"
+       "    int n = j / L, l = j % L;\n"
+       "    int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+       "    int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "    if (!(" +
+       inside + ")) continue;\n    part += " + load(dt, "x1[(n * O + o) * L + l]") + " * " +
+       load(dt, "x0[(n * Cin + c) * image + (iz * in1 + iy) * in2 + ix]") + ";\n  }\n" +
+       tree("sh", "      C r = a + b;\n") + "  if (t == 0) y[line] = " + store(dt, "sh[0]") +
+       ";\n}\n";
+  return s;
+}
+
+// ---- batch norm (ir::BatchNorm, ir::BatchNormGrad) ----
+
+// Over x [N, Cn, S] (contiguous; S the spatial extent) per channel ch: its M = N * S values
+// x0[((j / S) * Cn + ch) * S + j % S], j < M. Arguments: [0] channels (the sums) or elements
+// (the element-wise stages), [1] Cn, [2] S, [3] N, [4..6) eps (compute type's bits). Stages:
+//   Stats (y [2, Cn] from x0): a workgroup a channel: the mean, corrected by the mean of
+//     x - mean (the first sum's rounding), then the biased variance (as layer norm);
+//   Apply (y from x0, x1 the statistics, x2 weight, x3 bias where present): a thread an
+//     element, y = (x - mean) * weight / sqrt(var + eps) + bias;
+//   GradSums (y [2, Cn] from x0, x1 g, x2 the statistics): a workgroup a channel,
+//     y = [sum(g (x - mean)) rstd, sum(g)] (dweight, dbias);
+//   GradInput (y dx from x0, x1 g, x2 the statistics, x3 the sums, x4 weight where
+//     present): a thread an element, dx = a g + b (x - mean) + k with a = weight rstd,
+//     b = -a rstd dweight / M, k = -a dbias / M (ir::BatchNormGrad's closed form).
+std::string gen_batch_norm(DType dt, BatchNormStage stage, bool weight, bool bias) {
+  std::vector<std::pair<std::string, DType>> bufs = {{"y", dt}, {"x0", dt}};
+  const int extra = stage == BatchNormStage::Stats      ? 0
+                    : stage == BatchNormStage::Apply    ? 1 + weight + bias
+                    : stage == BatchNormStage::GradSums ? 2
+                                                        : 3 + weight;
+  for (int j = 1; j <= extra; ++j) bufs.push_back({"x" + std::to_string(j), dt});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs) + prelude(dt) + bf16_helpers();
+  const bool sums = stage == BatchNormStage::Stats || stage == BatchNormStage::GradSums;
+  if (sums) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n";
+  if (sums) {
+    s += "  int ch = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);\n"
+         "  if (ch >= arg[0]) return;\n  int t = int(gl_LocalInvocationID.x);\n";
+  } else {
+    s += std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  }
+  s += "  int Cn = arg[1], S = arg[2], M = arg[3] * S;\n";
+  s += "  C eps = " + from_words(dt, "arg[4]", "arg[5]") + ";\n";
+  if (!sums) {
+    const std::string st = stage == BatchNormStage::Apply ? "x1" : "x2";  // the statistics
+    s += "  int ch = (i / S) % Cn;\n  C v = " + load(dt, "x0[i]") +
+         ";\n  C mean = " + load(dt, st + "[ch]") + ";\n  C rstd = C(1) / sqrt(" +
+         load(dt, st + "[Cn + ch]") + " + eps);\n";
+  }
+  const std::string loop =
+      "  for (int j = t; j < M; j += " + std::to_string(kLocal) +
+      ") {\n    int at = ((j / S) * Cn + ch) * S + j % S;\n    C v = " + load(dt, "x0[at]") + ";\n";
+  const std::string sum = tree("sh", "      C r = a + b;\n");
+  switch (stage) {
+    case BatchNormStage::Stats:
+      s += "  C part = EM_ZERO;\n" + loop + "    part += v;\n  }\n" + sum +
+           "  C mean = sh[0] / C(M);\n  barrier();\n  part = EM_ZERO;\n" + loop +
+           "    part += v - mean;\n  }\n" + sum +
+           "  mean += sh[0] / C(M);\n  barrier();\n  part = EM_ZERO;\n" + loop +
+           "    C d = v - mean;\n    part += d * d;\n  }\n" + sum +
+           "  if (t == 0) {\n    y[ch] = " + store(dt, "mean") +
+           ";\n    y[Cn + ch] = " + store(dt, "sh[0] / C(M)") + ";\n  }\n}\n";
+      return s;
+    case BatchNormStage::Apply: {
+      std::string v = "(v - mean) * rstd";
+      if (weight) v = "(" + v + ") * " + load(dt, "x2[ch]");
+      if (bias) v = "(" + v + ") + " + load(dt, std::string(weight ? "x3" : "x2") + "[ch]");
+      s += "  y[i] = " + store(dt, v) + ";\n}\n";
+      return s;
+    }
+    case BatchNormStage::GradSums:
+      s += "  C mean = " + load(dt, "x2[ch]") + ";\n  C rstd = C(1) / sqrt(" +
+           load(dt, "x2[Cn + ch]") + " + eps);\n";
+      s += "  C sg = EM_ZERO, sgx = EM_ZERO;\n" + loop + "    C g = " + load(dt, "x1[at]") +
+           ";\n    sg += g;\n    sgx += g * (v - mean);\n  }\n";
+      s += "  C part = sg;\n" + sum + "  sg = sh[0];\n  barrier();\n  part = sgx;\n" + sum +
+           "  if (t == 0) {\n    y[ch] = " + store(dt, "sh[0] * rstd") +
+           ";\n    y[Cn + ch] = " + store(dt, "sg") + ";\n  }\n}\n";
+      return s;
+    case BatchNormStage::GradInput:
+      s += "  C a = " + (weight ? load(dt, "x4[ch]") + " * rstd" : std::string("rstd")) + ";\n";
+      s += "  C b = -a * rstd * " + load(dt, "x3[ch]") + " / C(M);\n  C k = -a * " +
+           load(dt, "x3[Cn + ch]") + " / C(M);\n";
+      s += "  y[i] = " + store(dt, "a * " + load(dt, "x1[i]") + " + b * (v - mean) + k") + ";\n}\n";
+      return s;
+  }
+  EMBER_ASSERT(false);
 }
 
 // nonzero in two kernels over runs of arg[1] elements of x (contiguous; arg[0] elements), a
@@ -1601,6 +1775,13 @@ KernelSpec nonzero_spec(DType dt, bool write) {
 KernelSpec max_pool_grad_spec(DType dt, bool share) {
   return {Family::MaxPoolGrad, static_cast<std::uint8_t>(dt), share};
 }
+KernelSpec conv_spec(DType dt, ir::ConvPass pass) {
+  return {Family::Conv, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(pass)};
+}
+KernelSpec batch_norm_spec(DType dt, BatchNormStage stage, bool weight, bool bias) {
+  return {Family::BatchNorm, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(stage),
+          static_cast<std::uint8_t>(weight | (bias << 1))};
+}
 KernelSpec pool_spec(ir::PoolFn fn, DType dt) {
   return {Family::Pool, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
 }
@@ -1706,6 +1887,16 @@ std::string KernelSpec::key() const {
       return std::string(b ? "max_pool_share." : "max_pool_grad.") + dt(a);
     case Family::Nonzero:
       return std::string(b ? "nonzero." : "nonzero_count.") + dt(a);
+    case Family::Conv: {
+      static constexpr const char* kPass[] = {"conv.", "conv_input_grad.", "conv_weight_grad."};
+      return std::string(kPass[std::min<int>(b, 2)]) + dt(a);
+    }
+    case Family::BatchNorm: {
+      static constexpr const char* kStage[] = {"batch_norm_stats.", "batch_norm.",
+                                               "batch_norm_grad_sums.", "batch_norm_grad."};
+      return std::string(kStage[std::min<int>(b, 3)]) + dt(a) + (c & 1 ? ".w" : "") +
+             (c & 2 ? ".b" : "");
+    }
   }
   return "?";
 }
@@ -1765,6 +1956,10 @@ std::string KernelSpec::source() const {
       return b ? gen_max_pool_share(dt(a)) : gen_max_pool_grad(dt(a));
     case Family::Nonzero:
       return gen_nonzero(dt(a), b != 0);
+    case Family::Conv:
+      return gen_conv(dt(a), static_cast<ir::ConvPass>(b));
+    case Family::BatchNorm:
+      return gen_batch_norm(dt(a), static_cast<BatchNormStage>(b), (c & 1) != 0, (c & 2) != 0);
   }
   EMBER_ASSERT(false);
 }
@@ -1817,6 +2012,22 @@ int KernelSpec::buffers() const {
       return 4;
     case Family::Nonzero:
       return b ? 3 : 2;
+    case Family::Conv:
+      return 3;
+    case Family::BatchNorm: {
+      const bool w = (c & 1) != 0, bb = (c & 2) != 0;
+      switch (static_cast<BatchNormStage>(b)) {
+        case BatchNormStage::Stats:
+          return 2;
+        case BatchNormStage::Apply:
+          return 3 + w + bb;
+        case BatchNormStage::GradSums:
+          return 4;
+        case BatchNormStage::GradInput:
+          return 5 + w;
+      }
+      return 2;
+    }
     case Family::LayerNorm:
       return 2 + (b & 1) + ((b >> 1) & 1);
     default:
@@ -1904,6 +2115,19 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
       for (bool share : {false, true}) out.push_back(max_pool_grad_spec(dt, share));
     }
     for (bool write : {false, true}) out.push_back(nonzero_spec(dt, write));
+    if (kind_of(dt) == Kind::Float) {
+      for (auto pass : {ir::ConvPass::Forward, ir::ConvPass::InputGrad, ir::ConvPass::WeightGrad})
+        out.push_back(conv_spec(dt, pass));
+    }
+    if (dt == DType::F32 || dt == DType::F64) {  // batch norm's dtypes (as the Cpu's)
+      using S = BatchNormStage;
+      out.push_back(batch_norm_spec(dt, S::Stats, false, false));
+      out.push_back(batch_norm_spec(dt, S::GradSums, false, false));
+      for (bool w : {false, true}) {
+        out.push_back(batch_norm_spec(dt, S::GradInput, w, false));
+        for (bool b : {false, true}) out.push_back(batch_norm_spec(dt, S::Apply, w, b));
+      }
+    }
     if (dt != DType::Bool) {
       out.push_back(pool_spec(ir::PoolFn::Max, dt));
       out.push_back(pool_spec(ir::PoolFn::Sum, dt));

@@ -82,7 +82,13 @@ enum class Family : std::uint8_t {
   Pool,       // (PoolFn, dtype): max or sum over the window's entries inside the image
   MaxPoolGrad,  // (dtype, share): the max-pool gradient's shares, then its sums (f32, f64)
   Nonzero,      // (dtype, write): counts of runs, then the coordinates (see gen_nonzero)
+  Conv,         // (dtype, ir::ConvPass): Note [Direct convolution] in codegen.cpp
+  BatchNorm,    // (dtype, BatchNormStage, weight | bias << 1): see gen_batch_norm
 };
+
+// The kernels of ir::BatchNorm (Stats, then Apply) and ir::BatchNormGrad (GradSums, then
+// GradInput), over x [N, C, S] per channel.
+enum class BatchNormStage : std::uint8_t { Stats, Apply, GradSums, GradInput };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
 // its inputs' dtypes, its instructions, its outputs and which output is written into which
@@ -174,6 +180,17 @@ KernelSpec pool_spec(ir::PoolFn fn, DType dt);
 // ir::MaxPoolGrad: share [planes, L] from (x, y, g), then the gradient [planes, *in] from
 // (x, y, share); the window arguments as above (f32 and f64, as the Cpu).
 KernelSpec max_pool_grad_spec(DType dt, bool share);
+// ir::Conv's three passes without the column matrix (float dtypes). Arguments: the window
+// arguments above (of the image [N, Cin, *in]), [21..25) N, Cin, O, groups; [0] is the
+// output's elements (Forward, InputGrad) or, for WeightGrad (a workgroup an element), its
+// elements as workgroups.
+KernelSpec conv_spec(DType dt, ir::ConvPass pass);
+// Batch norm's four kernels (f32 and f64, as the Cpu's): arguments [0]
+// channels (Stats, GradSums: a workgroup a channel) or elements, [1] C, [2] S, [3] N,
+// [4..6) eps (compute type's bits). Their loops stride N * S by kLocal (within lavapipe's
+// 65535 iterations: N * S <= kLoopValues, as for WeightGrad's N * L).
+KernelSpec batch_norm_spec(DType dt, BatchNormStage stage, bool weight, bool bias);
+inline constexpr std::size_t kLoopValues = 65535 * static_cast<std::size_t>(kLocal);
 // ir::Nonzero: the non-zero count of each run of kNonzeroRun elements, then (after the
 // host's prefix sums, the one wait) each run's coordinates (needs I64 storage).
 KernelSpec nonzero_spec(DType dt, bool write);

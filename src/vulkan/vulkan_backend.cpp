@@ -34,16 +34,12 @@ namespace {
 constexpr std::size_t kMatmulLargeTiles = 128;
 
 // Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (the
-// max-pool gradient, nonzero, 16-bit scatter_add / index_add and matmul's register
-// prefetch) run where they have been checked: on a CPU implementation (lavapipe, where the
-// conformance cases run in CI), and elsewhere with EMBER_VULKAN_PREVIEW=1 (=0 turns them
-// off anywhere). Without them those ops take the paths that ran on NVIDIA's driver (the
-// composites, the fallback, the matmul without prefetch).
-bool preview_kernels(const Context& ctx) {
-  const char* e = std::getenv("EMBER_VULKAN_PREVIEW");
-  if (e != nullptr && *e != '\0') return std::string(e) == "1";  // "0": the checked paths
-  return ctx.physical().props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-}
+// max-pool gradient, nonzero, 16-bit scatter_add / index_add, matmul's register prefetch,
+// the direct convolution and batch norm) run where they have been checked: on a CPU
+// implementation (lavapipe, where the conformance cases run in CI), and elsewhere with
+// EMBER_VULKAN_PREVIEW=1 (=0 turns them off anywhere; preview_kernels()). Without them
+// those ops take the paths that ran on NVIDIA's driver (the composites, the fallback, the
+// matmul without prefetch).
 
 struct Operand {
   const Block* block;
@@ -52,7 +48,8 @@ struct Operand {
 
 class VulkanBackend final : public backend::Backend {
  public:
-  explicit VulkanBackend(int index) : index_(index), ctx_(index), preview_(preview_kernels(ctx_)) {}
+  explicit VulkanBackend(int index)
+      : index_(index), ctx_(index), preview_(preview_kernels(index)) {}
 
   std::string name() const override { return "vulkan:" + std::to_string(index_); }
 
@@ -111,13 +108,23 @@ class VulkanBackend final : public backend::Backend {
 
   bool supports(const ir::Op& op) const override {
     if (!Backend::supports(op)) return false;
-    bool ok = true;
+    // The tensor layer asks a decorator over this backend (Autodiff, Fusion) whether its
+    // convolution and batch norm ops run here, with the decorator's own handles: those are
+    // judged by their views' sizes, and the buffers behind them are checked again when the
+    // op reaches execute(), which falls back where they do not fit. Other ops read their
+    // operands as VkTensor in supports_one.
+    bool ok = true, foreign = false;
     ir::for_each_operand(op, [&](const ir::Handle& h) {
       if (!h) return;
       const auto* t = dynamic_cast<const VkTensor*>(h.get());
-      if (t == nullptr || !fits(*t)) ok = false;
+      if (t == nullptr) foreign = true;
+      if (t != nullptr ? !fits(*t) : !out_fits(h->shape(), h->dtype())) ok = false;
     });
     if (!ok) return false;
+    if (foreign && !std::holds_alternative<ir::Conv>(op) &&
+        !std::holds_alternative<ir::BatchNorm>(op) &&
+        !std::holds_alternative<ir::BatchNormGrad>(op))
+      return false;
     return std::visit([&](const auto& o) { return supports_one(o); }, op);
   }
 
@@ -402,14 +409,41 @@ class VulkanBackend final : public backend::Backend {
     return preview_ && ctx_.features().i64 && dtype_ok(o.x->dtype()) && s.rank() <= kMaxDims &&
            out_fits(s, o.x->dtype()) && out_fits(Shape{s.num_elements(), s.rank()}, DType::I64);
   }
-  bool supports_one(const ir::Conv&) const { return false; }
+  // Direct convolution (Note [Direct convolution] in codegen.cpp): float dtypes, 1 to 3
+  // spatial dims; WeightGrad's threads stride N * L within lavapipe's loop cap.
+  bool supports_one(const ir::Conv& o) const {
+    const DType dt = o.x->dtype();
+    const std::size_t rank = o.x->shape().rank();
+    if (!preview_ || kind_of(dt) != Kind::Float || !dtype_ok(dt) || o.w->dtype() != dt ||
+        rank < 3 || rank > 5 || o.w->shape().rank() != rank || o.groups < 1)
+      return false;
+    const Shape out = ir::out_shape(o);
+    if (!out_fits(o.x->shape(), dt) || !out_fits(o.w->shape(), dt) || !out_fits(out, dt))
+      return false;
+    if (o.pass == ir::ConvPass::WeightGrad) {
+      const Shape& g = o.w->shape();
+      return g.num_elements() / std::max<std::size_t>(g[1], 1) <= kLoopValues;  // N * L
+    }
+    return true;
+  }
   bool supports_one(const ir::MaxPoolGrad& o) const {
     const DType dt = o.x->dtype();
     return preview_ && (dt == DType::F32 || dt == DType::F64) && dtype_ok(dt) &&
            out_fits(o.x->shape(), dt) && out_fits(o.y->shape(), dt);
   }
-  bool supports_one(const ir::BatchNorm&) const { return false; }
-  bool supports_one(const ir::BatchNormGrad&) const { return false; }
+  // Batch norm: f32 and f64 (as the Cpu), BatchNorm and BatchNormGrad under one condition
+  // (its rule runs BatchNormGrad on this backend), per-channel loops within lavapipe's cap.
+  bool batch_norm_ok(const ir::Handle& x) const {
+    const DType dt = x->dtype();
+    const Shape& s = x->shape();
+    if (!preview_ || (dt != DType::F32 && dt != DType::F64) || !dtype_ok(dt) || s.rank() < 2 ||
+        !out_fits(s, dt) || s[1] == 0)
+      return false;
+    const std::size_t values = s.num_elements() / s[1];  // N * S per channel
+    return values >= 1 && values <= kLoopValues;
+  }
+  bool supports_one(const ir::BatchNorm& o) const { return batch_norm_ok(o.x); }
+  bool supports_one(const ir::BatchNormGrad& o) const { return batch_norm_ok(o.x); }
 
   // ---- helpers ----
   const VkTensor& as_vk(const ir::Handle& h, const char* what) const {
@@ -849,11 +883,11 @@ class VulkanBackend final : public backend::Backend {
     return {values, indices};
   }
   // ---- sliding windows (the Cpu's geometry, backend::window3) ----
-  void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
-                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0,
-                  std::vector<const Block*> more = {}) {
-    if (threads == 0) return;
-    std::vector<std::int32_t> args(21, 0);
+  // The window arguments (codegen.hpp): [0] threads, the geometry, [19..21) pad_bits, then
+  // `extra` words (zero).
+  static std::vector<std::int32_t> window_args(const backend::Window3& g, std::size_t threads,
+                                               std::uint64_t pad_bits, std::size_t extra = 0) {
+    std::vector<std::int32_t> args(21 + extra, 0);
     args[0] = static_cast<std::int32_t>(threads);
     const std::array<const std::array<std::size_t, 3>*, 6> fields = {
         &g.in, &g.kernel, &g.stride, &g.padding, &g.dilation, &g.out};
@@ -862,6 +896,13 @@ class VulkanBackend final : public backend::Backend {
         args[1 + 3 * f + d] = static_cast<std::int32_t>((*fields[f])[d]);
     }
     put_bits(args, 19, pad_bits);
+    return args;
+  }
+  void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
+                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0,
+                  std::vector<const Block*> more = {}) {
+    if (threads == 0) return;
+    const std::vector<std::int32_t> args = window_args(g, threads, pad_bits);
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
     std::vector<const Block*> bufs = {out.block.get(), x.block.get()};
     bufs.insert(bufs.end(), more.begin(), more.end());
@@ -891,10 +932,6 @@ class VulkanBackend final : public backend::Backend {
     return out;
   }
 
-  // Ops without kernels here never reach run_one (supports() sends them to the fallback).
-  [[noreturn]] ir::Handle unreachable(const char* op) {
-    fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
-  }
   // The counts of runs of kNonzeroRun elements on the device; their offsets on the host (the
   // output's shape waits for them); then each run writes its coordinates in order.
   ir::Handle run_one(ir::Nonzero& o) {
@@ -927,7 +964,46 @@ class VulkanBackend final : public backend::Backend {
                   {out->block.get(), x->block.get(), counts->block.get()}, gx, gy);
     return out;
   }
-  ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
+  // The three passes over the image's window geometry (Note [Direct convolution]).
+  ir::Handle run_one(ir::Conv& o) {
+    auto x = contiguous(o.x);
+    auto w = contiguous(o.w);
+    const DType dt = x->dtype();
+    const Shape out_shape = ir::out_shape(o);
+    auto out = ctx_.empty(out_shape, dt, "conv");
+    // The image [N, Cin, *in] and the output-gradient channels O of each pass.
+    Shape image = x->shape();
+    std::size_t o_channels = w->shape()[0];
+    if (o.pass == ir::ConvPass::InputGrad) {
+      image = out_shape;
+      o_channels = x->shape()[1];
+    } else if (o.pass == ir::ConvPass::WeightGrad) {
+      o_channels = w->shape()[1];
+    }
+    const std::size_t n = out_shape.num_elements();
+    if (n == 0) return out;
+    if (o.pass == ir::ConvPass::WeightGrad && x->shape().num_elements() == 0) {
+      return fill_zero(out_shape, dt, std::move(out));
+    }
+    const backend::Window3 g = backend::window3(image, o.window);
+    std::vector<std::int32_t> args = window_args(g, n, 0, 4);
+    args[21] = static_cast<std::int32_t>(image[0]);
+    args[22] = static_cast<std::int32_t>(image[1]);
+    args[23] = static_cast<std::int32_t>(o_channels);
+    args[24] = static_cast<std::int32_t>(o.groups);
+    const bool per_group = o.pass == ir::ConvPass::WeightGrad;  // a workgroup an element
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), per_group ? 1 : kLocal);
+    ctx_.dispatch(conv_spec(dt, o.pass), args, {out->block.get(), x->block.get(), w->block.get()},
+                  gx, gy);
+    return out;
+  }
+  // `out` (of shape s) filled with zeros.
+  std::shared_ptr<VkTensor> fill_zero(const Shape& s, DType dt, std::shared_ptr<VkTensor> out) {
+    const std::vector<std::int32_t> args = {static_cast<std::int32_t>(s.num_elements()), 0, 0};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(s.num_elements()), kLocal);
+    ctx_.dispatch(fill_spec(dt), args, {out->block.get()}, gx, gy);
+    return out;
+  }
   // The Cpu's shares and sums (max_pool_grad_spec): ties share g equally.
   ir::Handle run_one(ir::MaxPoolGrad& o) {
     auto x = contiguous(o.x);
@@ -943,8 +1019,56 @@ class VulkanBackend final : public backend::Backend {
                {y->block.get(), share->block.get()});
     return out;
   }
-  std::vector<ir::Handle> run_one(ir::BatchNorm&) { unreachable("BatchNorm"); }
-  std::vector<ir::Handle> run_one(ir::BatchNormGrad&) { unreachable("BatchNormGrad"); }
+  // Batch norm's arguments over x [N, C, S] (gen_batch_norm): `count` threads or workgroups.
+  // A batch norm stage over x [N, C, S] (gen_batch_norm): a workgroup a channel (the sums)
+  // or a thread an element.
+  void run_batch_norm(BatchNormStage stage, const ir::Handle& weight, const ir::Handle& bias,
+                      const Shape& x, DType dt, double eps, const std::vector<const Block*>& bufs) {
+    const bool sums = stage == BatchNormStage::Stats || stage == BatchNormStage::GradSums;
+    const std::size_t count = sums ? x[1] : x.num_elements();
+    std::vector<std::int32_t> args = {static_cast<std::int32_t>(count),
+                                      static_cast<std::int32_t>(x[1]),
+                                      static_cast<std::int32_t>(x.num_elements() / (x[0] * x[1])),
+                                      static_cast<std::int32_t>(x[0]),
+                                      0,
+                                      0};
+    put_bits(args, 4, compute_bits(dt, eps));
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(count), sums ? 1 : kLocal);
+    ctx_.dispatch(batch_norm_spec(dt, stage, weight != nullptr, bias != nullptr), args, bufs, gx,
+                  gy);
+  }
+  std::vector<ir::Handle> run_one(ir::BatchNorm& o) {
+    auto x = contiguous(o.x);
+    const DType dt = x->dtype();
+    const Shape& s = x->shape();
+    auto y = ctx_.empty(s, dt, "batch_norm");
+    auto stats = ctx_.empty(Shape{2, s[1]}, dt, "batch_norm");
+    run_batch_norm(BatchNormStage::Stats, nullptr, nullptr, s, dt, o.eps,
+                   {stats->block.get(), x->block.get()});
+    std::vector<const Block*> bufs = {y->block.get(), x->block.get(), stats->block.get()};
+    std::shared_ptr<const VkTensor> w, b;
+    if (o.weight) bufs.push_back((w = contiguous(o.weight))->block.get());
+    if (o.bias) bufs.push_back((b = contiguous(o.bias))->block.get());
+    run_batch_norm(BatchNormStage::Apply, o.weight, o.bias, s, dt, o.eps, bufs);
+    return {y, stats};
+  }
+  std::vector<ir::Handle> run_one(ir::BatchNormGrad& o) {
+    auto x = contiguous(o.x);
+    auto g = contiguous(o.g);
+    auto stats = contiguous(o.stats);
+    const DType dt = x->dtype();
+    const Shape& s = x->shape();
+    auto dx = ctx_.empty(s, dt, "batch_norm_grad");
+    auto dwb = ctx_.empty(Shape{2, s[1]}, dt, "batch_norm_grad");
+    run_batch_norm(BatchNormStage::GradSums, nullptr, nullptr, s, dt, o.eps,
+                   {dwb->block.get(), x->block.get(), g->block.get(), stats->block.get()});
+    std::vector<const Block*> bufs = {dx->block.get(), x->block.get(), g->block.get(),
+                                      stats->block.get(), dwb->block.get()};
+    std::shared_ptr<const VkTensor> w;
+    if (o.weight) bufs.push_back((w = contiguous(o.weight))->block.get());
+    run_batch_norm(BatchNormStage::GradInput, o.weight, nullptr, s, dt, o.eps, bufs);
+    return {dx, dwb};
+  }
 
   int index_;
   mutable Context ctx_;
@@ -954,6 +1078,14 @@ class VulkanBackend final : public backend::Backend {
 };
 
 }  // namespace
+
+bool preview_kernels(int index) {
+  const char* e = std::getenv("EMBER_VULKAN_PREVIEW");
+  if (e != nullptr && *e != '\0') return std::string(e) == "1";  // "0": the checked paths
+  const auto& devices = instance().devices;
+  return index >= 0 && static_cast<std::size_t>(index) < devices.size() &&
+         devices[static_cast<std::size_t>(index)].props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
 
 std::shared_ptr<backend::Backend> make_vulkan_backend(int index) {
   return std::make_shared<VulkanBackend>(index);

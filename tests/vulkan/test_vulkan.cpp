@@ -13,6 +13,7 @@
 #include <string>
 
 #include "vulkan/codegen.hpp"
+#include "vulkan/vulkan_backend.hpp"
 
 namespace {
 
@@ -454,6 +455,78 @@ TEST(VulkanOps, WindowsMatchCpu) {
   ASSERT_EQ(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     EXPECT_TRUE(same_values(got[i], want[i])) << "result " << i;
+  }
+}
+
+// Convolution's three passes (strides, padding, dilation, groups; 1-d and 3-d) and batch
+// norm with its gradient through vulkan(0).autodiff() against the Cpu's; where the preview
+// kernels are on (preview_kernels), the device's own Conv, BatchNorm and BatchNormGrad
+// kernels ran (supports() says so), and the composites otherwise.
+TEST(VulkanOps, ConvAndBatchNormMatchCpu) {
+  REQUIRE_VULKAN();
+  namespace mo = module_ops;
+  const auto data = [](std::size_t n, std::size_t salt) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = static_cast<float>((i * 37 + salt) % 29) * 0.07f - 1.0f;
+    return v;
+  };
+  const auto run = [&](const Device& d) {
+    const Device ad = d.autodiff();
+    const auto t = [&](const Shape& s, std::size_t salt) {
+      return ops::require_grad(
+          DynTensor::from_data(TensorData::from<float>(data(s.num_elements(), salt), s), ad));
+    };
+    auto x = t(Shape{2, 4, 9, 8}, 1);
+    auto w = t(Shape{6, 2, 3, 2}, 2);
+    auto bias = t(Shape{6}, 3);
+    auto y = mo::conv(x, w, bias, {{2, 1}, {1, 2}, {1, 2}}, 2);
+    auto x1 = t(Shape{2, 3, 11}, 4);
+    auto w1 = t(Shape{4, 3, 3}, 5);
+    auto y1 = mo::conv(x1, w1, std::nullopt, {{2}, {1}, {1}}, 1);
+    auto x3 = t(Shape{1, 2, 4, 5, 3}, 6);
+    auto w3 = t(Shape{2, 2, 2, 3, 2}, 7);
+    auto y3 = mo::conv(x3, w3, std::nullopt, {{1, 1, 1}, {1, 0, 1}, {1, 1, 1}}, 1);
+    auto bw = t(Shape{6}, 8);
+    auto bb = t(Shape{6}, 9);
+    auto z = ops::batch_norm_training(y, bw, bb, 1e-5).y;
+    auto z0 = ops::batch_norm_training(y3, std::nullopt, std::nullopt, 1e-5).y;
+    const auto weighted = [&](const DynTensor& v, std::size_t salt) {
+      auto g = DynTensor::from_data(
+          TensorData::from<float>(data(v.shape().num_elements(), salt), v.shape()), ad);
+      return ops::reduce_all(ir::ReduceFn::Sum, ops::binary(ir::BinaryFn::Mul, v, g));
+    };
+    auto loss = ops::binary(ir::BinaryFn::Add,
+                            ops::binary(ir::BinaryFn::Add, weighted(z, 10), weighted(y1, 11)),
+                            weighted(z0, 12));
+    auto grads = ops::backward(loss);
+    std::vector<TensorData> out = {z.to_data(), y1.to_data(), z0.to_data()};
+    for (const DynTensor* p : {&x, &w, &bias, &x1, &w1, &x3, &w3, &bw, &bb})
+      out.push_back(ops::grad(*p, grads).value().to_data());
+    return out;
+  };
+  const Device vk = Device::vulkan(0);
+  {
+    const auto on_vk = [&](const Shape& s) {
+      return DynTensor::from_data(TensorData::from<float>(data(s.num_elements(), 1), s), vk)
+          .handle();
+    };
+    const auto x = on_vk(Shape{2, 4, 9, 8}), w = on_vk(Shape{6, 2, 3, 2}),
+               g = on_vk(Shape{2, 6, 5, 10});
+    const ir::Window win{{3, 2}, {2, 1}, {1, 2}, {1, 2}};
+    const bool on = vulkan::preview_kernels(0);
+    EXPECT_EQ(vk.backend().supports(ir::Conv{x, w, win, 2, ir::ConvPass::Forward, {}}), on);
+    EXPECT_EQ(vk.backend().supports(ir::Conv{g, w, win, 2, ir::ConvPass::InputGrad, {9, 8}}), on);
+    EXPECT_EQ(vk.backend().supports(ir::Conv{x, g, win, 2, ir::ConvPass::WeightGrad, {}}), on);
+    EXPECT_EQ(vk.backend().supports(ir::BatchNorm{x, {}, {}, 1e-5}), on);
+  }
+  const auto got = run(vk), want = run(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto g = got[i].to_vector<float>(), e = want[i].to_vector<float>();
+    ASSERT_EQ(g.size(), e.size()) << "result " << i;
+    for (std::size_t j = 0; j < g.size(); ++j)
+      ASSERT_NEAR(g[j], e[j], 2e-4 * (1 + std::fabs(e[j]))) << "result " << i << " element " << j;
   }
 }
 
