@@ -201,6 +201,8 @@ def matmul(p):
         x, y = inp([m, k], 1), inp([k, n], 2)
     else:
         x, y = inp([b, m, k], 1), inp([b, k, n], 2)
+    if "half" in p:  # f16 operands and product
+        x, y = x.half(), y.half()
     return lambda: torch.matmul(x, y)
 
 
@@ -541,6 +543,7 @@ WORKLOADS = {
     "matmul_1024": matmul,
     "matmul_2048": matmul,
     "matmul_4096": matmul,
+    "matmul_f16_4096": matmul,
     "matmul_batched": matmul,
     "matvec": matmul,
     "vecmat": matmul,

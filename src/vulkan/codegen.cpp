@@ -992,6 +992,97 @@ void main() {
   return s;
 }
 
+// Note [Cooperative-matrix matmul]: f16 products on the device's matrix units through
+// GL_NV_cooperative_matrix (Features::coopmat): a workgroup of 8 subgroups of 32 computes a
+// 128 x 128 tile of y, subgroup s the 32 x 64 block at rows 32 (s / 2), columns 64 (s % 2),
+// as 2 x 4 fragments of 16 x 16 with f32 accumulators. A and B pass through shared memory
+// 32 deep (f16, zero outside the matrices, so edge tiles need no masked loads; rows padded
+// by 8 elements, 16 bytes, against bank conflicts), each fragment's k steps in order; each
+// fragment is stored through a subgroup's shared scratch and written, rounded once to f16,
+// where it lies inside y. The arguments are gen_matmul's, so either kernel serves a matmul.
+std::string gen_matmul_coop() {
+  const DType dt = DType::F16;
+  std::string s = std::string(header()) +
+                  "#extension GL_NV_cooperative_matrix : require\n"
+                  "#extension GL_KHR_memory_scope_semantics : require\n"
+                  "#extension GL_KHR_shader_subgroup_basic : require\n"
+                  "layout(local_size_x = 256) in;\n" +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}});
+  s += R"(#define AS 40
+#define BS 136
+#define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+shared float16_t As[128 * AS];
+shared float16_t Bs[32 * BS];
+shared float Cs[8 * 256];
+void main() {
+  int M = arg[0], N = arg[1], K = arg[2];
+  int lid = int(gl_LocalInvocationID.x);
+  int sg = lid >> 5, lane = lid & 31;
+  int m0 = int(gl_WorkGroupID.y) * 128, n0 = int(gl_WorkGroupID.x) * 128;
+  int batch = int(gl_WorkGroupID.z);
+  int ao = arg[3], bo = arg[6];
+  int rem = batch;
+  for (int d = arg[9] - 1; d >= 0; --d) {
+    int e = arg[10 + d];
+    int c = rem % e;
+    rem /= e;
+    ao += c * arg[14 + d];
+    bo += c * arg[18 + d];
+  }
+  int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
+  int wm = (sg >> 1) * 32, wn = (sg & 1) * 64;
+  ACC c00 = ACC(0.0), c01 = ACC(0.0), c02 = ACC(0.0), c03 = ACC(0.0);
+  ACC c10 = ACC(0.0), c11 = ACC(0.0), c12 = ACC(0.0), c13 = ACC(0.0);
+  for (int kt = 0; kt < K; kt += 32) {
+    for (int l = 0; l < 16; ++l) {
+      int idx = lid + l * 256;
+      int r = idx >> 5, c = idx & 31;
+      int gr = m0 + r, gc = kt + c;
+      As[r * AS + c] = (gr < M && gc < K) ? x0[ao + gr * ars + gc * acs] : float16_t(0.0);
+      int br = idx >> 7, bc = idx & 127;
+      int gk = kt + br, gn = n0 + bc;
+      Bs[br * BS + bc] = (gk < K && gn < N) ? x1[bo + gk * brs + gn * bcs] : float16_t(0.0);
+    }
+    barrier();
+    for (int kk = 0; kk < 32; kk += 16) {
+      FRAG a0, a1, b0, b1, b2, b3;
+      coopMatLoadNV(a0, As, uint(wm * AS + kk), uint(AS), false);
+      coopMatLoadNV(a1, As, uint((wm + 16) * AS + kk), uint(AS), false);
+      coopMatLoadNV(b0, Bs, uint(kk * BS + wn), uint(BS), false);
+      coopMatLoadNV(b1, Bs, uint(kk * BS + wn + 16), uint(BS), false);
+      coopMatLoadNV(b2, Bs, uint(kk * BS + wn + 32), uint(BS), false);
+      coopMatLoadNV(b3, Bs, uint(kk * BS + wn + 48), uint(BS), false);
+      c00 = coopMatMulAddNV(a0, b0, c00);
+      c01 = coopMatMulAddNV(a0, b1, c01);
+      c02 = coopMatMulAddNV(a0, b2, c02);
+      c03 = coopMatMulAddNV(a0, b3, c03);
+      c10 = coopMatMulAddNV(a1, b0, c10);
+      c11 = coopMatMulAddNV(a1, b1, c11);
+      c12 = coopMatMulAddNV(a1, b2, c12);
+      c13 = coopMatMulAddNV(a1, b3, c13);
+    }
+    barrier();
+  }
+  int yo = batch * M * N;
+  uint cs = uint(sg * 256);
+)";
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const char frag[] = {'c', static_cast<char>('0' + i), static_cast<char>('0' + j), '\0'};
+      const std::string row = std::to_string(16 * i), col = std::to_string(16 * j);
+      s.append("  coopMatStoreNV(").append(frag).append(", Cs, cs, 16u, false);\n");
+      s.append("  subgroupMemoryBarrierShared();\n  subgroupBarrier();\n");
+      s.append("  for (int e = lane; e < 256; e += 32) {\n    int r = m0 + wm + ").append(row);
+      s.append(" + (e >> 4), c = n0 + wn + ").append(col).append(" + (e & 15);\n");
+      s.append("    if (r < M && c < N) y[yo + r * N + c] = float16_t(Cs[cs + uint(e)]);\n  }\n");
+      s.append("  subgroupBarrier();\n");
+    }
+  }
+  s += "}\n";
+  return s;
+}
+
 // Random draws: element i hashes (key, base + i) as the Cpu's generator does
 // (cpu/kernels/creation.cpp), into a uniform double of 53 bits; uniform, default and
 // Bernoulli draws are computed in f64 as there, so they equal the Cpu's bit for bit; normal
@@ -1756,6 +1847,10 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
 KernelSpec matmul_spec(DType dt, bool large, bool prefetch) {
   return {Family::Matmul, static_cast<std::uint8_t>(dt), large, prefetch};
 }
+KernelSpec matmul_coop_spec() { return {Family::MatmulCoop}; }
+bool takes_coopmat(DType dt, bool device_coopmat) {
+  return dt == DType::F16 && device_coopmat && !tuned("nocoopmat");
+}
 KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
 KernelSpec gather_spec(DType dt, bool select) {
   return {Family::Gather, static_cast<std::uint8_t>(dt), select};
@@ -1865,6 +1960,8 @@ std::string KernelSpec::key() const {
              (c ? ".group" : "");
     case Family::Matmul:
       return std::string("matmul.") + dt(a) + (b ? ".t128" : "") + (c ? ".prefetch" : "");
+    case Family::MatmulCoop:
+      return "matmul.f16.coopmat";
     case Family::Fused:
       return fused->key + lin_tag(lin);
     case Family::Random:
@@ -1934,6 +2031,8 @@ std::string KernelSpec::source() const {
       return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
     case Family::Matmul:
       return gen_matmul(dt(a), b != 0, c != 0);
+    case Family::MatmulCoop:
+      return gen_matmul_coop();
     case Family::Fused:
       return gen_fused(*fused, lin);
     case Family::Random:
@@ -2005,6 +2104,7 @@ int KernelSpec::buffers() const {
       return 1;
     case Family::Binary:
     case Family::Matmul:
+    case Family::MatmulCoop:
     case Family::Sort:
       return 3;
     case Family::Where:
@@ -2158,6 +2258,7 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
         out.push_back(layer_norm_spec(dt, false, false, g));
       }
     }
+    if (dt == DType::F16) out.push_back(matmul_coop_spec());
     if (kind_of(dt) == Kind::Float) {
       for (bool large : {false, true}) {
         for (bool prefetch : {false, true}) out.push_back(matmul_spec(dt, large, prefetch));

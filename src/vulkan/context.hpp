@@ -84,7 +84,9 @@ class VkTensor final : public ir::TensorNode {
 
 class Context {
  public:
-  explicit Context(int index);
+  // coopmat: enable VK_NV_cooperative_matrix where the device has it (Features::coopmat);
+  // elsewhere features().coopmat reads false.
+  Context(int index, bool coopmat);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 

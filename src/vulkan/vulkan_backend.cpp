@@ -34,12 +34,14 @@ namespace {
 constexpr std::size_t kMatmulLargeTiles = 128;
 
 // Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (the
-// max-pool gradient, nonzero, 16-bit scatter_add / index_add, matmul's register prefetch,
-// the direct convolution and batch norm) run where they have been checked: on a CPU
-// implementation (lavapipe, where the conformance cases run in CI), and elsewhere with
-// EMBER_VULKAN_PREVIEW=1 (=0 turns them off anywhere; preview_kernels()). Without them
-// those ops take the paths that ran on NVIDIA's driver (the composites, the fallback, the
-// matmul without prefetch).
+// direct convolution, batch norm and the cooperative-matrix matmul) run where they have
+// been checked: on a CPU implementation (lavapipe, where the conformance cases run in CI;
+// it has no cooperative matrices), and elsewhere with EMBER_VULKAN_PREVIEW=1 (=0 turns
+// them off anywhere; preview_kernels()). Without them those ops take the paths that ran
+// on NVIDIA's driver (convolution as unfold and matmul, batch norm from reductions, the
+// shared-memory matmul). The max-pool gradient, nonzero, 16-bit scatter_add / index_add
+// and matmul's register prefetch were preview kernels until they passed every conformance
+// case on the H200 (2026-12-01, driver 580.159.04), and are on everywhere since.
 
 struct Operand {
   const Block* block;
@@ -49,7 +51,7 @@ struct Operand {
 class VulkanBackend final : public backend::Backend {
  public:
   explicit VulkanBackend(int index)
-      : index_(index), ctx_(index), preview_(preview_kernels(index)) {}
+      : index_(index), ctx_(index, preview_kernels(index)), preview_(preview_kernels(index)) {}
 
   std::string name() const override { return "vulkan:" + std::to_string(index_); }
 
@@ -366,7 +368,7 @@ class VulkanBackend final : public backend::Backend {
   // Where x and src are 16-bit floats: whether their f32 copies fit the kernels.
   bool widened_fits(const ir::Handle& x, const ir::Handle& src) const {
     return !is_half(x->dtype()) ||
-           (preview_ && out_fits(x->shape(), DType::F32) && out_fits(src->shape(), DType::F32));
+           (out_fits(x->shape(), DType::F32) && out_fits(src->shape(), DType::F32));
   }
   bool index_ok(const ir::Handle& x, const ir::Handle& index) const {
     return ctx_.features().i64 && dtype_ok(x->dtype()) && out_fits(x->shape(), x->dtype()) &&
@@ -403,10 +405,9 @@ class VulkanBackend final : public backend::Backend {
     return o.x->dtype() != DType::Bool && dtype_ok(o.x->dtype()) &&
            out_fits(o.x->shape(), o.x->dtype());
   }
-  // No kernels yet: the fallback runs these.
   bool supports_one(const ir::Nonzero& o) const {
     const Shape& s = o.x->shape();
-    return preview_ && ctx_.features().i64 && dtype_ok(o.x->dtype()) && s.rank() <= kMaxDims &&
+    return ctx_.features().i64 && dtype_ok(o.x->dtype()) && s.rank() <= kMaxDims &&
            out_fits(s, o.x->dtype()) && out_fits(Shape{s.num_elements(), s.rank()}, DType::I64);
   }
   // Direct convolution (Note [Direct convolution] in codegen.cpp): float dtypes, 1 to 3
@@ -428,8 +429,8 @@ class VulkanBackend final : public backend::Backend {
   }
   bool supports_one(const ir::MaxPoolGrad& o) const {
     const DType dt = o.x->dtype();
-    return preview_ && (dt == DType::F32 || dt == DType::F64) && dtype_ok(dt) &&
-           out_fits(o.x->shape(), dt) && out_fits(o.y->shape(), dt);
+    return (dt == DType::F32 || dt == DType::F64) && dtype_ok(dt) && out_fits(o.x->shape(), dt) &&
+           out_fits(o.y->shape(), dt);
   }
   // Batch norm: f32 and f64 (as the Cpu), BatchNorm and BatchNormGrad under one condition
   // (its rule runs BatchNormGrad on this backend), per-channel loops within lavapipe's cap.
@@ -678,11 +679,12 @@ class VulkanBackend final : public backend::Backend {
     args[9] = static_cast<std::int32_t>(nb);
     // The large tile where the product gives the device enough of them: at least
     // kMatmulLargeTiles 128 x 128 tiles, neither side under 512.
-    const bool large = !tuned("tile64") && M >= 512 && N >= 512 &&
-                       batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles;
+    const bool coop = takes_coopmat(dt, ctx_.features().coopmat);
+    const bool large = coop || (!tuned("tile64") && M >= 512 && N >= 512 &&
+                                batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles);
     const std::size_t t = static_cast<std::size_t>(matmul_tile(large));
     const auto groups = [t](std::size_t v) { return static_cast<std::uint32_t>((v + t - 1) / t); };
-    ctx_.dispatch(matmul_spec(dt, large, preview_), args,
+    ctx_.dispatch(coop ? matmul_coop_spec() : matmul_spec(dt, large, !tuned("noprefetch")), args,
                   {out->block.get(), a.block.get(), b.block.get()}, groups(N), groups(M),
                   static_cast<std::uint32_t>(batch));
     return out;

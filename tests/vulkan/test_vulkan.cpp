@@ -530,6 +530,35 @@ TEST(VulkanOps, ConvAndBatchNormMatchCpu) {
   }
 }
 
+// The cooperative-matrix matmul is chosen for f16 exactly where the device has the
+// cooperative matrices (lavapipe has none; NVIDIA's driver does); every other matmul takes
+// the shared-memory tiles. A product with edge tiles in every direction, a transposed
+// operand and a batch, in f16, agrees with the Cpu's whichever kernel the device takes.
+TEST(VulkanCodegen, CoopmatMatmulIsChosenForF16WhereTheDeviceHasIt) {
+  EXPECT_TRUE(vulkan::takes_coopmat(DType::F16, true));
+  EXPECT_FALSE(vulkan::takes_coopmat(DType::F16, false));
+  EXPECT_FALSE(vulkan::takes_coopmat(DType::F32, true));
+  EXPECT_FALSE(vulkan::takes_coopmat(DType::BF16, true));
+}
+TEST(VulkanOps, F16MatmulMatchesCpu) {
+  REQUIRE_VULKAN();
+  const auto run = [](const Device& d) {
+    const auto t = [&](const Shape& s, std::size_t salt) {
+      std::vector<float> v(s.num_elements());
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<float>((i * 13 + salt) % 17) * 0.125f - 1.0f;
+      return ops::cast(DynTensor::from_data(TensorData::from<float>(v, s), d), DType::F16);
+    };
+    auto a = t(Shape{2, 130, 45}, 1);
+    auto b = ops::transpose(t(Shape{2, 147, 45}, 2));
+    return ops::cast(ops::matmul(a, b), DType::F32).to_data().to_vector<float>();
+  };
+  const auto got = run(Device::vulkan(0)), want = run(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-2 * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
 // A tensor beyond the device's largest allocation is an ember::Error naming the op, and the
 // device keeps working; memory is counted and the cache empties.
 TEST(VulkanMemory, TooLargeIsAnErrorAndTheDeviceWorksOn) {
