@@ -1000,7 +1000,10 @@ void main() {
 // by 8 elements, 16 bytes, against bank conflicts), each fragment's k steps in order; each
 // fragment is stored through a subgroup's shared scratch and written, rounded once to f16,
 // where it lies inside y. The arguments are gen_matmul's, so either kernel serves a matmul.
-std::string gen_matmul_coop() {
+// vec8 (A and B row-major, rows, offsets and batch strides multiples of 8 elements, K and
+// N too: the host checks) loads the tiles as 16-byte words, 2 a thread each, where the
+// general kernel loads 16 single elements.
+std::string gen_matmul_coop(bool vec8) {
   const DType dt = DType::F16;
   std::string s = std::string(header()) +
                   "#extension GL_NV_cooperative_matrix : require\n"
@@ -1008,12 +1011,19 @@ std::string gen_matmul_coop() {
                   "#extension GL_KHR_shader_subgroup_basic : require\n"
                   "layout(local_size_x = 256) in;\n" +
                   buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}});
-  s += R"(#define AS 40
-#define BS 136
-#define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+  // vec8: A and B again as 16-byte words (bindings 4 and 5: the same buffers), and the
+  // shared tiles as 16-byte words (AS, BS and the fragments' offsets in those units).
+  if (vec8) {
+    s += "layout(std430, binding = 4) readonly buffer B4 { uvec4 a4[]; };\n"
+         "layout(std430, binding = 5) readonly buffer B5 { uvec4 b4[]; };\n"
+         "#define AS 5\n#define BS 17\n#define U 8\n"
+         "shared uvec4 As[128 * AS];\nshared uvec4 Bs[32 * BS];\n";
+  } else {
+    s += "#define AS 40\n#define BS 136\n#define U 1\n"
+         "shared float16_t As[128 * AS];\nshared float16_t Bs[32 * BS];\n";
+  }
+  s += R"(#define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
-shared float16_t As[128 * AS];
-shared float16_t Bs[32 * BS];
 shared float Cs[8 * 256];
 void main() {
   int M = arg[0], N = arg[1], K = arg[2];
@@ -1035,7 +1045,22 @@ void main() {
   ACC c00 = ACC(0.0), c01 = ACC(0.0), c02 = ACC(0.0), c03 = ACC(0.0);
   ACC c10 = ACC(0.0), c11 = ACC(0.0), c12 = ACC(0.0), c13 = ACC(0.0);
   for (int kt = 0; kt < K; kt += 32) {
-    for (int l = 0; l < 16; ++l) {
+)";
+  if (vec8) {
+    // Rows of A and B are runs of 8 aligned elements (the host checks it): one 16-byte
+    // word a load; K and N are multiples of 8, so a word is wholly inside or outside.
+    s += R"(    for (int l = 0; l < 2; ++l) {
+      int idx = lid + l * 256;
+      int r = idx >> 2, q = idx & 3;
+      int gr = m0 + r, gc = kt + q * 8;
+      As[r * AS + q] = (gr < M && gc < K) ? a4[(ao + gr * ars + gc) >> 3] : uvec4(0u);
+      int br = idx >> 4, bq = idx & 15;
+      int gk = kt + br, gn = n0 + bq * 8;
+      Bs[br * BS + bq] = (gk < K && gn < N) ? b4[(bo + gk * brs + gn) >> 3] : uvec4(0u);
+    }
+)";
+  } else {
+    s += R"(    for (int l = 0; l < 16; ++l) {
       int idx = lid + l * 256;
       int r = idx >> 5, c = idx & 31;
       int gr = m0 + r, gc = kt + c;
@@ -1044,15 +1069,17 @@ void main() {
       int gk = kt + br, gn = n0 + bc;
       Bs[br * BS + bc] = (gk < K && gn < N) ? x1[bo + gk * brs + gn * bcs] : float16_t(0.0);
     }
-    barrier();
+)";
+  }
+  s += R"(    barrier();
     for (int kk = 0; kk < 32; kk += 16) {
       FRAG a0, a1, b0, b1, b2, b3;
-      coopMatLoadNV(a0, As, uint(wm * AS + kk), uint(AS), false);
-      coopMatLoadNV(a1, As, uint((wm + 16) * AS + kk), uint(AS), false);
-      coopMatLoadNV(b0, Bs, uint(kk * BS + wn), uint(BS), false);
-      coopMatLoadNV(b1, Bs, uint(kk * BS + wn + 16), uint(BS), false);
-      coopMatLoadNV(b2, Bs, uint(kk * BS + wn + 32), uint(BS), false);
-      coopMatLoadNV(b3, Bs, uint(kk * BS + wn + 48), uint(BS), false);
+      coopMatLoadNV(a0, As, uint(wm * AS + kk / U), uint(AS), false);
+      coopMatLoadNV(a1, As, uint((wm + 16) * AS + kk / U), uint(AS), false);
+      coopMatLoadNV(b0, Bs, uint(kk * BS + wn / U), uint(BS), false);
+      coopMatLoadNV(b1, Bs, uint(kk * BS + (wn + 16) / U), uint(BS), false);
+      coopMatLoadNV(b2, Bs, uint(kk * BS + (wn + 32) / U), uint(BS), false);
+      coopMatLoadNV(b3, Bs, uint(kk * BS + (wn + 48) / U), uint(BS), false);
       c00 = coopMatMulAddNV(a0, b0, c00);
       c01 = coopMatMulAddNV(a0, b1, c01);
       c02 = coopMatMulAddNV(a0, b2, c02);
@@ -1847,7 +1874,7 @@ KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
 KernelSpec matmul_spec(DType dt, bool large, bool prefetch) {
   return {Family::Matmul, static_cast<std::uint8_t>(dt), large, prefetch};
 }
-KernelSpec matmul_coop_spec() { return {Family::MatmulCoop}; }
+KernelSpec matmul_coop_spec(bool vec8) { return {Family::MatmulCoop, vec8}; }
 bool takes_coopmat(DType dt, bool device_coopmat) {
   return dt == DType::F16 && device_coopmat && !tuned("nocoopmat");
 }
@@ -1961,7 +1988,7 @@ std::string KernelSpec::key() const {
     case Family::Matmul:
       return std::string("matmul.") + dt(a) + (b ? ".t128" : "") + (c ? ".prefetch" : "");
     case Family::MatmulCoop:
-      return "matmul.f16.coopmat";
+      return a ? "matmul.f16.coopmat.vec8" : "matmul.f16.coopmat";
     case Family::Fused:
       return fused->key + lin_tag(lin);
     case Family::Random:
@@ -2032,7 +2059,7 @@ std::string KernelSpec::source() const {
     case Family::Matmul:
       return gen_matmul(dt(a), b != 0, c != 0);
     case Family::MatmulCoop:
-      return gen_matmul_coop();
+      return gen_matmul_coop(a != 0);
     case Family::Fused:
       return gen_fused(*fused, lin);
     case Family::Random:
@@ -2102,9 +2129,10 @@ int KernelSpec::buffers() const {
     case Family::Arange:
     case Family::Random:
       return 1;
+    case Family::MatmulCoop:
+      return a ? 5 : 3;
     case Family::Binary:
     case Family::Matmul:
-    case Family::MatmulCoop:
     case Family::Sort:
       return 3;
     case Family::Where:
@@ -2258,7 +2286,9 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
         out.push_back(layer_norm_spec(dt, false, false, g));
       }
     }
-    if (dt == DType::F16) out.push_back(matmul_coop_spec());
+    if (dt == DType::F16) {
+      for (bool vec8 : {false, true}) out.push_back(matmul_coop_spec(vec8));
+    }
     if (kind_of(dt) == Kind::Float) {
       for (bool large : {false, true}) {
         for (bool prefetch : {false, true}) out.push_back(matmul_spec(dt, large, prefetch));

@@ -32,6 +32,7 @@ namespace ember::vulkan {
 // comparing kernel variants in one process: "strided" (element-wise kernels always take
 // the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "noprefetch" (matmul
 // without the register prefetch), "nocoopmat" (f16 matmul without cooperative matrices),
+// "nocoopvec" (the cooperative-matrix matmul without its 16-byte loads),
 // "lineloop1" (line kernels load one element an iteration), "nofloatcontrols"
 // (kernels do not declare SignedZeroInfNanPreserve) and "noprecise" (element-wise results
 // are not `precise`): with either of the last two, signed zeros, NaN and roundings may
@@ -165,7 +166,9 @@ inline constexpr std::size_t kGroupLine = 64;
 KernelSpec matmul_spec(DType dt, bool large, bool prefetch);
 // f16 matmul on the device's matrix units (Features::coopmat; gen_matmul's arguments,
 // 128 x 128 tiles of 256 threads): Note [Cooperative-matrix matmul] in codegen.cpp.
-KernelSpec matmul_coop_spec();
+// vec8: A and B bound again as 16-byte words (5 buffers: y, a, b, a, b), for row-major
+// operands aligned to 8 elements (Note [Cooperative-matrix matmul]).
+KernelSpec matmul_coop_spec(bool vec8);
 // Whether a matmul of dtype dt takes it: f16 on a device with Features::coopmat (enabled
 // with the preview kernels), unless EMBER_VULKAN_TUNE has "nocoopmat".
 bool takes_coopmat(DType dt, bool device_coopmat);

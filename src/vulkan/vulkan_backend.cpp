@@ -684,8 +684,19 @@ class VulkanBackend final : public backend::Backend {
                                 batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles);
     const std::size_t t = static_cast<std::size_t>(matmul_tile(large));
     const auto groups = [t](std::size_t v) { return static_cast<std::uint32_t>((v + t - 1) / t); };
-    ctx_.dispatch(coop ? matmul_coop_spec() : matmul_spec(dt, large, !tuned("noprefetch")), args,
-                  {out->block.get(), a.block.get(), b.block.get()}, groups(N), groups(M),
+    std::vector<const Block*> bufs = {out->block.get(), a.block.get(), b.block.get()};
+    if (coop) {
+      // Row-major operands whose rows are runs of 8 aligned elements load 16-byte words.
+      bool vec8 = !tuned("nocoopvec") && args[5] == 1 && args[8] == 1 && K % 8 == 0 && N % 8 == 0;
+      for (int w : {3, 4, 6, 7}) vec8 = vec8 && args[static_cast<std::size_t>(w)] % 8 == 0;
+      for (std::size_t d = 0; d < nb; ++d)
+        vec8 = vec8 && args[14 + d] % 8 == 0 && args[18 + d] % 8 == 0;
+      if (vec8) bufs.insert(bufs.end(), {a.block.get(), b.block.get()});
+      ctx_.dispatch(matmul_coop_spec(vec8), args, bufs, groups(N), groups(M),
+                    static_cast<std::uint32_t>(batch));
+      return out;
+    }
+    ctx_.dispatch(matmul_spec(dt, large, !tuned("noprefetch")), args, bufs, groups(N), groups(M),
                   static_cast<std::uint32_t>(batch));
     return out;
   }

@@ -549,9 +549,16 @@ TEST(VulkanOps, F16MatmulMatchesCpu) {
         v[i] = static_cast<float>((i * 13 + salt) % 17) * 0.125f - 1.0f;
       return ops::cast(DynTensor::from_data(TensorData::from<float>(v, s), d), DType::F16);
     };
+    // General strides (a transposed operand, K and N not multiples of 8), then row-major
+    // operands aligned to 8 elements (the 16-byte loads of the cooperative-matrix kernel).
     auto a = t(Shape{2, 130, 45}, 1);
     auto b = ops::transpose(t(Shape{2, 147, 45}, 2));
-    return ops::cast(ops::matmul(a, b), DType::F32).to_data().to_vector<float>();
+    auto y = ops::cast(ops::matmul(a, b), DType::F32).to_data().to_vector<float>();
+    auto y8 = ops::cast(ops::matmul(t(Shape{2, 136, 72}, 3), t(Shape{2, 72, 200}, 4)), DType::F32)
+                  .to_data()
+                  .to_vector<float>();
+    y.insert(y.end(), y8.begin(), y8.end());
+    return y;
   };
   const auto got = run(Device::vulkan(0)), want = run(Device::cpu());
   ASSERT_EQ(got.size(), want.size());
