@@ -716,6 +716,25 @@ std::string each(bool group, const std::string& type,
        " v = " + ld("k") + ";\n" + body + "  }\n  }\n";
   return s;
 }
+// Note [Cached lines]: a line of at most kLocal * kLineCache elements is loaded once into
+// each thread's registers (xv[u] = element t + u * kLocal), and every later pass over it
+// (softmax's max, sum and outputs; layer norm's three sums and outputs) reads them there,
+// so the kernel reads x once instead of three or four times. Each thread visits its
+// elements in the same order as each()'s group walk, so the results are the same bits.
+std::string cache_line(const std::string& type,
+                       const std::function<std::string(const std::string&)>& ld) {
+  const std::string L = std::to_string(kLocal), R = std::to_string(kLineCache);
+  return "  " + type + " xv[" + R + "];\n  for (int u = 0; u < " + R +
+         "; ++u) {\n    int k = t + u * " + L + ";\n    xv[u] = k < n ? " + ld("k") + " : " + type +
+         "(0);\n  }\n";
+}
+// each() over the cached line (cache_line): body with `int k` and `type v`.
+std::string each_cached(const std::string& type, const std::string& body) {
+  const std::string L = std::to_string(kLocal), R = std::to_string(kLineCache);
+  return "  for (int u = 0; u < " + R + "; ++u) {\n    int k = t + u * " + L +
+         ";\n    if (k >= n) break;\n    " + type + " v = xv[u];\n" + body + "  }\n";
+}
+
 // A tree over sh[0, kLocal) combining sh[t] with sh[t + s] by `combine` (statements over
 // `a`, `b` that set `r`).
 std::string tree(const std::string& var, const std::string& combine) {
@@ -825,12 +844,19 @@ std::string gen_scan(ir::ScanFn fn, DType dt, bool group) {
 }
 
 // Softmax: the max, the sum of exponentials, then the outputs.
-std::string gen_softmax(DType dt, bool log, bool group) {
+std::string gen_softmax(DType dt, bool log, bool group, bool cached) {
   std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
                   prelude(dt) + bf16_helpers();
   if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
   s += "void main() {\n" + line_head(group);
-  const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + " * inner]"); };
+  const auto ld = [&](const std::string& k) { return load(dt, "x0[xo + " + k + " * inner]"); };
+  if (cached) s += cache_line("C", ld);
+  const auto each = [&](bool g, const std::string& type,
+                        const std::function<std::string(const std::string&)>& l,
+                        const std::string& body) {
+    return cached ? each_cached(type, body) : vulkan::each(g, type, l, body);
+  };
+  const auto& x = ld;
   s += "  C part = -EM_INF;\n" +
        each(group, "C", x, "    part = (isnan(v) || v > part) ? v : part;\n");
   if (group) {
@@ -854,7 +880,7 @@ std::string gen_softmax(DType dt, bool log, bool group) {
 
 // Layer norm over rows of n (arg[0] rows, arg[1] n, arg[2] x offset, arg[3..5) eps): the
 // mean, the biased variance (two passes), then the outputs.
-std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
+std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group, bool cached) {
   std::vector<std::pair<std::string, DType>> bufs = {{"y", dt}, {"x0", dt}};
   if (weight) bufs.push_back({"w", dt});
   if (bias) bufs.push_back({"bb", dt});
@@ -870,6 +896,12 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
   s += "  int n = arg[1];\n  int xo = arg[2] + line * n;\n";
   s += "  C eps = " + from_words(dt, "arg[3]", "arg[4]") + ";\n";
   const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + "]"); };
+  if (cached) s += cache_line("C", x);
+  const auto each = [&](bool g, const std::string& type,
+                        const std::function<std::string(const std::string&)>& l,
+                        const std::string& body) {
+    return cached ? each_cached(type, body) : vulkan::each(g, type, l, body);
+  };
   s += "  C part = C(0);\n" + each(group, "C", x, "    part += v;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
   // A second pass corrects the mean by the mean of x - mean (the first sum's rounding).
@@ -1864,12 +1896,14 @@ KernelSpec reduce_spec(ir::ReduceFn fn, DType dt, bool group) {
 KernelSpec scan_spec(ir::ScanFn fn, DType dt, bool group) {
   return {Family::Scan, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt), group};
 }
-KernelSpec softmax_spec(DType dt, bool log, bool group) {
-  return {Family::Softmax, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(log), group};
+KernelSpec softmax_spec(DType dt, bool log, bool group, bool cached) {
+  return {Family::Softmax, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(log),
+          static_cast<std::uint8_t>(group | (group && cached) << 1)};
 }
-KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
+KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group, bool cached) {
   return {Family::LayerNorm, static_cast<std::uint8_t>(dt),
-          static_cast<std::uint8_t>(weight | (bias << 1)), group};
+          static_cast<std::uint8_t>(weight | (bias << 1)),
+          static_cast<std::uint8_t>(group | (group && cached) << 1)};
 }
 KernelSpec matmul_spec(DType dt, bool large, bool prefetch) {
   return {Family::Matmul, static_cast<std::uint8_t>(dt), large, prefetch};
@@ -1981,10 +2015,11 @@ std::string KernelSpec::key() const {
       return std::string("scan.") + ir::name(static_cast<ir::ScanFn>(a)) + "." + dt(b) +
              (c ? ".group" : "");
     case Family::Softmax:
-      return std::string(b ? "log_softmax." : "softmax.") + dt(a) + (c ? ".group" : "");
+      return std::string(b ? "log_softmax." : "softmax.") + dt(a) + (c & 1 ? ".group" : "") +
+             (c & 2 ? ".cached" : "");
     case Family::LayerNorm:
       return std::string("layer_norm.") + dt(a) + (b & 1 ? ".w" : "") + (b & 2 ? ".b" : "") +
-             (c ? ".group" : "");
+             (c & 1 ? ".group" : "") + (c & 2 ? ".cached" : "");
     case Family::Matmul:
       return std::string("matmul.") + dt(a) + (b ? ".t128" : "") + (c ? ".prefetch" : "");
     case Family::MatmulCoop:
@@ -2053,9 +2088,9 @@ std::string KernelSpec::source() const {
     case Family::Scan:
       return gen_scan(static_cast<ir::ScanFn>(a), dt(b), c != 0);
     case Family::Softmax:
-      return gen_softmax(dt(a), b != 0, c != 0);
+      return gen_softmax(dt(a), b != 0, (c & 1) != 0, (c & 2) != 0);
     case Family::LayerNorm:
-      return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
+      return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, (c & 1) != 0, (c & 2) != 0);
     case Family::Matmul:
       return gen_matmul(dt(a), b != 0, c != 0);
     case Family::MatmulCoop:
@@ -2275,15 +2310,18 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
       }
     }
     if (kind_of(dt) == Kind::Float && dt != DType::F64) {
+      out.push_back(softmax_spec(dt, false, true, true));
+      out.push_back(softmax_spec(dt, true, true, true));
       for (bool g : {false, true}) {
-        out.push_back(softmax_spec(dt, false, g));
-        out.push_back(softmax_spec(dt, true, g));
+        out.push_back(softmax_spec(dt, false, g, false));
+        out.push_back(softmax_spec(dt, true, g, false));
       }
     }
     if (kind_of(dt) == Kind::Float) {
+      out.push_back(layer_norm_spec(dt, true, false, true, true));
       for (bool g : {false, true}) {
-        out.push_back(layer_norm_spec(dt, true, true, g));
-        out.push_back(layer_norm_spec(dt, false, false, g));
+        out.push_back(layer_norm_spec(dt, true, true, g, false));
+        out.push_back(layer_norm_spec(dt, false, false, g, false));
       }
     }
     if (dt == DType::F16) {

@@ -32,7 +32,8 @@ namespace ember::vulkan {
 // comparing kernel variants in one process: "strided" (element-wise kernels always take
 // the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "noprefetch" (matmul
 // without the register prefetch), "nocoopmat" (f16 matmul without cooperative matrices),
-// "nocoopvec" (the cooperative-matrix matmul without its 16-byte loads),
+// "nocoopvec" (the cooperative-matrix matmul without its 16-byte loads), "nolinecache"
+// (softmax and layer norm read the line once a pass),
 // "lineloop1" (line kernels load one element an iteration), "nofloatcontrols"
 // (kernels do not declare SignedZeroInfNanPreserve) and "noprecise" (element-wise results
 // are not `precise`): with either of the last two, signed zeros, NaN and roundings may
@@ -155,8 +156,11 @@ KernelSpec arange_spec(DType dt);
 // Kernels over lines: `group` gives each line a workgroup (long lines), else a thread.
 KernelSpec reduce_spec(ir::ReduceFn fn, DType dt, bool group);
 KernelSpec scan_spec(ir::ScanFn fn, DType dt, bool group);
-KernelSpec softmax_spec(DType dt, bool log, bool group);
-KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group);
+// cached (with group, lines of at most kLocal * kLineCache): the line is read once into
+// registers (Note [Cached lines] in codegen.cpp).
+KernelSpec softmax_spec(DType dt, bool log, bool group, bool cached);
+KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group, bool cached);
+inline constexpr std::size_t kLineCache = 16;
 // Lines longer than this get a workgroup each.
 inline constexpr std::size_t kGroupLine = 64;
 // large: 128 x 128 tiles (8 x 8 outputs a thread), for products that fill the device with

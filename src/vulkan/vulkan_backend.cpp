@@ -34,7 +34,8 @@ namespace {
 constexpr std::size_t kMatmulLargeTiles = 128;
 
 // Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (the
-// direct convolution, batch norm and the cooperative-matrix matmul) run where they have
+// direct convolution, batch norm, the cooperative-matrix matmul and the cached lines of
+// softmax and layer norm) run where they have
 // been checked: on a CPU implementation (lavapipe, where the conformance cases run in CI;
 // it has no cooperative matrices), and elsewhere with EMBER_VULKAN_PREVIEW=1 (=0 turns
 // them off anywhere; preview_kernels()). Without them those ops take the paths that ran
@@ -600,6 +601,10 @@ class VulkanBackend final : public backend::Backend {
             {operand(x)});
     return out;
   }
+  // Lines read once into registers (Note [Cached lines] in codegen.cpp): a preview kernel.
+  bool line_cached(std::size_t n) const {
+    return preview_ && !tuned("nolinecache") && n <= kLocal * kLineCache;
+  }
   ir::Handle run_one(ir::Reduce& o) {
     return run_lines([&](bool g) { return reduce_spec(o.fn, o.x->dtype(), g); }, o.x, o.dim,
                      ir::out_shape(o), o.out);
@@ -609,8 +614,9 @@ class VulkanBackend final : public backend::Backend {
                      o.x->shape(), o.x->dtype());
   }
   ir::Handle run_one(ir::Softmax& o) {
-    return run_lines([&](bool g) { return softmax_spec(o.x->dtype(), o.log, g); }, o.x, o.dim,
-                     o.x->shape(), o.x->dtype());
+    const bool cached = line_cached(o.x->shape()[o.dim]);
+    return run_lines([&](bool g) { return softmax_spec(o.x->dtype(), o.log, g, cached); }, o.x,
+                     o.dim, o.x->shape(), o.x->dtype());
   }
   ir::Handle run_one(ir::LayerNorm& o) {
     auto x = contiguous(o.x);
@@ -636,8 +642,9 @@ class VulkanBackend final : public backend::Backend {
         static_cast<std::int32_t>(eps & 0xffffffffu), static_cast<std::int32_t>(eps >> 32)};
     const bool group = n > kGroupLine;
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(rows), group ? 1 : kLocal);
-    ctx_.dispatch(layer_norm_spec(dt, o.weight != nullptr, o.bias != nullptr, group), args, bufs,
-                  gx, gy);
+    ctx_.dispatch(
+        layer_norm_spec(dt, o.weight != nullptr, o.bias != nullptr, group, line_cached(n)), args,
+        bufs, gx, gy);
     return out;
   }
   ir::Handle run_one(ir::Matmul& o) {
