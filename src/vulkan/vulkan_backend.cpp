@@ -984,12 +984,80 @@ class VulkanBackend final : public backend::Backend {
                   {out->block.get(), x->block.get(), counts->block.get()}, gx, gy);
     return out;
   }
-  // The three passes over the image's window geometry (Note [Direct convolution]).
+  // Note [Convolution routes]: the forward and weight-gradient passes are products with
+  // the column matrix (unfold) as one operand: forward y[n] = W cols[n], the weight's
+  // gradient dW = sum over n of g[n] cols[n]^T. Where the column matrix fits one binding
+  // and the product's inner and outer extents fill the matmul's tiles (C / groups * K and
+  // O / groups at least kConvGemmExtent), they run as unfold, the tiled matmul and (for
+  // the weight's gradient) a sum over N, all kernels of this backend; elsewhere, and for
+  // the input's gradient, the direct kernels (Note [Direct convolution] in codegen.cpp)
+  // convolve without the column matrix. EMBER_VULKAN_TUNE=convdirect / convgemm force one
+  // route (the latter where the column matrix fits).
+  static constexpr std::size_t kConvGemmExtent = 32;
+  std::optional<ir::Handle> conv_gemm(ir::Conv& o, const Shape& out_shape) {
+    if (o.pass == ir::ConvPass::InputGrad || tuned("convdirect")) return std::nullopt;
+    const VkTensor& image = as_vk(o.x, "Conv");
+    const Shape& xs = image.shape();
+    const DType dt = image.dtype();
+    const std::size_t n = xs[0], c = xs[1], g = o.groups, cg = c / g;
+    std::size_t k = 1;
+    for (std::size_t e : o.window.kernel) k *= e;
+    const Shape& other = o.w->shape();  // the weight (Forward) or g (WeightGrad)
+    const std::size_t oc = o.pass == ir::ConvPass::Forward ? other[0] : other[1], og = oc / g;
+    const std::size_t l = o.pass == ir::ConvPass::Forward
+                              ? out_shape.num_elements() / std::max<std::size_t>(n * oc, 1)
+                              : other.num_elements() / std::max<std::size_t>(n * oc, 1);
+    const bool fill = (cg * k >= kConvGemmExtent && og >= kConvGemmExtent) || tuned("convgemm");
+    const Shape cols_shape{n, c * k, l};
+    const Shape prod_shape =
+        o.pass == ir::ConvPass::Forward ? Shape{n, g, og, l} : Shape{n, g, og, cg * k};
+    if (!fill || !out_fits(cols_shape, dt) || !out_fits(prod_shape, dt) || n * l == 0)
+      return std::nullopt;
+    ir::Unfold u{o.x, o.window, 0.0};
+    const ir::Handle cols_h = run_one(u);
+    const VkTensor& cols = as_vk(cols_h, "Conv");
+    const auto strided = [](const Shape& s, std::vector<std::int64_t> st, std::int64_t at = 0) {
+      return backend::StridedView{s, std::move(st), at};
+    };
+    const auto ck = static_cast<std::int64_t>(cg * k), ll = static_cast<std::int64_t>(l),
+               gg = static_cast<std::int64_t>(g);
+    if (o.pass == ir::ConvPass::Forward) {
+      // [1, G, O/G, cg K] x [N, G, cg K, L] -> [N, G, O/G, L], which is y [N, O, *out].
+      auto w = contiguous(o.w);
+      ir::Matmul mm{view(*w, strided(Shape{1, g, og, cg * k},
+                                     {0, static_cast<std::int64_t>(og) * ck, ck, 1}, w->offset)),
+                    view(cols, strided(Shape{n, g, cg * k, l}, {gg * ck * ll, ck * ll, ll, 1})),
+                    prod_shape};
+      if (!supports_one(mm)) return std::nullopt;
+      const ir::Handle y = run_one(mm);
+      const VkTensor& yt = as_vk(y, "Conv");
+      return view(yt, {out_shape, backend::contiguous_strides(out_shape), 0});
+    }
+    // g [N, G, O/G, L] x cols^T [N, G, L, cg K] -> [N, G, O/G, cg K], summed over N.
+    auto gt = contiguous(o.w);
+    const auto ogl = static_cast<std::int64_t>(og) * ll;
+    ir::Matmul mm{view(*gt, strided(Shape{n, g, og, l}, {gg * ogl, ogl, ll, 1}, gt->offset)),
+                  view(cols, strided(Shape{n, g, l, cg * k}, {gg * ck * ll, ck * ll, 1, ll})),
+                  prod_shape};
+    if (!supports_one(mm)) return std::nullopt;
+    const ir::Handle p = run_one(mm);
+    const VkTensor& pt = as_vk(p, "Conv");
+    const std::size_t per = g * og * cg * k;
+    ir::Reduce r{ir::ReduceFn::Sum,
+                 view(pt, {Shape{n, per}, {static_cast<std::int64_t>(per), 1}, 0}), 0, dt};
+    const ir::Handle sum = run_one(r);
+    return view(as_vk(sum, "Conv"), {out_shape, backend::contiguous_strides(out_shape), 0});
+  }
+  // The three passes: Note [Convolution routes], or the direct kernels over the image's
+  // window geometry (Note [Direct convolution]).
   ir::Handle run_one(ir::Conv& o) {
+    const Shape out_shape = ir::out_shape(o);
+    if (out_shape.num_elements() > 0) {
+      if (auto y = conv_gemm(o, out_shape)) return *y;
+    }
     auto x = contiguous(o.x);
     auto w = contiguous(o.w);
     const DType dt = x->dtype();
-    const Shape out_shape = ir::out_shape(o);
     auto out = ctx_.empty(out_shape, dt, "conv");
     // The image [N, Cin, *in] and the output-gradient channels O of each pass.
     Shape image = x->shape();

@@ -458,7 +458,8 @@ TEST(VulkanOps, WindowsMatchCpu) {
   }
 }
 
-// Convolution's three passes (strides, padding, dilation, groups; 1-d and 3-d) and batch
+// Convolution's three passes (strides, padding, dilation, groups; 1-d and 3-d; the direct
+// kernels and, with more channels, the product route) and batch
 // norm with its gradient through vulkan(0).autodiff() against the Cpu's; where the preview
 // kernels are on (preview_kernels), the device's own Conv, BatchNorm and BatchNormGrad
 // kernels ran (supports() says so), and the composites otherwise.
@@ -484,6 +485,10 @@ TEST(VulkanOps, ConvAndBatchNormMatchCpu) {
     auto x1 = t(Shape{2, 3, 11}, 4);
     auto w1 = t(Shape{4, 3, 3}, 5);
     auto y1 = mo::conv(x1, w1, std::nullopt, {{2}, {1}, {1}}, 1);
+    // Channels enough for the product route (Note [Convolution routes]): C K = 36, O = 32.
+    auto x2 = t(Shape{2, 4, 6, 7}, 13);
+    auto w2 = t(Shape{32, 4, 3, 3}, 14);
+    auto y2 = mo::conv(x2, w2, std::nullopt, {{1, 1}, {1, 1}, {1, 1}}, 1);
     auto x3 = t(Shape{1, 2, 4, 5, 3}, 6);
     auto w3 = t(Shape{2, 2, 2, 3, 2}, 7);
     auto y3 = mo::conv(x3, w3, std::nullopt, {{1, 1, 1}, {1, 0, 1}, {1, 1, 1}}, 1);
@@ -498,10 +503,10 @@ TEST(VulkanOps, ConvAndBatchNormMatchCpu) {
     };
     auto loss = ops::binary(ir::BinaryFn::Add,
                             ops::binary(ir::BinaryFn::Add, weighted(z, 10), weighted(y1, 11)),
-                            weighted(z0, 12));
+                            ops::binary(ir::BinaryFn::Add, weighted(z0, 12), weighted(y2, 15)));
     auto grads = ops::backward(loss);
-    std::vector<TensorData> out = {z.to_data(), y1.to_data(), z0.to_data()};
-    for (const DynTensor* p : {&x, &w, &bias, &x1, &w1, &x3, &w3, &bw, &bb})
+    std::vector<TensorData> out = {z.to_data(), y1.to_data(), z0.to_data(), y2.to_data()};
+    for (const DynTensor* p : {&x, &w, &bias, &x1, &w1, &x3, &w3, &bw, &bb, &x2, &w2})
       out.push_back(ops::grad(*p, grads).value().to_data());
     return out;
   };
