@@ -173,8 +173,8 @@ KernelSpec matmul_spec(DType dt, bool large, bool prefetch);
 // vec8: A and B bound again as 16-byte words (5 buffers: y, a, b, a, b), for row-major
 // operands aligned to 8 elements (Note [Cooperative-matrix matmul]).
 KernelSpec matmul_coop_spec(bool vec8);
-// Whether a matmul of dtype dt takes it: f16 on a device with Features::coopmat (enabled
-// with the preview kernels), unless EMBER_VULKAN_TUNE has "nocoopmat".
+// Whether a matmul of dtype dt takes it: f16 on a device with Features::coopmat, unless
+// EMBER_VULKAN_TUNE has "nocoopmat".
 bool takes_coopmat(DType dt, bool device_coopmat);
 KernelSpec random_spec(DType dt);
 // Indexing (I64 indices, so the device needs shaderInt64); out-of-range indices are

@@ -63,7 +63,7 @@ std::string cache_dir() {
 
 Block::~Block() { ctx_->release(mem_); }
 
-Context::Context(int index, bool coopmat) {
+Context::Context(int index) {
   const Instance& inst = instance();
   EMBER_CHECK(index >= 0 && index < static_cast<int>(inst.devices.size()),
               "Device::vulkan(" + std::to_string(index) + "): no such device");
@@ -131,8 +131,7 @@ Context::Context(int index, bool coopmat) {
   }
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
   cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
-  pd_.features.coopmat = coopmat && f.coopmat;
-  if (pd_.features.coopmat) {
+  if (f.coopmat) {
     cm.cooperativeMatrix = VK_TRUE;
     exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
     *tail = &cm;

@@ -84,9 +84,8 @@ class VkTensor final : public ir::TensorNode {
 
 class Context {
  public:
-  // coopmat: enable VK_NV_cooperative_matrix where the device has it (Features::coopmat);
-  // elsewhere features().coopmat reads false.
-  Context(int index, bool coopmat);
+  // Enables VK_NV_cooperative_matrix where the device has it (Features::coopmat).
+  explicit Context(int index);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 

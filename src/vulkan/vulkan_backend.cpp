@@ -34,15 +34,17 @@ namespace {
 constexpr std::size_t kMatmulLargeTiles = 128;
 
 // Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (the
-// direct convolution, batch norm, the cooperative-matrix matmul and the cached lines of
-// softmax and layer norm) run where they have
-// been checked: on a CPU implementation (lavapipe, where the conformance cases run in CI;
-// it has no cooperative matrices), and elsewhere with EMBER_VULKAN_PREVIEW=1 (=0 turns
-// them off anywhere; preview_kernels()). Without them those ops take the paths that ran
-// on NVIDIA's driver (convolution as unfold and matmul, batch norm from reductions, the
-// shared-memory matmul). The max-pool gradient, nonzero, 16-bit scatter_add / index_add
-// and matmul's register prefetch were preview kernels until they passed every conformance
-// case on the H200 (2026-12-01, driver 580.159.04), and are on everywhere since.
+// convolution op with its routes, Note [Convolution routes], and the cached lines of
+// softmax and layer norm) run where they have been checked: on a CPU implementation
+// (lavapipe, where the conformance cases run in CI), and elsewhere with
+// EMBER_VULKAN_PREVIEW=1 (=0 turns them off anywhere; preview_kernels()). Without them
+// those ops take the paths that ran on NVIDIA's driver (convolution built by the tensor
+// layer from unfold, matmul and fold; one read of the line a pass). Kernels leave this
+// set once every conformance case passed with them on the H200: the max-pool gradient,
+// nonzero, 16-bit scatter_add / index_add and matmul's register prefetch (2026-12-01),
+// batch norm, the direct convolution kernels and the cooperative-matrix matmul
+// (2026-12-02, driver 580.159.04; the direct kernels serve convolutions whose column
+// matrix does not fit, behind the op's switch).
 
 struct Operand {
   const Block* block;
@@ -52,7 +54,7 @@ struct Operand {
 class VulkanBackend final : public backend::Backend {
  public:
   explicit VulkanBackend(int index)
-      : index_(index), ctx_(index, preview_kernels(index)), preview_(preview_kernels(index)) {}
+      : index_(index), ctx_(index), preview_(preview_kernels(index)) {}
 
   std::string name() const override { return "vulkan:" + std::to_string(index_); }
 
@@ -438,7 +440,7 @@ class VulkanBackend final : public backend::Backend {
   bool batch_norm_ok(const ir::Handle& x) const {
     const DType dt = x->dtype();
     const Shape& s = x->shape();
-    if (!preview_ || (dt != DType::F32 && dt != DType::F64) || !dtype_ok(dt) || s.rank() < 2 ||
+    if ((dt != DType::F32 && dt != DType::F64) || !dtype_ok(dt) || s.rank() < 2 ||
         !out_fits(s, dt) || s[1] == 0)
       return false;
     const std::size_t values = s.num_elements() / s[1];  // N * S per channel
@@ -984,67 +986,76 @@ class VulkanBackend final : public backend::Backend {
                   {out->block.get(), x->block.get(), counts->block.get()}, gx, gy);
     return out;
   }
-  // Note [Convolution routes]: the forward and weight-gradient passes are products with
-  // the column matrix (unfold) as one operand: forward y[n] = W cols[n], the weight's
-  // gradient dW = sum over n of g[n] cols[n]^T. Where the column matrix fits one binding
-  // and the product's inner and outer extents fill the matmul's tiles (C / groups * K and
-  // O / groups at least kConvGemmExtent), they run as unfold, the tiled matmul and (for
-  // the weight's gradient) a sum over N, all kernels of this backend; elsewhere, and for
-  // the input's gradient, the direct kernels (Note [Direct convolution] in codegen.cpp)
-  // convolve without the column matrix. EMBER_VULKAN_TUNE=convdirect / convgemm force one
-  // route (the latter where the column matrix fits).
-  static constexpr std::size_t kConvGemmExtent = 32;
+  // Note [Convolution routes]: each pass of a convolution is a product with the column
+  // matrix (unfold, K = prod(kernel) rows per channel): forward y[n] = W cols[n]; the
+  // weight's gradient dW = sum over n of g[n] cols[n]^T; the input's gradient
+  // fold(W^T g[n]). Where the column matrix fits one binding they run so, as unfold, the
+  // tiled matmul, fold and a sum over N (kernels of this backend, grouped per
+  // convolution group); elsewhere the direct kernels (Note [Direct convolution] in
+  // codegen.cpp) convolve without it. On the H200 the products were 2 to 11 times faster
+  // than the direct kernels (2026-12-02: [64, 64, 56, 56] * [64, 64, 3, 3] forward 2.2 ms
+  // against 10.5 ms, its gradients 12.3 against 139.5 ms). EMBER_VULKAN_TUNE=convdirect
+  // takes the direct kernels anyway.
   std::optional<ir::Handle> conv_gemm(ir::Conv& o, const Shape& out_shape) {
-    if (o.pass == ir::ConvPass::InputGrad || tuned("convdirect")) return std::nullopt;
-    const VkTensor& image = as_vk(o.x, "Conv");
-    const Shape& xs = image.shape();
-    const DType dt = image.dtype();
-    const std::size_t n = xs[0], c = xs[1], g = o.groups, cg = c / g;
+    if (tuned("convdirect")) return std::nullopt;
+    const bool fwd = o.pass == ir::ConvPass::Forward, in_grad = o.pass == ir::ConvPass::InputGrad;
+    // The image [N, C, *in] and the output (gradient) [N, O, *positions] of the pass.
+    const Shape& xs = in_grad ? out_shape : o.x->shape();
+    const Shape& ys = fwd ? out_shape : in_grad ? o.x->shape() : o.w->shape();
+    const DType dt = o.x->dtype();
+    const std::size_t n = xs[0], c = xs[1], g = o.groups, cg = c / g, oc = ys[1], og = oc / g;
     std::size_t k = 1;
     for (std::size_t e : o.window.kernel) k *= e;
-    const Shape& other = o.w->shape();  // the weight (Forward) or g (WeightGrad)
-    const std::size_t oc = o.pass == ir::ConvPass::Forward ? other[0] : other[1], og = oc / g;
-    const std::size_t l = o.pass == ir::ConvPass::Forward
-                              ? out_shape.num_elements() / std::max<std::size_t>(n * oc, 1)
-                              : other.num_elements() / std::max<std::size_t>(n * oc, 1);
-    const bool fill = (cg * k >= kConvGemmExtent && og >= kConvGemmExtent) || tuned("convgemm");
+    const std::size_t l = ys.num_elements() / std::max<std::size_t>(n * oc, 1);
     const Shape cols_shape{n, c * k, l};
-    const Shape prod_shape =
-        o.pass == ir::ConvPass::Forward ? Shape{n, g, og, l} : Shape{n, g, og, cg * k};
-    if (!fill || !out_fits(cols_shape, dt) || !out_fits(prod_shape, dt) || n * l == 0)
-      return std::nullopt;
-    ir::Unfold u{o.x, o.window, 0.0};
-    const ir::Handle cols_h = run_one(u);
-    const VkTensor& cols = as_vk(cols_h, "Conv");
+    const Shape prod_shape = fwd       ? Shape{n, g, og, l}
+                             : in_grad ? Shape{n, g, cg * k, l}
+                                       : Shape{n, g, og, cg * k};
+    if (!out_fits(cols_shape, dt) || !out_fits(prod_shape, dt) || n * l == 0) return std::nullopt;
     const auto strided = [](const Shape& s, std::vector<std::int64_t> st, std::int64_t at = 0) {
       return backend::StridedView{s, std::move(st), at};
     };
     const auto ck = static_cast<std::int64_t>(cg * k), ll = static_cast<std::int64_t>(l),
-               gg = static_cast<std::int64_t>(g);
-    if (o.pass == ir::ConvPass::Forward) {
+               gg = static_cast<std::int64_t>(g), o64 = static_cast<std::int64_t>(og);
+    if (in_grad) {
+      // [1, G, cg K, O/G] (W^T) x [N, G, O/G, L] -> the columns [N, G, cg K, L], folded.
+      auto w = contiguous(o.w);
+      auto gy = contiguous(o.x);
+      ir::Matmul mm{
+          view(*w, strided(Shape{1, g, cg * k, og}, {0, o64 * ck, 1, ck}, w->offset)),
+          view(*gy, strided(Shape{n, g, og, l}, {gg * o64 * ll, o64 * ll, ll, 1}, gy->offset)),
+          prod_shape};
+      if (!supports_one(mm)) return std::nullopt;
+      const ir::Handle cols = run_one(mm);
+      ir::Fold f{view(as_vk(cols, "Conv"),
+                      strided(cols_shape, {static_cast<std::int64_t>(c * k) * ll, ll, 1})),
+                 o.image, o.window};
+      return run_one(f);
+    }
+    ir::Unfold u{o.x, o.window, 0.0};
+    const ir::Handle cols_h = run_one(u);
+    const VkTensor& cols = as_vk(cols_h, "Conv");
+    if (fwd) {
       // [1, G, O/G, cg K] x [N, G, cg K, L] -> [N, G, O/G, L], which is y [N, O, *out].
       auto w = contiguous(o.w);
-      ir::Matmul mm{view(*w, strided(Shape{1, g, og, cg * k},
-                                     {0, static_cast<std::int64_t>(og) * ck, ck, 1}, w->offset)),
+      ir::Matmul mm{view(*w, strided(Shape{1, g, og, cg * k}, {0, o64 * ck, ck, 1}, w->offset)),
                     view(cols, strided(Shape{n, g, cg * k, l}, {gg * ck * ll, ck * ll, ll, 1})),
                     prod_shape};
       if (!supports_one(mm)) return std::nullopt;
       const ir::Handle y = run_one(mm);
-      const VkTensor& yt = as_vk(y, "Conv");
-      return view(yt, {out_shape, backend::contiguous_strides(out_shape), 0});
+      return view(as_vk(y, "Conv"), {out_shape, backend::contiguous_strides(out_shape), 0});
     }
     // g [N, G, O/G, L] x cols^T [N, G, L, cg K] -> [N, G, O/G, cg K], summed over N.
     auto gt = contiguous(o.w);
-    const auto ogl = static_cast<std::int64_t>(og) * ll;
-    ir::Matmul mm{view(*gt, strided(Shape{n, g, og, l}, {gg * ogl, ogl, ll, 1}, gt->offset)),
-                  view(cols, strided(Shape{n, g, l, cg * k}, {gg * ck * ll, ck * ll, 1, ll})),
-                  prod_shape};
+    ir::Matmul mm{
+        view(*gt, strided(Shape{n, g, og, l}, {gg * o64 * ll, o64 * ll, ll, 1}, gt->offset)),
+        view(cols, strided(Shape{n, g, l, cg * k}, {gg * ck * ll, ck * ll, 1, ll})), prod_shape};
     if (!supports_one(mm)) return std::nullopt;
     const ir::Handle p = run_one(mm);
-    const VkTensor& pt = as_vk(p, "Conv");
     const std::size_t per = g * og * cg * k;
     ir::Reduce r{ir::ReduceFn::Sum,
-                 view(pt, {Shape{n, per}, {static_cast<std::int64_t>(per), 1}, 0}), 0, dt};
+                 view(as_vk(p, "Conv"), {Shape{n, per}, {static_cast<std::int64_t>(per), 1}, 0}), 0,
+                 dt};
     const ir::Handle sum = run_one(r);
     return view(as_vk(sum, "Conv"), {out_shape, backend::contiguous_strides(out_shape), 0});
   }
