@@ -33,18 +33,16 @@ namespace {
 // Fewest 128 x 128 output tiles for which a matmul takes the large tile (codegen.hpp).
 constexpr std::size_t kMatmulLargeTiles = 128;
 
-// Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (the
-// convolution op with its routes, Note [Convolution routes], and the cached lines of
-// softmax and layer norm) run where they have been checked: on a CPU implementation
-// (lavapipe, where the conformance cases run in CI), and elsewhere with
+// Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (now
+// the cached lines of softmax and layer norm) run where they have been checked: on a CPU
+// implementation (lavapipe, where the conformance cases run in CI), and elsewhere with
 // EMBER_VULKAN_PREVIEW=1 (=0 turns them off anywhere; preview_kernels()). Without them
-// those ops take the paths that ran on NVIDIA's driver (convolution built by the tensor
-// layer from unfold, matmul and fold; one read of the line a pass). Kernels leave this
-// set once every conformance case passed with them on the H200: the max-pool gradient,
-// nonzero, 16-bit scatter_add / index_add and matmul's register prefetch (2026-12-01),
-// batch norm, the direct convolution kernels and the cooperative-matrix matmul
-// (2026-12-02, driver 580.159.04; the direct kernels serve convolutions whose column
-// matrix does not fit, behind the op's switch).
+// those ops take the paths that ran on NVIDIA's driver (one read of the line a pass).
+// Kernels leave this set once every conformance case passed with them on the H200: the
+// max-pool gradient, nonzero, 16-bit scatter_add / index_add and matmul's register
+// prefetch (2026-12-01); batch norm, the direct convolution kernels, the
+// cooperative-matrix matmul and the convolution op with its routes (Note [Convolution
+// routes]; 2026-12-02, driver 580.159.04).
 
 struct Operand {
   const Block* block;
@@ -418,8 +416,8 @@ class VulkanBackend final : public backend::Backend {
   bool supports_one(const ir::Conv& o) const {
     const DType dt = o.x->dtype();
     const std::size_t rank = o.x->shape().rank();
-    if (!preview_ || kind_of(dt) != Kind::Float || !dtype_ok(dt) || o.w->dtype() != dt ||
-        rank < 3 || rank > 5 || o.w->shape().rank() != rank || o.groups < 1)
+    if (kind_of(dt) != Kind::Float || !dtype_ok(dt) || o.w->dtype() != dt || rank < 3 || rank > 5 ||
+        o.w->shape().rank() != rank || o.groups < 1)
       return false;
     const Shape out = ir::out_shape(o);
     if (!out_fits(o.x->shape(), dt) || !out_fits(o.w->shape(), dt) || !out_fits(out, dt))

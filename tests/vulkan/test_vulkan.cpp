@@ -13,7 +13,6 @@
 #include <string>
 
 #include "vulkan/codegen.hpp"
-#include "vulkan/vulkan_backend.hpp"
 
 namespace {
 
@@ -460,9 +459,8 @@ TEST(VulkanOps, WindowsMatchCpu) {
 
 // Convolution's three passes (strides, padding, dilation, groups; 1-d and 3-d; the direct
 // kernels and, with more channels, the product route) and batch
-// norm with its gradient through vulkan(0).autodiff() against the Cpu's; batch norm runs
-// the device's own kernels, and the convolution op where the preview kernels are on
-// (preview_kernels; supports() says so), the tensor layer's composite otherwise.
+// norm with its gradient through vulkan(0).autodiff() against the Cpu's, on the device's
+// own Conv, BatchNorm and BatchNormGrad ops (supports() says so).
 TEST(VulkanOps, ConvAndBatchNormMatchCpu) {
   REQUIRE_VULKAN();
   namespace mo = module_ops;
@@ -519,10 +517,9 @@ TEST(VulkanOps, ConvAndBatchNormMatchCpu) {
     const auto x = on_vk(Shape{2, 4, 9, 8}), w = on_vk(Shape{6, 2, 3, 2}),
                g = on_vk(Shape{2, 6, 5, 10});
     const ir::Window win{{3, 2}, {2, 1}, {1, 2}, {1, 2}};
-    const bool on = vulkan::preview_kernels(0);
-    EXPECT_EQ(vk.backend().supports(ir::Conv{x, w, win, 2, ir::ConvPass::Forward, {}}), on);
-    EXPECT_EQ(vk.backend().supports(ir::Conv{g, w, win, 2, ir::ConvPass::InputGrad, {9, 8}}), on);
-    EXPECT_EQ(vk.backend().supports(ir::Conv{x, g, win, 2, ir::ConvPass::WeightGrad, {}}), on);
+    EXPECT_TRUE(vk.backend().supports(ir::Conv{x, w, win, 2, ir::ConvPass::Forward, {}}));
+    EXPECT_TRUE(vk.backend().supports(ir::Conv{g, w, win, 2, ir::ConvPass::InputGrad, {9, 8}}));
+    EXPECT_TRUE(vk.backend().supports(ir::Conv{x, g, win, 2, ir::ConvPass::WeightGrad, {}}));
     EXPECT_TRUE(vk.backend().supports(ir::BatchNorm{x, {}, {}, 1e-5}));
   }
   const auto got = run(vk), want = run(Device::cpu());
