@@ -201,6 +201,10 @@ def matmul(p):
         x, y = inp([m, k], 1), inp([k, n], 2)
     else:
         x, y = inp([b, m, k], 1), inp([b, k, n], 2)
+    if "half" in p:  # f16 operands and product
+        x, y = x.half(), y.half()
+        if x.device.type == "cpu":  # no f16 GEMM on the CPU: f32 products, rounded once
+            return lambda: torch.matmul(x.float(), y.float()).half()
     return lambda: torch.matmul(x, y)
 
 
@@ -541,6 +545,7 @@ WORKLOADS = {
     "matmul_1024": matmul,
     "matmul_2048": matmul,
     "matmul_4096": matmul,
+    "matmul_f16_4096": matmul,
     "matmul_batched": matmul,
     "matvec": matmul,
     "vecmat": matmul,
@@ -622,6 +627,8 @@ def run(req, compile_):
     reply = "ok times=" + ",".join(f"{t:.6f}" for t in times)
     if req.get("out"):
         out = compare_output(r).detach().contiguous().cpu()
+        if out.dtype == torch.float16:  # sent as f32 (exact)
+            out = out.float()
         dtype = {torch.float32: "f32", torch.int64: "i64"}[out.dtype]
         out.numpy().tofile(req["out"])
         shape = ",".join(str(d) for d in out.shape) or "1"

@@ -146,14 +146,24 @@ Case reduce_case(SizeKind s, const Device& dev, bool exp_first, int which) {
 }
 
 Case matmul_case(SizeKind s, const Device& dev, std::size_t b, std::size_t m, std::size_t k,
-                 std::size_t n) {
+                 std::size_t n, bool half = false) {
   Params p{{"b", {std::int64_t(b)}},
            {"m", {std::int64_t(m)}},
            {"k", {std::int64_t(k)}},
            {"n", {std::int64_t(n)}}};
+  if (half) p["half"] = {1};
   const double flops = 2.0 * double(b) * double(m) * double(n) * double(k);
-  const double bytes = double(b) * double(m * k + k * n + m * n) * kF32;
+  const double bytes = double(b) * double(m * k + k * n + m * n) * (half ? 2.0 : kF32);
   Case c;
+  if (half) {  // f16 operands and product (the inputs rounded to f16 on the device)
+    auto x = input<2>(Shape{m, k}, 1, dev).cast(DType::F16);
+    auto y = input<2>(Shape{k, n}, 2, dev).cast(DType::F16);
+    c = timed(p, Shape{m, k, n}, bytes, flops, dev, [x, y] { return x.matmul(y); });
+    c.shape = label("b", b, " m", m, " k", k, " n", n, " f16");
+    c.rtol = 1e-2;
+    c.atol = 1e-2 * std::sqrt(double(k));
+    return c;
+  }
   if (b == 1) {
     auto x = input<2>(Shape{m, k}, 1, dev);
     auto y = input<2>(Shape{k, n}, 2, dev);
@@ -446,6 +456,11 @@ std::vector<Workload> build() {
     return s == SizeKind::Tiny  ? matmul_case(s, d, 1, 129, 65, 66)
            : s == SizeKind::Gpu ? matmul_case(s, d, 1, 4096, 4096, 4096)
                                 : matmul_case(s, d, 1, 2048, 2048, 2048);
+  });
+  add("matmul_f16_4096", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny  ? matmul_case(s, d, 1, 129, 65, 66, true)
+           : s == SizeKind::Gpu ? matmul_case(s, d, 1, 4096, 4096, 4096, true)
+                                : matmul_case(s, d, 1, 1024, 1024, 1024, true);
   });
   add("matmul_batched", "matmul", [](SizeKind s, const Device& d) {
     return s == SizeKind::Tiny   ? matmul_case(s, d, 3, 17, 19, 23)

@@ -716,6 +716,25 @@ std::string each(bool group, const std::string& type,
        " v = " + ld("k") + ";\n" + body + "  }\n  }\n";
   return s;
 }
+// Note [Cached lines]: a line of at most kLocal * kLineCache elements is loaded once into
+// each thread's registers (xv[u] = element t + u * kLocal), and every later pass over it
+// (softmax's max, sum and outputs; layer norm's three sums and outputs) reads them there,
+// so the kernel reads x once instead of three or four times. Each thread visits its
+// elements in the same order as each()'s group walk, so the results are the same bits.
+std::string cache_line(const std::string& type,
+                       const std::function<std::string(const std::string&)>& ld) {
+  const std::string L = std::to_string(kLocal), R = std::to_string(kLineCache);
+  return "  " + type + " xv[" + R + "];\n  for (int u = 0; u < " + R +
+         "; ++u) {\n    int k = t + u * " + L + ";\n    xv[u] = k < n ? " + ld("k") + " : " + type +
+         "(0);\n  }\n";
+}
+// each() over the cached line (cache_line): body with `int k` and `type v`.
+std::string each_cached(const std::string& type, const std::string& body) {
+  const std::string L = std::to_string(kLocal), R = std::to_string(kLineCache);
+  return "  for (int u = 0; u < " + R + "; ++u) {\n    int k = t + u * " + L +
+         ";\n    if (k >= n) break;\n    " + type + " v = xv[u];\n" + body + "  }\n";
+}
+
 // A tree over sh[0, kLocal) combining sh[t] with sh[t + s] by `combine` (statements over
 // `a`, `b` that set `r`).
 std::string tree(const std::string& var, const std::string& combine) {
@@ -825,12 +844,19 @@ std::string gen_scan(ir::ScanFn fn, DType dt, bool group) {
 }
 
 // Softmax: the max, the sum of exponentials, then the outputs.
-std::string gen_softmax(DType dt, bool log, bool group) {
+std::string gen_softmax(DType dt, bool log, bool group, bool cached) {
   std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}, {"x0", dt}}) +
                   prelude(dt) + bf16_helpers();
   if (group) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
   s += "void main() {\n" + line_head(group);
-  const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + " * inner]"); };
+  const auto ld = [&](const std::string& k) { return load(dt, "x0[xo + " + k + " * inner]"); };
+  if (cached) s += cache_line("C", ld);
+  const auto each = [&](bool g, const std::string& type,
+                        const std::function<std::string(const std::string&)>& l,
+                        const std::string& body) {
+    return cached ? each_cached(type, body) : vulkan::each(g, type, l, body);
+  };
+  const auto& x = ld;
   s += "  C part = -EM_INF;\n" +
        each(group, "C", x, "    part = (isnan(v) || v > part) ? v : part;\n");
   if (group) {
@@ -854,7 +880,7 @@ std::string gen_softmax(DType dt, bool log, bool group) {
 
 // Layer norm over rows of n (arg[0] rows, arg[1] n, arg[2] x offset, arg[3..5) eps): the
 // mean, the biased variance (two passes), then the outputs.
-std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
+std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group, bool cached) {
   std::vector<std::pair<std::string, DType>> bufs = {{"y", dt}, {"x0", dt}};
   if (weight) bufs.push_back({"w", dt});
   if (bias) bufs.push_back({"bb", dt});
@@ -870,6 +896,12 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group) {
   s += "  int n = arg[1];\n  int xo = arg[2] + line * n;\n";
   s += "  C eps = " + from_words(dt, "arg[3]", "arg[4]") + ";\n";
   const auto x = [&](const std::string& k) { return load(dt, "x0[xo + " + k + "]"); };
+  if (cached) s += cache_line("C", x);
+  const auto each = [&](bool g, const std::string& type,
+                        const std::function<std::string(const std::string&)>& l,
+                        const std::string& body) {
+    return cached ? each_cached(type, body) : vulkan::each(g, type, l, body);
+  };
   s += "  C part = C(0);\n" + each(group, "C", x, "    part += v;\n");
   if (group) s += tree("sh", "      C r = a + b;\n") + "  part = sh[0];\n  barrier();\n";
   // A second pass corrects the mean by the mean of x - mean (the first sum's rounding).
@@ -989,6 +1021,124 @@ void main() {
   }
 }
 )";
+  return s;
+}
+
+// Note [Cooperative-matrix matmul]: f16 products on the device's matrix units through
+// GL_NV_cooperative_matrix (Features::coopmat): a workgroup of 8 subgroups of 32 computes a
+// 128 x 128 tile of y, subgroup s the 32 x 64 block at rows 32 (s / 2), columns 64 (s % 2),
+// as 2 x 4 fragments of 16 x 16 with f32 accumulators. A and B pass through shared memory
+// 32 deep (f16, zero outside the matrices, so edge tiles need no masked loads; rows padded
+// by 8 elements, 16 bytes, against bank conflicts), each fragment's k steps in order; each
+// fragment is stored through a subgroup's shared scratch and written, rounded once to f16,
+// where it lies inside y. The arguments are gen_matmul's, so either kernel serves a matmul.
+// vec8 (A and B row-major, rows, offsets and batch strides multiples of 8 elements, K and
+// N too: the host checks) loads the tiles as 16-byte words, 2 a thread each, where the
+// general kernel loads 16 single elements.
+std::string gen_matmul_coop(bool vec8) {
+  const DType dt = DType::F16;
+  std::string s = std::string(header()) +
+                  "#extension GL_NV_cooperative_matrix : require\n"
+                  "#extension GL_KHR_memory_scope_semantics : require\n"
+                  "#extension GL_KHR_shader_subgroup_basic : require\n"
+                  "layout(local_size_x = 256) in;\n" +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}});
+  // vec8: A and B again as 16-byte words (bindings 4 and 5: the same buffers), and the
+  // shared tiles as 16-byte words (AS, BS and the fragments' offsets in those units).
+  if (vec8) {
+    s += "layout(std430, binding = 4) readonly buffer B4 { uvec4 a4[]; };\n"
+         "layout(std430, binding = 5) readonly buffer B5 { uvec4 b4[]; };\n"
+         "#define AS 5\n#define BS 17\n#define U 8\n"
+         "shared uvec4 As[128 * AS];\nshared uvec4 Bs[32 * BS];\n";
+  } else {
+    s += "#define AS 40\n#define BS 136\n#define U 1\n"
+         "shared float16_t As[128 * AS];\nshared float16_t Bs[32 * BS];\n";
+  }
+  s += R"(#define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
+shared float Cs[8 * 256];
+void main() {
+  int M = arg[0], N = arg[1], K = arg[2];
+  int lid = int(gl_LocalInvocationID.x);
+  int sg = lid >> 5, lane = lid & 31;
+  int m0 = int(gl_WorkGroupID.y) * 128, n0 = int(gl_WorkGroupID.x) * 128;
+  int batch = int(gl_WorkGroupID.z);
+  int ao = arg[3], bo = arg[6];
+  int rem = batch;
+  for (int d = arg[9] - 1; d >= 0; --d) {
+    int e = arg[10 + d];
+    int c = rem % e;
+    rem /= e;
+    ao += c * arg[14 + d];
+    bo += c * arg[18 + d];
+  }
+  int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
+  int wm = (sg >> 1) * 32, wn = (sg & 1) * 64;
+  ACC c00 = ACC(0.0), c01 = ACC(0.0), c02 = ACC(0.0), c03 = ACC(0.0);
+  ACC c10 = ACC(0.0), c11 = ACC(0.0), c12 = ACC(0.0), c13 = ACC(0.0);
+  for (int kt = 0; kt < K; kt += 32) {
+)";
+  if (vec8) {
+    // Rows of A and B are runs of 8 aligned elements (the host checks it): one 16-byte
+    // word a load; K and N are multiples of 8, so a word is wholly inside or outside.
+    s += R"(    for (int l = 0; l < 2; ++l) {
+      int idx = lid + l * 256;
+      int r = idx >> 2, q = idx & 3;
+      int gr = m0 + r, gc = kt + q * 8;
+      As[r * AS + q] = (gr < M && gc < K) ? a4[(ao + gr * ars + gc) >> 3] : uvec4(0u);
+      int br = idx >> 4, bq = idx & 15;
+      int gk = kt + br, gn = n0 + bq * 8;
+      Bs[br * BS + bq] = (gk < K && gn < N) ? b4[(bo + gk * brs + gn) >> 3] : uvec4(0u);
+    }
+)";
+  } else {
+    s += R"(    for (int l = 0; l < 16; ++l) {
+      int idx = lid + l * 256;
+      int r = idx >> 5, c = idx & 31;
+      int gr = m0 + r, gc = kt + c;
+      As[r * AS + c] = (gr < M && gc < K) ? x0[ao + gr * ars + gc * acs] : float16_t(0.0);
+      int br = idx >> 7, bc = idx & 127;
+      int gk = kt + br, gn = n0 + bc;
+      Bs[br * BS + bc] = (gk < K && gn < N) ? x1[bo + gk * brs + gn * bcs] : float16_t(0.0);
+    }
+)";
+  }
+  s += R"(    barrier();
+    for (int kk = 0; kk < 32; kk += 16) {
+      FRAG a0, a1, b0, b1, b2, b3;
+      coopMatLoadNV(a0, As, uint(wm * AS + kk / U), uint(AS), false);
+      coopMatLoadNV(a1, As, uint((wm + 16) * AS + kk / U), uint(AS), false);
+      coopMatLoadNV(b0, Bs, uint(kk * BS + wn / U), uint(BS), false);
+      coopMatLoadNV(b1, Bs, uint(kk * BS + (wn + 16) / U), uint(BS), false);
+      coopMatLoadNV(b2, Bs, uint(kk * BS + (wn + 32) / U), uint(BS), false);
+      coopMatLoadNV(b3, Bs, uint(kk * BS + (wn + 48) / U), uint(BS), false);
+      c00 = coopMatMulAddNV(a0, b0, c00);
+      c01 = coopMatMulAddNV(a0, b1, c01);
+      c02 = coopMatMulAddNV(a0, b2, c02);
+      c03 = coopMatMulAddNV(a0, b3, c03);
+      c10 = coopMatMulAddNV(a1, b0, c10);
+      c11 = coopMatMulAddNV(a1, b1, c11);
+      c12 = coopMatMulAddNV(a1, b2, c12);
+      c13 = coopMatMulAddNV(a1, b3, c13);
+    }
+    barrier();
+  }
+  int yo = batch * M * N;
+  uint cs = uint(sg * 256);
+)";
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 4; ++j) {
+      const char frag[] = {'c', static_cast<char>('0' + i), static_cast<char>('0' + j), '\0'};
+      const std::string row = std::to_string(16 * i), col = std::to_string(16 * j);
+      s.append("  coopMatStoreNV(").append(frag).append(", Cs, cs, 16u, false);\n");
+      s.append("  subgroupMemoryBarrierShared();\n  subgroupBarrier();\n");
+      s.append("  for (int e = lane; e < 256; e += 32) {\n    int r = m0 + wm + ").append(row);
+      s.append(" + (e >> 4), c = n0 + wn + ").append(col).append(" + (e & 15);\n");
+      s.append("    if (r < M && c < N) y[yo + r * N + c] = float16_t(Cs[cs + uint(e)]);\n  }\n");
+      s.append("  subgroupBarrier();\n");
+    }
+  }
+  s += "}\n";
   return s;
 }
 
@@ -1177,8 +1327,8 @@ std::string gen_sort(DType dt, bool descending) {
 
 // The window's geometry as locals: in0..2, k0..2 (kernel), st0..2, pd0..2, dl0..2, out0..2,
 // K (kernel size), L (positions), image (in0 * in1 * in2).
-std::string window_head() {
-  std::string s = thread_index() + std::string("  if (i >= arg[0]) return;\n");
+std::string window_geometry() {
+  std::string s;
   const char* names[] = {"in", "k", "st", "pd", "dl", "out"};
   for (int f = 0; f < 6; ++f) {
     s += "  int " + std::string(names[f]) + "0 = arg[" + std::to_string(1 + 3 * f) + "], " +
@@ -1187,6 +1337,10 @@ std::string window_head() {
   }
   s += "  int K = k0 * k1 * k2, L = out0 * out1 * out2, image = in0 * in1 * in2;\n";
   return s;
+}
+// A thread per element i < arg[0], with the window's geometry.
+std::string window_head() {
+  return thread_index() + std::string("  if (i >= arg[0]) return;\n") + window_geometry();
 }
 
 // The storage element whose bits are the words lo, hi (as convert_elements wrote them).
@@ -1309,6 +1463,176 @@ std::string gen_max_pool_grad(DType dt) {
        "        if (x1[l] == v) acc += x2[l];\n      }\n"
        "  y[i] = acc;\n}\n";
   return s;
+}
+
+// ---- convolution (ir::Conv) ----
+
+// Note [Direct convolution]: the three passes of ir::Conv without the column matrix, over
+// the window geometry of the image [N, Cin, *in] (window_geometry: positions L, kernel
+// size K, image size) and arg[21..25): N, Cin, O, groups (cg = Cin / groups channels and
+// og = O / groups outputs a group). Each output sums its products in the compute type, in
+// channel-then-kernel order:
+//   Forward (x0 image, x1 weight [O, cg, K]): a thread per y [N, O, L] element;
+//   InputGrad (x0 g [N, O, L], x1 weight): a thread per y [N, Cin, *in] element, over the
+//     (output channel, kernel entry) pairs whose window position reads the element;
+//   WeightGrad (x0 image, x1 g): a workgroup per y [O, cg, K] element, its kLocal threads
+//     striding over the N * L (sample, position) pairs and meeting in a tree, so every
+//     thread's loop stays short (lavapipe caps a loop at 65535 iterations).
+std::string gen_conv(DType dt, ir::ConvPass pass) {
+  std::string s = header() + local_decl(kLocal) +
+                  buffers_decl({{"y", dt}, {"x0", dt}, {"x1", dt}}) + prelude(dt) + bf16_helpers();
+  const std::string conv_args =
+      "  int N = arg[21], Cin = arg[22], O = arg[23], G = arg[24];\n"
+      "  int cg = Cin / G, og = O / G;\n";
+  const std::string inside = "iz >= 0 && iz < in0 && iy >= 0 && iy < in1 && ix >= 0 && ix < in2";
+  switch (pass) {
+    case ir::ConvPass::Forward:
+      s += "void main() {\n" + window_head() + conv_args +
+           "  int n = i / (O * L), o = (i / L) % O, l = i % L;\n"
+           "  int c0 = (o / og) * cg;\n"
+           "  int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+           "  C acc = EM_ZERO;\n"
+           "  for (int c = 0; c < cg; ++c) {\n"
+           "    int xb = (n * Cin + c0 + c) * image, wb = (o * cg + c) * K;\n"
+           "    for (int kz = 0; kz < k0; ++kz)\n"
+           "      for (int ky = 0; ky < k1; ++ky)\n"
+           "        for (int kx = 0; kx < k2; ++kx) {\n"
+           "          int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+           "ix = ox * st2 - pd2 + kx * dl2;\n"
+           "          if (!(" +
+           inside +
+           ")) continue;\n          acc += " + load(dt, "x1[wb + (kz * k1 + ky) * k2 + kx]") +
+           " * " + load(dt, "x0[xb + (iz * in1 + iy) * in2 + ix]") +
+           ";\n        }\n  }\n  y[i] = " + store(dt, "acc") + ";\n}\n";
+      return s;
+    case ir::ConvPass::InputGrad:
+      s += "void main() {\n" + window_head() + conv_args +
+           "  int n = i / (Cin * image), c = (i / image) % Cin, e = i % image;\n"
+           "  int grp = c / cg, cc = c - grp * cg;\n"
+           "  int iz = e / (in1 * in2), iy = (e / in2) % in1, ix = e % in2;\n"
+           "  C acc = EM_ZERO;\n"
+           "  for (int q = 0; q < og; ++q) {\n"
+           "    int o = grp * og + q;\n"
+           "    int gb = (n * O + o) * L, wb = (o * cg + cc) * K;\n"
+           "    for (int kz = 0; kz < k0; ++kz)\n"
+           "      for (int ky = 0; ky < k1; ++ky)\n"
+           "        for (int kx = 0; kx < k2; ++kx) {\n"
+           "          int tz = iz + pd0 - kz * dl0, ty = iy + pd1 - ky * dl1, "
+           "tx = ix + pd2 - kx * dl2;\n"
+           "          if (tz < 0 || ty < 0 || tx < 0 || tz % st0 != 0 || ty % st1 != 0 || "
+           "tx % st2 != 0) continue;\n"
+           "          int oz = tz / st0, oy = ty / st1, ox = tx / st2;\n"
+           "          if (oz >= out0 || oy >= out1 || ox >= out2) continue;\n"
+           "          acc += " +
+           load(dt, "x0[gb + (oz * out1 + oy) * out2 + ox]") + " * " +
+           load(dt, "x1[wb + (kz * k1 + ky) * k2 + kx]") +
+           ";\n        }\n  }\n  y[i] = " + store(dt, "acc") + ";\n}\n";
+      return s;
+    case ir::ConvPass::WeightGrad:
+    case ir::ConvPass::Count_:
+      break;
+  }
+  s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n"
+       "  int line = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);\n"
+       "  if (line >= arg[0]) return;\n  int t = int(gl_LocalInvocationID.x);\n" +
+       window_geometry() + conv_args +
+       "  int o = line / (cg * K), cc = (line / K) % cg, k = line % K;\n"
+       "  int c = (o / og) * cg + cc;\n"
+       "  int kz = k / (k1 * k2), ky = (k / k2) % k1, kx = k % k2;\n"
+       "  C part = EM_ZERO;\n"
+       "  for (int j = t; j < N * L; j += " +
+       std::to_string(kLocal) +
+       ") {\n"
+       "    int n = j / L, l = j % L;\n"
+       "    int oz = l / (out1 * out2), oy = (l / out2) % out1, ox = l % out2;\n"
+       "    int iz = oz * st0 - pd0 + kz * dl0, iy = oy * st1 - pd1 + ky * dl1, "
+       "ix = ox * st2 - pd2 + kx * dl2;\n"
+       "    if (!(" +
+       inside + ")) continue;\n    part += " + load(dt, "x1[(n * O + o) * L + l]") + " * " +
+       load(dt, "x0[(n * Cin + c) * image + (iz * in1 + iy) * in2 + ix]") + ";\n  }\n" +
+       tree("sh", "      C r = a + b;\n") + "  if (t == 0) y[line] = " + store(dt, "sh[0]") +
+       ";\n}\n";
+  return s;
+}
+
+// ---- batch norm (ir::BatchNorm, ir::BatchNormGrad) ----
+
+// Over x [N, Cn, S] (contiguous; S the spatial extent) per channel ch: its M = N * S values
+// x0[((j / S) * Cn + ch) * S + j % S], j < M. Arguments: [0] channels (the sums) or elements
+// (the element-wise stages), [1] Cn, [2] S, [3] N, [4..6) eps (compute type's bits). Stages:
+//   Stats (y [2, Cn] from x0): a workgroup a channel: the mean, corrected by the mean of
+//     x - mean (the first sum's rounding), then the biased variance (as layer norm);
+//   Apply (y from x0, x1 the statistics, x2 weight, x3 bias where present): a thread an
+//     element, y = (x - mean) * weight / sqrt(var + eps) + bias;
+//   GradSums (y [2, Cn] from x0, x1 g, x2 the statistics): a workgroup a channel,
+//     y = [sum(g (x - mean)) rstd, sum(g)] (dweight, dbias);
+//   GradInput (y dx from x0, x1 g, x2 the statistics, x3 the sums, x4 weight where
+//     present): a thread an element, dx = a g + b (x - mean) + k with a = weight rstd,
+//     b = -a rstd dweight / M, k = -a dbias / M (ir::BatchNormGrad's closed form).
+std::string gen_batch_norm(DType dt, BatchNormStage stage, bool weight, bool bias) {
+  std::vector<std::pair<std::string, DType>> bufs = {{"y", dt}, {"x0", dt}};
+  const int extra = stage == BatchNormStage::Stats      ? 0
+                    : stage == BatchNormStage::Apply    ? 1 + weight + bias
+                    : stage == BatchNormStage::GradSums ? 2
+                                                        : 3 + weight;
+  for (int j = 1; j <= extra; ++j) bufs.push_back({"x" + std::to_string(j), dt});
+  std::string s = header() + local_decl(kLocal) + buffers_decl(bufs) + prelude(dt) + bf16_helpers();
+  const bool sums = stage == BatchNormStage::Stats || stage == BatchNormStage::GradSums;
+  if (sums) s += "shared C sh[" + std::to_string(kLocal) + "];\n";
+  s += "void main() {\n";
+  if (sums) {
+    s += "  int ch = int(gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x);\n"
+         "  if (ch >= arg[0]) return;\n  int t = int(gl_LocalInvocationID.x);\n";
+  } else {
+    s += std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  }
+  s += "  int Cn = arg[1], S = arg[2], M = arg[3] * S;\n";
+  s += "  C eps = " + from_words(dt, "arg[4]", "arg[5]") + ";\n";
+  if (!sums) {
+    const std::string st = stage == BatchNormStage::Apply ? "x1" : "x2";  // the statistics
+    s += "  int ch = (i / S) % Cn;\n  C v = " + load(dt, "x0[i]") +
+         ";\n  C mean = " + load(dt, st + "[ch]") + ";\n  C rstd = C(1) / sqrt(" +
+         load(dt, st + "[Cn + ch]") + " + eps);\n";
+  }
+  const std::string loop =
+      "  for (int j = t; j < M; j += " + std::to_string(kLocal) +
+      ") {\n    int at = ((j / S) * Cn + ch) * S + j % S;\n    C v = " + load(dt, "x0[at]") + ";\n";
+  const std::string sum = tree("sh", "      C r = a + b;\n");
+  switch (stage) {
+    case BatchNormStage::Stats:
+      s += "  C part = EM_ZERO;\n" + loop + "    part += v;\n  }\n" + sum +
+           "  C mean = sh[0] / C(M);\n  barrier();\n  part = EM_ZERO;\n" + loop +
+           "    part += v - mean;\n  }\n" + sum +
+           "  mean += sh[0] / C(M);\n  barrier();\n  part = EM_ZERO;\n" + loop +
+           "    C d = v - mean;\n    part += d * d;\n  }\n" + sum +
+           "  if (t == 0) {\n    y[ch] = " + store(dt, "mean") +
+           ";\n    y[Cn + ch] = " + store(dt, "sh[0] / C(M)") + ";\n  }\n}\n";
+      return s;
+    case BatchNormStage::Apply: {
+      std::string v = "(v - mean) * rstd";
+      if (weight) v = "(" + v + ") * " + load(dt, "x2[ch]");
+      if (bias) v = "(" + v + ") + " + load(dt, std::string(weight ? "x3" : "x2") + "[ch]");
+      s += "  y[i] = " + store(dt, v) + ";\n}\n";
+      return s;
+    }
+    case BatchNormStage::GradSums:
+      s += "  C mean = " + load(dt, "x2[ch]") + ";\n  C rstd = C(1) / sqrt(" +
+           load(dt, "x2[Cn + ch]") + " + eps);\n";
+      s += "  C sg = EM_ZERO, sgx = EM_ZERO;\n" + loop + "    C g = " + load(dt, "x1[at]") +
+           ";\n    sg += g;\n    sgx += g * (v - mean);\n  }\n";
+      s += "  C part = sg;\n" + sum + "  sg = sh[0];\n  barrier();\n  part = sgx;\n" + sum +
+           "  if (t == 0) {\n    y[ch] = " + store(dt, "sh[0] * rstd") +
+           ";\n    y[Cn + ch] = " + store(dt, "sg") + ";\n  }\n}\n";
+      return s;
+    case BatchNormStage::GradInput:
+      s += "  C a = " + (weight ? load(dt, "x4[ch]") + " * rstd" : std::string("rstd")) + ";\n";
+      s += "  C b = -a * rstd * " + load(dt, "x3[ch]") + " / C(M);\n  C k = -a * " +
+           load(dt, "x3[Cn + ch]") + " / C(M);\n";
+      s += "  y[i] = " + store(dt, "a * " + load(dt, "x1[i]") + " + b * (v - mean) + k") + ";\n}\n";
+      return s;
+  }
+  EMBER_ASSERT(false);
 }
 
 // nonzero in two kernels over runs of arg[1] elements of x (contiguous; arg[0] elements), a
@@ -1572,15 +1896,21 @@ KernelSpec reduce_spec(ir::ReduceFn fn, DType dt, bool group) {
 KernelSpec scan_spec(ir::ScanFn fn, DType dt, bool group) {
   return {Family::Scan, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt), group};
 }
-KernelSpec softmax_spec(DType dt, bool log, bool group) {
-  return {Family::Softmax, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(log), group};
+KernelSpec softmax_spec(DType dt, bool log, bool group, bool cached) {
+  return {Family::Softmax, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(log),
+          static_cast<std::uint8_t>(group | (group && cached) << 1)};
 }
-KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group) {
+KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group, bool cached) {
   return {Family::LayerNorm, static_cast<std::uint8_t>(dt),
-          static_cast<std::uint8_t>(weight | (bias << 1)), group};
+          static_cast<std::uint8_t>(weight | (bias << 1)),
+          static_cast<std::uint8_t>(group | (group && cached) << 1)};
 }
 KernelSpec matmul_spec(DType dt, bool large, bool prefetch) {
   return {Family::Matmul, static_cast<std::uint8_t>(dt), large, prefetch};
+}
+KernelSpec matmul_coop_spec(bool vec8) { return {Family::MatmulCoop, vec8}; }
+bool takes_coopmat(DType dt, bool device_coopmat) {
+  return dt == DType::F16 && device_coopmat && !tuned("nocoopmat");
 }
 KernelSpec random_spec(DType dt) { return {Family::Random, static_cast<std::uint8_t>(dt)}; }
 KernelSpec gather_spec(DType dt, bool select) {
@@ -1600,6 +1930,13 @@ KernelSpec nonzero_spec(DType dt, bool write) {
 }
 KernelSpec max_pool_grad_spec(DType dt, bool share) {
   return {Family::MaxPoolGrad, static_cast<std::uint8_t>(dt), share};
+}
+KernelSpec conv_spec(DType dt, ir::ConvPass pass) {
+  return {Family::Conv, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(pass)};
+}
+KernelSpec batch_norm_spec(DType dt, BatchNormStage stage, bool weight, bool bias) {
+  return {Family::BatchNorm, static_cast<std::uint8_t>(dt), static_cast<std::uint8_t>(stage),
+          static_cast<std::uint8_t>(weight | (bias << 1))};
 }
 KernelSpec pool_spec(ir::PoolFn fn, DType dt) {
   return {Family::Pool, static_cast<std::uint8_t>(fn), static_cast<std::uint8_t>(dt)};
@@ -1678,12 +2015,15 @@ std::string KernelSpec::key() const {
       return std::string("scan.") + ir::name(static_cast<ir::ScanFn>(a)) + "." + dt(b) +
              (c ? ".group" : "");
     case Family::Softmax:
-      return std::string(b ? "log_softmax." : "softmax.") + dt(a) + (c ? ".group" : "");
+      return std::string(b ? "log_softmax." : "softmax.") + dt(a) + (c & 1 ? ".group" : "") +
+             (c & 2 ? ".cached" : "");
     case Family::LayerNorm:
       return std::string("layer_norm.") + dt(a) + (b & 1 ? ".w" : "") + (b & 2 ? ".b" : "") +
-             (c ? ".group" : "");
+             (c & 1 ? ".group" : "") + (c & 2 ? ".cached" : "");
     case Family::Matmul:
       return std::string("matmul.") + dt(a) + (b ? ".t128" : "") + (c ? ".prefetch" : "");
+    case Family::MatmulCoop:
+      return a ? "matmul.f16.coopmat.vec8" : "matmul.f16.coopmat";
     case Family::Fused:
       return fused->key + lin_tag(lin);
     case Family::Random:
@@ -1706,6 +2046,16 @@ std::string KernelSpec::key() const {
       return std::string(b ? "max_pool_share." : "max_pool_grad.") + dt(a);
     case Family::Nonzero:
       return std::string(b ? "nonzero." : "nonzero_count.") + dt(a);
+    case Family::Conv: {
+      static constexpr const char* kPass[] = {"conv.", "conv_input_grad.", "conv_weight_grad."};
+      return std::string(kPass[std::min<int>(b, 2)]) + dt(a);
+    }
+    case Family::BatchNorm: {
+      static constexpr const char* kStage[] = {"batch_norm_stats.", "batch_norm.",
+                                               "batch_norm_grad_sums.", "batch_norm_grad."};
+      return std::string(kStage[std::min<int>(b, 3)]) + dt(a) + (c & 1 ? ".w" : "") +
+             (c & 2 ? ".b" : "");
+    }
   }
   return "?";
 }
@@ -1738,11 +2088,13 @@ std::string KernelSpec::source() const {
     case Family::Scan:
       return gen_scan(static_cast<ir::ScanFn>(a), dt(b), c != 0);
     case Family::Softmax:
-      return gen_softmax(dt(a), b != 0, c != 0);
+      return gen_softmax(dt(a), b != 0, (c & 1) != 0, (c & 2) != 0);
     case Family::LayerNorm:
-      return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, c != 0);
+      return gen_layer_norm(dt(a), (b & 1) != 0, (b & 2) != 0, (c & 1) != 0, (c & 2) != 0);
     case Family::Matmul:
       return gen_matmul(dt(a), b != 0, c != 0);
+    case Family::MatmulCoop:
+      return gen_matmul_coop(a != 0);
     case Family::Fused:
       return gen_fused(*fused, lin);
     case Family::Random:
@@ -1765,6 +2117,10 @@ std::string KernelSpec::source() const {
       return b ? gen_max_pool_share(dt(a)) : gen_max_pool_grad(dt(a));
     case Family::Nonzero:
       return gen_nonzero(dt(a), b != 0);
+    case Family::Conv:
+      return gen_conv(dt(a), static_cast<ir::ConvPass>(b));
+    case Family::BatchNorm:
+      return gen_batch_norm(dt(a), static_cast<BatchNormStage>(b), (c & 1) != 0, (c & 2) != 0);
   }
   EMBER_ASSERT(false);
 }
@@ -1808,6 +2164,8 @@ int KernelSpec::buffers() const {
     case Family::Arange:
     case Family::Random:
       return 1;
+    case Family::MatmulCoop:
+      return a ? 5 : 3;
     case Family::Binary:
     case Family::Matmul:
     case Family::Sort:
@@ -1817,6 +2175,22 @@ int KernelSpec::buffers() const {
       return 4;
     case Family::Nonzero:
       return b ? 3 : 2;
+    case Family::Conv:
+      return 3;
+    case Family::BatchNorm: {
+      const bool w = (c & 1) != 0, bb = (c & 2) != 0;
+      switch (static_cast<BatchNormStage>(b)) {
+        case BatchNormStage::Stats:
+          return 2;
+        case BatchNormStage::Apply:
+          return 3 + w + bb;
+        case BatchNormStage::GradSums:
+          return 4;
+        case BatchNormStage::GradInput:
+          return 5 + w;
+      }
+      return 2;
+    }
     case Family::LayerNorm:
       return 2 + (b & 1) + ((b >> 1) & 1);
     default:
@@ -1904,6 +2278,19 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
       for (bool share : {false, true}) out.push_back(max_pool_grad_spec(dt, share));
     }
     for (bool write : {false, true}) out.push_back(nonzero_spec(dt, write));
+    if (kind_of(dt) == Kind::Float) {
+      for (auto pass : {ir::ConvPass::Forward, ir::ConvPass::InputGrad, ir::ConvPass::WeightGrad})
+        out.push_back(conv_spec(dt, pass));
+    }
+    if (dt == DType::F32 || dt == DType::F64) {  // batch norm's dtypes (as the Cpu's)
+      using S = BatchNormStage;
+      out.push_back(batch_norm_spec(dt, S::Stats, false, false));
+      out.push_back(batch_norm_spec(dt, S::GradSums, false, false));
+      for (bool w : {false, true}) {
+        out.push_back(batch_norm_spec(dt, S::GradInput, w, false));
+        for (bool b : {false, true}) out.push_back(batch_norm_spec(dt, S::Apply, w, b));
+      }
+    }
     if (dt != DType::Bool) {
       out.push_back(pool_spec(ir::PoolFn::Max, dt));
       out.push_back(pool_spec(ir::PoolFn::Sum, dt));
@@ -1923,16 +2310,22 @@ std::vector<KernelSpec> all_specs(const std::vector<DType>& dtypes) {
       }
     }
     if (kind_of(dt) == Kind::Float && dt != DType::F64) {
+      out.push_back(softmax_spec(dt, false, true, true));
+      out.push_back(softmax_spec(dt, true, true, true));
       for (bool g : {false, true}) {
-        out.push_back(softmax_spec(dt, false, g));
-        out.push_back(softmax_spec(dt, true, g));
+        out.push_back(softmax_spec(dt, false, g, false));
+        out.push_back(softmax_spec(dt, true, g, false));
       }
     }
     if (kind_of(dt) == Kind::Float) {
+      out.push_back(layer_norm_spec(dt, true, false, true, true));
       for (bool g : {false, true}) {
-        out.push_back(layer_norm_spec(dt, true, true, g));
-        out.push_back(layer_norm_spec(dt, false, false, g));
+        out.push_back(layer_norm_spec(dt, true, true, g, false));
+        out.push_back(layer_norm_spec(dt, false, false, g, false));
       }
+    }
+    if (dt == DType::F16) {
+      for (bool vec8 : {false, true}) out.push_back(matmul_coop_spec(vec8));
     }
     if (kind_of(dt) == Kind::Float) {
       for (bool large : {false, true}) {

@@ -30,8 +30,11 @@ namespace ember::vulkan {
 
 // Measurement switches from $EMBER_VULKAN_TUNE (comma-separated words, read once), for
 // comparing kernel variants in one process: "strided" (element-wise kernels always take
-// the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "lineloop1" (line
-// kernels load one element an iteration), "nofloatcontrols"
+// the strided walk), "tile64" (matmul always takes the 64 x 64 tile), "noprefetch" (matmul
+// without the register prefetch), "nocoopmat" (f16 matmul without cooperative matrices),
+// "nocoopvec" (the cooperative-matrix matmul without its 16-byte loads), "nolinecache"
+// (softmax and layer norm read the line once a pass),
+// "lineloop1" (line kernels load one element an iteration), "nofloatcontrols"
 // (kernels do not declare SignedZeroInfNanPreserve) and "noprecise" (element-wise results
 // are not `precise`): with either of the last two, signed zeros, NaN and roundings may
 // differ from the other backends. Unset: the defaults.
@@ -58,31 +61,38 @@ inline constexpr int kMapParams = kMapOperand + 4 * kMapStride;
 inline constexpr int kMapArgs = kMapParams + 4;
 
 enum class Family : std::uint8_t {
-  Unary,      // (fn, dtype): y = f(x0)
-  Binary,     // (fn, dtype): y = f(x0, x1), Bool for comparisons
-  Where,      // (dtype): y = x0 ? x1 : x2
-  Cast,       // (from, to)
-  Copy,       // (dtype): the bits, any layout to any layout
-  Fill,       // (dtype): [0] n, [1..3) the value as the compute type's bits
-  Arange,     // (dtype): [0] n, [1..3) start, [3..5) step as f64 bits
-  Reduce,     // (fn, dtype, group): [0] lines, [1] n, [2] inner, [3] x offset; x [outer, n, inner]
-  Scan,       // (fn, dtype, group): as Reduce; y has x's shape
-  Softmax,    // (dtype, log, group): as Reduce
-  LayerNorm,  // (dtype, weight | bias << 1, group): [0] rows, [1] n, [2] x offset, [3..5) eps
-  Matmul,     // (dtype): see gen_matmul in codegen.cpp
-  Fused,      // (FusedKernel): a fused element-wise group, see below
-  Random,     // (dtype): [0] n, [1..3) key, [3..5) counter base, [5] kind, [6..8) a,
-              // [8..10) b (f64 bits): the Cpu's counter-based generator (needs i64 and f64)
-  Gather,     // (dtype, select): y (contiguous) from x at the I64 index; see gen_gather
-  Scatter,    // (dtype, add): into y (a contiguous copy of x), a thread per index line
-  IndexAdd,   // (dtype): y (a contiguous copy of x) += src rows at the index
-  Sort,       // (dtype, descending): [0] elements, [1] n, [2] inner; y, I64 indices, x
-  Unfold,     // (dtype): the window arguments below, [19..21) the padding value's bits
-  Fold,       // (dtype): float dtypes, sums in the compute type in kernel order
-  Pool,       // (PoolFn, dtype): max or sum over the window's entries inside the image
+  Unary,       // (fn, dtype): y = f(x0)
+  Binary,      // (fn, dtype): y = f(x0, x1), Bool for comparisons
+  Where,       // (dtype): y = x0 ? x1 : x2
+  Cast,        // (from, to)
+  Copy,        // (dtype): the bits, any layout to any layout
+  Fill,        // (dtype): [0] n, [1..3) the value as the compute type's bits
+  Arange,      // (dtype): [0] n, [1..3) start, [3..5) step as f64 bits
+  Reduce,      // (fn, dtype, group): [0] lines, [1] n, [2] inner, [3] x offset; x [outer, n, inner]
+  Scan,        // (fn, dtype, group): as Reduce; y has x's shape
+  Softmax,     // (dtype, log, group): as Reduce
+  LayerNorm,   // (dtype, weight | bias << 1, group): [0] rows, [1] n, [2] x offset, [3..5) eps
+  Matmul,      // (dtype): see gen_matmul in codegen.cpp
+  MatmulCoop,  // f16 on cooperative matrices: Note [Cooperative-matrix matmul] in codegen.cpp
+  Fused,       // (FusedKernel): a fused element-wise group, see below
+  Random,      // (dtype): [0] n, [1..3) key, [3..5) counter base, [5] kind, [6..8) a,
+               // [8..10) b (f64 bits): the Cpu's counter-based generator (needs i64 and f64)
+  Gather,      // (dtype, select): y (contiguous) from x at the I64 index; see gen_gather
+  Scatter,     // (dtype, add): into y (a contiguous copy of x), a thread per index line
+  IndexAdd,    // (dtype): y (a contiguous copy of x) += src rows at the index
+  Sort,        // (dtype, descending): [0] elements, [1] n, [2] inner; y, I64 indices, x
+  Unfold,      // (dtype): the window arguments below, [19..21) the padding value's bits
+  Fold,        // (dtype): float dtypes, sums in the compute type in kernel order
+  Pool,        // (PoolFn, dtype): max or sum over the window's entries inside the image
   MaxPoolGrad,  // (dtype, share): the max-pool gradient's shares, then its sums (f32, f64)
   Nonzero,      // (dtype, write): counts of runs, then the coordinates (see gen_nonzero)
+  Conv,         // (dtype, ir::ConvPass): Note [Direct convolution] in codegen.cpp
+  BatchNorm,    // (dtype, BatchNormStage, weight | bias << 1): see gen_batch_norm
 };
+
+// The kernels of ir::BatchNorm (Stats, then Apply) and ir::BatchNormGrad (GradSums, then
+// GradInput), over x [N, C, S] per channel.
+enum class BatchNormStage : std::uint8_t { Stats, Apply, GradSums, GradInput };
 
 // A fused element-wise group's kernel (backend/fused_group.hpp): the group's structure —
 // its inputs' dtypes, its instructions, its outputs and which output is written into which
@@ -146,15 +156,26 @@ KernelSpec arange_spec(DType dt);
 // Kernels over lines: `group` gives each line a workgroup (long lines), else a thread.
 KernelSpec reduce_spec(ir::ReduceFn fn, DType dt, bool group);
 KernelSpec scan_spec(ir::ScanFn fn, DType dt, bool group);
-KernelSpec softmax_spec(DType dt, bool log, bool group);
-KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group);
+// cached (with group, lines of at most kLocal * kLineCache): the line is read once into
+// registers (Note [Cached lines] in codegen.cpp).
+KernelSpec softmax_spec(DType dt, bool log, bool group, bool cached);
+KernelSpec layer_norm_spec(DType dt, bool weight, bool bias, bool group, bool cached);
+inline constexpr std::size_t kLineCache = 16;
 // Lines longer than this get a workgroup each.
 inline constexpr std::size_t kGroupLine = 64;
 // large: 128 x 128 tiles (8 x 8 outputs a thread), for products that fill the device with
 // them; else 64 x 64 (4 x 4).
-// prefetch: the next tile loaded into registers during the products (Note [Preview
-// kernels] in vulkan_backend.cpp).
+// prefetch: the next tile loaded into registers during the products (the default;
+// EMBER_VULKAN_TUNE=noprefetch for comparisons).
 KernelSpec matmul_spec(DType dt, bool large, bool prefetch);
+// f16 matmul on the device's matrix units (Features::coopmat; gen_matmul's arguments,
+// 128 x 128 tiles of 256 threads): Note [Cooperative-matrix matmul] in codegen.cpp.
+// vec8: A and B bound again as 16-byte words (5 buffers: y, a, b, a, b), for row-major
+// operands aligned to 8 elements (Note [Cooperative-matrix matmul]).
+KernelSpec matmul_coop_spec(bool vec8);
+// Whether a matmul of dtype dt takes it: f16 on a device with Features::coopmat, unless
+// EMBER_VULKAN_TUNE has "nocoopmat".
+bool takes_coopmat(DType dt, bool device_coopmat);
 KernelSpec random_spec(DType dt);
 // Indexing (I64 indices, so the device needs shaderInt64); out-of-range indices are
 // reported as kErrorIndex under the key, which names the op as the Cpu's errors do.
@@ -174,6 +195,17 @@ KernelSpec pool_spec(ir::PoolFn fn, DType dt);
 // ir::MaxPoolGrad: share [planes, L] from (x, y, g), then the gradient [planes, *in] from
 // (x, y, share); the window arguments as above (f32 and f64, as the Cpu).
 KernelSpec max_pool_grad_spec(DType dt, bool share);
+// ir::Conv's three passes without the column matrix (float dtypes). Arguments: the window
+// arguments above (of the image [N, Cin, *in]), [21..25) N, Cin, O, groups; [0] is the
+// output's elements (Forward, InputGrad) or, for WeightGrad (a workgroup an element), its
+// elements as workgroups.
+KernelSpec conv_spec(DType dt, ir::ConvPass pass);
+// Batch norm's four kernels (f32 and f64, as the Cpu's): arguments [0]
+// channels (Stats, GradSums: a workgroup a channel) or elements, [1] C, [2] S, [3] N,
+// [4..6) eps (compute type's bits). Their loops stride N * S by kLocal (within lavapipe's
+// 65535 iterations: N * S <= kLoopValues, as for WeightGrad's N * L).
+KernelSpec batch_norm_spec(DType dt, BatchNormStage stage, bool weight, bool bias);
+inline constexpr std::size_t kLoopValues = 65535 * static_cast<std::size_t>(kLocal);
 // ir::Nonzero: the non-zero count of each run of kNonzeroRun elements, then (after the
 // host's prefix sums, the one wait) each run's coordinates (needs I64 storage).
 KernelSpec nonzero_spec(DType dt, bool write);

@@ -127,6 +127,15 @@ Context::Context(int index) {
     if (device_has_extension(pd_.handle, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME))
       exts.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
     *tail = &f16i8;
+    tail = &f16i8.pNext;
+  }
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cm{};
+  cm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  if (f.coopmat) {
+    cm.cooperativeMatrix = VK_TRUE;
+    exts.push_back(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+    *tail = &cm;
+    tail = &cm.pNext;
   }
   if ((f.preserve32 || f.preserve64) &&
       device_has_extension(pd_.handle, VK_KHR_SHADER_FLOAT_CONTROLS_EXTENSION_NAME))

@@ -84,6 +84,7 @@ class VkTensor final : public ir::TensorNode {
 
 class Context {
  public:
+  // Enables VK_NV_cooperative_matrix where the device has it (Features::coopmat).
   explicit Context(int index);
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

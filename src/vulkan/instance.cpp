@@ -79,6 +79,45 @@ Features query_features(VkPhysicalDevice pd) {
   return f;
 }
 
+// Features::coopmat: the extension and its feature, 32-wide subgroups with compute
+// support, and the 16 x 16 x 16 f16 x f16 + f32 shape at subgroup scope among the
+// properties.
+bool has_coopmat(VkInstance inst, VkPhysicalDevice pd) {
+  if (!has_extension(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME)) return false;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cf{};
+  cf.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  VkPhysicalDeviceFeatures2 f2{};
+  f2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
+  f2.pNext = &cf;
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  VkPhysicalDeviceSubgroupProperties sg{};
+  sg.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES;
+  VkPhysicalDeviceProperties2 p2{};
+  p2.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2;
+  p2.pNext = &sg;
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+  if (!cf.cooperativeMatrix || sg.subgroupSize != 32 ||
+      (sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) == 0)
+    return false;
+  const auto props_of = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  if (props_of == nullptr) return false;
+  std::uint32_t n = 0;
+  if (props_of(pd, &n, nullptr) != VK_SUCCESS || n == 0) return false;
+  std::vector<VkCooperativeMatrixPropertiesNV> ps(n);
+  for (auto& p : ps) p.sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  if (props_of(pd, &n, ps.data()) != VK_SUCCESS) return false;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const auto& p = ps[i];
+    if (p.MSize == 16 && p.NSize == 16 && p.KSize == 16 &&
+        p.AType == VK_COMPONENT_TYPE_FLOAT16_NV && p.BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+        p.CType == VK_COMPONENT_TYPE_FLOAT32_NV && p.DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+        p.scope == VK_SCOPE_SUBGROUP_NV)
+      return true;
+  }
+  return false;
+}
+
 std::string version_text(std::uint32_t v) {
   return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
          "." + std::to_string(VK_API_VERSION_PATCH(v));
@@ -165,6 +204,7 @@ Instance create_instance() {
       d.features.preserve32 = fc.shaderSignedZeroInfNanPreserveFloat32;
       d.features.preserve64 = fc.shaderSignedZeroInfNanPreserveFloat64;
     }
+    d.features.coopmat = d.features.f16 && d.features.storage16 && has_coopmat(inst.handle, pd);
     // 8-bit storage and float16/int8 arithmetic are core only from Vulkan 1.2.
     const bool core12 = d.props.apiVersion >= VK_API_VERSION_1_2;
     if (!core12 && !has_extension(pd, VK_KHR_8BIT_STORAGE_EXTENSION_NAME))

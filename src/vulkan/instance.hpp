@@ -22,6 +22,11 @@ struct Features {
   // Kernels may declare SignedZeroInfNanPreserve (VK_KHR_shader_float_controls), so that
   // -0, infinities and NaN keep IEEE semantics (x + 0 is not folded to x).
   bool preserve32 = false, preserve64 = false;
+  // VK_NV_cooperative_matrix with the 16 x 16 x 16 shape of f16 A and B and f32 C and D at
+  // subgroup scope, on 32-wide subgroups: what the cooperative-matrix matmul needs
+  // (codegen.hpp, matmul_coop_spec). Debian's glslang prints GL_NV_cooperative_matrix (the
+  // KHR extension's GLSL came later), which NVIDIA's driver runs.
+  bool coopmat = false;
 };
 
 struct PhysicalDevice {

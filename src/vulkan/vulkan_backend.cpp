@@ -33,17 +33,16 @@ namespace {
 // Fewest 128 x 128 output tiles for which a matmul takes the large tile (codegen.hpp).
 constexpr std::size_t kMatmulLargeTiles = 128;
 
-// Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (the
+// Note [Preview kernels]: the kernels added after the last run on NVIDIA's driver (now
+// the cached lines of softmax and layer norm) run where they have been checked: on a CPU
+// implementation (lavapipe, where the conformance cases run in CI), and elsewhere with
+// EMBER_VULKAN_PREVIEW=1 (=0 turns them off anywhere; preview_kernels()). Without them
+// those ops take the paths that ran on NVIDIA's driver (one read of the line a pass).
+// Kernels leave this set once every conformance case passed with them on the H200: the
 // max-pool gradient, nonzero, 16-bit scatter_add / index_add and matmul's register
-// prefetch) run where they have been checked: on a CPU implementation (lavapipe, where the
-// conformance cases run in CI), and elsewhere with EMBER_VULKAN_PREVIEW=1 (=0 turns them
-// off anywhere). Without them those ops take the paths that ran on NVIDIA's driver (the
-// composites, the fallback, the matmul without prefetch).
-bool preview_kernels(const Context& ctx) {
-  const char* e = std::getenv("EMBER_VULKAN_PREVIEW");
-  if (e != nullptr && *e != '\0') return std::string(e) == "1";  // "0": the checked paths
-  return ctx.physical().props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-}
+// prefetch (2026-12-01); batch norm, the direct convolution kernels, the
+// cooperative-matrix matmul and the convolution op with its routes (Note [Convolution
+// routes]; 2026-12-02, driver 580.159.04).
 
 struct Operand {
   const Block* block;
@@ -52,7 +51,8 @@ struct Operand {
 
 class VulkanBackend final : public backend::Backend {
  public:
-  explicit VulkanBackend(int index) : index_(index), ctx_(index), preview_(preview_kernels(ctx_)) {}
+  explicit VulkanBackend(int index)
+      : index_(index), ctx_(index), preview_(preview_kernels(index)) {}
 
   std::string name() const override { return "vulkan:" + std::to_string(index_); }
 
@@ -111,13 +111,23 @@ class VulkanBackend final : public backend::Backend {
 
   bool supports(const ir::Op& op) const override {
     if (!Backend::supports(op)) return false;
-    bool ok = true;
+    // The tensor layer asks a decorator over this backend (Autodiff, Fusion) whether its
+    // convolution and batch norm ops run here, with the decorator's own handles: those are
+    // judged by their views' sizes, and the buffers behind them are checked again when the
+    // op reaches execute(), which falls back where they do not fit. Other ops read their
+    // operands as VkTensor in supports_one.
+    bool ok = true, foreign = false;
     ir::for_each_operand(op, [&](const ir::Handle& h) {
       if (!h) return;
       const auto* t = dynamic_cast<const VkTensor*>(h.get());
-      if (t == nullptr || !fits(*t)) ok = false;
+      if (t == nullptr) foreign = true;
+      if (t != nullptr ? !fits(*t) : !out_fits(h->shape(), h->dtype())) ok = false;
     });
     if (!ok) return false;
+    if (foreign && !std::holds_alternative<ir::Conv>(op) &&
+        !std::holds_alternative<ir::BatchNorm>(op) &&
+        !std::holds_alternative<ir::BatchNormGrad>(op))
+      return false;
     return std::visit([&](const auto& o) { return supports_one(o); }, op);
   }
 
@@ -359,7 +369,7 @@ class VulkanBackend final : public backend::Backend {
   // Where x and src are 16-bit floats: whether their f32 copies fit the kernels.
   bool widened_fits(const ir::Handle& x, const ir::Handle& src) const {
     return !is_half(x->dtype()) ||
-           (preview_ && out_fits(x->shape(), DType::F32) && out_fits(src->shape(), DType::F32));
+           (out_fits(x->shape(), DType::F32) && out_fits(src->shape(), DType::F32));
   }
   bool index_ok(const ir::Handle& x, const ir::Handle& index) const {
     return ctx_.features().i64 && dtype_ok(x->dtype()) && out_fits(x->shape(), x->dtype()) &&
@@ -396,20 +406,46 @@ class VulkanBackend final : public backend::Backend {
     return o.x->dtype() != DType::Bool && dtype_ok(o.x->dtype()) &&
            out_fits(o.x->shape(), o.x->dtype());
   }
-  // No kernels yet: the fallback runs these.
   bool supports_one(const ir::Nonzero& o) const {
     const Shape& s = o.x->shape();
-    return preview_ && ctx_.features().i64 && dtype_ok(o.x->dtype()) && s.rank() <= kMaxDims &&
+    return ctx_.features().i64 && dtype_ok(o.x->dtype()) && s.rank() <= kMaxDims &&
            out_fits(s, o.x->dtype()) && out_fits(Shape{s.num_elements(), s.rank()}, DType::I64);
   }
-  bool supports_one(const ir::Conv&) const { return false; }
+  // Direct convolution (Note [Direct convolution] in codegen.cpp): float dtypes, 1 to 3
+  // spatial dims; WeightGrad's threads stride N * L within lavapipe's loop cap.
+  bool supports_one(const ir::Conv& o) const {
+    const DType dt = o.x->dtype();
+    const std::size_t rank = o.x->shape().rank();
+    if (kind_of(dt) != Kind::Float || !dtype_ok(dt) || o.w->dtype() != dt || rank < 3 || rank > 5 ||
+        o.w->shape().rank() != rank || o.groups < 1)
+      return false;
+    const Shape out = ir::out_shape(o);
+    if (!out_fits(o.x->shape(), dt) || !out_fits(o.w->shape(), dt) || !out_fits(out, dt))
+      return false;
+    if (o.pass == ir::ConvPass::WeightGrad) {
+      const Shape& g = o.w->shape();
+      return g.num_elements() / std::max<std::size_t>(g[1], 1) <= kLoopValues;  // N * L
+    }
+    return true;
+  }
   bool supports_one(const ir::MaxPoolGrad& o) const {
     const DType dt = o.x->dtype();
-    return preview_ && (dt == DType::F32 || dt == DType::F64) && dtype_ok(dt) &&
-           out_fits(o.x->shape(), dt) && out_fits(o.y->shape(), dt);
+    return (dt == DType::F32 || dt == DType::F64) && dtype_ok(dt) && out_fits(o.x->shape(), dt) &&
+           out_fits(o.y->shape(), dt);
   }
-  bool supports_one(const ir::BatchNorm&) const { return false; }
-  bool supports_one(const ir::BatchNormGrad&) const { return false; }
+  // Batch norm: f32 and f64 (as the Cpu), BatchNorm and BatchNormGrad under one condition
+  // (its rule runs BatchNormGrad on this backend), per-channel loops within lavapipe's cap.
+  bool batch_norm_ok(const ir::Handle& x) const {
+    const DType dt = x->dtype();
+    const Shape& s = x->shape();
+    if ((dt != DType::F32 && dt != DType::F64) || !dtype_ok(dt) || s.rank() < 2 ||
+        !out_fits(s, dt) || s[1] == 0)
+      return false;
+    const std::size_t values = s.num_elements() / s[1];  // N * S per channel
+    return values >= 1 && values <= kLoopValues;
+  }
+  bool supports_one(const ir::BatchNorm& o) const { return batch_norm_ok(o.x); }
+  bool supports_one(const ir::BatchNormGrad& o) const { return batch_norm_ok(o.x); }
   bool supports_one(const ir::Svd&) const { return false; }
 
   // ---- helpers ----
@@ -566,6 +602,10 @@ class VulkanBackend final : public backend::Backend {
             {operand(x)});
     return out;
   }
+  // Lines read once into registers (Note [Cached lines] in codegen.cpp): a preview kernel.
+  bool line_cached(std::size_t n) const {
+    return preview_ && !tuned("nolinecache") && n <= kLocal * kLineCache;
+  }
   ir::Handle run_one(ir::Reduce& o) {
     return run_lines([&](bool g) { return reduce_spec(o.fn, o.x->dtype(), g); }, o.x, o.dim,
                      ir::out_shape(o), o.out);
@@ -575,8 +615,9 @@ class VulkanBackend final : public backend::Backend {
                      o.x->shape(), o.x->dtype());
   }
   ir::Handle run_one(ir::Softmax& o) {
-    return run_lines([&](bool g) { return softmax_spec(o.x->dtype(), o.log, g); }, o.x, o.dim,
-                     o.x->shape(), o.x->dtype());
+    const bool cached = line_cached(o.x->shape()[o.dim]);
+    return run_lines([&](bool g) { return softmax_spec(o.x->dtype(), o.log, g, cached); }, o.x,
+                     o.dim, o.x->shape(), o.x->dtype());
   }
   ir::Handle run_one(ir::LayerNorm& o) {
     auto x = contiguous(o.x);
@@ -602,8 +643,9 @@ class VulkanBackend final : public backend::Backend {
         static_cast<std::int32_t>(eps & 0xffffffffu), static_cast<std::int32_t>(eps >> 32)};
     const bool group = n > kGroupLine;
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(rows), group ? 1 : kLocal);
-    ctx_.dispatch(layer_norm_spec(dt, o.weight != nullptr, o.bias != nullptr, group), args, bufs,
-                  gx, gy);
+    ctx_.dispatch(
+        layer_norm_spec(dt, o.weight != nullptr, o.bias != nullptr, group, line_cached(n)), args,
+        bufs, gx, gy);
     return out;
   }
   ir::Handle run_one(ir::Matmul& o) {
@@ -645,12 +687,24 @@ class VulkanBackend final : public backend::Backend {
     args[9] = static_cast<std::int32_t>(nb);
     // The large tile where the product gives the device enough of them: at least
     // kMatmulLargeTiles 128 x 128 tiles, neither side under 512.
-    const bool large = !tuned("tile64") && M >= 512 && N >= 512 &&
-                       batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles;
+    const bool coop = takes_coopmat(dt, ctx_.features().coopmat);
+    const bool large = coop || (!tuned("tile64") && M >= 512 && N >= 512 &&
+                                batch * ((M + 127) / 128) * ((N + 127) / 128) >= kMatmulLargeTiles);
     const std::size_t t = static_cast<std::size_t>(matmul_tile(large));
     const auto groups = [t](std::size_t v) { return static_cast<std::uint32_t>((v + t - 1) / t); };
-    ctx_.dispatch(matmul_spec(dt, large, preview_), args,
-                  {out->block.get(), a.block.get(), b.block.get()}, groups(N), groups(M),
+    std::vector<const Block*> bufs = {out->block.get(), a.block.get(), b.block.get()};
+    if (coop) {
+      // Row-major operands whose rows are runs of 8 aligned elements load 16-byte words.
+      bool vec8 = !tuned("nocoopvec") && args[5] == 1 && args[8] == 1 && K % 8 == 0 && N % 8 == 0;
+      for (int w : {3, 4, 6, 7}) vec8 = vec8 && args[static_cast<std::size_t>(w)] % 8 == 0;
+      for (std::size_t d = 0; d < nb; ++d)
+        vec8 = vec8 && args[14 + d] % 8 == 0 && args[18 + d] % 8 == 0;
+      if (vec8) bufs.insert(bufs.end(), {a.block.get(), b.block.get()});
+      ctx_.dispatch(matmul_coop_spec(vec8), args, bufs, groups(N), groups(M),
+                    static_cast<std::uint32_t>(batch));
+      return out;
+    }
+    ctx_.dispatch(matmul_spec(dt, large, !tuned("noprefetch")), args, bufs, groups(N), groups(M),
                   static_cast<std::uint32_t>(batch));
     return out;
   }
@@ -850,11 +904,11 @@ class VulkanBackend final : public backend::Backend {
     return {values, indices};
   }
   // ---- sliding windows (the Cpu's geometry, backend::window3) ----
-  void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
-                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0,
-                  std::vector<const Block*> more = {}) {
-    if (threads == 0) return;
-    std::vector<std::int32_t> args(21, 0);
+  // The window arguments (codegen.hpp): [0] threads, the geometry, [19..21) pad_bits, then
+  // `extra` words (zero).
+  static std::vector<std::int32_t> window_args(const backend::Window3& g, std::size_t threads,
+                                               std::uint64_t pad_bits, std::size_t extra = 0) {
+    std::vector<std::int32_t> args(21 + extra, 0);
     args[0] = static_cast<std::int32_t>(threads);
     const std::array<const std::array<std::size_t, 3>*, 6> fields = {
         &g.in, &g.kernel, &g.stride, &g.padding, &g.dilation, &g.out};
@@ -863,6 +917,13 @@ class VulkanBackend final : public backend::Backend {
         args[1 + 3 * f + d] = static_cast<std::int32_t>((*fields[f])[d]);
     }
     put_bits(args, 19, pad_bits);
+    return args;
+  }
+  void run_window(const KernelSpec& spec, const backend::Window3& g, std::size_t threads,
+                  const VkTensor& out, const VkTensor& x, std::uint64_t pad_bits = 0,
+                  std::vector<const Block*> more = {}) {
+    if (threads == 0) return;
+    const std::vector<std::int32_t> args = window_args(g, threads, pad_bits);
     const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(threads), kLocal);
     std::vector<const Block*> bufs = {out.block.get(), x.block.get()};
     bufs.insert(bufs.end(), more.begin(), more.end());
@@ -892,10 +953,6 @@ class VulkanBackend final : public backend::Backend {
     return out;
   }
 
-  // Ops without kernels here never reach run_one (supports() sends them to the fallback).
-  [[noreturn]] ir::Handle unreachable(const char* op) {
-    fail(name() + ": " + op + " has no Vulkan kernel (supports() should have said so)");
-  }
   // The counts of runs of kNonzeroRun elements on the device; their offsets on the host (the
   // output's shape waits for them); then each run writes its coordinates in order.
   ir::Handle run_one(ir::Nonzero& o) {
@@ -928,7 +985,123 @@ class VulkanBackend final : public backend::Backend {
                   {out->block.get(), x->block.get(), counts->block.get()}, gx, gy);
     return out;
   }
-  ir::Handle run_one(ir::Conv&) { unreachable("Conv"); }
+  // Note [Convolution routes]: each pass of a convolution is a product with the column
+  // matrix (unfold, K = prod(kernel) rows per channel): forward y[n] = W cols[n]; the
+  // weight's gradient dW = sum over n of g[n] cols[n]^T; the input's gradient
+  // fold(W^T g[n]). Where the column matrix fits one binding they run so, as unfold, the
+  // tiled matmul, fold and a sum over N (kernels of this backend, grouped per
+  // convolution group); elsewhere the direct kernels (Note [Direct convolution] in
+  // codegen.cpp) convolve without it. On the H200 the products were 2 to 11 times faster
+  // than the direct kernels (2026-12-02: [64, 64, 56, 56] * [64, 64, 3, 3] forward 2.2 ms
+  // against 10.5 ms, its gradients 12.3 against 139.5 ms). EMBER_VULKAN_TUNE=convdirect
+  // takes the direct kernels anyway.
+  std::optional<ir::Handle> conv_gemm(ir::Conv& o, const Shape& out_shape) {
+    if (tuned("convdirect")) return std::nullopt;
+    const bool fwd = o.pass == ir::ConvPass::Forward, in_grad = o.pass == ir::ConvPass::InputGrad;
+    // The image [N, C, *in] and the output (gradient) [N, O, *positions] of the pass.
+    const Shape& xs = in_grad ? out_shape : o.x->shape();
+    const Shape& ys = fwd ? out_shape : in_grad ? o.x->shape() : o.w->shape();
+    const DType dt = o.x->dtype();
+    const std::size_t n = xs[0], c = xs[1], g = o.groups, cg = c / g, oc = ys[1], og = oc / g;
+    std::size_t k = 1;
+    for (std::size_t e : o.window.kernel) k *= e;
+    const std::size_t l = ys.num_elements() / std::max<std::size_t>(n * oc, 1);
+    const Shape cols_shape{n, c * k, l};
+    const Shape prod_shape = fwd       ? Shape{n, g, og, l}
+                             : in_grad ? Shape{n, g, cg * k, l}
+                                       : Shape{n, g, og, cg * k};
+    if (!out_fits(cols_shape, dt) || !out_fits(prod_shape, dt) || n * l == 0) return std::nullopt;
+    const auto strided = [](const Shape& s, std::vector<std::int64_t> st, std::int64_t at = 0) {
+      return backend::StridedView{s, std::move(st), at};
+    };
+    const auto ck = static_cast<std::int64_t>(cg * k), ll = static_cast<std::int64_t>(l),
+               gg = static_cast<std::int64_t>(g), o64 = static_cast<std::int64_t>(og);
+    if (in_grad) {
+      // [1, G, cg K, O/G] (W^T) x [N, G, O/G, L] -> the columns [N, G, cg K, L], folded.
+      auto w = contiguous(o.w);
+      auto gy = contiguous(o.x);
+      ir::Matmul mm{
+          view(*w, strided(Shape{1, g, cg * k, og}, {0, o64 * ck, 1, ck}, w->offset)),
+          view(*gy, strided(Shape{n, g, og, l}, {gg * o64 * ll, o64 * ll, ll, 1}, gy->offset)),
+          prod_shape};
+      if (!supports_one(mm)) return std::nullopt;
+      const ir::Handle cols = run_one(mm);
+      ir::Fold f{view(as_vk(cols, "Conv"),
+                      strided(cols_shape, {static_cast<std::int64_t>(c * k) * ll, ll, 1})),
+                 o.image, o.window};
+      return run_one(f);
+    }
+    ir::Unfold u{o.x, o.window, 0.0};
+    const ir::Handle cols_h = run_one(u);
+    const VkTensor& cols = as_vk(cols_h, "Conv");
+    if (fwd) {
+      // [1, G, O/G, cg K] x [N, G, cg K, L] -> [N, G, O/G, L], which is y [N, O, *out].
+      auto w = contiguous(o.w);
+      ir::Matmul mm{view(*w, strided(Shape{1, g, og, cg * k}, {0, o64 * ck, ck, 1}, w->offset)),
+                    view(cols, strided(Shape{n, g, cg * k, l}, {gg * ck * ll, ck * ll, ll, 1})),
+                    prod_shape};
+      if (!supports_one(mm)) return std::nullopt;
+      const ir::Handle y = run_one(mm);
+      return view(as_vk(y, "Conv"), {out_shape, backend::contiguous_strides(out_shape), 0});
+    }
+    // g [N, G, O/G, L] x cols^T [N, G, L, cg K] -> [N, G, O/G, cg K], summed over N.
+    auto gt = contiguous(o.w);
+    ir::Matmul mm{
+        view(*gt, strided(Shape{n, g, og, l}, {gg * o64 * ll, o64 * ll, ll, 1}, gt->offset)),
+        view(cols, strided(Shape{n, g, l, cg * k}, {gg * ck * ll, ck * ll, 1, ll})), prod_shape};
+    if (!supports_one(mm)) return std::nullopt;
+    const ir::Handle p = run_one(mm);
+    const std::size_t per = g * og * cg * k;
+    ir::Reduce r{ir::ReduceFn::Sum,
+                 view(as_vk(p, "Conv"), {Shape{n, per}, {static_cast<std::int64_t>(per), 1}, 0}), 0,
+                 dt};
+    const ir::Handle sum = run_one(r);
+    return view(as_vk(sum, "Conv"), {out_shape, backend::contiguous_strides(out_shape), 0});
+  }
+  // The three passes: Note [Convolution routes], or the direct kernels over the image's
+  // window geometry (Note [Direct convolution]).
+  ir::Handle run_one(ir::Conv& o) {
+    const Shape out_shape = ir::out_shape(o);
+    if (out_shape.num_elements() > 0) {
+      if (auto y = conv_gemm(o, out_shape)) return *y;
+    }
+    auto x = contiguous(o.x);
+    auto w = contiguous(o.w);
+    const DType dt = x->dtype();
+    auto out = ctx_.empty(out_shape, dt, "conv");
+    // The image [N, Cin, *in] and the output-gradient channels O of each pass.
+    Shape image = x->shape();
+    std::size_t o_channels = w->shape()[0];
+    if (o.pass == ir::ConvPass::InputGrad) {
+      image = out_shape;
+      o_channels = x->shape()[1];
+    } else if (o.pass == ir::ConvPass::WeightGrad) {
+      o_channels = w->shape()[1];
+    }
+    const std::size_t n = out_shape.num_elements();
+    if (n == 0) return out;
+    if (o.pass == ir::ConvPass::WeightGrad && x->shape().num_elements() == 0) {
+      return fill_zero(out_shape, dt, std::move(out));
+    }
+    const backend::Window3 g = backend::window3(image, o.window);
+    std::vector<std::int32_t> args = window_args(g, n, 0, 4);
+    args[21] = static_cast<std::int32_t>(image[0]);
+    args[22] = static_cast<std::int32_t>(image[1]);
+    args[23] = static_cast<std::int32_t>(o_channels);
+    args[24] = static_cast<std::int32_t>(o.groups);
+    const bool per_group = o.pass == ir::ConvPass::WeightGrad;  // a workgroup an element
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(n), per_group ? 1 : kLocal);
+    ctx_.dispatch(conv_spec(dt, o.pass), args, {out->block.get(), x->block.get(), w->block.get()},
+                  gx, gy);
+    return out;
+  }
+  // `out` (of shape s) filled with zeros.
+  std::shared_ptr<VkTensor> fill_zero(const Shape& s, DType dt, std::shared_ptr<VkTensor> out) {
+    const std::vector<std::int32_t> args = {static_cast<std::int32_t>(s.num_elements()), 0, 0};
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(s.num_elements()), kLocal);
+    ctx_.dispatch(fill_spec(dt), args, {out->block.get()}, gx, gy);
+    return out;
+  }
   // The Cpu's shares and sums (max_pool_grad_spec): ties share g equally.
   ir::Handle run_one(ir::MaxPoolGrad& o) {
     auto x = contiguous(o.x);
@@ -944,8 +1117,55 @@ class VulkanBackend final : public backend::Backend {
                {y->block.get(), share->block.get()});
     return out;
   }
-  std::vector<ir::Handle> run_one(ir::BatchNorm&) { unreachable("BatchNorm"); }
-  std::vector<ir::Handle> run_one(ir::BatchNormGrad&) { unreachable("BatchNormGrad"); }
+  // A batch norm stage over x [N, C, S] (gen_batch_norm): a workgroup a channel (the sums)
+  // or a thread an element.
+  void run_batch_norm(BatchNormStage stage, const ir::Handle& weight, const ir::Handle& bias,
+                      const Shape& x, DType dt, double eps, const std::vector<const Block*>& bufs) {
+    const bool sums = stage == BatchNormStage::Stats || stage == BatchNormStage::GradSums;
+    const std::size_t count = sums ? x[1] : x.num_elements();
+    std::vector<std::int32_t> args = {static_cast<std::int32_t>(count),
+                                      static_cast<std::int32_t>(x[1]),
+                                      static_cast<std::int32_t>(x.num_elements() / (x[0] * x[1])),
+                                      static_cast<std::int32_t>(x[0]),
+                                      0,
+                                      0};
+    put_bits(args, 4, compute_bits(dt, eps));
+    const auto [gx, gy] = ctx_.groups_for(static_cast<std::int64_t>(count), sums ? 1 : kLocal);
+    ctx_.dispatch(batch_norm_spec(dt, stage, weight != nullptr, bias != nullptr), args, bufs, gx,
+                  gy);
+  }
+  std::vector<ir::Handle> run_one(ir::BatchNorm& o) {
+    auto x = contiguous(o.x);
+    const DType dt = x->dtype();
+    const Shape& s = x->shape();
+    auto y = ctx_.empty(s, dt, "batch_norm");
+    auto stats = ctx_.empty(Shape{2, s[1]}, dt, "batch_norm");
+    run_batch_norm(BatchNormStage::Stats, nullptr, nullptr, s, dt, o.eps,
+                   {stats->block.get(), x->block.get()});
+    std::vector<const Block*> bufs = {y->block.get(), x->block.get(), stats->block.get()};
+    std::shared_ptr<const VkTensor> w, b;
+    if (o.weight) bufs.push_back((w = contiguous(o.weight))->block.get());
+    if (o.bias) bufs.push_back((b = contiguous(o.bias))->block.get());
+    run_batch_norm(BatchNormStage::Apply, o.weight, o.bias, s, dt, o.eps, bufs);
+    return {y, stats};
+  }
+  std::vector<ir::Handle> run_one(ir::BatchNormGrad& o) {
+    auto x = contiguous(o.x);
+    auto g = contiguous(o.g);
+    auto stats = contiguous(o.stats);
+    const DType dt = x->dtype();
+    const Shape& s = x->shape();
+    auto dx = ctx_.empty(s, dt, "batch_norm_grad");
+    auto dwb = ctx_.empty(Shape{2, s[1]}, dt, "batch_norm_grad");
+    run_batch_norm(BatchNormStage::GradSums, nullptr, nullptr, s, dt, o.eps,
+                   {dwb->block.get(), x->block.get(), g->block.get(), stats->block.get()});
+    std::vector<const Block*> bufs = {dx->block.get(), x->block.get(), g->block.get(),
+                                      stats->block.get(), dwb->block.get()};
+    std::shared_ptr<const VkTensor> w;
+    if (o.weight) bufs.push_back((w = contiguous(o.weight))->block.get());
+    run_batch_norm(BatchNormStage::GradInput, o.weight, nullptr, s, dt, o.eps, bufs);
+    return {dx, dwb};
+  }
   std::vector<ir::Handle> run_one(ir::Svd&) { unreachable("Svd"); }
 
   int index_;
@@ -956,6 +1176,14 @@ class VulkanBackend final : public backend::Backend {
 };
 
 }  // namespace
+
+bool preview_kernels(int index) {
+  const char* e = std::getenv("EMBER_VULKAN_PREVIEW");
+  if (e != nullptr && *e != '\0') return std::string(e) == "1";  // "0": the checked paths
+  const auto& devices = instance().devices;
+  return index >= 0 && static_cast<std::size_t>(index) < devices.size() &&
+         devices[static_cast<std::size_t>(index)].props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+}
 
 std::shared_ptr<backend::Backend> make_vulkan_backend(int index) {
   return std::make_shared<VulkanBackend>(index);

@@ -457,6 +457,117 @@ TEST(VulkanOps, WindowsMatchCpu) {
   }
 }
 
+// Convolution's three passes (strides, padding, dilation, groups; 1-d and 3-d; the direct
+// kernels and, with more channels, the product route) and batch
+// norm with its gradient through vulkan(0).autodiff() against the Cpu's, on the device's
+// own Conv, BatchNorm and BatchNormGrad ops (supports() says so).
+TEST(VulkanOps, ConvAndBatchNormMatchCpu) {
+  REQUIRE_VULKAN();
+  namespace mo = module_ops;
+  const auto data = [](std::size_t n, std::size_t salt) {
+    std::vector<float> v(n);
+    for (std::size_t i = 0; i < n; ++i)
+      v[i] = static_cast<float>((i * 37 + salt) % 29) * 0.07f - 1.0f;
+    return v;
+  };
+  const auto run = [&](const Device& d) {
+    const Device ad = d.autodiff();
+    const auto t = [&](const Shape& s, std::size_t salt) {
+      return ops::require_grad(
+          DynTensor::from_data(TensorData::from<float>(data(s.num_elements(), salt), s), ad));
+    };
+    auto x = t(Shape{2, 4, 9, 8}, 1);
+    auto w = t(Shape{6, 2, 3, 2}, 2);
+    auto bias = t(Shape{6}, 3);
+    auto y = mo::conv(x, w, bias, {{2, 1}, {1, 2}, {1, 2}}, 2);
+    auto x1 = t(Shape{2, 3, 11}, 4);
+    auto w1 = t(Shape{4, 3, 3}, 5);
+    auto y1 = mo::conv(x1, w1, std::nullopt, {{2}, {1}, {1}}, 1);
+    // Channels enough for the product route (Note [Convolution routes]): C K = 36, O = 32.
+    auto x2 = t(Shape{2, 4, 6, 7}, 13);
+    auto w2 = t(Shape{32, 4, 3, 3}, 14);
+    auto y2 = mo::conv(x2, w2, std::nullopt, {{1, 1}, {1, 1}, {1, 1}}, 1);
+    auto x3 = t(Shape{1, 2, 4, 5, 3}, 6);
+    auto w3 = t(Shape{2, 2, 2, 3, 2}, 7);
+    auto y3 = mo::conv(x3, w3, std::nullopt, {{1, 1, 1}, {1, 0, 1}, {1, 1, 1}}, 1);
+    auto bw = t(Shape{6}, 8);
+    auto bb = t(Shape{6}, 9);
+    auto z = ops::batch_norm_training(y, bw, bb, 1e-5).y;
+    auto z0 = ops::batch_norm_training(y3, std::nullopt, std::nullopt, 1e-5).y;
+    const auto weighted = [&](const DynTensor& v, std::size_t salt) {
+      auto g = DynTensor::from_data(
+          TensorData::from<float>(data(v.shape().num_elements(), salt), v.shape()), ad);
+      return ops::reduce_all(ir::ReduceFn::Sum, ops::binary(ir::BinaryFn::Mul, v, g));
+    };
+    auto loss = ops::binary(ir::BinaryFn::Add,
+                            ops::binary(ir::BinaryFn::Add, weighted(z, 10), weighted(y1, 11)),
+                            ops::binary(ir::BinaryFn::Add, weighted(z0, 12), weighted(y2, 15)));
+    auto grads = ops::backward(loss);
+    std::vector<TensorData> out = {z.to_data(), y1.to_data(), z0.to_data(), y2.to_data()};
+    for (const DynTensor* p : {&x, &w, &bias, &x1, &w1, &x3, &w3, &bw, &bb, &x2, &w2})
+      out.push_back(ops::grad(*p, grads).value().to_data());
+    return out;
+  };
+  const Device vk = Device::vulkan(0);
+  {
+    const auto on_vk = [&](const Shape& s) {
+      return DynTensor::from_data(TensorData::from<float>(data(s.num_elements(), 1), s), vk)
+          .handle();
+    };
+    const auto x = on_vk(Shape{2, 4, 9, 8}), w = on_vk(Shape{6, 2, 3, 2}),
+               g = on_vk(Shape{2, 6, 5, 10});
+    const ir::Window win{{3, 2}, {2, 1}, {1, 2}, {1, 2}};
+    EXPECT_TRUE(vk.backend().supports(ir::Conv{x, w, win, 2, ir::ConvPass::Forward, {}}));
+    EXPECT_TRUE(vk.backend().supports(ir::Conv{g, w, win, 2, ir::ConvPass::InputGrad, {9, 8}}));
+    EXPECT_TRUE(vk.backend().supports(ir::Conv{x, g, win, 2, ir::ConvPass::WeightGrad, {}}));
+    EXPECT_TRUE(vk.backend().supports(ir::BatchNorm{x, {}, {}, 1e-5}));
+  }
+  const auto got = run(vk), want = run(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const auto g = got[i].to_vector<float>(), e = want[i].to_vector<float>();
+    ASSERT_EQ(g.size(), e.size()) << "result " << i;
+    for (std::size_t j = 0; j < g.size(); ++j)
+      ASSERT_NEAR(g[j], e[j], 2e-4 * (1 + std::fabs(e[j]))) << "result " << i << " element " << j;
+  }
+}
+
+// The cooperative-matrix matmul is chosen for f16 exactly where the device has the
+// cooperative matrices (lavapipe has none; NVIDIA's driver does); every other matmul takes
+// the shared-memory tiles. A product with edge tiles in every direction, a transposed
+// operand and a batch, in f16, agrees with the Cpu's whichever kernel the device takes.
+TEST(VulkanCodegen, CoopmatMatmulIsChosenForF16WhereTheDeviceHasIt) {
+  EXPECT_TRUE(vulkan::takes_coopmat(DType::F16, true));
+  EXPECT_FALSE(vulkan::takes_coopmat(DType::F16, false));
+  EXPECT_FALSE(vulkan::takes_coopmat(DType::F32, true));
+  EXPECT_FALSE(vulkan::takes_coopmat(DType::BF16, true));
+}
+TEST(VulkanOps, F16MatmulMatchesCpu) {
+  REQUIRE_VULKAN();
+  const auto run = [](const Device& d) {
+    const auto t = [&](const Shape& s, std::size_t salt) {
+      std::vector<float> v(s.num_elements());
+      for (std::size_t i = 0; i < v.size(); ++i)
+        v[i] = static_cast<float>((i * 13 + salt) % 17) * 0.125f - 1.0f;
+      return ops::cast(DynTensor::from_data(TensorData::from<float>(v, s), d), DType::F16);
+    };
+    // General strides (a transposed operand, K and N not multiples of 8), then row-major
+    // operands aligned to 8 elements (the 16-byte loads of the cooperative-matrix kernel).
+    auto a = t(Shape{2, 130, 45}, 1);
+    auto b = ops::transpose(t(Shape{2, 147, 45}, 2));
+    auto y = ops::cast(ops::matmul(a, b), DType::F32).to_data().to_vector<float>();
+    auto y8 = ops::cast(ops::matmul(t(Shape{2, 136, 72}, 3), t(Shape{2, 72, 200}, 4)), DType::F32)
+                  .to_data()
+                  .to_vector<float>();
+    y.insert(y.end(), y8.begin(), y8.end());
+    return y;
+  };
+  const auto got = run(Device::vulkan(0)), want = run(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-2 * (1 + std::fabs(want[i]))) << "element " << i;
+}
+
 // A tensor beyond the device's largest allocation is an ember::Error naming the op, and the
 // device keeps working; memory is counted and the cache empties.
 TEST(VulkanMemory, TooLargeIsAnErrorAndTheDeviceWorksOn) {
