@@ -122,13 +122,9 @@ class CudaBackend final : public backend::Backend {
     // layer and BatchNorm's rule then compose batch norm from reductions and element-wise
     // ops.
     if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
-<<<<<<< HEAD
       return batch_norm_kernels();
-=======
-      return false;
-    // Nor an SVD kernel: the registry's fallback (the Cpu) runs it through host copies.
+    // No SVD kernel: the registry's fallback (the Cpu) runs it through host copies.
     if (std::holds_alternative<ir::Svd>(op)) return false;
->>>>>>> core
     const auto rank_ok = [](const ir::Handle& h) {
       return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
     };
