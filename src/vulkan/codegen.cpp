@@ -918,6 +918,21 @@ std::string gen_layer_norm(DType dt, bool weight, bool bias, bool group, bool ca
   return s;
 }
 
+// Both matmul kernels' start: a's and b's offsets for this workgroup's batch entry
+// (arguments [3], [6], [9..22) as gen_matmul describes) and their row and column strides.
+constexpr const char* kMatmulOperands = R"(  int batch = int(gl_WorkGroupID.z);
+  int ao = arg[3], bo = arg[6];
+  int rem = batch;
+  for (int d = arg[9] - 1; d >= 0; --d) {
+    int e = arg[10 + d];
+    int c = rem % e;
+    rem /= e;
+    ao += c * arg[14 + d];
+    bo += c * arg[18 + d];
+  }
+  int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
+)";
+
 // Matmul: y [batch, M, N] (contiguous) = a [.., M, K] x b [.., K, N], a and b strided.
 // Arguments: [0] M, [1] N, [2] K, [3] a offset, [4] a row stride, [5] a column stride,
 // [6] b offset, [7] b row stride, [8] b column stride, [9] batch rank R (<= 4),
@@ -941,18 +956,8 @@ void main() {
   int tx = int(gl_LocalInvocationID.x), ty = int(gl_LocalInvocationID.y);
   int lid = ty * 16 + tx;
   int m0 = int(gl_WorkGroupID.y) * T, n0 = int(gl_WorkGroupID.x) * T;
-  int batch = int(gl_WorkGroupID.z);
-  int ao = arg[3], bo = arg[6];
-  int rem = batch;
-  for (int d = arg[9] - 1; d >= 0; --d) {
-    int e = arg[10 + d];
-    int c = rem % e;
-    rem /= e;
-    ao += c * arg[14 + d];
-    bo += c * arg[18 + d];
-  }
-  int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
-  C acc[R][R];
+)" + std::string(kMatmulOperands) +
+      R"(  C acc[R][R];
   for (int i = 0; i < R; ++i)
     for (int j = 0; j < R; ++j) acc[i][j] = C(0);
 )" +
@@ -1062,18 +1067,8 @@ void main() {
   int lid = int(gl_LocalInvocationID.x);
   int sg = lid >> 5, lane = lid & 31;
   int m0 = int(gl_WorkGroupID.y) * 128, n0 = int(gl_WorkGroupID.x) * 128;
-  int batch = int(gl_WorkGroupID.z);
-  int ao = arg[3], bo = arg[6];
-  int rem = batch;
-  for (int d = arg[9] - 1; d >= 0; --d) {
-    int e = arg[10 + d];
-    int c = rem % e;
-    rem /= e;
-    ao += c * arg[14 + d];
-    bo += c * arg[18 + d];
-  }
-  int ars = arg[4], acs = arg[5], brs = arg[7], bcs = arg[8];
-  int wm = (sg >> 1) * 32, wn = (sg & 1) * 64;
+)" + std::string(kMatmulOperands) +
+       R"(  int wm = (sg >> 1) * 32, wn = (sg & 1) * 64;
   ACC c00 = ACC(0.0), c01 = ACC(0.0), c02 = ACC(0.0), c03 = ACC(0.0);
   ACC c10 = ACC(0.0), c11 = ACC(0.0), c12 = ACC(0.0), c13 = ACC(0.0);
   for (int kt = 0; kt < K; kt += 32) {

@@ -188,9 +188,11 @@ KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll) {
 
 // ---- variants (Note [Kernel specs] in codegen.hpp) ----
 
-template <>
-std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants() {
-  std::vector<BatchNormSumsKernel> out;
+// Both batch norm kernels come in the same variants: every float dtype, either value of
+// their flag (forward or gradient), one or four values a thread.
+template <class Spec>
+std::vector<Spec> batch_norm_variants() {
+  std::vector<Spec> out;
   for (DType dt : kAllDTypes) {
     if (!is_float(dt)) continue;
     for (int unroll : {1, 4}) {
@@ -202,16 +204,13 @@ std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants() {
 }
 
 template <>
+std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants() {
+  return batch_norm_variants<BatchNormSumsKernel>();
+}
+
+template <>
 std::vector<BatchNormApplyKernel> BatchNormApplyKernel::variants() {
-  std::vector<BatchNormApplyKernel> out;
-  for (DType dt : kAllDTypes) {
-    if (!is_float(dt)) continue;
-    for (int unroll : {1, 4}) {
-      out.emplace_back(dt, false, unroll);
-      out.emplace_back(dt, true, unroll);
-    }
-  }
-  return out;
+  return batch_norm_variants<BatchNormApplyKernel>();
 }
 
 }  // namespace ember::cuda
