@@ -1166,7 +1166,10 @@ class VulkanBackend final : public backend::Backend {
     run_batch_norm(BatchNormStage::GradInput, o.weight, nullptr, s, dt, o.eps, bufs);
     return {dx, dwb};
   }
-  std::vector<ir::Handle> run_one(ir::Svd&) { unreachable("Svd"); }
+  // No SVD kernel: supports() sends it to the fallback, so this is never reached.
+  [[noreturn]] std::vector<ir::Handle> run_one(ir::Svd&) {
+    fail(name() + ": Svd has no Vulkan kernel (supports() should have said so)");
+  }
 
   int index_;
   mutable Context ctx_;
