@@ -48,6 +48,11 @@ Tensor<2> input(const Device& d, std::size_t r, std::size_t c, float scale) {
   return Tensor<2>::from_data(TensorData::from<float>(v, Shape{r, c}), d);
 }
 
+// exp then argmin over the rows of a [5, cols] input: a reduction whose prologue is fused.
+std::vector<std::int64_t> exp_argmin(const Device& dev, std::size_t cols) {
+  return (input(dev, 5, cols, 2.0f) - 1.0f).exp().argmin_dim(1).to_data().to_vector<std::int64_t>();
+}
+
 }  // namespace
 
 TEST(FusionDevice, NamesParseAndCompose) {
@@ -408,14 +413,7 @@ TEST(FusionPatterns, ReductionsTakeTheirPrologue) {
     EXPECT_EQ(g->elided, 2u);  // x * 0.5 and its exp
     EXPECT_EQ(g->outputs, 1u);
     // exp + argmin, and a mean and a max in 16 bits (reduced in f32, as unfused).
-    const auto exp_argmin = [&](const Device& dev) {
-      return (input(dev, 5, cols, 2.0f) - 1.0f)
-          .exp()
-          .argmin_dim(1)
-          .to_data()
-          .to_vector<std::int64_t>();
-    };
-    EXPECT_EQ(exp_argmin(d), exp_argmin(c));
+    EXPECT_EQ(exp_argmin(d, cols), exp_argmin(c, cols));
     EXPECT_NE(group_with(fusion::report(d), {"sub", "exp", "argmin"}), nullptr)
         << groups_of(fusion::report(d));
     for (DType dt : {DType::F16, DType::BF16}) {
@@ -628,14 +626,7 @@ TEST(FusionCuda, ReductionsTakeTheirPrologue) {
     };
     EXPECT_TRUE(same_bits(exp_sum(d, 37), exp_sum(plain, 37))) << cols;
     EXPECT_TRUE(same_bits(exp_sum(d, 2), exp_sum(plain, 2))) << cols;
-    const auto exp_argmin = [&](const Device& dev) {
-      return (input(dev, 5, cols, 2.0f) - 1.0f)
-          .exp()
-          .argmin_dim(1)
-          .to_data()
-          .to_vector<std::int64_t>();
-    };
-    EXPECT_EQ(exp_argmin(d), exp_argmin(plain)) << cols;
+    EXPECT_EQ(exp_argmin(d, cols), exp_argmin(plain, cols)) << cols;
     for (DType dt : {DType::F16, DType::BF16, DType::F64}) {
       const auto half = [&](const Device& dev) {
         auto x = input(dev, 6, cols, 3.0f).cast(dt);
