@@ -2,6 +2,9 @@
 // decay is L2 (added to the gradient), AdamW's is decoupled (param *= 1 - lr wd).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "ember/nn/config.hpp"
 #include "ember/optim/optimizer.hpp"
 
@@ -31,6 +34,25 @@ struct AdamWConfig {
 };
 
 namespace detail {
+// The one-element tensors a step's fused programs read (betas, epsilon, the step size), made
+// once per value, dtype, rank and device and shared by the programs of every param (Note
+// [Shared step scalars] in src/optim/adam.cpp).
+class StepScalars {
+ public:
+  // v as a tensor of `rank` extents 1 of dtype on device.
+  DynTensor get(double v, DType dtype, std::size_t rank, const Device& device);
+
+ private:
+  struct Entry {
+    std::uint64_t bits;
+    DType dtype;
+    std::size_t rank;
+    Device device;
+    DynTensor tensor;
+  };
+  std::vector<Entry> entries_;
+};
+
 // Adam's weight decay (L2: g += wd p) or AdamW's (decoupled: p *= 1 - lr wd).
 enum class AdamDecay { L2, Decoupled };
 // The Adam moment update and step shared by Adam, AdamW and Muon's non-matrix params, in
@@ -40,7 +62,7 @@ enum class AdamDecay { L2, Decoupled };
 // max_exp_avg_sq.
 DynTensor adam_step(DynTensor param, DynTensor grad, ParamState& state, double lr, double beta_1,
                     double beta_2, double epsilon, bool amsgrad, AdamDecay decay,
-                    double weight_decay);
+                    double weight_decay, StepScalars* scalars = nullptr);
 }  // namespace detail
 
 class Adam final : public Optimizer {
@@ -52,6 +74,7 @@ class Adam final : public Optimizer {
 
  private:
   AdamConfig config_;
+  detail::StepScalars scalars_;
 };
 
 class AdamW final : public Optimizer {
@@ -63,6 +86,7 @@ class AdamW final : public Optimizer {
 
  private:
   AdamWConfig config_;
+  detail::StepScalars scalars_;
 };
 
 }  // namespace ember::optim
