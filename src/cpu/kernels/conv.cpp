@@ -10,6 +10,8 @@
 // only a cache-sized panel is written. InputGrad computes dcols a cache-sized run of
 // window positions at a time and folds each run onto dx while it is in cache.
 // A 1x1 window of stride 1 without padding needs neither: the image is its own columns.
+// The weight, the GEMM's A in Forward and InputGrad, is packed into the GEMM's panels once
+// per call for all images and threads (GroupWeights, Note [Packed A] in gemm.hpp).
 // Convolutions where every output channel reads one input channel (C / G == 1: depthwise,
 // and any single-channel input) take a direct path instead, a multiply-add of image rows
 // per kernel offset, for all three passes: a GEMM with K-deep products would waste its tiles.
@@ -57,6 +59,32 @@ void gemm_packed(size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_rs, 
                  const PackedB<double>& b, double* c, ptrdiff_t c_rs, bool acc) {
   gemm_f64_packed_b(m, n, k, a, a_rs, a_cs, b, c, c_rs, acc);
 }
+
+// Each group's weight as the GEMM's left operand, packed once per call and read by every
+// image's products on every thread (Note [Packed A] in gemm.hpp), where a plain GEMM would
+// pack it again for each image, and for each run of window positions of InputGrad. Group
+// gi's matrix [m, k] is w[gi * group_stride + i * rs + p * cs]. The results are bit for bit
+// those of packing per product. The panels live in a block of the backend's pool for the
+// call (a fresh heap block would be page-faulted in on every call).
+template <class T>
+class GroupWeights {
+ public:
+  GroupWeights(CpuContext& ctx, size_t groups, size_t m, size_t k, const T* w,
+               ptrdiff_t group_stride, ptrdiff_t rs, ptrdiff_t cs)
+      : a_(groups, PackedA<T>(m, k)) {
+    const size_t per = a_[0].size();
+    if (per == 0) return;
+    storage_ = ctx.empty(Shape{groups * per}, sizeof(T) == 4 ? DType::F32 : DType::F64);
+    T* panels = storage_->template data_as<T>();
+    for (size_t gi = 0; gi < groups; ++gi)
+      a_[gi].pack(panels + gi * per, w + ptrdiff_t(gi) * group_stride, rs, cs);
+  }
+  const PackedA<T>& operator[](size_t gi) const { return a_[gi]; }
+
+ private:
+  std::vector<PackedA<T>> a_;
+  std::shared_ptr<CpuTensor> storage_;
+};
 
 // The sizes of one convolution.
 struct Geometry {
@@ -558,44 +586,44 @@ void weight_grad_per_channel(const Geometry& g, const T* x, const T* gy, T* dw) 
 // ---- the GEMM path ----
 
 template <class T>
-void forward(const Geometry& g, const T* x, const T* wt, T* y) {
+void forward(CpuContext& ctx, const Geometry& g, const T* x, const T* wt, T* y) {
   const size_t ck = g.ck(), L = g.l;
+  // W_g [og, ck], row-major.
+  const GroupWeights<T> a(ctx, g.groups, g.og, ck, wt, ptrdiff_t(g.og * ck), ptrdiff_t(ck), 1);
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     const T* planes = x + (n * g.c + gi * g.cg) * g.image();
-    const T* a = wt + gi * g.og * ck;
     T* c = y + (n * g.o + gi * g.og) * L;
     if (g.pointwise()) {
-      gemm(g.og, L, ck, a, ptrdiff_t(ck), 1, planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
+      gemm_packed_a(L, a[gi], planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
       return;
     }
     const ColsOperand<T> cols{&g, planes};
-    gemm_packed(g.og, L, ck, a, ptrdiff_t(ck), 1, PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c,
-                ptrdiff_t(L), false);
+    gemm_packed_a(L, a[gi], PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c, ptrdiff_t(L), false);
   });
 }
 
 template <class T>
-void input_grad(const Geometry& g, const T* gy, const T* wt, T* dx) {
+void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const T* wt, T* dx) {
   const size_t ck = g.ck(), L = g.l, s = g.w.stride[2];
   // Window positions per run: dcols [ck, run] of about 256 KiB, at least 64 positions.
   const size_t run =
       std::min(L, std::max<size_t>(64, (size_t{256} << 10) / sizeof(T) / std::max<size_t>(ck, 1)));
+  // W_g^T [ck, og]: W_g [og, ck] read transposed.
+  const GroupWeights<T> a(ctx, g.groups, ck, g.og, wt, ptrdiff_t(g.og * ck), 1, ptrdiff_t(ck));
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     T* planes = dx + (n * g.c + gi * g.cg) * g.image();
-    const T* a = wt + gi * g.og * ck;  // W_g [og, ck], read transposed
     const T* b = gy + (n * g.o + gi * g.og) * L;
     if (g.pointwise()) {
-      gemm(ck, L, g.og, a, 1, ptrdiff_t(ck), b, ptrdiff_t(L), 1, planes, ptrdiff_t(L), false);
+      gemm_packed_a(L, a[gi], b, ptrdiff_t(L), 1, planes, ptrdiff_t(L), false);
       return;
     }
     std::fill(planes, planes + g.cg * g.image(), T(0));
     T* dcols = scratch<T>(ck * run);
     for (size_t l0 = 0; l0 < L; l0 += run) {
       const size_t len = std::min(run, L - l0);
-      gemm(ck, len, g.og, a, 1, ptrdiff_t(ck), b + l0, ptrdiff_t(L), 1, dcols, ptrdiff_t(len),
-           false);
+      gemm_packed_a(len, a[gi], b + l0, ptrdiff_t(L), 1, dcols, ptrdiff_t(len), false);
       for (size_t r = 0; r < ck; ++r) {
         const T* d = dcols + r * len;
         walk_row(g, r, l0, len, [&](size_t i, size_t count, int64_t src) {
@@ -672,7 +700,7 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
           forward_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                  out->data_as<T>());
         else
-          forward<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+          forward<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
       case ir::ConvPass::InputGrad: {
@@ -681,7 +709,7 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
           input_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                     out->data_as<T>());
         else
-          input_grad<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+          input_grad<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
       case ir::ConvPass::WeightGrad:
