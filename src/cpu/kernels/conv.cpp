@@ -101,6 +101,15 @@ struct Geometry {
   }
   // Whether each output channel reads a single input channel (the direct path).
   bool per_channel() const { return cg == 1; }
+  // Whether Forward takes the direct path: depthwise (groups > 1), and a single-channel
+  // input with few output channels. With one group and a sliver's worth of output channels
+  // (the stem of a CNN on grey images), each image is one GEMM of O rows and K-deep
+  // products that reads each image row once for all O channels, where the direct path
+  // reads it once per channel.
+  bool direct_forward() const { return per_channel() && (groups > 1 || og < 4); }
+  // Whether WeightGrad does: depthwise only; a single-channel input with one group has a
+  // GEMM of O rows and K columns per image, which the GEMM path does better.
+  bool direct_weight_grad() const { return per_channel() && groups > 1; }
 };
 
 Geometry geometry(const Shape& image, const ir::Window& window, size_t out_channels,
@@ -696,7 +705,7 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
     switch (op.pass) {
       case ir::ConvPass::Forward: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[0], op.groups);
-        if (g.per_channel())
+        if (g.direct_forward())
           forward_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                  out->data_as<T>());
         else
@@ -715,9 +724,7 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
       case ir::ConvPass::WeightGrad:
       case ir::ConvPass::Count_: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[1], op.groups);
-        // Depthwise (groups > 1) directly; a single-channel input with one group has a
-        // GEMM of O/G rows and K columns per image, which the GEMM path does better.
-        if (g.per_channel() && g.groups > 1)
+        if (g.direct_weight_grad())
           weight_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                      out->data_as<T>());
         else
