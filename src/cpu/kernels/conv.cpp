@@ -207,6 +207,56 @@ inline void copy_strided(T* o, const T* x, size_t len, size_t s) {
   for (; e < len; ++e) o[e] = x[e * s];
 }
 
+// A per-thread scratch buffer; a kernel that runs while another's buffer is live takes its
+// own slot (ColsOperand's packers run inside a convolution's tasks).
+template <class T, int Slot = 0>
+T* scratch(size_t count) {
+  static EMBER_THREAD_LOCAL std::vector<T> buf;
+  if (buf.size() < count) buf.resize(count);
+  return buf.data();
+}
+
+// d[p * ld_d + j] = rows[j * ld_r + p] for j < jn, p < kc: 16-byte blocks of rows turned
+// into 16-byte blocks of columns by shuffles (4 x 4 floats, 2 x 2 doubles), which every
+// target has (SSE2 is part of x86-64).
+template <class T>
+void transpose_rows(const T* rows, size_t ld_r, size_t jn, size_t kc, T* d, size_t ld_d) {
+  typedef T V __attribute__((vector_size(16)));
+  constexpr size_t n = 16 / sizeof(T);
+  const auto at = [&](size_t j, size_t p) {
+    V v;
+    std::memcpy(&v, rows + j * ld_r + p, 16);
+    return v;
+  };
+  size_t j = 0;
+  for (; j + n <= jn; j += n) {
+    size_t p = 0;
+    for (; p + n <= kc; p += n) {
+      V o[n];
+      if constexpr (n == 4) {
+        const V r0 = at(j, p), r1 = at(j + 1, p), r2 = at(j + 2, p), r3 = at(j + 3, p);
+        const V t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5);
+        const V t1 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7);
+        const V t2 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
+        const V t3 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
+        o[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
+        o[1] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
+        o[2] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
+        o[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
+      } else {
+        const V r0 = at(j, p), r1 = at(j + 1, p);
+        o[0] = __builtin_shufflevector(r0, r1, 0, 2);
+        o[1] = __builtin_shufflevector(r0, r1, 1, 3);
+      }
+      for (size_t q = 0; q < n; ++q) std::memcpy(d + (p + q) * ld_d + j, &o[q], 16);
+    }
+    for (; p < kc; ++p)
+      for (size_t q = 0; q < n; ++q) d[p * ld_d + j + q] = rows[(j + q) * ld_r + p];
+  }
+  for (; j < jn; ++j)
+    for (size_t p = 0; p < kc; ++p) d[p * ld_d + j] = rows[j * ld_r + p];
+}
+
 // The implicit B operands: cols(planes) for Forward, cols(planes)^T for WeightGrad.
 template <class T>
 struct ColsOperand {
@@ -252,28 +302,25 @@ struct ColsOperand {
       }
     }
   }
-  // B = cols^T [L, CK]: per sliver, each column (a column-matrix row) down its positions.
+  // B = cols^T [L, CK]: per sliver, its columns (column-matrix rows) gathered along their
+  // positions into rows of a scratch block (image runs copied whole), then transposed into
+  // the sliver: a column written straight down the sliver would store one element per
+  // nr-wide row.
   static void pack_cols_t(const void* ctx, T* dst, size_t nr, size_t p0, size_t kc, size_t j0,
                           size_t cols) {
     const auto& self = *static_cast<const ColsOperand*>(ctx);
+    T* rows = scratch<T, 1>(nr * kc);
     for (size_t s = 0; s * nr < cols; ++s) {
       const size_t jn = std::min(nr, cols - s * nr);
       T* d = dst + s * nr * kc;
       for (size_t j = 0; j < jn; ++j)
-        gather_row(*self.g, self.planes, j0 + s * nr + j, p0, kc, d + j, nr);
+        gather_row(*self.g, self.planes, j0 + s * nr + j, p0, kc, rows + j * kc, 1);
+      transpose_rows(rows, kc, jn, kc, d, nr);
       if (jn < nr)
         for (size_t p = 0; p < kc; ++p) std::fill(d + p * nr + jn, d + p * nr + nr, T(0));
     }
   }
 };
-
-// A per-thread scratch buffer.
-template <class T>
-T* scratch(size_t count) {
-  static EMBER_THREAD_LOCAL std::vector<T> buf;
-  if (buf.size() < count) buf.resize(count);
-  return buf.data();
-}
 
 // Runs task(i) for i < count: on the thread pool when there are enough tasks to share,
 // else in turn (each task's GEMM then spreads over the threads itself).
