@@ -2,10 +2,11 @@
 // for L3, KC-deep panels for L2/L1, MC rows of A for L2), packs each block of A and B into
 // contiguous, zero-padded slivers in the order the micro-kernel reads them (this is where
 // arbitrary operand strides are absorbed), runs the blocks on the thread pool and picks
-// the micro-kernel for the CPU at run time (cpu/isa.hpp). Products with one row or one column take
-// the matrix-vector path instead (see Note [gemv]). This file is compiled for the baseline ISA; the
-// vector kernels live in microkernel_avx2.cpp / microkernel_avx512.cpp and gemv_avx2.cpp /
-// gemv_avx512.cpp.
+// the micro-kernel for the CPU at run time (cpu/isa.hpp). Products with one row or one column
+// take the matrix-vector path instead (see Note [gemv]). An A that several products share
+// may be packed once beforehand (PackedA, Note [Packed A] in gemm.hpp). This file is compiled
+// for the baseline ISA; the vector kernels live in microkernel_avx2.cpp /
+// microkernel_avx512.cpp and gemv_avx2.cpp / gemv_avx512.cpp.
 #include "cpu/gemm/gemm.hpp"
 
 #include <algorithm>
