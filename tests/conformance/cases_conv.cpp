@@ -376,22 +376,27 @@ void add_conv_cases(std::vector<Case>& cs) {
         ts = {{Shape{8, 64, 56, 56}, 64, 1, false, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}),
                L::Contiguous}};
       } else {
-        ts = {{Shape{2, 4, 7, 9}, 6, 1, true, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Contiguous},
-              {Shape{3, 6, 11, 10}, 4, 2, false, geo({3, 2}, {2, 3}, {1, 0}, {2, 1}), L::Permuted},
-              {Shape{0, 3, 5, 5}, 2, 1, true, geo({3, 3}, {1, 1}, {0, 0}, {1, 1}), L::Contiguous},
-              // Depthwise 3x3 with output rows of a vector and more (the Cpu's plane kernel):
-              // stride 2 with two output channels per input channel and unequal padding, and
-              // stride 1.
-              {Shape{1, 4, 6, 37}, 8, 4, true, geo({3, 3}, {2, 2}, {0, 1}, {1, 1}), L::Sliced},
-              {Shape{1, 3, 5, 18}, 3, 3, true, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Contiguous},
-              {Shape{2, 3, 4, 4}, 5, 1, true, geo({4, 4}, {1, 1}, {0, 0}, {1, 1}), L::Flipped},
-              {Shape{2, 5, 6, 7}, 3, 1, false, geo({1, 1}, {2, 1}, {0, 0}, {1, 1}), L::Contiguous},
-              {Shape{2, 3, 17}, 5, 1, true, geo({4}, {3}, {2}, {2}), L::Contiguous},
-              {Shape{1, 4, 9}, 6, 2, false, geo({3}, {1}, {1}, {1}), L::Permuted},
-              {Shape{1, 2, 4, 5, 6}, 3, 1, true, geo({2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}),
-               L::Contiguous},
-              {Shape{2, 16, 19, 23}, 12, 4, true, geo({3, 5}, {1, 2}, {2, 1}, {1, 1}),
-               L::Contiguous}};
+        ts = {
+            {Shape{2, 4, 7, 9}, 6, 1, true, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Contiguous},
+            {Shape{3, 6, 11, 10}, 4, 2, false, geo({3, 2}, {2, 3}, {1, 0}, {2, 1}), L::Permuted},
+            {Shape{0, 3, 5, 5}, 2, 1, true, geo({3, 3}, {1, 1}, {0, 0}, {1, 1}), L::Contiguous},
+            // Depthwise 3x3 with output rows of a vector and more (the Cpu's plane kernel):
+            // stride 2 with two output channels per input channel and unequal padding, and
+            // stride 1.
+            {Shape{1, 4, 6, 37}, 8, 4, true, geo({3, 3}, {2, 2}, {0, 1}, {1, 1}), L::Sliced},
+            {Shape{1, 3, 5, 18}, 3, 3, true, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Contiguous},
+            {Shape{2, 3, 4, 4}, 5, 1, true, geo({4, 4}, {1, 1}, {0, 0}, {1, 1}), L::Flipped},
+            {Shape{2, 5, 6, 7}, 3, 1, false, geo({1, 1}, {2, 1}, {0, 0}, {1, 1}), L::Contiguous},
+            {Shape{2, 3, 17}, 5, 1, true, geo({4}, {3}, {2}, {2}), L::Contiguous},
+            {Shape{1, 4, 9}, 6, 2, false, geo({3}, {1}, {1}, {1}), L::Permuted},
+            {Shape{1, 2, 4, 5, 6}, 3, 1, true, geo({2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {1, 1, 2}),
+             L::Contiguous},
+            {Shape{2, 16, 19, 23}, 12, 4, true, geo({3, 5}, {1, 2}, {2, 1}, {1, 1}), L::Contiguous},
+            // A single-channel input, one group: with a sliver's worth of output channels
+            // the Cpu's forward is a GEMM (a CNN's stem on grey images), with fewer the
+            // direct path.
+            {Shape{3, 1, 9, 12}, 6, 1, true, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Contiguous},
+            {Shape{2, 1, 7, 20}, 2, 1, false, geo({3, 3}, {1, 1}, {1, 1}, {1, 1}), L::Sliced}};
       }
       std::vector<Trial> out;
       for (T& t : ts) {

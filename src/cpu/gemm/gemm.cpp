@@ -2,10 +2,11 @@
 // for L3, KC-deep panels for L2/L1, MC rows of A for L2), packs each block of A and B into
 // contiguous, zero-padded slivers in the order the micro-kernel reads them (this is where
 // arbitrary operand strides are absorbed), runs the blocks on the thread pool and picks
-// the micro-kernel for the CPU at run time (cpu/isa.hpp). Products with one row or one column take
-// the matrix-vector path instead (see Note [gemv]). This file is compiled for the baseline ISA; the
-// vector kernels live in microkernel_avx2.cpp / microkernel_avx512.cpp and gemv_avx2.cpp /
-// gemv_avx512.cpp.
+// the micro-kernel for the CPU at run time (cpu/isa.hpp). Products with one row or one column
+// take the matrix-vector path instead (see Note [gemv]). An A that several products share
+// may be packed once beforehand (PackedA, Note [Packed A] in gemm.hpp). This file is compiled
+// for the baseline ISA; the vector kernels live in microkernel_avx2.cpp /
+// microkernel_avx512.cpp and gemv_avx2.cpp / gemv_avx512.cpp.
 #include "cpu/gemm/gemm.hpp"
 
 #include <algorithm>
@@ -308,6 +309,40 @@ size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr size_t kMinParallelMacs = size_t{1} << 20;
 
+// The depth of a product's k blocks: at most the kernel's kc, balanced so the last block is
+// not a sliver (k = 300 runs as 2 x 150 rather than 256 + 44). PackedA's panels follow it.
+template <class T>
+size_t k_block(const KernelInfo<T>& kr, size_t k) {
+  return ceil_div(k, ceil_div(k, kr.kc));
+}
+
+// The providers of A's panels to gemm_blocked: a(pc, kcur, ic, mcur) returns the packed
+// slivers of rows [ic, ic + mcur) and columns [pc, pc + kcur) of A (ic a multiple of MR).
+// A strided A is packed into the calling thread's buffer, block by block.
+template <class T>
+struct StridedA {
+  const KernelInfo<T>& kr;
+  const T* a;
+  ptrdiff_t rs, cs;
+  const T* operator()(size_t pc, size_t kcur, size_t ic, size_t mcur) const {
+    T* pa = static_cast<T*>(t_pack_a.get(kcur * round_up(mcur, kr.mr) * sizeof(T)));
+    kr.pack_a(pa, a + static_cast<ptrdiff_t>(ic) * rs + static_cast<ptrdiff_t>(pc) * cs, rs, cs,
+              mcur, kcur);
+    return pa;
+  }
+};
+
+// A PackedA's panels (Note [Packed A]): k block by k block, each the slivers of all of A's
+// rows (rounded up to MR), so any block of rows that starts on a sliver is one piece.
+template <class T>
+struct PanelsA {
+  const T* panels;
+  size_t m_padded;
+  const T* operator()(size_t pc, size_t kcur, size_t ic, size_t) const {
+    return panels + pc * m_padded + ic * kcur;
+  }
+};
+
 template <class T>
 void zero_or_keep(size_t m, size_t n, T* c, ptrdiff_t c_rs, bool accumulate) {
   if (accumulate) return;
@@ -511,23 +546,21 @@ bool gemv_single(size_t threads, size_t m, size_t n, size_t k, const T* a, ptrdi
   return true;
 }
 
-// The blocked product of A and a B given by pack_b(dst, pc, kc, jc, ncur, s0, s1), which
-// packs slivers [s0, s1) of the kc x ncur block of B at row pc, column jc into dst (the
-// sliver layout of pack_b above). `threads` is how many workers this call may spread over.
-template <class T, class PackB>
-void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
-                  ptrdiff_t a_rs, ptrdiff_t a_cs, const PackB& pack_b, T* c, ptrdiff_t c_rs,
+// The blocked product of an A given by its panel provider (StridedA, PanelsA) and a B given
+// by pack_b(dst, pc, kc, jc, ncur, s0, s1), which packs slivers [s0, s1) of the kc x ncur
+// block of B at row pc, column jc into dst (the sliver layout of pack_b above). `threads`
+// is how many workers this call may spread over.
+template <class T, class APanels, class PackB>
+void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k,
+                  const APanels& a_panels, const PackB& pack_b, T* c, ptrdiff_t c_rs,
                   bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k == 0) return zero_or_keep(m, n, c, c_rs, accumulate);
   if (m * n * k < kMinParallelMacs) threads = 1;
 
   const size_t mr = kr.mr, nr = kr.nr;
-  // Balance the blocks so the last one is not a sliver: e.g. k = 300 runs as 2 x 150
-  // rather than 256 + 44.
-  const size_t kc = ceil_div(k, ceil_div(k, kr.kc));
+  const size_t kc = k_block(kr, k);
   const size_t nc = round_up(ceil_div(n, ceil_div(n, kr.nc)), nr);
-  const size_t mc_max = round_up(kr.mc, mr);
   // Each thread owns an equal share of the MR-row slivers of C (so the split is even to
   // within one sliver) and walks it in L2-sized row blocks. When there are fewer slivers
   // than threads, the threads also split the columns.
@@ -551,10 +584,8 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
         pack_b(pb, pc, kcur, jc, ncur, size_t{0}, n_slivers);
       }
 
-      const T* a_blk = a + static_cast<ptrdiff_t>(pc) * a_cs;
       T* c_blk = c + jc;
       auto work = [&](size_t w0, size_t w1) {
-        T* pa = static_cast<T*>(t_pack_a.get(kcur * mc_max * sizeof(T)));
         for (size_t w = w0; w < w1; ++w) {
           const size_t rp = w / n_parts, part = w % n_parts;
           const size_t r0 = m_slivers * rp / row_parts * mr;
@@ -564,7 +595,7 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
           const size_t js = n_slivers * part / n_parts, je = n_slivers * (part + 1) / n_parts;
           for (size_t ic = r0; ic < r1; ic += mc) {
             const size_t mcur = std::min(mc, r1 - ic);
-            kr.pack_a(pa, a_blk + static_cast<ptrdiff_t>(ic) * a_rs, a_rs, a_cs, mcur, kcur);
+            const T* pa = a_panels(pc, kcur, ic, mcur);
             // jr outer, ir inner: one B sliver stays in L1 while A's slivers stream from L2.
             for (size_t jr = js; jr < je; ++jr) {
               const size_t ncols = std::min(nr, ncur - jr * nr);
@@ -588,11 +619,12 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
   }
 }
 
-// One (un-batched) product of strided matrices.
-template <class T>
+// One (un-batched) product of a strided B with the strided A (a, a_rs, a_cs), whose panels
+// a_panels provides (StridedA, or PanelsA when A is packed already).
+template <class T, class APanels>
 void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
-                 ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs, T* c,
-                 ptrdiff_t c_rs, bool accumulate) {
+                 ptrdiff_t a_rs, ptrdiff_t a_cs, const APanels& a_panels, const T* b,
+                 ptrdiff_t b_rs, ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate) {
   if (m == 0 || n == 0) return;
   if (k > 0 && (m == 1 || n == 1) &&
       gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate))
@@ -602,20 +634,48 @@ void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, si
     kr.pack_b(pb, b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs, b_rs,
               b_cs, ncur, kcur, s0, s1);
   };
-  gemm_blocked<T>(kr, threads, m, n, k, a, a_rs, a_cs, pack, c, c_rs, accumulate);
+  gemm_blocked<T>(kr, threads, m, n, k, a_panels, pack, c, c_rs, accumulate);
 }
 
-// One product with an implicit B (gemm_f32_packed_b).
-template <class T>
-void gemm_packed_b_impl(size_t m, size_t n, size_t k, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
-                        const PackedB<T>& b, T* c, ptrdiff_t c_rs, bool accumulate) {
-  const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
+// One product with an implicit B (gemm_f32_packed_b) and A's panels from a_panels.
+template <class T, class APanels>
+void gemm_packed_b_impl(const KernelInfo<T>& kr, size_t m, size_t n, size_t k,
+                        const APanels& a_panels, const PackedB<T>& b, T* c, ptrdiff_t c_rs,
+                        bool accumulate) {
   const auto pack = [&](T* pb, size_t pc, size_t kcur, size_t jc, size_t ncur, size_t s0,
                         size_t s1) {
     const size_t j0 = s0 * kr.nr, cols = std::min(ncur - j0, (s1 - s0) * kr.nr);
     b.pack(b.ctx, pb + s0 * kr.nr * kcur, kr.nr, pc, kcur, jc + j0, cols);
   };
-  gemm_blocked<T>(kr, num_threads(), m, n, k, a, a_rs, a_cs, pack, c, c_rs, accumulate);
+  gemm_blocked<T>(kr, num_threads(), m, n, k, a_panels, pack, c, c_rs, accumulate);
+}
+
+template <class T>
+void gemm_packed_b_strided_a(size_t m, size_t n, size_t k, const T* a, ptrdiff_t a_rs,
+                             ptrdiff_t a_cs, const PackedB<T>& b, T* c, ptrdiff_t c_rs,
+                             bool accumulate) {
+  const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
+  gemm_packed_b_impl<T>(kr, m, n, k, StridedA<T>{kr, a, a_rs, a_cs}, b, c, c_rs, accumulate);
+}
+
+template <class T>
+PanelsA<T> panels_of(const PackedA<T>& a, const KernelInfo<T>& kr) {
+  return {a.panels(), round_up(a.m(), kr.mr)};
+}
+
+template <class T>
+void gemm_packed_a_strided_b(size_t n, const PackedA<T>& a, const T* b, ptrdiff_t b_rs,
+                             ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate) {
+  const KernelInfo<T> kr = kernel_for<T>(a.isa());
+  gemm_single<T>(kr, num_threads(), a.m(), n, a.k(), a.source(), a.source_rs(), a.source_cs(),
+                 panels_of(a, kr), b, b_rs, b_cs, c, c_rs, accumulate);
+}
+
+template <class T>
+void gemm_packed_a_packed_b(size_t n, const PackedA<T>& a, const PackedB<T>& b, T* c,
+                            ptrdiff_t c_rs, bool accumulate) {
+  const KernelInfo<T> kr = kernel_for<T>(a.isa());
+  gemm_packed_b_impl<T>(kr, a.m(), n, a.k(), panels_of(a, kr), b, c, c_rs, accumulate);
 }
 
 template <class T>
@@ -628,8 +688,9 @@ void gemm_impl(size_t batch, size_t m, size_t n, size_t k, const T* a, ptrdiff_t
   const size_t macs = m * n * std::max<size_t>(k, 1);
   auto one = [&](size_t i, size_t t) {
     const ptrdiff_t bi = static_cast<ptrdiff_t>(i);
-    gemm_single<T>(kr, t, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs, b_cs,
-                   c + bi * c_bs, c_rs, accumulate);
+    const T* ai = a + bi * a_bs;
+    gemm_single<T>(kr, t, m, n, k, ai, a_rs, a_cs, StridedA<T>{kr, ai, a_rs, a_cs}, b + bi * b_bs,
+                   b_rs, b_cs, c + bi * c_bs, c_rs, accumulate);
   };
   // Batches are independent (unless they all write the same C), so spreading whole
   // products over threads avoids all intra-product synchronisation. That is the better
@@ -665,13 +726,62 @@ void gemm_f64(size_t batch, size_t m, size_t n, size_t k, const double* a, ptrdi
 
 void gemm_f32_packed_b(size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                        const PackedB<float>& b, float* c, ptrdiff_t c_rs, bool accumulate) {
-  gemm_packed_b_impl<float>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
+  gemm_packed_b_strided_a<float>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
 }
 
 void gemm_f64_packed_b(size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_rs,
                        ptrdiff_t a_cs, const PackedB<double>& b, double* c, ptrdiff_t c_rs,
                        bool accumulate) {
-  gemm_packed_b_impl<double>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
+  gemm_packed_b_strided_a<double>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
+}
+
+template <class T>
+PackedA<T>::PackedA(size_t m, size_t k) : isa_(resolve_isa()), m_(m), k_(k) {
+  const KernelInfo<T> kr = kernel_for<T>(isa_);
+  size_ = round_up(m, kr.mr) * k;
+}
+
+template <class T>
+void PackedA<T>::pack(T* storage, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs) {
+  panels_ = storage;
+  src_ = a;
+  src_rs_ = a_rs;
+  src_cs_ = a_cs;
+  if (m_ == 0 || k_ == 0) return;
+  const KernelInfo<T> kr = kernel_for<T>(isa_);
+  const size_t kc = k_block(kr, k_), m_padded = round_up(m_, kr.mr);
+  const size_t slivers = m_padded / kr.mr, items = ceil_div(k_, kc) * slivers;
+  // One item a sliver of one k block, as gemm_blocked's pack_a would write it.
+  const auto work = [&](size_t w0, size_t w1) {
+    for (size_t w = w0; w < w1; ++w) {
+      const size_t pc = w / slivers * kc, kcur = std::min(kc, k_ - pc), i0 = w % slivers * kr.mr;
+      kr.pack_a(storage + pc * m_padded + i0 * kcur,
+                a + static_cast<ptrdiff_t>(i0) * a_rs + static_cast<ptrdiff_t>(pc) * a_cs, a_rs,
+                a_cs, std::min(kr.mr, m_ - i0), kcur);
+    }
+  };
+  if (size_ < (size_t{1} << 16)) return work(0, items);
+  parallel_for(0, items, std::max<size_t>(1, (size_t{1} << 14) / (kr.mr * kc)), work);
+}
+
+template class PackedA<float>;
+template class PackedA<double>;
+
+void gemm_packed_a(size_t n, const PackedA<float>& a, const float* b, ptrdiff_t b_rs,
+                   ptrdiff_t b_cs, float* c, ptrdiff_t c_rs, bool accumulate) {
+  gemm_packed_a_strided_b<float>(n, a, b, b_rs, b_cs, c, c_rs, accumulate);
+}
+void gemm_packed_a(size_t n, const PackedA<double>& a, const double* b, ptrdiff_t b_rs,
+                   ptrdiff_t b_cs, double* c, ptrdiff_t c_rs, bool accumulate) {
+  gemm_packed_a_strided_b<double>(n, a, b, b_rs, b_cs, c, c_rs, accumulate);
+}
+void gemm_packed_a(size_t n, const PackedA<float>& a, const PackedB<float>& b, float* c,
+                   ptrdiff_t c_rs, bool accumulate) {
+  gemm_packed_a_packed_b<float>(n, a, b, c, c_rs, accumulate);
+}
+void gemm_packed_a(size_t n, const PackedA<double>& a, const PackedB<double>& b, double* c,
+                   ptrdiff_t c_rs, bool accumulate) {
+  gemm_packed_a_packed_b<double>(n, a, b, c, c_rs, accumulate);
 }
 
 namespace detail {

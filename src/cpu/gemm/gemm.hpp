@@ -44,11 +44,64 @@ void gemm_f64_packed_b(std::size_t m, std::size_t n, std::size_t k, const double
                        double* c, std::ptrdiff_t c_rs, bool accumulate);
 
 namespace detail {
-
-// Test hook: which micro-kernel family gemm uses. Auto (the default) is cpu::active_isa()'s
-// (cpu/isa.hpp: the best the CPU supports, or EMBER_CPU_ISA); forcing one this CPU lacks
-// falls back to Auto.
+// The micro-kernel families. Auto (the default of the test hook below) is
+// cpu::active_isa()'s (cpu/isa.hpp: the best the CPU supports, or EMBER_CPU_ISA).
 enum class GemmIsa { Auto, Scalar, Avx2, Avx512 };
+}  // namespace detail
+
+// Note [Packed A]: a left operand A [m, k] packed once into the GEMM's own panels, for
+// products that reuse it (a convolution's weight, the same for every image of a batch and
+// every run of window positions): a plain GEMM packs A again for every product and every
+// row block. The panels are the plain GEMM's own (the same k blocks, the same slivers), so
+// a product with a PackedA gives bit for bit the results of gemm_f32 / gemm_f64 with the
+// A it was packed from. The layout belongs to the micro-kernel family chosen when the
+// PackedA is made, and its products run that family. Products with one row or one column
+// take the matrix-vector path (Note [gemv] in gemm.cpp) on the source A, as the plain
+// GEMM does, so the source must outlive the PackedA's products as well as the storage.
+template <class T>
+class PackedA {
+ public:
+  // The layout of A [m, k] for the kernels the next GEMM would use (cpu::active_isa()).
+  PackedA(std::size_t m, std::size_t k);
+  // Elements of storage that pack() fills.
+  std::size_t size() const { return size_; }
+  // Packs A[i*a_rs + p*a_cs] (i < m, p < k) into storage (size() elements, owned by the
+  // caller, which keeps it and A alive and unchanged while products use them), on the
+  // thread pool.
+  void pack(T* storage, const T* a, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs);
+
+  std::size_t m() const { return m_; }
+  std::size_t k() const { return k_; }
+  // What the products read (gemm.cpp): the kernel family, the panels and the source.
+  detail::GemmIsa isa() const { return isa_; }
+  const T* panels() const { return panels_; }
+  const T* source() const { return src_; }
+  std::ptrdiff_t source_rs() const { return src_rs_; }
+  std::ptrdiff_t source_cs() const { return src_cs_; }
+
+ private:
+  detail::GemmIsa isa_;
+  std::size_t m_, k_, size_ = 0;
+  const T* panels_ = nullptr;
+  const T* src_ = nullptr;
+  std::ptrdiff_t src_rs_ = 0, src_cs_ = 0;
+};
+
+// C[i*c_rs + j] (= or +=) sum_p A(i, p) * B[p*b_rs + j*b_cs] for i < a.m(), j < n, p < a.k():
+// gemm_f32 / gemm_f64 with a packed A (bit for bit the same results).
+void gemm_packed_a(std::size_t n, const PackedA<float>& a, const float* b, std::ptrdiff_t b_rs,
+                   std::ptrdiff_t b_cs, float* c, std::ptrdiff_t c_rs, bool accumulate);
+void gemm_packed_a(std::size_t n, const PackedA<double>& a, const double* b, std::ptrdiff_t b_rs,
+                   std::ptrdiff_t b_cs, double* c, std::ptrdiff_t c_rs, bool accumulate);
+// The same with B given by its packer: gemm_f32_packed_b / gemm_f64_packed_b with a packed A.
+void gemm_packed_a(std::size_t n, const PackedA<float>& a, const PackedB<float>& b, float* c,
+                   std::ptrdiff_t c_rs, bool accumulate);
+void gemm_packed_a(std::size_t n, const PackedA<double>& a, const PackedB<double>& b, double* c,
+                   std::ptrdiff_t c_rs, bool accumulate);
+
+namespace detail {
+
+// Test hook: which micro-kernel family gemm uses (the enum is declared above, for PackedA).
 void gemm_force_isa(GemmIsa isa);
 // Whether this CPU (and OS) can run the given family; Auto and Scalar are always true.
 bool gemm_isa_supported(GemmIsa isa);

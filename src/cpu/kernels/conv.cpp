@@ -10,6 +10,8 @@
 // only a cache-sized panel is written. InputGrad computes dcols a cache-sized run of
 // window positions at a time and folds each run onto dx while it is in cache.
 // A 1x1 window of stride 1 without padding needs neither: the image is its own columns.
+// The weight, the GEMM's A in Forward and InputGrad, is packed into the GEMM's panels once
+// per call for all images and threads (GroupWeights, Note [Packed A] in gemm.hpp).
 // Convolutions where every output channel reads one input channel (C / G == 1: depthwise,
 // and any single-channel input) take a direct path instead, a multiply-add of image rows
 // per kernel offset, for all three passes: a GEMM with K-deep products would waste its tiles.
@@ -58,6 +60,32 @@ void gemm_packed(size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_rs, 
   gemm_f64_packed_b(m, n, k, a, a_rs, a_cs, b, c, c_rs, acc);
 }
 
+// Each group's weight as the GEMM's left operand, packed once per call and read by every
+// image's products on every thread (Note [Packed A] in gemm.hpp), where a plain GEMM would
+// pack it again for each image, and for each run of window positions of InputGrad. Group
+// gi's matrix [m, k] is w[gi * group_stride + i * rs + p * cs]. The results are bit for bit
+// those of packing per product. The panels live in a block of the backend's pool for the
+// call (a fresh heap block would be page-faulted in on every call).
+template <class T>
+class GroupWeights {
+ public:
+  GroupWeights(CpuContext& ctx, size_t groups, size_t m, size_t k, const T* w,
+               ptrdiff_t group_stride, ptrdiff_t rs, ptrdiff_t cs)
+      : a_(groups, PackedA<T>(m, k)) {
+    const size_t per = a_[0].size();
+    if (per == 0) return;
+    storage_ = ctx.empty(Shape{groups * per}, sizeof(T) == 4 ? DType::F32 : DType::F64);
+    T* panels = storage_->template data_as<T>();
+    for (size_t gi = 0; gi < groups; ++gi)
+      a_[gi].pack(panels + gi * per, w + ptrdiff_t(gi) * group_stride, rs, cs);
+  }
+  const PackedA<T>& operator[](size_t gi) const { return a_[gi]; }
+
+ private:
+  std::vector<PackedA<T>> a_;
+  std::shared_ptr<CpuTensor> storage_;
+};
+
 // The sizes of one convolution.
 struct Geometry {
   Window3 w;  // over the image [N, C, *in] (planes = N * C)
@@ -73,6 +101,15 @@ struct Geometry {
   }
   // Whether each output channel reads a single input channel (the direct path).
   bool per_channel() const { return cg == 1; }
+  // Whether Forward takes the direct path: depthwise (groups > 1), and a single-channel
+  // input with few output channels. With one group and a sliver's worth of output channels
+  // (the stem of a CNN on grey images), each image is one GEMM of O rows and K-deep
+  // products that reads each image row once for all O channels, where the direct path
+  // reads it once per channel.
+  bool direct_forward() const { return per_channel() && (groups > 1 || og < 4); }
+  // Whether WeightGrad does: depthwise only; a single-channel input with one group has a
+  // GEMM of O rows and K columns per image, which the GEMM path does better.
+  bool direct_weight_grad() const { return per_channel() && groups > 1; }
 };
 
 Geometry geometry(const Shape& image, const ir::Window& window, size_t out_channels,
@@ -170,6 +207,56 @@ inline void copy_strided(T* o, const T* x, size_t len, size_t s) {
   for (; e < len; ++e) o[e] = x[e * s];
 }
 
+// A per-thread scratch buffer; a kernel that runs while another's buffer is live takes its
+// own slot (ColsOperand's packers run inside a convolution's tasks).
+template <class T, int Slot = 0>
+T* scratch(size_t count) {
+  static EMBER_THREAD_LOCAL std::vector<T> buf;
+  if (buf.size() < count) buf.resize(count);
+  return buf.data();
+}
+
+// d[p * ld_d + j] = rows[j * ld_r + p] for j < jn, p < kc: 16-byte blocks of rows turned
+// into 16-byte blocks of columns by shuffles (4 x 4 floats, 2 x 2 doubles), which every
+// target has (SSE2 is part of x86-64).
+template <class T>
+void transpose_rows(const T* rows, size_t ld_r, size_t jn, size_t kc, T* d, size_t ld_d) {
+  typedef T V __attribute__((vector_size(16)));
+  constexpr size_t n = 16 / sizeof(T);
+  const auto at = [&](size_t j, size_t p) {
+    V v;
+    std::memcpy(&v, rows + j * ld_r + p, 16);
+    return v;
+  };
+  size_t j = 0;
+  for (; j + n <= jn; j += n) {
+    size_t p = 0;
+    for (; p + n <= kc; p += n) {
+      V o[n];
+      if constexpr (n == 4) {
+        const V r0 = at(j, p), r1 = at(j + 1, p), r2 = at(j + 2, p), r3 = at(j + 3, p);
+        const V t0 = __builtin_shufflevector(r0, r1, 0, 4, 1, 5);
+        const V t1 = __builtin_shufflevector(r0, r1, 2, 6, 3, 7);
+        const V t2 = __builtin_shufflevector(r2, r3, 0, 4, 1, 5);
+        const V t3 = __builtin_shufflevector(r2, r3, 2, 6, 3, 7);
+        o[0] = __builtin_shufflevector(t0, t2, 0, 1, 4, 5);
+        o[1] = __builtin_shufflevector(t0, t2, 2, 3, 6, 7);
+        o[2] = __builtin_shufflevector(t1, t3, 0, 1, 4, 5);
+        o[3] = __builtin_shufflevector(t1, t3, 2, 3, 6, 7);
+      } else {
+        const V r0 = at(j, p), r1 = at(j + 1, p);
+        o[0] = __builtin_shufflevector(r0, r1, 0, 2);
+        o[1] = __builtin_shufflevector(r0, r1, 1, 3);
+      }
+      for (size_t q = 0; q < n; ++q) std::memcpy(d + (p + q) * ld_d + j, &o[q], 16);
+    }
+    for (; p < kc; ++p)
+      for (size_t q = 0; q < n; ++q) d[p * ld_d + j + q] = rows[(j + q) * ld_r + p];
+  }
+  for (; j < jn; ++j)
+    for (size_t p = 0; p < kc; ++p) d[p * ld_d + j] = rows[j * ld_r + p];
+}
+
 // The implicit B operands: cols(planes) for Forward, cols(planes)^T for WeightGrad.
 template <class T>
 struct ColsOperand {
@@ -215,28 +302,25 @@ struct ColsOperand {
       }
     }
   }
-  // B = cols^T [L, CK]: per sliver, each column (a column-matrix row) down its positions.
+  // B = cols^T [L, CK]: per sliver, its columns (column-matrix rows) gathered along their
+  // positions into rows of a scratch block (image runs copied whole), then transposed into
+  // the sliver: a column written straight down the sliver would store one element per
+  // nr-wide row.
   static void pack_cols_t(const void* ctx, T* dst, size_t nr, size_t p0, size_t kc, size_t j0,
                           size_t cols) {
     const auto& self = *static_cast<const ColsOperand*>(ctx);
+    T* rows = scratch<T, 1>(nr * kc);
     for (size_t s = 0; s * nr < cols; ++s) {
       const size_t jn = std::min(nr, cols - s * nr);
       T* d = dst + s * nr * kc;
       for (size_t j = 0; j < jn; ++j)
-        gather_row(*self.g, self.planes, j0 + s * nr + j, p0, kc, d + j, nr);
+        gather_row(*self.g, self.planes, j0 + s * nr + j, p0, kc, rows + j * kc, 1);
+      transpose_rows(rows, kc, jn, kc, d, nr);
       if (jn < nr)
         for (size_t p = 0; p < kc; ++p) std::fill(d + p * nr + jn, d + p * nr + nr, T(0));
     }
   }
 };
-
-// A per-thread scratch buffer.
-template <class T>
-T* scratch(size_t count) {
-  static EMBER_THREAD_LOCAL std::vector<T> buf;
-  if (buf.size() < count) buf.resize(count);
-  return buf.data();
-}
 
 // Runs task(i) for i < count: on the thread pool when there are enough tasks to share,
 // else in turn (each task's GEMM then spreads over the threads itself).
@@ -558,44 +642,44 @@ void weight_grad_per_channel(const Geometry& g, const T* x, const T* gy, T* dw) 
 // ---- the GEMM path ----
 
 template <class T>
-void forward(const Geometry& g, const T* x, const T* wt, T* y) {
+void forward(CpuContext& ctx, const Geometry& g, const T* x, const T* wt, T* y) {
   const size_t ck = g.ck(), L = g.l;
+  // W_g [og, ck], row-major.
+  const GroupWeights<T> a(ctx, g.groups, g.og, ck, wt, ptrdiff_t(g.og * ck), ptrdiff_t(ck), 1);
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     const T* planes = x + (n * g.c + gi * g.cg) * g.image();
-    const T* a = wt + gi * g.og * ck;
     T* c = y + (n * g.o + gi * g.og) * L;
     if (g.pointwise()) {
-      gemm(g.og, L, ck, a, ptrdiff_t(ck), 1, planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
+      gemm_packed_a(L, a[gi], planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
       return;
     }
     const ColsOperand<T> cols{&g, planes};
-    gemm_packed(g.og, L, ck, a, ptrdiff_t(ck), 1, PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c,
-                ptrdiff_t(L), false);
+    gemm_packed_a(L, a[gi], PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c, ptrdiff_t(L), false);
   });
 }
 
 template <class T>
-void input_grad(const Geometry& g, const T* gy, const T* wt, T* dx) {
+void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const T* wt, T* dx) {
   const size_t ck = g.ck(), L = g.l, s = g.w.stride[2];
   // Window positions per run: dcols [ck, run] of about 256 KiB, at least 64 positions.
   const size_t run =
       std::min(L, std::max<size_t>(64, (size_t{256} << 10) / sizeof(T) / std::max<size_t>(ck, 1)));
+  // W_g^T [ck, og]: W_g [og, ck] read transposed.
+  const GroupWeights<T> a(ctx, g.groups, ck, g.og, wt, ptrdiff_t(g.og * ck), 1, ptrdiff_t(ck));
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     T* planes = dx + (n * g.c + gi * g.cg) * g.image();
-    const T* a = wt + gi * g.og * ck;  // W_g [og, ck], read transposed
     const T* b = gy + (n * g.o + gi * g.og) * L;
     if (g.pointwise()) {
-      gemm(ck, L, g.og, a, 1, ptrdiff_t(ck), b, ptrdiff_t(L), 1, planes, ptrdiff_t(L), false);
+      gemm_packed_a(L, a[gi], b, ptrdiff_t(L), 1, planes, ptrdiff_t(L), false);
       return;
     }
     std::fill(planes, planes + g.cg * g.image(), T(0));
     T* dcols = scratch<T>(ck * run);
     for (size_t l0 = 0; l0 < L; l0 += run) {
       const size_t len = std::min(run, L - l0);
-      gemm(ck, len, g.og, a, 1, ptrdiff_t(ck), b + l0, ptrdiff_t(L), 1, dcols, ptrdiff_t(len),
-           false);
+      gemm_packed_a(len, a[gi], b + l0, ptrdiff_t(L), 1, dcols, ptrdiff_t(len), false);
       for (size_t r = 0; r < ck; ++r) {
         const T* d = dcols + r * len;
         walk_row(g, r, l0, len, [&](size_t i, size_t count, int64_t src) {
@@ -668,11 +752,11 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
     switch (op.pass) {
       case ir::ConvPass::Forward: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[0], op.groups);
-        if (g.per_channel())
+        if (g.direct_forward())
           forward_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                  out->data_as<T>());
         else
-          forward<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+          forward<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
       case ir::ConvPass::InputGrad: {
@@ -681,15 +765,13 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
           input_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                     out->data_as<T>());
         else
-          input_grad<T>(g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+          input_grad<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
         break;
       }
       case ir::ConvPass::WeightGrad:
       case ir::ConvPass::Count_: {
         const Geometry g = geometry(x->shape(), op.window, w->shape()[1], op.groups);
-        // Depthwise (groups > 1) directly; a single-channel input with one group has a
-        // GEMM of O/G rows and K columns per image, which the GEMM path does better.
-        if (g.per_channel() && g.groups > 1)
+        if (g.direct_weight_grad())
           weight_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                      out->data_as<T>());
         else
