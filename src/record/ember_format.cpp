@@ -31,6 +31,8 @@ const char* version_string() { return EMBER_VERSION_STRING; }
 // the cache, each checksummed right after it arrives (before it leaves), so the check costs
 // no pass over memory of its own.
 constexpr std::size_t kChunk = std::size_t{1} << 21;
+// How far past a tensor a load asks the file to read ahead (Note [Read ahead]).
+constexpr std::uint64_t kReadAhead = std::uint64_t{16} << 20;
 
 [[noreturn]] void bad_meta(const std::string& file, const std::string& what) {
   fail(file + ": bad metadata: " + what);
@@ -168,6 +170,7 @@ class EmberReader final : public TensorReader {
   void read_into(std::size_t i, std::span<std::byte> dst) const override {
     const EmberTensor& t = tensors_.at(i);
     EMBER_ASSERT(dst.size() == t.size);
+    source_->will_read(t.offset, t.size + kReadAhead);  // Note [Read ahead]
     std::uint32_t crc = 0;
     for (std::size_t done = 0; done < dst.size(); done += kChunk) {
       const std::span<std::byte> part = dst.subspan(done, std::min(kChunk, dst.size() - done));
