@@ -14,7 +14,12 @@
 // them; without (verify_checksums = false) it reads the metadata only, and the data comes
 // from the disk when first touched ("then touch every page" reads one element per 4 KiB).
 //
-//   bench_record [--dir DIR] [--mib N] [--reps N]
+// --loads times the plain (pread) .ember load alone, alternated with the plain read of the
+// same file, cold and warm (the A/B of load changes). --python PY runs record_torch.py
+// with that interpreter on the same directory and sizes after ember's rows (with --loads,
+// its torch.load rows only), so torch.save / torch.load print beside them.
+//
+//   bench_record [--dir DIR] [--mib N] [--reps N] [--loads] [--python PY]
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -121,14 +126,23 @@ int main(int argc, char** argv) {
   std::string dir = std::filesystem::temp_directory_path().string();
   std::size_t mib = 1024;
   int reps = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool loads_only = false;
+  std::string python;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--loads") {
+      loads_only = true;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     if (a == "--dir")
-      dir = argv[i + 1];
+      dir = argv[++i];
     else if (a == "--mib")
-      mib = std::size_t(std::atol(argv[i + 1]));
+      mib = std::size_t(std::atol(argv[++i]));
     else if (a == "--reps")
-      reps = std::max(1, std::atoi(argv[i + 1]));
+      reps = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--python")
+      python = argv[++i];
   }
   const Device cpu = Device::cpu();
   const std::size_t per = std::size_t(2048) * 2048;  // 16 MiB of f32
@@ -143,6 +157,51 @@ int main(int argc, char** argv) {
 
   const std::string plain = dir + "/bench_record.plain", ember = dir + "/bench_record.ember",
                     st = dir + "/bench_record.safetensors";
+  // PyTorch's side, on the same directory and sizes, after ember's rows.
+  const auto run_torch = [&] {
+    if (python.empty()) return 0;
+    const std::string cmd = python + " " + EMBER_SOURCE_DIR + "/benches/record_torch.py --dir " +
+                            dir + " --mib " + std::to_string(mib) + " --reps " +
+                            std::to_string(reps) + (loads_only ? " --loads" : "");
+    std::fflush(stdout);
+    return std::system(cmd.c_str()) == 0 ? 0 : 1;
+  };
+  const auto row = [&](const char* what, const std::vector<double>& t, double ceiling,
+                       const char* of = "the disk's") {
+    const double rate = gb / median(t);
+    std::printf("%-34s %8.3f s  %7.2f GB/s", what, median(t), rate);
+    if (ceiling > 0) std::printf("  %5.0f%% of %s", 100.0 * rate / ceiling, of);
+    std::printf("\n");
+  };
+  if (loads_only) {
+    // Each repetition: the plain read (dd's 16 MiB reads) and the load, cold then warm.
+    record::save(blob, ember);
+    std::vector<double> pr, el, prw, elw;
+    for (int r = 0; r < reps; ++r) {
+      drop_cache(ember);
+      pr.push_back(plain_read(ember));
+      drop_cache(ember);
+      auto t0 = Clock::now();
+      blob = record::load(std::move(blob), ember, cpu);
+      el.push_back(seconds_since(t0));
+      prw.push_back(plain_read(ember));
+      t0 = Clock::now();
+      blob = record::load(std::move(blob), ember, cpu);
+      elw.push_back(seconds_since(t0));
+    }
+    row("disk: plain read, cold", pr, 0);
+    row("ember load .ember, cold", el, gb / median(pr), "the cold plain read");
+    row("page cache: plain read, warm", prw, 0);
+    row("ember load .ember, warm", elw, gb / median(prw), "the warm plain read");
+    for (int r = 0; r < reps; ++r) {
+      std::printf("  rep %d: plain %.3f / load %.3f s cold, %.3f / %.3f s warm\n", r, pr[r], el[r],
+                  prw[r], elw[r]);
+    }
+    const float v = blob.ws.back().val().to_data().to_vector<float>()[12345];
+    std::remove(ember.c_str());
+    if (v != float(double(count - 1) * 0.5)) return 1;
+    return run_torch();
+  }
   std::vector<double> pw, pr, prw, prf, es, el, em, ss, sl, sm, ew, en, et;
   for (int r = 0; r < reps; ++r) {
     pw.push_back(plain_write(plain, bytes));
@@ -190,12 +249,6 @@ int main(int argc, char** argv) {
     sm.push_back(seconds_since(t0));
   }
   const double disk_w = gb / median(pw), disk_r = gb / median(pr);
-  auto row = [&](const char* what, const std::vector<double>& t, double ceiling) {
-    const double rate = gb / median(t);
-    std::printf("%-34s %8.3f s  %7.2f GB/s", what, median(t), rate);
-    if (ceiling > 0) std::printf("  %5.0f%% of the disk's", 100.0 * rate / ceiling);
-    std::printf("\n");
-  };
   row("disk: plain write + fsync", pw, 0);
   row("disk: plain read, cold", pr, 0);
   row("page cache: plain read, warm", prw, 0);
@@ -215,5 +268,6 @@ int main(int argc, char** argv) {
   std::remove(plain.c_str());
   std::remove(ember.c_str());
   std::remove(st.c_str());
-  return v == float(double(count - 1) * 0.5) ? 0 : 1;
+  if (v != float(double(count - 1) * 0.5)) return 1;
+  return run_torch();
 }

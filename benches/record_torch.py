@@ -4,7 +4,9 @@
 loaded with torch.load and safetensors.torch.load_file, each after the file's pages were
 dropped (fsync + posix_fadvise DONTNEED), as bench_record does for ember.
 
-    record_torch.py [--dir DIR] [--mib N] [--reps N]   (the bench venv's python)
+    record_torch.py [--dir DIR] [--mib N] [--reps N] [--loads]   (the bench venv's python)
+
+--loads: torch.load alone, cold and warm (bench_record --loads --python runs it so).
 """
 import argparse
 import os
@@ -33,6 +35,7 @@ def main():
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--loads", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(2)
     count = max(1, a.mib // 16)
@@ -48,6 +51,25 @@ def main():
     print(f"record_torch: torch {torch.__version__}, safetensors {st_version}, {gb:.3f} GB in {a.dir}")
     pt, st = os.path.join(a.dir, "record_torch.pt"), os.path.join(a.dir, "record_torch.safetensors")
     times = {k: [] for k in ["torch.save", "torch.load", "torch.load mmap", "save_file", "load_file"]}
+    if a.loads:
+        torch.save(sd, pt)
+        fsync_file(pt)
+        cold, warm = [], []
+        for _ in range(a.reps):
+            drop_cache(pt)
+            t0 = time.perf_counter()
+            back = torch.load(pt)
+            cold.append(time.perf_counter() - t0)
+            del back
+            t0 = time.perf_counter()
+            back = torch.load(pt)
+            warm.append(time.perf_counter() - t0)
+            del back
+        for k, v in (("torch.load, cold", cold), ("torch.load, warm", warm)):
+            m = statistics.median(v)
+            print(f"{k:34s} {m:8.3f} s  {gb / m:7.2f} GB/s   ({', '.join(f'{x:.3f}' for x in v)})")
+        os.remove(pt)
+        return
     for _ in range(a.reps):
         t0 = time.perf_counter()
         torch.save(sd, pt)

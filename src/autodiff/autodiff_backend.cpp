@@ -168,6 +168,14 @@ class AutodiffBackendImpl final : public backend::Backend, public backend::Autod
     ir::Handle h = inner_->adopt_host(data, shape, dtype, std::move(owner));
     return h ? wrap(std::move(h)) : nullptr;
   }
+  HostTensor empty_host(const Shape& shape, DType dtype) override {
+    HostTensor t = inner_->empty_host(shape, dtype);
+    if (t.handle) t.handle = wrap(std::move(t.handle));
+    return t;
+  }
+  const std::byte* host_data(const ir::Handle& x) override {
+    return inner_->host_data(unwrap(x).inner());
+  }
   TensorData to_data(const ir::Handle& x) override { return inner_->to_data(unwrap(x).inner()); }
 
   std::vector<ir::Handle> execute(ir::Op op) override {

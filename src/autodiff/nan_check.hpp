@@ -39,6 +39,10 @@ class NanCheckingBackend final : public backend::Backend {
                         std::shared_ptr<const void> owner) override {
     return inner_.adopt_host(data, shape, dtype, std::move(owner));
   }
+  HostTensor empty_host(const Shape& shape, DType dtype) override {
+    return inner_.empty_host(shape, dtype);
+  }
+  const std::byte* host_data(const ir::Handle& x) override { return inner_.host_data(x); }
   TensorData to_data(const ir::Handle& x) override { return inner_.to_data(x); }
   std::vector<ir::Handle> execute(ir::Op op) override;
   bool supports(const ir::Op& op) const override { return inner_.supports(op); }

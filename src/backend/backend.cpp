@@ -25,6 +25,10 @@ ir::Handle Backend::adopt_host(std::byte*, const Shape&, DType, std::shared_ptr<
   return nullptr;
 }
 
+Backend::HostTensor Backend::empty_host(const Shape&, DType) { return {}; }
+
+const std::byte* Backend::host_data(const ir::Handle&) { return nullptr; }
+
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
   switch (in.kind) {

@@ -63,6 +63,18 @@ class CpuBackend final : public backend::Backend {
     return std::make_shared<CpuTensor>(std::move(buf), shape, dtype, contiguous_strides(shape), 0);
   }
 
+  // Note [Host access] (backend.hpp): a pooled tensor, as an op's output would be.
+  HostTensor empty_host(const Shape& shape, DType dtype) override {
+    CpuContext::current_op = "empty_host";
+    auto t = ctx_.empty(shape, dtype);
+    std::byte* data = t->data();
+    return {std::move(t), data};
+  }
+  const std::byte* host_data(const ir::Handle& x) override {
+    const CpuTensor& t = as_cpu(x);
+    return t.is_contiguous() ? t.data() : nullptr;
+  }
+
   TensorData to_data(const ir::Handle& x) override {
     auto c = contiguous(ctx_, x);
     const std::size_t bytes = c->shape().num_elements() * size_of(c->dtype());

@@ -128,6 +128,15 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     return h ? ready(std::move(h), kFresh) : nullptr;
   }
 
+  HostTensor empty_host(const Shape& shape, DType dtype) override {
+    HostTensor t = inner_be().empty_host(shape, dtype);
+    if (t.handle) t.handle = ready(std::move(t.handle), kFresh);
+    return t;
+  }
+  // A pending value is computed first; the Value keeps its inner tensor alive.
+  const std::byte* host_data(const ir::Handle& x) override {
+    return inner_be().host_data(materialize(unwrap(x), CloseReason::Read));
+  }
   TensorData to_data(const ir::Handle& x) override {
     return inner_be().to_data(materialize(unwrap(x), CloseReason::Read));
   }

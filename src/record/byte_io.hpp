@@ -31,6 +31,9 @@ class ByteSource {
   // copy-on-write pages and never to the file (Note [Mapped files]), else nullptr. Tensors
   // over it keep the source alive as their owner.
   virtual std::byte* private_view(std::uint64_t, std::uint64_t) const { return nullptr; }
+  // A hint that [offset, offset + length) will be read soon: a file asks the kernel to start
+  // reading it (Note [Read ahead] in byte_io_file.cpp); memory ignores it.
+  virtual void will_read(std::uint64_t, std::uint64_t) const {}
   // The file's name, or "<memory>", for messages.
   const std::string& name() const { return name_; }
 

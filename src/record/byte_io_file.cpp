@@ -98,6 +98,16 @@ class FileSource final : public ByteSource {
     }
   }
   const std::byte* view(std::uint64_t, std::uint64_t) const override { return nullptr; }
+  // Note [Read ahead]: a load reads a tensor in chunks, checking each (Note [Checked reads]);
+  // between two preads the disk would idle unless the kernel's own read-ahead has the next
+  // pages on the way. Asking for the whole tensor and the start of the next (WILLNEED)
+  // queues their reads at once, so the disk streams while the loader copies and checks.
+  void will_read(std::uint64_t offset, std::uint64_t length) const override {
+    if (offset >= size_) return;
+    length = std::min(length, size_ - offset);
+    ::posix_fadvise(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(length),
+                    POSIX_FADV_WILLNEED);  // a hint only: its failure changes nothing
+  }
 
  private:
   Fd fd_;

@@ -15,10 +15,11 @@
 // their product times x (bit m of the 128-bit result is the term x^(127 - m), one more
 // than the product's), so the constants are x^(D + 63) and x^(D - 1) mod P, each bit
 // reversed into the high half of a quadword (kconst). Four blocks fold in parallel 512 bits
-// at a time, then onto one another and block by block; the last block's 16 bytes are a
-// message whose CRC from a zero register is the register for everything folded, and zlib
-// finishes that block and the tail. The initial register (~crc) is XORed into the first 32
-// bits, which is what starting the register there does. The constants are computed here
+// at a time (eight 1024 bits at a time, two per 256-bit register, where the CPU has
+// VPCLMULQDQ: crc32_vpclmul), then onto one another in message order and block by block; the last
+// block's 16 bytes are a message whose CRC from a zero register is the register for everything
+// folded, and zlib finishes that block and the tail. The initial register (~crc) is XORed into the
+// first 32 bits, which is what starting the register there does. The constants are computed here
 // from P, not copied: bit-exactness with zlib is tested (test_record's Crc32 cases) on
 // lengths and alignments around every loop boundary.
 #include <zlib.h>
@@ -103,6 +104,61 @@ __attribute__((target("pclmul,sse4.1"))) std::uint32_t crc32_pclmul(std::uint32_
   return crc32_zlib(crc32_zlib(0xffffffffu, last, 16), p, n);
 }
 
+// The same folding over 256-bit registers (VPCLMULQDQ, on AVX2 machines that have it): four
+// registers of two blocks each, every block folded 1024 bits on per 128 bytes; the eight
+// blocks then fold onto each other in message order as the four of crc32_pclmul do.
+#define EMBER_VPCLMUL_TARGET __attribute__((target("vpclmulqdq,avx2,pclmul,sse4.1")))
+EMBER_VPCLMUL_TARGET inline __m256i load256(const unsigned char* q) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+}
+EMBER_VPCLMUL_TARGET inline __m256i fold256(__m256i x, __m256i k, __m256i next) {
+  const __m256i h = _mm256_clmulepi64_epi128(x, k, 0x00);
+  const __m256i l = _mm256_clmulepi64_epi128(x, k, 0x11);
+  return _mm256_xor_si256(_mm256_xor_si256(h, l), next);
+}
+
+EMBER_VPCLMUL_TARGET std::uint32_t crc32_vpclmul(std::uint32_t crc, const unsigned char* p,
+                                                 std::size_t n) {
+  static constexpr std::uint64_t k1024_h = kconst(1024 + 63), k1024_l = kconst(1024 - 1);
+  static constexpr std::uint64_t k128_h = kconst(128 + 63), k128_l = kconst(128 - 1);
+  const __m256i k1024 =
+      _mm256_set_epi64x(static_cast<long long>(k1024_l), static_cast<long long>(k1024_h),
+                        static_cast<long long>(k1024_l), static_cast<long long>(k1024_h));
+  const __m128i k128 =
+      _mm_set_epi64x(static_cast<long long>(k128_l), static_cast<long long>(k128_h));
+  __m256i y0 = _mm256_xor_si256(load256(p),
+                                _mm256_zextsi128_si256(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  __m256i y1 = load256(p + 32), y2 = load256(p + 64), y3 = load256(p + 96);
+  p += 128;
+  n -= 128;
+  for (; n >= 128; p += 128, n -= 128) {
+    y0 = fold256(y0, k1024, load256(p));
+    y1 = fold256(y1, k1024, load256(p + 32));
+    y2 = fold256(y2, k1024, load256(p + 64));
+    y3 = fold256(y3, k1024, load256(p + 96));
+  }
+  __m128i x = fold(_mm256_castsi256_si128(y0), k128, _mm256_extracti128_si256(y0, 1));
+  x = fold(fold(x, k128, _mm256_castsi256_si128(y1)), k128, _mm256_extracti128_si256(y1, 1));
+  x = fold(fold(x, k128, _mm256_castsi256_si128(y2)), k128, _mm256_extracti128_si256(y2, 1));
+  x = fold(fold(x, k128, _mm256_castsi256_si128(y3)), k128, _mm256_extracti128_si256(y3, 1));
+  for (; n >= 16; p += 16, n -= 16) {
+    x = fold(x, k128, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  alignas(16) unsigned char last[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(last), x);
+  return crc32_zlib(crc32_zlib(0xffffffffu, last, 16), p, n);
+}
+#undef EMBER_VPCLMUL_TARGET
+
+bool has_vpclmul() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("vpclmulqdq") && __builtin_cpu_supports("avx2") &&
+           __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  }();
+  return yes;
+}
+
 bool has_pclmul() {
   static const bool yes = [] {
     __builtin_cpu_init();
@@ -118,6 +174,7 @@ bool has_pclmul() {
 std::uint32_t crc32_update(std::uint32_t crc, const void* data, std::size_t n) {
   const auto* p = static_cast<const unsigned char*>(data);
 #ifdef EMBER_CRC_PCLMUL
+  if (n >= 128 && has_vpclmul()) return crc32_vpclmul(crc, p, n);
   if (n >= 64 && has_pclmul()) return crc32_pclmul(crc, p, n);
 #endif
   return crc32_zlib(crc, p, n);

@@ -27,6 +27,13 @@ std::optional<DType> dtype_named(const std::string& s) {
 
 const char* version_string() { return EMBER_VERSION_STRING; }
 
+// Note [Checked reads]: tensor data is read (and written) in chunks small enough to stay in
+// the cache, each checksummed right after it arrives (before it leaves), so the check costs
+// no pass over memory of its own.
+constexpr std::size_t kChunk = std::size_t{1} << 21;
+// How far past a tensor a load asks the file to read ahead (Note [Read ahead]).
+constexpr std::uint64_t kReadAhead = std::uint64_t{16} << 20;
+
 [[noreturn]] void bad_meta(const std::string& file, const std::string& what) {
   fail(file + ": bad metadata: " + what);
 }
@@ -42,19 +49,25 @@ void write_ember(const std::vector<WriteTensor>& tensors, const SaveOptions& opt
   std::uint64_t offset = 0;
   for (const WriteTensor& t : tensors) {
     // One tensor on the host at a time (Note: the data section precedes the metadata so
-    // that its checksum is known when the metadata is written).
-    TensorData data = t.data();
-    const std::uint64_t n = data.bytes().size();
-    const std::uint32_t crc = crc32_update(0, data.data(), n);
-    sink.write(data.data(), n);
+    // that its checksum is known when the metadata is written), written chunk by chunk
+    // right after each chunk's checksum, while it is in the cache (Note [Checked reads]).
+    const HostBytes data = t.data();
+    const std::span<const std::byte> bytes = data.bytes();
+    const std::uint64_t n = bytes.size();
+    std::uint32_t crc = 0;
+    for (std::size_t done = 0; done < n; done += kChunk) {
+      const std::span<const std::byte> part = bytes.subspan(done, std::min(kChunk, n - done));
+      crc = crc32_update(crc, part.data(), part.size());
+      sink.write(part.data(), part.size());
+    }
     const std::uint64_t padded = checked_align_up(n, ef::kAlignment, "record::save");
     sink.write_zeros(padded - n);
     nn::Json shape = nn::Json::array();
     if (!t.scalar) {
-      for (std::size_t d : data.shape()) shape.push_back(d);
+      for (std::size_t d : t.shape) shape.push_back(d);
     }
     nn::Json entry = {{"path", t.key},
-                      {"dtype", name(data.dtype())},
+                      {"dtype", name(t.dtype)},
                       {"shape", shape},
                       {"offset", offset},
                       {"size", n},
@@ -153,12 +166,11 @@ class EmberReader final : public TensorReader {
     return TensorData(std::move(bytes), info.shape, info.dtype);
   }
 
-  // Note [Checked reads]: the data is read in chunks small enough to stay in the cache, each
-  // checksummed right after it arrives, so the check costs no second pass over memory.
+  // In chunks, each checked while cached (Note [Checked reads]).
   void read_into(std::size_t i, std::span<std::byte> dst) const override {
     const EmberTensor& t = tensors_.at(i);
     EMBER_ASSERT(dst.size() == t.size);
-    constexpr std::size_t kChunk = std::size_t{1} << 21;
+    source_->will_read(t.offset, t.size + kReadAhead);  // Note [Read ahead]
     std::uint32_t crc = 0;
     for (std::size_t done = 0; done < dst.size(); done += kChunk) {
       const std::span<std::byte> part = dst.subspan(done, std::min(kChunk, dst.size() - done));

@@ -57,9 +57,19 @@ std::unique_ptr<TensorReader> open_pytorch(std::shared_ptr<const ByteSource> sou
                                            const ReaderOptions& options);
 std::unique_ptr<TensorReader> open_pytorch_legacy(std::shared_ptr<const ByteSource> source,
                                                   const ReaderOptions& options);
+// A tensor's elements on the host, for a writer: its own buffer read in place where its
+// backend keeps it in host memory (ops::host_bytes, Note [Host access]), so a Cpu save
+// writes with no copy; else a copy (to_data) held here.
+struct HostBytes {
+  std::span<const std::byte> view;
+  std::optional<TensorData> copy;
+  std::span<const std::byte> bytes() const {
+    return copy ? std::span<const std::byte>(copy->bytes()) : view;
+  }
+};
 // What a writer is given per tensor: its description, and its elements on the host when
-// asked (one tensor at a time, so a save never holds more than one in host memory). The
-// writers know nothing of devices.
+// asked (one tensor at a time, so a save never holds more than one copy in host memory).
+// The writers know nothing of devices.
 struct WriteTensor {
   std::string key;
   nn::TensorRole role;
@@ -68,7 +78,7 @@ struct WriteTensor {
   bool scalar;  // stored with shape []
   Shape shape;
   DType dtype;
-  std::function<TensorData()> data;
+  std::function<HostBytes()> data;
 };
 void write_ember(const std::vector<WriteTensor>& tensors, const SaveOptions& options,
                  ByteSink& sink);

@@ -102,20 +102,38 @@ std::unique_ptr<TensorReader> open_path(const std::string& path, const LoadOptio
 }
 
 // Tensor i of the file as a tensor of `shape` (its own, or [1] for a scalar) and `dtype` on
-// dev: adopted in place from a private mapping where the device's backend can hold it and
-// no cast is asked (zero-copy: Note [Mapped files]), else read and copied.
+// dev. In the file's dtype, in order of preference:
+//  - adopted in place from a private mapping where the device's backend can hold it
+//    (zero-copy: Note [Mapped files]);
+//  - read straight into a fresh tensor's host memory where the device has it (Note [Direct
+//    reads]);
+//  - read into `staging` and copied to the device (Note [Staged reads]).
+// A cast reads the file's dtype and converts on the host.
 //
-// Note [Staged reads]: a tensor read in the file's dtype goes through `staging`, one buffer
-// per load that every tensor reuses: the read lands in pages already there (fresh memory
-// for each tensor costs the kernel a fault and a zeroed page per 4 KiB, which on a busy
-// machine took longer than the read itself), and the backend copies it into its own memory
-// (the Cpu's pool hands back the buffer of the tensor the load just replaced).
+// Note [Direct reads]: on the Cpu (and through its decorators) a plain load asks the backend
+// for a fresh tensor and its bytes (ops::empty_host, Note [Host access] in
+// backend/backend.hpp) and the reader fills them, each chunk checked while it is in the
+// cache (Note [Checked reads]): the file's bytes are copied once, by the kernel, into the
+// tensor they end in. The Cpu's pool hands back the buffer of the tensor the load just
+// replaced (same size: same bucket), whose pages are already there, so no page is faulted
+// in and zeroed either. A read or checksum failure throws with the file and the key; the
+// fresh tensor is dropped and the module is not returned.
+//
+// Note [Staged reads]: where the device's tensors are not host memory (Cuda, Vulkan), the
+// tensor goes through `staging`, one buffer per load that every tensor reuses: the read
+// lands in pages already there (fresh memory for each tensor costs the kernel a fault and a
+// zeroed page per 4 KiB, which on a busy machine took longer than the read itself), and the
+// backend copies it to the device.
 DynTensor load_tensor(const TensorReader& reader, std::size_t i, const Shape& shape, DType dtype,
                       const Device& dev, std::vector<std::byte>& staging) {
   if (reader.info().tensors[i].dtype == dtype) {
     if (auto in_place = reader.read_in_place(i)) {
       if (auto t = ops::adopt_host(in_place->data, shape, dtype, std::move(in_place->owner), dev))
         return std::move(*t);
+    }
+    if (auto fresh = ops::empty_host(shape, dtype, dev)) {
+      reader.read_into(i, fresh->bytes);
+      return std::move(fresh->tensor);
     }
     // The size was checked against the file when it was opened.
     staging.resize(checked_bytes(shape, dtype, "record::load"));
@@ -270,8 +288,11 @@ void write_format(const std::vector<SaveTensor>& tensors, Format format, const S
   std::vector<WriteTensor> list;
   list.reserve(tensors.size());
   for (const SaveTensor& t : tensors) {
-    list.push_back({t.key, t.role, t.id, t.trainable, t.scalar, t.tensor.shape(), t.tensor.dtype(),
-                    [&t] { return t.tensor.to_data(); }});
+    list.push_back(
+        {t.key, t.role, t.id, t.trainable, t.scalar, t.tensor.shape(), t.tensor.dtype(), [&t] {
+           if (auto bytes = ops::host_bytes(t.tensor)) return HostBytes{*bytes, {}};
+           return HostBytes{{}, t.tensor.to_data()};
+         }});
   }
   switch (format) {
     case Format::Ember:

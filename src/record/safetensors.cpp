@@ -207,8 +207,8 @@ void write_safetensors(const std::vector<WriteTensor>& tensors, const SaveOption
   sink.write(len, 8);
   sink.write(text.data(), text.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    TensorData data = tensors[i].data();  // one tensor on the host at a time
-    sink.write(data.data(), data.bytes().size());
+    const HostBytes data = tensors[i].data();  // one tensor on the host at a time
+    sink.write(data.bytes().data(), data.bytes().size());
   }
 }
 

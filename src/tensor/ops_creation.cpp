@@ -29,6 +29,25 @@ std::optional<DynTensor> adopt_host(std::byte* data, const Shape& shape, DType d
   return DynTensor(std::move(h), device);
 }
 
+std::optional<HostWritable> empty_host(const Shape& shape, DType dtype, const Device& device) {
+  const std::size_t n = detail::check_size(shape, dtype, "empty_host", device);
+  backend::Backend::HostTensor t = ember::detail::catch_std(
+      [&] { return device.backend().empty_host(shape, dtype); },
+      [&](const char* what, bool out_of_memory) {
+        fail("empty_host: " + std::string(out_of_memory ? "out of memory" : what) +
+             " making a tensor of shape " + shape.to_string() + " and dtype " + name(dtype) +
+             " on " + device.name());
+      });
+  if (!t.handle) return std::nullopt;
+  return HostWritable{DynTensor(std::move(t.handle), device), std::span<std::byte>(t.data, n)};
+}
+
+std::optional<std::span<const std::byte>> host_bytes(const DynTensor& t) {
+  const std::byte* p = t.device().backend().host_data(t.handle());
+  if (p == nullptr) return std::nullopt;
+  return std::span<const std::byte>(p, checked_bytes(t.shape(), t.dtype(), "host_bytes"));
+}
+
 namespace {
 std::int64_t saturate_int(double v) {
   if (std::isnan(v)) return 0;

@@ -54,6 +54,23 @@ class Backend {
   // default returns null.
   virtual ir::Handle adopt_host(std::byte* data, const Shape& shape, DType dtype,
                                 std::shared_ptr<const void> owner);
+  // Note [Host access]: a fresh tensor whose bytes the caller writes in host memory, and a
+  // tensor's bytes read in place, so that a record load reads a file straight into the
+  // tensor it makes and a save writes a tensor's own buffer, with no from_data / to_data
+  // copy. Both answer null where this backend's tensors are not host memory (the default):
+  // the caller then copies through from_data / to_data.
+  //
+  // empty_host: a new contiguous tensor of shape and dtype and its bytes (shape's elements
+  // of dtype, uninitialised, 64-byte aligned); the caller writes every byte before the
+  // handle is used or shared.
+  struct HostTensor {
+    ir::Handle handle;
+    std::byte* data = nullptr;
+  };
+  virtual HostTensor empty_host(const Shape& shape, DType dtype);
+  // x's elements, contiguous, in host memory, after any pending work on x: valid while x
+  // lives and no op writes it. Null when they are elsewhere or strided (then to_data).
+  virtual const std::byte* host_data(const ir::Handle& x);
   // Waits for pending work on x and copies it out.
   virtual TensorData to_data(const ir::Handle& x) = 0;
   // Executes op; returns its outputs (one for most ops; Sort returns values and indices).

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,19 @@ DynTensor from_data(const TensorData& data, const Device& device);
 // where the device's backend cannot hold it (device memory, misaligned): then copy.
 std::optional<DynTensor> adopt_host(std::byte* data, const Shape& shape, DType dtype,
                                     std::shared_ptr<const void> owner, const Device& device);
+// A fresh contiguous tensor on `device` and its bytes in host memory, for the caller to fill
+// (uninitialised: write every byte before using the tensor), or nothing where the device's
+// tensors are not host memory: then build a TensorData and use from_data
+// (Backend::empty_host, Note [Host access]).
+struct HostWritable {
+  DynTensor tensor;
+  std::span<std::byte> bytes;
+};
+std::optional<HostWritable> empty_host(const Shape& shape, DType dtype, const Device& device);
+// t's elements in host memory, contiguous, read in place (valid while t lives and no op
+// writes it), or nothing where they are elsewhere or strided: then t.to_data() copies
+// (Backend::host_data, Note [Host access]). A sync point, as to_data.
+std::optional<std::span<const std::byte>> host_bytes(const DynTensor& t);
 DynTensor full(const Shape& shape, double value, DType dtype, const Device& device);
 DynTensor zeros(const Shape& shape, DType dtype, const Device& device);
 DynTensor ones(const Shape& shape, DType dtype, const Device& device);
