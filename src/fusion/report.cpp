@@ -6,9 +6,9 @@ namespace ember::fusion {
 
 namespace {
 constexpr std::size_t kRecent = 256;
-std::string join(const std::vector<std::string>& v) {
+std::string join(const std::vector<std::string_view>& v) {
   std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  for (const auto& x : v) (s += s.empty() ? "" : " ") += x;
   return s;
 }
 }  // namespace

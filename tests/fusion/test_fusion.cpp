@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -241,7 +242,8 @@ TEST(FusionElementwise, AChainIsOneGroup) {
   const auto r = fusion::report(d);
   ASSERT_EQ(r.groups, 1u);
   const auto& g = r.recent.back();
-  EXPECT_EQ(g.ops, (std::vector<std::string>{"mul", "add", "exp", "tanh", "mul", "sub", "abs"}));
+  EXPECT_EQ(g.ops,
+            (std::vector<std::string_view>{"mul", "add", "exp", "tanh", "mul", "sub", "abs"}));
   EXPECT_EQ(g.inputs, 2u);   // x and b
   EXPECT_EQ(g.sources, 2u);  // the scalars: parameters, never read from memory
   EXPECT_EQ(g.outputs, 1u);
@@ -319,7 +321,8 @@ TEST(FusionElementwise, KeptValuesAreWrittenAndShapesCloseGroups) {
   const auto sv = s.to_data().to_vector<float>();
   const auto r = fusion::report(d);
   ASSERT_GE(r.groups, 1u);
-  EXPECT_EQ(r.recent.front().ops, (std::vector<std::string>{"mul", "exp", "sin", "add", "sum"}));
+  EXPECT_EQ(r.recent.front().ops,
+            (std::vector<std::string_view>{"mul", "exp", "sin", "add", "sum"}));
   EXPECT_EQ(r.recent.front().outputs, 3u);  // kept, y and the sum
   EXPECT_EQ(r.recent.front().closed, CloseReason::Reduction);
   const Device c = Device::cpu();
@@ -335,7 +338,7 @@ namespace {
 
 // The group of the report whose ops are exactly `ops`, or null.
 const fusion::FusionGroupInfo* group_with(const fusion::FusionReport& r,
-                                          const std::vector<std::string>& ops) {
+                                          const std::vector<std::string_view>& ops) {
   for (const auto& g : r.recent) {
     if (g.ops == ops) return &g;
   }
@@ -346,7 +349,7 @@ std::string groups_of(const fusion::FusionReport& r) {
   std::string s;
   for (const auto& g : r.recent) {
     s += "[";
-    for (const auto& o : g.ops) s += o + " ";
+    for (const auto& o : g.ops) (s += o) += " ";
     s += "] ";
   }
   return s;
@@ -444,7 +447,8 @@ TEST(FusionPatterns, ReductionsTakeTheirPrologue) {
     r = fusion::report(d);
     bool kept = false;  // the group of e and s: e is one of its outputs
     for (const auto& gi : r.recent) {
-      kept = kept || (gi.ops == std::vector<std::string>{"mul", "exp", "sum"} && gi.outputs == 2);
+      kept =
+          kept || (gi.ops == std::vector<std::string_view>{"mul", "exp", "sum"} && gi.outputs == 2);
     }
     EXPECT_TRUE(kept) << groups_of(r);
   }
