@@ -162,7 +162,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     Args args(n);
     for (std::size_t i = 0; i < n; ++i) {
       const ir::Handle& h = ir::operand(op, i);
-      if (h) args[i] = unwrap(h).shared_from_this();
+      if (h) args[i] = *unwrap(h).self;
     }
     // Values pending in another thread's stream: flush that stream first (never holding
     // two stream locks at once).
@@ -268,25 +268,23 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   // Runs op at once on the inner backend (pass-through, ops that cannot fuse, data-dependent
   // ops), after what it reads.
   std::vector<ir::Handle> run_now(ir::Op op) {
-    const std::size_t n = ir::operand_count(op);
-    for (std::size_t i = 0; i < n; ++i) {
-      ir::Handle& h = ir::operand(op, i);
-      if (!h) continue;
+    ir::for_each_operand(op, [&](ir::Handle& h) {
+      if (!h) return;
       Value& v = unwrap(h);
       ir::Handle inner = materialize(v, CloseReason::CrossThread);
       // The op holding the only handle of a value nobody else holds (no record, no pending
       // reader in any stream either): the inner backend may reuse it in place, as the op
-      // would unfused. (v's only owner is then the handle's Holder, which h.reset() ends.)
-      if (h.use_count() == 1 && v.weak_from_this().use_count() == 1 &&
+      // would unfused. (v's only owner is then h's Holder, which goes when h is replaced.)
+      if (h.use_count() == 1 && v.self->use_count() == 1 &&
           v.pending_uses.load(std::memory_order_acquire) == 0) {
         v.inner.reset();
         v.state = State::Consumed;
       }
       h = std::move(inner);
-    }
+    });
     const ir::OpKind kind = ir::kind_of(op);
     auto outs = inner_be().execute(std::move(op));
-    shared_->report.alone(ir::name(kind));
+    shared_->report.alone(kind);
     const std::uint8_t layout =
         ir::op_class(kind) == ir::OpClass::View ? static_cast<std::uint8_t>(kind) : kFresh;
     for (auto& o : outs) o = ready(std::move(o), layout);

@@ -30,7 +30,9 @@ std::shared_ptr<Value> make_value(const void* owner, Shape s, DType d, std::shar
 
 ir::Handle handle_of(std::shared_ptr<Value> v) {
   Value* node = v.get();
-  return ir::Handle(std::allocate_shared<Holder>(BlockAllocator<Holder>{}, std::move(v)), node);
+  auto holder = std::allocate_shared<Holder>(BlockAllocator<Holder>{}, std::move(v));
+  node->self = &holder->value;
+  return ir::Handle(std::move(holder), node);
 }
 
 ir::Handle take_input(Value& v, std::int32_t uses) {
@@ -59,14 +61,14 @@ void run_alone(Shared& shared, Record& r) {
   for (std::size_t i = 0; i < r.args.size(); ++i) {
     if (r.args[i]) ir::operand(op, i) = take_input(*r.args[i]);
   }
-  const char* name = ir::name(ir::kind_of(op));
+  const ir::OpKind kind = ir::kind_of(op);
   auto outs = shared.inner->execute(std::move(op));
   EMBER_ASSERT(outs.size() == r.outs.size());
   for (std::size_t k = 0; k < outs.size(); ++k) {
     r.outs[k]->inner = std::move(outs[k]);
     r.outs[k]->state = State::Ready;
   }
-  shared.report.alone(name);
+  shared.report.alone(kind);
 }
 
 void flush_locked(Stream& s, backend::CloseReason why) {

@@ -45,8 +45,10 @@ constexpr std::uint8_t kFresh = 0xff;
 // Note [One shape per value]: a Value is the TensorNode its handle points to, so its shape
 // is stored once. The handle a user holds is an aliasing shared_ptr to the Value whose
 // control block is a small Holder (handle_of): the user's references are counted apart from
-// the records', and the Holder's destructor is the drop event.
-struct Value final : ir::TensorNode, std::enable_shared_from_this<Value> {
+// the records', and the Holder's destructor is the drop event. The Value points at the
+// Holder's reference to it (`self`), so that an op holding a handle gets a record's
+// reference from it; it is valid while a handle exists.
+struct Value final : ir::TensorNode {
   Value(const void* owner, Shape s, DType d, std::shared_ptr<Stream> st, State state)
       : TensorNode(std::move(s), d), owner(owner), stream(std::move(st)), state(state) {}
   const void* decorator() const override { return owner; }
@@ -70,6 +72,7 @@ struct Value final : ir::TensorNode, std::enable_shared_from_this<Value> {
   // Held while a reader takes `inner` (take_input): readers of one Ready value may be
   // flushed by two streams at once (Note [Readers in two streams]).
   std::mutex take_mu;
+  const std::shared_ptr<Value>* self = nullptr;  // the Holder's (Note [One shape per value])
 
   std::size_t bytes() const { return shape_.num_elements() * size_of(dtype_); }
 };
