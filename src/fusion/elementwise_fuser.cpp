@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cstdio>
 #include <string>
+#include <string_view>
 
 #include "ember/base/error.hpp"
 
@@ -45,7 +46,7 @@ bool is_elementwise(ir::OpKind k) {
          k == ir::OpKind::Cast;
 }
 
-std::string op_label(const ir::Op& op) {
+std::string_view op_label(const ir::Op& op) {
   if (const auto* u = std::get_if<ir::Unary>(&op)) return ir::name(u->fn);
   if (const auto* b = std::get_if<ir::Binary>(&op)) return ir::name(b->fn);
   if (std::holds_alternative<ir::Where>(op)) return "where";
@@ -57,8 +58,7 @@ std::string op_label(const ir::Op& op) {
 // A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
 // groups reading it.
 bool is_scalar_fill(const Record& r) {
-  const auto* f = std::get_if<ir::Fill>(&r.op);
-  return f != nullptr && f->shape.num_elements() == 1;
+  return std::holds_alternative<ir::Fill>(r.op) && r.outs[0]->shape().num_elements() == 1;
 }
 
 // Note [Scalar sources]: a one-element Fill is not run when the flush reaches it: each group
@@ -171,8 +171,9 @@ class Grouper {
   }
 
   void close_then_open(Record& r, CloseReason why) {
-    shared_.report.decision(
-        [&] { return op_label(r.op) + ": closes the group (" + backend::name(why) + ")"; });
+    shared_.report.decision([&] {
+      return std::string(op_label(r.op)) + ": closes the group (" + backend::name(why) + ")";
+    });
     close(why);
     join(r);
   }
@@ -247,7 +248,8 @@ class Grouper {
     is_fill_.push_back(false);
     members_.push_back(&r);
     shared_.report.decision([&] {
-      return op_label(r.op) + ": joins the group (" + std::to_string(members_.size()) + " ops)";
+      return std::string(op_label(r.op)) + ": joins the group (" + std::to_string(members_.size()) +
+             " ops)";
     });
   }
 
@@ -270,7 +272,8 @@ class Grouper {
   std::vector<Record*> fills_;    // the flush's deferred fills (Note [Scalar sources])
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
-  std::uint64_t group_ = 0;  // the open group's number (0: none)
+  std::vector<char> sig_buffer_;  // where close() writes a signature
+  std::uint64_t group_ = 0;       // the open group's number (0: none)
   static inline std::atomic<std::uint64_t> groups_opened_{0};
 };
 
@@ -328,15 +331,20 @@ void Grouper::close(CloseReason why) {
   // byte, the high bit set while more follow) in a fixed order, every list preceded by its
   // length, so two structures never share one — built with no formatting, as it is on the
   // recording path's budget (once per group).
-  std::string sig = "ew";
-  sig.reserve(16 + 8 * (inputs_.size() + code_.size()));
-  const auto put = [&sig](std::uint64_t x) {
-    do {
-      auto byte = static_cast<unsigned char>(x & 0x7f);
+  // The bytes are written through a pointer into the Grouper's buffer, sized for the most
+  // they can take (10 bytes a number), and copied out once.
+  std::size_t numbers = 4 + shape_.rank() + g.outputs.size() + 7 * code_.size();
+  for (const auto& v : inputs_) numbers += 4 + v->shape().rank();
+  if (sig_buffer_.size() < 2 + 10 * numbers) sig_buffer_.resize(2 + 10 * numbers);
+  char* at = sig_buffer_.data();
+  *at++ = 'e';
+  *at++ = 'w';
+  const auto put = [&at](std::uint64_t x) {
+    while (x >= 0x80) {
+      *at++ = static_cast<char>((x & 0x7f) | 0x80);
       x >>= 7;
-      if (x) byte |= 0x80;
-      sig.push_back(static_cast<char>(byte));
-    } while (x);
+    }
+    *at++ = static_cast<char>(x);
   };
   std::vector<std::size_t> extents{1};  // dim classes: extents[c] is class c's extent
   extents.reserve(8);
@@ -372,7 +380,7 @@ void Grouper::close(CloseReason why) {
   }
   put(g.outputs.size());
   for (std::int32_t o : g.outputs) put(static_cast<std::uint64_t>(o));
-  g.signature = std::move(sig);
+  g.signature.assign(sig_buffer_.data(), at);
   g.key = fnv1a(g.signature);
   g.code = code_;  // (a copy: code_ keeps its storage for the next group)
   info.inputs = g.inputs.size();

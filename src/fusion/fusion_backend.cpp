@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <deque>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -37,6 +38,15 @@ std::size_t env_size(const char* name, std::size_t fallback) {
   return static_cast<std::size_t>(x);
 }
 
+// The stream my_stream() returned last on this thread, and its device's id: trivially
+// destructible, so reading it skips tls_streams' guarded initialisation (ids are never
+// reused, and the deque keeps the element in place).
+struct LastStream {
+  std::uint64_t id = 0;
+  const std::shared_ptr<Stream>* stream = nullptr;
+};
+thread_local LastStream tls_last_stream;
+
 // The streams this thread recorded into, flushed when it ends (Note [Thread exit]).
 //
 // Note [Thread exit]: what a thread leaves pending runs when the thread ends, since another
@@ -44,8 +54,11 @@ std::size_t env_size(const char* name, std::size_t fallback) {
 // torn down, and thread_local objects constructed after this list — the inner backend's
 // scratch buffers, for one — are already destroyed, so kernels run here would use them.
 struct ThreadStreams {
-  std::vector<std::pair<std::uint64_t, std::shared_ptr<Stream>>> list;
+  // (A deque: my_stream hands out references to its elements, which must outlive a stream
+  // of another Fusion device added meanwhile.)
+  std::deque<std::pair<std::uint64_t, std::shared_ptr<Stream>>> list;
   ~ThreadStreams() {
+    tls_last_stream = {};
     for (auto& [id, s] : list) {
       std::lock_guard lk(s->mu);
       if (s->records.empty()) continue;
@@ -64,11 +77,11 @@ thread_local ThreadStreams tls_streams;
 std::atomic<std::uint64_t> next_backend_id{1};
 
 // Calls out(shape, dtype) for each output of op, whose operands are handles with shapes
-// and dtypes.
+// and dtypes; a shape op carries is moved out (Note [Result shapes moved to values]).
 template <class Out>
-void outputs_of(const ir::Op& op, Out&& out) {
+void outputs_of(ir::Op& op, Out&& out) {
   std::visit(
-      [&](const auto& o) {
+      [&](auto& o) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, ir::Sort>) {
           out(ir::out_shape(o), ir::out_dtype(o, 0));
@@ -83,6 +96,8 @@ void outputs_of(const ir::Op& op, Out&& out) {
           out(ir::out_shape(o, 2), ir::out_dtype(o, 2));
         } else if constexpr (std::is_same_v<T, ir::Nonzero>) {
           EMBER_ASSERT(false);  // data-dependent: never recorded
+        } else if (Shape* carried = carried_shape(o)) {
+          out(std::move(*carried), ir::out_dtype(o));
         } else {
           out(ir::out_shape(o), ir::out_dtype(o));
         }
@@ -142,21 +157,27 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   }
 
   std::vector<ir::Handle> execute(ir::Op op) override {
+    const ir::OpKind kind = ir::kind_of(op);
+    if (!shared_->options.enabled) return run_now(std::move(op));
+    const std::shared_ptr<Stream>& s = my_stream();
+    if (!fusable(kind, *shared_) && !s->has_records.load(std::memory_order_acquire)) {
+      // Nothing pending and nothing to fuse with: run it now, as a flush of its one record
+      // would, without the record (the cost of ops that cannot fuse: launch_overhead). Only
+      // this thread adds records to s, so none can appear meanwhile.
+      shared_->report.recorded();
+      return run_now(std::move(op));
+    }
     const std::size_t n = ir::operand_count(op);
     Args args(n);
     for (std::size_t i = 0; i < n; ++i) {
       const ir::Handle& h = ir::operand(op, i);
-      if (h) args[i] = unwrap(h).shared_from_this();
+      if (h) args[i] = *unwrap(h).self;
     }
-    if (!shared_->options.enabled) return run_now(std::move(op), args);
-
-    const std::shared_ptr<Stream> s = my_stream();
     // Values pending in another thread's stream: flush that stream first (never holding
     // two stream locks at once).
     for (const auto& v : args) {
       if (v && v->stream && v->stream != s) materialize(*v, CloseReason::CrossThread);
     }
-    const ir::OpKind kind = ir::kind_of(op);
     std::unique_lock lk(s->mu);
     for (const auto& v : args) {
       if (v && v->state == State::Failed) fail(v->error);
@@ -164,33 +185,26 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     if (kind == ir::OpKind::Nonzero) {
       flush_locked(*s, CloseReason::DataDependent);
       lk.unlock();
-      return run_now(std::move(op), args);
+      args = Args();
+      return run_now(std::move(op));
     }
-    if (s->records.empty() && !fusable(kind, *shared_)) {
-      // Nothing pending and nothing to fuse with: run it now, as a flush of its one record
-      // would, without the record (the cost of ops that cannot fuse: launch_overhead).
-      lk.unlock();
-      shared_->report.recorded();
-      return run_now(std::move(op), args);
-    }
-    Record r;
+    Outs values;
     outputs_of(op, [&](Shape shape, DType dtype) {
-      r.outs.push_back(std::make_shared<Value>(this, std::move(shape), dtype, s, State::Pending));
-      s->pending_bytes += r.outs.back()->bytes();
+      values.push_back(make_value(this, std::move(shape), dtype, s, State::Pending));
+      s->pending_bytes += values.back()->bytes();
     });
     if (ir::op_class(kind) == ir::OpClass::View) {
-      r.outs[0]->layout = static_cast<std::uint8_t>(kind);
+      values[0]->layout = static_cast<std::uint8_t>(kind);
     }
+    std::vector<ir::Handle> outs;
+    outs.reserve(values.size());
+    for (const auto& v : values) outs.push_back(handle_of(v));
     for (std::size_t i = 0; i < n; ++i) {
       ir::operand(op, i).reset();  // a handle moved in is dropped here (Note [Values and handles])
       if (args[i]) args[i]->pending_uses.fetch_add(1, std::memory_order_relaxed);
     }
-    r.op = std::move(op);
-    r.args = std::move(args);
-    std::vector<ir::Handle> outs;
-    outs.reserve(r.outs.size());
-    for (const auto& v : r.outs) outs.push_back(handle_of(v));
-    s->records.push_back(std::move(r));
+    s->records.emplace_back(std::move(op), std::move(args), std::move(values));
+    s->has_records.store(true, std::memory_order_release);
     shared_->report.recorded();
     if (!fusable(kind, *shared_)) {
       flush_locked(*s, CloseReason::NonFusableOp);
@@ -244,7 +258,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   }
 
   ir::Handle ready(ir::Handle inner, std::uint8_t layout) {
-    auto v = std::make_shared<Value>(this, inner->shape(), inner->dtype(), nullptr, State::Ready);
+    auto v = make_value(this, inner->shape(), inner->dtype(), nullptr, State::Ready);
     v->inner = std::move(inner);
     v->layout = layout;
     return handle_of(std::move(v));
@@ -260,42 +274,50 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     return v.inner;
   }
 
-  // Runs op at once on the inner backend (pass-through, data-dependent ops).
-  std::vector<ir::Handle> run_now(ir::Op op, const Args& args) {
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      if (!args[i]) continue;
-      ir::Handle& h = ir::operand(op, i);
-      ir::Handle inner = materialize(*args[i], CloseReason::CrossThread);
-      // The op holding the only handle of a value nobody else holds (no pending reader in
-      // any stream either): the inner backend may reuse it in place, as the op would unfused.
-      const bool sole = h.use_count() == 1 && args[i].use_count() == 2 &&
-                        args[i]->pending_uses.load(std::memory_order_acquire) == 0;
-      h.reset();
-      if (sole) {
-        args[i]->inner.reset();
-        args[i]->state = State::Consumed;
+  // Runs op at once on the inner backend (pass-through, ops that cannot fuse, data-dependent
+  // ops), after what it reads.
+  std::vector<ir::Handle> run_now(ir::Op op) {
+    ir::for_each_operand(op, [&](ir::Handle& h) {
+      if (!h) return;
+      Value& v = unwrap(h);
+      ir::Handle inner = materialize(v, CloseReason::CrossThread);
+      // The op holding the only handle of a value nobody else holds (no record, no pending
+      // reader in any stream either): the inner backend may reuse it in place, as the op
+      // would unfused. (v's only owner is then h's Holder, which goes when h is replaced.)
+      if (h.use_count() == 1 && v.self->use_count() == 1 &&
+          v.pending_uses.load(std::memory_order_acquire) == 0) {
+        v.inner.reset();
+        v.state = State::Consumed;
       }
       h = std::move(inner);
-    }
+    });
     const ir::OpKind kind = ir::kind_of(op);
     auto outs = inner_be().execute(std::move(op));
-    shared_->report.alone(ir::name(kind));
+    shared_->report.alone(kind);
     const std::uint8_t layout =
         ir::op_class(kind) == ir::OpClass::View ? static_cast<std::uint8_t>(kind) : kFresh;
     for (auto& o : outs) o = ready(std::move(o), layout);
     return outs;
   }
 
-  std::shared_ptr<Stream> my_stream() {
+  // This thread's stream (held by its list until the thread ends).
+  const std::shared_ptr<Stream>& my_stream() {
+    if (tls_last_stream.id == id_) return *tls_last_stream.stream;
+    const std::shared_ptr<Stream>* found = nullptr;
     for (auto& [id, s] : tls_streams.list) {
-      if (id == id_) return s;
+      if (id == id_) found = &s;
     }
-    auto s = std::make_shared<Stream>(shared_);
-    tls_streams.list.emplace_back(id_, s);
-    std::lock_guard lk(streams_mu_);
-    std::erase_if(streams_, [](const std::weak_ptr<Stream>& w) { return w.expired(); });
-    streams_.push_back(s);
-    return s;
+    if (!found) {
+      auto s = std::make_shared<Stream>(shared_);
+      {
+        std::lock_guard lk(streams_mu_);
+        std::erase_if(streams_, [](const std::weak_ptr<Stream>& w) { return w.expired(); });
+        streams_.push_back(s);
+      }
+      found = &tls_streams.list.emplace_back(id_, std::move(s)).second;
+    }
+    tls_last_stream = {id_, found};
+    return *found;
   }
 
   void flush_all(CloseReason why) {

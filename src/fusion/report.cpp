@@ -6,9 +6,9 @@ namespace ember::fusion {
 
 namespace {
 constexpr std::size_t kRecent = 256;
-std::string join(const std::vector<std::string>& v) {
+std::string join(const std::vector<std::string_view>& v) {
   std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  for (const auto& x : v) (s += s.empty() ? "" : " ") += x;
   return s;
 }
 }  // namespace
@@ -24,9 +24,9 @@ void ReportState::flush(std::size_t records, backend::CloseReason why) {
   }
 }
 
-void ReportState::alone(const char* op) {
+void ReportState::alone(ir::OpKind op) {
   alone_.fetch_add(1, std::memory_order_relaxed);
-  if (log_ >= 2) std::fprintf(stderr, "[ember fusion]   alone %s\n", op);
+  if (log_ >= 2) std::fprintf(stderr, "[ember fusion]   alone %s\n", ir::name(op));
 }
 
 void ReportState::group(backend::FusionGroupInfo info) {

@@ -21,7 +21,7 @@ class ReportState {
   // A flush of `records` records, for `why`.
   void flush(std::size_t records, backend::CloseReason why);
   // An op run alone (not inside a group).
-  void alone(const char* op);
+  void alone(ir::OpKind op);
   // A group of instructions; fills info.plan_cached from the keys seen before.
   void group(backend::FusionGroupInfo info);
   void recorded() { records_.fetch_add(1, std::memory_order_relaxed); }

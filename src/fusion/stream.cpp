@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "ember/base/error.hpp"
+#include "fusion/block_pool.hpp"
 #include "fusion/elementwise_fuser.hpp"
 
 namespace ember::fusion {
@@ -21,9 +22,17 @@ struct Holder {
 };
 }  // namespace
 
+std::shared_ptr<Value> make_value(const void* owner, Shape s, DType d, std::shared_ptr<Stream> st,
+                                  State state) {
+  return std::allocate_shared<Value>(BlockAllocator<Value>{}, owner, std::move(s), d, std::move(st),
+                                     state);
+}
+
 ir::Handle handle_of(std::shared_ptr<Value> v) {
   Value* node = v.get();
-  return ir::Handle(std::make_shared<Holder>(std::move(v)), node);
+  auto holder = std::allocate_shared<Holder>(BlockAllocator<Holder>{}, std::move(v));
+  node->self = &holder->value;
+  return ir::Handle(std::move(holder), node);
 }
 
 ir::Handle take_input(Value& v, std::int32_t uses) {
@@ -38,25 +47,35 @@ ir::Handle take_input(Value& v, std::int32_t uses) {
   return v.inner;
 }
 
+void give_back_result_shape(Record& r) {
+  std::visit(
+      [&](auto& op) {
+        if (Shape* s = carried_shape(op)) *s = r.outs[0]->shape();
+      },
+      r.op);
+}
+
 void run_alone(Shared& shared, Record& r) {
+  give_back_result_shape(r);
   ir::Op op = std::move(r.op);
   for (std::size_t i = 0; i < r.args.size(); ++i) {
     if (r.args[i]) ir::operand(op, i) = take_input(*r.args[i]);
   }
-  const char* name = ir::name(ir::kind_of(op));
+  const ir::OpKind kind = ir::kind_of(op);
   auto outs = shared.inner->execute(std::move(op));
   EMBER_ASSERT(outs.size() == r.outs.size());
   for (std::size_t k = 0; k < outs.size(); ++k) {
     r.outs[k]->inner = std::move(outs[k]);
     r.outs[k]->state = State::Ready;
   }
-  shared.report.alone(name);
+  shared.report.alone(kind);
 }
 
 void flush_locked(Stream& s, backend::CloseReason why) {
   if (s.records.empty()) return;
   std::vector<Record> records;
   records.swap(s.records);  // (the stream keeps its storage: see the end)
+  s.has_records.store(false, std::memory_order_release);
   s.pending_bytes = 0;
   s.shared->report.flush(records.size(), why);
   try {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ember/backend/backend.hpp"
@@ -44,8 +45,10 @@ constexpr std::uint8_t kFresh = 0xff;
 // Note [One shape per value]: a Value is the TensorNode its handle points to, so its shape
 // is stored once. The handle a user holds is an aliasing shared_ptr to the Value whose
 // control block is a small Holder (handle_of): the user's references are counted apart from
-// the records', and the Holder's destructor is the drop event.
-struct Value final : ir::TensorNode, std::enable_shared_from_this<Value> {
+// the records', and the Holder's destructor is the drop event. The Value points at the
+// Holder's reference to it (`self`), so that an op holding a handle gets a record's
+// reference from it; it is valid while a handle exists.
+struct Value final : ir::TensorNode {
   Value(const void* owner, Shape s, DType d, std::shared_ptr<Stream> st, State state)
       : TensorNode(std::move(s), d), owner(owner), stream(std::move(st)), state(state) {}
   const void* decorator() const override { return owner; }
@@ -69,10 +72,14 @@ struct Value final : ir::TensorNode, std::enable_shared_from_this<Value> {
   // Held while a reader takes `inner` (take_input): readers of one Ready value may be
   // flushed by two streams at once (Note [Readers in two streams]).
   std::mutex take_mu;
+  const std::shared_ptr<Value>* self = nullptr;  // the Holder's (Note [One shape per value])
 
   std::size_t bytes() const { return shape_.num_elements() * size_of(dtype_); }
 };
 
+// A new value, in a block of this thread's free lists (Note [Value blocks]).
+std::shared_ptr<Value> make_value(const void* owner, Shape s, DType d, std::shared_ptr<Stream> st,
+                                  State state);
 // The user-visible handle of v (Note [Values and handles], Note [One shape per value]).
 ir::Handle handle_of(std::shared_ptr<Value> v);
 
@@ -120,10 +127,32 @@ class Outs {
 };
 
 struct Record {
-  ir::Op op;  // operand slots null: see args
+  Record(ir::Op&& o, Args&& a, Outs&& r)
+      : op(std::move(o)), args(std::move(a)), outs(std::move(r)) {}
+  ir::Op op;  // operand slots null: see args; its result shape moved out (see below)
   Args args;
   Outs outs;
 };
+
+// Note [Result shapes moved to values]: Binary, Where and Fill carry their result's shape,
+// and a recorded op's Value needs that shape too; rather than copy it (an allocation per
+// value), the record's op gives it to the Value (take_result_shape), and gets a copy back
+// only when it runs alone (give_back_result_shape): a fused member never reads its own. So
+// nothing reads the shape field of a recorded op but through its outputs.
+//
+// The op's own copy of its result's shape, where it carries one (else null).
+template <class T>
+Shape* carried_shape(T& op) {
+  if constexpr (std::is_same_v<T, ir::Binary> || std::is_same_v<T, ir::Where>) {
+    return &op.out_shape;
+  } else if constexpr (std::is_same_v<T, ir::Fill>) {
+    return &op.shape;
+  } else {
+    return nullptr;
+  }
+}
+// Before r's op runs on the inner backend: gives it back the shape its Value took.
+void give_back_result_shape(Record& r);
 
 // What the streams of one Fusion device share.
 struct Shared {
@@ -144,6 +173,9 @@ struct Stream {
   explicit Stream(std::shared_ptr<Shared> s) : shared(std::move(s)) {}
   std::mutex mu;
   std::vector<Record> records;
+  // Whether records is non-empty, for the recording thread to read without the lock: only
+  // it adds records, so a false it reads stays false until it records again.
+  std::atomic<bool> has_records{false};
   std::size_t pending_bytes = 0;
   const std::shared_ptr<Shared> shared;
 };

@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ember/base/dtype.hpp"
@@ -102,7 +103,7 @@ enum class CloseReason : std::uint8_t {
 const char* name(CloseReason r);
 
 struct FusionGroupInfo {
-  std::vector<std::string> ops;  // "mul", "exp", "cast", ... in order
+  std::vector<std::string_view> ops;  // "mul", "exp", "cast", ... in order (static names)
   std::size_t inputs = 0, outputs = 0;
   std::size_t sources = 0;      // scalar fills read as parameters, not from memory
   std::size_t elided = 0;       // values never written
