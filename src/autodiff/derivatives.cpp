@@ -312,6 +312,18 @@ RuleEntry make_binary(BinaryFn fn) {
           c.give(1, mul(c.be, c.grad(), unary(c.be, UnaryFn::Sigmoid, sub(c.be, b, a))));
         }
       });
+    // The derivative in a is log(b) everywhere, a = 0 included (xlogy is a log(b) there for
+    // b > 0); where a and b are both 0 it is taken as 0 (as PyTorch), not log(0) = -inf.
+    case BinaryFn::XLogY:
+      return diff("da = g log(b) (0 where a = b = 0), db = g a / b", kAll, false, [](Ctx& c) {
+        auto a = c.input(0), b = c.input(1);
+        if (c.wants(0)) {
+          auto keep = binary(c.be, BinaryFn::Or, compare_scalar(c.be, BinaryFn::Ne, a, 0.0),
+                             compare_scalar(c.be, BinaryFn::Ne, b, 0.0));
+          c.give(0, mul(c.be, c.grad(), mask(c.be, keep, unary(c.be, UnaryFn::Log, b))));
+        }
+        if (c.wants(1)) c.give(1, mul(c.be, c.grad(), div(c.be, a, b)));
+      });
     case BinaryFn::Max:
     case BinaryFn::Min:
       return diff("to a where a >= b (max) / a <= b (min), else to b", kAll, false, [](Ctx& c) {

@@ -40,6 +40,7 @@
 #include "ember/backend/registry.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/infer.hpp"
+#include "ember/ir/scalar_table.hpp"
 
 namespace ember::libtorch {
 namespace {
@@ -297,6 +298,199 @@ at::Tensor shift(const at::Tensor& x, const at::Tensor& y, bool left) {
   return at::where(ok, s, out_of_range);
 }
 
+// ---- element-wise functions from their definitions ----
+//
+// Note [Functions from the table]
+// An element-wise function that ATen has with ember's meaning runs as that ATen call (the
+// cases of run_one(Unary) and run_one(Binary)); every other one, and so every function
+// added to the table without a line here, is its scalar expression (ir/scalar_table.hpp)
+// evaluated node by node with ATen ops over whole tensors: each node once (an Expr is a
+// DAG), in the compute type of the operands (execute_widened has already widened 16-bit
+// floats), comparisons as kBool, with the Expr's meaning of integer division, remainder and
+// shifts (ir/scalar_expr.hpp). The conformance cases check both paths against the same
+// reference.
+
+at::Tensor call(ir::sx::Math m, const at::Tensor& x, const at::Tensor& y) {
+  using M = ir::sx::Math;
+  switch (m) {
+    case M::Fabs:
+      return at::abs(x);
+    case M::Sqrt:
+      return at::sqrt(x);
+    case M::Exp:
+      return at::exp(x);
+    case M::Log:
+      return at::log(x);
+    case M::Log1p:
+      return at::log1p(x);
+    case M::Expm1:
+      return at::expm1(x);
+    case M::Sin:
+      return at::sin(x);
+    case M::Cos:
+      return at::cos(x);
+    case M::Tan:
+      return at::tan(x);
+    case M::Sinh:
+      return at::sinh(x);
+    case M::Cosh:
+      return at::cosh(x);
+    case M::Tanh:
+      return at::tanh(x);
+    case M::Asin:
+      return at::asin(x);
+    case M::Acos:
+      return at::acos(x);
+    case M::Atan:
+      return at::atan(x);
+    case M::Erf:
+      return at::erf(x);
+    case M::Erfc:
+      return at::erfc(x);
+    case M::Floor:
+      return at::floor(x);
+    case M::Ceil:
+      return at::ceil(x);
+    case M::Rint:  // half to even
+      return at::round(x);
+    case M::Trunc:
+      return at::trunc(x);
+    case M::Pow:
+      return at::pow(x, y);
+    case M::Atan2:
+      return at::atan2(x, y);
+    case M::Count_:
+      break;
+  }
+  fail("libtorch: unknown math function");
+}
+
+// The integer x / y and x % y of an Expr: truncating, 0 for a zero divisor, MIN / -1
+// wrapping and MIN % -1 = 0.
+at::Tensor expr_int_div(const at::Tensor& x, const at::Tensor& y, bool rem) {
+  const at::Tensor zero = at::eq(y, 0), m1 = at::eq(y, -1);
+  const at::Tensor ys = at::where(zero | m1, at::ones_like(y), y);
+  const at::Tensor r = rem ? at::where(m1, at::zeros_like(x), at::fmod(x, ys))
+                           : at::where(m1, at::neg(x), at::div(x, ys, "trunc"));
+  return at::where(zero, at::zeros_like(r), r);
+}
+
+// Expression e over a (and b), with parameters p0 and p1, in a's dtype (Note [Functions
+// from the table]).
+at::Tensor evaluate(const ir::sx::Expr& e, const at::Tensor& a, const at::Tensor& b, double p0,
+                    double p1) {
+  using Op = ir::sx::Op;
+  const at::ScalarType t = a.scalar_type();
+  const bool integer = !at::isFloatingType(t);
+  const auto constant = [&](double v) { return at::scalar_tensor(scalar_as(v, t), a.options()); };
+  std::vector<at::Tensor> v(static_cast<std::size_t>(e.size));
+  for (int i = 0; i < e.size; ++i) {
+    const ir::sx::Node& n = e[i];
+    const auto kid = [&](std::int8_t k) -> const at::Tensor& {
+      return v[static_cast<std::size_t>(k)];
+    };
+    at::Tensor& r = v[static_cast<std::size_t>(i)];
+    switch (n.op) {
+      case Op::Const:
+        r = constant(n.value);
+        break;
+      case Op::Lowest:
+        r = at::scalar_tensor(lowest(t), a.options());
+        break;
+      case Op::Highest:
+        r = at::scalar_tensor(highest(t), a.options());
+        break;
+      case Op::A:
+        r = a;
+        break;
+      case Op::B:
+        r = b;
+        break;
+      case Op::P0:
+        r = constant(p0);
+        break;
+      case Op::P1:
+        r = constant(p1);
+        break;
+      case Op::Neg:
+        r = at::neg(kid(n.a));
+        break;
+      case Op::Not:
+        r = at::logical_not(kid(n.a));
+        break;
+      case Op::BitNot:
+        r = at::bitwise_not(kid(n.a));
+        break;
+      case Op::ToC:
+        r = kid(n.a).to(t);
+        break;
+      case Op::Add:
+        r = at::add(kid(n.a), kid(n.b));
+        break;
+      case Op::Sub:
+        r = at::sub(kid(n.a), kid(n.b));
+        break;
+      case Op::Mul:
+        r = at::mul(kid(n.a), kid(n.b));
+        break;
+      case Op::Div:
+        r = integer ? expr_int_div(kid(n.a), kid(n.b), false) : at::div(kid(n.a), kid(n.b));
+        break;
+      case Op::Mod:
+        r = integer ? expr_int_div(kid(n.a), kid(n.b), true) : at::fmod(kid(n.a), kid(n.b));
+        break;
+      case Op::Eq:
+        r = at::eq(kid(n.a), kid(n.b));
+        break;
+      case Op::Ne:
+        r = at::ne(kid(n.a), kid(n.b));
+        break;
+      case Op::Lt:
+        r = at::lt(kid(n.a), kid(n.b));
+        break;
+      case Op::Le:
+        r = at::le(kid(n.a), kid(n.b));
+        break;
+      case Op::Gt:
+        r = at::gt(kid(n.a), kid(n.b));
+        break;
+      case Op::Ge:
+        r = at::ge(kid(n.a), kid(n.b));
+        break;
+      case Op::And:
+        r = at::logical_and(kid(n.a), kid(n.b));
+        break;
+      case Op::Or:
+        r = at::logical_or(kid(n.a), kid(n.b));
+        break;
+      case Op::BitAnd:
+        r = at::bitwise_and(kid(n.a), kid(n.b));
+        break;
+      case Op::BitOr:
+        r = at::bitwise_or(kid(n.a), kid(n.b));
+        break;
+      case Op::BitXor:
+        r = at::bitwise_xor(kid(n.a), kid(n.b));
+        break;
+      case Op::Shl:
+        r = shift(kid(n.a), kid(n.b), true);
+        break;
+      case Op::Shr:
+        r = shift(kid(n.a), kid(n.b), false);
+        break;
+      case Op::Select:
+        r = at::where(kid(n.a), kid(n.b), kid(n.c));
+        break;
+      case Op::Call:
+        r = call(n.fn, kid(n.a), n.b >= 0 ? kid(n.b) : at::Tensor());
+        break;
+      case Op::Count_:
+        fail("libtorch: unknown expression node");
+    }
+  }
+  return v[static_cast<std::size_t>(e.root())];
+}
+
 // r where x >= bound, else -0: the activations' limits toward -inf (-inf * 0 would be NaN).
 at::Tensor neg_zero_below(const at::Tensor& x, double bound, const at::Tensor& r) {
   return at::where(at::lt(x, bound), at::full_like(r, -0.0), r);
@@ -488,6 +682,19 @@ class LibTorchBackend final : public backend::Backend {
   }
 
   // ---- element-wise ----
+
+  // The function def of operands a (and b) from its scalar expression, as a fresh
+  // contiguous tensor of shape and dtype out (Note [Functions from the table]).
+  ir::Handle from_definition(const ir::sx::FnDef& def, const at::Tensor& a, const at::Tensor& b,
+                             double p0, double p1, const Shape& shape, DType out) const {
+    const ir::sx::Expr& e = ir::sx::expr(def, kind_of(from_aten(a.scalar_type())));
+    EMBER_ASSERT(!e.empty());  // the tensor layer checks the function is defined for the dtype
+    at::Tensor r = evaluate(e, a, b, p0, p1).expand(sizes_of(shape)).to(to_aten(out));
+    // An expression that is an operand itself, or an expanded one, aliases it: copy.
+    const bool alias = r.is_alias_of(a) || (b.defined() && r.is_alias_of(b));
+    return wrap(alias ? r.clone(at::MemoryFormat::Contiguous) : r.contiguous());
+  }
+
   ir::Handle run_one(ir::Unary& o) {
     const at::Tensor& x = at_of(o.x);
     const bool flt = is_float(o.x->dtype());
@@ -504,8 +711,6 @@ class LibTorchBackend final : public backend::Backend {
         return into([](at::Tensor& y, const at::Tensor& a) { at::neg_out(y, a); });
       case F::Abs:
         return into([](at::Tensor& y, const at::Tensor& a) { at::abs_out(y, a); });
-      case F::Sign:  // a NaN keeps its sign-less NaN (ATen's sign gives 0)
-        return wrap(flt ? at::where(at::isnan(x), x, at::sign(x)) : at::sign(x));
       case F::Recip:
         return into([](at::Tensor& y, const at::Tensor& a) { at::reciprocal_out(y, a); });
       case F::Square:
@@ -562,8 +767,6 @@ class LibTorchBackend final : public backend::Backend {
         return into([](at::Tensor& y, const at::Tensor& a) { at::deg2rad_out(y, a); });
       case F::Rad2Deg:
         return into([](at::Tensor& y, const at::Tensor& a) { at::rad2deg_out(y, a); });
-      case F::Relu:  // NaN stays NaN
-        return wrap(at::where(at::lt(x, 0), at::zeros_like(x), x));
       case F::Sigmoid:
         return into([](at::Tensor& y, const at::Tensor& a) { at::sigmoid_out(y, a); });
       case F::Gelu:
@@ -607,10 +810,10 @@ class LibTorchBackend final : public backend::Backend {
         return wrap(at::logical_not(x));
       case F::BitNot:
         return into([](at::Tensor& y, const at::Tensor& a) { at::bitwise_not_out(y, a); });
-      case F::Count_:
+      default:  // Note [Functions from the table]
         break;
     }
-    fail("libtorch: unknown unary function");
+    return from_definition(ir::sx::def(o.fn), x, at::Tensor(), o.p0, o.p1, o.x->shape(), o.out);
   }
 
   ir::Handle run_one(ir::Binary& o) {
@@ -704,10 +907,10 @@ class LibTorchBackend final : public backend::Backend {
         return wrap(shift(a, b, true));
       case F::Shr:
         return wrap(shift(a, b, false));
-      case F::Count_:
+      default:  // Note [Functions from the table]
         break;
     }
-    fail("libtorch: unknown binary function");
+    return from_definition(ir::sx::def(o.fn), a, b, 0, 0, o.out_shape, o.out);
   }
 
   ir::Handle run_one(ir::Where& o) {

@@ -260,6 +260,20 @@ DynTensor powi(DynTensor x, std::int64_t n) {
   return result;
 }
 
+DynTensor lerp(DynTensor start, DynTensor end, double weight) {
+  detail::check_kind(start, {Kind::Float}, "lerp");
+  detail::check_kind(end, {Kind::Float}, "lerp");
+  EMBER_CHECK(start.dtype() == end.dtype(),
+              detail::describe("lerp: start and end differ in dtype, got", {&start, &end}));
+  DynTensor diff = binary(BinaryFn::Sub, end, start);
+  if (std::fabs(weight) < 0.5) {
+    return binary(BinaryFn::Add, std::move(start),
+                  binary_scalar(BinaryFn::Mul, std::move(diff), weight));
+  }
+  return binary(BinaryFn::Sub, std::move(end),
+                binary_scalar(BinaryFn::Mul, std::move(diff), 1.0 - weight));
+}
+
 DynTensor softmax(DynTensor x, std::int64_t dim) {
   detail::check_kind(x, {Kind::Float}, "softmax");
   const std::size_t d = normalize_dim(dim, x.rank(), "softmax");

@@ -344,6 +344,9 @@ void add_composite_cases(std::vector<Case>& cs) {
   add_reduce_dims(cs, "min_dims", ReduceFn::Min, FI, false);
   add_reduce_dims(cs, "sum_dims_squeeze", ReduceFn::Sum, FI, true);
   add_reduce_dims(cs, "max_dims_squeeze", ReduceFn::Max, FI, true);
+  add_reduce_dims(cs, "mean_dims_squeeze", ReduceFn::Mean, kAllFloats, true);
+  add_reduce_dims(cs, "prod_dims_squeeze", ReduceFn::Prod, FI, true);
+  add_reduce_dims(cs, "min_dims_squeeze", ReduceFn::Min, FI, true);
 
   // max_abs (full) and max_abs_dim.
   for (const bool full : {true, false}) {
@@ -541,6 +544,7 @@ void add_composite_cases(std::vector<Case>& cs) {
   for (const bool flat : {false, true}) {
     Case c;
     c.fn = flat ? "roll_flat" : "roll";
+    if (!flat) c.also = {"roll_dim"};  // roll over one dim
     c.family = "layout";
     c.dtypes = kAllDtypes;
     c.trials = [](DType dt, Scale) {
@@ -669,6 +673,54 @@ void add_composite_cases(std::vector<Case>& cs) {
       }
       return one(y);
     };
+    cs.push_back(std::move(c));
+  }
+
+  // lerp: weights on both sides of 0.5 (the two formulas), at 0, 1 and outside [0, 1],
+  // broadcasting, over views.
+  {
+    Case c;
+    c.fn = "lerp";
+    c.family = "binary";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale) {
+      Rng rng(151);
+      struct AB {
+        Shape a, b;
+        double w;
+      };
+      const AB shapes[] = {{Shape{7}, Shape{7}, 0.3},          {Shape{4, 5}, Shape{4, 5}, 0.75},
+                           {Shape{2, 1, 3}, Shape{5, 3}, 0.0}, {Shape{6}, Shape{3, 6}, 1.0},
+                           {Shape{0, 3}, Shape{0, 3}, 0.5},    {Shape{3, 4}, Shape{3, 4}, -0.4},
+                           {Shape{1031}, Shape{1031}, 1.7}};
+      std::vector<Trial> ts;
+      for (const auto& s : shapes) {
+        ts.push_back({s.a.to_string() + " x " + s.b.to_string() + " w " + std::to_string(s.w),
+                      {random_host(s.a, dt, rng, D::Any), random_host(s.b, dt, rng, D::Any)},
+                      {Layout::Flipped, Layout::Permuted},
+                      {s.w}});
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {  // through the Tensor method where it applies
+      if (x[0].rank() != x[1].rank())
+        return Tensors{ops::lerp(std::move(x[0]), std::move(x[1]), p[0])};
+      DynTensor end = std::move(x[1]);
+      return Tensors{with_typed(std::move(x[0]),
+                                [&](auto a) { return a.lerp(decltype(a)(std::move(end)), p[0]); })};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const Shape out = broadcast(in[0].shape, in[1].shape);
+      HostTensor y(out, in[0].dtype);
+      for (std::size_t q = 0; q < y.numel(); ++q) {
+        const auto i = unravel(q, out);
+        const double a = in[0].v[broadcast_index(i, in[0].shape)];
+        const double b = in[1].v[broadcast_index(i, in[1].shape)];
+        y.v[q] = a + p[0] * (b - a);
+      }
+      return one(y);
+    };
+    c.tol_scale = 2;
     cs.push_back(std::move(c));
   }
 
@@ -836,6 +888,7 @@ void add_composite_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "vector_norm";
+    c.also = {"vector_norm_dims"};  // the method of the overload over dims
     c.family = "linalg";
     c.dtypes = kAllFloats;
     c.trials = [](DType dt, Scale s) {
@@ -1068,6 +1121,7 @@ void add_composite_cases(std::vector<Case>& cs) {
     Case c;
     c.fn = std::string("grid_sample_") + (o.nearest ? "nearest" : "bilinear") +
            (o.border ? "_border" : "_zeros") + (o.align ? "_align" : "");
+    c.also = {"grid_sample"};
     c.family = "sampling";
     c.dtypes = kAllFloats;
     c.trials = [o](DType dt, Scale s) {

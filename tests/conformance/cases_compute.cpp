@@ -478,6 +478,7 @@ void add_compute_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "cast";
+    c.also = {"float_", "int_", "bool_"};  // casts to the device's default of a kind
     c.family = "conversion";
     c.dtypes = kAllDtypes;
     c.trials = [](DType dt, Scale s) {
@@ -608,6 +609,10 @@ void add_compute_cases(std::vector<Case>& cs) {
           return y;
         });
   }
+  // zeros, ones, full with a tensor's own shape, dtype and device.
+  for (auto& c : cs) {
+    if (c.fn == "zeros" || c.fn == "ones" || c.fn == "full") c.also = {c.fn + "_like"};
+  }
   // empty() is documented as zero-filled today; only its shape and dtype are the contract.
   cs.back().ref = nullptr;
   cs.back().verify = [](const std::vector<HostTensor>&, const std::vector<HostTensor>& out,
@@ -627,6 +632,7 @@ void add_compute_cases(std::vector<Case>& cs) {
       });
   for (auto& c : cs) {
     if (c.fn == "arange") {
+      c.also = {"arange_step"};  // the Tensor method with a step (steps 1, -2, 3 here)
       // i8 / i16 cannot hold 70000: those dtypes use the small parameter sets only.
       auto inner = c.trials;
       c.trials = [inner](DType dt, Scale s) {
@@ -731,6 +737,7 @@ void add_compute_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "random";
+    c.also = {"random_like"};  // random with a tensor's own shape, dtype and device
     c.family = "creation";
     c.dtypes = kAllFloats;
     c.trials = [](DType dt, Scale) {

@@ -191,6 +191,11 @@ double min_nan(double a, double b) {
   return std::isnan(a) || std::isnan(b) ? kNaN : std::min(a, b);
 }
 std::int64_t to_i(double v) { return static_cast<std::int64_t>(v); }
+// torch.xlogy: NaN for a NaN y, else 0 where x is 0, else x log(y).
+double xlogy(double x, double y) {
+  if (std::isnan(y)) return y;
+  return x == 0 ? 0.0 : x * std::log(y);
+}
 
 }  // namespace
 
@@ -395,6 +400,7 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "powi";
+    c.also = {"powi_scalar"};  // the Tensor method
     c.family = "unary";
     c.dtypes = FSI;
     c.trials = [](DType dt, Scale s) {
@@ -431,6 +437,8 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_binary(
       cs, "pow", BinaryFn::Pow, kAllFloats, D::Positive, D::Small, false,
       [](double a, double b) { return std::pow(a, b); }, 4);
+  cs.back().run = method2(BinaryFn::Pow, [](auto a, auto b) { return a.powf(b); });
+  cs.back().also = {"powf"};  // powf is pow; the run calls it
   add_binary(
       cs, "atan2", BinaryFn::Atan2, kAllFloats, D::Any, D::Any, false,
       [](double a, double b) { return std::atan2(a, b); }, 2);
@@ -448,6 +456,15 @@ void add_elementwise_cases(std::vector<Case>& cs) {
       },
       2);
   cs.back().run = method2(BinaryFn::LogAddExp, [](auto a, auto b) { return a.logaddexp(b); });
+  add_binary(cs, "xlogy", BinaryFn::XLogY, kAllFloats, D::Any, D::Positive, true, xlogy, 2);
+  cs.back().run = method2(BinaryFn::XLogY, [](auto a, auto b) { return a.xlogy(b); });
+  cs.back().trials = [](DType dt, Scale s) {  // every fifth x is 0: 0 * log(y) is 0
+    auto ts = binary_trials(dt, s, D::Any, D::Positive, true, 17, dt);
+    for (auto& t : ts) {
+      for (std::size_t i = 0; i < t.inputs[0].numel(); i += 5) t.inputs[0].v[i] = 0.0;
+    }
+    return ts;
+  };
   add_binary(cs, "maximum", BinaryFn::Max, FI, D::Any, D::Any, true, max_nan);
   add_binary(cs, "minimum", BinaryFn::Min, FI, D::Any, D::Any, true, min_nan);
   add_binary(cs, "bitwise_and", BinaryFn::BitAnd, kInts, D::Any, D::Any, false,
@@ -555,6 +572,14 @@ void add_elementwise_cases(std::vector<Case>& cs) {
   add_scalar(
       cs, "atan2_scalar", BinaryFn::Atan2, kAllFloats, D::Any, -0.5, 1, false,
       [](double a, double b) { return std::atan2(a, b); }, 2);
+  add_scalar(
+      cs, "hypot_scalar", BinaryFn::Hypot, kAllFloats, D::Any, -1.5, 0, false,
+      [](double a, double b) { return std::hypot(a, b); }, 2);
+  add_scalar(
+      cs, "logaddexp_scalar", BinaryFn::LogAddExp, kAllFloats, D::Any, 0.75, 0, false,
+      [](double a, double b) { return std::max(a, b) + std::log1p(std::exp(-std::fabs(a - b))); },
+      2);
+  add_scalar(cs, "xlogy_scalar", BinaryFn::XLogY, kAllFloats, D::Any, 2.5, 0, false, xlogy, 2);
   add_scalar(cs, "maximum_scalar", BinaryFn::Max, FI, D::Any, 0.5, 2, false, max_nan);
   add_scalar(cs, "minimum_scalar", BinaryFn::Min, FI, D::Any, 0.5, 2, false, min_nan);
   add_scalar(cs, "bitwise_and_scalar", BinaryFn::BitAnd, kInts, D::Any, 0, 6, false,

@@ -190,6 +190,7 @@ void add_layout_cases(std::vector<Case>& cs) {
         y.shape = Shape(d);
         return one(y);
       });
+  cs.back().also = {"unsqueeze_dim"};  // the Tensor method at a dim
   add_layout(
       cs, "flatten", r3,
       [](Tensors&& x, const Params&) { return Tensors{ops::flatten(std::move(x[0]), 1, 2)}; },
@@ -304,6 +305,7 @@ void add_layout_cases(std::vector<Case>& cs) {
       [parts_ref](const std::vector<HostTensor>& in, const Params&) {
         return parts_ref(in[0], {1, 0, in[0].shape[2] - 1});
       });
+  cs.back().also = {"split_with_sizes"};  // the Tensor method
   add_layout(
       cs, "chunk", big,
       [](Tensors&& x, const Params&) { return ops::chunk(std::move(x[0]), 3, 2); },

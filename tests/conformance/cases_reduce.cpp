@@ -356,6 +356,7 @@ void add_reduce_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "logsumexp_dim";
+    c.also = {"logsumexp"};  // the ops:: function behind the method
     c.family = "reduction";
     c.dtypes = kAllFloats;
     c.trials = [](DType dt, Scale s) {  // finite lines (the grad mode's) and special values

@@ -89,7 +89,11 @@ struct IrCall {
 };
 
 struct Case {
-  std::string fn;      // the user-level function, as named in ops.hpp / tensor.hpp
+  std::string fn;  // the user-level function, as named in ops.hpp / tensor.hpp
+  // Other public functions the run calls: the ops:: function behind a Tensor method of
+  // another name, or the function that variant cases (grid_sample_<mode>_...) share.
+  // ConformanceCoverage.EveryPublicFunctionHasACase reads fn and these.
+  std::vector<std::string> also;
   std::string family;  // for grouping in docs/ops.md
   std::vector<DType> dtypes;
   std::function<std::vector<Trial>(DType, Scale)> trials;

@@ -130,6 +130,7 @@ enum class BinaryFn : std::uint8_t {
   Atan2,
   Hypot,
   LogAddExp,
+  XLogY,  // x * log(y), 0 where x = 0 (unless y is NaN)
   Max,
   Min,
   Eq,

@@ -254,6 +254,9 @@ constexpr FnDef binary(BinaryFn f) {
       return {.name = "logaddexp",
               .flt = select(eq(call(Math::Fabs, x), kInf) && eq(x, y), x, far)};
     }
+    case BinaryFn::XLogY:  // as torch.xlogy: 0 * log(y) is 0 for any y but NaN
+      return {.name = "xlogy",
+              .flt = select(is_nan(y), y, select(eq(x, 0.0), 0.0, x * call(Math::Log, y)))};
     case BinaryFn::Max:  // integers have no NaN
       return {.name = "maximum", .flt = max_nan(x, y), .integer = select(x > y, x, y)};
     case BinaryFn::Min:

@@ -77,6 +77,10 @@ DynTensor clamp(DynTensor x, std::optional<double> min, std::optional<double> ma
 DynTensor mask_where(DynTensor mask, DynTensor value, DynTensor x);  // mask ? value : x
 DynTensor mask_fill(DynTensor x, DynTensor mask, double value);      // mask ? value : x
 DynTensor powi(DynTensor x, std::int64_t n);
+// torch.lerp with a scalar weight: start + weight * (end - start), computed from the end
+// nearer to weight (end - (end - start) * (1 - weight) for |weight| >= 0.5) so that weight 1
+// gives end exactly. start and end broadcast; float dtypes, one dtype.
+DynTensor lerp(DynTensor start, DynTensor end, double weight);
 
 // ---- reductions (dim reductions keep the dim; full reductions give rank 1) ----
 DynTensor reduce(ir::ReduceFn fn, DynTensor x, std::int64_t dim);

@@ -150,6 +150,7 @@ class Tensor {
   EMBER_BINARY(atan2, Atan2)
   EMBER_BINARY(hypot, Hypot)
   EMBER_BINARY(logaddexp, LogAddExp)
+  EMBER_BINARY(xlogy, XLogY)
   EMBER_BINARY(maximum, Max)
   EMBER_BINARY(minimum, Min)
   EMBER_BINARY(bitwise_and, BitAnd)
@@ -202,6 +203,9 @@ class Tensor {
   Tensor clamp(double lo, double hi) && { return Tensor(ops::clamp(std::move(t_), lo, hi)); }
   Tensor clamp_min(double lo) const { return Tensor(ops::clamp(t_, lo, std::nullopt)); }
   Tensor clamp_max(double hi) const { return Tensor(ops::clamp(t_, std::nullopt, hi)); }
+  Tensor lerp(const Tensor& end, double weight) const {
+    return Tensor(ops::lerp(t_, end.t_, weight));
+  }
   Tensor mask_where(const Tensor<D, Bool>& mask, const Tensor& value) const {
     return Tensor(ops::mask_where(mask.dyn(), value.t_, t_));
   }
