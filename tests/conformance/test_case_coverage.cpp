@@ -232,6 +232,8 @@ const std::map<std::string, std::string> kNotOps = {
     {"to_data", "host data out (every case's outputs)"},
     {"into_scalar", "host data out of a one-element tensor"},
     {"adopt_host", "hands host memory to a backend, no computation (tests/tensor)"},
+    {"empty_host", "a fresh tensor's host bytes for a record load, no computation (tests/record)"},
+    {"host_bytes", "a tensor's host bytes read in place for a save, no computation (tests/record)"},
     // autodiff's API: the grad mode and tests/autodiff check it
     {"require_grad", "autodiff API"},
     {"is_require_grad", "autodiff API"},
