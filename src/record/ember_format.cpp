@@ -53,7 +53,7 @@ void write_ember(const std::vector<WriteTensor>& tensors, const SaveOptions& opt
     // right after each chunk's checksum, while it is in the cache (Note [Checked reads]).
     const HostBytes data = t.data();
     const std::span<const std::byte> bytes = data.bytes();
-    const std::uint64_t n = bytes.size();
+    const std::size_t n = bytes.size();
     std::uint32_t crc = 0;
     for (std::size_t done = 0; done < n; done += kChunk) {
       const std::span<const std::byte> part = bytes.subspan(done, std::min(kChunk, n - done));
