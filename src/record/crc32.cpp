@@ -73,6 +73,18 @@ __attribute__((target("pclmul,sse4.1"))) inline __m128i fold(__m128i x, __m128i 
   return _mm_xor_si128(_mm_xor_si128(h, l), next);
 }
 
+// The end both foldings share: the remaining whole 16-byte blocks folded into x, then the
+// CRC of x's 16 bytes from a zero register (zlib's crc argument ~0) and of the tail.
+__attribute__((target("pclmul,sse4.1"))) std::uint32_t finish_fold(__m128i x, __m128i k128,
+                                                                   const unsigned char* p,
+                                                                   std::size_t n) {
+  for (; n >= 16; p += 16, n -= 16)
+    x = fold(x, k128, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  alignas(16) unsigned char last[16];
+  _mm_store_si128(reinterpret_cast<__m128i*>(last), x);
+  return crc32_zlib(crc32_zlib(0xffffffffu, last, 16), p, n);
+}
+
 __attribute__((target("pclmul,sse4.1"))) std::uint32_t crc32_pclmul(std::uint32_t crc,
                                                                     const unsigned char* p,
                                                                     std::size_t n) {
@@ -96,12 +108,7 @@ __attribute__((target("pclmul,sse4.1"))) std::uint32_t crc32_pclmul(std::uint32_
     x2 = fold(x2, k512, load(p + 32));
     x3 = fold(x3, k512, load(p + 48));
   }
-  __m128i x = fold(fold(fold(x0, k128, x1), k128, x2), k128, x3);
-  for (; n >= 16; p += 16, n -= 16) x = fold(x, k128, load(p));
-  alignas(16) unsigned char last[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(last), x);
-  // From a zero register (zlib's crc argument ~0) over the folded block, then the tail.
-  return crc32_zlib(crc32_zlib(0xffffffffu, last, 16), p, n);
+  return finish_fold(fold(fold(fold(x0, k128, x1), k128, x2), k128, x3), k128, p, n);
 }
 
 // The same folding over 256-bit registers (VPCLMULQDQ, on AVX2 machines that have it): four
@@ -141,12 +148,7 @@ EMBER_VPCLMUL_TARGET std::uint32_t crc32_vpclmul(std::uint32_t crc, const unsign
   x = fold(fold(x, k128, _mm256_castsi256_si128(y1)), k128, _mm256_extracti128_si256(y1, 1));
   x = fold(fold(x, k128, _mm256_castsi256_si128(y2)), k128, _mm256_extracti128_si256(y2, 1));
   x = fold(fold(x, k128, _mm256_castsi256_si128(y3)), k128, _mm256_extracti128_si256(y3, 1));
-  for (; n >= 16; p += 16, n -= 16) {
-    x = fold(x, k128, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  }
-  alignas(16) unsigned char last[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(last), x);
-  return crc32_zlib(crc32_zlib(0xffffffffu, last, 16), p, n);
+  return finish_fold(x, k128, p, n);
 }
 #undef EMBER_VPCLMUL_TARGET
 
