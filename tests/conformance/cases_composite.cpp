@@ -5,6 +5,7 @@
 // semantics of the PyTorch (or Burn) function each is named after.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <numeric>
 
@@ -262,6 +263,99 @@ HostTensor grid_sample_ref(const HostTensor& in, const HostTensor& grid, GridOpt
           y.v[((b * c + ch) * ho + i) * wo + j] = r;
         }
       }
+    }
+  }
+  return y;
+}
+
+// ---- interpolate, as torch.nn.functional.interpolate (1 to 3 spatial dims) ----
+// The source taps of output index o along a dim of `in` entries resampled to `out`, from
+// PyTorch's documented definitions in f64: nearest reads floor(o * s), nearest-exact
+// floor((o + 1/2) * s) (s = in / out, or 1 / scale_factor when given); linear blends the
+// two entries around max((o + 1/2) * s - 1/2, 0) (o * (in - 1) / (out - 1) with
+// align_corners); bicubic takes Keys' cubic (A = -0.75) over the four entries around the
+// unclamped source position, the indices clamped to the image.
+using InterpMode = ember::module_ops::InterpolateMode;
+struct Tap1 {
+  std::vector<std::size_t> index;
+  std::vector<double> weight;
+};
+std::vector<Tap1> interp_taps(std::size_t in, std::size_t out, double scale_factor, InterpMode mode,
+                              bool align) {
+  const double s = align              ? (out > 1 ? double(in - 1) / double(out - 1) : 0.0)
+                   : scale_factor > 0 ? 1.0 / scale_factor
+                                      : double(in) / double(out);
+  const auto clamp = [&](double i) {
+    return static_cast<std::size_t>(std::min(std::max(i, 0.0), double(in) - 1));
+  };
+  std::vector<Tap1> taps(out);
+  for (std::size_t o = 0; o < out; ++o) {
+    const double od = static_cast<double>(o);
+    Tap1& t = taps[o];
+    if (mode == InterpMode::Nearest || mode == InterpMode::NearestExact) {
+      const double src = mode == InterpMode::Nearest ? od * s : (od + 0.5) * s;
+      t.index = {clamp(std::floor(src))};
+      t.weight = {1.0};
+    } else if (mode == InterpMode::Linear) {
+      const double src = align ? od * s : std::max((od + 0.5) * s - 0.5, 0.0);
+      const double i0 = std::min(std::floor(src), double(in) - 1), l = src - i0;
+      t.index = {clamp(i0), clamp(i0 + 1)};
+      t.weight = {1 - l, l};
+    } else {
+      const double src = align ? od * s : (od + 0.5) * s - 0.5;
+      const double i0 = std::floor(src), x = src - i0, a = -0.75;
+      const auto near = [a](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
+      const auto far = [a](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
+      t.index = {clamp(i0 - 1), clamp(i0), clamp(i0 + 1), clamp(i0 + 2)};
+      t.weight = {far(x + 1), near(x), near(1 - x), far(2 - x)};
+    }
+  }
+  return taps;
+}
+// in [N, C, *spatial] resampled to out_sizes: the sum over every combination of one tap
+// per spatial dim of the product of their weights times the entry they read.
+HostTensor interpolate_ref(const HostTensor& in, const std::vector<std::size_t>& out_sizes,
+                           const std::vector<double>& scales, InterpMode mode, bool align) {
+  const std::size_t sd = out_sizes.size(), planes = in.shape[0] * in.shape[1];
+  std::vector<std::size_t> dims{in.shape[0], in.shape[1]};
+  dims.insert(dims.end(), out_sizes.begin(), out_sizes.end());
+  HostTensor y{Shape(dims), in.dtype};
+  std::vector<std::vector<Tap1>> taps;
+  std::size_t in_plane = 1, out_plane = 1;
+  for (std::size_t d = 0; d < sd; ++d) {
+    taps.push_back(
+        interp_taps(in.shape[2 + d], out_sizes[d], scales.empty() ? 0.0 : scales[d], mode, align));
+    in_plane *= in.shape[2 + d];
+    out_plane *= out_sizes[d];
+  }
+  std::vector<std::size_t> o(sd), k(sd);
+  for (std::size_t p = 0; p < planes; ++p) {
+    for (std::size_t flat = 0; flat < out_plane; ++flat) {
+      for (std::size_t d = sd, r = flat; d-- > 0;) {
+        o[d] = r % out_sizes[d];
+        r /= out_sizes[d];
+      }
+      double acc = 0;
+      std::fill(k.begin(), k.end(), 0);
+      for (bool more = true; more;) {
+        double w = 1;
+        std::size_t at = 0;
+        for (std::size_t d = 0; d < sd; ++d) {
+          const Tap1& t = taps[d][o[d]];
+          w *= t.weight[k[d]];
+          at = at * in.shape[2 + d] + t.index[k[d]];
+        }
+        acc += w * in.v[p * in_plane + at];
+        more = false;
+        for (std::size_t d = sd; d-- > 0;) {  // the next combination of taps
+          if (++k[d] < taps[d][o[d]].index.size()) {
+            more = true;
+            break;
+          }
+          k[d] = 0;
+        }
+      }
+      y.v[p * out_plane + flat] = acc;
     }
   }
   return y;
@@ -1172,6 +1266,104 @@ void add_composite_cases(std::vector<Case>& cs) {
              : dt == DType::F16 ? Tolerance{1e-2, 4e-2}
              : dt == DType::F32 ? Tolerance{1e-5, 1e-5}
                                 : Tolerance{1e-10, 1e-10};
+    };
+    cs.push_back(std::move(c));
+  }
+  // ---- interpolate: one case per mode; params = {spatial dims, by scale (0/1),
+  // then per dim the output size (by size) or the scale factor} ----
+  struct InterpVariant {
+    const char* name;
+    InterpMode mode;
+    bool align;
+  };
+  for (const InterpVariant v : {InterpVariant{"nearest", InterpMode::Nearest, false},
+                                InterpVariant{"nearest_exact", InterpMode::NearestExact, false},
+                                InterpVariant{"linear", InterpMode::Linear, false},
+                                InterpVariant{"linear_align", InterpMode::Linear, true},
+                                InterpVariant{"bicubic", InterpMode::Bicubic, false},
+                                InterpVariant{"bicubic_align", InterpMode::Bicubic, true}}) {
+    Case c;
+    c.fn = std::string("interpolate_") + v.name;
+    c.also = {"interpolate"};
+    c.family = "sampling";
+    c.dtypes = kAllFloats;
+    c.trials = [v](DType dt, Scale s) {
+      Rng rng(213);
+      struct T {
+        Shape x;
+        bool by_scale;
+        std::vector<double> per_dim;  // output sizes or scale factors
+      };
+      // Ratios in / out that are exact in binary (2, 1/2, 3/2, 3/4, 5/4), so nearest's
+      // source index (computed in f32, as PyTorch does) has no rounding to disagree on.
+      std::vector<T> ts;
+      if (v.mode == InterpMode::Bicubic) {
+        ts = {{Shape{2, 3, 4, 5}, false, {8, 4}},
+              {Shape{1, 2, 6, 8}, false, {4, 10}},
+              {Shape{1, 1, 3, 4}, true, {2, 0.5}},
+              {Shape{1, 2, 1, 5}, false, {3, 1}},
+              {Shape{0, 2, 3, 3}, false, {6, 6}}};
+        if (s == Scale::Perf) ts = {{Shape{8, 16, 64, 64}, true, {2, 2}}};
+      } else {
+        ts = {{Shape{2, 3, 6}, false, {4}},
+              {Shape{1, 2, 5}, false, {4}},
+              {Shape{2, 1, 3}, true, {2}},
+              {Shape{1, 2, 4, 3}, false, {8, 4}},
+              {Shape{2, 2, 6, 8}, true, {0.5, 2}},
+              {Shape{1, 1, 4, 3, 5}, false, {3, 6, 4}},
+              {Shape{1, 2, 2, 1, 3}, true, {2, 2, 1}},
+              {Shape{1, 1, 1, 4}, false, {1, 3}},
+              {Shape{0, 3, 4, 4}, false, {2, 2}}};
+        if (s == Scale::Perf) ts = {{Shape{8, 16, 128, 128}, true, {2, 2}}};
+      }
+      std::vector<Trial> out;
+      for (const T& t : ts) {
+        Params p{double(t.x.rank() - 2), t.by_scale ? 1.0 : 0.0};
+        p.insert(p.end(), t.per_dim.begin(), t.per_dim.end());
+        std::string label = t.x.to_string() + (t.by_scale ? " scale" : " size");
+        for (double d : t.per_dim) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, " %g", d);
+          label += buf;
+        }
+        out.push_back({label, {random_host(t.x, dt, rng)}, {Layout::Permuted}, p});
+      }
+      return out;
+    };
+    const auto options = [v](const Params& p, const Shape& x) {
+      ember::module_ops::InterpolateOptions o;
+      o.mode = v.mode;
+      o.align_corners = v.align;
+      const auto sd = static_cast<std::size_t>(p[0]);
+      for (std::size_t d = 0; d < sd; ++d) {
+        if (p[1] != 0) {
+          o.scale_factor.push_back(p[2 + d]);
+        } else {
+          o.size.push_back(static_cast<std::size_t>(p[2 + d]));
+        }
+      }
+      std::vector<std::size_t> out_sizes(sd);
+      for (std::size_t d = 0; d < sd; ++d) {
+        out_sizes[d] = p[1] != 0 ? static_cast<std::size_t>(std::floor(double(x[2 + d]) * p[2 + d]))
+                                 : static_cast<std::size_t>(p[2 + d]);
+      }
+      return std::pair{o, out_sizes};
+    };
+    c.run = [options](Tensors&& x, const Params& p) {
+      const auto o = options(p, x[0].shape()).first;
+      return Tensors{ember::module_ops::interpolate(std::move(x[0]), o)};
+    };
+    c.ref = [v, options](const std::vector<HostTensor>& in, const Params& p) {
+      const auto [o, out_sizes] = options(p, in[0].shape);
+      return one(interpolate_ref(in[0], out_sizes, o.scale_factor, v.mode, v.align));
+    };
+    // At most 4^2 taps with weights from the dtype's positions; 16-bit inputs carry their
+    // rounding into the blend as every other blending case does.
+    c.tol = [](DType dt) {
+      return dt == DType::BF16  ? Tolerance{2e-2, 5e-2}
+             : dt == DType::F16 ? Tolerance{4e-3, 1e-2}
+             : dt == DType::F32 ? Tolerance{1e-5, 1e-5}
+                                : Tolerance{1e-12, 1e-12};
     };
     cs.push_back(std::move(c));
   }

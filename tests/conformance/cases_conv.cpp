@@ -360,6 +360,7 @@ void add_conv_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "conv2d";
+    c.also = {"conv1d", "conv3d", "conv"};  // by the trial's spatial dims; all call conv
     c.family = "conv";
     c.dtypes = kAllFloats;
     c.trials = [](DType dt, Scale scale) {
@@ -455,6 +456,7 @@ void add_conv_cases(std::vector<Case>& cs) {
   {
     Case c;
     c.fn = "conv_transpose2d";
+    c.also = {"conv_transpose"};  // the typed form forwards to it
     c.family = "conv";
     c.dtypes = kAllFloats;
     c.trials = [](DType dt, Scale scale) {
@@ -610,6 +612,9 @@ void add_conv_cases(std::vector<Case>& cs) {
   for (const bool max : {true, false}) {
     Case c;
     c.fn = max ? "max_pool2d" : "avg_pool2d";
+    // 1-d trials run the 1-d forms; every typed form forwards to max_pool / avg_pool.
+    c.also = max ? std::vector<std::string>{"max_pool1d", "max_pool"}
+                 : std::vector<std::string>{"avg_pool1d", "avg_pool"};
     c.family = "conv";
     c.dtypes = max ? concat(kAllFloats, kSignedInts) : kAllFloats;
     c.trials = [max](DType dt, Scale scale) {
