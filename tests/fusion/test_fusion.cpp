@@ -641,7 +641,8 @@ TEST(FusionCuda, SoleOwnedInputsAreReusedInPlace) {
 // Row reductions with their prologue on Cuda (Note [Fused row reductions] in
 // src/cuda/codegen/fused.cpp; EMBER_CUDA_FUSED_REDUCE=0 turns them off): the
 // plain device's bits, in rows shorter than a warp, longer than a block's four-way steps,
-// and long enough that the plain reduction takes two passes (the group then runs op by op).
+// and long enough that the plain reduction takes two passes (the fused kernel is then the
+// first pass: Note [Fused two-pass reductions] in src/cuda/kernels/fused.cpp).
 TEST(FusionCuda, ReductionsTakeTheirPrologue) {
   EMBER_NEED_CUDA();
   const char* off = std::getenv("EMBER_CUDA_FUSED_REDUCE");
@@ -673,11 +674,21 @@ TEST(FusionCuda, ReductionsTakeTheirPrologue) {
       return (i * 3 + 1).sum_dim(1).to_data().to_vector<std::int32_t>();
     };
     EXPECT_EQ(ints(d), ints(plain)) << cols;
+    // Full reductions (one row: two passes once it is long) with a prologue, sum and mean.
+    const auto full = [&](const Device& dev) {
+      auto e = (input(dev, 16, cols, 1.5f) * 0.5f).exp();
+      auto out = e.sum().to_data().to_vector<float>();
+      const auto m = (e * e).mean().to_data().to_vector<float>();
+      out.insert(out.end(), m.begin(), m.end());
+      return out;
+    };
+    EXPECT_TRUE(same_bits(full(d), full(plain))) << cols;
     const auto r = fusion::report(d);
     const auto* g = group_with(r, {"mul", "exp", "sum"});
     if (fused_reduce) {
       ASSERT_NE(g, nullptr) << groups_of(r);
       EXPECT_EQ(g->closed, CloseReason::Reduction);
+      EXPECT_TRUE(g->fused) << cols << ": the group ran op by op";
     } else {
       EXPECT_EQ(g, nullptr) << groups_of(r);  // the reduction runs alone after the group
     }

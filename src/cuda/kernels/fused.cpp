@@ -25,16 +25,27 @@ constexpr std::size_t kMaxFusedInputs = 16;
 namespace {
 
 // A group ending in a row reduction (Note [Fused row reductions] in codegen/fused.cpp): every
-// input read linearly or as one element, and a reduction the Reduce kernel runs in one pass
-// (else the group runs op by op, as unfused).
+// input read linearly or as one element (else the group runs op by op, as unfused).
+// Note [Fused two-pass reductions]: where the Reduce kernel would cut each row into k
+// chunks (Note [Two-pass reductions]: few long rows, a full reduction among them), the
+// fused kernel is launched over rows * k rows of n / k elements — element j of chunk c of
+// row r is element c * (n / k) + j of row r, at the same linear index of the iteration
+// space — which is the unfused first pass, prologue computed instead of loaded; the
+// partials then take the unfused second pass (reduce_partials). Where the first pass would
+// itself be cut again, the group runs op by op.
 std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, FusedGroup& g,
                                                            FusedSpec& spec, const char* checked) {
   const std::size_t n_in = g.inputs.size();
   const FusedInstr& red = g.code.back();
   const Shape& shape = g.shape;
   const std::size_t dim = red.dim;
-  if (dim >= shape.rank() || shape.num_elements() == 0 ||
-      !reduces_in_one_pass(red.reduce, g.dtype_of(red.args[0]), shape, dim)) {
+  if (dim >= shape.rank() || shape.num_elements() == 0) return std::nullopt;
+  const DType rt = g.dtype_of(red.args[0]);
+  const auto n_all = static_cast<std::int64_t>(shape[dim]);
+  const auto rows_all = static_cast<std::int64_t>(shape.num_elements()) / n_all;
+  const std::int64_t k = reduce_chunk_count(red.reduce, rt, shape, dim);
+  const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+  if (k > 1 && reduce_chunk_count(red.reduce, rt, Shape{z(rows_all * k), z(n_all / k)}, 1) != 1) {
     return std::nullopt;
   }
   std::uint32_t scalar_mask = 0;
@@ -50,9 +61,9 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
   if (static_cast<std::size_t>(layout.words) * 8 > kMaxArgBytes) return std::nullopt;
   Shape out_shape = shape;
   out_shape[dim] = 1;
-  std::vector<ir::Handle> outs{ctx.empty(out_shape, red.out)};
-  const auto n = static_cast<std::int64_t>(shape[dim]);
-  const auto rows = static_cast<std::int64_t>(shape.num_elements()) / n;
+  const std::int64_t n = n_all / k, rows = rows_all * k;
+  std::vector<ir::Handle> outs{k > 1 ? ctx.empty(Shape{z(rows)}, red.out)
+                                     : ctx.empty(out_shape, red.out)};
   std::vector<std::int64_t> w(static_cast<std::size_t>(layout.words), 0);
   w[0] = rows * n;
   w[1] = rows;
@@ -83,6 +94,8 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
       g.key, 1u | scalar_mask << 1, g.signature + " " + spec.name, [&] { return gen_fused(spec); },
       rows * kBlock, {arg}, checked ? checked : ir::name(red.reduce), checked != nullptr);
   if (!ran) return std::nullopt;
+  if (k > 1)
+    outs[0] = reduce_partials(ctx, red.reduce, std::move(outs[0]), rows_all, k, 1, out_shape);
   return outs;
 }
 

@@ -31,9 +31,15 @@ EMBER_IR_OPS(EMBER_CUDA_KERNEL)
 std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx,
                                                        backend::FusedGroup& group);
 
-// Whether run(ctx, Reduce) reduces a contiguous x of this shape along dim in one pass of
-// the rows or columns kernel (reduce.cpp; else Note [Two-pass reductions]).
-bool reduces_in_one_pass(ir::ReduceFn fn, DType dt, const Shape& shape, std::size_t dim);
+// The chunk count k with which run(ctx, Reduce) reduces a contiguous x of this shape along
+// dim (reduce.cpp, Note [Two-pass reductions]): 1 for one pass of the rows or columns
+// kernel; else the dim is cut into k chunks, reduced each, and the partials reduced over k.
+std::int64_t reduce_chunk_count(ir::ReduceFn fn, DType dt, const Shape& shape, std::size_t dim);
+// The second pass of Note [Two-pass reductions]: `first` holds the first pass's results,
+// outer * k * inner of them ([outer, k, inner] in order); they are reduced over k and
+// returned with out_shape, exactly as run(ctx, Reduce) finishes a two-pass reduction.
+ir::Handle reduce_partials(CudaContext& ctx, ir::ReduceFn fn, ir::Handle first, std::int64_t outer,
+                           std::int64_t k, std::int64_t inner, const Shape& out_shape);
 
 // Whether run(ctx, Conv) takes op (conv.cpp): cuDNN loaded, a float dtype it has (bf16 from
 // sm_80), 1 to 3 spatial dims, extents that fit its int dims.

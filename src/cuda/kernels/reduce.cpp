@@ -27,9 +27,16 @@ ir::Handle reduce_two_pass(CudaContext& ctx, const ir::Reduce& op, const ir::Han
   const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
   ir::Reshape split{x, Shape{z(d.outer), z(k), z(d.n / k), z(d.inner)}};
   ir::Reduce first{op.fn, run(ctx, split), 2, op.out};
-  ir::Reshape partial{run(ctx, first), Shape{z(d.outer), z(k), z(d.inner)}};
-  ir::Reduce second{op.fn, run(ctx, partial), 1, op.out};
-  ir::Reshape back{run(ctx, second), ir::out_shape(op)};
+  return reduce_partials(ctx, op.fn, run(ctx, first), d.outer, k, d.inner, ir::out_shape(op));
+}
+
+ir::Handle reduce_partials(CudaContext& ctx, ir::ReduceFn fn, ir::Handle first, std::int64_t outer,
+                           std::int64_t k, std::int64_t inner, const Shape& out_shape) {
+  const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
+  const DType out = first->dtype();
+  ir::Reshape partial{std::move(first), Shape{z(outer), z(k), z(inner)}};
+  ir::Reduce second{fn, run(ctx, partial), 1, out};
+  ir::Reshape back{run(ctx, second), out_shape};
   return run(ctx, back);
 }
 
@@ -62,8 +69,8 @@ std::int64_t reduce_chunks(ir::ReduceFn fn, DType dt, const Dims3& d) {
 }
 }  // namespace
 
-bool reduces_in_one_pass(ir::ReduceFn fn, DType dt, const Shape& shape, std::size_t dim) {
-  return reduce_chunks(fn, dt, split_at(shape, dim)) == 1;
+std::int64_t reduce_chunk_count(ir::ReduceFn fn, DType dt, const Shape& shape, std::size_t dim) {
+  return reduce_chunks(fn, dt, split_at(shape, dim));
 }
 
 ir::Handle run(CudaContext& ctx, ir::Reduce& op) {
