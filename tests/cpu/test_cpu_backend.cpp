@@ -6,7 +6,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include <ember/backend/registry.hpp>
 #include <ember/ember.hpp>
@@ -460,5 +462,40 @@ TEST(CpuPool, MaxPoolGradSharesTiesAndSkipsThePadding) {
       expect_close(be->to_data(dx), want, dt == DType::F64 ? 1e-14 : 1e-6,
                    std::string(name(dt)) + " max pool grad case " + std::to_string(t));
     }
+  }
+}
+
+// Note [Chunked rows] (cpu/kernels/reduce.cpp): a long row is reduced in the same chunks
+// whatever the number of rows beside it (and so whatever EMBER_NUM_THREADS is): row 0 of a
+// [3, n] tensor reduces to the bits of the same row alone, for rows of one, two and many
+// chunks; and the sum is the f64 sum to f32 rounding.
+TEST(CpuReduce, ALongRowReducesTheSameBesideOtherRows) {
+  const Device dev = Device::cpu();
+  for (const std::size_t n :
+       {std::size_t(1000), std::size_t(131072), std::size_t(3 * 65536 + 123)}) {
+    std::vector<float> v(3 * n);
+    std::uint32_t s = 12345;
+    for (float& e : v) {
+      s = s * 1664525u + 1013904223u;
+      e = (static_cast<float>(s >> 8) / 16777216.0f - 0.5f) * ((s & 7u) == 0 ? 1000.0f : 1.0f);
+    }
+    const auto three = Tensor<2>::from_data(TensorData::from<float>(v, Shape{3, n}), dev);
+    const auto one = Tensor<2>::from_data(
+        TensorData::from<float>(std::vector<float>(v.begin(), v.begin() + n), Shape{1, n}), dev);
+    const auto bits = [](const Tensor<2>& t) {
+      const float f = t.to_data().to_vector<float>()[0];
+      std::uint32_t b;
+      std::memcpy(&b, &f, 4);
+      return b;
+    };
+    EXPECT_EQ(bits(three.sum_dim(1)), bits(one.sum_dim(1))) << n;
+    EXPECT_EQ(bits(three.mean_dim(1)), bits(one.mean_dim(1))) << n;
+    EXPECT_EQ(bits(three.max_dim(1)), bits(one.max_dim(1))) << n;
+    double ref = 0, mag = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      ref += v[i];
+      mag += std::fabs(v[i]);
+    }
+    EXPECT_NEAR(one.sum_dim(1).to_data().to_vector<float>()[0], ref, mag * 1e-6) << n;
   }
 }

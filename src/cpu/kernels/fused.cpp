@@ -402,7 +402,7 @@ void load_input(const std::byte* p, std::int64_t stride, std::size_t n, std::siz
 // elements): each row's prologue runs tile by tile, as an element-wise group's, into a
 // row buffer of the reduction's compute type (f32 for 16-bit values, widened as
 // CpuBackend::execute_widened widens the unfused op's operand), and reduce_row reduces the
-// buffer with the Reduce kernel's own code for a tensor of that many rows — so the sum
+// buffer with the Reduce kernel's own code for a row of that length — so the sum
 // adds in the kernel's order and the result has the unfused op's bits. Prologue values the
 // group must keep are stored as they pass. The reduced value is never written to memory.
 std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Program& prog) {
@@ -492,7 +492,7 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
         }
       }
       std::uint64_t res = 0;
-      reduce_row(red.reduce, ct, row_buf.data(), n, rows, &res);
+      reduce_row(red.reduce, ct, row_buf.data(), n, &res);
       for (std::size_t j = 0; j < outs.size(); ++j) {
         if (g.outputs[j] != red_id) continue;
         const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused

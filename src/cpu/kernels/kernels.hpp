@@ -34,10 +34,9 @@ std::optional<Outputs> run_fused(CpuContext& ctx, backend::FusedGroup& group);
 // reduce.cpp, for fused groups that end in a reduction along rows (fused.cpp): whether
 // reduce_row takes fn over dt (16-bit floats: reduced in f32, as the widened op), and one
 // contiguous row of n values of dt (f32, f64, i32, i64) reduced into *y (dt; i64 for
-// ArgMax / ArgMin) exactly as the Reduce kernel reduces each row of a tensor of `rows`
-// rows (the same code, so the same order and the same bits). ArgMax / ArgMin need n > 0.
+// ArgMax / ArgMin) exactly as the Reduce kernel reduces each row of n elements (the same
+// code, so the same order and the same bits). ArgMax / ArgMin need n > 0.
 bool reduces_rows(ir::ReduceFn fn, DType dt);
-void reduce_row(ir::ReduceFn fn, DType dt, const void* row, std::size_t n, std::size_t rows,
-                void* y);
+void reduce_row(ir::ReduceFn fn, DType dt, const void* row, std::size_t n, void* y);
 
 }  // namespace ember::cpu

@@ -70,28 +70,32 @@ void reduce_rows(const T* x, T* y, std::size_t n, std::size_t rows) {
   for (std::size_t r = 0; r < rows; ++r) y[r] = reduce_row<F>(x + r * n, n);
 }
 
-// Rows longer than this are split into chunks of this many elements when there are too few
-// rows to keep every thread busy (a full reduction is one row). The chunk size is fixed, not
-// derived from the thread count, so results do not depend on EMBER_NUM_THREADS.
+// Note [Chunked rows]: rows of at least two chunks of this many elements are reduced chunk by
+// chunk (the chunks of every row in parallel, so a full reduction, one row, keeps every
+// thread busy), and each row's chunk results are then combined in order. Which rows are
+// chunked, and where, depends on the row length alone — never on the thread count or the
+// number of rows — so a result does not depend on EMBER_NUM_THREADS.
 constexpr std::size_t kRowChunk = std::size_t(1) << 16;
+bool chunked_rows(std::size_t n) { return n >= 2 * kRowChunk; }
 
 template <ReduceFn F, class T>
 void reduce_values(const T* x, T* y, Dims3 d) {
   using C = Combine<F, T>;
+  // Only how the work is split across threads depends on this, not the order of combining.
   const bool few_outer = d.outer < num_threads();
-  if (d.inner == 1 && few_outer && d.n >= 2 * kRowChunk) {
+  if (d.inner == 1 && chunked_rows(d.n)) {
     const std::size_t chunks = (d.n + kRowChunk - 1) / kRowChunk;
-    std::vector<T> part(chunks);
+    std::vector<T> part(d.outer * chunks);
+    parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t i = i0; i < i1; ++i) {
+        const std::size_t o = i / chunks, c = i % chunks;
+        reduce_rows<F>(x + o * d.n + c * kRowChunk, &part[i],
+                       std::min(kRowChunk, d.n - c * kRowChunk), 1);
+      }
+    });
     for (std::size_t o = 0; o < d.outer; ++o) {
-      const T* row = x + o * d.n;
-      parallel_for(0, chunks, 1, [&](std::size_t c0, std::size_t c1) {
-        for (std::size_t c = c0; c < c1; ++c) {
-          reduce_rows<F>(row + c * kRowChunk, &part[c], std::min(kRowChunk, d.n - c * kRowChunk),
-                         1);
-        }
-      });
       T r = C::init();
-      for (std::size_t c = 0; c < chunks; ++c) r = C::apply(r, part[c]);
+      for (std::size_t c = 0; c < chunks; ++c) r = C::apply(r, part[o * chunks + c]);
       y[o] = r;
     }
   } else if (d.inner == 1) {
@@ -220,12 +224,12 @@ void bool_reduce(const T* x, bool* y, Dims3 d) {
   }
 }
 
-// One row of reduce_values<F> with inner == 1, as it reduces row o of `rows` such rows.
+// One row of reduce_values<F> with inner == 1: the same chunks combined in the same order.
 template <ReduceFn F, class T>
-T reduce_values_row(const T* row, std::size_t n, std::size_t rows) {
+T reduce_values_row(const T* row, std::size_t n) {
   using C = Combine<F, T>;
   T r;
-  if (rows < num_threads() && n >= 2 * kRowChunk) {  // reduce_values' chunked rows
+  if (chunked_rows(n)) {  // Note [Chunked rows]
     const std::size_t chunks = (n + kRowChunk - 1) / kRowChunk;
     r = C::init();
     for (std::size_t c = 0; c < chunks; ++c) {
@@ -258,7 +262,7 @@ bool reduces_rows(ReduceFn fn, DType dt) {
   return fn_ok && dt_ok;
 }
 
-void reduce_row(ReduceFn fn, DType dt, const void* row, std::size_t n, std::size_t rows, void* y) {
+void reduce_row(ReduceFn fn, DType dt, const void* row, std::size_t n, void* y) {
   EMBER_ASSERT(reduces_rows(fn, dt) && !is_half(dt));
   visit_numeric(dt, [&](auto tag) {
     using T = decltype(tag);
@@ -266,16 +270,16 @@ void reduce_row(ReduceFn fn, DType dt, const void* row, std::size_t n, std::size
       const T* x = static_cast<const T*>(row);
       switch (fn) {
         case ReduceFn::Sum:
-          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Sum>(x, n, rows);
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Sum>(x, n);
           return;
         case ReduceFn::Mean:
-          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Mean>(x, n, rows);
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Mean>(x, n);
           return;
         case ReduceFn::Max:
-          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Max>(x, n, rows);
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Max>(x, n);
           return;
         case ReduceFn::Min:
-          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Min>(x, n, rows);
+          *static_cast<T*>(y) = reduce_values_row<ReduceFn::Min>(x, n);
           return;
         case ReduceFn::ArgMax:
           *static_cast<std::int64_t*>(y) = arg_row<true>(x, n);
