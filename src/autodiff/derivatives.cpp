@@ -626,6 +626,38 @@ RuleEntry make_kind(ir::OpKind k) {
             affine_dims.push_back(n);
             const Shape affine_shape(affine_dims);
             const std::size_t last = lead;
+            // Note [Layer norm through batch norm]: each normalised row of x is one channel
+            // of x viewed as [1, rows, n], whose batch statistics are the row's mean and
+            // biased variance — the same xhat and the same closed form for dx, with weight
+            // folded into g first (dx = rstd (gw - mean(gw) - xhat mean(gw xhat))). Where
+            // the backend has the batch-norm kernels, BatchNorm gives xhat and the
+            // statistics in one read of x and BatchNormGrad gives dx in one more, instead
+            // of the dozen element-wise passes and reductions below.
+            const bool has_weight = c.in_shape(1).rank() > 0;
+            std::size_t rows = 1;
+            for (std::size_t d = 0; d < lead; ++d) rows *= xs[d];
+            const Shape channels{1, rows, n};
+            ir::BatchNorm bn{reshape(c.be, c.input(0), channels), Handle{}, Handle{}, o.eps};
+            if (rows * n > 0 && c.be.supports(ir::Op(bn))) {  // (BatchNormGrad: or its fallback)
+              auto normed = c.be.execute(std::move(bn));      // xhat, and [2, rows] statistics
+              auto g = reshape(c.be, c.grad(), channels);
+              const auto affine_grad = [&](Handle v, std::size_t slot) {
+                return reshape(
+                    c.be,
+                    reduce(c.be, ir::ReduceFn::Sum, reshape(c.be, std::move(v), Shape{rows, n}), 0),
+                    c.in_shape(slot));
+              };
+              if (c.wants(1)) c.give(1, affine_grad(mul(c.be, g, normed[0]), 1));
+              if (c.wants(2)) c.give(2, affine_grad(g, 2));
+              if (!c.wants(0)) return;
+              auto gw = has_weight
+                            ? mul(c.be, std::move(g), reshape(c.be, c.input(1), Shape{1, 1, n}))
+                            : std::move(g);
+              ir::BatchNormGrad bn_grad{reshape(c.be, c.input(0), channels), Handle{},
+                                        std::move(normed[1]), std::move(gw), o.eps};
+              c.give(0, reshape(c.be, c.be.execute(std::move(bn_grad))[0], xs));
+              return;
+            }
             auto x = reshape(c.be, c.input(0), rows_shape);
             auto mean = reduce(c.be, ir::ReduceFn::Mean, x, last);
             auto xc = sub(c.be, std::move(x), std::move(mean));
@@ -639,7 +671,6 @@ RuleEntry make_kind(ir::OpKind k) {
             };
             // The saved op's handles may be dropped (Note [Saved tensors]); an absent
             // optional operand is told by its empty recorded shape.
-            const bool has_weight = c.in_shape(1).rank() > 0;
             if (c.wants(1)) c.give(1, affine_grad(mul(c.be, g, xhat), 1));
             if (c.wants(2)) c.give(2, affine_grad(g, 2));
             if (!c.wants(0)) return;
