@@ -457,6 +457,25 @@ TEST(FusionElementwise, ReshapesOfGroupValuesStayInTheGroup) {
   }
 }
 
+// Outputs of 16 MiB and more are stored with non-temporal stores (Note [Streamed outputs]
+// of the Cpu): the same bits, including at row pieces that start and end off a 16-byte
+// boundary (rows of 4099 elements split between threads, 2-byte elements).
+TEST(FusionElementwise, LargeOutputsAreStreamedWithTheSameBits) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const auto run = [&](const Device& dev) {  // (16.8 MB of bf16, 33.6 MB of f32)
+      auto x = input(dev, 2051, 4099, 1.7f).cast(dt);
+      return ((x * 0.5f + 1.0f) * x - 0.25f).abs().to_data();
+    };
+    const Device d = fused_with({});
+    const TensorData got = run(d);
+    const TensorData want = run(Device::cpu());
+    ASSERT_EQ(got.bytes().size(), want.bytes().size());
+    EXPECT_EQ(std::memcmp(got.bytes().data(), want.bytes().data(), got.bytes().size()), 0)
+        << name(dt);
+    EXPECT_GE(fusion::report(d).groups, 1u) << name(dt);
+  }
+}
+
 // The iteration space refines every shape of the group ([4, 6], [4, 2, 3], [2, 12], [8, 3]:
 // [2, 2, 2, 3]); inputs broadcast in one of them are split to it; a reduction along the
 // last dim of one ends the group; a reshape that no refinement serves ([4, 2, 3] as
