@@ -165,25 +165,26 @@ class Grouper {
   void add(Record& r) {
     const ir::OpKind kind = ir::kind_of(r.op);
     if (is_elementwise(kind)) {
+      std::uint32_t frame = 0;  // of its inputs (Note [Reshapes in a group])
       if (!members_.empty()) {
         const Shape& f = r.outs[0]->shape();
-        if (f != shape_ && !refine(shape_, f)) {
-          return close_then_open(r, CloseReason::ShapeMismatch);
-        }
+        const bool same = f == shape_;
+        if (!same && !refine(shape_, f)) return close_then_open(r, CloseReason::ShapeMismatch);
         if (members_.size() >= shared_.options.max_group_ops)
           return close_then_open(r, CloseReason::MaxOps);
-        const std::uint32_t fi = frame_index(f);
+        if (!same || !frames_.empty()) frame = frame_index(f);
         std::size_t fresh = 0;
-        for (const auto& v : r.args) fresh += v && !v->source && !known(*v, fi);
+        for (const auto& v : r.args) fresh += v && !v->source && !known(*v, frame);
         if (inputs_.size() + fresh > shared_.options.max_group_inputs)
           return close_then_open(r, CloseReason::MaxInputs);
+        if (!same || !frames_.empty()) frame = adopt_frame(f);
       }
-      join(r);
+      join(r, frame);
       return;
     }
     if (kind == ir::OpKind::Reduce) {
       if (const auto dim = row_dim(r)) {
-        join(r);
+        join(r, 0);
         code_.back().dim = *dim;
         close(CloseReason::Reduction);
         return;
@@ -228,6 +229,14 @@ class Grouper {
   }
 
  private:
+  // A value a reshape relabels (Note [Reshapes in a group]), with its reads in the group: by
+  // instructions and reshapes, and by instructions alone (those are among the instruction's
+  // uses).
+  struct Alias {
+    Value* v;
+    std::int32_t reads, code_reads;
+  };
+
   // Whether v is a value of the open group: computed in it, or a fill it reads.
   bool internal(const Value& v) const { return v.group == group_ && v.group_id >= 0; }
   // Whether v is in the group as a value of it or as an input read in frame fi.
@@ -269,27 +278,32 @@ class Grouper {
   void relabel(Record& r) {
     Value& x = *r.args[0];
     adopt_frame(r.outs[0]->shape());
-    note_read(x);
+    const std::size_t i = instr_of(x);
+    if (produced_[i] == &x) {
+      reshaped_direct_.push_back(static_cast<std::uint32_t>(i));
+    } else {
+      ++alias_of(x).reads;
+    }
     Value& out = *r.outs[0];
     out.group = group_;
     out.group_id = x.group_id;
-    aliases_.push_back({&out, 0});
+    aliases_.push_back({&out, 0, 0});
     views_.push_back(&r);
     shared_.report.decision([&] {
       return "reshape to " + out.shape().to_string() + ": relabels a group value (iteration " +
              shape_.to_string() + ")";
     });
   }
-  // Counts one read of the group's value v in the group (a reshape or an instruction).
-  void note_read(const Value& v) {
-    const auto i = static_cast<std::size_t>(v.group_id - kInternalBase);
-    if (produced_[i] == &v) {
-      ++reads_[i];
-      return;
-    }
+  // The instruction whose result the group's value v is (v itself or a relabelling of it).
+  std::size_t instr_of(const Value& v) const {
+    return static_cast<std::size_t>(v.group_id - kInternalBase);
+  }
+  Alias& alias_of(const Value& v) {
     for (auto& a : aliases_) {
-      if (a.v == &v) ++a.reads;
+      if (a.v == &v) return a;
     }
+    EMBER_ASSERT(false);  // v is a relabelled value of the group
+    return aliases_.front();
   }
 
   // The dim of the iteration space along which the Reduce r ends the open group, or nullopt
@@ -337,7 +351,7 @@ class Grouper {
       return std::string(op_label(r.op)) + ": closes the group (" + backend::name(why) + ")";
     });
     close(why);
-    join(r);
+    join(r, 0);
   }
 
   // Value ids while the group is open: inputs get 0, 1, ...; internal values kInternalBase
@@ -346,7 +360,11 @@ class Grouper {
 
   std::int32_t id_of(const std::shared_ptr<Value>& v, std::uint32_t frame) {
     if (internal(*v)) {
-      note_read(*v);
+      if (!aliases_.empty() && produced_[instr_of(*v)] != v.get()) {  // read as relabelled
+        Alias& a = alias_of(*v);
+        ++a.reads;
+        ++a.code_reads;
+      }
       return v->group_id;
     }
     if (v->source && v->state == State::Pending) {  // a scalar source: a Fill instruction
@@ -359,7 +377,6 @@ class Grouper {
       v->group_id = kInternalBase + static_cast<std::int32_t>(code_.size());
       code_.push_back(in);
       produced_.push_back(v.get());
-      reads_.push_back(1);
       is_fill_.push_back(true);
       return v->group_id;
     }
@@ -377,14 +394,13 @@ class Grouper {
     return id;
   }
 
-  void join(Record& r) {
+  // r joins the open group (or opens one: its shape is then the group's), its inputs read
+  // in frame `frame` (a Reduce reads only a value of the group).
+  void join(Record& r, std::uint32_t frame) {
     if (members_.empty()) {
       shape_ = r.outs[0]->shape();
       group_ = ++groups_opened_;
     }
-    // The frame of an element-wise op's inputs (a Reduce reads only a group value).
-    const std::uint32_t frame =
-        std::holds_alternative<ir::Reduce>(r.op) ? 0 : adopt_frame(r.outs[0]->shape());
     FusedInstr in;
     std::visit(
         [&](auto& o) {
@@ -415,7 +431,6 @@ class Grouper {
     out.group_id = kInternalBase + static_cast<std::int32_t>(code_.size());
     code_.push_back(in);
     produced_.push_back(&out);
-    reads_.push_back(0);
     is_fill_.push_back(false);
     members_.push_back(&r);
     shared_.report.decision([&] {
@@ -428,32 +443,29 @@ class Grouper {
     members_.clear();
     code_.clear();
     produced_.clear();
-    reads_.clear();
     is_fill_.clear();
     inputs_.clear();
     input_uses_.clear();
     input_frame_.clear();
     frames_.clear();
     aliases_.clear();
+    reshaped_direct_.clear();
     views_.clear();
     group_ = 0;
   }
 
   Shared& shared_;
   Shape shape_;
-  std::vector<Record*> members_;     // the records computed in the group
-  std::vector<FusedInstr> code_;     // members' instructions and fill sources, in order
-  std::vector<Value*> produced_;     // per instruction: the value it computes
-  std::vector<std::int32_t> reads_;  // per instruction: reads of that value in the group
-  std::vector<bool> is_fill_;        // per instruction: a scalar source
+  std::vector<Record*> members_;  // the records computed in the group
+  std::vector<FusedInstr> code_;  // members' instructions and fill sources, in order
+  std::vector<Value*> produced_;  // per instruction: the value it computes
+  std::vector<bool> is_fill_;     // per instruction: a scalar source
   // Note [Reshapes in a group]: the group's frames (empty while it has one, shape_); the
-  // values that reshapes relabel, with their reads in the group; the reshapes' records.
-  struct Alias {
-    Value* v;
-    std::int32_t reads;
-  };
+  // values that reshapes relabel; the instructions whose own value a reshape read, once a
+  // read; the reshapes' records.
   std::vector<Shape> frames_;
   std::vector<Alias> aliases_;
+  std::vector<std::uint32_t> reshaped_direct_;
   std::vector<Record*> views_;
   std::vector<Record*> fills_;  // the flush's deferred fills (Note [Scalar sources])
   std::vector<std::shared_ptr<Value>> inputs_;
@@ -500,10 +512,19 @@ void Grouper::close(CloseReason why) {
   // The values that receive a result: (value, the index of that result among the outputs).
   std::vector<std::pair<Value*, std::size_t>> out_values;
   out_values.reserve(code_.size() + aliases_.size());
-  // Values that reshapes relabel (Note [Reshapes in a group]) are needed as their own.
+  // The reads in the group of each instruction's own value, where reshapes relabel some
+  // (Note [Reshapes in a group]): its uses, less those through relabellings, plus the
+  // reshapes that read it. (Empty otherwise: then they are its uses.)
+  std::vector<std::int32_t> reads;
+  if (!aliases_.empty()) {
+    reads = uses;
+    for (const Alias& a : aliases_) reads[instr_of(*a.v)] -= a.code_reads;
+    for (std::uint32_t i : reshaped_direct_) ++reads[i];
+  }
+  // Relabelled values are needed as values of their own.
   std::vector<std::pair<Value*, std::size_t>> relabelled;
   for (const Alias& a : aliases_) {
-    const auto i = static_cast<std::size_t>(a.v->group_id - kInternalBase);
+    const std::size_t i = instr_of(*a.v);
     a.v->group_id = -1;
     const std::int32_t later =
         a.v->pending_uses.fetch_sub(a.reads, std::memory_order_acq_rel) - a.reads;
@@ -512,8 +533,8 @@ void Grouper::close(CloseReason why) {
   for (std::size_t i = 0, m = 0; i < code_.size(); ++i) {
     Value& v = *produced_[i];
     v.group_id = -1;
-    const std::int32_t later =
-        v.pending_uses.fetch_sub(reads_[i], std::memory_order_acq_rel) - reads_[i];
+    const std::int32_t n = reads.empty() ? uses[i] : reads[i];
+    const std::int32_t later = v.pending_uses.fetch_sub(n, std::memory_order_acq_rel) - n;
     if (is_fill_[i]) {  // a source: never an output (finish() runs it when it is needed)
       ++info.sources;
       continue;
@@ -604,19 +625,21 @@ void Grouper::close(CloseReason why) {
   info.closed = why;
   std::vector<Record*> members = std::move(members_);
   std::vector<Record*> views = std::move(views_);
+  const bool reshaped = !frames_.empty();
   clear();
   const std::size_t n_out = g.outputs.size();
   auto outs = shared_.inner->run_fused(std::move(g));
   EMBER_ASSERT(outs.size() == n_out);
-  for (auto [v, k] : out_values) {
-    v->inner = outs[k];
+  for (std::size_t j = 0; j < out_values.size(); ++j) {
+    auto [v, k] = out_values[j];
+    const bool last = j + 1 == out_values.size() || out_values[j + 1].second != k;
+    v->inner = last ? std::move(outs[k]) : outs[k];
     // A result has the iteration space's shape (its dim reduced, for a Reduce); a value of
     // another frame is a reshape of it, a view of the contiguous result.
-    if (v->inner->shape() != v->shape())
+    if (reshaped && v->inner->shape() != v->shape())
       v->inner = std::move(shared_.inner->execute(ir::Reshape{v->inner, v->shape()})[0]);
     v->state = State::Ready;
   }
-  outs.clear();
   for (auto* list : {&members, &views}) {
     for (Record* r : *list) {
       if (r->outs[0]->state == State::Pending) r->outs[0]->state = State::Elided;
