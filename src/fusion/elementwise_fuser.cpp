@@ -530,10 +530,11 @@ void Grouper::close(CloseReason why) {
         a.v->pending_uses.fetch_sub(a.reads, std::memory_order_acq_rel) - a.reads;
     if (later > 0 || !a.v->dropped.load(std::memory_order_acquire)) relabelled.push_back({a.v, i});
   }
-  for (std::size_t i = 0, m = 0; i < code_.size(); ++i) {
+  const std::int32_t* own_reads = reads.empty() ? uses.data() : reads.data();
+  for (std::size_t i = 0, m = 0, n_code = code_.size(); i < n_code; ++i) {
     Value& v = *produced_[i];
     v.group_id = -1;
-    const std::int32_t n = reads.empty() ? uses[i] : reads[i];
+    const std::int32_t n = own_reads[i];
     const std::int32_t later = v.pending_uses.fetch_sub(n, std::memory_order_acq_rel) - n;
     if (is_fill_[i]) {  // a source: never an output (finish() runs it when it is needed)
       ++info.sources;
