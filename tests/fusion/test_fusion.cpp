@@ -425,19 +425,54 @@ std::vector<float> adam_update(const Device& d) {
 // Reshapes of group values are relabellings inside the group (Note [Reshapes in a group]):
 // ember-bench's elementwise_chain — (0.5 x + 1) as [B*M, N], exp(y) * y as [B, M*N], tanh,
 // back to [B, M, N] — is one program, bit for bit the plain Cpu's and close to f64.
-TEST(FusionElementwise, ReshapesOfGroupValuesStayInTheGroup) {
-  const std::size_t b = 3, m = 37, n = 29;  // rows of 29 and 1073: tiles cross them
+namespace {
+
+// ember-bench's elementwise_chain on [3, 37, 29] (rows of 29 and 1073: tiles cross them),
+// read after y and z are gone, as the bench reads it.
+float chain_input(std::size_t i) { return (float(i % 23) - 11.0f) / 9.0f; }
+std::vector<float> reshape_chain(const Device& dev) {
+  const std::size_t b = 3, m = 37, n = 29;
   const Shape shape{b, m, n}, rows{b * m, n}, flat{b, m * n};
   std::vector<float> xv(shape.num_elements());
-  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = (float(i % 23) - 11.0f) / 9.0f;
-  const auto chain = [&](const Device& dev) {  // (read after y and z are gone, as the bench)
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = chain_input(i);
+  const auto chain = [&] {
     auto x = Tensor<3>::from_data(TensorData::from<float>(xv, shape), dev);
     auto y = x.mul_scalar(0.5).add_scalar(1.0).reshape<2>(rows);
     auto z = y.exp().mul(y).reshape<2>(flat);
     return std::move(z).tanh().reshape<3>(shape);
   };
+  return chain().to_data().to_vector<float>();
+}
+
+// Groups whose iteration space refines several shapes ([4, 6], [4, 2, 3], [2, 12], [8, 3]:
+// [2, 2, 2, 3]), with inputs broadcast in each, a reduction along the last dim of one, and
+// a reshape that no refinement serves ([4, 2, 3] as [6, 4]). Returns the sum, z and q.
+std::vector<float> reshaped_groups(const Device& dev) {
+  const auto make = [&](const Shape& sh, float scale) {
+    std::vector<float> v(sh.num_elements());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * (float(i % 7) - 3.0f) / 4.0f;
+    return DynTensor::from_data(TensorData::from<float>(v, sh), dev);
+  };
+  auto x = Tensor<2>(make(Shape{4, 6}, 1.0f));
+  auto b = Tensor<2>(make(Shape{1, 6}, 0.5f));
+  auto c = Tensor<3>(make(Shape{1, 2, 1}, -1.5f));
+  auto dd = Tensor<2>(make(Shape{2, 1}, 2.0f));
+  auto y = x.exp() + b;
+  auto z = y.reshape<3>(Shape{4, 2, 3}) * c;  // kept
+  auto w = z.reshape<2>(Shape{2, 12}) + dd;
+  auto s = w.reshape<2>(Shape{8, 3}).sum_dim(1);
+  auto q = (z * 2.0f).exp().reshape<2>(Shape{6, 4}).abs();
+  std::vector<float> out = s.to_data().to_vector<float>();
+  for (const auto& v : {z.to_data().to_vector<float>(), q.to_data().to_vector<float>()})
+    out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+}  // namespace
+
+TEST(FusionElementwise, ReshapesOfGroupValuesStayInTheGroup) {
   const Device d = fused_with({});
-  const auto got = chain(d).to_data().to_vector<float>();
+  const auto got = reshape_chain(d);
   const auto r = fusion::report(d);
   ASSERT_EQ(r.groups, 1u) << groups_of(r);
   EXPECT_EQ(r.ops_unfused, 0u);  // the reshapes ran inside the group
@@ -447,11 +482,11 @@ TEST(FusionElementwise, ReshapesOfGroupValuesStayInTheGroup) {
   EXPECT_EQ(g.outputs, 1u);
   EXPECT_EQ(g.elided, 4u);
   EXPECT_TRUE(g.fused);
-  const auto want = chain(Device::cpu()).to_data().to_vector<float>();
+  const auto want = reshape_chain(Device::cpu());
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
   for (std::size_t i = 0; i < got.size(); ++i) {
-    const double y = 0.5 * double(xv[i]) + 1.0;
+    const double y = 0.5 * double(chain_input(i)) + 1.0;
     const double ref = std::tanh(std::exp(y) * y);
     ASSERT_NEAR(got[i], ref, 2e-6 * std::max(1.0, std::fabs(ref))) << i;
   }
@@ -476,34 +511,13 @@ TEST(FusionElementwise, LargeOutputsAreStreamedWithTheSameBits) {
   }
 }
 
-// The iteration space refines every shape of the group ([4, 6], [4, 2, 3], [2, 12], [8, 3]:
-// [2, 2, 2, 3]); inputs broadcast in one of them are split to it; a reduction along the
-// last dim of one ends the group; a reshape that no refinement serves ([4, 2, 3] as
-// [6, 4]) closes it.
+// The iteration space refines every shape of the group; inputs broadcast in one of them are
+// split to it; a reduction along the last dim of one ends the group; a reshape that no
+// refinement serves closes it (reshaped_groups).
 TEST(FusionElementwise, ReshapedGroupsTakeBroadcastInputsAndReductions) {
-  const auto make = [](const Device& dev, const Shape& sh, float scale) {
-    std::vector<float> v(sh.num_elements());
-    for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * (float(i % 7) - 3.0f) / 4.0f;
-    return DynTensor::from_data(TensorData::from<float>(v, sh), dev);
-  };
-  const auto run = [&](const Device& dev) {
-    auto x = Tensor<2>(make(dev, Shape{4, 6}, 1.0f));
-    auto b = Tensor<2>(make(dev, Shape{1, 6}, 0.5f));
-    auto c = Tensor<3>(make(dev, Shape{1, 2, 1}, -1.5f));
-    auto dd = Tensor<2>(make(dev, Shape{2, 1}, 2.0f));
-    auto y = x.exp() + b;
-    auto z = y.reshape<3>(Shape{4, 2, 3}) * c;  // kept
-    auto w = z.reshape<2>(Shape{2, 12}) + dd;
-    auto s = w.reshape<2>(Shape{8, 3}).sum_dim(1);
-    auto q = (z * 2.0f).exp().reshape<2>(Shape{6, 4}).abs();
-    std::vector<float> out = s.to_data().to_vector<float>();
-    for (const auto& v : {z.to_data().to_vector<float>(), q.to_data().to_vector<float>()})
-      out.insert(out.end(), v.begin(), v.end());
-    return out;
-  };
   const Device d = fused_with({});
-  const auto got = run(d);
-  const auto want = run(Device::cpu());
+  const auto got = reshaped_groups(d);
+  const auto want = reshaped_groups(Device::cpu());
   ASSERT_EQ(got.size(), want.size());
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
   const auto r = fusion::report(d);
@@ -735,6 +749,19 @@ TEST(FusionCuda, SoleOwnedInputsAreReusedInPlace) {
 // src/cuda/codegen/fused.cpp; EMBER_CUDA_FUSED_REDUCE=0 turns them off): the
 // plain device's bits, in rows shorter than a warp, longer than a block's four-way steps,
 // and long enough that the plain reduction takes two passes (the group then runs op by op).
+// Reshapes of group values inside Cuda kernels (Note [Reshapes in a group]): the same bits
+// as the plain device's single-op kernels, elementwise_chain one kernel.
+TEST(FusionCuda, ReshapesOfGroupValuesStayInTheKernel) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  const Device d = cuda_fused();
+  EXPECT_TRUE(same_bits(reshape_chain(d), reshape_chain(plain)));
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u) << groups_of(r);
+  EXPECT_TRUE(r.recent.back().fused);
+  EXPECT_TRUE(same_bits(reshaped_groups(d), reshaped_groups(plain)));
+}
+
 TEST(FusionCuda, ReductionsTakeTheirPrologue) {
   EMBER_NEED_CUDA();
   const char* off = std::getenv("EMBER_CUDA_FUSED_REDUCE");
