@@ -497,17 +497,22 @@ TEST(FusionElementwise, ReshapesOfGroupValuesStayInTheGroup) {
 // boundary (rows of 4099 elements split between threads, 2-byte elements).
 TEST(FusionElementwise, LargeOutputsAreStreamedWithTheSameBits) {
   for (DType dt : {DType::F32, DType::BF16}) {
-    const auto run = [&](const Device& dev) {  // (16.8 MB of bf16, 33.6 MB of f32)
-      auto x = input(dev, 2051, 4099, 1.7f).cast(dt);
-      return ((x * 0.5f + 1.0f) * x - 0.25f).abs().to_data();
-    };
-    const Device d = fused_with({});
-    const TensorData got = run(d);
-    const TensorData want = run(Device::cpu());
-    ASSERT_EQ(got.bytes().size(), want.bytes().size());
-    EXPECT_EQ(std::memcmp(got.bytes().data(), want.bytes().data(), got.bytes().size()), 0)
-        << name(dt);
-    EXPECT_GE(fusion::report(d).groups, 1u) << name(dt);
+    for (const bool in_place : {false, true}) {  // (the output in x's buffer, sole-owned)
+      const auto run = [&](const Device& dev) {  // (16.8 MB of bf16, 33.6 MB of f32)
+        auto x = input(dev, 2051, 4099, 1.7f).cast(dt);
+        x.to_data();  // (computed: an input of the group)
+        auto y = x * 0.5f + 1.0f;
+        if (in_place) return ((std::move(x) * y) - 0.25f).abs().to_data();
+        return ((x * y) - 0.25f).abs().to_data();
+      };
+      const Device d = fused_with({});
+      const TensorData got = run(d);
+      const TensorData want = run(Device::cpu());
+      ASSERT_EQ(got.bytes().size(), want.bytes().size());
+      EXPECT_EQ(std::memcmp(got.bytes().data(), want.bytes().data(), got.bytes().size()), 0)
+          << name(dt) << (in_place ? " in place" : "");
+      EXPECT_GE(fusion::report(d).groups, 1u) << name(dt);
+    }
   }
 }
 
