@@ -102,6 +102,11 @@ def elementwise_chain(p):
     return f
 
 
+def cheap_chain(p):
+    x = inp(p["shape"], 1)
+    return lambda: ((x * 0.5 + 1.0) * x - 0.25).abs()
+
+
 def custom_gelu(p):
     x = inp(p["shape"], 1)
     return lambda: (x * 0.5) * (torch.erf(x * SQRT1_2) + 1.0)
@@ -525,6 +530,7 @@ WORKLOADS = {
     "binary_add": binary_add,
     "binary_scalar": binary_scalar,
     "elementwise_chain": elementwise_chain,
+    "cheap_chain": cheap_chain,
     "custom_gelu": custom_gelu,
     "sum": reduce_builder(False, "sum"),
     "sum_dim": reduce_builder(False, "sum_dim"),

@@ -385,6 +385,15 @@ std::vector<Workload> build() {
                    return std::move(z).tanh().reshape<3>(shape);
                  });
   });
+  add("cheap_chain", "elementwise", [](SizeKind s, const Device& dev) {
+    // |(0.5 x + 1) x - 0.25|: five cheap ops, bound by memory unfused and fused alike.
+    return unary_case(
+        dev,
+        [](const Tensor<3>& x) {
+          return x.mul_scalar(0.5).add_scalar(1.0).mul(x).add_scalar(-0.25).abs();
+        },
+        chain_shape(s));
+  });
   add("custom_gelu", "elementwise", [](SizeKind s, const Device& dev) {
     // x * 0.5 * (1 + erf(x / sqrt(2))), from primitives, as Burn's custom_gelu bench.
     return unary_case(

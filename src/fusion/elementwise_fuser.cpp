@@ -7,6 +7,9 @@
 //    cannot see the group's values, so the order does not matter); otherwise the group
 //    closes first (a view of a group value: ViewOfInternal). Views of inputs thus run
 //    before the group and reach it as strided inputs: index transforms, not copies.
+// A reshape of a value computed in the group joins it as a relabelling (Note [Reshapes in
+// a group]) when the group's iteration space can be refined to serve both shapes; else it
+// closes the group (ViewOfInternal) and runs alone.
 // When a group closes, a value it computes is an output when a handle to it still exists
 // or a later record reads it; every other value is elided (never written). The group's
 // signature holds the functions, dtypes, dim classes (distinct extents numbered in order
@@ -19,8 +22,11 @@
 #include <array>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "ember/base/error.hpp"
 
@@ -55,6 +61,84 @@ std::string_view op_label(const ir::Op& op) {
   return ir::name(ir::kind_of(op));
 }
 
+// Note [Reshapes in a group]: every value a group computes is stored (when it is stored)
+// contiguous in row-major order, so a reshape of one is a relabelling of the same
+// elements: the reshaped value is the same instruction's result under another shape. A
+// group therefore holds values of several shapes of one element count N, its *frames*
+// (the shapes its element-wise ops produce and its reshapes name). Its iteration space is
+// their common refinement: the shape whose row-major dim boundaries (prefix products) are
+// those of every frame together (refine()), so that each frame's dim is a run of the
+// iteration space's dims ([4, 6] and [24, 1] refine to [4, 6]; [4, 6] and [8, 3] to
+// [4, 2, 3]; [4, 6] and [6, 4] have none: the reshape closes the group). An input read by
+// an op of frame F, broadcast to F, is handed to the backend reshaped to the iteration
+// space: each of F's dims becomes its run of dims, at their extents, or all 1 where the
+// input is broadcast along it (input_shape_in()) — a split of dims, which any strided
+// layout allows as a view, so nothing is copied. Outputs come back in the iteration
+// space's shape and are reshaped to their values' own shapes (views of contiguous
+// tensors). A reduction ends such a group when its dim covers exactly one dim of extent
+// above 1 of the iteration space and nothing after it does. A group of one frame keeps
+// that frame as its iteration space, so groups without reshapes are exactly as before.
+// Frames of fewer than two elements are never refined (such a reshape closes the group).
+//
+// The refinement of shapes a and b of one element count above 1, or nullopt.
+std::optional<Shape> refine(const Shape& a, const Shape& b) {
+  const std::size_t n = a.num_elements();
+  if (n < 2 || b.num_elements() != n) return std::nullopt;
+  std::vector<std::size_t> cuts;
+  cuts.reserve(a.rank() + b.rank());
+  for (const Shape* x : {&a, &b}) {
+    std::size_t p = 1;
+    for (std::size_t d = 0; d < x->rank(); ++d) {
+      p *= (*x)[d];
+      if (p > 1) cuts.push_back(p);
+    }
+  }
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  std::vector<std::size_t> dims;
+  dims.reserve(cuts.size());
+  std::size_t prev = 1;
+  for (std::size_t c : cuts) {
+    if (c % prev != 0) return std::nullopt;
+    dims.push_back(c / prev);
+    prev = c;
+  }
+  return Shape(std::move(dims));
+}
+
+// For each dim of frame f, the run [first, second) of the dims of its refinement r that it
+// covers (extent-1 dims of r go to the first frame dim that can take them).
+std::vector<std::pair<std::size_t, std::size_t>> runs_of(const Shape& f, const Shape& r) {
+  std::vector<std::pair<std::size_t, std::size_t>> runs(f.rank());
+  std::size_t j = 0;
+  for (std::size_t d = 0; d < f.rank(); ++d) {
+    const std::size_t lo = j;
+    if (f[d] == 1) {
+      if (j < r.rank() && r[j] == 1) ++j;
+    } else {
+      std::size_t p = 1;
+      while (p < f[d] && j < r.rank()) p *= r[j++];
+      EMBER_ASSERT(p == f[d]);  // r refines f
+    }
+    runs[d] = {lo, j};
+  }
+  if (!runs.empty()) runs.back().second = r.rank();  // trailing 1s of r
+  return runs;
+}
+
+// The shape an input of shape `in`, read broadcast by an op of frame f, takes in the
+// iteration space r (Note [Reshapes in a group]).
+Shape input_shape_in(const Shape& in, const Shape& f, const Shape& r) {
+  std::vector<std::size_t> dims(r.rank(), 1);
+  const auto runs = runs_of(f, r);
+  const std::size_t pad = f.rank() - in.rank();
+  for (std::size_t d = pad; d < f.rank(); ++d) {
+    if (in[d - pad] == 1) continue;
+    for (std::size_t j = runs[d].first; j < runs[d].second; ++j) dims[j] = r[j];
+  }
+  return Shape(std::move(dims));
+}
+
 // A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
 // groups reading it.
 bool is_scalar_fill(const Record& r) {
@@ -81,21 +165,33 @@ class Grouper {
   void add(Record& r) {
     const ir::OpKind kind = ir::kind_of(r.op);
     if (is_elementwise(kind)) {
+      std::uint32_t frame = 0;  // of its inputs (Note [Reshapes in a group])
       if (!members_.empty()) {
-        if (r.outs[0]->shape() != shape_) return close_then_open(r, CloseReason::ShapeMismatch);
+        const Shape& f = r.outs[0]->shape();
+        const bool same = f == shape_;
+        if (!same && !refine(shape_, f)) return close_then_open(r, CloseReason::ShapeMismatch);
         if (members_.size() >= shared_.options.max_group_ops)
           return close_then_open(r, CloseReason::MaxOps);
+        if (!same || !frames_.empty()) frame = frame_index(f);
         std::size_t fresh = 0;
-        for (const auto& v : r.args) fresh += v && !v->source && !known(*v);
+        for (const auto& v : r.args) fresh += v && !v->source && !known(*v, frame);
         if (inputs_.size() + fresh > shared_.options.max_group_inputs)
           return close_then_open(r, CloseReason::MaxInputs);
+        if (!same || !frames_.empty()) frame = adopt_frame(f);
       }
-      join(r);
+      join(r, frame);
       return;
     }
-    if (kind == ir::OpKind::Reduce && ends_group(r)) {
-      join(r);
-      close(CloseReason::Reduction);
+    if (kind == ir::OpKind::Reduce) {
+      if (const auto dim = row_dim(r)) {
+        join(r, 0);
+        code_.back().dim = *dim;
+        close(CloseReason::Reduction);
+        return;
+      }
+    }
+    if (kind == ir::OpKind::Reshape && relabels(r)) {
+      relabel(r);
       return;
     }
     if (shared_.fills && is_scalar_fill(r)) {
@@ -133,30 +229,110 @@ class Grouper {
   }
 
  private:
+  // A value a reshape relabels (Note [Reshapes in a group]), with its reads in the group: by
+  // instructions and reshapes, and by instructions alone (those are among the instruction's
+  // uses).
+  struct Alias {
+    Value* v;
+    std::int32_t reads, code_reads;
+  };
+
   // Whether v is a value of the open group: computed in it, or a fill it reads.
   bool internal(const Value& v) const { return v.group == group_ && v.group_id >= 0; }
-  bool known(const Value& v) const {
+  // Whether v is in the group as a value of it or as an input read in frame fi.
+  bool known(const Value& v, std::uint32_t fi) const {
     if (internal(v)) return true;
-    for (const auto& in : inputs_) {
-      if (in.get() == &v) return true;
+    for (std::size_t k = 0; k < inputs_.size(); ++k) {
+      if (inputs_[k].get() == &v && input_frame_[k] == fi) return true;
     }
     return false;
   }
 
-  // Whether the Reduce r ends the open group (Note [Fused reductions] of the Cpu): it
-  // reduces a value computed in the group along rows, and the inner backend takes that.
-  bool ends_group(const Record& r) const {
+  // The number of frame f in frames_ (Note [Reshapes in a group]): 0 while the group has
+  // one frame; frames_.size() for a frame not seen yet.
+  std::uint32_t frame_index(const Shape& f) const {
+    if (frames_.empty()) return f == shape_ ? 0 : 1;
+    std::uint32_t i = 0;
+    while (i < frames_.size() && frames_[i] != f) ++i;
+    return i;
+  }
+  // Makes f a frame of the open group (its refinement with the iteration space exists)
+  // and returns its number.
+  std::uint32_t adopt_frame(const Shape& f) {
+    if (frames_.empty() && f == shape_) return 0;
+    if (frames_.empty()) frames_.push_back(shape_);
+    const std::uint32_t i = frame_index(f);
+    if (i < frames_.size()) return i;
+    frames_.push_back(f);
+    shape_ = *refine(shape_, f);
+    return i;
+  }
+
+  // Whether the Reshape r relabels a value of the open group (Note [Reshapes in a group]).
+  bool relabels(const Record& r) const {
+    const Value* x = r.args[0].get();
+    if (members_.empty() || !x || !internal(*x) || x->source) return false;
+    const Shape& f = r.outs[0]->shape();
+    return f == shape_ || refine(shape_, f).has_value();
+  }
+  void relabel(Record& r) {
+    Value& x = *r.args[0];
+    adopt_frame(r.outs[0]->shape());
+    const std::size_t i = instr_of(x);
+    if (produced_[i] == &x) {
+      reshaped_direct_.push_back(static_cast<std::uint32_t>(i));
+    } else {
+      ++alias_of(x).reads;
+    }
+    Value& out = *r.outs[0];
+    out.group = group_;
+    out.group_id = x.group_id;
+    aliases_.push_back({&out, 0, 0});
+    views_.push_back(&r);
+    shared_.report.decision([&] {
+      return "reshape to " + out.shape().to_string() + ": relabels a group value (iteration " +
+             shape_.to_string() + ")";
+    });
+  }
+  // The instruction whose result the group's value v is (v itself or a relabelling of it).
+  std::size_t instr_of(const Value& v) const {
+    return static_cast<std::size_t>(v.group_id - kInternalBase);
+  }
+  Alias& alias_of(const Value& v) {
+    for (auto& a : aliases_) {
+      if (a.v == &v) return a;
+    }
+    EMBER_ASSERT(false);  // v is a relabelled value of the group
+    return aliases_.front();
+  }
+
+  // The dim of the iteration space along which the Reduce r ends the open group, or nullopt
+  // when it does not (Note [Fused reductions] of the Cpu): it reduces a value computed in the
+  // group along rows, and the inner backend takes that.
+  std::optional<std::uint32_t> row_dim(const Record& r) const {
     const auto& op = std::get<ir::Reduce>(r.op);
     const Value* x = r.args[0].get();
     if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
         members_.size() >= shared_.options.max_group_ops ||
         !shared_.row_reduction(op.fn, x->dtype())) {
-      return false;
+      return std::nullopt;
     }
-    for (std::size_t k = op.dim + 1; k < shape_.rank(); ++k) {
-      if (shape_[k] != 1) return false;
+    std::size_t dim = op.dim;
+    if (x->shape() != shape_) {  // x is a frame of a reshaped group: its dim's run
+      const auto run = runs_of(x->shape(), shape_)[op.dim];
+      std::size_t wide = 0;
+      for (std::size_t j = run.first; j < run.second; ++j) {
+        if (shape_[j] != 1) {
+          dim = j;
+          ++wide;
+        }
+      }
+      if (wide != 1) return std::nullopt;
     }
-    return true;
+    for (std::size_t k = dim + 1; k < shape_.rank(); ++k) {
+      if (shape_[k] != 1) return std::nullopt;
+    }
+    return static_cast<std::uint32_t>(dim);
   }
 
   // The deferred fills r reads run first, so r finds them in memory.
@@ -175,15 +351,22 @@ class Grouper {
       return std::string(op_label(r.op)) + ": closes the group (" + backend::name(why) + ")";
     });
     close(why);
-    join(r);
+    join(r, 0);
   }
 
   // Value ids while the group is open: inputs get 0, 1, ...; internal values kInternalBase
   // + instruction index (renumbered after the inputs at close).
   static constexpr std::int32_t kInternalBase = 1 << 20;
 
-  std::int32_t id_of(const std::shared_ptr<Value>& v) {
-    if (internal(*v)) return v->group_id;
+  std::int32_t id_of(const std::shared_ptr<Value>& v, std::uint32_t frame) {
+    if (internal(*v)) {
+      if (!aliases_.empty() && produced_[instr_of(*v)] != v.get()) {  // read as relabelled
+        Alias& a = alias_of(*v);
+        ++a.reads;
+        ++a.code_reads;
+      }
+      return v->group_id;
+    }
     if (v->source && v->state == State::Pending) {  // a scalar source: a Fill instruction
       const auto& f = std::get<ir::Fill>(v->source->op);
       FusedInstr in;
@@ -198,7 +381,7 @@ class Grouper {
       return v->group_id;
     }
     for (std::size_t k = 0; k < inputs_.size(); ++k) {
-      if (inputs_[k].get() == v.get()) {
+      if (inputs_[k].get() == v.get() && input_frame_[k] == frame) {
         ++input_uses_[k];
         return static_cast<std::int32_t>(k);
       }
@@ -207,10 +390,13 @@ class Grouper {
     const auto id = static_cast<std::int32_t>(inputs_.size());
     inputs_.push_back(v);
     input_uses_.push_back(1);
+    input_frame_.push_back(frame);
     return id;
   }
 
-  void join(Record& r) {
+  // r joins the open group (or opens one: its shape is then the group's), its inputs read
+  // in frame `frame` (a Reduce reads only a value of the group).
+  void join(Record& r, std::uint32_t frame) {
     if (members_.empty()) {
       shape_ = r.outs[0]->shape();
       group_ = ++groups_opened_;
@@ -238,7 +424,7 @@ class Grouper {
           }
         },
         r.op);
-    for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = id_of(r.args[i]);
+    for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = id_of(r.args[i], frame);
     in.out = r.outs[0]->dtype();
     Value& out = *r.outs[0];
     out.group = group_;
@@ -260,6 +446,11 @@ class Grouper {
     is_fill_.clear();
     inputs_.clear();
     input_uses_.clear();
+    input_frame_.clear();
+    frames_.clear();
+    aliases_.clear();
+    reshaped_direct_.clear();
+    views_.clear();
     group_ = 0;
   }
 
@@ -269,22 +460,33 @@ class Grouper {
   std::vector<FusedInstr> code_;  // members' instructions and fill sources, in order
   std::vector<Value*> produced_;  // per instruction: the value it computes
   std::vector<bool> is_fill_;     // per instruction: a scalar source
-  std::vector<Record*> fills_;    // the flush's deferred fills (Note [Scalar sources])
+  // Note [Reshapes in a group]: the group's frames (empty while it has one, shape_); the
+  // values that reshapes relabel; the instructions whose own value a reshape read, once a
+  // read; the reshapes' records.
+  std::vector<Shape> frames_;
+  std::vector<Alias> aliases_;
+  std::vector<std::uint32_t> reshaped_direct_;
+  std::vector<Record*> views_;
+  std::vector<Record*> fills_;  // the flush's deferred fills (Note [Scalar sources])
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
-  std::vector<char> sig_buffer_;  // where close() writes a signature
-  std::uint64_t group_ = 0;       // the open group's number (0: none)
+  std::vector<std::uint32_t> input_frame_;  // per input: the frame it is read in
+  std::vector<char> sig_buffer_;            // where close() writes a signature
+  std::uint64_t group_ = 0;                 // the open group's number (0: none)
   static inline std::atomic<std::uint64_t> groups_opened_{0};
 };
 
 void Grouper::close(CloseReason why) {
   if (members_.empty()) return;
-  if (members_.size() == 1) {  // nothing to fuse
+  if (members_.size() == 1) {  // nothing to fuse: the op, then its reshapes, run alone
     Record& r = *members_.front();
     for (Value* v : produced_) v->group_id = -1;
+    for (const Alias& a : aliases_) a.v->group_id = -1;
+    std::vector<Record*> views = std::move(views_);
     clear();
     materialize_fills(r);
     run_alone(shared_, r);
+    for (Record* w : views) run_alone(shared_, *w);
     return;
   }
   const auto n_in = static_cast<std::int32_t>(inputs_.size());
@@ -307,20 +509,47 @@ void Grouper::close(CloseReason why) {
   g.shape = shape_;
   backend::FusionGroupInfo info;
   info.ops.reserve(code_.size());
-  std::vector<Value*> out_values;
-  for (std::size_t i = 0, m = 0; i < code_.size(); ++i) {
+  // The values that receive a result: (value, the index of that result among the outputs).
+  std::vector<std::pair<Value*, std::size_t>> out_values;
+  out_values.reserve(code_.size() + aliases_.size());
+  // The reads in the group of each instruction's own value, where reshapes relabel some
+  // (Note [Reshapes in a group]): its uses, less those through relabellings, plus the
+  // reshapes that read it. (Empty otherwise: then they are its uses.)
+  std::vector<std::int32_t> reads;
+  if (!aliases_.empty()) {
+    reads = uses;
+    for (const Alias& a : aliases_) reads[instr_of(*a.v)] -= a.code_reads;
+    for (std::uint32_t i : reshaped_direct_) ++reads[i];
+  }
+  // Relabelled values are needed as values of their own.
+  std::vector<std::pair<Value*, std::size_t>> relabelled;
+  for (const Alias& a : aliases_) {
+    const std::size_t i = instr_of(*a.v);
+    a.v->group_id = -1;
+    const std::int32_t later =
+        a.v->pending_uses.fetch_sub(a.reads, std::memory_order_acq_rel) - a.reads;
+    if (later > 0 || !a.v->dropped.load(std::memory_order_acquire)) relabelled.push_back({a.v, i});
+  }
+  const std::int32_t* own_reads = reads.empty() ? uses.data() : reads.data();
+  for (std::size_t i = 0, m = 0, n_code = code_.size(); i < n_code; ++i) {
     Value& v = *produced_[i];
     v.group_id = -1;
-    const std::int32_t later =
-        v.pending_uses.fetch_sub(uses[i], std::memory_order_acq_rel) - uses[i];
+    const std::int32_t n = own_reads[i];
+    const std::int32_t later = v.pending_uses.fetch_sub(n, std::memory_order_acq_rel) - n;
     if (is_fill_[i]) {  // a source: never an output (finish() runs it when it is needed)
       ++info.sources;
       continue;
     }
     const bool needed = later > 0 || !v.dropped.load(std::memory_order_acquire);
-    if (needed) {
+    bool as_other = false;
+    for (const auto& a : relabelled) as_other = as_other || a.second == i;
+    if (needed || as_other) {
+      const std::size_t k = g.outputs.size();
       g.outputs.push_back(n_in + static_cast<std::int32_t>(i));
-      out_values.push_back(&v);
+      if (needed) out_values.push_back({&v, k});
+      for (auto& a : relabelled) {
+        if (a.second == i) out_values.push_back({a.first, k});
+      }
     } else {
       ++info.elided;
       info.bytes_saved += v.bytes() * static_cast<std::size_t>(1 + uses[i]);
@@ -334,7 +563,7 @@ void Grouper::close(CloseReason why) {
   // The bytes are written through a pointer into the Grouper's buffer, sized for the most
   // they can take (10 bytes a number), and copied out once.
   std::size_t numbers = 4 + shape_.rank() + g.outputs.size() + 7 * code_.size();
-  for (const auto& v : inputs_) numbers += 4 + v->shape().rank();
+  for (const auto& v : inputs_) numbers += 4 + std::max(v->shape().rank(), shape_.rank());
   if (sig_buffer_.size() < 2 + 10 * numbers) sig_buffer_.resize(2 + 10 * numbers);
   char* at = sig_buffer_.data();
   *at++ = 'e';
@@ -361,12 +590,19 @@ void Grouper::close(CloseReason why) {
     Value& v = *inputs_[k];
     const bool last = v.dropped.load(std::memory_order_acquire) &&
                       v.pending_uses.load(std::memory_order_acquire) == input_uses_[k];
+    ir::Handle h = take_input(v, input_uses_[k]);
+    if (!frames_.empty() && frames_[input_frame_[k]] != shape_) {
+      // Read in a frame other than the iteration space: split to its dims (a view).
+      Shape to = input_shape_in(v.shape(), frames_[input_frame_[k]], shape_);
+      if (to != v.shape()) h = std::move(shared_.inner->execute(ir::Reshape{h, std::move(to)})[0]);
+    }
+    const Shape& hs = h->shape();
     put(static_cast<std::uint64_t>(v.dtype()));
-    put(v.shape().rank());
-    for (std::size_t d = 0; d < v.shape().rank(); ++d) cls(v.shape()[d]);
+    put(hs.rank());
+    for (std::size_t d = 0; d < hs.rank(); ++d) cls(hs[d]);
     put(v.layout);
     put(last ? 1 : 0);
-    g.inputs.push_back(take_input(v, input_uses_[k]));
+    g.inputs.push_back(std::move(h));
   }
   put(code_.size());
   for (const auto& in : code_) {
@@ -389,15 +625,26 @@ void Grouper::close(CloseReason why) {
   info.fused = shared_.inner->runs_fused();
   info.closed = why;
   std::vector<Record*> members = std::move(members_);
+  std::vector<Record*> views = std::move(views_);
+  const bool reshaped = !frames_.empty();
   clear();
+  const std::size_t n_out = g.outputs.size();
   auto outs = shared_.inner->run_fused(std::move(g));
-  EMBER_ASSERT(outs.size() == out_values.size());
-  for (std::size_t k = 0; k < outs.size(); ++k) {
-    out_values[k]->inner = std::move(outs[k]);
-    out_values[k]->state = State::Ready;
+  EMBER_ASSERT(outs.size() == n_out);
+  for (std::size_t j = 0; j < out_values.size(); ++j) {
+    auto [v, k] = out_values[j];
+    const bool last = j + 1 == out_values.size() || out_values[j + 1].second != k;
+    v->inner = last ? std::move(outs[k]) : outs[k];
+    // A result has the iteration space's shape (its dim reduced, for a Reduce); a value of
+    // another frame is a reshape of it, a view of the contiguous result.
+    if (reshaped && v->inner->shape() != v->shape())
+      v->inner = std::move(shared_.inner->execute(ir::Reshape{v->inner, v->shape()})[0]);
+    v->state = State::Ready;
   }
-  for (Record* r : members) {
-    if (r->outs[0]->state == State::Pending) r->outs[0]->state = State::Elided;
+  for (auto* list : {&members, &views}) {
+    for (Record* r : *list) {
+      if (r->outs[0]->state == State::Pending) r->outs[0]->state = State::Elided;
+    }
   }
   shared_.report.group(std::move(info));
 }

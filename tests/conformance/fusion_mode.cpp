@@ -2,7 +2,10 @@
 // generator builds random element-wise programs (unary and binary functions, scalars,
 // where over comparisons, casts through another float type, broadcasts, expands and
 // transposed views, reductions — sum, mean, max, min, argmax, argmin, mostly along the
-// last dim, which a fused group ends with — and reads in the middle of the stream) over
+// last dim, which a fused group ends with —, reshapes of any value (flattened, two dims
+// merged, dims reversed, a 1 inserted, back to the base shape: some a relabelling of a
+// group's row-major order, some not, some of inputs that are not contiguous) and reads in
+// the middle of the stream) over
 // inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, in
 // f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving operands
 // at their last use. Each program runs on the plain device and on its fusion stack: every
@@ -43,7 +46,19 @@ enum class StepKind : std::uint8_t {
   Expand,
   Transpose2,
   ReduceBack,  // a reduction along one dim, kept with extent 1 (Arg*: cast back to the dtype)
+  Reshape,     // to the shape ReshapeRule(fn) makes of the operand's (reshaped())
   Read
+};
+
+// How a Reshape step finds its shape from its operand's, so that the program replayed at
+// the second size set reshapes alike.
+enum class ReshapeRule : int {
+  Flatten,    // [n]
+  Merge,      // dims dim and dim + 1 merged (dim taken modulo rank - 1)
+  Reverse,    // the extents in reverse order: rarely a relabelling of the same dims
+  Unsqueeze,  // a 1 inserted at dim (modulo rank + 1)
+  ToBase,     // the program's shape (when the element counts agree; else Flatten)
+  Count_
 };
 
 struct Step {
@@ -133,6 +148,41 @@ DType round_trip_type(DType dt) {
   return dt == DType::F32 || dt == DType::F64 ? DType::F16 : DType::F32;
 }
 
+Shape reshaped(const Shape& a, ReshapeRule rule, std::size_t dim, const Shape& base) {
+  std::vector<std::size_t> d = a.dims();
+  switch (rule) {
+    case ReshapeRule::Merge:
+      if (d.size() >= 2) {
+        const std::size_t k = dim % (d.size() - 1);
+        d[k] *= d[k + 1];
+        d.erase(d.begin() + static_cast<std::ptrdiff_t>(k) + 1);
+        return Shape(d);
+      }
+      [[fallthrough]];
+    case ReshapeRule::Unsqueeze:
+      d.insert(d.begin() + static_cast<std::ptrdiff_t>(dim % (d.size() + 1)), 1);
+      return Shape(d);
+    case ReshapeRule::Reverse:
+      std::reverse(d.begin(), d.end());
+      return Shape(d);
+    case ReshapeRule::ToBase:
+      if (base.num_elements() == a.num_elements()) return base;
+      [[fallthrough]];
+    default:
+      return Shape({a.num_elements()});
+  }
+}
+
+// Whether a and b broadcast together (NumPy's rule, right-aligned).
+bool broadcastable(const Shape& a, const Shape& b) {
+  const std::size_t r = std::min(a.rank(), b.rank());
+  for (std::size_t i = 1; i <= r; ++i) {
+    const std::size_t x = a[a.rank() - i], y = b[b.rank() - i];
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
 // ---- generation ----
 
 // second_sizes: the same program (steps, dtypes, broadcast pattern, dim classes) at other
@@ -181,19 +231,29 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
   for (const auto& in : p.inputs) shapes.push_back(in.shape);
   const bool is_float = p.dt != DType::I32;
   const std::size_t depth = 2 + pick(11);
+  // An operand whose shape broadcasts with `with` (reshaped values may not): a uniform
+  // pick among those that do (`a` itself always does).
+  const auto operand = [&](const Shape& with) {
+    std::vector<int> ok;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      if (broadcastable(shapes[i], with)) ok.push_back(static_cast<int>(i));
+    }
+    return ok[pick(ok.size())];
+  };
   for (std::size_t k = 0; k < depth; ++k) {
     Step s;
     s.keep = rng() % 4 == 0;
     const int n = static_cast<int>(shapes.size());
     s.a = static_cast<int>(pick(static_cast<std::size_t>(n)));
-    const std::size_t r = pick(100);
+    const Shape& sa = shapes[static_cast<std::size_t>(s.a)];
+    const std::size_t r = pick(108);
     if (r < 30) {
       s.kind = StepKind::Unary;
       s.fn =
           is_float ? static_cast<int>(kFloatUnary[pick(8)]) : static_cast<int>(kIntUnary[pick(3)]);
     } else if (r < 55) {
       s.kind = StepKind::Binary;
-      s.b = static_cast<int>(pick(static_cast<std::size_t>(n)));
+      s.b = operand(sa);
       s.fn = static_cast<int>(kBinary[pick(5)]);
     } else if (r < 70) {
       s.kind = StepKind::Scalar;
@@ -202,21 +262,25 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
                      : static_cast<double>(static_cast<int>(pick(5)) - 2);
     } else if (r < 80) {
       s.kind = StepKind::Where;
-      s.b = static_cast<int>(pick(static_cast<std::size_t>(n)));
-      s.c = static_cast<int>(pick(static_cast<std::size_t>(n)));
+      s.b = operand(sa);
+      s.c = operand(broadcast(sa, shapes[static_cast<std::size_t>(s.b)]));
     } else if (r < 85 && is_float) {
       s.kind = StepKind::CastRound;
-    } else if (r < 88) {
+    } else if (r < 88 && sa.rank() <= rank && broadcast(sa, p.shape) == p.shape) {
       s.kind = StepKind::Expand;
-    } else if (r < 91 && rank >= 2) {
+    } else if (r < 91 && sa.rank() >= 2) {
       s.kind = StepKind::Transpose2;
-    } else if (r < 98) {
+    } else if (r < 98 && sa.rank() >= 1) {
       s.kind = StepKind::ReduceBack;
       s.fn = static_cast<int>(kReduce[pick(7)]);
       // Mostly along the last dim (the rows a fused reduction takes), sometimes any.
-      s.dim = rng() % 3 ? rank - 1 : pick(rank);
-    } else {
+      s.dim = rng() % 3 ? sa.rank() - 1 : pick(sa.rank());
+    } else if (r < 100) {
       s.kind = StepKind::Read;
+    } else {
+      s.kind = StepKind::Reshape;
+      s.fn = static_cast<int>(pick(static_cast<std::size_t>(ReshapeRule::Count_)));
+      s.dim = pick(4);
     }
     Shape out = shapes[static_cast<std::size_t>(s.a)];
     if (s.kind == StepKind::Binary) out = broadcast(out, shapes[static_cast<std::size_t>(s.b)]);
@@ -230,6 +294,8 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
       d[s.dim] = 1;
       out = Shape(d);
     }
+    if (s.kind == StepKind::Reshape)
+      out = reshaped(out, static_cast<ReshapeRule>(s.fn), s.dim, p.shape);
     shapes.push_back(out);
     p.steps.push_back(s);
   }
@@ -349,6 +415,11 @@ class Runner {
           const auto fn = static_cast<ReduceFn>(s.fn);
           DynTensor r = ops::reduce(fn, arg(s.a), static_cast<std::int64_t>(s.dim));
           return is_arg(fn) ? ops::cast(std::move(r), p_.dt) : r;
+        }
+        case StepKind::Reshape: {
+          DynTensor x = arg(s.a);
+          const Shape to = reshaped(x.shape(), static_cast<ReshapeRule>(s.fn), s.dim, p_.shape);
+          return ops::reshape(std::move(x), to);
         }
         case StepKind::Read: {
           DynTensor x = arg(s.a);
@@ -553,6 +624,10 @@ std::vector<HostTensor> reference(const Program& p) {
         for (auto& x : out.v) x = store(p.dt, x);
         break;
       }
+      case StepKind::Reshape:
+        out = a;
+        out.shape = reshaped(a.shape, static_cast<ReshapeRule>(s.fn), s.dim, p.shape);
+        break;
       case StepKind::Read:
         reads.push_back(a);
         out = a;
@@ -678,6 +753,23 @@ std::optional<Program> without(const Program& p, std::size_t k) {
   return q;
 }
 
+const char* reshape_rule_name(ReshapeRule r) {
+  switch (r) {
+    case ReshapeRule::Flatten:
+      return "flatten";
+    case ReshapeRule::Merge:
+      return "merge dims";
+    case ReshapeRule::Reverse:
+      return "reversed extents";
+    case ReshapeRule::Unsqueeze:
+      return "a 1 inserted at";
+    case ReshapeRule::ToBase:
+      return "the program's shape";
+    default:
+      return "?";
+  }
+}
+
 const char* kind_name(StepKind k) {
   switch (k) {
     case StepKind::Unary:
@@ -696,6 +788,8 @@ const char* kind_name(StepKind k) {
       return "transpose(transpose)";
     case StepKind::ReduceBack:
       return "reduce";
+    case StepKind::Reshape:
+      return "reshape";
     case StepKind::Read:
       return "to_data";
   }
@@ -723,6 +817,8 @@ std::string reproducer(const Program& p, const std::string& why) {
     if (s.kind == StepKind::Scalar) o << ", " << s.s;
     if (s.kind == StepKind::ReduceBack)
       o << ", " << ember::ir::name(static_cast<ReduceFn>(s.fn)) << ", dim " << s.dim;
+    if (s.kind == StepKind::Reshape)
+      o << ", " << reshape_rule_name(static_cast<ReshapeRule>(s.fn)) << " " << s.dim;
     o << ")" << (s.keep ? " (kept)" : "") << "\n";
   }
   return o.str();

@@ -550,6 +550,12 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
     auto r = ((x - b) * 2.0f).exp().sum_dim(1);  // reductions with a prologue
     auto q = (x * x).tanh().mean_dim(1);
     auto a = (z + b).argmax_dim(1);
+    // Reshapes of group values relabel them: the iteration space refines [9, 33] and [3, 99]
+    // to [3, 3, 33], x is split to it, b ([1, 33] in frame [9, 33]) to [1, 1, 33].
+    auto h = ((x * 0.5f + 1.0f).reshape<2>(Shape{3, 99}).exp() * 2.0f).reshape<2>(Shape{9, 33}) + b;
+    h.to_data();
+    auto hs = (x * 3.0f).reshape<3>(Shape{3, 3, 33}).exp().sum_dim(2);
+    hs.to_data();
     r.to_data();
     q.to_data();
     a.to_data();

@@ -422,6 +422,118 @@ std::vector<float> adam_update(const Device& d) {
 
 }  // namespace
 
+// Reshapes of group values are relabellings inside the group (Note [Reshapes in a group]):
+// ember-bench's elementwise_chain — (0.5 x + 1) as [B*M, N], exp(y) * y as [B, M*N], tanh,
+// back to [B, M, N] — is one program, bit for bit the plain Cpu's and close to f64.
+namespace {
+
+// ember-bench's elementwise_chain on [3, 37, 29] (rows of 29 and 1073: tiles cross them),
+// read after y and z are gone, as the bench reads it.
+float chain_input(std::size_t i) { return (float(i % 23) - 11.0f) / 9.0f; }
+std::vector<float> reshape_chain(const Device& dev) {
+  const std::size_t b = 3, m = 37, n = 29;
+  const Shape shape{b, m, n}, rows{b * m, n}, flat{b, m * n};
+  std::vector<float> xv(shape.num_elements());
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = chain_input(i);
+  const auto chain = [&] {
+    auto x = Tensor<3>::from_data(TensorData::from<float>(xv, shape), dev);
+    auto y = x.mul_scalar(0.5).add_scalar(1.0).reshape<2>(rows);
+    auto z = y.exp().mul(y).reshape<2>(flat);
+    return std::move(z).tanh().reshape<3>(shape);
+  };
+  return chain().to_data().to_vector<float>();
+}
+
+// Groups whose iteration space refines several shapes ([4, 6], [4, 2, 3], [2, 12], [8, 3]:
+// [2, 2, 2, 3]), with inputs broadcast in each, a reduction along the last dim of one, and
+// a reshape that no refinement serves ([4, 2, 3] as [6, 4]). Returns the sum, z and q.
+std::vector<float> reshaped_groups(const Device& dev) {
+  const auto make = [&](const Shape& sh, float scale) {
+    std::vector<float> v(sh.num_elements());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * (float(i % 7) - 3.0f) / 4.0f;
+    return DynTensor::from_data(TensorData::from<float>(v, sh), dev);
+  };
+  auto x = Tensor<2>(make(Shape{4, 6}, 1.0f));
+  auto b = Tensor<2>(make(Shape{1, 6}, 0.5f));
+  auto c = Tensor<3>(make(Shape{1, 2, 1}, -1.5f));
+  auto dd = Tensor<2>(make(Shape{2, 1}, 2.0f));
+  auto y = x.exp() + b;
+  auto z = y.reshape<3>(Shape{4, 2, 3}) * c;  // kept
+  auto w = z.reshape<2>(Shape{2, 12}) + dd;
+  auto s = w.reshape<2>(Shape{8, 3}).sum_dim(1);
+  auto q = (z * 2.0f).exp().reshape<2>(Shape{6, 4}).abs();
+  std::vector<float> out = s.to_data().to_vector<float>();
+  for (const auto& v : {z.to_data().to_vector<float>(), q.to_data().to_vector<float>()})
+    out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+}  // namespace
+
+TEST(FusionElementwise, ReshapesOfGroupValuesStayInTheGroup) {
+  const Device d = fused_with({});
+  const auto got = reshape_chain(d);
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u) << groups_of(r);
+  EXPECT_EQ(r.ops_unfused, 0u);  // the reshapes ran inside the group
+  const auto& g = r.recent.back();
+  EXPECT_EQ(g.ops, (std::vector<std::string_view>{"mul", "add", "exp", "mul", "tanh"}));
+  EXPECT_EQ(g.inputs, 1u);
+  EXPECT_EQ(g.outputs, 1u);
+  EXPECT_EQ(g.elided, 4u);
+  EXPECT_TRUE(g.fused);
+  const auto want = reshape_chain(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double y = 0.5 * double(chain_input(i)) + 1.0;
+    const double ref = std::tanh(std::exp(y) * y);
+    ASSERT_NEAR(got[i], ref, 2e-6 * std::max(1.0, std::fabs(ref))) << i;
+  }
+}
+
+// Outputs of 16 MiB and more are stored with non-temporal stores (Note [Streamed outputs]
+// of the Cpu): the same bits, including at row pieces that start and end off a 16-byte
+// boundary (rows of 4099 elements split between threads, 2-byte elements).
+TEST(FusionElementwise, LargeOutputsAreStreamedWithTheSameBits) {
+  for (DType dt : {DType::F32, DType::BF16}) {
+    for (const bool in_place : {false, true}) {  // (the output in x's buffer, sole-owned)
+      const auto run = [&](const Device& dev) {  // (16.8 MB of bf16, 33.6 MB of f32)
+        auto x = input(dev, 2051, 4099, 1.7f).cast(dt);
+        x.to_data();  // (computed: an input of the group)
+        auto y = x * 0.5f + 1.0f;
+        if (in_place) return ((std::move(x) * y) - 0.25f).abs().to_data();
+        return ((x * y) - 0.25f).abs().to_data();
+      };
+      const Device d = fused_with({});
+      const TensorData got = run(d);
+      const TensorData want = run(Device::cpu());
+      ASSERT_EQ(got.bytes().size(), want.bytes().size());
+      EXPECT_EQ(std::memcmp(got.bytes().data(), want.bytes().data(), got.bytes().size()), 0)
+          << name(dt) << (in_place ? " in place" : "");
+      EXPECT_GE(fusion::report(d).groups, 1u) << name(dt);
+    }
+  }
+}
+
+// The iteration space refines every shape of the group; inputs broadcast in one of them are
+// split to it; a reduction along the last dim of one ends the group; a reshape that no
+// refinement serves closes it (reshaped_groups).
+TEST(FusionElementwise, ReshapedGroupsTakeBroadcastInputsAndReductions) {
+  const Device d = fused_with({});
+  const auto got = reshaped_groups(d);
+  const auto want = reshaped_groups(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"exp", "add", "mul", "add", "sum"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->closed, CloseReason::Reduction);
+  EXPECT_EQ(g->inputs, 4u);
+  EXPECT_EQ(g->outputs, 4u);  // y, z and w (held) and the sum
+  EXPECT_GE(at(r.closed, CloseReason::ViewOfInternal), 1u) << groups_of(r);
+}
+
 // Reductions along rows take their element-wise prologue (Note [Fused reductions] of the
 // Cpu): one program, the reduced values never written, the plain kernel's bits — in
 // the kernel's order, so across rows longer than a tile and not a multiple of its lanes.
@@ -636,6 +748,19 @@ TEST(FusionCuda, SoleOwnedInputsAreReusedInPlace) {
   auto y = input(Device::cuda(0), 256, 1024, 1.0f);
   for (int k = 0; k < 10; ++k) y = ((std::move(y) * 0.5f).exp() + 1.0f).sqrt();
   EXPECT_TRUE(same_bits(got, values(y)));
+}
+
+// Reshapes of group values inside Cuda kernels (Note [Reshapes in a group]): the same bits
+// as the plain device's single-op kernels, elementwise_chain one kernel.
+TEST(FusionCuda, ReshapesOfGroupValuesStayInTheKernel) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  const Device d = cuda_fused();
+  EXPECT_TRUE(same_bits(reshape_chain(d), reshape_chain(plain)));
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u) << groups_of(r);
+  EXPECT_TRUE(r.recent.back().fused);
+  EXPECT_TRUE(same_bits(reshaped_groups(d), reshaped_groups(plain)));
 }
 
 // Row reductions with their prologue on Cuda (Note [Fused row reductions] in
