@@ -42,6 +42,10 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
       return ir::Cast{std::move(args[0]), in.out};
     case FusedInstr::Kind::Reduce:
       return ir::Reduce{in.reduce, std::move(args[0]), in.dim, in.out};
+    case FusedInstr::Kind::Softmax:
+      return ir::Softmax{std::move(args[0]), in.dim, in.log};
+    case FusedInstr::Kind::LayerNorm:  // over the last dim (Note [Fused rows])
+      return ir::LayerNorm{std::move(args[0]), std::move(args[1]), std::move(args[2]), 1, in.p0};
     case FusedInstr::Kind::Fill: {
       // One element of the group's rank (it broadcasts as the group reads it).
       ir::Fill f{Shape(std::vector<std::size_t>(g.shape.rank(), 1)), in.out, 0.0, 0};

@@ -52,7 +52,23 @@ std::string_view op_label(const ir::Op& op) {
   if (std::holds_alternative<ir::Where>(op)) return "where";
   if (std::holds_alternative<ir::Cast>(op)) return "cast";
   if (const auto* r = std::get_if<ir::Reduce>(&op)) return ir::name(r->fn);
+  if (const auto* s = std::get_if<ir::Softmax>(&op)) return s->log ? "log_softmax" : "softmax";
+  if (std::holds_alternative<ir::LayerNorm>(op)) return "layer_norm";
   return ir::name(ir::kind_of(op));
+}
+
+// The function an instruction applies, as the signature writes it.
+std::uint64_t fn_code(const FusedInstr& in) {
+  switch (in.kind) {
+    case FusedInstr::Kind::Binary:
+      return static_cast<std::uint64_t>(in.binary);
+    case FusedInstr::Kind::Reduce:
+      return static_cast<std::uint64_t>(in.reduce);
+    case FusedInstr::Kind::Softmax:
+      return in.log ? 1 : 0;
+    default:
+      return static_cast<std::uint64_t>(in.unary);
+  }
 }
 
 // A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
@@ -93,7 +109,8 @@ class Grouper {
       join(r);
       return;
     }
-    if (kind == ir::OpKind::Reduce && ends_group(r)) {
+    if ((kind == ir::OpKind::Reduce && ends_group(r)) ||
+        ((kind == ir::OpKind::Softmax || kind == ir::OpKind::LayerNorm) && normalizes_group(r))) {
       join(r);
       close(CloseReason::Reduction);
       return;
@@ -157,6 +174,36 @@ class Grouper {
       if (shape_[k] != 1) return false;
     }
     return true;
+  }
+
+  // Whether the Softmax or LayerNorm r ends the open group (Note [Fused rows] in
+  // backend/fused_group.hpp): the inner backend fuses row reductions, r normalises rows of a
+  // value computed in the group (a softmax along a dim whose later extents are 1, a layer
+  // norm over the last dim), and a layer norm's weight and bias are values computed before
+  // the group (inputs, not scalar sources).
+  bool normalizes_group(const Record& r) const {
+    const Value* x = r.args[0].get();
+    if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
+        members_.size() >= shared_.options.max_group_ops) {
+      return false;
+    }
+    std::size_t dim = shape_.rank() - 1;
+    if (const auto* s = std::get_if<ir::Softmax>(&r.op)) {
+      dim = s->dim;
+    } else if (std::get<ir::LayerNorm>(r.op).dims != 1) {
+      return false;
+    }
+    for (std::size_t k = dim + 1; k < shape_.rank(); ++k) {
+      if (shape_[k] != 1) return false;
+    }
+    std::size_t fresh = 0;
+    for (std::size_t i = 1; i < r.args.size(); ++i) {
+      const Value* v = r.args[i].get();
+      if (!v) continue;
+      if (internal(*v) || v->source) return false;
+      fresh += !known(*v);
+    }
+    return inputs_.size() + fresh <= shared_.options.max_group_inputs;
   }
 
   // The deferred fills r reads run first, so r finds them in memory.
@@ -235,10 +282,18 @@ class Grouper {
             in.kind = FusedInstr::Kind::Reduce;
             in.reduce = o.fn;
             in.dim = static_cast<std::uint32_t>(o.dim);
+          } else if constexpr (std::is_same_v<T, ir::Softmax>) {
+            in.kind = FusedInstr::Kind::Softmax;
+            in.dim = static_cast<std::uint32_t>(o.dim);
+            in.log = o.log;
+          } else if constexpr (std::is_same_v<T, ir::LayerNorm>) {
+            in.kind = FusedInstr::Kind::LayerNorm;
+            in.dim = static_cast<std::uint32_t>(shape_.rank() - 1);
+            in.p0 = o.eps;  // a run-time parameter, as a unary function's
           }
         },
         r.op);
-    for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = id_of(r.args[i]);
+    for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = r.args[i] ? id_of(r.args[i]) : -1;
     in.out = r.outs[0]->dtype();
     Value& out = *r.outs[0];
     out.group = group_;
@@ -371,9 +426,7 @@ void Grouper::close(CloseReason why) {
   put(code_.size());
   for (const auto& in : code_) {
     put(static_cast<std::uint64_t>(in.kind));
-    put(in.kind == FusedInstr::Kind::Binary   ? static_cast<std::uint64_t>(in.binary)
-        : in.kind == FusedInstr::Kind::Reduce ? static_cast<std::uint64_t>(in.reduce)
-                                              : static_cast<std::uint64_t>(in.unary));
+    put(fn_code(in));
     put(in.dim);
     put(static_cast<std::uint64_t>(in.out));
     for (std::int32_t a : in.args) put(static_cast<std::uint64_t>(a + 1));

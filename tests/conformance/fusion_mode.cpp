@@ -2,7 +2,9 @@
 // generator builds random element-wise programs (unary and binary functions, scalars,
 // where over comparisons, casts through another float type, broadcasts, expands and
 // transposed views, reductions — sum, mean, max, min, argmax, argmin, mostly along the
-// last dim, which a fused group ends with — and reads in the middle of the stream) over
+// last dim, which a fused group ends with —, softmax, log-softmax (mostly along the last
+// dim) and layer norm over the last dim with or without a weight and a bias, which end a
+// group too, and reads in the middle of the stream) over
 // inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, in
 // f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving operands
 // at their last use. Each program runs on the plain device and on its fusion stack: every
@@ -43,6 +45,7 @@ enum class StepKind : std::uint8_t {
   Expand,
   Transpose2,
   ReduceBack,  // a reduction along one dim, kept with extent 1 (Arg*: cast back to the dtype)
+  RowNorm,     // fn: RowFn along dim (a layer norm: the last); float dtypes only
   Read
 };
 
@@ -78,6 +81,15 @@ using ember::ir::ReduceFn;
 const ReduceFn kReduce[] = {ReduceFn::Sum, ReduceFn::Sum,    ReduceFn::Mean,  ReduceFn::Max,
                             ReduceFn::Min, ReduceFn::ArgMax, ReduceFn::ArgMin};
 bool is_arg(ReduceFn f) { return f == ReduceFn::ArgMax || f == ReduceFn::ArgMin; }
+// A RowNorm step's function. A layer norm's eps is large enough that a row of nearly equal
+// values is not magnified past what the tolerance judges; its weight and bias are made
+// from the row's extent (row_param).
+enum RowFn : int { kSoftmax, kLogSoftmax, kLayerNorm, kLayerNormAffine };
+constexpr double kNormEps = 1e-2;
+// Element j of a layer norm's weight (which = 0) or bias (1), before rounding to the dtype.
+double row_param(int which, std::size_t j) {
+  return which == 0 ? 1.0 + 0.125 * double(j % 5) : 0.25 * double(j % 3) - 0.25;
+}
 
 double ref_unary(UnaryFn f, double x) {
   switch (f) {
@@ -210,11 +222,15 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
       s.kind = StepKind::Expand;
     } else if (r < 91 && rank >= 2) {
       s.kind = StepKind::Transpose2;
-    } else if (r < 98) {
+    } else if (r < 96) {
       s.kind = StepKind::ReduceBack;
       s.fn = static_cast<int>(kReduce[pick(7)]);
       // Mostly along the last dim (the rows a fused reduction takes), sometimes any.
       s.dim = rng() % 3 ? rank - 1 : pick(rank);
+    } else if (r < 99 && is_float) {
+      s.kind = StepKind::RowNorm;
+      s.fn = static_cast<int>(pick(4));
+      s.dim = s.fn >= kLayerNorm || rng() % 3 ? rank - 1 : pick(rank);
     } else {
       s.kind = StepKind::Read;
     }
@@ -349,6 +365,28 @@ class Runner {
           const auto fn = static_cast<ReduceFn>(s.fn);
           DynTensor r = ops::reduce(fn, arg(s.a), static_cast<std::int64_t>(s.dim));
           return is_arg(fn) ? ops::cast(std::move(r), p_.dt) : r;
+        }
+        case StepKind::RowNorm: {
+          DynTensor x = arg(s.a);
+          const auto dim = static_cast<std::int64_t>(s.dim);
+          if (s.fn == kSoftmax) return ops::softmax(std::move(x), dim);
+          if (s.fn == kLogSoftmax) return ops::log_softmax(std::move(x), dim);
+          const std::size_t n = x.shape()[s.dim];
+          std::optional<DynTensor> w, b;
+          if (s.fn == kLayerNormAffine) {
+            std::vector<double> wv(n), bv(n);
+            for (std::size_t j = 0; j < n; ++j) {
+              wv[j] = row_param(0, j);
+              bv[j] = row_param(1, j);
+            }
+            const auto param = [&](const std::vector<double>& v) {
+              return ops::cast(DynTensor::from_data(ember::TensorData::from<double>(v, Shape{n}), dev_),
+                               p_.dt);
+            };
+            w = param(wv);
+            b = param(bv);
+          }
+          return ops::layer_norm(std::move(x), Shape{n}, std::move(w), std::move(b), kNormEps);
         }
         case StepKind::Read: {
           DynTensor x = arg(s.a);
@@ -553,6 +591,40 @@ std::vector<HostTensor> reference(const Program& p) {
         for (auto& x : out.v) x = store(p.dt, x);
         break;
       }
+      case StepKind::RowNorm: {  // along rows of dim s.dim, in f64, stored once
+        out = a;
+        const std::size_t n = a.shape[s.dim];
+        std::size_t inner = 1;
+        for (std::size_t d = s.dim + 1; d < a.shape.rank(); ++d) inner *= a.shape[d];
+        for (std::size_t i = 0; n > 0 && i < a.numel(); ++i) {
+          if ((i / inner) % n != 0) continue;  // i: the first element of a row
+          const auto at = [&](std::size_t j) { return a.v[i + j * inner]; };
+          double m = -INFINITY, sum = 0, mean = 0, var = 0;
+          for (std::size_t j = 0; j < n; ++j) {
+            m = std::max(m, at(j));
+            mean += at(j) / static_cast<double>(n);
+          }
+          for (std::size_t j = 0; j < n; ++j) {
+            sum += std::exp(at(j) - m);
+            var += (at(j) - mean) * (at(j) - mean) / static_cast<double>(n);
+          }
+          for (std::size_t j = 0; j < n; ++j) {
+            double y = 0;
+            if (s.fn == kSoftmax) {
+              y = std::exp(at(j) - m) / sum;
+            } else if (s.fn == kLogSoftmax) {
+              y = at(j) - m - std::log(sum);
+            } else {
+              y = (at(j) - mean) / std::sqrt(var + kNormEps);
+              if (s.fn == kLayerNormAffine) {
+                y = y * store(p.dt, row_param(0, j)) + store(p.dt, row_param(1, j));
+              }
+            }
+            out.v[i + j * inner] = store(p.dt, y);
+          }
+        }
+        break;
+      }
       case StepKind::Read:
         reads.push_back(a);
         out = a;
@@ -696,6 +768,8 @@ const char* kind_name(StepKind k) {
       return "transpose(transpose)";
     case StepKind::ReduceBack:
       return "reduce";
+    case StepKind::RowNorm:
+      return "row";
     case StepKind::Read:
       return "to_data";
   }
@@ -723,6 +797,10 @@ std::string reproducer(const Program& p, const std::string& why) {
     if (s.kind == StepKind::Scalar) o << ", " << s.s;
     if (s.kind == StepKind::ReduceBack)
       o << ", " << ember::ir::name(static_cast<ReduceFn>(s.fn)) << ", dim " << s.dim;
+    if (s.kind == StepKind::RowNorm) {
+      const char* fns[] = {"softmax", "log_softmax", "layer_norm", "layer_norm with weight and bias"};
+      o << ", " << fns[s.fn] << ", dim " << s.dim;
+    }
     o << ")" << (s.keep ? " (kept)" : "") << "\n";
   }
   return o.str();
@@ -772,6 +850,13 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   // Reductions along rows take their element-wise prologue (about 470 of the groups).
   EXPECT_GT(rep.closed[static_cast<std::size_t>(ember::fusion::CloseReason::Reduction)], 200u)
       << "no reduction took its prologue";
+  // So do softmax, log-softmax and layer norm: among the last 256 groups, some end in one.
+  std::size_t rows = 0;
+  for (const auto& g : rep.recent) {
+    const std::string_view last = g.ops.empty() ? "" : g.ops.back();
+    rows += last == "softmax" || last == "log_softmax" || last == "layer_norm";
+  }
+  EXPECT_GT(rows, 5u) << "no softmax or layer norm took its prologue";
   // Each program runs at two size sets: the second reuses the first's plans.
   EXPECT_GT(2 * rep.plans_reused, rep.plans_built) << "plans were not reused";
   // The two-thread programs hand pending values across threads.
