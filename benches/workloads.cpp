@@ -441,8 +441,9 @@ std::vector<Workload> build() {
     auto r = input<2>(shape, 4, dev);
     auto gamma = input<1>(Shape{shape[1]}, 2, dev);
     auto beta = input<1>(Shape{shape[1]}, 3, dev);
-    Case c = timed({{"shape", dims(shape)}}, shape, 3 * double(shape.num_elements()) * kF32, 0, dev,
-                   [x, r, gamma, beta] { return module_ops::layer_norm(x + r, gamma, beta, 1e-5); });
+    Case c =
+        timed({{"shape", dims(shape)}}, shape, 3 * double(shape.num_elements()) * kF32, 0, dev,
+              [x, r, gamma, beta] { return module_ops::layer_norm(x + r, gamma, beta, 1e-5); });
     c.atol = 1e-4;
     return c;
   });

@@ -380,8 +380,8 @@ class Runner {
               bv[j] = row_param(1, j);
             }
             const auto param = [&](const std::vector<double>& v) {
-              return ops::cast(DynTensor::from_data(ember::TensorData::from<double>(v, Shape{n}), dev_),
-                               p_.dt);
+              return ops::cast(
+                  DynTensor::from_data(ember::TensorData::from<double>(v, Shape{n}), dev_), p_.dt);
             };
             w = param(wv);
             b = param(bv);
@@ -798,7 +798,8 @@ std::string reproducer(const Program& p, const std::string& why) {
     if (s.kind == StepKind::ReduceBack)
       o << ", " << ember::ir::name(static_cast<ReduceFn>(s.fn)) << ", dim " << s.dim;
     if (s.kind == StepKind::RowNorm) {
-      const char* fns[] = {"softmax", "log_softmax", "layer_norm", "layer_norm with weight and bias"};
+      const char* fns[] = {"softmax", "log_softmax", "layer_norm",
+                           "layer_norm with weight and bias"};
       o << ", " << fns[s.fn] << ", dim " << s.dim;
     }
     o << ")" << (s.keep ? " (kept)" : "") << "\n";

@@ -545,15 +545,20 @@ TEST(FusionPatterns, SoftmaxAndLayerNormTakeTheirPrologue) {
   for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
     // The dtype's rounding of a value near 1, a few times over (16-bit results round once
     // more when the f32 result is stored).
-    const double tol = dt == DType::F64 ? 1e-12 : dt == DType::F32 ? 1e-5 : dt == DType::F16 ? 4e-3 : 3e-2;
+    const double tol = dt == DType::F64   ? 1e-12
+                       : dt == DType::F32 ? 1e-5
+                       : dt == DType::F16 ? 4e-3
+                                          : 3e-2;
     for (const std::size_t cols : {std::size_t(1), std::size_t(7), std::size_t(1300)}) {
       SCOPED_TRACE(std::string(name(dt)) + ", rows of " + std::to_string(cols));
       const Device d = fused_with({});
       const auto s_of = [&](const Device& dev) {
-        return filled(dev, rows, cols, dt, [](auto i, auto j) { return double((i * 7 + j * 3) % 23) - 11.0; });
+        return filled(dev, rows, cols, dt,
+                      [](auto i, auto j) { return double((i * 7 + j * 3) % 23) - 11.0; });
       };
       const auto mask_of = [&](const Device& dev) {  // additive, as attention's
-        return filled(dev, rows, cols, dt, [](auto i, auto j) { return (i + j) % 3 == 2 ? -1e4 : 0.0; });
+        return filled(dev, rows, cols, dt,
+                      [](auto i, auto j) { return (i + j) % 3 == 2 ? -1e4 : 0.0; });
       };
       // softmax(s * scale + mask) and log_softmax of the same logits.
       for (const bool log : {false, true}) {
@@ -581,18 +586,22 @@ TEST(FusionPatterns, SoftmaxAndLayerNormTakeTheirPrologue) {
       }
       // layer_norm(x + residual) with a weight and a bias, and without.
       const auto x_of = [&](const Device& dev) {
-        return filled(dev, rows, cols, dt, [&](auto i, auto j) { return std::sin(double(i * cols + j)) * 3.0; });
+        return filled(dev, rows, cols, dt,
+                      [&](auto i, auto j) { return std::sin(double(i * cols + j)) * 3.0; });
       };
       const auto res_of = [&](const Device& dev) {
-        return filled(dev, rows, cols, dt, [](auto i, auto j) { return double((i + 2 * j) % 5) * 0.25; });
+        return filled(dev, rows, cols, dt,
+                      [](auto i, auto j) { return double((i + 2 * j) % 5) * 0.25; });
       };
       const auto w_of = [&](const Device& dev) {
-        return Tensor<1>(filled(dev, 1, cols, dt, [](auto, auto j) { return 1.0 + 0.01 * double(j % 9); })
-                             .reshape<1>(Shape{cols}));
+        return Tensor<1>(filled(dev, 1, cols, dt, [](auto, auto j) {
+                           return 1.0 + 0.01 * double(j % 9);
+                         }).reshape<1>(Shape{cols}));
       };
       const auto b_of = [&](const Device& dev) {
-        return Tensor<1>(filled(dev, 1, cols, dt, [](auto, auto j) { return 0.1 * double(j % 4); })
-                             .reshape<1>(Shape{cols}));
+        return Tensor<1>(filled(dev, 1, cols, dt, [](auto, auto j) {
+                           return 0.1 * double(j % 4);
+                         }).reshape<1>(Shape{cols}));
       };
       for (const bool affine : {true, false}) {
         const auto norm = [&](const Device& dev) {

@@ -71,7 +71,9 @@ struct FusedInstr {
   DType out = DType::F32;  // the result's dtype (a Cast's target)
 
   // Whether this is a row instruction (Note [Fused rows]).
-  bool row() const { return kind == Kind::Reduce || kind == Kind::Softmax || kind == Kind::LayerNorm; }
+  bool row() const {
+    return kind == Kind::Reduce || kind == Kind::Softmax || kind == Kind::LayerNorm;
+  }
 };
 
 struct FusedGroup {

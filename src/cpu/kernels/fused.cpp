@@ -60,12 +60,12 @@ struct Step {
   FusedInstr::Kind kind;
   UnaryRow un = nullptr;
   BinaryRow bin = nullptr;
-  SoftmaxRows softmax = nullptr;   // Kind::Softmax, of the compute type
+  SoftmaxRows softmax = nullptr;       // Kind::Softmax, of the compute type
   LayerNormRows layer_norm = nullptr;  // Kind::LayerNorm, of the compute type
-  DType in = DType::F32;   // the operands' dtype (a and b of Where)
-  DType out = DType::F32;  // the result's dtype
-  bool widen = false;      // 16-bit operands computed in f32
-  bool int_div = false;    // integer div / rem: check the divisor
+  DType in = DType::F32;               // the operands' dtype (a and b of Where)
+  DType out = DType::F32;              // the result's dtype
+  bool widen = false;                  // 16-bit operands computed in f32
+  bool int_div = false;                // integer div / rem: check the divisor
   const char* fn = "";
   std::array<std::int32_t, 3> args{};
 };
@@ -518,6 +518,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
           if (read[k]) base[k] += id * views[k].strides[dd];
         }
       }
+      const std::byte* row = nullptr;  // the row instruction's operand, n values of ct
       for (std::size_t b = 0; b < n; b += kTile) {
         const std::size_t cnt = std::min(kTile, n - b);
         for (std::size_t k = 0; k < n_in; ++k) {
@@ -543,7 +544,10 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         }
         const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
         std::byte* dst = row_buf.data() + b * celem;
-        if (a.scalar) {
+        row = row_buf.data();
+        if (n <= kTile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
+          row = a.p;
+        } else if (a.scalar) {
           convert_elements(a.p, vt, dst, ct, 1);
           for (std::size_t i = 1; i < cnt; ++i) std::memcpy(dst + i * celem, dst, celem);
         } else {
@@ -555,7 +559,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused
         if (reduce) {
           std::uint64_t res = 0;
-          reduce_row(last.reduce, ct, row_buf.data(), n, rows, &res);
+          reduce_row(last.reduce, ct, row, n, rows, &res);
           const DType rt =
               last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin
                   ? DType::I64
@@ -566,9 +570,9 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         std::byte* y = outs[j]->data() + r * n * size_of(od);
         void* yc = od == ct ? static_cast<void*>(y) : static_cast<void*>(row_out);
         if (last_step.softmax) {
-          last_step.softmax(row_buf.data(), yc, n, 1, last.log);
+          last_step.softmax(row, yc, n, 1, last.log);
         } else {
-          last_step.layer_norm(row_buf.data(), wp, bp, yc, n, 1, last.p0);
+          last_step.layer_norm(row, wp, bp, yc, n, 1, last.p0);
         }
         if (od != ct) convert_elements(row_out, ct, y, od, n);
       }
@@ -578,7 +582,6 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
 }
 
 }  // namespace
-
 
 std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   if (g.inputs.size() > kMaxInputs) return std::nullopt;

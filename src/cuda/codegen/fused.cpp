@@ -86,7 +86,7 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     switch (ins.kind) {
       case FusedInstr::Kind::Fill:
-      case FusedInstr::Kind::Reduce:  // only last, printed by gen_fused_reduction
+      case FusedInstr::Kind::Reduce:   // only last, printed by gen_fused_reduction
       case FusedInstr::Kind::Softmax:  // fused_supported refuses these
       case FusedInstr::Kind::LayerNorm:
         break;
