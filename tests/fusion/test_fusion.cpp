@@ -664,6 +664,63 @@ TEST(FusionPatterns, RowOpsKeepPrologueValuesAndCloseOtherwise) {
   EXPECT_EQ(g->closed, CloseReason::NonFusableOp);
 }
 
+namespace {
+
+// The Cpu as a backend with fused code for element-wise groups but none for a softmax or
+// layer norm at their end (Cuda's case): it runs such a group apart (Note [Row instructions
+// apart]), counting the prologues it ran as groups.
+class RowsApartCpu final : public backend::Backend {
+ public:
+  explicit RowsApartCpu(std::shared_ptr<backend::Backend> cpu) : cpu_(std::move(cpu)) {}
+  std::string name() const override { return cpu_->name(); }
+  ir::Handle from_data(const TensorData& d) override { return cpu_->from_data(d); }
+  TensorData to_data(const ir::Handle& x) override { return cpu_->to_data(x); }
+  std::vector<ir::Handle> execute(ir::Op op) override { return cpu_->execute(std::move(op)); }
+  bool supports(const ir::Op& op) const override { return cpu_->supports(op); }
+  void seed(std::uint64_t s) override { cpu_->seed(s); }
+  backend::MemoryStats memory_stats() const override { return cpu_->memory_stats(); }
+  void empty_cache() override { cpu_->empty_cache(); }
+  void sync() override { cpu_->sync(); }
+  bool runs_fused() const override { return true; }
+  backend::FusedCaps fused_caps() const override { return cpu_->fused_caps(); }
+  std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
+    if (!g.ends_in_row() || g.reduces()) return cpu_->run_fused(std::move(g));
+    return backend::run_row_apart(*this, std::move(g), [this](backend::FusedGroup p) {
+      EXPECT_FALSE(p.ends_in_row());
+      ++prologues;
+      return cpu_->run_fused(std::move(p));
+    });
+  }
+  std::size_t prologues = 0;
+
+ private:
+  std::shared_ptr<backend::Backend> cpu_;
+};
+
+}  // namespace
+
+// A backend with no fused code for the row instruction runs the prologue as one group and
+// the softmax or layer norm alone: the plain Cpu's bits, kept prologue values included.
+TEST(FusionPatterns, RowInstructionsRunApartWhereNotFused) {
+  auto apart = std::make_shared<RowsApartCpu>(Device::cpu().backend_ptr());
+  const Device d(fusion::make_fusion_backend(apart, fusion::Options{}));
+  const Device c = Device::cpu();
+  EXPECT_EQ(scaled_softmax(d), scaled_softmax(c));
+  EXPECT_EQ(norm_residual(d), norm_residual(c));
+  EXPECT_EQ(apart->prologues, 2u);
+  const auto prog = [](const Device& dev) {
+    auto x = input(dev, 6, 33, 0.9f).cast(DType::BF16);
+    auto e = (x * 2.0f).exp();  // kept beside the softmax
+    auto y = activation::log_softmax(e - 1.0f, 1);
+    auto w = input(dev, 1, 33, 0.1f).cast(DType::BF16).reshape<1>(Shape{33});
+    auto n = module_ops::layer_norm((x + 1.0f).abs(), w, w * 0.5f);  // weight: not in the prologue
+    const auto f32 = [](const Tensor<2>& t) { return values(t.cast(DType::F32)); };
+    return std::vector<std::vector<float>>{f32(y), f32(e), f32(n)};
+  };
+  EXPECT_EQ(prog(d), prog(c));
+  EXPECT_EQ(apart->prologues, 4u);
+}
+
 TEST(FusionPatterns, MlpBlock) {
   const Device d = fused_with({});
   EXPECT_EQ(mlp_block(d), mlp_block(Device::cpu()));

@@ -32,6 +32,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,8 @@
 #include "ember/ir/ops.hpp"
 
 namespace ember::backend {
+
+class Backend;  // backend/backend.hpp
 
 // Note [Fused rows]: a Reduce, Softmax or LayerNorm ends a group as its row instruction.
 // It reads a value the group computes (args[0]) along rows: `dim` is a dim whose later
@@ -102,6 +105,16 @@ std::uint64_t fill_bits(const ir::Fill& op);
 // The IR op that instruction i of g is, on operand handles `args` (for the default
 // run_fused and for backends that fall back to it for one group).
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args);
+
+// Note [Row instructions apart]: for a backend with fused code for a group's prologue but
+// not for its last row instruction (Note [Fused rows]): runs the prologue as a group of its
+// own through run_group — the other instructions, the inputs they read, g's outputs but the
+// row's result and the row's operand — then the row instruction as its IR op through
+// b.execute, so only the row's operand is written that one program would not write. The
+// prologue's signature is g's marked as a prologue, its key derived from g's. Returns g's
+// outputs, in order.
+std::vector<ir::Handle> run_row_apart(
+    Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
 
 // ---- the report of the Fusion decorator (fusion::report(device), EMBER_FUSION_LOG) ----
 
