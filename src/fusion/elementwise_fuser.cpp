@@ -160,42 +160,36 @@ class Grouper {
     return false;
   }
 
-  // Whether the Reduce r ends the open group (Note [Fused reductions] of the Cpu): it
-  // reduces a value computed in the group along rows, and the inner backend takes that.
-  bool ends_group(const Record& r) const {
-    const auto& op = std::get<ir::Reduce>(r.op);
-    const Value* x = r.args[0].get();
-    if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
-        members_.size() >= shared_.options.max_group_ops ||
-        !shared_.row_reduction(op.fn, x->dtype())) {
-      return false;
-    }
-    for (std::size_t k = op.dim + 1; k < shape_.rank(); ++k) {
-      if (shape_[k] != 1) return false;
-    }
-    return true;
-  }
-
-  // Whether the Softmax or LayerNorm r ends the open group (Note [Fused rows] in
-  // backend/fused_group.hpp): the inner backend fuses row reductions, r normalises rows of a
-  // value computed in the group (a softmax along a dim whose later extents are 1, a layer
-  // norm over the last dim), and a layer norm's weight and bias are values computed before
-  // the group (inputs, not scalar sources).
-  bool normalizes_group(const Record& r) const {
-    const Value* x = r.args[0].get();
+  // Whether a row instruction along dim of x may end the open group (Note [Fused rows] in
+  // backend/fused_group.hpp): the inner backend fuses row reductions, x is a value computed
+  // in the group, the group has room, and every extent after dim is 1.
+  bool ends_in_rows(const Value* x, std::size_t dim) const {
     if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
         members_.size() >= shared_.options.max_group_ops) {
-      return false;
-    }
-    std::size_t dim = shape_.rank() - 1;
-    if (const auto* s = std::get_if<ir::Softmax>(&r.op)) {
-      dim = s->dim;
-    } else if (std::get<ir::LayerNorm>(r.op).dims != 1) {
       return false;
     }
     for (std::size_t k = dim + 1; k < shape_.rank(); ++k) {
       if (shape_[k] != 1) return false;
     }
+    return true;
+  }
+
+  // Whether the Reduce r ends the open group (Note [Fused reductions] of the Cpu): it
+  // reduces a value computed in the group along rows, and the inner backend takes that.
+  bool ends_group(const Record& r) const {
+    const auto& op = std::get<ir::Reduce>(r.op);
+    return ends_in_rows(r.args[0].get(), op.dim) &&
+           shared_.row_reduction(op.fn, r.args[0]->dtype());
+  }
+
+  // Whether the Softmax or LayerNorm r ends the open group: it normalises rows of a value
+  // computed in the group (a softmax along a dim whose later extents are 1, a layer norm
+  // over the last dim), and a layer norm's weight and bias are values computed before the
+  // group (inputs, not scalar sources).
+  bool normalizes_group(const Record& r) const {
+    const auto* s = std::get_if<ir::Softmax>(&r.op);
+    if (!s && std::get<ir::LayerNorm>(r.op).dims != 1) return false;
+    if (!ends_in_rows(r.args[0].get(), s ? s->dim : shape_.rank() - 1)) return false;
     std::size_t fresh = 0;
     for (std::size_t i = 1; i < r.args.size(); ++i) {
       const Value* v = r.args[i].get();

@@ -55,7 +55,7 @@ class Backend;  // backend/backend.hpp
 // the group has rank 1. Fused and unfused agree bit for bit: the backend runs each row with
 // the row code of the unfused op (Note [Fused numerics]). A backend whose fused_caps() has
 // row_reduction is handed groups ending in a Softmax or LayerNorm too (of any float dtype);
-// one with no row code for them runs such a group through the default run_fused, op by op.
+// one with no row code for them runs the prologue apart (run_row_apart, below).
 struct FusedInstr {
   enum class Kind : std::uint8_t { Unary, Binary, Where, Cast, Fill, Reduce, Softmax, LayerNorm };
   Kind kind = Kind::Unary;
