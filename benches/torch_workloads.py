@@ -143,6 +143,22 @@ def layer_norm(p):
     return lambda: F.layer_norm(x, (c,), gamma, beta, 1e-5)
 
 
+def scaled_masked_softmax(p):
+    b, t, u = p["shape"]
+    x = inp(p["shape"], 1)
+    mask = inp([1, t, u], 2)
+    return lambda: torch.softmax(x * 0.125 + mask, -1)
+
+
+def layer_norm_residual(p):
+    r, c = p["shape"]
+    x = inp(p["shape"], 1)
+    res = inp(p["shape"], 4)
+    gamma = inp([c], 2)
+    beta = inp([c], 3)
+    return lambda: F.layer_norm(x + res, (c,), gamma, beta, 1e-5)
+
+
 def norm(p):
     """batch norm (kind 0 training, 1 eval), group norm (2, 32 groups), layer norm over
     [C, H, W] (3); grad: forward and backward of sum(y * gy) -> dx, dweight, dbias."""
@@ -541,6 +557,8 @@ WORKLOADS = {
     "exp_argmin": reduce_builder(True, "argmin"),
     "softmax": softmax,
     "layer_norm": layer_norm,
+    "scaled_masked_softmax": scaled_masked_softmax,
+    "layer_norm_residual": layer_norm_residual,
     "batch_norm": norm,
     "lstm_lm_step": lstm_lm_step,
     "batch_norm_eval": norm,

@@ -432,6 +432,30 @@ std::vector<Workload> build() {
     c.atol = 1e-4;
     return c;
   });
+  // Attention's softmax(scores * scale + mask): scores [B*H, T, T], an additive mask
+  // [1, T, T] (broadcast over the heads). Fused, the scale and the mask are the softmax's
+  // prologue (Note [Fused rows]), so the traffic is one read of the scores and one write.
+  add("scaled_masked_softmax", "reduce", [](SizeKind s, const Device& dev) {
+    const Shape shape = by_size(s, Shape{2, 37, 37}, Shape{64, 256, 256}, Shape{128, 512, 512});
+    auto x = input<3>(shape, 1, dev);
+    auto mask = input<3>(Shape{1, shape[1], shape[2]}, 2, dev);
+    return timed({{"shape", dims(shape)}}, shape, 2 * double(shape.num_elements()) * kF32, 0, dev,
+                 [x, mask] { return activation::softmax(x * 0.125f + mask, -1); });
+  });
+  // A transformer block's layer_norm(x + residual, gamma, beta): fused, the residual's add
+  // is the layer norm's prologue.
+  add("layer_norm_residual", "reduce", [](SizeKind s, const Device& dev) {
+    const Shape shape = by_size(s, Shape{37, 129}, Shape{16384, 1024}, Shape{16384, 4096});
+    auto x = input<2>(shape, 1, dev);
+    auto r = input<2>(shape, 4, dev);
+    auto gamma = input<1>(Shape{shape[1]}, 2, dev);
+    auto beta = input<1>(Shape{shape[1]}, 3, dev);
+    Case c =
+        timed({{"shape", dims(shape)}}, shape, 3 * double(shape.num_elements()) * kF32, 0, dev,
+              [x, r, gamma, beta] { return module_ops::layer_norm(x + r, gamma, beta, 1e-5); });
+    c.atol = 1e-4;
+    return c;
+  });
 
   // ---- normalisation layers (issue rows: >= 70% of the copy ceiling, <= 1.0x PyTorch) ----
   // x [N, C, H, W]; the forward counts one read and one write of x, forward + backward one

@@ -1,5 +1,7 @@
 #include "ember/backend/backend.hpp"
 
+#include <algorithm>
+
 #include "ember/backend/fused_group.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/infer.hpp"
@@ -42,6 +44,10 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
       return ir::Cast{std::move(args[0]), in.out};
     case FusedInstr::Kind::Reduce:
       return ir::Reduce{in.reduce, std::move(args[0]), in.dim, in.out};
+    case FusedInstr::Kind::Softmax:
+      return ir::Softmax{std::move(args[0]), in.dim, in.log};
+    case FusedInstr::Kind::LayerNorm:  // over the last dim (Note [Fused rows])
+      return ir::LayerNorm{std::move(args[0]), std::move(args[1]), std::move(args[2]), 1, in.p0};
     case FusedInstr::Kind::Fill: {
       // One element of the group's rank (it broadcasts as the group reads it).
       ir::Fill f{Shape(std::vector<std::size_t>(g.shape.rank(), 1)), in.out, 0.0, 0};
@@ -58,6 +64,65 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
     }
   }
   fail("fused_instr_op: unknown instruction kind");
+}
+
+std::vector<ir::Handle> run_row_apart(
+    Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
+  EMBER_ASSERT(g.ends_in_row() && g.code.size() >= 2);
+  const std::size_t n_in = g.inputs.size(), last = g.code.size() - 1;
+  const auto row_id = static_cast<std::int32_t>(n_in + last);
+  const FusedInstr& row = g.code.back();
+  // The row's other operands (a layer norm's weight and bias), held before the inputs move.
+  std::array<ir::Handle, 3> args;
+  for (std::size_t k = 1; k < 3; ++k) {
+    if (row.args[k] >= 0) args[k] = g.inputs[static_cast<std::size_t>(row.args[k])];
+  }
+  FusedGroup p;
+  p.shape = g.shape;
+  std::vector<std::int32_t> input_id(n_in, -1);  // g's input k in p (-1: the prologue reads none)
+  for (std::size_t i = 0; i < last; ++i) {
+    for (std::int32_t a : g.code[i].args) {
+      if (a >= 0 && static_cast<std::size_t>(a) < n_in) input_id[static_cast<std::size_t>(a)] = 0;
+    }
+  }
+  for (std::size_t k = 0; k < n_in; ++k) {
+    if (input_id[k] < 0) continue;
+    input_id[k] = static_cast<std::int32_t>(p.inputs.size());
+    p.inputs.push_back(std::move(g.inputs[k]));
+  }
+  const auto p_in = static_cast<std::int32_t>(p.inputs.size());
+  const auto id = [&](std::int32_t v) {
+    return v < static_cast<std::int32_t>(n_in) ? input_id[static_cast<std::size_t>(v)]
+                                               : v - static_cast<std::int32_t>(n_in) + p_in;
+  };
+  p.code.assign(g.code.begin(), g.code.end() - 1);
+  for (auto& in : p.code) {
+    for (auto& a : in.args) {
+      if (a >= 0) a = id(a);
+    }
+  }
+  std::vector<std::int32_t> from(g.outputs.size(), -1);  // g's output j: p's output, or -1
+  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
+    if (g.outputs[j] == row_id) continue;
+    from[j] = static_cast<std::int32_t>(p.outputs.size());
+    p.outputs.push_back(id(g.outputs[j]));
+  }
+  const std::int32_t operand = id(row.args[0]);
+  const auto at = std::find(p.outputs.begin(), p.outputs.end(), operand);
+  const auto operand_out = static_cast<std::size_t>(at - p.outputs.begin());
+  if (at == p.outputs.end()) p.outputs.push_back(operand);
+  p.signature = g.signature + "|prologue";
+  p.key = g.key ^ 0x9e3779b97f4a7c15ULL;
+  std::vector<ir::Handle> outs = run_group(std::move(p));
+  args[0] = outs[operand_out];
+  std::vector<ir::Handle> y = b.execute(fused_instr_op(g, last, std::move(args)));
+  EMBER_ASSERT(y.size() == 1);
+  std::vector<ir::Handle> result;
+  result.reserve(g.outputs.size());
+  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
+    result.push_back(from[j] < 0 ? y[0] : outs[static_cast<std::size_t>(from[j])]);
+  }
+  return result;
 }
 
 // One by one: each value is released after its last use, so an instruction may reuse the

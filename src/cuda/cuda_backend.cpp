@@ -86,14 +86,21 @@ class CudaBackend final : public backend::Backend {
     return out;
   }
 
-  // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group that
-  // does not fit one kernel runs op by op (the default).
+  // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group ending
+  // in a softmax or layer norm, which no kernel prints with a prologue yet, as its prologue's
+  // kernel and the row op (Note [Row instructions apart]); a group that does not fit one
+  // kernel op by op (the default).
   std::vector<ir::Handle> run_fused(backend::FusedGroup group) override {
     const std::uint64_t t0 = profile::enabled() ? profile::now_ns() : 0;
     ctx_.activate();
     auto outs = run_fused_group(ctx_, group);
     if (t0) profile::fused(profile::now_ns() - t0);
     if (outs) return std::move(*outs);
+    if (group.ends_in_row() && !group.reduces()) {
+      return backend::run_row_apart(*this, std::move(group), [this](backend::FusedGroup p) {
+        return run_fused(std::move(p));
+      });
+    }
     return Backend::run_fused(std::move(group));
   }
   bool runs_fused() const override { return true; }

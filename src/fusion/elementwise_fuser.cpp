@@ -58,6 +58,8 @@ std::string_view op_label(const ir::Op& op) {
   if (std::holds_alternative<ir::Where>(op)) return "where";
   if (std::holds_alternative<ir::Cast>(op)) return "cast";
   if (const auto* r = std::get_if<ir::Reduce>(&op)) return ir::name(r->fn);
+  if (const auto* s = std::get_if<ir::Softmax>(&op)) return s->log ? "log_softmax" : "softmax";
+  if (std::holds_alternative<ir::LayerNorm>(op)) return "layer_norm";
   return ir::name(ir::kind_of(op));
 }
 
@@ -139,6 +141,20 @@ Shape input_shape_in(const Shape& in, const Shape& f, const Shape& r) {
   return Shape(std::move(dims));
 }
 
+// The function an instruction applies, as the signature writes it.
+std::uint64_t fn_code(const FusedInstr& in) {
+  switch (in.kind) {
+    case FusedInstr::Kind::Binary:
+      return static_cast<std::uint64_t>(in.binary);
+    case FusedInstr::Kind::Reduce:
+      return static_cast<std::uint64_t>(in.reduce);
+    case FusedInstr::Kind::Softmax:
+      return in.log ? 1 : 0;
+    default:
+      return static_cast<std::uint64_t>(in.unary);
+  }
+}
+
 // A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
 // groups reading it.
 bool is_scalar_fill(const Record& r) {
@@ -182,8 +198,9 @@ class Grouper {
       join(r, frame);
       return;
     }
-    if (kind == ir::OpKind::Reduce) {
-      if (const auto dim = row_dim(r)) {
+    if (kind == ir::OpKind::Reduce || kind == ir::OpKind::Softmax ||
+        kind == ir::OpKind::LayerNorm) {
+      if (const auto dim = kind == ir::OpKind::Reduce ? reduce_row_dim(r) : normalize_row_dim(r)) {
         join(r, 0);
         code_.back().dim = *dim;
         close(CloseReason::Reduction);
@@ -306,20 +323,18 @@ class Grouper {
     return aliases_.front();
   }
 
-  // The dim of the iteration space along which the Reduce r ends the open group, or nullopt
-  // when it does not (Note [Fused reductions] of the Cpu): it reduces a value computed in the
-  // group along rows, and the inner backend takes that.
-  std::optional<std::uint32_t> row_dim(const Record& r) const {
-    const auto& op = std::get<ir::Reduce>(r.op);
-    const Value* x = r.args[0].get();
+  // The dim of the iteration space along which a row instruction (Note [Fused rows] in
+  // backend/fused_group.hpp) over dim `dim` of x may end the open group, or nullopt: the
+  // inner backend fuses row reductions, x is a value computed in the group, the group has
+  // room, and every extent of the iteration space after that dim is 1 (where x is a frame
+  // of a reshaped group, its dim's run of dims must hold exactly one extent above 1).
+  std::optional<std::uint32_t> row_dim_of(const Value* x, std::size_t dim) const {
     if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
-        members_.size() >= shared_.options.max_group_ops ||
-        !shared_.row_reduction(op.fn, x->dtype())) {
+        members_.size() >= shared_.options.max_group_ops) {
       return std::nullopt;
     }
-    std::size_t dim = op.dim;
     if (x->shape() != shape_) {  // x is a frame of a reshaped group: its dim's run
-      const auto run = runs_of(x->shape(), shape_)[op.dim];
+      const auto run = runs_of(x->shape(), shape_)[dim];
       std::size_t wide = 0;
       for (std::size_t j = run.first; j < run.second; ++j) {
         if (shape_[j] != 1) {
@@ -333,6 +348,42 @@ class Grouper {
       if (shape_[k] != 1) return std::nullopt;
     }
     return static_cast<std::uint32_t>(dim);
+  }
+
+  // The dim along which the Reduce r ends the open group (Note [Fused reductions] of the
+  // Cpu), or nullopt: a row of a value computed in the group, of a function and dtype the
+  // inner backend reduces in rows.
+  std::optional<std::uint32_t> reduce_row_dim(const Record& r) const {
+    const auto& op = std::get<ir::Reduce>(r.op);
+    const Value* x = r.args[0].get();
+    if (!shared_.row_reduction || !x || !shared_.row_reduction(op.fn, x->dtype())) {
+      return std::nullopt;
+    }
+    return row_dim_of(x, op.dim);
+  }
+
+  // The dim along which the Softmax or LayerNorm r ends the open group, or nullopt: it
+  // normalises rows of a value computed in the group (a softmax along a dim whose later
+  // extents are 1, a layer norm over the last dim), and a layer norm's weight and bias are
+  // values computed before the group (inputs, not scalar sources). Only in a group without
+  // reshapes: the weight and bias are inputs of shape [n] that the iteration space's
+  // relabelling of inputs (Note [Reshapes in a group]) does not describe.
+  std::optional<std::uint32_t> normalize_row_dim(const Record& r) const {
+    const auto* s = std::get_if<ir::Softmax>(&r.op);
+    if (!s && std::get<ir::LayerNorm>(r.op).dims != 1) return std::nullopt;
+    const Value* x = r.args[0].get();
+    if (!frames_.empty() || !x || x->shape() != shape_) return std::nullopt;
+    const auto dim = row_dim_of(x, s ? s->dim : shape_.rank() - 1);
+    if (!dim) return std::nullopt;
+    std::size_t fresh = 0;
+    for (std::size_t i = 1; i < r.args.size(); ++i) {
+      const Value* v = r.args[i].get();
+      if (!v) continue;
+      if (internal(*v) || v->source) return std::nullopt;
+      fresh += !known(*v, 0);
+    }
+    if (inputs_.size() + fresh > shared_.options.max_group_inputs) return std::nullopt;
+    return dim;
   }
 
   // The deferred fills r reads run first, so r finds them in memory.
@@ -421,10 +472,20 @@ class Grouper {
             in.kind = FusedInstr::Kind::Reduce;
             in.reduce = o.fn;
             in.dim = static_cast<std::uint32_t>(o.dim);
+          } else if constexpr (std::is_same_v<T, ir::Softmax>) {
+            in.kind = FusedInstr::Kind::Softmax;
+            in.dim = static_cast<std::uint32_t>(o.dim);
+            in.log = o.log;
+          } else if constexpr (std::is_same_v<T, ir::LayerNorm>) {
+            in.kind = FusedInstr::Kind::LayerNorm;
+            in.dim = static_cast<std::uint32_t>(shape_.rank() - 1);
+            in.p0 = o.eps;  // a run-time parameter, as a unary function's
           }
         },
         r.op);
-    for (std::size_t i = 0; i < r.args.size(); ++i) in.args[i] = id_of(r.args[i], frame);
+    for (std::size_t i = 0; i < r.args.size(); ++i) {
+      in.args[i] = r.args[i] ? id_of(r.args[i], frame) : -1;
+    }
     in.out = r.outs[0]->dtype();
     Value& out = *r.outs[0];
     out.group = group_;
@@ -607,9 +668,7 @@ void Grouper::close(CloseReason why) {
   put(code_.size());
   for (const auto& in : code_) {
     put(static_cast<std::uint64_t>(in.kind));
-    put(in.kind == FusedInstr::Kind::Binary   ? static_cast<std::uint64_t>(in.binary)
-        : in.kind == FusedInstr::Kind::Reduce ? static_cast<std::uint64_t>(in.reduce)
-                                              : static_cast<std::uint64_t>(in.unary));
+    put(fn_code(in));
     put(in.dim);
     put(static_cast<std::uint64_t>(in.out));
     for (std::int32_t a : in.args) put(static_cast<std::uint64_t>(a + 1));

@@ -105,13 +105,15 @@ void outputs_of(ir::Op& op, Out&& out) {
       op);
 }
 
-// Ops a fuser may take; any other op flushes the stream when it is recorded. A Reduce
-// waits in the stream when the inner backend fuses reductions: by the flush, the
-// temporaries of its prologue are dropped and need not be written.
+// Ops a fuser may take; any other op flushes the stream when it is recorded. A Reduce, a
+// Softmax or a LayerNorm waits in the stream when the inner backend fuses row reductions
+// (Note [Fused rows]): by the flush, the temporaries of its prologue are dropped and need
+// not be written.
 bool fusable(ir::OpKind k, const Shared& shared) {
   const ir::OpClass c = ir::op_class(k);
   return c == ir::OpClass::ElementWise || c == ir::OpClass::View || c == ir::OpClass::Creation ||
-         (k == ir::OpKind::Reduce && shared.row_reduction);
+         ((k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm) &&
+          shared.row_reduction);
 }
 
 class FusionBackendImpl final : public backend::Backend, public backend::FusionInspector {

@@ -1828,6 +1828,8 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
         break;
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Reduce:
+      case Kind_::Softmax:
+      case Kind_::LayerNorm:
         break;
     }
     body += std::string("  ") + compute(in.out) + " " + v(n_in + i) + " = " +
@@ -1968,6 +1970,8 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
         break;
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Reduce:
+      case Kind_::Softmax:
+      case Kind_::LayerNorm:
         break;
     }
     k += std::string(":") + dtype_tag(in.out);

@@ -2,10 +2,11 @@
 // generator builds random element-wise programs (unary and binary functions, scalars,
 // where over comparisons, casts through another float type, broadcasts, expands and
 // transposed views, reductions — sum, mean, max, min, argmax, argmin, mostly along the
-// last dim, which a fused group ends with —, reshapes of any value (flattened, two dims
-// merged, dims reversed, a 1 inserted, back to the base shape: some a relabelling of a
-// group's row-major order, some not, some of inputs that are not contiguous) and reads in
-// the middle of the stream) over
+// last dim, which a fused group ends with —, softmax, log-softmax (mostly along the last
+// dim) and layer norm over the last dim with or without a weight and a bias, which end a
+// group too, reshapes of any value (flattened, two dims merged, dims reversed, a 1
+// inserted, back to the base shape: some a relabelling of a group's row-major order, some
+// not, some of inputs that are not contiguous) and reads in the middle of the stream) over
 // inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, in
 // f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving operands
 // at their last use. Each program runs on the plain device and on its fusion stack: every
@@ -25,6 +26,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -47,6 +49,7 @@ enum class StepKind : std::uint8_t {
   Transpose2,
   ReduceBack,  // a reduction along one dim, kept with extent 1 (Arg*: cast back to the dtype)
   Reshape,     // to the shape ReshapeRule(fn) makes of the operand's (reshaped())
+  RowNorm,     // fn: RowFn along dim (a layer norm: the last); float dtypes only
   Read
 };
 
@@ -93,6 +96,15 @@ using ember::ir::ReduceFn;
 const ReduceFn kReduce[] = {ReduceFn::Sum, ReduceFn::Sum,    ReduceFn::Mean,  ReduceFn::Max,
                             ReduceFn::Min, ReduceFn::ArgMax, ReduceFn::ArgMin};
 bool is_arg(ReduceFn f) { return f == ReduceFn::ArgMax || f == ReduceFn::ArgMin; }
+// A RowNorm step's function. A layer norm's eps is large enough that a row of nearly equal
+// values is not magnified past what the tolerance judges; its weight and bias are made
+// from the row's extent (row_param).
+enum RowFn : int { kSoftmax, kLogSoftmax, kLayerNorm, kLayerNormAffine };
+constexpr double kNormEps = 1e-2;
+// Element j of a layer norm's weight (which = 0) or bias (1), before rounding to the dtype.
+double row_param(int which, std::size_t j) {
+  return which == 0 ? 1.0 + 0.125 * double(j % 5) : 0.25 * double(j % 3) - 0.25;
+}
 
 double ref_unary(UnaryFn f, double x) {
   switch (f) {
@@ -246,7 +258,7 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
     const int n = static_cast<int>(shapes.size());
     s.a = static_cast<int>(pick(static_cast<std::size_t>(n)));
     const Shape& sa = shapes[static_cast<std::size_t>(s.a)];
-    const std::size_t r = pick(108);
+    const std::size_t r = pick(109);
     if (r < 30) {
       s.kind = StepKind::Unary;
       s.fn =
@@ -270,12 +282,16 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
       s.kind = StepKind::Expand;
     } else if (r < 91 && sa.rank() >= 2) {
       s.kind = StepKind::Transpose2;
-    } else if (r < 98 && sa.rank() >= 1) {
+    } else if (r < 96 && sa.rank() >= 1) {
       s.kind = StepKind::ReduceBack;
       s.fn = static_cast<int>(kReduce[pick(7)]);
       // Mostly along the last dim (the rows a fused reduction takes), sometimes any.
       s.dim = rng() % 3 ? sa.rank() - 1 : pick(sa.rank());
-    } else if (r < 100) {
+    } else if (r < 99 && is_float && sa.rank() >= 1) {
+      s.kind = StepKind::RowNorm;
+      s.fn = static_cast<int>(pick(4));
+      s.dim = s.fn >= kLayerNorm || rng() % 3 ? sa.rank() - 1 : pick(sa.rank());
+    } else if (r < 101) {
       s.kind = StepKind::Read;
     } else {
       s.kind = StepKind::Reshape;
@@ -420,6 +436,28 @@ class Runner {
           DynTensor x = arg(s.a);
           const Shape to = reshaped(x.shape(), static_cast<ReshapeRule>(s.fn), s.dim, p_.shape);
           return ops::reshape(std::move(x), to);
+        }
+        case StepKind::RowNorm: {
+          DynTensor x = arg(s.a);
+          const auto dim = static_cast<std::int64_t>(s.dim);
+          if (s.fn == kSoftmax) return ops::softmax(std::move(x), dim);
+          if (s.fn == kLogSoftmax) return ops::log_softmax(std::move(x), dim);
+          const std::size_t n = x.shape()[s.dim];
+          std::optional<DynTensor> w, b;
+          if (s.fn == kLayerNormAffine) {
+            std::vector<double> wv(n), bv(n);
+            for (std::size_t j = 0; j < n; ++j) {
+              wv[j] = row_param(0, j);
+              bv[j] = row_param(1, j);
+            }
+            const auto param = [&](const std::vector<double>& v) {
+              return ops::cast(
+                  DynTensor::from_data(ember::TensorData::from<double>(v, Shape{n}), dev_), p_.dt);
+            };
+            w = param(wv);
+            b = param(bv);
+          }
+          return ops::layer_norm(std::move(x), Shape{n}, std::move(w), std::move(b), kNormEps);
         }
         case StepKind::Read: {
           DynTensor x = arg(s.a);
@@ -628,6 +666,40 @@ std::vector<HostTensor> reference(const Program& p) {
         out = a;
         out.shape = reshaped(a.shape, static_cast<ReshapeRule>(s.fn), s.dim, p.shape);
         break;
+      case StepKind::RowNorm: {  // along rows of dim s.dim, in f64, stored once
+        out = a;
+        const std::size_t n = a.shape[s.dim];
+        std::size_t inner = 1;
+        for (std::size_t d = s.dim + 1; d < a.shape.rank(); ++d) inner *= a.shape[d];
+        for (std::size_t i = 0; n > 0 && i < a.numel(); ++i) {
+          if ((i / inner) % n != 0) continue;  // i: the first element of a row
+          const auto at = [&](std::size_t j) { return a.v[i + j * inner]; };
+          double m = -INFINITY, sum = 0, mean = 0, var = 0;
+          for (std::size_t j = 0; j < n; ++j) {
+            m = std::max(m, at(j));
+            mean += at(j) / static_cast<double>(n);
+          }
+          for (std::size_t j = 0; j < n; ++j) {
+            sum += std::exp(at(j) - m);
+            var += (at(j) - mean) * (at(j) - mean) / static_cast<double>(n);
+          }
+          for (std::size_t j = 0; j < n; ++j) {
+            double y = 0;
+            if (s.fn == kSoftmax) {
+              y = std::exp(at(j) - m) / sum;
+            } else if (s.fn == kLogSoftmax) {
+              y = at(j) - m - std::log(sum);
+            } else {
+              y = (at(j) - mean) / std::sqrt(var + kNormEps);
+              if (s.fn == kLayerNormAffine) {
+                y = y * store(p.dt, row_param(0, j)) + store(p.dt, row_param(1, j));
+              }
+            }
+            out.v[i + j * inner] = store(p.dt, y);
+          }
+        }
+        break;
+      }
       case StepKind::Read:
         reads.push_back(a);
         out = a;
@@ -790,6 +862,8 @@ const char* kind_name(StepKind k) {
       return "reduce";
     case StepKind::Reshape:
       return "reshape";
+    case StepKind::RowNorm:
+      return "row";
     case StepKind::Read:
       return "to_data";
   }
@@ -819,6 +893,11 @@ std::string reproducer(const Program& p, const std::string& why) {
       o << ", " << ember::ir::name(static_cast<ReduceFn>(s.fn)) << ", dim " << s.dim;
     if (s.kind == StepKind::Reshape)
       o << ", " << reshape_rule_name(static_cast<ReshapeRule>(s.fn)) << " " << s.dim;
+    if (s.kind == StepKind::RowNorm) {
+      const char* fns[] = {"softmax", "log_softmax", "layer_norm",
+                           "layer_norm with weight and bias"};
+      o << ", " << fns[s.fn] << ", dim " << s.dim;
+    }
     o << ")" << (s.keep ? " (kept)" : "") << "\n";
   }
   return o.str();
@@ -855,23 +934,43 @@ DifferentialResult run_fusion_differential(std::uint64_t seed, std::size_t progr
   return r;
 }
 
-// CI: 2,000 programs on the Cpu through its fusion stack; the fuser must fire.
+// CI: 2,000 programs on the Cpu through its fusion stack; the fuser must fire. They run in
+// 20 chunks of 100 (the same programs as one run from seed 1), the report read and reset
+// after each, so that the groups counted by kind — the report keeps only the last 256 —
+// sample the whole run.
 TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   const Device plain = Device::cpu();
   const Device fused = Device::cpu().fusion();
   ember::fusion::reset_report(fused);
-  const DifferentialResult r = run_fusion_differential(1, 2000, plain, fused);
-  EXPECT_EQ(r.failures, 0u);
-  for (const auto& rep : r.reproducers) ADD_FAILURE() << rep;
-  const auto rep = ember::fusion::report(fused);
-  EXPECT_GT(rep.groups, 1000u) << "the fuser hardly fired";
+  std::size_t failures = 0, groups = 0, reductions = 0, rows = 0, built = 0, reused = 0,
+              cross_thread = 0;
+  using ember::fusion::CloseReason;
+  for (std::size_t chunk = 0; chunk < 20; ++chunk) {
+    const DifferentialResult r = run_fusion_differential(1 + chunk * 50, 100, plain, fused);
+    failures += r.failures;
+    for (const auto& rep : r.reproducers) ADD_FAILURE() << rep;
+    const auto rep = ember::fusion::report(fused);
+    groups += rep.groups;
+    reductions += rep.closed[static_cast<std::size_t>(CloseReason::Reduction)];
+    built += rep.plans_built;
+    reused += rep.plans_reused;
+    cross_thread += rep.flushed[static_cast<std::size_t>(CloseReason::CrossThread)];
+    for (const auto& g : rep.recent) {
+      const std::string_view last = g.ops.empty() ? "" : g.ops.back();
+      rows += last == "softmax" || last == "log_softmax" || last == "layer_norm";
+    }
+    ember::fusion::reset_report(fused);
+  }
+  EXPECT_EQ(failures, 0u);
+  EXPECT_GT(groups, 1000u) << "the fuser hardly fired";
   // Reductions along rows take their element-wise prologue (about 470 of the groups).
-  EXPECT_GT(rep.closed[static_cast<std::size_t>(ember::fusion::CloseReason::Reduction)], 200u)
-      << "no reduction took its prologue";
+  EXPECT_GT(reductions, 200u) << "no reduction took its prologue";
+  // So do softmax, log-softmax and layer norm (counted among each chunk's last 256 groups).
+  EXPECT_GT(rows, 5u) << "no softmax or layer norm took its prologue";
   // Each program runs at two size sets: the second reuses the first's plans.
-  EXPECT_GT(2 * rep.plans_reused, rep.plans_built) << "plans were not reused";
+  EXPECT_GT(2 * reused, built) << "plans were not reused";
   // The two-thread programs hand pending values across threads.
-  EXPECT_GT(rep.flushed[static_cast<std::size_t>(ember::fusion::CloseReason::CrossThread)], 20u);
+  EXPECT_GT(cross_thread, 20u);
 }
 
 // On the first Cuda device, where there is one: its groups run as generated kernels, which

@@ -360,11 +360,11 @@ TEST(FusionElementwise, KeptValuesAreWrittenAndShapesCloseGroups) {
 // are the plain Cpu's, bit for bit ----
 namespace {
 
-// The group of the report whose ops are exactly `ops`, or null.
+// The latest group of the report whose ops are exactly `ops`, or null.
 const fusion::FusionGroupInfo* group_with(const fusion::FusionReport& r,
                                           const std::vector<std::string_view>& ops) {
-  for (const auto& g : r.recent) {
-    if (g.ops == ops) return &g;
+  for (auto g = r.recent.rbegin(); g != r.recent.rend(); ++g) {
+    if (g->ops == ops) return &*g;
   }
   return nullptr;
 }
@@ -590,6 +590,249 @@ TEST(FusionPatterns, ReductionsTakeTheirPrologue) {
   }
 }
 
+namespace {
+
+// A [r, c] tensor of dt whose elements are f(i, j), rounded to dt.
+template <class F>
+Tensor<2> filled(const Device& d, std::size_t r, std::size_t c, DType dt, F f) {
+  std::vector<double> v(r * c);
+  for (std::size_t i = 0; i < r; ++i) {
+    for (std::size_t j = 0; j < c; ++j) v[i * c + j] = f(i, j);
+  }
+  return Tensor<2>::from_data(TensorData::from<double>(v, Shape{r, c}).convert(dt), d);
+}
+
+// Softmax (or log-softmax) of each row of x, in f64.
+std::vector<double> softmax_f64(const std::vector<double>& x, std::size_t cols, bool log) {
+  std::vector<double> y(x.size());
+  for (std::size_t r = 0; r * cols < x.size(); ++r) {
+    const double* row = x.data() + r * cols;
+    double m = -INFINITY, s = 0;
+    for (std::size_t j = 0; j < cols; ++j) m = std::max(m, row[j]);
+    for (std::size_t j = 0; j < cols; ++j) s += std::exp(row[j] - m);
+    for (std::size_t j = 0; j < cols; ++j) {
+      y[r * cols + j] = log ? row[j] - m - std::log(s) : std::exp(row[j] - m) / s;
+    }
+  }
+  return y;
+}
+
+// Layer norm of each row of x (biased variance), times w plus b, in f64.
+std::vector<double> layer_norm_f64(const std::vector<double>& x, const std::vector<double>& w,
+                                   const std::vector<double>& b, double eps) {
+  const std::size_t cols = w.size();
+  std::vector<double> y(x.size());
+  for (std::size_t r = 0; r * cols < x.size(); ++r) {
+    const double* row = x.data() + r * cols;
+    double mean = 0, var = 0;
+    for (std::size_t j = 0; j < cols; ++j) mean += row[j] / double(cols);
+    for (std::size_t j = 0; j < cols; ++j) var += (row[j] - mean) * (row[j] - mean) / double(cols);
+    for (std::size_t j = 0; j < cols; ++j) {
+      y[r * cols + j] = (row[j] - mean) / std::sqrt(var + eps) * w[j] + b[j];
+    }
+  }
+  return y;
+}
+
+// The largest |got - want| / (atol + rtol |want|).
+double worst(const TensorData& got, const std::vector<double>& want, double atol, double rtol) {
+  const auto g = got.to_vector<double>();
+  double e = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    e = std::max(e, std::abs(g[i] - want[i]) / (atol + rtol * std::abs(want[i])));
+  }
+  return e;
+}
+
+}  // namespace
+
+// Softmax, log-softmax and layer norm take their element-wise prologue (Note [Fused rows] in
+// backend/fused_group.hpp): attention's scaled, masked logits and a residual's add join the
+// row op's group, are never written, and the result is the plain Cpu's bit for bit and the
+// f64 reference's within the dtype's rounding — in f32, f64, f16 and bf16, for rows of 1, 7
+// (odd) and 1300 (past a 512-element tile) elements.
+TEST(FusionPatterns, SoftmaxAndLayerNormTakeTheirPrologue) {
+  const Device c = Device::cpu();
+  const std::size_t rows = 5;
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    // The dtype's rounding of a value near 1, a few times over (16-bit results round once
+    // more when the f32 result is stored).
+    const double tol = dt == DType::F64   ? 1e-12
+                       : dt == DType::F32 ? 1e-5
+                       : dt == DType::F16 ? 4e-3
+                                          : 3e-2;
+    for (const std::size_t cols : {std::size_t(1), std::size_t(7), std::size_t(1300)}) {
+      SCOPED_TRACE(std::string(name(dt)) + ", rows of " + std::to_string(cols));
+      const Device d = fused_with({});
+      const auto s_of = [&](const Device& dev) {
+        return filled(dev, rows, cols, dt,
+                      [](auto i, auto j) { return double((i * 7 + j * 3) % 23) - 11.0; });
+      };
+      const auto mask_of = [&](const Device& dev) {  // additive, as attention's
+        return filled(dev, rows, cols, dt,
+                      [](auto i, auto j) { return (i + j) % 3 == 2 ? -1e4 : 0.0; });
+      };
+      // softmax(s * scale + mask) and log_softmax of the same logits.
+      for (const bool log : {false, true}) {
+        const auto attention = [&](const Device& dev) {
+          // (The logits are a temporary, dropped before the read: never written.)
+          auto y = log ? activation::log_softmax(s_of(dev) * 0.125f + mask_of(dev), 1)
+                       : activation::softmax(s_of(dev) * 0.125f + mask_of(dev), 1);
+          return y.to_data();
+        };
+        const TensorData got = attention(d);
+        EXPECT_EQ(got, attention(c)) << (log ? "log_softmax" : "softmax");
+        const auto r = fusion::report(d);
+        const auto* g = group_with(r, {"mul", "add", log ? "log_softmax" : "softmax"});
+        ASSERT_NE(g, nullptr) << groups_of(r);
+        EXPECT_TRUE(g->fused);
+        EXPECT_EQ(g->closed, CloseReason::Reduction);
+        EXPECT_EQ(g->sources, 1u);  // the scale
+        EXPECT_EQ(g->elided, 2u);   // the scaled and the masked logits
+        EXPECT_EQ(g->outputs, 1u);
+        std::vector<double> logits = s_of(c).to_data().to_vector<double>();
+        const auto m = mask_of(c).to_data().to_vector<double>();
+        const double scale = TensorData::from<float>({0.125f}).convert(dt).to_vector<double>()[0];
+        for (std::size_t i = 0; i < logits.size(); ++i) logits[i] = logits[i] * scale + m[i];
+        EXPECT_LE(worst(got, softmax_f64(logits, cols, log), log ? tol * 10 : tol, tol), 1.0);
+      }
+      // layer_norm(x + residual) with a weight and a bias, and without.
+      const auto x_of = [&](const Device& dev) {
+        return filled(dev, rows, cols, dt,
+                      [&](auto i, auto j) { return std::sin(double(i * cols + j)) * 3.0; });
+      };
+      const auto res_of = [&](const Device& dev) {
+        return filled(dev, rows, cols, dt,
+                      [](auto i, auto j) { return double((i + 2 * j) % 5) * 0.25; });
+      };
+      const auto w_of = [&](const Device& dev) {
+        return Tensor<1>(filled(dev, 1, cols, dt, [](auto, auto j) {
+                           return 1.0 + 0.01 * double(j % 9);
+                         }).reshape<1>(Shape{cols}));
+      };
+      const auto b_of = [&](const Device& dev) {
+        return Tensor<1>(filled(dev, 1, cols, dt, [](auto, auto j) {
+                           return 0.1 * double(j % 4);
+                         }).reshape<1>(Shape{cols}));
+      };
+      for (const bool affine : {true, false}) {
+        const auto norm = [&](const Device& dev) {
+          // (x + residual is a temporary, dropped before the read: never written.)
+          auto y = affine ? module_ops::layer_norm(x_of(dev) + res_of(dev), w_of(dev), b_of(dev))
+                          : module_ops::layer_norm(x_of(dev) + res_of(dev), Shape{cols});
+          return y.to_data();
+        };
+        const TensorData got = norm(d);
+        EXPECT_EQ(got, norm(c)) << (affine ? "with weight and bias" : "plain");
+        const auto r = fusion::report(d);
+        const auto* g = group_with(r, {"add", "layer_norm"});
+        ASSERT_NE(g, nullptr) << groups_of(r);
+        EXPECT_TRUE(g->fused);
+        EXPECT_EQ(g->closed, CloseReason::Reduction);
+        EXPECT_EQ(g->inputs, affine ? 4u : 2u);
+        EXPECT_EQ(g->elided, 1u);  // x + residual
+        std::vector<double> h = x_of(c).to_data().to_vector<double>();
+        const auto res = res_of(c).to_data().to_vector<double>();
+        for (std::size_t i = 0; i < h.size(); ++i) {  // the sum as stored in dt
+          h[i] = TensorData::from<double>({h[i] + res[i]}).convert(dt).to_vector<double>()[0];
+        }
+        std::vector<double> w(cols, 1.0), b(cols, 0.0);
+        if (affine) {
+          w = w_of(c).to_data().to_vector<double>();
+          b = b_of(c).to_data().to_vector<double>();
+        }
+        // (A row of one element normalises to 0 exactly: its bias.)
+        EXPECT_LE(worst(got, layer_norm_f64(h, w, b, 1e-5), tol * 10, tol), 1.0);
+      }
+    }
+  }
+}
+
+// A prologue value kept beside the row op is written on the way; a softmax along a dim
+// with later extents above 1, and a layer norm whose weight the group computes (possible
+// in one dimension only), close the group and run alone.
+TEST(FusionPatterns, RowOpsKeepPrologueValuesAndCloseOtherwise) {
+  const Device d = fused_with({});
+  const Device c = Device::cpu();
+  const auto prog = [](const Device& dev) {
+    auto x = input(dev, 6, 600, 0.9f);
+    auto e = (x * 2.0f).exp();  // kept: read after the softmax
+    auto y = activation::softmax(e - 1.0f, 1);
+    auto z = activation::softmax(x + 1.0f, 0);  // along the rows' dim: runs alone
+    auto v = input(dev, 1, 600, 0.1f).reshape<1>(Shape{600});
+    auto h = v * 0.5f;
+    auto n = module_ops::layer_norm(h, h + 1.0f, v);
+    const auto flat = [](const Tensor<1>& t) { return t.to_data().to_vector<float>(); };
+    return std::vector<std::vector<float>>{values(y), values(e), values(z), flat(n)};
+  };
+  EXPECT_EQ(prog(d), prog(c));
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"mul", "exp", "sub", "softmax"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->outputs, 2u);  // e and the softmax
+  EXPECT_EQ(group_with(r, {"add", "softmax"}), nullptr) << groups_of(r);
+  g = group_with(r, {"mul", "add"});  // h and its weight h + 1; the layer norm alone
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->closed, CloseReason::NonFusableOp);
+}
+
+namespace {
+
+// The Cpu as a backend with fused code for element-wise groups but none for a softmax or
+// layer norm at their end (Cuda's case): it runs such a group apart (Note [Row instructions
+// apart]), counting the prologues it ran as groups.
+class RowsApartCpu final : public backend::Backend {
+ public:
+  explicit RowsApartCpu(std::shared_ptr<backend::Backend> cpu) : cpu_(std::move(cpu)) {}
+  std::string name() const override { return cpu_->name(); }
+  ir::Handle from_data(const TensorData& d) override { return cpu_->from_data(d); }
+  TensorData to_data(const ir::Handle& x) override { return cpu_->to_data(x); }
+  std::vector<ir::Handle> execute(ir::Op op) override { return cpu_->execute(std::move(op)); }
+  bool supports(const ir::Op& op) const override { return cpu_->supports(op); }
+  void seed(std::uint64_t s) override { cpu_->seed(s); }
+  backend::MemoryStats memory_stats() const override { return cpu_->memory_stats(); }
+  void empty_cache() override { cpu_->empty_cache(); }
+  void sync() override { cpu_->sync(); }
+  bool runs_fused() const override { return true; }
+  backend::FusedCaps fused_caps() const override { return cpu_->fused_caps(); }
+  std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
+    if (!g.ends_in_row() || g.reduces()) return cpu_->run_fused(std::move(g));
+    return backend::run_row_apart(*this, std::move(g), [this](backend::FusedGroup p) {
+      EXPECT_FALSE(p.ends_in_row());
+      ++prologues;
+      return cpu_->run_fused(std::move(p));
+    });
+  }
+  std::size_t prologues = 0;
+
+ private:
+  std::shared_ptr<backend::Backend> cpu_;
+};
+
+}  // namespace
+
+// A backend with no fused code for the row instruction runs the prologue as one group and
+// the softmax or layer norm alone: the plain Cpu's bits, kept prologue values included.
+TEST(FusionPatterns, RowInstructionsRunApartWhereNotFused) {
+  auto apart = std::make_shared<RowsApartCpu>(Device::cpu().backend_ptr());
+  const Device d(fusion::make_fusion_backend(apart, fusion::Options{}));
+  const Device c = Device::cpu();
+  EXPECT_EQ(scaled_softmax(d), scaled_softmax(c));
+  EXPECT_EQ(norm_residual(d), norm_residual(c));
+  EXPECT_EQ(apart->prologues, 2u);
+  const auto prog = [](const Device& dev) {
+    auto x = input(dev, 6, 33, 0.9f).cast(DType::BF16);
+    auto e = (x * 2.0f).exp();  // kept beside the softmax
+    auto y = activation::log_softmax(e - 1.0f, 1);
+    auto w = input(dev, 1, 33, 0.1f).cast(DType::BF16).reshape<1>(Shape{33});
+    auto n = module_ops::layer_norm((x + 1.0f).abs(), w, w * 0.5f);  // weight: not in the prologue
+    const auto f32 = [](const Tensor<2>& t) { return values(t.cast(DType::F32)); };
+    return std::vector<std::vector<float>>{f32(y), f32(e), f32(n)};
+  };
+  EXPECT_EQ(prog(d), prog(c));
+  EXPECT_EQ(apart->prologues, 4u);
+}
+
 TEST(FusionPatterns, MlpBlock) {
   const Device d = fused_with({});
   EXPECT_EQ(mlp_block(d), mlp_block(Device::cpu()));
@@ -609,13 +852,20 @@ TEST(FusionPatterns, ScaledSoftmaxWithMask) {
   for (const auto& g : r.recent) fused += g.ops.size();
   EXPECT_GE(r.groups, 1u) << groups_of(r);
   EXPECT_GE(fused, 2u) << groups_of(r);  // the scale and the mask in one group
+  // The mask (made in the group), the scale and the masking end in the softmax.
+  const auto* g = group_with(r, {"sub", "greater", "mul", "where", "softmax"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->closed, CloseReason::Reduction);
+  EXPECT_EQ(g->outputs, 3u);  // the softmax, and the mask and the logits (named, so kept)
 }
 
 TEST(FusionPatterns, LayerNormWithResidual) {
   const Device d = fused_with({});
   EXPECT_EQ(norm_residual(d), norm_residual(Device::cpu()));
   const auto r = fusion::report(d);
-  EXPECT_NE(group_with(r, {"mul", "add"}), nullptr) << groups_of(r);
+  const auto* g = group_with(r, {"mul", "add", "layer_norm"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->elided, 2u);  // f * 0.5 and the sum
 }
 
 TEST(FusionPatterns, AdamUpdate) {

@@ -3,14 +3,17 @@
 //
 // A FusedGroup is a straight-line element-wise program over one iteration space `shape`:
 // its inputs are tensors of the inner backend (each of the group's rank, every extent
-// equal to shape's or 1: read through a broadcast), and each instruction applies one
+// equal to shape's or 1: read through a broadcast; a LayerNorm's weight and bias are the
+// exception, Note [Fused rows]), and each instruction applies one
 // element-wise IR function (the scalar definitions of ir/scalar_table.hpp) to earlier
 // values, producing a value of the group's shape, or is a source: a Fill, one element
 // broadcast to the group's shape whose value (its storage bits, fill_bits) is a run-time
 // parameter like a unary function's, so a plan serves every scalar value. The last
-// instruction may be a Reduce along `dim` of a value of the group (its element-wise
-// producers are the reduction's prologue): its result has the group's shape with `dim`'s
-// extent 1, and a backend computes it exactly as its Reduce op would, in the same order. `outputs`
+// instruction may be a row instruction (Note [Fused rows]) of a value of the group, whose
+// element-wise producers are its prologue: a Reduce along `dim` (its result has the
+// group's shape with `dim`'s extent 1), a Softmax along `dim` or a LayerNorm over the last
+// dim (their results have the group's shape), where every extent after `dim` is 1; a backend
+// computes it exactly as its IR op would, in the same order. `outputs`
 // names the values the caller still needs; every other value is dead once the group ends and need
 // never be stored.
 //
@@ -29,6 +32,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,20 +43,40 @@
 
 namespace ember::backend {
 
+class Backend;  // backend/backend.hpp
+
+// Note [Fused rows]: a Reduce, Softmax or LayerNorm ends a group as its row instruction.
+// It reads a value the group computes (args[0]) along rows: `dim` is a dim whose later
+// extents are all 1 (for a LayerNorm, the last dim), so each row's elements are the
+// consecutive ones of the group's iteration space; the group's other instructions are its
+// prologue, evaluated per row and never stored unless they are outputs. A LayerNorm's
+// weight and bias (args[1], args[2], -1 when absent) are inputs of the group of shape
+// [shape[dim]] (the normalised dim, as ir::LayerNorm takes them), read by it alone unless
+// the group has rank 1. Fused and unfused agree bit for bit: the backend runs each row with
+// the row code of the unfused op (Note [Fused numerics]). A backend whose fused_caps() has
+// row_reduction is handed groups ending in a Softmax or LayerNorm too (of any float dtype);
+// one with no row code for them runs the prologue apart (run_row_apart, below).
 struct FusedInstr {
-  enum class Kind : std::uint8_t { Unary, Binary, Where, Cast, Fill, Reduce };
+  enum class Kind : std::uint8_t { Unary, Binary, Where, Cast, Fill, Reduce, Softmax, LayerNorm };
   Kind kind = Kind::Unary;
   ir::UnaryFn unary = ir::UnaryFn::Neg;     // Kind::Unary
   ir::BinaryFn binary = ir::BinaryFn::Add;  // Kind::Binary
   ir::ReduceFn reduce = ir::ReduceFn::Sum;  // Kind::Reduce, along dim
-  std::uint32_t dim = 0;
-  double p0 = 0, p1 = 0;   // Kind::Unary's parameters (run-time values)
+  std::uint32_t dim = 0;                    // Kind::Reduce, Softmax, LayerNorm: the row dim
+  bool log = false;                         // Kind::Softmax: log-softmax
+  double p0 = 0, p1 = 0;   // Kind::Unary's parameters, LayerNorm's eps in p0 (run-time values)
   std::uint64_t bits = 0;  // Kind::Fill: the element (fill_bits; run-time)
   // Operands, as value ids: 0 .. inputs.size() - 1 are the inputs, inputs.size() + i is
   // instruction i's result. Unary and Cast use args[0]; Binary args[0..1] (lhs, rhs);
-  // Where args[0..2] (cond, a, b); Fill none; Reduce args[0].
+  // Where args[0..2] (cond, a, b); Fill none; Reduce and Softmax args[0]; LayerNorm
+  // args[0..2] (x, weight, bias).
   std::array<std::int32_t, 3> args{-1, -1, -1};
   DType out = DType::F32;  // the result's dtype (a Cast's target)
+
+  // Whether this is a row instruction (Note [Fused rows]).
+  bool row() const {
+    return kind == Kind::Reduce || kind == Kind::Softmax || kind == Kind::LayerNorm;
+  }
 };
 
 struct FusedGroup {
@@ -66,6 +90,8 @@ struct FusedGroup {
   std::size_t num_values() const { return inputs.size() + code.size(); }
   // Whether the last instruction is a Reduce.
   bool reduces() const { return !code.empty() && code.back().kind == FusedInstr::Kind::Reduce; }
+  // Whether the last instruction is a row instruction (Note [Fused rows]).
+  bool ends_in_row() const { return !code.empty() && code.back().row(); }
   DType dtype_of(std::int32_t value) const {
     const auto v = static_cast<std::size_t>(value);
     return v < inputs.size() ? inputs[v]->dtype() : code[v - inputs.size()].out;
@@ -79,6 +105,16 @@ std::uint64_t fill_bits(const ir::Fill& op);
 // The IR op that instruction i of g is, on operand handles `args` (for the default
 // run_fused and for backends that fall back to it for one group).
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args);
+
+// Note [Row instructions apart]: for a backend with fused code for a group's prologue but
+// not for its last row instruction (Note [Fused rows]): runs the prologue as a group of its
+// own through run_group — the other instructions, the inputs they read, g's outputs but the
+// row's result and the row's operand — then the row instruction as its IR op through
+// b.execute, so only the row's operand is written that one program would not write. The
+// prologue's signature is g's marked as a prologue, its key derived from g's. Returns g's
+// outputs, in order.
+std::vector<ir::Handle> run_row_apart(
+    Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
 
 // ---- the report of the Fusion decorator (fusion::report(device), EMBER_FUSION_LOG) ----
 
@@ -97,7 +133,7 @@ enum class CloseReason : std::uint8_t {
   StreamCap,       // the stream reached its length limit
   MemoryBudget,    // the pending outputs reached the memory limit
   ThreadExit,      // the recording thread ended
-  Reduction,       // the group ended in a reduction (its prologue's consumer)
+  Reduction,       // the group ended in a reduction, softmax or layer norm (a row instruction)
   Count_
 };
 const char* name(CloseReason r);

@@ -67,10 +67,12 @@ struct Step {
   FusedInstr::Kind kind;
   UnaryRow un = nullptr;
   BinaryRow bin = nullptr;
-  DType in = DType::F32;   // the operands' dtype (a and b of Where)
-  DType out = DType::F32;  // the result's dtype
-  bool widen = false;      // 16-bit operands computed in f32
-  bool int_div = false;    // integer div / rem: check the divisor
+  SoftmaxRows softmax = nullptr;       // Kind::Softmax, of the compute type
+  LayerNormRows layer_norm = nullptr;  // Kind::LayerNorm, of the compute type
+  DType in = DType::F32;               // the operands' dtype (a and b of Where)
+  DType out = DType::F32;              // the result's dtype
+  bool widen = false;                  // 16-bit operands computed in f32
+  bool int_div = false;                // integer div / rem: check the divisor
   const char* fn = "";
   std::array<std::int32_t, 3> args{};
 };
@@ -145,9 +147,18 @@ std::optional<Program> build(const FusedGroup& g) {
     s.out = in.out;
     s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
     const DType cd = s.widen ? DType::F32 : s.in;
-    if (in.kind == FusedInstr::Kind::Reduce) {  // the last: run_reduction runs it
-      if (&in != &g.code.back() || !reduces_rows(in.reduce, s.in)) return std::nullopt;
+    if (in.row() && &in != &g.code.back()) return std::nullopt;  // only last: run_rows runs it
+    if (in.kind == FusedInstr::Kind::Reduce) {
+      if (!reduces_rows(in.reduce, s.in)) return std::nullopt;
       s.fn = ir::name(in.reduce);
+    } else if (in.kind == FusedInstr::Kind::Softmax) {
+      s.softmax = t.softmax[di(cd)];
+      if (!s.softmax) return std::nullopt;
+      s.fn = in.log ? "log_softmax" : "softmax";
+    } else if (in.kind == FusedInstr::Kind::LayerNorm) {
+      s.layer_norm = t.layer_norm[di(cd)];
+      if (!s.layer_norm) return std::nullopt;
+      s.fn = "layer_norm";
     } else if (in.kind == FusedInstr::Kind::Unary) {
       s.un = t.unary[static_cast<std::size_t>(in.unary)][di(cd)];
       if (!s.un) return std::nullopt;
@@ -227,11 +238,17 @@ struct InView {
   std::vector<std::int64_t> strides;
   DType dtype;
 };
+// (A layer norm's weight or bias of another rank than the group's has no such view: it is
+// read by the layer norm alone, Note [Fused rows].)
 std::vector<InView> input_views(const FusedGroup& g) {
   std::vector<InView> views;
   views.reserve(g.inputs.size());
   for (const auto& h : g.inputs) {
     const CpuTensor& t = as_cpu(h);
+    if (t.shape().rank() != g.shape.rank()) {
+      views.push_back({nullptr, {}, t.dtype()});
+      continue;
+    }
     backend::StridedView v = backend::expand_view(t.layout(), g.shape);
     views.push_back({t.data() + (v.offset - t.offset()) * std::int64_t(size_of(t.dtype())),
                      std::move(v.strides), t.dtype()});
@@ -335,11 +352,12 @@ class Prefetch {
   std::size_t n_ = 0, k_ = 0;
 };
 
-// Runs the element-wise instructions of p (all but a last Reduce) on one tile of n elements.
+// Runs the element-wise instructions of p (all but a last row instruction) on one tile of n
+// elements.
 void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
               std::size_t n, Prefetch& ahead) {
   const std::size_t n_in = g.inputs.size();
-  const std::size_t steps = p.steps.size() - (g.reduces() ? 1 : 0);
+  const std::size_t steps = p.steps.size() - (g.ends_in_row() ? 1 : 0);
   const std::size_t per_step = steps == 0 ? 0 : (ahead.lines() + steps - 1) / steps;
   for (std::size_t i = 0; i < steps; ++i) {
     ahead.issue(per_step);
@@ -355,6 +373,8 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
     switch (st.kind) {
       case FusedInstr::Kind::Fill:
       case FusedInstr::Kind::Reduce:
+      case FusedInstr::Kind::Softmax:
+      case FusedInstr::Kind::LayerNorm:
         break;
       case FusedInstr::Kind::Unary: {
         const std::size_t cnt = a.scalar ? 1 : n;
@@ -442,37 +462,56 @@ void load_input(const std::byte* p, std::int64_t stride, std::size_t n, std::siz
   }
 }
 
-// Note [Fused reductions]: a group ending in a Reduce along a dim d whose later extents are
-// 1 walks the iteration space row by row (the rows of the reduction, n = shape[d]
-// elements): each row's prologue runs tile by tile, as an element-wise group's, into a
-// row buffer of the reduction's compute type (f32 for 16-bit values, widened as
-// CpuBackend::execute_widened widens the unfused op's operand), and reduce_row reduces the
-// buffer with the Reduce kernel's own code for a row of that length — so the sum
-// adds in the kernel's order and the result has the unfused op's bits. Prologue values the
-// group must keep are stored as they pass. The reduced value is never written to memory.
-std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Program& prog) {
-  const FusedInstr& red = g.code.back();
+// Note [Fused reductions]: a group ending in a row instruction (Note [Fused rows]) along a
+// dim d whose later extents are 1 walks the iteration space row by row (n = shape[d]
+// elements each): each row's prologue runs tile by tile, as an element-wise group's, into a
+// row buffer of the row instruction's compute type (f32 for 16-bit values, widened as
+// CpuBackend::execute_widened widens the unfused op's operand), and the row code of the
+// unfused op finishes it — so the result has the unfused op's bits:
+//  - a Reduce: reduce_row reduces the buffer with the Reduce kernel's own code for a row
+//    of that length, so the sum adds in the kernel's order;
+//  - a Softmax or LayerNorm: the same row kernel the op calls (elementwise_table's
+//    softmax / layer_norm, one row per call — the kernels treat rows independently), its
+//    f32 result narrowed for a 16-bit dtype as the widened op narrows it. A layer norm's
+//    weight and bias are made contiguous and widened once per group, as the unfused op
+//    does per call.
+// Prologue values the group must keep are stored as they pass. The operand of the row
+// instruction is never written to memory. An input the row instruction reads (a weight)
+// never gives its buffer to an output: it is read again by every row.
+std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& prog) {
+  const FusedInstr& last = g.code.back();
+  const Step& last_step = prog.steps.back();
   const Shape& shape = g.shape;
-  const std::size_t d = red.dim;
+  const std::size_t d = last.dim;
   for (std::size_t k = d + 1; k < shape.rank(); ++k) {
     if (shape[k] != 1) return std::nullopt;  // not along rows
   }
   // Empty, or rows too long for a row buffer: op by op, as unfused.
   if (shape.num_elements() == 0 || shape[d] > (std::size_t(1) << 22)) return std::nullopt;
+  const bool reduce = last.kind == FusedInstr::Kind::Reduce;
   const std::size_t n_in = g.inputs.size();
   const std::size_t n = shape[d], rows = shape.num_elements() / n;
-  const auto red_id = static_cast<std::int32_t>(g.num_values() - 1);
-  const DType vt = g.dtype_of(red.args[0]);
-  const DType ct = is_half(vt) ? DType::F32 : vt;  // the reduction's compute type
+  const auto row_id = static_cast<std::int32_t>(g.num_values() - 1);
+  const DType vt = g.dtype_of(last.args[0]);
+  const DType ct = is_half(vt) ? DType::F32 : vt;  // the row instruction's compute type
   std::vector<std::size_t> rdims = shape.dims();
   rdims[d] = 1;
   const Shape rshape(rdims);
+  // Inputs the prologue reads, and those the row instruction reads (a weight, a bias).
+  std::vector<bool> read(n_in, false), taken(n_in, false);
+  for (std::size_t i = 0; i + 1 < g.code.size(); ++i) {
+    for (std::int32_t a : g.code[i].args) {
+      if (a >= 0 && static_cast<std::size_t>(a) < n_in) read[static_cast<std::size_t>(a)] = true;
+    }
+  }
+  for (std::int32_t a : last.args) {
+    if (a >= 0 && static_cast<std::size_t>(a) < n_in) taken[static_cast<std::size_t>(a)] = true;
+  }
   std::vector<std::shared_ptr<CpuTensor>> outs;
-  std::vector<bool> taken(n_in, false);
   for (std::int32_t o : g.outputs) {
     const DType dt = g.dtype_of(o);
     std::shared_ptr<CpuTensor> t;
-    if (o == red_id) {
+    if (o == row_id && reduce) {
       t = ctx.empty(rshape, dt);
     } else {
       for (std::size_t k = 0; k < n_in && !t; ++k) {
@@ -485,6 +524,20 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
     }
     outs.push_back(std::move(t));
   }
+  // A layer norm's weight and bias, contiguous in the compute type.
+  std::array<std::shared_ptr<const CpuTensor>, 2> params;
+  for (std::size_t k = 0; k < 2; ++k) {
+    const std::int32_t a = last.kind == FusedInstr::Kind::LayerNorm ? last.args[k + 1] : -1;
+    if (a < 0) continue;
+    params[k] = contiguous(ctx, g.inputs[static_cast<std::size_t>(a)]);
+    if (params[k]->dtype() != ct) {
+      auto wide = ctx.empty(params[k]->shape(), ct);
+      convert_elements(params[k]->data(), params[k]->dtype(), wide->data(), ct, n);
+      params[k] = std::move(wide);
+    }
+  }
+  const std::byte* wp = params[0] ? params[0]->data() : nullptr;
+  const std::byte* bp = params[1] ? params[1]->data() : nullptr;
   const std::vector<InView> views = input_views(g);
   const std::size_t n_values = g.num_values();
   const std::size_t celem = size_of(ct);
@@ -493,7 +546,10 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
     s.prepare(n_in, prog);
-    if (row_buf.size() < n * celem) row_buf.resize(n * celem);
+    // The row buffer, then (a 16-bit softmax or layer norm) its f32 result.
+    const std::size_t bufs = !reduce && ct != vt ? 2 : 1;
+    if (row_buf.size() < bufs * n * celem) row_buf.resize(bufs * n * celem);
+    std::byte* row_out = row_buf.data() + n * celem;
     std::vector<Slot> slot(n_values);
     std::array<std::int64_t, kMaxInputs> base{};
     for (std::size_t r = r0; r < r1; ++r) {
@@ -503,11 +559,15 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
       for (std::size_t dd = d; dd-- > 0;) {
         const auto id = static_cast<std::int64_t>(rem % shape[dd]);
         rem /= shape[dd];
-        for (std::size_t k = 0; k < n_in; ++k) base[k] += id * views[k].strides[dd];
+        for (std::size_t k = 0; k < n_in; ++k) {
+          if (read[k]) base[k] += id * views[k].strides[dd];
+        }
       }
+      const std::byte* row = nullptr;  // the row instruction's operand, n values of ct
       for (std::size_t b = 0; b < n; b += kTile) {
         const std::size_t cnt = std::min(kTile, n - b);
         for (std::size_t k = 0; k < n_in; ++k) {
+          if (!read[k]) continue;
           const std::int64_t st = views[k].strides[d];
           const std::byte* p =
               views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) *
@@ -517,7 +577,7 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
         Prefetch none;  // rows are walked with strides: no prefetch
         run_tile(prog, g, s, slot, cnt, none);
         for (std::size_t j = 0; j < outs.size(); ++j) {  // prologue values kept
-          if (g.outputs[j] == red_id) continue;
+          if (g.outputs[j] == row_id) continue;
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
           const std::size_t elem = size_of(outs[j]->dtype());
           std::byte* dst = outs[j]->data() + (r * n + b) * elem;
@@ -527,24 +587,39 @@ std::optional<Outputs> run_reduction(CpuContext& ctx, FusedGroup& g, const Progr
             std::memcpy(dst, v.p, cnt * elem);
           }
         }
-        const Slot& a = slot[static_cast<std::size_t>(red.args[0])];
+        const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
         std::byte* dst = row_buf.data() + b * celem;
-        if (a.scalar) {
+        row = row_buf.data();
+        if (n <= kTile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
+          row = a.p;
+        } else if (a.scalar) {
           convert_elements(a.p, vt, dst, ct, 1);
           for (std::size_t i = 1; i < cnt; ++i) std::memcpy(dst + i * celem, dst, celem);
         } else {
           convert_elements(a.p, vt, dst, ct, cnt);
         }
       }
-      std::uint64_t res = 0;
-      reduce_row(red.reduce, ct, row_buf.data(), n, &res);
       for (std::size_t j = 0; j < outs.size(); ++j) {
-        if (g.outputs[j] != red_id) continue;
+        if (g.outputs[j] != row_id) continue;
         const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused
-        const DType rt = red.reduce == ir::ReduceFn::ArgMax || red.reduce == ir::ReduceFn::ArgMin
-                             ? DType::I64
-                             : ct;
-        convert_elements(&res, rt, outs[j]->data() + r * size_of(od), od, 1);
+        if (reduce) {
+          std::uint64_t res = 0;
+          reduce_row(last.reduce, ct, row, n, &res);
+          const DType rt =
+              last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin
+                  ? DType::I64
+                  : ct;
+          convert_elements(&res, rt, outs[j]->data() + r * size_of(od), od, 1);
+          continue;
+        }
+        std::byte* y = outs[j]->data() + r * n * size_of(od);
+        void* yc = od == ct ? static_cast<void*>(y) : static_cast<void*>(row_out);
+        if (last_step.softmax) {
+          last_step.softmax(row, yc, n, 1, last.log);
+        } else {
+          last_step.layer_norm(row, wp, bp, yc, n, 1, last.p0);
+        }
+        if (od != ct) convert_elements(row_out, ct, y, od, n);
       }
     }
   });
@@ -557,7 +632,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   if (g.inputs.size() > kMaxInputs) return std::nullopt;
   const auto prog = cache().get(g);
   if (!prog) return std::nullopt;
-  if (g.reduces()) return run_reduction(ctx, g, *prog);
+  if (g.ends_in_row()) return run_rows(ctx, g, *prog);
   const Shape& shape = g.shape;
   const std::size_t n_in = g.inputs.size();
   // Outputs: a sole-owned input of the same shape and dtype, or a fresh tensor.

@@ -86,7 +86,9 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     switch (ins.kind) {
       case FusedInstr::Kind::Fill:
-      case FusedInstr::Kind::Reduce:  // only last, printed by gen_fused_reduction
+      case FusedInstr::Kind::Reduce:   // only last, printed by gen_fused_reduction
+      case FusedInstr::Kind::Softmax:  // fused_supported refuses these
+      case FusedInstr::Kind::LayerNorm:
         break;
       case FusedInstr::Kind::Unary: {
         const std::string p = "g.w[" + num(static_cast<std::size_t>(fused_args(s).params) + 2 * i);
@@ -140,6 +142,10 @@ bool ends_in_reduction(const FusedSpec& s) {
 bool fused_supported(const FusedSpec& s) {
   for (const FusedInstr& ins : s.code) {
     if (ins.kind == FusedInstr::Kind::Fill) continue;
+    // Softmax and layer norm are not printed with a prologue yet: such a group runs op by op.
+    if (ins.kind == FusedInstr::Kind::Softmax || ins.kind == FusedInstr::Kind::LayerNorm) {
+      return false;
+    }
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     if (ins.kind == FusedInstr::Kind::Reduce) {
       // Only as the last instruction, whose value is the one output (Note [Fused row
