@@ -5,11 +5,16 @@
 // MobileNetV2, the LSTM) and tests/onnx/models (the Transformer encoder, the small CNN).
 //
 //   bench_onnx --models DIR [--models DIR2] [--device cpu|cuda:0] [--reps 7] [--warmup 2]
-//              [--python .venv/bin/python] [--only a,b] [--markdown FILE]
+//              [--python .venv/bin/python] [--only a,b] [--markdown FILE] [--cpu-time]
+//
+// --cpu-time times each run in the process's CPU time (all threads) instead of wall time,
+// on both sides: steadier than wall time on a loaded machine, and with one thread the
+// same quantity.
 //
 // EMBER_NUM_THREADS (default 2) sets ember's threads and onnxruntime's intra-op threads.
 // Each ember run ends with to_data() of the output, so asynchronous devices are timed to
 // completion.
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -40,6 +45,14 @@ Shape shape_of(const nlohmann::json& j) {
   return Shape(d);
 }
 
+// The process's CPU time (user + system, all threads) in ms.
+double cpu_ms() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return (double(r.ru_utime.tv_sec) + double(r.ru_stime.tv_sec)) * 1e3 +
+         (double(r.ru_utime.tv_usec) + double(r.ru_stime.tv_usec)) / 1e3;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -62,6 +75,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> dirs, only;
   std::string device = "cpu", python = ".venv/bin/python", markdown;
   int reps = 7, warmup = 2;
+  bool cpu_time = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -83,6 +97,8 @@ int main(int argc, char** argv) {
       python = next();
     else if (a == "--markdown")
       markdown = next();
+    else if (a == "--cpu-time")
+      cpu_time = true;
     else if (a == "--only") {
       std::stringstream ss(next());
       for (std::string s; std::getline(ss, s, ',');) only.push_back(s);
@@ -93,7 +109,7 @@ int main(int argc, char** argv) {
   }
   if (dirs.empty() || reps < 1 || warmup < 0) {
     std::cerr << "usage: bench_onnx --models DIR [--device D] [--reps N] [--warmup N] "
-                 "[--python PY] [--only a,b] [--markdown FILE]\n";
+                 "[--python PY] [--only a,b] [--markdown FILE] [--cpu-time]\n";
     return 2;
   }
   setenv("EMBER_NUM_THREADS", "2", 0);
@@ -107,7 +123,8 @@ int main(int argc, char** argv) {
       << "| model | input | ember " << device << " (ms) | onnxruntime (ms) | provider | "
       << "ember/onnxruntime | ember vs PyTorch (max err / max) |\n|---|---|---|---|---|---|---|\n";
   std::cout << "bench_onnx: device " << dev.name() << ", threads " << threads << ", median of "
-            << reps << " after " << warmup << " warm-ups\n";
+            << reps << " after " << warmup << " warm-ups, "
+            << (cpu_time ? "process CPU time" : "wall time") << "\n";
   for (const auto& dir : dirs)
     for (const auto& entry : fs::directory_iterator(dir)) {
       if (entry.path().extension() != ".onnx") continue;
@@ -125,10 +142,14 @@ int main(int argc, char** argv) {
         std::vector<double> t;
         for (int r = 0; r < warmup + reps; ++r) {
           const auto t0 = std::chrono::steady_clock::now();
+          const double c0 = cpu_ms();
           auto out = m.run({x});
           (void)out[0].to_data();
+          const double c1 = cpu_ms();
           const auto t1 = std::chrono::steady_clock::now();
-          if (r >= warmup) t.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+          if (r >= warmup)
+            t.push_back(cpu_time ? c1 - c0
+                                 : std::chrono::duration<double, std::milli>(t1 - t0).count());
         }
         const double ember_ms = median(t);
         // How far ember's output is from PyTorch's (the export's): max |d| / max |y|.
@@ -142,10 +163,10 @@ int main(int argc, char** argv) {
         char errs[64];
         std::snprintf(errs, sizeof errs, "%.1e", scale > 0 ? err / scale : err);
         std::string ort_ms = "—", provider = "—", ratio = "—";
-        const auto [out, rc] =
-            capture(python + " " + ort_script + " " + dir + " " + name + " " +
-                    std::to_string(threads) + " " + std::to_string(reps) + " " +
-                    std::to_string(warmup) + (cuda ? " --cuda" : "") + " 2>/dev/null");
+        const auto [out, rc] = capture(python + " " + ort_script + " " + dir + " " + name + " " +
+                                       std::to_string(threads) + " " + std::to_string(reps) + " " +
+                                       std::to_string(warmup) + (cuda ? " --cuda" : "") +
+                                       (cpu_time ? " --cpu-time" : "") + " 2>/dev/null");
         if (rc == 0) {
           const auto j = nlohmann::json::parse(out);
           const double o = j["median_ms"].get<double>();

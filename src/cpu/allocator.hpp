@@ -43,6 +43,8 @@ class CpuAllocator {
   void deallocate(void* p, std::size_t bytes);
   backend::MemoryStats stats() const;
   void empty_cache();
+  // Whether blocks come from an arena (the constructor taking one).
+  bool is_arena() const { return arena_ != nullptr; }
 
   static std::size_t size_class(std::size_t bytes);
   // The most this machine can ever give: its memory and swap (at most 2^62 bytes).
@@ -83,6 +85,14 @@ class Buffer {
   }
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
+
+  // Note [Derived data]: values computed from this buffer's contents and kept with it, so
+  // they live and die with it (the convolution's packed weight panels, Note [Packed weight
+  // cache] in kernels/conv.cpp). An existing buffer is written only by an op that reuses it
+  // in place, and cpu::reusable() (context.hpp), the one gate to that, drops this first.
+  // reusable() is true only for the sole holder of the buffer, so it never races a reader;
+  // readers, each holding the buffer, share it under their own lock.
+  std::shared_ptr<void> derived;
 
  private:
   CpuAllocator* alloc_;  // null for adopted memory

@@ -35,9 +35,13 @@ void copy_strided(const Shape& shape, std::size_t elem, const std::byte* src,
                   const std::int64_t* src_strides, std::byte* dst, const std::int64_t* dst_strides);
 
 // Whether an op holding x may write its output into x's buffer: the one rule of Note
-// [In-place reuse] (ember/backend/strided_tensor.hpp).
+// [In-place reuse] (ember/backend/strided_tensor.hpp). When it may, what was derived from
+// the buffer's contents is dropped first (Note [Derived data] in allocator.hpp): every Cpu
+// op that writes an existing buffer asks here.
 inline bool reusable(const ir::Handle& x, const Shape& shape, DType dtype) {
-  return backend::reusable<Buffer>(x, shape, dtype);
+  if (!backend::reusable<Buffer>(x, shape, dtype)) return false;
+  as_cpu(x).buffer()->derived.reset();
+  return true;
 }
 // The tensor an in-place op writes: x's node itself when reusable, else a fresh tensor.
 std::shared_ptr<CpuTensor> output_for(CpuContext& ctx, const ir::Handle& x, const Shape& shape,

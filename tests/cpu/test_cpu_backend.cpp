@@ -371,6 +371,56 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
   }
 }
 
+// Note [Packed weight cache]: a weight convolved again unchanged reuses its packed panels
+// (packed on the second call, read from the cache on the third), bit for bit the results of
+// packing per call; an op that writes the weight's buffer in place drops them, so the next
+// convolution sees the new values; and panels of one micro-kernel family are never given to
+// another's kernel.
+TEST(CpuConv, PackedWeightsFollowTheWeightsBuffer) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const ConvGeo g{{2, 6, 9, 8}, 8, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}};
+  const Shape xs(g.x), ws{8, 6, 3, 3}, ys{2, 8, 9, 8};
+  const auto xv = uniform_values(xs.num_elements(), 5), wv = uniform_values(ws.num_elements(), 6),
+             gv = uniform_values(ys.num_elements(), 7);
+  const ConvRef ref = conv_reference(g, xv, wv, gv);
+  std::vector<double> neg_y(ref.y.size()), neg_dx(ref.dx.size());
+  for (std::size_t i = 0; i < ref.y.size(); ++i) neg_y[i] = -ref.y[i];
+  for (std::size_t i = 0; i < ref.dx.size(); ++i) neg_dx[i] = -ref.dx[i];
+  const auto node = [&](const std::vector<double>& v, const Shape& s) {
+    return be->from_data(TensorData::from(v, s).convert(DType::F32));
+  };
+  auto x = node(xv, xs), gy = node(gv, ys), w = node(wv, ws);
+  const auto forward = [&](const ir::Handle& wt) {
+    return be->to_data(be->execute(ir::Conv{x, wt, g.w, 1, ir::ConvPass::Forward, {}})[0]);
+  };
+  const auto input_grad = [&](const ir::Handle& wt) {
+    return be->to_data(be->execute(ir::Conv{gy, wt, g.w, 1, ir::ConvPass::InputGrad, {9, 8}})[0]);
+  };
+  const TensorData y1 = forward(w), y2 = forward(w), y3 = forward(w);
+  const TensorData d1 = input_grad(w), d2 = input_grad(w), d3 = input_grad(w);
+  EXPECT_TRUE(y1 == y2 && y2 == y3) << "forward: per call, into the cache, from the cache";
+  EXPECT_TRUE(d1 == d2 && d2 == d3) << "input grad: per call, into the cache, from the cache";
+  expect_close(y3, ref.y, 2e-4, "forward from the cache");
+  expect_close(d3, ref.dx, 2e-4, "input grad from the cache");
+
+  // Another micro-kernel family (the test hook): its own panels and kernels, so the results
+  // are those of that family packing per call (a fresh copy of the weight, seen once).
+  cpu::detail::gemm_force_isa(cpu::detail::GemmIsa::Scalar);
+  const TensorData fresh = forward(node(wv, ws));
+  const TensorData ys1 = forward(w), ys2 = forward(w), ys3 = forward(w);
+  cpu::detail::gemm_force_isa(cpu::detail::GemmIsa::Auto);
+  EXPECT_TRUE(fresh == ys1 && ys1 == ys2 && ys2 == ys3);
+  expect_close(ys3, ref.y, 2e-4, "forward with the scalar kernels");
+  EXPECT_TRUE(forward(w) == y1);
+
+  // The weight's sole owner negates it in place: the cached panels are dropped.
+  const std::byte* before = be->host_data(w);
+  auto neg = be->execute(ir::Unary{ir::UnaryFn::Neg, std::move(w), DType::F32})[0];
+  ASSERT_EQ(be->host_data(neg), before) << "the negation was expected to reuse the buffer";
+  expect_close(forward(neg), neg_y, 2e-4, "forward after the weight changed in place");
+  expect_close(input_grad(neg), neg_dx, 2e-4, "input grad after the weight changed in place");
+}
+
 // Empty batches and channels: zeros or empty outputs, never a read out of bounds.
 TEST(CpuConv, EmptyExtents) {
   auto be = backend::Registry::global().backend("cpu", 0);

@@ -35,7 +35,9 @@ struct VecF64 {
 
 // MR rows x NV vectors of accumulators stay in registers for the whole k loop (6 x 2 = 12
 // of the 16 ymm registers, leaving room for the two B vectors and one A broadcast).
-template <class Op, int MR, int NV>
+// BS is the packed B sliver's width (its row stride), NV * kLanes unless the kernel computes
+// only the first half of a sliver (Note [Half-width tile]).
+template <class Op, int MR, int NV, int BS = NV* Op::kLanes>
 inline __attribute__((always_inline)) void kernel(std::size_t k, const typename Op::T* a,
                                                   const typename Op::T* b, typename Op::T* c,
                                                   std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
@@ -71,7 +73,7 @@ inline __attribute__((always_inline)) void kernel(std::size_t k, const typename 
       for (int v = 0; v < NV; ++v) acc[i][v] = Op::fma(av, bv[v], acc[i][v]);
     }
     a += MR;
-    b += NR;
+    b += BS;
   }
 
   if (m == MR && n == NR) {
@@ -106,13 +108,22 @@ inline __attribute__((always_inline)) void kernel(std::size_t k, const typename 
 
 }  // namespace
 
+// Note [Half-width tile]: a tile of at most half a sliver's columns (the last sliver of a
+// product whose n is just past a multiple of NR: a 7x7 convolution's 49 positions are 3
+// slivers and 1 column) runs a kernel of half the vectors over the same packed sliver,
+// where the full tile would spend as many FMAs on padding columns. Each computed element
+// sums the same products in the same order, so the results are bit for bit the full tile's.
 void ukernel_avx2_f32(std::size_t k, const float* a, const float* b, float* c, std::ptrdiff_t c_rs,
                       std::size_t m, std::size_t n, bool load_c) {
+  if (n <= kAvx2NrF32 / 2)
+    return kernel<VecF32, kAvx2MrF32, kAvx2NrF32 / 16, kAvx2NrF32>(k, a, b, c, c_rs, m, n, load_c);
   kernel<VecF32, kAvx2MrF32, kAvx2NrF32 / 8>(k, a, b, c, c_rs, m, n, load_c);
 }
 
 void ukernel_avx2_f64(std::size_t k, const double* a, const double* b, double* c,
                       std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c) {
+  if (n <= kAvx2NrF64 / 2)
+    return kernel<VecF64, kAvx2MrF64, kAvx2NrF64 / 8, kAvx2NrF64>(k, a, b, c, c_rs, m, n, load_c);
   kernel<VecF64, kAvx2MrF64, kAvx2NrF64 / 4>(k, a, b, c, c_rs, m, n, load_c);
 }
 

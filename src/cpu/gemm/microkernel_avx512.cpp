@@ -37,7 +37,9 @@ struct VecF64 {
 // MR rows x NV vectors of accumulators stay in registers for the whole k loop (12 x 2 = 24
 // of the 32 zmm registers, leaving room for the two B vectors and A broadcasts, which the
 // compiler can fold into the FMA as an embedded {1toN} memory broadcast).
-template <class Op, int MR, int NV>
+// BS is the packed B sliver's width (its row stride), NV * kLanes unless the kernel computes
+// only the first half of a sliver (Note [Half-width tile]).
+template <class Op, int MR, int NV, int BS = NV* Op::kLanes>
 inline __attribute__((always_inline)) void kernel(std::size_t k, const typename Op::T* a,
                                                   const typename Op::T* b, typename Op::T* c,
                                                   std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
@@ -73,7 +75,7 @@ inline __attribute__((always_inline)) void kernel(std::size_t k, const typename 
       for (int v = 0; v < NV; ++v) acc[i][v] = Op::fma(av, bv[v], acc[i][v]);
     }
     a += MR;
-    b += NR;
+    b += BS;
   }
 
   if (m == MR && n == NR) {
@@ -108,13 +110,20 @@ inline __attribute__((always_inline)) void kernel(std::size_t k, const typename 
 
 }  // namespace
 
+// A tile of at most half a sliver's columns: Note [Half-width tile] (microkernel_avx2.cpp).
 void ukernel_avx512_f32(std::size_t k, const float* a, const float* b, float* c,
                         std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c) {
+  if (n <= kAvx512NrF32 / 2)
+    return kernel<VecF32, kAvx512MrF32, kAvx512NrF32 / 32, kAvx512NrF32>(k, a, b, c, c_rs, m, n,
+                                                                         load_c);
   kernel<VecF32, kAvx512MrF32, kAvx512NrF32 / 16>(k, a, b, c, c_rs, m, n, load_c);
 }
 
 void ukernel_avx512_f64(std::size_t k, const double* a, const double* b, double* c,
                         std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c) {
+  if (n <= kAvx512NrF64 / 2)
+    return kernel<VecF64, kAvx512MrF64, kAvx512NrF64 / 16, kAvx512NrF64>(k, a, b, c, c_rs, m, n,
+                                                                         load_c);
   kernel<VecF64, kAvx512MrF64, kAvx512NrF64 / 8>(k, a, b, c, c_rs, m, n, load_c);
 }
 

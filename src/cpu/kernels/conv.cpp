@@ -11,7 +11,9 @@
 // window positions at a time and folds each run onto dx while it is in cache.
 // A 1x1 window of stride 1 without padding needs neither: the image is its own columns.
 // The weight, the GEMM's A in Forward and InputGrad, is packed into the GEMM's panels once
-// per call for all images and threads (GroupWeights, Note [Packed A] in gemm.hpp).
+// per call for all images and threads (GroupWeights, Note [Packed A] in gemm.hpp), and
+// kept with the weight's buffer for the next call when it is convolved again unchanged
+// (Note [Packed weight cache]).
 // Convolutions where every output channel reads one input channel (C / G == 1: depthwise,
 // and any single-channel input) take a direct path instead, a multiply-add of image rows
 // per kernel offset, for all three passes: a GEMM with K-deep products would waste its tiles.
@@ -22,6 +24,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <memory>
+#include <mutex>  // std::lock_guard
 #include <vector>
 
 #include "cpu/gemm/gemm.hpp"
@@ -85,6 +89,78 @@ class GroupWeights {
   std::vector<PackedA<T>> a_;
   std::shared_ptr<CpuTensor> storage_;
 };
+
+// Note [Packed weight cache]: packing a weight into the GEMM's panels reads and writes the
+// whole weight on every call: 7.5% of an imported ResNet-18's run at batch 1, whose weights
+// are each convolved once per run, run after run. So the panels of a weight are kept with
+// its buffer (Buffer::derived, Note [Derived data] in allocator.hpp) and reused while the
+// buffer is unchanged:
+//  - they are dropped when an op is about to write the buffer in place (cpu::reusable()),
+//    the only way an existing buffer's contents change, and they die with the buffer;
+//  - a weight is packed into the cache on its second sighting (the first leaves an empty
+//    entry), so a tensor convolved once, as a training step's fresh weights, costs no
+//    memory; a model run repeatedly keeps one packed copy of each convolution weight
+//    (about the weights' size again), as onnxruntime's pre-packing does;
+//  - entries are per view, pass, group count and micro-kernel family (the test hook
+//    gemm_force_isa changes it), and never made in an arena (firmware's memory is the
+//    application's budget) or for a contiguous copy made by this call.
+// The results are bit for bit those of packing per call (Note [Packed A]).
+struct PackedWeights {
+  std::int64_t offset;
+  Shape shape;
+  DType dtype;
+  size_t groups;
+  ir::ConvPass pass;
+  detail::GemmIsa isa;
+  std::shared_ptr<const void> panels;  // a GroupWeights<T>; null: seen once
+};
+using PackedWeightsList = std::vector<PackedWeights>;  // a buffer's Buffer::derived
+
+// Serialises the convolutions' reads and writes of Buffer::derived.
+Mutex& packed_weights_mutex() {
+  static Mutex mu;
+  return mu;
+}
+
+// The packed weight of `w` (the contiguous operand of op; `given` whether it is op's own
+// tensor rather than a copy) for one pass: GroupWeights(ctx, groups, args...), taken from or
+// put in the cache as Note [Packed weight cache] says.
+template <class T, class... Args>
+std::shared_ptr<const GroupWeights<T>> packed_weights(CpuContext& ctx, const CpuTensor& w,
+                                                      bool given, ir::ConvPass pass, size_t groups,
+                                                      Args... args) {
+  const auto pack = [&] { return std::make_shared<const GroupWeights<T>>(ctx, groups, args...); };
+  if (!given || ctx.allocator.is_arena()) return pack();
+  const detail::GemmIsa isa = detail::gemm_active_isa();
+  Buffer& buf = *w.buffer();
+  const auto find = [&]() -> PackedWeights* {
+    auto* list = static_cast<PackedWeightsList*>(buf.derived.get());
+    if (list == nullptr) {
+      buf.derived = std::make_shared<PackedWeightsList>();
+      list = static_cast<PackedWeightsList*>(buf.derived.get());
+    }
+    for (auto& e : *list)
+      if (e.offset == w.offset() && e.shape == w.shape() && e.dtype == w.dtype() &&
+          e.groups == groups && e.pass == pass && e.isa == isa)
+        return &e;
+    list->push_back({w.offset(), w.shape(), w.dtype(), groups, pass, isa, nullptr});
+    return nullptr;
+  };
+  {
+    std::lock_guard<Mutex> lock(packed_weights_mutex());
+    const PackedWeights* e = find();
+    if (e == nullptr) return pack();  // the first sighting
+    if (e->panels) return std::static_pointer_cast<const GroupWeights<T>>(e->panels);
+  }
+  // The second sighting: packed outside the lock (on the thread pool); a convolution that
+  // packed it meanwhile on another thread wins.
+  auto packed = pack();
+  std::lock_guard<Mutex> lock(packed_weights_mutex());
+  PackedWeights* e = find();
+  if (e == nullptr) return packed;  // cannot happen while this call holds w
+  if (!e->panels) e->panels = packed;
+  return std::static_pointer_cast<const GroupWeights<T>>(e->panels);
+}
 
 // The sizes of one convolution.
 struct Geometry {
@@ -207,6 +283,25 @@ inline void copy_strided(T* o, const T* x, size_t len, size_t s) {
   for (; e < len; ++e) o[e] = x[e * s];
 }
 
+// o[e] = x[e] for e < len, a run of at most a sliver's width: in 16-byte pieces inline, the
+// last ending at len (overlapping the one before), where a memcpy call of a run-time size
+// costs more than the copy itself (the packer copies row runs of 7 to 32 elements).
+template <class T>
+inline void copy_run(T* o, const T* x, size_t len) {
+  const size_t bytes = len * sizeof(T);
+  auto* d = reinterpret_cast<unsigned char*>(o);
+  const auto* s = reinterpret_cast<const unsigned char*>(x);
+  if (bytes >= 16) {
+    for (size_t i = 0; i + 16 < bytes; i += 16) std::memcpy(d + i, s + i, 16);
+    std::memcpy(d + bytes - 16, s + bytes - 16, 16);
+  } else if (bytes >= 8) {
+    std::memcpy(d, s, 8);
+    std::memcpy(d + bytes - 8, s + bytes - 8, 8);
+  } else {
+    for (size_t e = 0; e < len; ++e) o[e] = x[e];
+  }
+}
+
 // A per-thread scratch buffer; a kernel that runs while another's buffer is live takes its
 // own slot (ColsOperand's packers run inside a convolution's tasks).
 template <class T, int Slot = 0>
@@ -281,7 +376,7 @@ struct ColsOperand {
           if (src < 0) {
             std::fill(o, o + len, T(0));
           } else if (s == 1) {
-            std::memcpy(o, x, len * sizeof(T));
+            copy_run(o, x, len);
             x += len;
           } else {
             copy_strided(o, x, len, s);
@@ -641,11 +736,16 @@ void weight_grad_per_channel(const Geometry& g, const T* x, const T* gy, T* dw) 
 
 // ---- the GEMM path ----
 
+// wt is the weight's tensor, given whether it is the op's own (not a contiguous copy).
 template <class T>
-void forward(CpuContext& ctx, const Geometry& g, const T* x, const T* wt, T* y) {
+void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt, bool given,
+             T* y) {
   const size_t ck = g.ck(), L = g.l;
   // W_g [og, ck], row-major.
-  const GroupWeights<T> a(ctx, g.groups, g.og, ck, wt, ptrdiff_t(g.og * ck), ptrdiff_t(ck), 1);
+  const auto packed =
+      packed_weights<T>(ctx, wt, given, ir::ConvPass::Forward, g.groups, g.og, ck,
+                        wt.data_as<const T>(), ptrdiff_t(g.og * ck), ptrdiff_t(ck), ptrdiff_t(1));
+  const GroupWeights<T>& a = *packed;
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     const T* planes = x + (n * g.c + gi * g.cg) * g.image();
@@ -660,13 +760,17 @@ void forward(CpuContext& ctx, const Geometry& g, const T* x, const T* wt, T* y) 
 }
 
 template <class T>
-void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const T* wt, T* dx) {
+void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const CpuTensor& wt, bool given,
+                T* dx) {
   const size_t ck = g.ck(), L = g.l, s = g.w.stride[2];
   // Window positions per run: dcols [ck, run] of about 256 KiB, at least 64 positions.
   const size_t run =
       std::min(L, std::max<size_t>(64, (size_t{256} << 10) / sizeof(T) / std::max<size_t>(ck, 1)));
   // W_g^T [ck, og]: W_g [og, ck] read transposed.
-  const GroupWeights<T> a(ctx, g.groups, ck, g.og, wt, ptrdiff_t(g.og * ck), 1, ptrdiff_t(ck));
+  const auto packed =
+      packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, g.groups, ck, g.og,
+                        wt.data_as<const T>(), ptrdiff_t(g.og * ck), ptrdiff_t(1), ptrdiff_t(ck));
+  const GroupWeights<T>& a = *packed;
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     T* planes = dx + (n * g.c + gi * g.cg) * g.image();
@@ -756,7 +860,7 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
           forward_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                  out->data_as<T>());
         else
-          forward<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+          forward<T>(ctx, g, x->data_as<const T>(), *w, w.get() == op.w.get(), out->data_as<T>());
         break;
       }
       case ir::ConvPass::InputGrad: {
@@ -765,7 +869,8 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
           input_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                     out->data_as<T>());
         else
-          input_grad<T>(ctx, g, x->data_as<const T>(), w->data_as<const T>(), out->data_as<T>());
+          input_grad<T>(ctx, g, x->data_as<const T>(), *w, w.get() == op.w.get(),
+                        out->data_as<T>());
         break;
       }
       case ir::ConvPass::WeightGrad:
