@@ -164,6 +164,28 @@ void walk_row(const Geometry& g, size_t r, size_t l0, size_t n, F&& piece) {
   }
 }
 
+// o[e] = x[e] (x non-null) or 0 for e < len: the runs of a column-matrix row are short
+// (an output row: 7 to 28 entries in a small CNN, single entries of padding), where a call
+// of the library's memcpy or memset costs more than the copy. 16-byte moves, the last one
+// overlapping the one before when len is not a multiple of a vector (runs never overlap
+// each other, so rewriting an entry with its own value is harmless).
+template <class T>
+inline void copy_run(T* o, const T* x, size_t len) {
+  typedef T V __attribute__((vector_size(16)));
+  constexpr size_t n = 16 / sizeof(T);
+  if (len < n) {
+    for (size_t e = 0; e < len; ++e) o[e] = x ? x[e] : T(0);
+    return;
+  }
+  V v = {};
+  for (size_t e = 0; e + n <= len; e += n) {
+    if (x) std::memcpy(&v, x + e, 16);
+    std::memcpy(o + e, &v, 16);
+  }
+  if (x) std::memcpy(&v, x + len - n, 16);
+  std::memcpy(o + len - n, &v, 16);
+}
+
 // Entries [l0, l0 + n) of column-matrix row r into out[0], out[os], ... .
 template <class T>
 void gather_row(const Geometry& g, const T* planes, size_t r, size_t l0, size_t n, T* out,
@@ -171,10 +193,10 @@ void gather_row(const Geometry& g, const T* planes, size_t r, size_t l0, size_t 
   const size_t s = g.w.stride[2];
   walk_row(g, r, l0, n, [&](size_t i, size_t count, int64_t src) {
     T* o = out + i * os;
-    if (src < 0) {
+    if (os == 1 && (src < 0 || s == 1)) {
+      copy_run(o, src < 0 ? nullptr : planes + src, count);
+    } else if (src < 0) {
       for (size_t q = 0; q < count; ++q) o[q * os] = T(0);
-    } else if (s == 1 && os == 1) {
-      std::memcpy(o, planes + src, count * sizeof(T));
     } else {
       const T* x = planes + src;
       for (size_t q = 0; q < count; ++q) o[q * os] = x[q * s];
@@ -278,10 +300,8 @@ struct ColsOperand {
         while (count > 0) {
           const size_t len = std::min(count, nr - lane);
           T* o = row + q * nr * kc + lane;
-          if (src < 0) {
-            std::fill(o, o + len, T(0));
-          } else if (s == 1) {
-            std::memcpy(o, x, len * sizeof(T));
+          if (src < 0 || s == 1) {
+            copy_run(o, src < 0 ? nullptr : x, len);
             x += len;
           } else {
             copy_strided(o, x, len, s);
