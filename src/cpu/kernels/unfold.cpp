@@ -135,6 +135,23 @@ void max_pool_grad_tiled(const Window3& g, const T* xp, const T* yp, const T* gp
         const T* gr = gp + p * L + r * ow;
         const T* x0 = src + r * kh * iw;
         T* d0 = dst + r * kh * iw;
+        if (kh == 2 && kw == 2) {  // the common window: one loop, each window in registers
+          const T* x1 = x0 + iw;
+          T* d1 = d0 + iw;
+          for (std::size_t o = 0; o < ow; ++o) {
+            const T m = y[o];
+            const bool e00 = x0[2 * o] == m, e01 = x0[2 * o + 1] == m, e10 = x1[2 * o] == m,
+                       e11 = x1[2 * o + 1] == m;
+            const T sh = gr[o] / T(std::uint32_t(e00) + e01 + e10 + e11) + T(0);
+            d0[2 * o] = select_bits(e00, sh);
+            d0[2 * o + 1] = select_bits(e01, sh);
+            d1[2 * o] = select_bits(e10, sh);
+            d1[2 * o + 1] = select_bits(e11, sh);
+          }
+          std::fill(d0 + covered_w, d0 + iw, T(0));
+          std::fill(d1 + covered_w, d1 + iw, T(0));
+          continue;
+        }
         std::fill(hits.begin(), hits.end(), 0u);
         for (std::size_t ky = 0; ky < kh; ++ky) {
           const T* xr = x0 + ky * iw;
