@@ -371,6 +371,36 @@ void pad_plane(const Window3& w, const std::array<size_t, 3>& pin, const T* src,
                   src + (z * w.in[1] + r) * w.in[2], w.in[2] * sizeof(T));
 }
 
+// Note [Padded image for the packers]
+// The image panels' walk (walk_row) cuts every column-matrix row at the padding: each
+// padded entry is a piece of its own, and each output row's run is clamped against the
+// image's edges. With the group's planes copied once per image into a zero-padded buffer
+// (a small CNN's image: a few KiB per plane), the same walk over the geometry without
+// padding meets only whole runs. The panels hold the same values (the padding's zeros are
+// written as zeros). Images whose padded planes pass kPaddedBudget elements keep the walk
+// with padding rather than a thread-local buffer of that size.
+constexpr size_t kPaddedBudget = size_t{1} << 18;
+
+template <class T>
+struct PaddedImage {
+  Geometry g;
+  const T* planes;
+  PaddedImage(const Geometry& geo, const T* src) : g(geo), planes(src) {
+    const Window3& w = geo.w;
+    if (w.padding[0] + w.padding[1] + w.padding[2] == 0) return;
+    std::array<size_t, 3> pin{};
+    for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
+    const size_t padded = pin[0] * pin[1] * pin[2];
+    if (geo.cg * padded > kPaddedBudget) return;
+    T* buf = scratch<T, 3>(geo.cg * padded);
+    for (size_t c = 0; c < geo.cg; ++c)
+      pad_plane(w, pin, src + c * w.image_size(), buf + c * padded);
+    g.w.in = pin;
+    g.w.padding = {0, 0, 0};
+    planes = buf;
+  }
+};
+
 // Calls f(out_row, k, lo, count, src) for every (output row, kernel offset k) pair of one
 // plane whose image row is inside the image: positions lo .. lo + count - 1 of the output
 // row starting at out_row read the image elements src, src + stride[2], ... (offsets into
@@ -674,7 +704,8 @@ void forward(CpuContext& ctx, const Geometry& g, const T* x, const T* wt, T* y) 
       gemm_packed_a(L, a[gi], planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
       return;
     }
-    const ColsOperand<T> cols{&g, planes};
+    const PaddedImage<T> image(g, planes);
+    const ColsOperand<T> cols{&image.g, image.planes};
     gemm_packed_a(L, a[gi], PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c, ptrdiff_t(L), false);
   });
 }
@@ -799,7 +830,8 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
       if (g.pointwise()) {
         gemm(g.og, ck, L, a, ptrdiff_t(L), 1, planes, 1, ptrdiff_t(L), out, ptrdiff_t(ck), n > n0);
       } else {
-        const ColsOperand<T> cols{&g, planes};
+        const PaddedImage<T> image(g, planes);
+        const ColsOperand<T> cols{&image.g, image.planes};
         gemm_packed(g.og, ck, L, a, ptrdiff_t(L), 1,
                     PackedB<T>{&ColsOperand<T>::pack_cols_t, &cols}, out, ptrdiff_t(ck), n > n0);
       }
