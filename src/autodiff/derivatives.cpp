@@ -141,8 +141,12 @@ RuleEntry make_unary(UnaryFn fn) {
         give_scaled(c, mul_scalar(c.be, std::move(e), -2.0 / std::sqrt(std::numbers::pi)));
       });
     case UnaryFn::Relu:
-      return diff("x > 0 ? g : 0", kX, false, [](Ctx& c) {
-        c.give(0, mask(c.be, compare_scalar(c.be, BinaryFn::Gt, c.input(0), 0.0), c.grad()));
+      // y > 0 exactly where x > 0 (y = x there, else +-0 or NaN), so the rule keeps the
+      // output, which the next op (a pooling, a linear layer) keeps anyway, and lets the
+      // input go: relu then writes over its input in place (Note [In-place reuse]) and
+      // the batch norm or linear output before it is freed at once.
+      return diff("y > 0 ? g : 0", 0, true, [](Ctx& c) {
+        c.give(0, mask(c.be, compare_scalar(c.be, BinaryFn::Gt, c.output(), 0.0), c.grad()));
       });
     case UnaryFn::Sigmoid:
       return diff("g y (1 - y)", 0, true, [](Ctx& c) {

@@ -494,6 +494,26 @@ TEST(AutodiffApi, MemoryReturnsAfterStep) {
   EXPECT_EQ(memory_stats(cpu).in_use, before);
 }
 
+// relu's rule keeps its output, not its input: a tracked intermediate handed over to
+// relu is overwritten in place (no tensor-sized buffer is allocated), and the gradient is
+// still g where x > 0, else 0 (x = 0 included).
+TEST(AutodiffApi, ReluRunsInPlaceOnAHandedOverInput) {
+  Device ad = Device::cpu().autodiff();
+  Device cpu = ad.inner();
+  const Shape s{512, 1024};  // 2 MiB
+  const std::size_t bytes = s.num_elements() * sizeof(float);
+  std::vector<float> xs(s.num_elements());
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = float(int(i % 7) - 3) * 0.5f;  // 0 too
+  auto x = Tensor<2>::from_data(TensorData::from(xs, s), ad).require_grad();
+  auto h = x.mul_scalar(2.0);  // tracked, owned by h alone
+  const auto before = memory_stats(cpu);
+  auto r = activation::relu(std::move(h));
+  const auto after = memory_stats(cpu);
+  EXPECT_LT(after.peak, before.in_use + bytes / 4) << "in use " << before.in_use;
+  auto gx = x.grad(r.sum().backward()).value().to_data().to_vector<float>();
+  for (std::size_t i = 0; i < xs.size(); ++i) ASSERT_EQ(gx[i], xs[i] > 0 ? 2.0f : 0.0f) << i;
+}
+
 TEST(AutodiffApi, IndependentGraphsOnTwoThreads) {
   auto run = [](std::uint64_t seed, Checkpointing ck) {
     Device ad = Device::cpu().autodiff(ck);

@@ -240,6 +240,28 @@ void walk_row(const Geometry& g, size_t r, size_t l0, size_t n, F&& piece) {
   }
 }
 
+// o[e] = x[e] (x non-null) or 0 for e < len: the runs of a column-matrix row are short
+// (an output row: 7 to 28 entries in a small CNN, single entries of padding), where a call
+// of the library's memcpy or memset costs more than the copy. 16-byte moves, the last one
+// overlapping the one before when len is not a multiple of a vector (runs never overlap
+// each other, so rewriting an entry with its own value is harmless).
+template <class T>
+inline void copy_run(T* o, const T* x, size_t len) {
+  typedef T V __attribute__((vector_size(16)));
+  constexpr size_t n = 16 / sizeof(T);
+  if (len < n) {
+    for (size_t e = 0; e < len; ++e) o[e] = x ? x[e] : T(0);
+    return;
+  }
+  V v = {};
+  for (size_t e = 0; e + n <= len; e += n) {
+    if (x) std::memcpy(&v, x + e, 16);
+    std::memcpy(o + e, &v, 16);
+  }
+  if (x) std::memcpy(&v, x + len - n, 16);
+  std::memcpy(o + len - n, &v, 16);
+}
+
 // Entries [l0, l0 + n) of column-matrix row r into out[0], out[os], ... .
 template <class T>
 void gather_row(const Geometry& g, const T* planes, size_t r, size_t l0, size_t n, T* out,
@@ -247,10 +269,10 @@ void gather_row(const Geometry& g, const T* planes, size_t r, size_t l0, size_t 
   const size_t s = g.w.stride[2];
   walk_row(g, r, l0, n, [&](size_t i, size_t count, int64_t src) {
     T* o = out + i * os;
-    if (src < 0) {
+    if (os == 1 && (src < 0 || s == 1)) {
+      copy_run(o, src < 0 ? nullptr : planes + src, count);
+    } else if (src < 0) {
       for (size_t q = 0; q < count; ++q) o[q * os] = T(0);
-    } else if (s == 1 && os == 1) {
-      std::memcpy(o, planes + src, count * sizeof(T));
     } else {
       const T* x = planes + src;
       for (size_t q = 0; q < count; ++q) o[q * os] = x[q * s];
@@ -281,25 +303,6 @@ inline void copy_strided(T* o, const T* x, size_t len, size_t s) {
     }
   }
   for (; e < len; ++e) o[e] = x[e * s];
-}
-
-// o[e] = x[e] for e < len, a run of at most a sliver's width: in 16-byte pieces inline, the
-// last ending at len (overlapping the one before), where a memcpy call of a run-time size
-// costs more than the copy itself (the packer copies row runs of 7 to 32 elements).
-template <class T>
-inline void copy_run(T* o, const T* x, size_t len) {
-  const size_t bytes = len * sizeof(T);
-  auto* d = reinterpret_cast<unsigned char*>(o);
-  const auto* s = reinterpret_cast<const unsigned char*>(x);
-  if (bytes >= 16) {
-    for (size_t i = 0; i + 16 < bytes; i += 16) std::memcpy(d + i, s + i, 16);
-    std::memcpy(d + bytes - 16, s + bytes - 16, 16);
-  } else if (bytes >= 8) {
-    std::memcpy(d, s, 8);
-    std::memcpy(d + bytes - 8, s + bytes - 8, 8);
-  } else {
-    for (size_t e = 0; e < len; ++e) o[e] = x[e];
-  }
 }
 
 // A per-thread scratch buffer; a kernel that runs while another's buffer is live takes its
@@ -373,10 +376,8 @@ struct ColsOperand {
         while (count > 0) {
           const size_t len = std::min(count, nr - lane);
           T* o = row + q * nr * kc + lane;
-          if (src < 0) {
-            std::fill(o, o + len, T(0));
-          } else if (s == 1) {
-            copy_run(o, x, len);
+          if (src < 0 || s == 1) {
+            copy_run(o, src < 0 ? nullptr : x, len);
             x += len;
           } else {
             copy_strided(o, x, len, s);
@@ -445,6 +446,36 @@ void pad_plane(const Window3& w, const std::array<size_t, 3>& pin, const T* src,
       std::memcpy(dst + ((z + pz) * pin[1] + r + py) * pin[2] + px,
                   src + (z * w.in[1] + r) * w.in[2], w.in[2] * sizeof(T));
 }
+
+// Note [Padded image for the packers]
+// The image panels' walk (walk_row) cuts every column-matrix row at the padding: each
+// padded entry is a piece of its own, and each output row's run is clamped against the
+// image's edges. With the group's planes copied once per image into a zero-padded buffer
+// (a small CNN's image: a few KiB per plane), the same walk over the geometry without
+// padding meets only whole runs. The panels hold the same values (the padding's zeros are
+// written as zeros). Images whose padded planes pass kPaddedBudget elements keep the walk
+// with padding rather than a thread-local buffer of that size.
+constexpr size_t kPaddedBudget = size_t{1} << 18;
+
+template <class T>
+struct PaddedImage {
+  Geometry g;
+  const T* planes;
+  PaddedImage(const Geometry& geo, const T* src) : g(geo), planes(src) {
+    const Window3& w = geo.w;
+    if (w.padding[0] + w.padding[1] + w.padding[2] == 0) return;
+    std::array<size_t, 3> pin{};
+    for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
+    const size_t padded = pin[0] * pin[1] * pin[2];
+    if (geo.cg * padded > kPaddedBudget) return;
+    T* buf = scratch<T, 3>(geo.cg * padded);
+    for (size_t c = 0; c < geo.cg; ++c)
+      pad_plane(w, pin, src + c * w.image_size(), buf + c * padded);
+    g.w.in = pin;
+    g.w.padding = {0, 0, 0};
+    planes = buf;
+  }
+};
 
 // Calls f(out_row, k, lo, count, src) for every (output row, kernel offset k) pair of one
 // plane whose image row is inside the image: positions lo .. lo + count - 1 of the output
@@ -754,9 +785,61 @@ void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt
       gemm_packed_a(L, a[gi], planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
       return;
     }
-    const ColsOperand<T> cols{&g, planes};
+    const PaddedImage<T> image(g, planes);
+    const ColsOperand<T> cols{&image.g, image.planes};
     gemm_packed_a(L, a[gi], PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c, ptrdiff_t(L), false);
   });
+}
+
+// Note [Fold by image rows]
+// The fold adds each column-matrix row (c, ky, kx) onto its image plane. Walked row after
+// row, the three kx offsets of one (c, ky) add to the same image row shifted by one
+// element each, so every vector load overlaps the stores of the offset before at another
+// alignment: the store cannot be forwarded and each load waits for it to retire (the fold
+// was 6% of the demo's step, most of it in those loads). fold_by_rows instead takes one
+// image row at a time and adds its kernel offsets in the walk's order (ky, kx), each over
+// the same range of the row — the positions every offset reaches, in vectors — with the
+// edge entries on their own. Every entry receives the same terms in the same order as in
+// the walk, so the sums are bit for bit the walk's. For 2-D windows of stride 1 and
+// dilation 1, when one run of positions covers the whole output (the walk's run loop has
+// one pass, so its order is the rows' alone).
+bool folds_by_rows(const Geometry& g) {
+  const Window3& w = g.w;
+  return w.in[0] == 1 && w.kernel[0] == 1 && w.stride[1] == 1 && w.stride[2] == 1 &&
+         w.dilation[1] == 1 && w.dilation[2] == 1 && w.out[1] > 0 && w.out[2] > 0;
+}
+
+// planes[c][iy][ix] += dcols[(c kh + ky) kw + kx][(iy + pad - ky) ow + ix + pad - kx] over
+// the offsets in (ky, kx) order, for every (c, iy) (Note [Fold by image rows]); dcols holds
+// all L positions.
+template <class T>
+void fold_by_rows(const Geometry& g, const T* dcols, T* planes) {
+  const Window3& w = g.w;
+  const int64_t kh = int64_t(w.kernel[1]), kw = int64_t(w.kernel[2]), ih = int64_t(w.in[1]),
+                iw = int64_t(w.in[2]), oh = int64_t(w.out[1]), ow = int64_t(w.out[2]),
+                ph = int64_t(w.padding[1]), pw = int64_t(w.padding[2]);
+  // Offset kx reaches image columns [kx - pw, ow + kx - pw) within [0, iw); all of them reach
+  // [c0, c1).
+  const int64_t c0 = std::max<int64_t>(0, kw - 1 - pw), c1 = std::min<int64_t>(iw, ow - pw);
+  for (size_t c = 0; c < g.cg; ++c) {
+    for (int64_t iy = 0; iy < ih; ++iy) {
+      T* xr = planes + (int64_t(c) * ih + iy) * iw;
+      for (int64_t ky = 0; ky < kh; ++ky) {
+        const int64_t oy = iy + ph - ky;
+        if (oy < 0 || oy >= oh) continue;
+        for (int64_t kx = 0; kx < kw; ++kx) {
+          const int64_t shift = kx - pw;  // image column = position column + shift
+          const T* d = dcols + ((int64_t(c) * kh + ky) * kw + kx) * int64_t(g.l) + oy * ow;
+          const int64_t lo = std::max<int64_t>(0, shift), hi = std::min<int64_t>(iw, ow + shift);
+          const int64_t mid_lo = std::clamp(c0, lo, std::max(lo, hi)),
+                        mid_hi = std::clamp(c1, mid_lo, std::max(mid_lo, hi));
+          for (int64_t ix = lo; ix < mid_lo; ++ix) xr[ix] += d[ix - shift];
+          for (int64_t ix = mid_lo; ix < mid_hi; ++ix) xr[ix] += d[ix - shift];
+          for (int64_t ix = mid_hi; ix < hi; ++ix) xr[ix] += d[ix - shift];
+        }
+      }
+    }
+  }
 }
 
 template <class T>
@@ -784,6 +867,10 @@ void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const CpuTensor
     for (size_t l0 = 0; l0 < L; l0 += run) {
       const size_t len = std::min(run, L - l0);
       gemm_packed_a(len, a[gi], b + l0, ptrdiff_t(L), 1, dcols, ptrdiff_t(len), false);
+      if (len == L && folds_by_rows(g)) {
+        fold_by_rows(g, dcols, planes);
+        continue;
+      }
       for (size_t r = 0; r < ck; ++r) {
         const T* d = dcols + r * len;
         walk_row(g, r, l0, len, [&](size_t i, size_t count, int64_t src) {
@@ -828,7 +915,8 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
       if (g.pointwise()) {
         gemm(g.og, ck, L, a, ptrdiff_t(L), 1, planes, 1, ptrdiff_t(L), out, ptrdiff_t(ck), n > n0);
       } else {
-        const ColsOperand<T> cols{&g, planes};
+        const PaddedImage<T> image(g, planes);
+        const ColsOperand<T> cols{&image.g, image.planes};
         gemm_packed(g.og, ck, L, a, ptrdiff_t(L), 1,
                     PackedB<T>{&ColsOperand<T>::pack_cols_t, &cols}, out, ptrdiff_t(ck), n > n0);
       }

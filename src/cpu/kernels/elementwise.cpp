@@ -219,14 +219,18 @@ ir::Handle run(CpuContext& ctx, ir::Where& op) {
                           const T m = T(T(0) - T(c));
                           return T((a_v & m) | (b_v & T(~m)));
                         };
+                        // The condition's bytes are read as unsigned char (0 or 1, as
+                        // a bool's): GCC vectorizes none of these loops over a bool load.
+                        const auto* cb = reinterpret_cast<const unsigned char*>(cp);
                         if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1) {
-                          for (std::size_t i = 0; i < n; ++i) yt[i] = pick(cp[i], at[i], bt[i]);
+                          for (std::size_t i = 0; i < n; ++i)
+                            yt[i] = pick(cb[i] != 0, at[i], bt[i]);
                         } else if (inner[0] == 1 && inner[1] == 1 && inner[2] == 0) {
                           const T bv0 = bt[0];
-                          for (std::size_t i = 0; i < n; ++i) yt[i] = pick(cp[i], at[i], bv0);
+                          for (std::size_t i = 0; i < n; ++i) yt[i] = pick(cb[i] != 0, at[i], bv0);
                         } else if (inner[0] == 1 && inner[1] == 0 && inner[2] == 1) {
                           const T av0 = at[0];
-                          for (std::size_t i = 0; i < n; ++i) yt[i] = pick(cp[i], av0, bt[i]);
+                          for (std::size_t i = 0; i < n; ++i) yt[i] = pick(cb[i] != 0, av0, bt[i]);
                         } else {
                           for (std::size_t i = 0; i < n; ++i) {
                             const auto ii = static_cast<std::int64_t>(i);

@@ -45,11 +45,49 @@ bool tiles_image(const Window3& g) {
   return true;
 }
 
+// pool_planes where tiles_image(g): each output folds its own kh x kw block in row-major
+// kernel order, as the general walk does, but one output at a time in registers: the walk's
+// kernel-offset passes over short output rows (7 and 14 wide in the demo's CNN) cost five
+// times the loads and compares themselves.
+template <ir::ReduceFn F, class T>
+void pool_tiled(const Window3& g, const T* xp, T* yp) {
+  using Op = Combine<F, T>;
+  const std::size_t image = g.image_size(), L = g.positions(), iw = g.in[2], ow = g.out[2],
+                    oh = g.out[1], kh = g.kernel[1], kw = g.kernel[2];
+  parallel_for(0, g.planes, plane_grain(image), [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t p = p0; p < p1; ++p) {
+      for (std::size_t r = 0; r < oh; ++r) {
+        const T* x0 = xp + p * image + r * kh * iw;
+        T* y = yp + p * L + r * ow;
+        if (kh == 2 && kw == 2) {  // one loop per offset: each vectorizes (stride 2)
+          const T* x1 = x0 + iw;
+          for (std::size_t o = 0; o < ow; ++o) y[o] = Op::apply(Op::init(), x0[2 * o]);
+          for (std::size_t o = 0; o < ow; ++o) y[o] = Op::apply(y[o], x0[2 * o + 1]);
+          for (std::size_t o = 0; o < ow; ++o) y[o] = Op::apply(y[o], x1[2 * o]);
+          for (std::size_t o = 0; o < ow; ++o) y[o] = Op::apply(y[o], x1[2 * o + 1]);
+          continue;
+        }
+        for (std::size_t o = 0; o < ow; ++o) {
+          T v = Op::init();
+          for (std::size_t ky = 0; ky < kh; ++ky) {
+            for (std::size_t kx = 0; kx < kw; ++kx) v = Op::apply(v, x0[ky * iw + o * kw + kx]);
+          }
+          y[o] = v;
+        }
+      }
+    }
+  });
+}
+
 // Pooling of every plane: each (kernel offset, position row) pass folds one strided image
 // row into the output row with reduction F (Combine), in row-major kernel order.
 template <ir::ReduceFn F, class T>
 void pool_planes(const Window3& g, const T* xp, T* yp) {
   using Op = Combine<F, T>;
+  if (tiles_image(g)) {
+    pool_tiled<F, T>(g, xp, yp);
+    return;
+  }
   const std::size_t image = g.image_size(), L = g.positions(), ow = g.out[2], s = g.stride[2];
   parallel_for(0, g.planes, plane_grain(g.kernel_size() * L), [&](std::size_t p0, std::size_t p1) {
     for (std::size_t p = p0; p < p1; ++p) {
@@ -97,6 +135,23 @@ void max_pool_grad_tiled(const Window3& g, const T* xp, const T* yp, const T* gp
         const T* gr = gp + p * L + r * ow;
         const T* x0 = src + r * kh * iw;
         T* d0 = dst + r * kh * iw;
+        if (kh == 2 && kw == 2) {  // the common window: one loop, each window in registers
+          const T* x1 = x0 + iw;
+          T* d1 = d0 + iw;
+          for (std::size_t o = 0; o < ow; ++o) {
+            const T m = y[o];
+            const bool e00 = x0[2 * o] == m, e01 = x0[2 * o + 1] == m, e10 = x1[2 * o] == m,
+                       e11 = x1[2 * o + 1] == m;
+            const T sh = gr[o] / T(std::uint32_t(e00) + e01 + e10 + e11) + T(0);
+            d0[2 * o] = select_bits(e00, sh);
+            d0[2 * o + 1] = select_bits(e01, sh);
+            d1[2 * o] = select_bits(e10, sh);
+            d1[2 * o + 1] = select_bits(e11, sh);
+          }
+          std::fill(d0 + covered_w, d0 + iw, T(0));
+          std::fill(d1 + covered_w, d1 + iw, T(0));
+          continue;
+        }
         std::fill(hits.begin(), hits.end(), 0u);
         for (std::size_t ky = 0; ky < kh; ++ky) {
           const T* xr = x0 + ky * iw;
