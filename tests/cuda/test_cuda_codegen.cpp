@@ -20,6 +20,7 @@
 #include "cuda/compiler.hpp"
 #include "ember/base/error.hpp"
 #include "ember/ir/scalar_table.hpp"
+#include "support/forwarding_backend.hpp"
 
 using namespace ember;
 using namespace ember::cuda;
@@ -482,19 +483,9 @@ namespace {
 
 // The Cpu backend, recording the Cuda kernel of every fused group it is handed (each layout
 // variant) before running the group itself; it takes the groups the Cuda backend takes.
-class RecordingCpu final : public backend::Backend {
+class RecordingCpu final : public ember::testing::ForwardingBackend {
  public:
-  explicit RecordingCpu(std::shared_ptr<backend::Backend> cpu) : cpu_(std::move(cpu)) {}
-  std::string name() const override { return cpu_->name(); }
-  ir::Handle from_data(const TensorData& d) override { return cpu_->from_data(d); }
-  TensorData to_data(const ir::Handle& x) override { return cpu_->to_data(x); }
-  std::vector<ir::Handle> execute(ir::Op op) override { return cpu_->execute(std::move(op)); }
-  bool supports(const ir::Op& op) const override { return cpu_->supports(op); }
-  void seed(std::uint64_t s) override { cpu_->seed(s); }
-  backend::MemoryStats memory_stats() const override { return cpu_->memory_stats(); }
-  void empty_cache() override { cpu_->empty_cache(); }
-  void sync() override { cpu_->sync(); }
-  bool runs_fused() const override { return true; }
+  using ForwardingBackend::ForwardingBackend;
   // What the Cuda backend takes: scalar fills as parameters, row reductions.
   backend::FusedCaps fused_caps() const override {
     return {.fills = true, .row_reduction = &fused_reduces_rows};
@@ -502,7 +493,7 @@ class RecordingCpu final : public backend::Backend {
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     FusedSpec s = fused_spec(g);
     // (a reduction keeping a prologue value runs op by op: not a kernel)
-    if (ends_in_reduction(s) && s.outputs.size() > 1) return cpu_->run_fused(std::move(g));
+    if (ends_in_reduction(s) && s.outputs.size() > 1) return inner_->run_fused(std::move(g));
     EXPECT_TRUE(fused_supported(s)) << g.signature;
     // Two variants a group: strided and contiguous (the scalar variant of each element-wise
     // cell is FusedKernelsCompileForSm90's); a reduction, contiguous and with a scalar input.
@@ -513,13 +504,10 @@ class RecordingCpu final : public backend::Backend {
       s.name = fused_name(g.key, s.contiguous, s.scalar_mask);
       if (seen.insert(s.name).second) kernels.push_back(gen_fused(s));
     }
-    return cpu_->run_fused(std::move(g));
+    return inner_->run_fused(std::move(g));
   }
   std::set<std::string> seen;
   std::vector<KernelSource> kernels;
-
- private:
-  std::shared_ptr<backend::Backend> cpu_;
 };
 
 Tensor<2> ramp(const Device& d, std::size_t r, std::size_t c, float scale, DType dt) {

@@ -14,6 +14,7 @@
 
 #include <ember/ember.hpp>
 #include <ember/fusion/fusion.hpp>
+#include "support/forwarding_backend.hpp"
 
 using namespace ember;
 using fusion::CloseReason;
@@ -781,32 +782,19 @@ namespace {
 // The Cpu as a backend with fused code for element-wise groups but none for a softmax or
 // layer norm at their end (Cuda's case): it runs such a group apart (Note [Row instructions
 // apart]), counting the prologues it ran as groups.
-class RowsApartCpu final : public backend::Backend {
+class RowsApartCpu final : public ember::testing::ForwardingBackend {
  public:
-  explicit RowsApartCpu(std::shared_ptr<backend::Backend> cpu) : cpu_(std::move(cpu)) {}
-  std::string name() const override { return cpu_->name(); }
-  ir::Handle from_data(const TensorData& d) override { return cpu_->from_data(d); }
-  TensorData to_data(const ir::Handle& x) override { return cpu_->to_data(x); }
-  std::vector<ir::Handle> execute(ir::Op op) override { return cpu_->execute(std::move(op)); }
-  bool supports(const ir::Op& op) const override { return cpu_->supports(op); }
-  void seed(std::uint64_t s) override { cpu_->seed(s); }
-  backend::MemoryStats memory_stats() const override { return cpu_->memory_stats(); }
-  void empty_cache() override { cpu_->empty_cache(); }
-  void sync() override { cpu_->sync(); }
-  bool runs_fused() const override { return true; }
-  backend::FusedCaps fused_caps() const override { return cpu_->fused_caps(); }
+  using ForwardingBackend::ForwardingBackend;
+  backend::FusedCaps fused_caps() const override { return inner_->fused_caps(); }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
-    if (!g.ends_in_row() || g.reduces()) return cpu_->run_fused(std::move(g));
+    if (!g.ends_in_row() || g.reduces()) return inner_->run_fused(std::move(g));
     return backend::run_row_apart(*this, std::move(g), [this](backend::FusedGroup p) {
       EXPECT_FALSE(p.ends_in_row());
       ++prologues;
-      return cpu_->run_fused(std::move(p));
+      return inner_->run_fused(std::move(p));
     });
   }
   std::size_t prologues = 0;
-
- private:
-  std::shared_ptr<backend::Backend> cpu_;
 };
 
 }  // namespace
@@ -885,10 +873,10 @@ TEST(FusionReport, LogLevels) {
     o.log = level;
     const Device d = fused_with(o);
     auto x = input(d, 4, 4, 1.0f);
-    testing::internal::CaptureStderr();
+    ::testing::internal::CaptureStderr();
     auto y = ((x * 2.0f).exp() + x).sum_dim(1);
     y.to_data();
-    const std::string log = testing::internal::GetCapturedStderr();
+    const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_TRUE(has(log, "flush (read)")) << log;  // the sum waits for the read
     EXPECT_EQ(has(log, "group [mul exp add sum]"), level >= 2) << log;
     EXPECT_EQ(has(log, "closed: ends in a reduction"), level >= 2) << log;
