@@ -112,6 +112,11 @@ bool fused_supported(const FusedSpec& s);
 bool fused_reduces_rows(ir::ReduceFn fn, DType dt);
 bool ends_in_reduction(const FusedSpec& s);
 KernelSource gen_fused(const FusedSpec& s);
+// A group ending in a Softmax or LayerNorm along contiguous rows that fit in registers, as
+// the row op's rows-in-registers kernel (Note [Fused rows in registers] in
+// codegen/fused.cpp) with rows_in_registers' ept and vec.
+bool ends_in_row_norm(const FusedSpec& s);
+KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec);
 
 // Reductions over [outer, n, inner]: (const In* x, Out* y, i64 outer, i64 n, i64 inner).
 // `rows`: inner == 1, one block per output row with warp shuffles; else one thread per
@@ -128,6 +133,14 @@ KernelSource gen_softmax(DType dt, bool log);
 inline int rows_max_ept(DType dt) { return size_of(dt) > 4 ? 4 : 8; }
 KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec);
 KernelSource gen_layer_norm_regs(DType dt, int ept, int vec);
+// The same kernels over rows computed by a fused group's prologue (Note [Fused rows in
+// registers] in codegen/fused.cpp): `params` is the kernel's parameter list and `setup`
+// declares rows, n, the row output y, em_pro(i, st) and, for layer norm, w, b and eps.
+struct RowSource {
+  std::string name, params, setup;
+};
+KernelSource gen_softmax_regs_from(const RowSource& src, DType dt, bool log, int ept, int vec);
+KernelSource gen_layer_norm_regs_from(const RowSource& src, DType dt, int ept, int vec);
 // (block, ept, vec) for rows of n elements of dtype dt: about 8 per thread, at most 512
 // threads; block 0 when the row is too long to hold in registers. `aligned`: every row
 // pointer the kernel reads or writes is 16-byte aligned, so chunks may be vector accesses.

@@ -113,8 +113,8 @@ class CudaContext {
   // collision) is refused: false, nothing launched.
   template <class Gen>
   bool launch_fused(std::uint64_t key, std::uint32_t variant, const std::string& structure,
-                    Gen&& gen, std::int64_t threads_total, Args args, const char* op,
-                    bool checked) {
+                    Gen&& gen, std::int64_t threads_total, Args args, const char* op, bool checked,
+                    unsigned block = 256, std::int64_t max_blocks = -1) {
     cudaKernel_t k = nullptr;
     {
       std::lock_guard lk(mu_);
@@ -128,7 +128,7 @@ class CudaContext {
       std::lock_guard lk(mu_);
       fused_.emplace(std::make_pair(key, variant), std::make_pair(structure, k));
     }
-    enqueue(k, threads_total, args, op, checked, 256, -1);
+    enqueue(k, threads_total, args, op, checked, block, max_blocks);
     return true;
   }
   // Device pointer of the error flag (int code, then an i64 value at byte 8).

@@ -87,9 +87,9 @@ class CudaBackend final : public backend::Backend {
   }
 
   // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group ending
-  // in a softmax or layer norm, which no kernel prints with a prologue yet, as its prologue's
-  // kernel and the row op (Note [Row instructions apart]); a group that does not fit one
-  // kernel op by op (the default).
+  // in a softmax or layer norm that no kernel prints (rows too long for registers, strided
+  // inputs: Note [Fused rows in registers]) as its prologue's kernel and the row op (Note
+  // [Row instructions apart]); a group that does not fit one kernel op by op (the default).
   std::vector<ir::Handle> run_fused(backend::FusedGroup group) override {
     const std::uint64_t t0 = profile::enabled() ? profile::now_ns() : 0;
     ctx_.activate();

@@ -925,6 +925,8 @@ DifferentialResult run_fusion_differential(std::uint64_t seed, std::size_t progr
   DifferentialResult r;
   for (std::size_t i = 0; i < programs; ++i) {
     Program p = generate(seed + i / 2, i % 2 == 1);
+    // EMBER_FUSION_PRINT_PROGRAMS=1: every program, as a reproducer would print it.
+    if (std::getenv("EMBER_FUSION_PRINT_PROGRAMS")) fputs(reproducer(p, "printed").c_str(), stderr);
     std::string why = check(p, plain, fused, threads);
     ++r.programs;
     if (why.empty()) continue;

@@ -495,6 +495,16 @@ class RecordingCpu final : public ember::testing::ForwardingBackend {
     // (a reduction keeping a prologue value runs op by op: not a kernel)
     if (ends_in_reduction(s) && s.outputs.size() > 1) return inner_->run_fused(std::move(g));
     EXPECT_TRUE(fused_supported(s)) << g.signature;
+    if (ends_in_row_norm(s)) {  // a row in registers: the widest and the narrowest chunks
+      s.contiguous = true;
+      for (const auto& [ept, vec] : {std::pair{8, 4}, std::pair{1, 1}}) {
+        if (size_of(g.code.back().out) == 8 && ept == 8) continue;
+        s.name =
+            fused_name(g.key, true, 0) + "_r" + std::to_string(ept) + "v" + std::to_string(vec);
+        if (seen.insert(s.name).second) kernels.push_back(gen_fused_rows(s, ept, vec));
+      }
+      return inner_->run_fused(std::move(g));
+    }
     // Two variants a group: strided and contiguous (the scalar variant of each element-wise
     // cell is FusedKernelsCompileForSm90's); a reduction, contiguous and with a scalar input.
     const int first = ends_in_reduction(s) ? 1 : 0;
@@ -525,6 +535,10 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   auto rec = std::make_shared<RecordingCpu>(Device::cpu().backend_ptr());
   const Device d(fusion::make_fusion_backend(rec, fusion::Options{}));
   for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    auto lw = ramp(d, 1, 33, 0.3f, dt).reshape<1>(Shape{33});   // layer norm's weight and bias,
+    auto lb = ramp(d, 1, 33, -0.2f, dt).reshape<1>(Shape{33});  // stored first
+    lw.to_data();
+    lb.to_data();
     auto x = ramp(d, 9, 33, 1.5f, dt);
     auto y = ramp(d, 33, 9, -0.7f, dt).transpose();  // strided
     auto b = ramp(d, 1, 33, 0.4f, dt);               // broadcast rows
@@ -544,6 +558,17 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
     h.to_data();
     auto hs = (x * 3.0f).reshape<3>(Shape{3, 3, 33}).exp().sum_dim(2);
     hs.to_data();
+    // Softmax and layer norm with their prologue, one keeping a prologue value.
+    auto sm = activation::softmax(x * 0.125f + z, 1);
+    auto lsm = activation::log_softmax((x - z).tanh(), 1);
+    auto res = x + z;
+    auto ln = module_ops::layer_norm(res, lw, lb);
+    auto ln0 = module_ops::layer_norm(x * 2.0f, Shape{33});
+    sm.to_data();
+    lsm.to_data();
+    ln.to_data();
+    ln0.to_data();
+    res.to_data();
     r.to_data();
     q.to_data();
     a.to_data();
@@ -563,7 +588,11 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   for (const auto& k : rec->kernels)
     reductions += k.body.find("em_pro(row * n + j)") != std::string::npos;
   EXPECT_GE(reductions, 13u);
-  std::size_t fills = 0;  // scalars as parameters: printed as Fill instructions
+  std::size_t row_norms = 0;  // groups ending in softmax or layer norm, rows computed
+  for (const auto& k : rec->kernels)
+    row_norms += k.body.find("em_pro((R) * n + j, true)") != std::string::npos;
+  EXPECT_EQ(row_norms, 4u * 4u * 2u - 4u);  // f64: no 8 elements a thread
+  std::size_t fills = 0;                    // scalars as parameters: printed as Fill instructions
   for (const auto& k : rec->kernels) fills += k.body.find("memcpy(&e") != std::string::npos;
   EXPECT_GT(fills, 10u);
   std::string src = prelude();

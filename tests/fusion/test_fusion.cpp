@@ -929,6 +929,49 @@ TEST(FusionCuda, CanonicalPatternsAgreeBitForBit) {
   }
 }
 
+// Softmax, log-softmax and layer norm with a prologue (Note [Fused rows in registers]): one
+// kernel where the row fits in registers, with every chunk width the row length allows
+// (odd lengths: one element a chunk), the prologue's kept value written beside the row op's
+// result; longer rows run apart. Each dtype, bit for bit the plain device's.
+TEST(FusionCuda, SoftmaxAndLayerNormTakeTheirPrologue) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    for (std::size_t cols : {1u, 33u, 64u, 1000u, 2048u, 4096u, 4100u}) {
+      const auto run = [&](const Device& dev) {
+        auto x = input(dev, 6, cols, 1.5f).cast(dt);
+        auto f = input(dev, 6, cols, -0.7f).cast(dt);
+        auto w = input(dev, 1, cols, 0.4f).cast(dt).reshape<1>(Shape{cols});
+        auto b = input(dev, 1, cols, -0.3f).cast(dt).reshape<1>(Shape{cols});
+        for (auto* t : {&x, &f}) t->to_data();  // (stored: their casts are not the pattern)
+        w.to_data();
+        b.to_data();
+        auto res = x + f * 0.5f;
+        auto y = module_ops::layer_norm(res, w, b);
+        auto s = activation::softmax(x * 0.125f + f, 1);
+        auto l = activation::log_softmax((x - f).tanh(), 1);
+        auto ln = module_ops::layer_norm(x * 2.0f, Shape{cols});
+        std::vector<float> out;
+        for (auto* t : {&y, &s, &l, &ln, &res}) {
+          const auto v = values(t->cast(DType::F32));
+          out.insert(out.end(), v.begin(), v.end());
+        }
+        return out;
+      };
+      const Device d = cuda_fused();
+      EXPECT_TRUE(same_bits(run(d), run(plain))) << name(dt) << " " << cols;
+      const auto r = fusion::report(d);
+      if (cols > 2048 && dt == DType::F64) continue;  // (4 an f64 thread: 2048 at most)
+      if (cols > 4096) continue;
+      EXPECT_NE(group_with(r, {"mul", "add", "softmax"}), nullptr) << groups_of(r);
+      EXPECT_NE(group_with(r, {"mul", "add", "layer_norm"}), nullptr) << groups_of(r);
+      EXPECT_NE(group_with(r, {"sub", "tanh", "log_softmax"}), nullptr) << groups_of(r);
+      EXPECT_NE(group_with(r, {"mul", "layer_norm"}), nullptr) << groups_of(r);
+      for (const auto& g : r.recent) EXPECT_TRUE(g.fused) << name(dt) << " " << cols;
+    }
+  }
+}
+
 TEST(FusionCuda, AChainIsOneKernelAtEverySize) {
   EMBER_NEED_CUDA();
   const auto chain = [](Tensor<2> x, Tensor<2> b) {

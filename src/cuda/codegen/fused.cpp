@@ -142,9 +142,10 @@ bool ends_in_reduction(const FusedSpec& s) {
 bool fused_supported(const FusedSpec& s) {
   for (const FusedInstr& ins : s.code) {
     if (ins.kind == FusedInstr::Kind::Fill) continue;
-    // Softmax and layer norm are not printed with a prologue yet: such a group runs op by op.
+    // Softmax and layer norm only last, of a float dtype (Note [Fused rows in registers]).
     if (ins.kind == FusedInstr::Kind::Softmax || ins.kind == FusedInstr::Kind::LayerNorm) {
-      return false;
+      if (&ins != &s.code.back() || !is_float(ins.out)) return false;
+      continue;
     }
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     if (ins.kind == FusedInstr::Kind::Reduce) {
@@ -213,12 +214,94 @@ KernelSource gen_fused_reduction(const FusedSpec& s) {
 
 }  // namespace
 
+bool ends_in_row_norm(const FusedSpec& s) {
+  return !s.code.empty() && (s.code.back().kind == FusedInstr::Kind::Softmax ||
+                             s.code.back().kind == FusedInstr::Kind::LayerNorm);
+}
+
+// Note [Fused rows in registers]: a group ending in a Softmax or LayerNorm whose rows fit in
+// registers is the unfused op's rows-in-registers kernel (Note [Rows in registers] in
+// codegen/rows.cpp) with the same block, elements per thread and chunk width, whose chunks
+// are computed rather than loaded: em_pro(i, st) evaluates the prologue at element i of the
+// (contiguous) iteration space and returns the row operand in its storage type — the value
+// the unfused prologue would have stored and the row kernel loaded — storing the group's
+// other outputs at i when st is set (each element is computed once with st, in the loads'
+// order; the row's first element again without). The same threads reduce the same
+// elements in the same order, so the result is bit for bit the unfused one. Every output
+// is a fresh buffer: another thread of the block reads element 0 of its row for `first`,
+// so no output may overwrite an input. A layer norm's weight and bias are contiguous
+// inputs read only by it (w, b). Arguments: w[1] the rows, w[2] their length.
+KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
+  EMBER_CHECK(ends_in_row_norm(s) && s.contiguous,
+              "cuda: " + s.name + " is not a contiguous group ending in softmax or layer norm");
+  const std::size_t n_in = s.inputs.size();
+  const FusedArgs a = fused_args(s);
+  const FusedInstr& row = s.code.back();
+  const auto row_id = static_cast<std::int32_t>(n_in + s.code.size() - 1);
+  const DType dt = row.out;
+  const std::string T = storage_type(dt);
+  FusedSpec pro = s;  // the prologue: the row's operand in the row output's place
+  pro.code.pop_back();
+  std::size_t jr = s.outputs.size();
+  for (std::size_t j = 0; j < s.outputs.size(); ++j) {
+    if (s.outputs[j] == row_id) {
+      jr = j;
+      pro.outputs[j] = row.args[0];
+    }
+  }
+  EMBER_CHECK(jr < s.outputs.size(), "cuda: " + s.name + " does not output its row result");
+  std::string setup = "  const i64 rows = g.w[1], n = g.w[2];\n";
+  std::vector<std::string> in(n_in);
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const std::string t = storage_type(s.inputs[k]);
+    const std::string ks = num(k);
+    setup += "  const " + t + "* __restrict__ px" + ks + " = (const " + t + "*)g.w[" +
+             num(static_cast<std::size_t>(a.inputs) + k) + "];\n";
+    if (s.scalar_mask >> k & 1u) {
+      setup += "  const " + t + " s" + ks + " = px" + ks + "[0];\n";
+      in[k] = "s" + ks;
+    } else {
+      in[k] = "px" + ks + "[i]";
+    }
+  }
+  for (std::size_t j = 0; j < s.outputs.size(); ++j) {
+    const std::string t = storage_type(dtype_of(s, s.outputs[j]));
+    setup += "  " + t + "* __restrict__ py" + num(j) + " = (" + t + "*)g.w[" +
+             num(static_cast<std::size_t>(a.outputs) + j) + "];\n";
+  }
+  setup += "  " + T + "* __restrict__ y = py" + num(jr) + ";\n  int* err = (int*)g.w[" +
+           num(static_cast<std::size_t>(a.err)) + "]; (void)err;\n";
+  if (row.kind == FusedInstr::Kind::LayerNorm) {
+    const auto ptr = [&](std::int32_t v) {
+      return v < 0
+                 ? std::string("nullptr")
+                 : "(const " + T + "*)g.w[" +
+                       num(static_cast<std::size_t>(a.inputs) + static_cast<std::size_t>(v)) + "]";
+    };
+    setup += "  const " + T + "* __restrict__ w = " + ptr(row.args[1]) + ";\n  const " + T +
+             "* __restrict__ b = " + ptr(row.args[2]) +
+             ";\n  const double eps = __longlong_as_double(g.w[" +
+             num(static_cast<std::size_t>(a.params) + 2 * (s.code.size() - 1)) + "]);\n";
+  }
+  setup += "  const auto em_pro = [&](i64 i, bool st) -> " + T + " {\n    (void)st;\n" +
+           element_body(pro, in,
+                        [jr, &T](std::size_t j, const std::string& v) {
+                          return j == jr ? "    const " + T + " em_r = " + v + ";\n"
+                                         : "    if (st) py" + num(j) + "[i] = " + v + ";\n";
+                        }) +
+           "    return em_r;\n  };\n";
+  RowSource src{s.name, "EmWords<" + num(a.words) + "> g", setup};
+  return row.kind == FusedInstr::Kind::Softmax ? gen_softmax_regs_from(src, dt, row.log, ept, vec)
+                                               : gen_layer_norm_regs_from(src, dt, ept, vec);
+}
+
 KernelSource gen_fused(const FusedSpec& s) {
   const std::size_t n_in = s.inputs.size();
   const FusedArgs a = fused_args(s);
   EMBER_CHECK(!s.code.empty() && !s.outputs.empty(), "cuda: a fused kernel needs code and outputs");
   EMBER_CHECK(fused_supported(s),
               "cuda: " + s.name + " applies a function not defined for its dtype");
+  EMBER_CHECK(!ends_in_row_norm(s), "cuda: " + s.name + " ends in a row op: gen_fused_rows");
   if (ends_in_reduction(s)) {
     EMBER_CHECK(s.contiguous, "cuda: " + s.name + ": a fused reduction reads its inputs linearly");
     return gen_fused_reduction(s);

@@ -74,9 +74,14 @@ KernelSource gen_softmax(DType dt, bool log) {
 // one in registers. Kernels are bounded to 512 threads and two blocks per SM (at most 64
 // registers a thread) and launched as one wave (CudaContext::kOneWave).
 // The host picks blockDim, ept and V with ept * blockDim >= n and V dividing ept.
+// With `src` (Note [Fused rows in registers] in codegen/fused.cpp) the rows are computed,
+// not loaded: the kernel's parameters are src->params, src->setup declares rows, n, y and
+// em_pro(i, st), the element at index i of the rows' iteration space (st: also store the
+// group's other outputs at i), and the chunks are filled in the loads' order.
 std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                             const std::string& params, const std::string& pad,
-                            const std::string& prologue, const std::string& body) {
+                            const std::string& prologue, const std::string& body,
+                            const RowSource* src = nullptr) {
   const std::string E = std::to_string(ept);
   const std::string V = std::to_string(vec);
   const std::string T = storage_type(dt);
@@ -86,7 +91,7 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
   const std::string row_bytes = "(n * (i64)sizeof(" + T + "))";
   const std::string pf_row = "row + 2 * (i64)gridDim.x";
   const std::string l2_prefetch =
-      vec == 1
+      vec == 1 || src
           ? ""
           : "#if __CUDA_ARCH__ >= 900\n"
             "    if (threadIdx.x == 0 && " +
@@ -97,9 +102,37 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                 ") : \"memory\");\n"
                 "    }\n"
                 "#endif\n";
-  std::string s = "extern \"C\" __global__ void __launch_bounds__(512, 2) " + name + "(const " + T +
-                  "* __restrict__ x, " + (params.empty() ? "" : params + ", ") + T +
-                  "* __restrict__ y, i64 rows, i64 n) {\n" + typedefs(dt) +
+  const std::string head = src ? src->params + ") {\n" + src->setup
+                               : "const " + T + "* __restrict__ x, " +
+                                     (params.empty() ? "" : params + ", ") + T +
+                                     "* __restrict__ y, i64 rows, i64 n) {\n";
+  // EM_ROW_SRC(dst, R, ok): row R's chunks into dst (pad where !ok or past n); EM_ROW_FIRST(R):
+  // its first element.
+  const std::string source =
+      src ? "#define EM_ROW_SRC(dst, R, ok) \\\n"
+            "  _Pragma(\"unroll\") for (int c = 0; c < " +
+                E + " / " + V +
+                "; ++c) { \\\n"
+                "    _Pragma(\"unroll\") for (int u = 0; u < " +
+                V +
+                "; ++u) { \\\n"
+                "      const i64 j = ((i64)threadIdx.x + (i64)c * blockDim.x) * " +
+                V +
+                " + u; \\\n"
+                "      dst[c * " +
+                V + " + u] = ((ok) && j < n) ? " + load(dt, "em_pro((R) * n + j, true)") + " : (" +
+                pad +
+                "); \\\n"
+                "    } \\\n"
+                "  }\n"
+                "#define EM_ROW_FIRST(R) " +
+                load(dt, "em_pro((R) * n, false)") + "\n"
+          : "#define EM_ROW_SRC(dst, R, ok) EM_ROW_LOAD(dst, x + (R) * n, ok, " + pad +
+                ")\n"
+                "#define EM_ROW_FIRST(R) " +
+                load(dt, "x[(R) * n]") + "\n";
+  std::string s = "extern \"C\" __global__ void __launch_bounds__(512, 2) " + name + "(" + head +
+                  typedefs(dt) +
                   "  __shared__ C sv[32];\n"
                   "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
                   "  const int nwarps = (blockDim.x + 31) >> 5;\n"
@@ -125,12 +158,10 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                   " + u] = (padv); \\\n"
                   "    } \\\n"
                   "  }\n" +
-                  prologue + "  C nx[" + E + "];\n  i64 row = blockIdx.x;\n" +
-                  "  EM_ROW_LOAD(nx, x + row * n, row < rows, " + pad +
-                  ");\n"
-                  "  C nfirst = row < rows ? " +
-                  load(dt, "x[row * n]") +
-                  " : (C)0;\n"
+                  source + prologue + "  C nx[" + E +
+                  "];\n  i64 row = blockIdx.x;\n"
+                  "  EM_ROW_SRC(nx, row, row < rows);\n"
+                  "  C nfirst = row < rows ? EM_ROW_FIRST(row) : (C)0;\n"
                   "  for (; row < rows; row += gridDim.x) {\n" +
                   l2_prefetch + "    C r[" + E +
                   "];\n"
@@ -140,11 +171,9 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                   "; ++e) r[e] = nx[e];\n"
                   "    const C first = nfirst;\n    (void)first;\n"
                   "    const i64 next = row + gridDim.x;\n"
-                  "    EM_ROW_LOAD(nx, x + next * n, next < rows, " +
-                  pad +
-                  ");\n"
-                  "    nfirst = next < rows ? " +
-                  load(dt, "x[next * n]") + " : (C)0;\n" + body + "    " + T +
+                  "    EM_ROW_SRC(nx, next, next < rows);\n"
+                  "    nfirst = next < rows ? EM_ROW_FIRST(next) : (C)0;\n" +
+                  body + "    " + T +
                   "* yr = y + row * n;\n"
                   "#pragma unroll\n"
                   "    for (int c = 0; c < " +
@@ -163,7 +192,7 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                   "      }\n"
                   "    }\n"
                   "  }\n"
-                  "#undef EM_ROW_LOAD\n"
+                  "#undef EM_ROW_LOAD\n#undef EM_ROW_SRC\n#undef EM_ROW_FIRST\n"
                   "}\n";
   return s;
 }
@@ -218,11 +247,13 @@ std::string regs_suffix(int ept, int vec) {
   return s;
 }
 
-// Softmax of rows held in registers (Note [Rows in registers]).
-KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec) {
+// Softmax of rows held in registers (Note [Rows in registers]), loaded from x or computed
+// (src).
+KernelSource softmax_regs(DType dt, bool log, int ept, int vec, const RowSource* src) {
   KernelSource k;
-  k.name =
-      std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt) + regs_suffix(ept, vec);
+  k.name = src ? src->name
+               : std::string("em_") + (log ? "log_softmax_" : "softmax_") + dname(dt) +
+                     regs_suffix(ept, vec);
   const std::string max_op = combine(ReduceFn::Max, dt, "v", "o");
   std::string body =
       "    C v = -inf;\n" + each_elem(ept, vec, "const C o = r[e]; v = " + max_op + ";") +
@@ -232,17 +263,25 @@ KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec) {
       block_reduce("v + o", "(C)0");
   body += log ? "    const C l = m + m_log(v);\n" : "    const C inv = (C)1 / v;\n";
   body += each_elem(ept, vec, log ? "r[e] = r[e] - l;" : "r[e] = r[e] * inv;");
-  k.body = regs_row_kernel(k.name, dt, ept, vec, "", "-inf", "", body);
+  k.body = regs_row_kernel(k.name, dt, ept, vec, "", "-inf", "", body, src);
   return k;
+}
+
+KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec) {
+  return softmax_regs(dt, log, ept, vec, nullptr);
+}
+KernelSource gen_softmax_regs_from(const RowSource& src, DType dt, bool log, int ept, int vec) {
+  return softmax_regs(dt, log, ept, vec, &src);
 }
 
 // Layer norm of rows held in registers (Note [Rows in registers]): the mean, then the sum
 // of squared deviations from it (two reductions over registers, no cancellation), then the
 // write. Weight and bias (n elements each, may be null: 1 and -0, which keep every value,
 // -0 included) are loaded once per block and kept in registers for every row it normalises.
-KernelSource gen_layer_norm_regs(DType dt, int ept, int vec) {
+// With src, its setup declares w, b (null when absent) and eps.
+KernelSource layer_norm_regs(DType dt, int ept, int vec, const RowSource* src) {
   KernelSource k;
-  k.name = "em_layer_norm_" + dname(dt) + regs_suffix(ept, vec);
+  k.name = src ? src->name : "em_layer_norm_" + dname(dt) + regs_suffix(ept, vec);
   const std::string T = storage_type(dt);
   const std::string E = std::to_string(ept);
   const std::string prologue = "  C wr[" + E + "], br[" + E +
@@ -262,8 +301,15 @@ KernelSource gen_layer_norm_regs(DType dt, int ept, int vec) {
   k.body = regs_row_kernel(
       k.name, dt, ept, vec,
       "const " + T + "* __restrict__ w, const " + T + "* __restrict__ b, double eps", "(C)0",
-      prologue, body);
+      prologue, body, src);
   return k;
+}
+
+KernelSource gen_layer_norm_regs(DType dt, int ept, int vec) {
+  return layer_norm_regs(dt, ept, vec, nullptr);
+}
+KernelSource gen_layer_norm_regs_from(const RowSource& src, DType dt, int ept, int vec) {
+  return layer_norm_regs(dt, ept, vec, &src);
 }
 
 // Layer norm of contiguous rows: one block per row, three passes over the row (the sum

@@ -99,6 +99,102 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
   return outs;
 }
 
+// A group ending in a softmax or layer norm (Note [Fused rows in registers] in
+// codegen/fused.cpp): its rows contiguous in the iteration space, every input but a layer
+// norm's weight and bias read linearly or as one element, those two contiguous, and rows
+// short enough for the unfused op's rows-in-registers kernel, whose block, elements per
+// thread and chunk width it takes — the pointers that kernel would check for alignment are
+// fresh buffers but for the weight and bias — so it combines as the unfused op does. Else
+// the group runs apart (Note [Row instructions apart]).
+std::optional<std::vector<ir::Handle>> run_fused_rows(CudaContext& ctx, FusedGroup& g,
+                                                      FusedSpec& spec, const char* checked) {
+  const std::size_t n_in = g.inputs.size();
+  const FusedInstr& row = g.code.back();
+  const Shape& shape = g.shape;
+  if (row.dim >= shape.rank() || shape.num_elements() == 0) return std::nullopt;
+  for (std::size_t d = row.dim + 1; d < shape.rank(); ++d) {
+    if (shape[d] != 1) return std::nullopt;
+  }
+  // (A row result nobody reads: the prologue's outputs alone, apart.)
+  const auto row_id = static_cast<std::int32_t>(n_in + g.code.size() - 1);
+  if (std::find(g.outputs.begin(), g.outputs.end(), row_id) == g.outputs.end()) return std::nullopt;
+  const auto n = static_cast<std::int64_t>(shape[row.dim]);
+  const auto rows = static_cast<std::int64_t>(shape.num_elements()) / n;
+  std::uint32_t scalar_mask = 0;
+  std::vector<const void*> params;  // pointers the unfused op would check for alignment
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const auto& x = as_cuda(g.inputs[k]);
+    const bool param =
+        row.kind == FusedInstr::Kind::LayerNorm && (row.args[1] == static_cast<std::int32_t>(k) ||
+                                                    row.args[2] == static_cast<std::int32_t>(k));
+    if (param) {
+      if (!x.is_contiguous() || x.shape().num_elements() != static_cast<std::size_t>(n)) {
+        return std::nullopt;
+      }
+      params.push_back(x.data());
+      if (shape.rank() > 1) continue;  // read by the row op alone
+    }
+    const backend::Walk w = backend::walk_of(x.shape(), x.strides(), shape);
+    if (w == backend::Walk::Strided) return std::nullopt;
+    if (w == backend::Walk::Scalar) scalar_mask |= 1u << k;
+  }
+  const DType dt = row.out;
+  // An operand that is an input read linearly is the unfused op's x itself.
+  if (row.args[0] < static_cast<std::int32_t>(n_in) &&
+      !(scalar_mask >> static_cast<std::uint32_t>(row.args[0]) & 1u)) {
+    params.push_back(as_cuda(g.inputs[static_cast<std::size_t>(row.args[0])]).data());
+  }
+  bool aligned = true;
+  for (const void* p : params) aligned = aligned && aligned16({p});
+  const auto [block, ept, vec] = rows_in_registers(n, dt, aligned);
+  if (block == 0) return std::nullopt;
+  spec.contiguous = true;
+  spec.scalar_mask = scalar_mask;
+  const FusedArgs layout = fused_args(spec);
+  if (static_cast<std::size_t>(layout.words) * 8 > kMaxArgBytes) return std::nullopt;
+  std::vector<ir::Handle> outs;
+  outs.reserve(g.outputs.size());
+  for (std::int32_t o : g.outputs) outs.push_back(ctx.empty(shape, g.dtype_of(o)));
+  std::vector<std::int64_t> w(static_cast<std::size_t>(layout.words), 0);
+  w[0] = rows * n;
+  w[1] = rows;
+  w[2] = n;
+  const auto word = [](const void* p) {
+    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p));
+  };
+  for (std::size_t k = 0; k < n_in; ++k) {
+    w[static_cast<std::size_t>(layout.inputs) + k] = word(as_cuda(g.inputs[k]).data());
+  }
+  for (std::size_t j = 0; j < outs.size(); ++j) {
+    w[static_cast<std::size_t>(layout.outputs) + j] = word(as_cuda(outs[j]).data());
+  }
+  w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
+  for (std::size_t i = 0; i < g.code.size(); ++i) {
+    const FusedInstr& in = g.code[i];
+    const auto at = static_cast<std::size_t>(layout.params) + 2 * i;
+    if (in.kind == FusedInstr::Kind::Fill) {
+      w[at] = std::bit_cast<std::int64_t>(in.bits);
+    } else {
+      w[at] = std::bit_cast<std::int64_t>(in.p0);
+      w[at + 1] = std::bit_cast<std::int64_t>(in.p1);
+    }
+  }
+  const auto log2 = [](int v) { return static_cast<std::uint32_t>(std::countr_zero(unsigned(v))); };
+  spec.name =
+      fused_name(g.key, true, scalar_mask) + "_r" + std::to_string(ept) + "v" + std::to_string(vec);
+  void* arg = w.data();
+  const std::uint32_t variant = 1u | scalar_mask << 1 | log2(ept) << 24 | log2(vec) << 28;
+  const char* name = row.kind == FusedInstr::Kind::LayerNorm ? "layer_norm"
+                     : row.log                               ? "log_softmax"
+                                                             : "softmax";
+  const bool ran = ctx.launch_fused(
+      g.key, variant, g.signature + " " + spec.name, [&] { return gen_fused_rows(spec, ept, vec); },
+      rows * block, {arg}, checked ? checked : name, checked != nullptr, block,
+      CudaContext::kOneWave);
+  if (!ran) return std::nullopt;
+  return outs;
+}
+
 }  // namespace
 
 std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGroup& g) {
@@ -114,6 +210,7 @@ std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGr
     }
   }
   if (ends_in_reduction(spec)) return run_fused_reduction(ctx, g, spec, checked);
+  if (ends_in_row_norm(spec)) return run_fused_rows(ctx, g, spec, checked);
   const Shape& shape = g.shape;
 
   // The layout variant: linear or one-element inputs, else strided over collapsed dims.
