@@ -499,6 +499,12 @@ std::string spell_cuda(const Node& n, Kind k, DType dt, const std::string (&ch)[
         return lo ? "false" : "true";
     }
   }
+  // Note [Integer selects on sm_90]: ptxas 13.0 for sm_90 joins two chained 32-bit integer
+  // min / max into one three-input VIMNMX3 and drops a negation or absolute value folded into
+  // the inner one's operand (min(min(a, -x), y) runs as min(a, x, y)). Every integer select
+  // (min, max, relu, clamp, abs, where of the expressions) is passed through em_keep, an
+  // identity byte permute the prelude defines, so no two of them are ever joined.
+  if (n.op == Op::Select && k == Kind::Int) return "em_keep(" + spell_c(n, k, ch, names) + ")";
   return spell_c(n, k, ch, names);
 }
 

@@ -425,6 +425,27 @@ TEST(CudaCodegen, FusedKernelsPrintTheSingleOpCode) {
 
 // The largest group the fuser makes (16 inputs, 64 instructions, each an output) fits the
 // argument block CUDA allows.
+// Note [Integer selects on sm_90]: every integer min or max a fused kernel prints goes
+// through em_keep, so that ptxas cannot join two of them and drop a negation between them.
+TEST(CudaCodegen, IntegerSelectsAreKeptApart) {
+  FusedSpec s;
+  s.inputs.assign(3, DType::I32);
+  FusedInstr neg = unary_instr(ir::UnaryFn::Neg, DType::I32, 0);
+  s.code = {neg, binary_instr(ir::BinaryFn::Min, DType::I32, 1, 3),
+            binary_instr(ir::BinaryFn::Min, DType::I32, 4, 2)};
+  s.outputs = {5};
+  s.contiguous = true;
+  s.name = fused_name(77, true, 0);
+  const std::string body = gen_fused(s).body;
+  std::size_t kept = 0;
+  for (std::size_t at = body.find("em_keep("); at != std::string::npos;
+       at = body.find("em_keep(", at + 1)) {
+    ++kept;
+  }
+  EXPECT_EQ(kept, 4u) << body;  // each min, in the vector loop and in the tail
+  ASSERT_NO_THROW(compile_cubin(prelude() + body, 90, "integer mins"));
+}
+
 TEST(CudaCodegen, FusedArgumentsFit) {
   FusedSpec s;
   s.inputs.assign(16, DType::F32);

@@ -972,6 +972,34 @@ TEST(FusionCuda, SoftmaxAndLayerNormTakeTheirPrologue) {
   }
 }
 
+// Note [Integer selects on sm_90]: min(min(a, -x), y) and max(max(a, |x|), y) in i32, and
+// the differential's seed 30001079 (min(min(-x, |x|), x)), where ptxas 13.0 had dropped the
+// negation or absolute value by joining the two into one three-input min.
+TEST(FusionCuda, ChainedIntegerMinAndMaxKeepTheirOperands) {
+  EMBER_NEED_CUDA();
+  const auto run = [](const Device& dev) {
+    std::vector<std::int32_t> v(5 * 33), w(5 * 33);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      v[i] = static_cast<std::int32_t>((i * 7 + 3) % 9) - 4;
+      w[i] = static_cast<std::int32_t>((i * 5 + 1) % 11) - 5;
+    }
+    auto x = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>(v, Shape{5, 33}), dev);
+    auto y = Tensor<2, Int>::from_data(TensorData::from<std::int32_t>(w, Shape{5, 33}), dev);
+    auto a = (-x).minimum(y).minimum(x + 1);
+    auto b = x.abs().maximum(y).maximum(y - 2);
+    auto c = (-x).minimum(x.abs()).minimum(x);
+    std::vector<std::int32_t> out;
+    for (auto* t : {&a, &b, &c}) {
+      const auto r = t->to_data().to_vector<std::int32_t>();
+      out.insert(out.end(), r.begin(), r.end());
+    }
+    return out;
+  };
+  const auto got = run(cuda_fused());
+  EXPECT_EQ(got, run(Device::cuda(0)));
+  EXPECT_EQ(got, run(Device::cpu()));
+}
+
 TEST(FusionCuda, AChainIsOneKernelAtEverySize) {
   EMBER_NEED_CUDA();
   const auto chain = [](Tensor<2> x, Tensor<2> b) {

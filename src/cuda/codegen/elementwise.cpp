@@ -72,8 +72,9 @@ std::string cast_value(DType from, DType to, const std::string& x) {
   return from_f64(to, to_f64(from, x));
 }
 
+// (em_keep: a where may be a min or max of integers, Note [Integer selects on sm_90].)
 std::string where_value(const std::string& c, const std::string& a, const std::string& b) {
-  return c + " != 0 ? " + a + " : " + b;
+  return "em_keep(" + c + " != 0 ? " + a + " : " + b + ")";
 }
 
 }  // namespace codegen

@@ -75,6 +75,14 @@ __device__ __forceinline__ float em_gelu(float x) {
 template <class T> struct em_u { typedef unsigned int t; };
 template <> struct em_u<i64> { typedef u64 t; };
 // Integer division: zero divisors are flagged by the kernel; MIN / -1 wraps.
+// Note [Integer selects on sm_90] (ir/scalar_expr.cpp): an identity that ptxas keeps
+// (a byte permute), between integer selects so that no two are joined into a VIMNMX3.
+template <class T> __device__ __forceinline__ T em_keep(T x) { return x; }
+__device__ __forceinline__ int em_keep(int x) { int y; asm("prmt.b32 %0, %1, 0, 0x3210;" : "=r"(y) : "r"(x)); return y; }
+__device__ __forceinline__ unsigned em_keep(unsigned x) { unsigned y; asm("prmt.b32 %0, %1, 0, 0x3210;" : "=r"(y) : "r"(x)); return y; }
+__device__ __forceinline__ short em_keep(short x) { return (short)em_keep((int)x); }
+__device__ __forceinline__ signed char em_keep(signed char x) { return (signed char)em_keep((int)x); }
+__device__ __forceinline__ unsigned char em_keep(unsigned char x) { return (unsigned char)em_keep((unsigned)x); }
 template <class T> __device__ __forceinline__ T em_idiv(T a, T b) {
   if (b == T(0)) return T(0);
   if ((T)-1 < (T)0 && b == (T)-1) return (T)(0u - (typename em_u<T>::t)a);
