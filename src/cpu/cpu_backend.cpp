@@ -118,10 +118,10 @@ class CpuBackend final : public backend::Backend {
   std::vector<ir::Handle> dispatch(ir::Op& op) { return backend::dispatch(ctx_, op); }
 
   std::vector<ir::Handle> execute_widened(ir::Op op) {
-    // The op's own output dtypes: an F32 output of the widened op is rounded back to the
-    // 16-bit dtype only where the op states that dtype (Attention's lse stays F32).
-    std::vector<DType> wanted;
-    for (std::size_t i = 0; i < 3; ++i) wanted.push_back(ir::output_dtype(op, i));  // Svd has 3
+    // The op as given, for its own output dtypes: an F32 output of the widened op is
+    // rounded back to the 16-bit dtype only where the op states that dtype (Attention's lse
+    // stays F32).
+    const ir::Op given = op;
     DType half = DType::F32;
     ir::for_each_operand(op, [&](ir::Handle& h) {
       if (!h || !is_half(h->dtype())) return;
@@ -139,7 +139,7 @@ class CpuBackend final : public backend::Backend {
     auto outs = dispatch(op);
     for (std::size_t i = 0; i < outs.size(); ++i) {
       ir::Handle& h = outs[i];
-      if (h->dtype() == DType::F32 && (i >= wanted.size() || wanted[i] == half)) {
+      if (h->dtype() == DType::F32 && ir::output_dtype(given, i) == half) {
         ir::Cast c{std::move(h), half};
         h = run(ctx_, c);
       }
