@@ -1,7 +1,8 @@
 // scaled_dot_product_attention against an f64 softmax(scale q k^T + mask) v: no mask, causal
 // (Lq == Lk, Lq < Lk, Lq > Lk), a Bool mask with a row of no keys (0, as PyTorch), a float
 // mask broadcast over the heads (with -inf entries), E != Ev, extents 1, odd extents that
-// cross the Cpu kernel's 64-row tiles, broadcast batch dims, rank 2, an explicit scale.
+// cross the Cpu kernel's 64-row tiles, broadcast batch dims, rank 2, an explicit scale,
+// empty extents.
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -125,6 +126,11 @@ void add_attention_cases(std::vector<Case>& cs) {
           {Shape{1, 65, 3}, Shape{1, 130, 3}, Shape{1, 130, 2}, kBoolMask, 0, Shape{65, 130}},
           {Shape{2, 3, 5, 4}, Shape{3, 6, 4}, Shape{1, 3, 6, 2}, kNoMask, 0, {}},
           {Shape{5, 3}, Shape{4, 3}, Shape{4, 2}, kNoMask, 0.3, {}},
+          // Empty extents: no keys (0, as PyTorch), no queries, Ev = 0, E = 0 (a scale given).
+          {Shape{1, 2, 3, 4}, Shape{1, 2, 0, 4}, Shape{1, 2, 0, 5}, kNoMask, 0, {}},
+          {Shape{2, 0, 4}, Shape{2, 3, 4}, Shape{2, 3, 2}, kCausal, 0, {}},
+          {Shape{2, 3, 4}, Shape{2, 5, 4}, Shape{2, 5, 0}, kNoMask, 0, {}},
+          {Shape{2, 3, 0}, Shape{2, 5, 0}, Shape{2, 5, 2}, kNoMask, 0.5, {}},
       };
     }
     std::vector<Trial> ts;
