@@ -51,18 +51,25 @@ constexpr double kLr = 0.1;
 
 }  // namespace
 
+// The attention workloads' [batch, heads, seq, head_dim].
+Shape attention_shape(SizeKind s) {
+  return Shape{by_size<std::size_t>(s, 2, 2, 4), by_size<std::size_t>(s, 3, 4, 16),
+               by_size<std::size_t>(s, 17, 1024, 2048), by_size<std::size_t>(s, 8, 64, 128)};
+}
+
 // softmax(Q K^T / sqrt(d)) V over [batch, heads, seq, head_dim], composed of two batched
-// matmuls and a softmax, as a user writes it without a fused attention op.
-Case attention_case(SizeKind s, const Device& dev) {
-  const std::size_t b = by_size<std::size_t>(s, 2, 2, 4), h = by_size<std::size_t>(s, 3, 4, 16),
-                    n = by_size<std::size_t>(s, 17, 1024, 2048),
-                    d = by_size<std::size_t>(s, 8, 64, 128);
-  const Shape shape{b, h, n, d};
+// matmuls and a softmax, as a user writes it without a fused attention op; with `fused`,
+// module_ops::scaled_dot_product_attention (sdpa; F.scaled_dot_product_attention on the
+// PyTorch side).
+Case attention_case(SizeKind s, const Device& dev, bool fused) {
+  const Shape shape = attention_shape(s);
+  const std::size_t b = shape[0], h = shape[1], n = shape[2], d = shape[3];
   auto q = input<4>(shape, 1, dev), k = input<4>(shape, 2, dev), v = input<4>(shape, 3, dev);
   const double scale = 1.0 / std::sqrt(double(d));
   const double flops = 4.0 * double(b * h) * double(n) * double(n) * double(d);
   Case c = timed({{"shape", dims(shape)}}, shape, 4.0 * double(shape.num_elements()) * kF32, flops,
-                 dev, [q, k, v, scale] {
+                 dev, [q, k, v, scale, fused] {
+                   if (fused) return module_ops::scaled_dot_product_attention(q, k, v);
                    auto scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
                    return activation::softmax(std::move(scores), 3).matmul(v);
                  });
@@ -70,6 +77,42 @@ Case attention_case(SizeKind s, const Device& dev) {
   c.atol = 1e-4;
   return c;
 }
+Case attention_case(SizeKind s, const Device& dev) { return attention_case(s, dev, false); }
+Case sdpa_case(SizeKind s, const Device& dev) { return attention_case(s, dev, true); }
+
+// The same attention forward and backward: the gradients in q, k and v of sum(out * gy)
+// (torch.autograd.grad on the PyTorch side), through the composite or (sdpa_grad) the
+// fused function. Compared: the three gradients.
+Case attention_grad_case(SizeKind s, const Device& dev, bool fused) {
+  const Shape shape = attention_shape(s);
+  const std::size_t b = shape[0], h = shape[1], n = shape[2], d = shape[3];
+  const Device ad = dev.autodiff();
+  auto q = input<4>(shape, 1, ad).require_grad(), k = input<4>(shape, 2, ad).require_grad(),
+       v = input<4>(shape, 3, ad).require_grad();
+  auto gy = input<4>(shape, 4, ad);
+  const double scale = 1.0 / std::sqrt(double(d));
+  // The forward's two products and the backward's four (FlashAttention-2 counts 2.5x).
+  const double flops = 3.5 * 4.0 * double(b * h) * double(n) * double(n) * double(d);
+  Case c = timed(
+      {{"shape", dims(shape)}}, shape, 8.0 * double(shape.num_elements()) * kF32, flops, ad,
+      [q, k, v, gy, scale, fused] {
+        Tensor<4> y =
+            fused ? module_ops::scaled_dot_product_attention(q, k, v)
+                  : activation::softmax(q.matmul(k.swap_dims(2, 3)).mul_scalar(scale), 3).matmul(v);
+        Gradients grads = (y * gy).sum().backward();
+        Outputs out;
+        for (const auto& t : {q, k, v}) out.compared.push_back(t.grad(grads).value().dyn());
+        return out;
+      });
+  c.shape = label("b", b, " h", h, " seq", n, " d", d);
+  c.rtol = 1e-3;
+  c.atol = 1e-4;
+  return c;
+}
+Case attention_grad_case(SizeKind s, const Device& dev) {
+  return attention_grad_case(s, dev, false);
+}
+Case sdpa_grad_case(SizeKind s, const Device& dev) { return attention_grad_case(s, dev, true); }
 
 // An LSTM-like recurrence: T steps of gates = x_t W + h U + b, split in four, sigmoid /
 // tanh, the cell and hidden updates; loss = mean(h_T); backward to W, U and b. Small

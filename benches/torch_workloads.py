@@ -300,6 +300,39 @@ def attention(p):
     return lambda: torch.softmax((q @ k.transpose(2, 3)) * scale, 3) @ v
 
 
+def sdpa_function():
+    """F.scaled_dot_product_attention (PyTorch 2.0 and later); on an older torch (Debian's
+    1.13, the tests' reference) its math definition, so that the values still compare."""
+    if hasattr(F, "scaled_dot_product_attention"):
+        return F.scaled_dot_product_attention
+    return lambda q, k, v: torch.softmax((q @ k.transpose(-2, -1)) / (q.shape[-1] ** 0.5), -1) @ v
+
+
+def sdpa(p):
+    q, k, v = inp(p["shape"], 1), inp(p["shape"], 2), inp(p["shape"], 3)
+    f = sdpa_function()
+    return lambda: f(q, k, v)
+
+
+def attention_grad_builder(fused):
+    def build(p):
+        b, h, n, d = p["shape"]
+        q, k, v = (inp(p["shape"], s).requires_grad_() for s in (1, 2, 3))
+        gy = inp(p["shape"], 4)
+        scale = 1.0 / (d**0.5)
+
+        def f():
+            if fused:
+                y = sdpa_function()(q, k, v)
+            else:
+                y = torch.softmax((q @ k.transpose(2, 3)) * scale, 3) @ v
+            return list(torch.autograd.grad((y * gy).sum(), [q, k, v])), []
+
+        return f
+
+    return build
+
+
 # Training steps: forward, torch.autograd.grad of every parameter, and the SGD update
 # p - lr * grad, computed but not written back (as benches/model_workloads.cpp), so every
 # repetition is the same step. They return (compared tensors, kept tensors).
@@ -587,6 +620,9 @@ WORKLOADS = {
     "to_data": to_data,
     "launch_overhead": launch_overhead,
     "attention": attention,
+    "sdpa": sdpa,
+    "attention_grad": attention_grad_builder(False),
+    "sdpa_grad": attention_grad_builder(True),
     "autodiff_overhead": autodiff_overhead,
     "mlp_train_step": mlp_train_step,
     "cnn_train_step": cnn_train_step,
@@ -600,7 +636,8 @@ WORKLOADS = {
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
 TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
             "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "resnet_train_step",
-            "lstm_lm_step", "layer_norm_grad", "batch_norm_grad", "group_norm_grad"}
+            "lstm_lm_step", "layer_norm_grad", "batch_norm_grad", "group_norm_grad",
+            "attention_grad", "sdpa_grad"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}

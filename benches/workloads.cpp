@@ -616,6 +616,9 @@ std::vector<Workload> build() {
 
   // ---- attention and training steps (benches/model_workloads.cpp) ----
   add("attention", "module", attention_case);
+  add("sdpa", "module", sdpa_case);
+  add("attention_grad", "autodiff", attention_grad_case);
+  add("sdpa_grad", "autodiff", sdpa_grad_case);
   add("autodiff_overhead", "autodiff", autodiff_overhead_case);
   add("mlp_train_step", "autodiff", mlp_train_step_case);
   add("cnn_train_step", "autodiff", cnn_train_step_case);

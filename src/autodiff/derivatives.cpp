@@ -36,6 +36,44 @@ RuleEntry diff(const char* formula, std::uint8_t needs, bool needs_output, void 
 RuleEntry none(const char* why) { return {RuleKind::NotDifferentiable, why, {}}; }
 RuleEntry todo(const char* why) { return {RuleKind::Unsupported, why, {}}; }
 
+// The softmax of ir::AttentionGrad's forward recomputed from its operands (q, k, v, mask,
+// y, lse, g): P = exp(S - lse) with S = scale q k^T plus a float mask, 0 where a Bool mask
+// or the causal order leaves the key out and on rows without keys (lse -inf). In lse's
+// dtype (f32 for 16-bit q), rounded to q's.
+Handle attention_probs(Ctx& c, const ir::AttentionGrad& o) {
+  auto& be = c.be;
+  const DType dt = c.in_dtype(0), wide = c.in_dtype(5);
+  const std::size_t r = c.in_shape(0).rank();
+  const std::size_t lq = c.in_shape(0)[r - 2], lk = c.in_shape(1)[r - 2];
+  Handle s = mul_scalar(be, matmul(be, c.input(0), transpose_last(be, c.input(1))), o.scale);
+  Handle allowed;  // Bool, broadcast to S's shape; null when every key takes part
+  if (c.in_shape(3).rank() > 0) {
+    if (c.in_dtype(3) == DType::Bool) {
+      allowed = c.input(3);
+    } else {
+      s = add(be, std::move(s), c.input(3));
+    }
+  }
+  if (o.causal) {
+    const auto index = [&](std::size_t n, std::size_t at) {
+      std::vector<std::size_t> dims(r, 1);
+      dims[at] = n;
+      return reshape(be, run(be, ir::Arange{0.0, 1.0, n, DType::I64}), Shape(std::move(dims)));
+    };
+    Handle causal = binary(be, BinaryFn::Le, index(lk, r - 1), index(lq, r - 2));  // j <= i
+    allowed = allowed ? binary(be, BinaryFn::And, std::move(allowed), std::move(causal))
+                      : std::move(causal);
+  }
+  std::vector<std::size_t> row = c.in_shape(5).dims();
+  row.push_back(1);
+  Handle lse = reshape(be, c.input(5), Shape(std::move(row)));
+  const double inf = std::numeric_limits<double>::infinity();
+  lse = where(be, compare_scalar(be, BinaryFn::Eq, lse, -inf), scalar(be, 0.0, wide, r), lse);
+  Handle p = unary(be, UnaryFn::Exp, sub(be, cast(be, std::move(s), wide), std::move(lse)));
+  if (allowed) p = mask(be, std::move(allowed), std::move(p));
+  return cast(be, std::move(p), dt);
+}
+
 // g * f(x) for unary rules.
 void give_scaled(Ctx& c, Handle factor) { c.give(0, mul(c.be, c.grad(), std::move(factor))); }
 
@@ -841,6 +879,63 @@ RuleEntry make_kind(ir::OpKind k) {
         EMBER_ASSERT(ug->shape() == u);
         c.give(0, matmul(c.be, std::move(ug), c.output(2)));
       });
+    case OpKind::Attention:
+      // lse (output 1) is recorded as detached; out's gradient by AttentionGrad (run on the
+      // registry's fallback where the backend lacks it).
+      return diff(
+          "AttentionGrad(q, k, v, mask, y, lse, g): with P = exp(S - lse), D = rowsum(g y), "
+          "dS = P (g v^T - D): dq = scale dS k, dk = scale dS^T q, dv = P^T g (the mask gets "
+          "no gradient)",
+          kAll, true, [](Ctx& c) {
+            const auto& o = c.op<ir::Attention>();
+            const bool has_mask = c.in_shape(3).rank() > 0;
+            auto d = c.be.execute(ir::AttentionGrad{c.input(0), c.input(1), c.input(2),
+                                                    has_mask ? c.input(3) : Handle{}, c.output(0),
+                                                    c.output(1), c.grad(), o.causal, o.scale});
+            for (std::size_t i = 0; i < 3; ++i)
+              if (c.wants(i)) c.give(i, std::move(d[i]));
+          });
+    case OpKind::AttentionGrad:
+      // Note [Attention's second derivative]: the node stands for dq (dk and dv are
+      // recorded as detached, as every later output), so only dq's gradient a arrives. With
+      // y and lse taken as the forward's for these q, k, v (their dependence on q, k and v is
+      // differentiated here, so y and lse get none), W = scale a k^T, R = rowsum(P W),
+      // Z = P (W - R), dP = g v^T, D = rowsum(P dP) and dS = P (dP - D): dg = Z v,
+      // dv = Z^T g, G_P = (W - R) dP - D W, G_S = P (G_P - rowsum(P G_P)),
+      // dq = scale G_S k, dk = scale (G_S^T q + dS^T a).
+      return diff(
+          "W = scale a k^T, R = rowsum(P W), Z = P (W - R), D = rowsum(P dP), dS = P (dP - D), "
+          "G_P = (W - R) dP - D W, G_S = P (G_P - rowsum(P G_P)): dg = Z v, dv = Z^T g, "
+          "dq = scale G_S k, dk = scale (G_S^T q + dS^T a) (a: dq's gradient; dk and dv are "
+          "detached)",
+          kAll, false, [](Ctx& c) {
+            const auto& o = c.op<ir::AttentionGrad>();
+            auto& be = c.be;
+            const std::size_t r = c.in_shape(0).rank(), last = r - 1;
+            const Handle q = c.input(0), k = c.input(1), v = c.input(2), g = c.input(6);
+            const Handle a = c.grad();
+            const Handle p = attention_probs(c, o);
+            const auto rowsum = [&](Handle x) {
+              return reduce(be, ir::ReduceFn::Sum, std::move(x), last);
+            };
+            auto dp = matmul(be, g, transpose_last(be, v));
+            auto d = rowsum(mul(be, p, dp));
+            auto w = mul_scalar(be, matmul(be, a, transpose_last(be, k)), o.scale);
+            auto w_r = sub(be, w, rowsum(mul(be, p, w)));
+            auto z = mul(be, p, w_r);
+            if (c.wants(6)) c.give(6, matmul(be, z, v));
+            if (c.wants(2)) c.give(2, matmul(be, transpose_last(be, z), g));
+            if (!c.wants(0) && !c.wants(1)) return;
+            auto ds = mul(be, p, sub(be, dp, d));
+            auto gp = sub(be, mul(be, w_r, dp), mul(be, d, w));
+            auto gs = mul(be, p, sub(be, gp, rowsum(mul(be, p, gp))));
+            if (c.wants(0)) c.give(0, mul_scalar(be, matmul(be, gs, k), o.scale));
+            if (c.wants(1)) {
+              auto dk = add(be, matmul(be, transpose_last(be, gs), q),
+                            matmul(be, transpose_last(be, ds), a));
+              c.give(1, mul_scalar(be, std::move(dk), o.scale));
+            }
+          });
     case OpKind::Nonzero:
       return none("integer output");
     case OpKind::Fill:

@@ -118,6 +118,10 @@ class CpuBackend final : public backend::Backend {
   std::vector<ir::Handle> dispatch(ir::Op& op) { return backend::dispatch(ctx_, op); }
 
   std::vector<ir::Handle> execute_widened(ir::Op op) {
+    // The op as given, for its own output dtypes: an F32 output of the widened op is
+    // rounded back to the 16-bit dtype only where the op states that dtype (Attention's lse
+    // stays F32).
+    const ir::Op given = op;
     DType half = DType::F32;
     ir::for_each_operand(op, [&](ir::Handle& h) {
       if (!h || !is_half(h->dtype())) return;
@@ -133,8 +137,9 @@ class CpuBackend final : public backend::Backend {
         },
         op);
     auto outs = dispatch(op);
-    for (auto& h : outs) {
-      if (h->dtype() == DType::F32) {
+    for (std::size_t i = 0; i < outs.size(); ++i) {
+      ir::Handle& h = outs[i];
+      if (h->dtype() == DType::F32 && ir::output_dtype(given, i) == half) {
         ir::Cast c{std::move(h), half};
         h = run(ctx_, c);
       }

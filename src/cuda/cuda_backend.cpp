@@ -132,6 +132,9 @@ class CudaBackend final : public backend::Backend {
       return batch_norm_kernels();
     // No SVD kernel: the registry's fallback (the Cpu) runs it through host copies.
     if (std::holds_alternative<ir::Svd>(op)) return false;
+    // No attention kernel yet: the tensor layer composes attention from Matmul and Softmax.
+    if (std::holds_alternative<ir::Attention>(op) || std::holds_alternative<ir::AttentionGrad>(op))
+      return false;
     const auto rank_ok = [](const ir::Handle& h) {
       return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
     };

@@ -184,6 +184,55 @@ Shape out_shape(const Svd& op, std::size_t output) {
 DType out_dtype(const Svd& op, std::size_t) { return op.x->dtype(); }
 bool well_typed(const Svd& op) { return is_float(op.x->dtype()) && op.x->shape().rank() >= 2; }
 
+namespace {
+// Attention's operands: q [B..., Lq, E], k [B..., Lk, E], v [B..., Lk, Ev] of one float
+// dtype and batch dims; the mask (when present) q's rank, each extent [B..., Lq, Lk]'s or 1.
+bool attention_operands(const Handle& q, const Handle& k, const Handle& v, const Handle& mask) {
+  const DType dt = q->dtype();
+  const Shape &qs = q->shape(), &ks = k->shape(), &vs = v->shape();
+  const std::size_t r = qs.rank();
+  if (!is_float(dt) || k->dtype() != dt || v->dtype() != dt || r < 2 || ks.rank() != r ||
+      vs.rank() != r || qs[r - 1] != ks[r - 1] || ks[r - 2] != vs[r - 2])
+    return false;
+  for (std::size_t d = 0; d + 2 < r; ++d)
+    if (ks[d] != qs[d] || vs[d] != qs[d]) return false;
+  if (!mask) return true;
+  if ((mask->dtype() != DType::Bool && mask->dtype() != dt) || mask->shape().rank() != r)
+    return false;
+  for (std::size_t d = 0; d < r; ++d) {
+    const std::size_t want = d + 1 == r ? ks[r - 2] : qs[d];
+    if (mask->shape()[d] != want && mask->shape()[d] != 1) return false;
+  }
+  return true;
+}
+}  // namespace
+
+Shape out_shape(const Attention& op, std::size_t output) {
+  std::vector<std::size_t> dims = op.q->shape().dims();
+  if (output == 0) {
+    dims.back() = op.v->shape().dims().back();
+  } else {
+    dims.pop_back();
+  }
+  return Shape(std::move(dims));
+}
+DType out_dtype(const Attention& op, std::size_t output) {
+  const DType dt = op.q->dtype();
+  return output == 0 || dt == DType::F64 ? dt : DType::F32;
+}
+bool well_typed(const Attention& op) { return attention_operands(op.q, op.k, op.v, op.mask); }
+Shape out_shape(const AttentionGrad& op, std::size_t output) {
+  return (output == 0 ? op.q : output == 1 ? op.k : op.v)->shape();
+}
+DType out_dtype(const AttentionGrad& op, std::size_t) { return op.q->dtype(); }
+bool well_typed(const AttentionGrad& op) {
+  if (!attention_operands(op.q, op.k, op.v, op.mask)) return false;
+  const Attention fwd{op.q, op.k, op.v, op.mask, op.causal, op.scale};
+  return op.y->dtype() == out_dtype(fwd, 0) && op.y->shape() == out_shape(fwd, 0) &&
+         op.g->dtype() == out_dtype(fwd, 0) && op.g->shape() == out_shape(fwd, 0) &&
+         op.lse->dtype() == out_dtype(fwd, 1) && op.lse->shape() == out_shape(fwd, 1);
+}
+
 Shape out_shape(const Pool& op) {
   const Shape& x = op.x->shape();
   std::vector<std::size_t> dims{x[0], x[1]};
@@ -344,6 +393,18 @@ bool well_typed(const Random&) { return true; }
 
 bool well_typed(const Op& op) {
   return std::visit([](const auto& o) { return well_typed(o); }, op);
+}
+
+DType output_dtype(const Op& op, std::size_t output) {
+  return std::visit(
+      [&](const auto& o) {
+        if constexpr (MultiOutput<std::decay_t<decltype(o)>>) {
+          return out_dtype(o, output);
+        } else {
+          return out_dtype(o);
+        }
+      },
+      op);
 }
 
 bool computes_widened(const Op& op) {

@@ -580,6 +580,9 @@ class LibTorchBackend final : public backend::Backend {
       return false;
     // Nor the SVD: the registry's fallback (the Cpu) runs it.
     if (std::holds_alternative<ir::Svd>(op)) return false;
+    // Nor attention: the tensor layer composes it from Matmul and Softmax.
+    if (std::holds_alternative<ir::Attention>(op) || std::holds_alternative<ir::AttentionGrad>(op))
+      return false;
     return Backend::supports(op);
   }
 
@@ -1216,6 +1219,12 @@ class LibTorchBackend final : public backend::Backend {
     fail("LibTorch: BatchNormGrad has no kernel on this backend");
   }
   std::vector<ir::Handle> run_one(ir::Svd&) { fail("LibTorch: Svd has no kernel on this backend"); }
+  std::vector<ir::Handle> run_one(ir::Attention&) {
+    fail("LibTorch: Attention has no kernel on this backend");
+  }
+  std::vector<ir::Handle> run_one(ir::AttentionGrad&) {
+    fail("LibTorch: AttentionGrad has no kernel on this backend");
+  }
 
   ir::Handle run_one(ir::Pool& o) {
     const at::Tensor& x = at_of(o.x);

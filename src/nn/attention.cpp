@@ -1,6 +1,6 @@
-// Multi-head attention as a composite: one input projection per q/k/v slice of
-// in_proj_weight, scaled dot products per head, masks as -inf, softmax, the output
-// projection.
+// Multi-head attention: one input projection per q/k/v slice of in_proj_weight, attention
+// per head (module_ops::scaled_dot_product_attention; the composite of matmul, -inf masks
+// and softmax where the weights are wanted or dropout acts on them), the output projection.
 #include "ember/nn/attention.hpp"
 
 #include <cmath>
@@ -8,6 +8,7 @@
 
 #include "ember/nn/init.hpp"
 #include "ember/tensor/activation.hpp"
+#include "ember/tensor/module_ops.hpp"
 
 namespace ember::nn {
 
@@ -37,35 +38,61 @@ AttentionOutput MultiHeadAttention::attend(const Tensor<4>& qh, const Tensor<4>&
   return {out_proj.forward(ctx), attn.mean_dim(1).reshape<3>(Shape{batch, lq, lk})};
 }
 
+Tensor<3> MultiHeadAttention::context(const Tensor<4>& qh, const Tensor<4>& kh, const Tensor<4>& vh,
+                                      std::optional<Tensor<4, Bool>> mask) const {
+  if (dropout > 0 && qh.device().is_autodiff()) return attend(qh, kh, vh, std::move(mask)).context;
+  const std::size_t batch = qh.shape()[0], lq = qh.shape()[2];
+  std::optional<module_ops::AttentionMask> take_part;  // the function's mask: true takes part
+  if (mask) take_part = Tensor<4, Bool>(ops::unary(ir::UnaryFn::LogicalNot, mask->dyn()));
+  const Tensor<4> ctx = module_ops::scaled_dot_product_attention(qh, kh, vh, take_part);
+  return out_proj.forward(ctx.swap_dims(1, 2).reshape<3>(Shape{batch, lq, d_model()}));
+}
+
+Tensor<3> MultiHeadAttention::forward(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
+                                      const AttentionMasks& masks) const {
+  return detail::at_layer(*this, [&]() -> Tensor<3> {
+    auto mask = checked_mask(q, k, v, masks);
+    return context(project(q, 0), project(k, 1), project(v, 2), std::move(mask));
+  });
+}
+
 AttentionOutput MultiHeadAttention::forward_with_weights(const Tensor<3>& q, const Tensor<3>& k,
                                                          const Tensor<3>& v,
                                                          const AttentionMasks& masks) const {
   return detail::at_layer(*this, [&]() -> AttentionOutput {
-    const std::size_t d = d_model();
-    const std::size_t batch = q.shape()[0], lq = q.shape()[1], lk = k.shape()[1];
-    EMBER_CHECK(q.shape()[2] == d && k.shape()[2] == kdim() && v.shape()[2] == vdim() &&
-                    k.shape()[0] == batch && v.shape()[0] == batch && v.shape()[1] == lk,
-                "nn::MultiHeadAttention: expected q [batch, seq_q, " + std::to_string(d) +
-                    "], k [batch, seq_k, " + std::to_string(kdim()) + "] and v [batch, seq_k, " +
-                    std::to_string(vdim()) + "], got q " + q.shape().to_string() + ", k " +
-                    k.shape().to_string() + ", v " + v.shape().to_string());
-    std::optional<Tensor<4, Bool>> mask;
-    if (masks.attn_mask) {
-      EMBER_CHECK(masks.attn_mask->shape() == (Shape{lq, lk}),
-                  "nn::MultiHeadAttention: attn_mask must be [" + std::to_string(lq) + ", " +
-                      std::to_string(lk) + "], got " + masks.attn_mask->shape().to_string());
-      mask = masks.attn_mask->reshape<4>(Shape{1, 1, lq, lk});
-    }
-    if (masks.key_padding_mask) {
-      EMBER_CHECK(masks.key_padding_mask->shape() == (Shape{batch, lk}),
-                  "nn::MultiHeadAttention: key_padding_mask must be [" + std::to_string(batch) +
-                      ", " + std::to_string(lk) + "], got " +
-                      masks.key_padding_mask->shape().to_string());
-      const Tensor<4, Bool> kpm = masks.key_padding_mask->reshape<4>(Shape{batch, 1, 1, lk});
-      mask = mask ? Tensor<4, Bool>(ops::binary(ir::BinaryFn::Or, mask->dyn(), kpm.dyn())) : kpm;
-    }
-    return attend(project(q, 0), project(k, 1), project(v, 2), mask);
+    auto mask = checked_mask(q, k, v, masks);
+    return attend(project(q, 0), project(k, 1), project(v, 2), std::move(mask));
   });
+}
+
+std::optional<Tensor<4, Bool>> MultiHeadAttention::checked_mask(const Tensor<3>& q,
+                                                                const Tensor<3>& k,
+                                                                const Tensor<3>& v,
+                                                                const AttentionMasks& masks) const {
+  const std::size_t d = d_model();
+  const std::size_t batch = q.shape()[0], lq = q.shape()[1], lk = k.shape()[1];
+  EMBER_CHECK(q.shape()[2] == d && k.shape()[2] == kdim() && v.shape()[2] == vdim() &&
+                  k.shape()[0] == batch && v.shape()[0] == batch && v.shape()[1] == lk,
+              "nn::MultiHeadAttention: expected q [batch, seq_q, " + std::to_string(d) +
+                  "], k [batch, seq_k, " + std::to_string(kdim()) + "] and v [batch, seq_k, " +
+                  std::to_string(vdim()) + "], got q " + q.shape().to_string() + ", k " +
+                  k.shape().to_string() + ", v " + v.shape().to_string());
+  std::optional<Tensor<4, Bool>> mask;
+  if (masks.attn_mask) {
+    EMBER_CHECK(masks.attn_mask->shape() == (Shape{lq, lk}),
+                "nn::MultiHeadAttention: attn_mask must be [" + std::to_string(lq) + ", " +
+                    std::to_string(lk) + "], got " + masks.attn_mask->shape().to_string());
+    mask = masks.attn_mask->reshape<4>(Shape{1, 1, lq, lk});
+  }
+  if (masks.key_padding_mask) {
+    EMBER_CHECK(masks.key_padding_mask->shape() == (Shape{batch, lk}),
+                "nn::MultiHeadAttention: key_padding_mask must be [" + std::to_string(batch) +
+                    ", " + std::to_string(lk) + "], got " +
+                    masks.key_padding_mask->shape().to_string());
+    const Tensor<4, Bool> kpm = masks.key_padding_mask->reshape<4>(Shape{batch, 1, 1, lk});
+    mask = mask ? Tensor<4, Bool>(ops::binary(ir::BinaryFn::Or, mask->dyn(), kpm.dyn())) : kpm;
+  }
+  return mask;
 }
 
 Tensor<3> MultiHeadAttention::forward_cached(const Tensor<3>& x, KvCache& cache) const {
@@ -88,7 +115,7 @@ Tensor<3> MultiHeadAttention::forward_cached(const Tensor<3>& x, KvCache& cache)
       mask = Tensor<4, Bool>(
           ops::reshape(ops::triu_mask(Shape{fresh, past + fresh}, std::int64_t(past), x.device()),
                        Shape{1, 1, fresh, past + fresh}));
-    return attend(project(x, 0), *cache.k, *cache.v, mask).context;
+    return context(project(x, 0), *cache.k, *cache.v, mask);
   });
 }
 

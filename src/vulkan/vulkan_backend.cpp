@@ -447,6 +447,9 @@ class VulkanBackend final : public backend::Backend {
   bool supports_one(const ir::BatchNorm& o) const { return batch_norm_ok(o.x); }
   bool supports_one(const ir::BatchNormGrad& o) const { return batch_norm_ok(o.x); }
   bool supports_one(const ir::Svd&) const { return false; }
+  // No attention kernel: the tensor layer composes attention from Matmul and Softmax.
+  bool supports_one(const ir::Attention&) const { return false; }
+  bool supports_one(const ir::AttentionGrad&) const { return false; }
 
   // ---- helpers ----
   const VkTensor& as_vk(const ir::Handle& h, const char* what) const {
@@ -1169,6 +1172,12 @@ class VulkanBackend final : public backend::Backend {
   // No SVD kernel: supports() sends it to the fallback, so this is never reached.
   [[noreturn]] std::vector<ir::Handle> run_one(ir::Svd&) {
     fail(name() + ": Svd has no Vulkan kernel (supports() should have said so)");
+  }
+  [[noreturn]] std::vector<ir::Handle> run_one(ir::Attention&) {
+    fail(name() + ": Attention has no Vulkan kernel (supports() should have said so)");
+  }
+  [[noreturn]] std::vector<ir::Handle> run_one(ir::AttentionGrad&) {
+    fail(name() + ": AttentionGrad has no Vulkan kernel (supports() should have said so)");
   }
 
   int index_;

@@ -342,6 +342,50 @@ TEST(Grad, BatchNorm) {
              {{rnd(S({6, 3}), -2, 2, 63)}, {rnd(S({6, 3}), -1, 1, 64)}});
 }
 
+// Attention (ir::Attention on the Cpu, its rule ir::AttentionGrad) through
+// scaled_dot_product_attention, of computed operands; and ir::AttentionGrad's own rule (dq's
+// gradients in q, k, v and g, Note [Attention's second derivative]), with the out and lse
+// that Attention gives for q, k and v: no mask, causal with Lq > Lk, a Bool mask.
+TEST(Grad, Attention) {
+  check_both("scaled_dot_product_attention of computed operands",
+             [](auto& x) {
+               return ops::scaled_dot_product_attention(ops::unary(UnaryFn::Tanh, x[0]), x[1],
+                                                        ops::binary(BinaryFn::Mul, x[2], x[2]),
+                                                        std::nullopt, true);
+             },
+             {{rnd(S({2, 5, 3}), -1, 1, 70)},
+              {rnd(S({2, 4, 3}), -1, 1, 71)},
+              {rnd(S({2, 4, 2}), -1, 1, 72)}});
+  const auto dq = [](const std::vector<DynTensor>& x, bool causal) {
+    const Device dev = x[0].device();
+    const ir::Handle mask = x.size() > 4 ? x[4].handle() : ir::Handle{};
+    const ir::Handle q = x[0].handle(), k = x[1].handle(), v = x[2].handle();
+    auto fwd = dev.backend().execute(ir::Attention{q, k, v, mask, causal, 0.6});
+    auto outs = dev.backend().execute(
+        ir::AttentionGrad{q, k, v, mask, fwd[0], fwd[1], x[3].handle(), causal, 0.6});
+    return DynTensor(outs[0], dev);
+  };
+  check_both("attention_grad", [&](auto& x) { return dq(x, false); },
+             {{rnd(S({2, 3, 4}), -1, 1, 73)},
+              {rnd(S({2, 5, 4}), -1, 1, 74)},
+              {rnd(S({2, 5, 3}), -1, 1, 75)},
+              {rnd(S({2, 3, 3}), -1, 1, 76)}});
+  check_both("attention_grad causal", [&](auto& x) { return dq(x, true); },
+             {{rnd(S({1, 6, 3}), -1, 1, 77)},
+              {rnd(S({1, 4, 3}), -1, 1, 78)},
+              {rnd(S({1, 4, 2}), -1, 1, 79)},
+              {rnd(S({1, 6, 2}), -1, 1, 80)}});
+  const TensorData mask =
+      TensorData::from<std::uint8_t>({1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 1, 1}, S({1, 3, 4}))
+          .convert(DType::Bool);
+  check_both("attention_grad bool mask", [&](auto& x) { return dq(x, false); },
+             {{rnd(S({2, 3, 2}), -1, 1, 81)},
+              {rnd(S({2, 4, 2}), -1, 1, 82)},
+              {rnd(S({2, 4, 3}), -1, 1, 83)},
+              {rnd(S({2, 3, 3}), -1, 1, 84)},
+              {mask, false}});
+}
+
 // Reuse, broadcasting chains and operands not tracked: what the engine does around the
 // rules, which the harness (every f64 input tracked, one op a case) does not reach.
 TEST(Grad, CompositesReuseAndBroadcast) {

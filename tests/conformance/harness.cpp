@@ -858,6 +858,7 @@ const std::vector<Case>& all_cases() {
     add_compute_cases(v);
     add_conv_cases(v);
     add_composite_cases(v);
+    add_attention_cases(v);
     return v;
   }();
   return cases;

@@ -116,6 +116,7 @@ void add_layout_cases(std::vector<Case>& cases);
 void add_compute_cases(std::vector<Case>& cases);
 void add_conv_cases(std::vector<Case>& cases);
 void add_composite_cases(std::vector<Case>& cases);
+void add_attention_cases(std::vector<Case>& cases);
 const std::vector<Case>& all_cases();
 
 // ---- devices ----

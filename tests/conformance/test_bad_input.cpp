@@ -162,6 +162,43 @@ TEST_P(BadInput, ComputeAndCreation) {
   EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{3}, std::nullopt, std::nullopt,
                                       std::numeric_limits<double>::quiet_NaN()),
                       "layer_norm");
+  // scaled_dot_product_attention: rank 1, E or Lk disagreeing, mixed dtypes, int q, batch
+  // dims that do not broadcast, a mask of another dtype or that does not broadcast, a mask
+  // with is_causal, E = 0 without a scale, a non-finite scale.
+  const char* sdpa = "scaled_dot_product_attention";
+  const auto attend = [&](DynTensor q, DynTensor k, DynTensor v,
+                          std::optional<DynTensor> m = std::nullopt, bool causal = false,
+                          std::optional<double> scale = std::nullopt) {
+    return ops::scaled_dot_product_attention(std::move(q), std::move(k), std::move(v), std::move(m),
+                                             causal, scale);
+  };
+  EXPECT_ERROR_NAMING(attend(f32(d, {3}), f32(d, {4, 3}), f32(d, {4, 2})), sdpa);
+  EXPECT_ERROR_NAMING(attend(f32(d, {2, 3}), f32(d, {4, 5}), f32(d, {4, 2})), sdpa);
+  EXPECT_ERROR_NAMING(attend(f32(d, {2, 3}), f32(d, {4, 3}), f32(d, {5, 2})), sdpa);
+  EXPECT_ERROR_NAMING(attend(f32(d, {2, 3}), ops::ones({4, 3}, DType::F64, d), f32(d, {4, 2})),
+                      sdpa);
+  EXPECT_ERROR_NAMING(attend(ops::ones({2, 3}, DType::I64, d), f32(d, {4, 3}), f32(d, {4, 2})),
+                      sdpa);
+  EXPECT_ERROR_NAMING(attend(f32(d, {2, 2, 3}), f32(d, {3, 4, 3}), f32(d, {3, 4, 2})), sdpa);
+  EXPECT_ERROR_NAMING(
+      attend(f32(d, {2, 3}), f32(d, {4, 3}), f32(d, {4, 2}), ops::ones({2, 4}, DType::I64, d)),
+      sdpa);
+  EXPECT_ERROR_NAMING(
+      attend(f32(d, {2, 3}), f32(d, {4, 3}), f32(d, {4, 2}), ops::ones({2, 4}, DType::F64, d)),
+      sdpa);
+  EXPECT_ERROR_NAMING(
+      attend(f32(d, {2, 3}), f32(d, {4, 3}), f32(d, {4, 2}), ops::ones({3, 4}, DType::Bool, d)),
+      sdpa);
+  EXPECT_ERROR_NAMING(
+      attend(f32(d, {2, 3}), f32(d, {4, 3}), f32(d, {4, 2}), ops::ones({1, 2, 4}, DType::Bool, d)),
+      sdpa);
+  EXPECT_ERROR_NAMING(attend(f32(d, {2, 3}), f32(d, {4, 3}), f32(d, {4, 2}),
+                             ops::ones({2, 4}, DType::Bool, d), true),
+                      sdpa);
+  EXPECT_ERROR_NAMING(attend(f32(d, {2, 0}), f32(d, {4, 0}), f32(d, {4, 2})), sdpa);
+  EXPECT_ERROR_NAMING(attend(f32(d, {2, 3}), f32(d, {4, 3}), f32(d, {4, 2}), std::nullopt, false,
+                             std::numeric_limits<double>::infinity()),
+                      sdpa);
   EXPECT_ERROR_NAMING(ops::arange(0, 5, 0, DType::F32, d), "arange");
   EXPECT_ERROR_NAMING(ops::linspace(0, 1, 5, DType::I64, d), "linspace");
   EXPECT_ERROR_NAMING(ops::random({3}, ember::Distribution::uniform(2, 1), DType::F32, d),

@@ -151,6 +151,18 @@ Shape out_shape(const Svd& op, std::size_t output = 0);
 DType out_dtype(const Svd& op, std::size_t output = 0);
 bool well_typed(const Svd& op);
 
+// Attention: output 0 out [B..., Lq, Ev] (q's dtype); 1 lse [B..., Lq] (f64 for f64 q, else
+// f32). AttentionGrad: dq, dk, dv (q's, k's, v's shapes; q's dtype).
+Shape out_shape(const Attention& op, std::size_t output = 0);
+DType out_dtype(const Attention& op, std::size_t output = 0);
+bool well_typed(const Attention& op);
+Shape out_shape(const AttentionGrad& op, std::size_t output = 0);
+DType out_dtype(const AttentionGrad& op, std::size_t output = 0);
+bool well_typed(const AttentionGrad& op);
+// The dtype of any op's output `output` (0 for a single-output op); not an out_dtype
+// overload, which every op struct would convert to (and so look MultiOutput).
+DType output_dtype(const Op& op, std::size_t output);
+
 // Whether op's operand dtypes are ones it is defined for (its struct's rule).
 bool well_typed(const Op& op);
 

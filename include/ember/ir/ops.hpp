@@ -498,6 +498,49 @@ struct Svd {
   static auto handles(auto& self) { return detail::refs(self.x); }
   Handle x;
 };
+// Scaled dot-product attention, as torch.nn.functional.scaled_dot_product_attention with
+// dropout_p = 0, over batch dims B... that q, k and v share (rank >= 2, one float dtype):
+//   q [B..., Lq, E], k [B..., Lk, E], v [B..., Lk, Ev];
+//   S = scale q k^T, plus the mask where it is a float tensor; key j takes part in query
+//   i's row only where a Bool mask is true and, when causal, j <= i (top-left aligned);
+//   out = softmax(S over the keys that take part) v.
+// The mask is optional (null when absent; handles() keeps its slot): rank q's, each extent
+// [B..., Lq, Lk]'s or 1 (broadcast), Bool or q's dtype. Two outputs: out [B..., Lq, Ev]
+// (q's dtype) and lse [B..., Lq], the log-sum-exp of each row of S over the keys that take
+// part (f64 for f64 q, else f32), from which AttentionGrad recomputes the softmax. A row
+// with no key taking part has lse -inf and out NaN (Note [Rows with every key masked] in
+// tensor/ops_attention.cpp). One op rather than a composite, so that a backend can stream
+// blocks of keys past blocks of queries and never hold S.
+struct Attention {
+  static constexpr const char* kName = "Attention";
+  static constexpr OpClass kClass = OpClass::Compute;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.q, self.k, self.v, self.mask); }
+  Handle q, k, v;
+  Handle mask;
+  bool causal = false;
+  double scale = 1.0;
+};
+// The gradient of Attention's out in q, k and v, recomputing the softmax from lse (the
+// backward of FlashAttention-2): with P = exp(S - lse) over the keys that take part (0
+// elsewhere), D = rowsum(g o y), dP = g v^T and dS = P o (dP - D),
+//   dq = scale dS k,   dk = scale dS^T q,   dv = P^T g.
+// q, k, v, mask, causal and scale as the forward's; y (its out) and lse its outputs; g of
+// out's shape and dtype. Three outputs dq, dk, dv (q's, k's and v's shapes; q's dtype). A float
+// mask is not differentiated (the tensor layer records it as detached).
+struct AttentionGrad {
+  static constexpr const char* kName = "AttentionGrad";
+  static constexpr OpClass kClass = OpClass::Compute;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) {
+    return detail::refs(self.q, self.k, self.v, self.mask, self.y, self.lse, self.g);
+  }
+  Handle q, k, v;
+  Handle mask;
+  Handle y, lse, g;  // the forward's out and lse; out's gradient
+  bool causal = false;
+  double scale = 1.0;
+};
 // ---- creation ----
 struct Fill {
   static constexpr const char* kName = "Fill";
@@ -540,7 +583,8 @@ struct Random {
   X(SliceAssign) X(Cat) X(Gather) X(Scatter) X(IndexSelect) X(IndexAdd)        \
   X(Sort) X(Nonzero) X(Fill) X(Arange) X(Random)                               \
   X(Softmax) X(LayerNorm) X(Unfold) X(Fold) X(Pool) X(Conv)    \
-  X(MaxPoolGrad) X(BatchNorm) X(BatchNormGrad) X(Svd)
+  X(MaxPoolGrad) X(BatchNorm) X(BatchNormGrad) X(Svd)                      \
+  X(Attention) X(AttentionGrad)
 // clang-format on
 
 namespace detail {

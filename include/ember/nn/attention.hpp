@@ -50,10 +50,10 @@ struct MultiHeadAttention {
                in_proj_bias, out_proj, n_heads, dropout)
 
   // q [batch, seq_q, d], k and v [batch, seq_k, d] -> [batch, seq_q, d].
+  // Through module_ops::scaled_dot_product_attention (one fused op where the backend has
+  // it), except in training mode with dropout, which needs the weights.
   Tensor<3> forward(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
-                    const AttentionMasks& masks = {}) const {
-    return forward_with_weights(q, k, v, masks).context;
-  }
+                    const AttentionMasks& masks = {}) const;
   Tensor<3> forward(const Tensor<3>& q, const Tensor<3>& k, const Tensor<3>& v,
                     const Tensor<2, Bool>& attn_mask) const {
     return forward(q, k, v, AttentionMasks{attn_mask, std::nullopt});
@@ -71,10 +71,18 @@ struct MultiHeadAttention {
  private:
   // x [batch, len, *] projected by q, k or v (part 0, 1, 2) -> [batch, heads, len, head_dim].
   Tensor<4> project(const Tensor<3>& x, std::size_t part) const;
-  // Attention of qh to kh, vh with additive boolean masks [.., lq, lk]; -> context and
-  // head-averaged weights.
+  // The checked shapes of a forward's q, k, v and its masks combined into one [.., lq, lk]
+  // (true: may NOT be attended).
+  std::optional<Tensor<4, Bool>> checked_mask(const Tensor<3>& q, const Tensor<3>& k,
+                                              const Tensor<3>& v,
+                                              const AttentionMasks& masks) const;
+  // Attention of qh to kh, vh with boolean masks [.., lq, lk] as -inf scores, composed of
+  // matmul and softmax; -> context and head-averaged weights.
   AttentionOutput attend(const Tensor<4>& qh, const Tensor<4>& kh, const Tensor<4>& vh,
                          std::optional<Tensor<4, Bool>> mask) const;
+  // The context alone, through scaled_dot_product_attention (attend's where dropout acts).
+  Tensor<3> context(const Tensor<4>& qh, const Tensor<4>& kh, const Tensor<4>& vh,
+                    std::optional<Tensor<4, Bool>> mask) const;
 };
 
 struct MultiHeadAttentionConfig {

@@ -226,6 +226,28 @@ inline Tensor<4> avg_pool2d(const Tensor<4>& x, const AvgPool2dOptions& o) {
                             {detail::vec(o.stride.value_or(o.kernel)), detail::vec(o.padding), {}},
                             o.count_include_pad, o.ceil_mode));
 }
+// torch.nn.functional.scaled_dot_product_attention (dropout_p = 0; ops.hpp states the
+// contract): q [..., Lq, E], k [..., Lk, E], v [..., Lk, Ev] -> [..., Lq, Ev]. The mask is
+// a Bool tensor (true: the key takes part) or a float one (added to the scores), of any
+// rank up to D that broadcasts to [..., Lq, Lk].
+struct AttentionMask {
+  template <std::size_t M, class K>
+  AttentionMask(const Tensor<M, K>& m)  // NOLINT(google-explicit-constructor): as PyTorch's
+      : mask(m.dyn()) {}
+  DynTensor mask;
+};
+template <std::size_t D>
+Tensor<D> scaled_dot_product_attention(const Tensor<D>& q, const Tensor<D>& k, const Tensor<D>& v,
+                                       const std::optional<AttentionMask>& attn_mask = std::nullopt,
+                                       bool is_causal = false,
+                                       std::optional<double> scale = std::nullopt) {
+  static_assert(D >= 2, "scaled_dot_product_attention: q, k and v have rank >= 2");
+  std::optional<DynTensor> m;
+  if (attn_mask) m = attn_mask->mask;
+  return Tensor<D>(
+      ops::scaled_dot_product_attention(q.dyn(), k.dyn(), v.dyn(), std::move(m), is_causal, scale));
+}
+
 // torch.nn.functional.grid_sample (2 spatial dims): input [N, C, H, W], grid [N, Ho, Wo, 2].
 struct GridSampleOptions {
   ops::GridSampleMode mode = ops::GridSampleMode::Bilinear;

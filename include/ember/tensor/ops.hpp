@@ -260,6 +260,21 @@ struct BatchNormResult {
 BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight,
                                     std::optional<DynTensor> bias, double eps = 1e-5);
 
+// ---- attention (ops_attention.cpp; module_ops::scaled_dot_product_attention is the typed
+// front) ----
+// torch.nn.functional.scaled_dot_product_attention with dropout_p = 0: q [..., Lq, E],
+// k [..., Lk, E], v [..., Lk, Ev] (one float dtype, batch dims broadcast) -> [..., Lq, Ev],
+// softmax(scale q k^T + mask) v with scale 1 / sqrt(E) by default. attn_mask broadcasts to
+// [..., Lq, Lk]: Bool (true: the key takes part) or q's dtype (added to the scores; not
+// differentiated: it is recorded as detached). is_causal: key j takes part in query i only
+// where j <= i (top-left aligned); not together with attn_mask. A row with no key taking
+// part gives 0 (Note [Rows with every key masked] in ops_attention.cpp). One IR op
+// (ir::Attention) where the device's backend supports it, a composite elsewhere.
+DynTensor scaled_dot_product_attention(DynTensor q, DynTensor k, DynTensor v,
+                                       std::optional<DynTensor> attn_mask = std::nullopt,
+                                       bool is_causal = false,
+                                       std::optional<double> scale = std::nullopt);
+
 // ---- devices ----
 DynTensor to_device(DynTensor x, const Device& device);
 
