@@ -558,8 +558,11 @@ struct Finish {
 };
 
 // Columns of C an epilogue block spans (rounded to whole slivers): with the kernel's MC
-// rows, a block of 100-150 KB of f32 that is still in L2 when the epilogue reads it.
-constexpr size_t kEpilogueCols = 256;
+// rows, a block of about 300 KB of f32 that is still in L2 (512 KB a core on the EPYC this
+// was measured on) beside A's block when the epilogue reads it. 256 columns cost more: the
+// epilogue's fixed work per tile (its inputs' pointers, the copy-out) is paid twice as
+// often (BENCHMARKS.md, Fusion: matmul epilogues).
+constexpr size_t kEpilogueCols = 512;
 
 // The blocked product of an A given by its panel provider (StridedA, PanelsA) and a B given
 // by pack_b(dst, pc, kc, jc, ncur, s0, s1), which packs slivers [s0, s1) of the kc x ncur

@@ -13,7 +13,7 @@ namespace ember::cpu {
 // whose last k block has been accumulated — rows [i0, i0 + rows) and columns [j0, j0 + cols)
 // of product `batch` (its index among this call's batch), element (i0 + i, j0 + j) at
 // c[i * c_rs + j] — after which the GEMM never touches that block again. A block is one
-// thread's row block (the kernel's MC rows, at most) by a run of column slivers (about 256
+// thread's row block (the kernel's MC rows, at most) by a run of column slivers (about 512
 // columns), so it is in L2 when the epilogue reads it, having just been written. Blocks are
 // disjoint, cover C exactly once, and are handed to concurrent threads; the values C holds
 // are exactly those the same product without an epilogue stores (the blocking does not

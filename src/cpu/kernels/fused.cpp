@@ -647,6 +647,9 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
 // else a scratch tensor. 16-bit operands are widened to f32 first, as
 // CpuBackend::execute_widened widens them. Outputs are fresh: no input gives its buffer,
 // since the GEMM writes C before the epilogue reads the inputs.
+// How many rows ahead an epilogue prefetches its inputs (Note [Epilogue prefetch]).
+constexpr std::size_t kEpilogueAhead = 2;
+
 template <class T>
 struct MatmulEpilogue {
   const Program& prog;
@@ -670,12 +673,12 @@ struct MatmulEpilogue {
     slot.assign(g.num_values(), Slot{});
     const DType pt = g.code.front().out;  // the product's dtype (T, or 16-bit)
     const auto product = static_cast<std::size_t>(n_in);
-    std::array<std::int64_t, kMaxInputs> base{};
-    for (std::size_t i = 0; i < rows; ++i) {
-      const std::size_t row = batch * m + i0 + i;  // the product's row: the group's too
-      // The row's first element (column j0) in each input the epilogue reads.
-      base.fill(0);
-      std::size_t rem = row;
+    // Row r's first element (column j0) in each input the epilogue reads.
+    const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& base) {
+      std::size_t rem = r;
+      for (std::size_t k = 0; k < n_in; ++k) {
+        base[k] = static_cast<std::int64_t>(j0) * (read[k] ? views[k].strides[rank - 1] : 0);
+      }
       for (std::size_t d = rank - 1; d-- > 0;) {
         const auto id = static_cast<std::int64_t>(rem % g.shape[d]);
         rem /= g.shape[d];
@@ -683,16 +686,31 @@ struct MatmulEpilogue {
           if (read[k]) base[k] += id * views[k].strides[d];
         }
       }
+    };
+    std::array<std::int64_t, kMaxInputs> base{}, ahead_base{};
+    for (std::size_t i = 0; i < rows; ++i) {
+      const std::size_t row = batch * m + i0 + i;  // the product's row: the group's too
+      row_base(row, base);
+      // Note [Epilogue prefetch]: a block's rows of an [m, n] input (a residual) are pieces
+      // of ~1 KB a row apart, too short for the hardware's stream prefetch to follow; so the
+      // same piece kEpilogueAhead rows down is prefetched while this row computes (Note
+      // [Tile prefetch]). Only what is in cache changes.
+      const bool ahead_row = i + kEpilogueAhead < rows;
+      if (ahead_row) row_base(row + kEpilogueAhead, ahead_base);
       const T* crow = c + static_cast<std::ptrdiff_t>(i) * c_rs;
       for (std::size_t b = 0; b < cols; b += kTile) {
         const std::size_t cnt = std::min(kTile, cols - b);
+        Prefetch ahead;
         for (std::size_t k = 0; k < n_in; ++k) {
           if (!read[k]) continue;
           const std::int64_t st = views[k].strides[rank - 1];
-          const std::size_t elem = size_of(views[k].dtype);
-          const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(j0 + b) * st) *
-                                                   static_cast<std::int64_t>(elem);
-          load_input(p, st, cnt, elem, s, k, slot[k]);
+          const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
+          const std::int64_t at = static_cast<std::int64_t>(b) * st;
+          load_input(views[k].data + (base[k] + at) * elem, st, cnt, size_of(views[k].dtype), s, k,
+                     slot[k]);
+          if (ahead_row && st == 1 && ahead_base[k] != base[k]) {
+            ahead.add(views[k].data + (ahead_base[k] + at) * elem, cnt * std::size_t(elem));
+          }
         }
         const auto* pc = reinterpret_cast<const std::byte*>(crow + b);
         if (is_half(pt)) {  // rounded as the widened op's Cast rounds the f32 product
@@ -702,8 +720,7 @@ struct MatmulEpilogue {
         } else {
           slot[product] = {pc, false};
         }
-        Prefetch none;
-        run_tile(prog, g, s, slot, cnt, none);
+        run_tile(prog, g, s, slot, cnt, ahead);
         const std::size_t at = row * n + j0 + b;  // the tile's first element in the outputs
         for (std::size_t j = 0; j < outs.size(); ++j) {
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
