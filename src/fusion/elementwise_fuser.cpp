@@ -160,13 +160,14 @@ std::uint64_t fn_code(const FusedInstr& in) {
 }
 
 // Note [Matmul epilogues]: a Matmul of f32, f64, f16 or bf16 (2-D or batched, any operand
-// layout) is not run when the flush reaches it: it closes the open group (Matmul) and opens
-// the next one as its first instruction (Note [Matmul groups] in backend/fused_group.hpp),
-// its operands the group's first inputs and its result's shape the iteration space. The
-// element-wise ops of exactly that shape that follow join as its epilogue — a bias add with a
-// broadcast [n] or [1, n] operand, an activation, a residual add, a scale, casts — under the
-// usual rules (room, inputs); the product is a value of the group like any other, so it is
-// written only when a handle to it lives or a later record reads it. A matmul group takes
+// layout) whose product an element-wise op of the same flush reads (else it has no epilogue
+// and runs alone, leaving the open group open) is not run when the flush reaches it: it
+// closes the open group (Matmul) and opens the next one as its first instruction (Note [Matmul
+// groups] in backend/fused_group.hpp), its operands the group's first inputs and its result's shape
+// the iteration space. The element-wise ops of exactly that shape that follow join as its epilogue
+// — a bias add with a broadcast [n] or [1, n] operand, an activation, a residual add, a scale,
+// casts — under the usual rules (room, inputs); the product is a value of the group like any other,
+// so it is written only when a handle to it lives or a later record reads it. A matmul group takes
 // reshapes of its values (and element-wise ops of their shapes) only where the refined
 // iteration space keeps the product's last extent n as its own last extent — a reshape that
 // keeps the product's rows whole, as nn::Linear's [B*T, n] to [B, T, n] — so that element
@@ -240,7 +241,8 @@ class Grouper {
         return;
       }
     }
-    if (kind == ir::OpKind::Matmul && opens_matmul_group(r)) {
+    if (kind == ir::OpKind::Matmul && opens_matmul_group(r) &&
+        std::binary_search(ew_read_.begin(), ew_read_.end(), r.outs[0].get())) {
       if (!members_.empty()) {
         shared_.report.decision([] {
           return std::string("matmul: closes the group (") + backend::name(CloseReason::Matmul) +
@@ -273,6 +275,24 @@ class Grouper {
   }
 
   void close(CloseReason why);
+
+  // Notes the values that element-wise records of the flush read, directly or through
+  // reshapes (Note [Matmul epilogues]: a matmul opens a group only for a product among
+  // them). Walked backwards, so a reshape's operand counts when its result is read.
+  void note_epilogue_reads(const std::vector<Record>& records) {
+    ew_read_.clear();
+    for (auto r = records.rbegin(); r != records.rend(); ++r) {
+      const ir::OpKind k = ir::kind_of(r->op);
+      const bool reshape_read =
+          k == ir::OpKind::Reshape &&
+          std::find(ew_read_.begin(), ew_read_.end(), r->outs[0].get()) != ew_read_.end();
+      if (!is_elementwise(k) && !reshape_read) continue;
+      for (const auto& v : r->args) {
+        if (v) ew_read_.push_back(v.get());
+      }
+    }
+    std::sort(ew_read_.begin(), ew_read_.end());
+  }
 
   // At the end of the flush: the fills something still needs in memory run, the rest are
   // elided (Note [Scalar sources]).
@@ -586,7 +606,8 @@ class Grouper {
   std::vector<Alias> aliases_;
   std::vector<std::uint32_t> reshaped_direct_;
   std::vector<Record*> views_;
-  std::vector<Record*> fills_;  // the flush's deferred fills (Note [Scalar sources])
+  std::vector<Record*> fills_;         // the flush's deferred fills (Note [Scalar sources])
+  std::vector<const Value*> ew_read_;  // read by element-wise records, sorted (note_epilogue_reads)
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
   std::vector<std::uint32_t> input_frame_;  // per input: the frame it is read in
@@ -773,6 +794,7 @@ void Grouper::close(CloseReason why) {
 
 void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) {
   Grouper g(shared);
+  g.note_epilogue_reads(records);
   for (Record& r : records) g.add(r);
   g.close(why);
   g.finish();

@@ -1022,6 +1022,41 @@ TEST(FusionPatterns, MatmulProductKeptAndLinearOfThreeDims) {
   EXPECT_EQ(g->elided, 2u);
 }
 
+// A matmul whose product no element-wise op of the flush reads has no epilogue: it runs
+// alone and leaves the open group open (Note [Matmul epilogues]); one with an epilogue
+// closes it (CloseReason::Matmul).
+TEST(FusionPatterns, AMatmulOpensAGroupOnlyForAnEpilogue) {
+  const auto prog = [](const Device& dev, bool epilogue) {
+    auto x = input(dev, 6, 6, 1.0f);
+    auto w = input(dev, 6, 6, 0.5f);
+    auto a = (x * 2.0f).exp();
+    auto m = x.matmul(w);
+    auto b = (a + 1.0f).abs();
+    auto e = epilogue ? m.tanh() : m;
+    std::vector<float> out = values(b);
+    const auto v = values(e);
+    out.insert(out.end(), v.begin(), v.end());
+    return out;
+  };
+  for (const bool epilogue : {false, true}) {
+    const Device d = fused_with({});
+    EXPECT_EQ(prog(d, epilogue), prog(Device::cpu(), epilogue));
+    const auto r = fusion::report(d);
+    if (epilogue) {
+      const auto* g = group_with(r, {"mul", "exp"});
+      ASSERT_NE(g, nullptr) << groups_of(r);
+      EXPECT_EQ(g->closed, CloseReason::Matmul);
+      // (the ops of the matmul's shape that follow join it, its epilogue's or not)
+      g = group_with(r, {"matmul", "add", "abs", "tanh"});
+      ASSERT_NE(g, nullptr) << groups_of(r);
+      EXPECT_EQ(g->outputs, 3u);  // b, the tanh and the product, whose handle m lives
+    } else {
+      EXPECT_NE(group_with(r, {"mul", "exp", "add", "abs"}), nullptr) << groups_of(r);
+      EXPECT_EQ(r.closed[static_cast<std::size_t>(CloseReason::Matmul)], 0u);
+    }
+  }
+}
+
 TEST(FusionPatterns, ScaledSoftmaxWithMask) {
   const Device d = fused_with({});
   EXPECT_EQ(scaled_softmax(d), scaled_softmax(Device::cpu()));
