@@ -1022,6 +1022,25 @@ TEST(FusionPatterns, MatmulProductKeptAndLinearOfThreeDims) {
   EXPECT_EQ(g->elided, 2u);
 }
 
+// A matmul group's plan is keyed by structure: the same pattern at other sizes of the same
+// dim classes reuses it; a transposed weight (another layout class) does not.
+TEST(FusionPatterns, MatmulGroupPlansServeEverySize) {
+  const Device d = fused_with({});
+  const auto run = [&](std::size_t m, std::size_t k, std::size_t n, bool transposed) {
+    (void)matmul_pattern(d, Epi::BiasGelu, DType::F32, 0, m, k, n, transposed);
+    const auto r = fusion::report(d);
+    const auto* g = group_with(r, {"matmul", "add", "gelu"});
+    EXPECT_NE(g, nullptr) << groups_of(r);
+    return g ? std::make_pair(g->key, g->plan_cached) : std::make_pair(std::uint64_t(0), false);
+  };
+  const auto first = run(7, 13, 5, false);
+  const auto again = run(150, 300, 260, false);
+  EXPECT_EQ(first.first, again.first);
+  EXPECT_FALSE(first.second);
+  EXPECT_TRUE(again.second);
+  EXPECT_NE(run(7, 13, 5, true).first, first.first);
+}
+
 // A matmul whose product no element-wise op of the flush reads has no epilogue: it runs
 // alone and leaves the open group open (Note [Matmul epilogues]); one with an epilogue
 // closes it (CloseReason::Matmul).
@@ -1151,6 +1170,41 @@ TEST(FusionCuda, CanonicalPatternsAgreeBitForBit) {
     const auto r = fusion::report(d);
     EXPECT_GE(r.groups, 1u) << what << ": " << groups_of(r);
     for (const auto& g : r.recent) EXPECT_TRUE(g.fused) << what;
+  }
+}
+
+// Matmul groups on Cuda: cuBLASLt's GEMM, then the epilogue as one generated kernel (Note
+// [Matmul apart]): the plain device's bits, every dtype, 2-D and batched, W plain and
+// transposed, extents 1 and odd, and the report's one group per pattern.
+TEST(FusionCuda, MatmulEpiloguesAgreeBitForBit) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  struct Size {
+    std::size_t batch, m, k, n;
+  };
+  const Size sizes[] = {{0, 1, 1, 1}, {0, 7, 13, 5}, {0, 151, 300, 290}, {3, 9, 17, 33}};
+  for (const DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    for (const Size& z : sizes) {
+      for (const bool transposed : {false, true}) {
+        for (const Epi epi : {Epi::BiasGelu, Epi::BiasResidual, Epi::Scale}) {
+          const std::string what = std::string(name(dt)) + " m" + std::to_string(z.m) + " k" +
+                                   std::to_string(z.k) + " n" + std::to_string(z.n) +
+                                   (transposed ? " W^T" : "") + " " + std::to_string(int(epi));
+          const Device d = cuda_fused();
+          const MatmulRun got = matmul_pattern(d, epi, dt, z.batch, z.m, z.k, z.n, transposed);
+          const MatmulRun want = matmul_pattern(plain, epi, dt, z.batch, z.m, z.k, z.n, transposed);
+          ASSERT_EQ(got.got.bytes().size(), want.got.bytes().size()) << what;
+          EXPECT_EQ(
+              std::memcmp(got.got.bytes().data(), want.got.bytes().data(), got.got.bytes().size()),
+              0)
+              << what;
+          const auto r = fusion::report(d);
+          bool found = false;
+          for (const auto& g : r.recent) found = found || (!g.ops.empty() && g.ops[0] == "matmul");
+          EXPECT_TRUE(found) << what << ": " << groups_of(r);
+        }
+      }
+    }
   }
 }
 
