@@ -1041,6 +1041,25 @@ TEST(FusionPatterns, MatmulGroupPlansServeEverySize) {
   EXPECT_NE(run(7, 13, 5, true).first, first.first);
 }
 
+// A value error inside a matmul's epilogue (an integer division by zero, raised from the
+// GEMM's threads) surfaces at the read with the unfused op's message.
+TEST(FusionPatterns, MatmulEpilogueErrorsSurfaceAtTheRead) {
+  const auto prog = [](const Device& dev) {
+    DynTensor x = pattern(dev, Shape{40, 30}, 4.0f, 1, DType::F32);
+    DynTensor w = pattern(dev, Shape{30, 50}, 2.0f, 2, DType::F32);
+    std::vector<std::int32_t> zv(40 * 50, 3);
+    zv[1234] = 0;
+    DynTensor z = DynTensor::from_data(TensorData::from<std::int32_t>(zv, Shape{40, 50}), dev);
+    return error_of([&] {  // (the plain Cpu raises it at the op, the fused device at the read)
+      ops::binary(ir::BinaryFn::Div, ops::cast(ops::matmul(x, w), DType::I32), z).to_data();
+    });
+  };
+  const Device d = fused_with({});
+  const std::string got = prog(d), want = prog(Device::cpu());
+  EXPECT_TRUE(has(want, "division by zero")) << want;
+  EXPECT_EQ(got, want);
+}
+
 // A matmul whose product no element-wise op of the flush reads has no epilogue: it runs
 // alone and leaves the open group open (Note [Matmul epilogues]); one with an epilogue
 // closes it (CloseReason::Matmul).
