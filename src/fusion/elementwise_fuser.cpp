@@ -10,9 +10,9 @@
 // A reshape of a value computed in the group joins it as a relabelling (Note [Reshapes in
 // a group]) when the group's iteration space can be refined to serve both shapes; else it
 // closes the group (ViewOfInternal) and runs alone.
-// A matmul of a float dtype closes the open group and opens the next one as its first
-// instruction: the element-wise ops of its shape that follow are its epilogue (Note [Matmul
-// epilogues] below).
+// A matmul of a float dtype whose product an element-wise op of the flush reads closes the
+// open group and opens the next one as its first instruction: the element-wise ops of its
+// shape that follow are its epilogue (Note [Matmul epilogues] below).
 // When a group closes, a value it computes is an output when a handle to it still exists
 // or a later record reads it; every other value is elided (never written). The group's
 // signature holds the functions, dtypes, dim classes (distinct extents numbered in order
