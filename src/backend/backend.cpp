@@ -31,6 +31,19 @@ Backend::HostTensor Backend::empty_host(const Shape&, DType) { return {}; }
 
 const std::byte* Backend::host_data(const ir::Handle&) { return nullptr; }
 
+Shape matmul_shape(const FusedGroup& g) {
+  const FusedInstr& mm = g.code.front();
+  const Shape& a = g.inputs[static_cast<std::size_t>(mm.args[0])]->shape();
+  const Shape& b = g.inputs[static_cast<std::size_t>(mm.args[1])]->shape();
+  const std::size_t r = a.rank();
+  EMBER_ASSERT(r >= 2 && b.rank() == r);
+  std::vector<std::size_t> d(r);
+  for (std::size_t i = 0; i + 2 < r; ++i) d[i] = a[i] == 1 ? b[i] : a[i];
+  d[r - 2] = a[r - 2];
+  d[r - 1] = b[r - 1];
+  return Shape(std::move(d));
+}
+
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
   switch (in.kind) {
@@ -48,6 +61,8 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
       return ir::Softmax{std::move(args[0]), in.dim, in.log};
     case FusedInstr::Kind::LayerNorm:  // over the last dim (Note [Fused rows])
       return ir::LayerNorm{std::move(args[0]), std::move(args[1]), std::move(args[2]), 1, in.p0};
+    case FusedInstr::Kind::Matmul:  // (Note [Matmul groups])
+      return ir::Matmul{std::move(args[0]), std::move(args[1]), matmul_shape(g)};
     case FusedInstr::Kind::Fill: {
       // One element of the group's rank (it broadcasts as the group reads it).
       ir::Fill f{Shape(std::vector<std::size_t>(g.shape.rank(), 1)), in.out, 0.0, 0};
@@ -125,9 +140,78 @@ std::vector<ir::Handle> run_row_apart(
   return result;
 }
 
+std::vector<ir::Handle> run_matmul_apart(
+    Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
+  EMBER_ASSERT(g.starts_with_matmul());
+  const std::size_t n_in = g.inputs.size();
+  const auto product = static_cast<std::int32_t>(n_in);
+  const FusedInstr& mm = g.code.front();
+  std::array<ir::Handle, 3> mm_args{g.inputs[static_cast<std::size_t>(mm.args[0])],
+                                    g.inputs[static_cast<std::size_t>(mm.args[1])], nullptr};
+  std::vector<ir::Handle> y = b.execute(fused_instr_op(g, 0, std::move(mm_args)));
+  EMBER_ASSERT(y.size() == 1);
+  // The epilogue: g's other instructions over the inputs they read and the product, which
+  // comes last among the inputs.
+  FusedGroup p;
+  p.shape = g.shape;
+  std::vector<std::int32_t> input_id(n_in, -1);  // g's input k in p (-1: the epilogue reads none)
+  for (std::size_t i = 1; i < g.code.size(); ++i) {
+    for (std::int32_t a : g.code[i].args) {
+      if (a >= 0 && a < product) input_id[static_cast<std::size_t>(a)] = 0;
+    }
+  }
+  for (std::size_t k = 0; k < n_in; ++k) {
+    if (input_id[k] < 0) continue;
+    input_id[k] = static_cast<std::int32_t>(p.inputs.size());
+    p.inputs.push_back(std::move(g.inputs[k]));
+  }
+  const auto product_in = static_cast<std::int32_t>(p.inputs.size());
+  const auto id = [&](std::int32_t v) {
+    if (v < product) return input_id[static_cast<std::size_t>(v)];
+    return v - product + product_in;  // the product, then the instructions after it
+  };
+  p.code.assign(g.code.begin() + 1, g.code.end());
+  for (auto& in : p.code) {
+    for (auto& a : in.args) {
+      if (a >= 0) a = id(a);
+    }
+  }
+  std::vector<std::int32_t> from(g.outputs.size(), -1);  // g's output j: p's output, or -1
+  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
+    if (g.outputs[j] == product) continue;
+    from[j] = static_cast<std::int32_t>(p.outputs.size());
+    p.outputs.push_back(id(g.outputs[j]));
+  }
+  std::vector<ir::Handle> outs;
+  if (!p.outputs.empty()) {
+    // The product is the epilogue's to consume (Note [In-place reuse]) unless g keeps it.
+    const bool kept = std::find(g.outputs.begin(), g.outputs.end(), product) != g.outputs.end();
+    ir::Handle yin = kept ? y[0] : std::move(y[0]);
+    if (yin->shape() != g.shape) {  // (a view: the product is contiguous)
+      yin = std::move(b.execute(ir::Reshape{std::move(yin), g.shape})[0]);
+    }
+    p.inputs.push_back(std::move(yin));
+    p.signature = g.signature + "|epilogue";
+    p.key = g.key ^ 0x7f4a7c159e3779b9ULL;
+    outs = run_group(std::move(p));
+  }
+  std::vector<ir::Handle> result;
+  result.reserve(g.outputs.size());
+  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
+    result.push_back(from[j] < 0 ? y[0] : outs[static_cast<std::size_t>(from[j])]);
+  }
+  return result;
+}
+
 // One by one: each value is released after its last use, so an instruction may reuse the
 // buffer of a value nobody reads later (Note [In-place reuse]), as the ops would unfused.
+// A group starting with a Matmul runs it alone and its epilogue as one group (Note
+// [Matmul apart]), through this backend's run_fused.
 std::vector<ir::Handle> Backend::run_fused(FusedGroup group) {
+  if (group.starts_with_matmul() && group.code.size() > 1) {
+    return run_matmul_apart(*this, std::move(group),
+                            [this](FusedGroup p) { return run_fused(std::move(p)); });
+  }
   const std::size_t n_in = group.inputs.size();
   std::vector<ir::Handle> values(group.num_values());
   std::vector<std::size_t> last_use(group.num_values(), 0);
@@ -189,6 +273,8 @@ const char* name(CloseReason r) {
       return "thread exit";
     case CloseReason::Reduction:
       return "ends in a reduction";
+    case CloseReason::Matmul:
+      return "a matmul opens the next group";
     case CloseReason::Count_:
       break;
   }

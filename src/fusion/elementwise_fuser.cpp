@@ -10,6 +10,9 @@
 // A reshape of a value computed in the group joins it as a relabelling (Note [Reshapes in
 // a group]) when the group's iteration space can be refined to serve both shapes; else it
 // closes the group (ViewOfInternal) and runs alone.
+// A matmul of a float dtype whose product an element-wise op of the flush reads closes the
+// open group and opens the next one as its first instruction: the element-wise ops of its
+// shape that follow are its epilogue (Note [Matmul epilogues] below).
 // When a group closes, a value it computes is an output when a handle to it still exists
 // or a later record reads it; every other value is elided (never written). The group's
 // signature holds the functions, dtypes, dim classes (distinct extents numbered in order
@@ -60,6 +63,7 @@ std::string_view op_label(const ir::Op& op) {
   if (const auto* r = std::get_if<ir::Reduce>(&op)) return ir::name(r->fn);
   if (const auto* s = std::get_if<ir::Softmax>(&op)) return s->log ? "log_softmax" : "softmax";
   if (std::holds_alternative<ir::LayerNorm>(op)) return "layer_norm";
+  if (std::holds_alternative<ir::Matmul>(op)) return "matmul";
   return ir::name(ir::kind_of(op));
 }
 
@@ -155,6 +159,36 @@ std::uint64_t fn_code(const FusedInstr& in) {
   }
 }
 
+// Note [Matmul epilogues]: a Matmul of f32, f64, f16 or bf16 (2-D or batched, any operand
+// layout) whose product an element-wise op of the same flush reads (else it has no epilogue
+// and runs alone, leaving the open group open) is not run when the flush reaches it: it
+// closes the open group (Matmul) and opens the next one as its first instruction (Note [Matmul
+// groups] in backend/fused_group.hpp), its operands the group's first inputs and its result's shape
+// the iteration space. The element-wise ops of exactly that shape that follow join as its epilogue
+// — a bias add with a broadcast [n] or [1, n] operand, an activation, a residual add, a scale,
+// casts — under the usual rules (room, inputs); the product is a value of the group like any other,
+// so it is written only when a handle to it lives or a later record reads it. A matmul group takes
+// reshapes of its values (and element-wise ops of their shapes) only where the refined
+// iteration space keeps the product's last extent n as its own last extent — a reshape that
+// keeps the product's rows whole, as nn::Linear's [B*T, n] to [B, T, n] — so that element
+// (row, j) of the product is element row * n + j of the iteration space; it takes no row
+// instructions. Both close it otherwise: the backends apply the epilogue to blocks of the
+// product's rows. The matmul's operands are inputs read in a frame of their own (kMatmulFrame:
+// never reshaped to the iteration space). The signature holds the Matmul instruction and its
+// operands' dim classes and layouts (a transposed weight is a layout class), never sizes.
+//
+// Whether the Matmul r opens a matmul group (else it runs alone, as any other op).
+bool opens_matmul_group(const Record& r) {
+  const Shape& out = r.outs[0]->shape();
+  const DType dt = r.outs[0]->dtype();
+  const std::size_t rank = out.rank();
+  // (The record holds the operands as its args: the op's handles are dropped when recorded.)
+  return r.args.size() == 2 && r.args[0] && r.args[1] && rank >= 2 &&
+         r.args[0]->shape().rank() == rank && r.args[1]->shape().rank() == rank &&
+         out[rank - 1] > 0 &&
+         (dt == DType::F32 || dt == DType::F64 || dt == DType::F16 || dt == DType::BF16);
+}
+
 // A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
 // groups reading it.
 bool is_scalar_fill(const Record& r) {
@@ -185,7 +219,7 @@ class Grouper {
       if (!members_.empty()) {
         const Shape& f = r.outs[0]->shape();
         const bool same = f == shape_;
-        if (!same && !refine(shape_, f)) return close_then_open(r, CloseReason::ShapeMismatch);
+        if (!same && !refines_to(f)) return close_then_open(r, CloseReason::ShapeMismatch);
         if (members_.size() >= shared_.options.max_group_ops)
           return close_then_open(r, CloseReason::MaxOps);
         if (!same || !frames_.empty()) frame = frame_index(f);
@@ -207,6 +241,20 @@ class Grouper {
         return;
       }
     }
+    if (kind == ir::OpKind::Matmul && opens_matmul_group(r) &&
+        std::binary_search(ew_read_.begin(), ew_read_.end(), r.outs[0].get())) {
+      if (!members_.empty()) {
+        shared_.report.decision([] {
+          return std::string("matmul: closes the group (") + backend::name(CloseReason::Matmul) +
+                 ")";
+        });
+      }
+      close(CloseReason::Matmul);
+      materialize_fills(r);
+      join(r, kMatmulFrame);
+      matmul_n_ = r.outs[0]->shape()[r.outs[0]->shape().rank() - 1];
+      return;
+    }
     if (kind == ir::OpKind::Reshape && relabels(r)) {
       relabel(r);
       return;
@@ -227,6 +275,24 @@ class Grouper {
   }
 
   void close(CloseReason why);
+
+  // Notes the values that element-wise records of the flush read, directly or through
+  // reshapes (Note [Matmul epilogues]: a matmul opens a group only for a product among
+  // them). Walked backwards, so a reshape's operand counts when its result is read.
+  void note_epilogue_reads(const std::vector<Record>& records) {
+    ew_read_.clear();
+    for (auto r = records.rbegin(); r != records.rend(); ++r) {
+      const ir::OpKind k = ir::kind_of(r->op);
+      const bool reshape_read =
+          k == ir::OpKind::Reshape &&
+          std::find(ew_read_.begin(), ew_read_.end(), r->outs[0].get()) != ew_read_.end();
+      if (!is_elementwise(k) && !reshape_read) continue;
+      for (const auto& v : r->args) {
+        if (v) ew_read_.push_back(v.get());
+      }
+    }
+    std::sort(ew_read_.begin(), ew_read_.end());
+  }
 
   // At the end of the flush: the fills something still needs in memory run, the rest are
   // elided (Note [Scalar sources]).
@@ -290,7 +356,14 @@ class Grouper {
     const Value* x = r.args[0].get();
     if (members_.empty() || !x || !internal(*x) || x->source) return false;
     const Shape& f = r.outs[0]->shape();
-    return f == shape_ || refine(shape_, f).has_value();
+    return f == shape_ || refines_to(f);
+  }
+  // Whether the open group's iteration space and f have a refinement that the group can
+  // take: any, or in a matmul group one whose last extent is the product's (Note [Matmul
+  // epilogues]).
+  bool refines_to(const Shape& f) const {
+    const auto to = refine(shape_, f);
+    return to && (matmul_n_ == 0 || (to->rank() > 0 && (*to)[to->rank() - 1] == matmul_n_));
   }
   void relabel(Record& r) {
     Value& x = *r.args[0];
@@ -329,8 +402,8 @@ class Grouper {
   // room, and every extent of the iteration space after that dim is 1 (where x is a frame
   // of a reshaped group, its dim's run of dims must hold exactly one extent above 1).
   std::optional<std::uint32_t> row_dim_of(const Value* x, std::size_t dim) const {
-    if (!shared_.row_reduction || members_.empty() || !x || !internal(*x) || x->source ||
-        members_.size() >= shared_.options.max_group_ops) {
+    if (!shared_.row_reduction || members_.empty() || matmul_n_ || !x || !internal(*x) ||
+        x->source || members_.size() >= shared_.options.max_group_ops) {
       return std::nullopt;
     }
     if (x->shape() != shape_) {  // x is a frame of a reshaped group: its dim's run
@@ -408,6 +481,8 @@ class Grouper {
   // Value ids while the group is open: inputs get 0, 1, ...; internal values kInternalBase
   // + instruction index (renumbered after the inputs at close).
   static constexpr std::int32_t kInternalBase = 1 << 20;
+  // The frame in which a matmul reads its operands (Note [Matmul epilogues]).
+  static constexpr std::uint32_t kMatmulFrame = ~std::uint32_t(0);
 
   std::int32_t id_of(const std::shared_ptr<Value>& v, std::uint32_t frame) {
     if (internal(*v)) {
@@ -480,6 +555,8 @@ class Grouper {
             in.kind = FusedInstr::Kind::LayerNorm;
             in.dim = static_cast<std::uint32_t>(shape_.rank() - 1);
             in.p0 = o.eps;  // a run-time parameter, as a unary function's
+          } else if constexpr (std::is_same_v<T, ir::Matmul>) {
+            in.kind = FusedInstr::Kind::Matmul;  // opens the group (Note [Matmul epilogues])
           }
         },
         r.op);
@@ -513,6 +590,7 @@ class Grouper {
     reshaped_direct_.clear();
     views_.clear();
     group_ = 0;
+    matmul_n_ = 0;
   }
 
   Shared& shared_;
@@ -528,12 +606,16 @@ class Grouper {
   std::vector<Alias> aliases_;
   std::vector<std::uint32_t> reshaped_direct_;
   std::vector<Record*> views_;
-  std::vector<Record*> fills_;  // the flush's deferred fills (Note [Scalar sources])
+  std::vector<Record*> fills_;         // the flush's deferred fills (Note [Scalar sources])
+  std::vector<const Value*> ew_read_;  // read by element-wise records, sorted (note_epilogue_reads)
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
   std::vector<std::uint32_t> input_frame_;  // per input: the frame it is read in
   std::vector<char> sig_buffer_;            // where close() writes a signature
   std::uint64_t group_ = 0;                 // the open group's number (0: none)
+  // The product's last extent where the open group starts with a Matmul (Note [Matmul
+  // epilogues]), else 0 (a product of no columns opens no group).
+  std::size_t matmul_n_ = 0;
   static inline std::atomic<std::uint64_t> groups_opened_{0};
 };
 
@@ -652,7 +734,7 @@ void Grouper::close(CloseReason why) {
     const bool last = v.dropped.load(std::memory_order_acquire) &&
                       v.pending_uses.load(std::memory_order_acquire) == input_uses_[k];
     ir::Handle h = take_input(v, input_uses_[k]);
-    if (!frames_.empty() && frames_[input_frame_[k]] != shape_) {
+    if (!frames_.empty() && input_frame_[k] != kMatmulFrame && frames_[input_frame_[k]] != shape_) {
       // Read in a frame other than the iteration space: split to its dims (a view).
       Shape to = input_shape_in(v.shape(), frames_[input_frame_[k]], shape_);
       if (to != v.shape()) h = std::move(shared_.inner->execute(ir::Reshape{h, std::move(to)})[0]);
@@ -712,6 +794,7 @@ void Grouper::close(CloseReason why) {
 
 void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) {
   Grouper g(shared);
+  g.note_epilogue_reads(records);
   for (Record& r : records) g.add(r);
   g.close(why);
   g.finish();

@@ -6,7 +6,9 @@
 // dim) and layer norm over the last dim with or without a weight and a bias, which end a
 // group too, reshapes of any value (flattened, two dims merged, dims reversed, a 1
 // inserted, back to the base shape: some a relabelling of a group's row-major order, some
-// not, some of inputs that are not contiguous) and reads in the middle of the stream) over
+// not, some of inputs that are not contiguous), matmuls by a square weight (plain or
+// stored transposed; a matmul opens a group whose element-wise consumers are its epilogue)
+// and reads in the middle of the stream) over
 // inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, in
 // f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving operands
 // at their last use. Each program runs on the plain device and on its fusion stack: every
@@ -50,7 +52,8 @@ enum class StepKind : std::uint8_t {
   ReduceBack,  // a reduction along one dim, kept with extent 1 (Arg*: cast back to the dtype)
   Reshape,     // to the shape ReshapeRule(fn) makes of the operand's (reshaped())
   RowNorm,     // fn: RowFn along dim (a layer norm: the last); float dtypes only
-  Read
+  Read,
+  Matmul  // a · W, W [n, n] made from n alone (matmul_weight; fn 1: stored transposed)
 };
 
 // How a Reshape step finds its shape from its operand's, so that the program replayed at
@@ -156,6 +159,13 @@ double store(DType dt, double v) {
   return quantize(dt, v);
 }
 
+// Element (i, j) of a Matmul step's weight [n, n] for an operand whose last extent is n,
+// before rounding to the dtype: small multiples of 1 / (2n), so products stay near the
+// operand's magnitude.
+double matmul_weight(std::size_t n, std::size_t i, std::size_t j) {
+  return (double((i * 7 + j * 3) % 11) - 5.0) / double(2 * n);
+}
+
 DType round_trip_type(DType dt) {
   return dt == DType::F32 || dt == DType::F64 ? DType::F16 : DType::F32;
 }
@@ -243,6 +253,10 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
   for (const auto& in : p.inputs) shapes.push_back(in.shape);
   const bool is_float = p.dt != DType::I32;
   const std::size_t depth = 2 + pick(11);
+  // Matmul steps replace some unary steps of float programs of rank 2 and 3 (their results
+  // have the operand's shape): drawn from a stream of their own, so every other program is
+  // the one the seed made before they existed.
+  Rng matmul_rng(seed * 0x9e3779b97f4a7c15ULL + 0x6d6d);
   // An operand whose shape broadcasts with `with` (reshaped values may not): a uniform
   // pick among those that do (`a` itself always does).
   const auto operand = [&](const Shape& with) {
@@ -297,6 +311,10 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
       s.kind = StepKind::Reshape;
       s.fn = static_cast<int>(pick(static_cast<std::size_t>(ReshapeRule::Count_)));
       s.dim = pick(4);
+    }
+    if (is_float && s.kind == StepKind::Unary && sa.rank() >= 2 && matmul_rng() % 5 == 0) {
+      s.kind = StepKind::Matmul;
+      s.fn = static_cast<int>(matmul_rng() % 2);
     }
     Shape out = shapes[static_cast<std::size_t>(s.a)];
     if (s.kind == StepKind::Binary) out = broadcast(out, shapes[static_cast<std::size_t>(s.b)]);
@@ -463,6 +481,22 @@ class Runner {
           DynTensor x = arg(s.a);
           o_.reads.push_back(x.to_data());
           return x;
+        }
+        case StepKind::Matmul: {
+          DynTensor x = arg(s.a);
+          const std::size_t r = x.shape().rank(), n = x.shape()[r - 1];
+          std::vector<std::size_t> d(r, 1);
+          d[r - 2] = d[r - 1] = n;
+          std::vector<double> w(n * n);
+          for (std::size_t i = 0; i < n; ++i) {
+            for (std::size_t j = 0; j < n; ++j) {
+              // Stored transposed (fn 1): element (i, j) of W at (j, i), read through a transpose.
+              w[s.fn == 1 ? j * n + i : i * n + j] = matmul_weight(n, i, j);
+            }
+          }
+          DynTensor wt = ops::cast(
+              DynTensor::from_data(ember::TensorData::from<double>(w, Shape(d)), dev_), p_.dt);
+          return ops::matmul(std::move(x), s.fn == 1 ? ops::transpose(std::move(wt)) : wt);
         }
       }
       return arg(s.a);
@@ -704,6 +738,20 @@ std::vector<HostTensor> reference(const Program& p) {
         reads.push_back(a);
         out = a;
         break;
+      case StepKind::Matmul: {  // summed in f64, stored once
+        out = a;
+        const std::size_t n = a.shape[a.shape.rank() - 1];
+        for (std::size_t row = 0; n > 0 && row < a.numel() / n; ++row) {
+          for (std::size_t j = 0; j < n; ++j) {
+            double sum = 0;
+            for (std::size_t l = 0; l < n; ++l) {
+              sum += a.v[row * n + l] * store(p.dt, matmul_weight(n, l, j));
+            }
+            out.v[row * n + j] = store(p.dt, sum);
+          }
+        }
+        break;
+      }
     }
     vals.push_back(std::move(out));
     for (int id : {s.a, s.b, s.c}) {
@@ -762,7 +810,7 @@ std::string compare(const Program& p, const Observed& a, const Observed& b) {
     has_where = has_where || s.kind == StepKind::Where;
     const auto fn = static_cast<UnaryFn>(s.fn);
     inexact = inexact || s.kind == StepKind::CastRound || s.kind == StepKind::RowNorm ||
-              s.kind == StepKind::ReduceBack ||
+              s.kind == StepKind::ReduceBack || s.kind == StepKind::Matmul ||
               (s.kind == StepKind::Unary && is_float(p.dt) && fn != UnaryFn::Neg &&
                fn != UnaryFn::Abs && fn != UnaryFn::Relu && fn != UnaryFn::Sign);
   }
@@ -881,6 +929,8 @@ const char* kind_name(StepKind k) {
       return "row";
     case StepKind::Read:
       return "to_data";
+    case StepKind::Matmul:
+      return "matmul";
   }
   return "?";
 }
@@ -913,6 +963,7 @@ std::string reproducer(const Program& p, const std::string& why) {
                            "layer_norm with weight and bias"};
       o << ", " << fns[s.fn] << ", dim " << s.dim;
     }
+    if (s.kind == StepKind::Matmul) o << (s.fn == 1 ? ", W^T" : ", W") << " [n, n]";
     o << ")" << (s.keep ? " (kept)" : "") << "\n";
   }
   return o.str();
@@ -960,7 +1011,7 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   const Device fused = Device::cpu().fusion();
   ember::fusion::reset_report(fused);
   std::size_t failures = 0, groups = 0, reductions = 0, rows = 0, built = 0, reused = 0,
-              cross_thread = 0;
+              cross_thread = 0, matmuls = 0;
   using ember::fusion::CloseReason;
   for (std::size_t chunk = 0; chunk < 20; ++chunk) {
     const DifferentialResult r = run_fusion_differential(1 + chunk * 50, 100, plain, fused);
@@ -975,6 +1026,7 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
     for (const auto& g : rep.recent) {
       const std::string_view last = g.ops.empty() ? "" : g.ops.back();
       rows += last == "softmax" || last == "log_softmax" || last == "layer_norm";
+      matmuls += !g.ops.empty() && g.ops.front() == "matmul";
     }
     ember::fusion::reset_report(fused);
   }
@@ -984,6 +1036,8 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   EXPECT_GT(reductions, 200u) << "no reduction took its prologue";
   // So do softmax, log-softmax and layer norm (counted among each chunk's last 256 groups).
   EXPECT_GT(rows, 5u) << "no softmax or layer norm took its prologue";
+  // Matmuls take their element-wise consumers as an epilogue (among the last 256 groups).
+  EXPECT_GT(matmuls, 20u) << "no matmul took an epilogue";
   // Each program runs at two size sets: the second reuses the first's plans.
   EXPECT_GT(2 * reused, built) << "plans were not reused";
   // The two-thread programs hand pending values across threads.

@@ -18,6 +18,8 @@
 #include "cpu/gemm/gemm.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
+#include "cpu/kernels/kernels.hpp"
+#include "ember/backend/fused_group.hpp"
 #include "support/isolated.hpp"
 
 using namespace ember;
@@ -45,6 +47,65 @@ Tensor<1> iota(std::size_t n, const Device& dev) {
   return Tensor<1, Int>::arange(0, static_cast<std::int64_t>(n), dev).float_();
 }
 }  // namespace
+
+// Note [Fused matmul epilogues]: the Cpu's fused executor takes a group that starts with a
+// Matmul (it does not fall back to running it op by op) and gives the plain ops' bits:
+// gelu(x·W + b) with W transposed, in f32 and bf16, rows and columns past the GEMM's blocks.
+TEST(CpuFused, MatmulGroupsRunWithTheirEpilogue) {
+  using backend::FusedInstr;
+  const std::size_t m = 151, k = 300, n = 290;
+  const auto data = [](std::size_t count, std::size_t salt) {
+    std::vector<float> v(count);
+    for (std::size_t i = 0; i < count; ++i) v[i] = (float((i * 7 + salt) % 23) - 11.0f) / 19.0f;
+    return v;
+  };
+  const std::vector<float> xv = data(m * k, 1), wv = data(n * k, 2), bv = data(n, 3);
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    cpu::CpuContext ctx;
+    const auto make = [&](const std::vector<float>& v, const Shape& sh) {
+      auto t = ctx.empty(sh, dt);
+      convert_elements(v.data(), DType::F32, t->data(), dt, v.size());
+      return t;
+    };
+    backend::FusedGroup g;
+    g.shape = Shape{m, n};
+    ir::Permute wt{make(wv, Shape{n, k}), {1, 0}};
+    g.inputs = {make(xv, Shape{m, k}), cpu::run(ctx, wt), make(bv, Shape{1, n})};
+    FusedInstr mm;
+    mm.kind = FusedInstr::Kind::Matmul;
+    mm.args = {0, 1, -1};
+    mm.out = dt;
+    FusedInstr add;
+    add.kind = FusedInstr::Kind::Binary;
+    add.binary = ir::BinaryFn::Add;
+    add.args = {3, 2, -1};
+    add.out = dt;
+    FusedInstr gelu;
+    gelu.unary = ir::UnaryFn::Gelu;
+    gelu.args = {4, -1, -1};
+    gelu.out = dt;
+    g.code = {mm, add, gelu};
+    g.outputs = {5};
+    g.signature = std::string("test matmul bias gelu ") + name(dt);
+    g.key = std::hash<std::string>{}(g.signature);
+    const auto outs = cpu::run_fused(ctx, g);
+    ASSERT_TRUE(outs.has_value()) << name(dt);
+    ASSERT_EQ(outs->size(), 1u);
+    const TensorData got = Device::cpu().backend().to_data((*outs)[0]);
+    const Device c = Device::cpu();
+    const auto in = [&](const std::vector<float>& v, const Shape& sh) {
+      return ops::cast(DynTensor::from_data(TensorData::from<float>(v, sh), c), dt);
+    };
+    const DynTensor want = ops::unary(
+        ir::UnaryFn::Gelu,
+        ops::binary(ir::BinaryFn::Add,
+                    ops::matmul(in(xv, Shape{m, k}), ops::transpose(in(wv, Shape{n, k}))),
+                    in(bv, Shape{1, n})));
+    const TensorData w = want.to_data();
+    ASSERT_EQ(got.bytes().size(), w.bytes().size());
+    EXPECT_EQ(std::memcmp(got.bytes().data(), w.bytes().data(), w.bytes().size()), 0) << name(dt);
+  }
+}
 
 TEST(CpuBackend, RvalueReusesTheSoleOwnersBuffer) {
   Device dev = Device::cpu();

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <string>
 #include <vector>
@@ -397,6 +398,80 @@ TEST_P(GemmTest, OverwriteIgnoresOldContents) {
   std::fill(c.begin(), c.end(), std::numeric_limits<float>::quiet_NaN());
   gemm_f32(1, m, n, k, a.data(), 0, k, 1, b.data(), 0, n, 1, c.data(), 0, n, false);
   for (float v : c) ASSERT_EQ(v, 10.0f);
+}
+
+// Note [GEMM epilogue]: the epilogue is called once for every element of C (blocks
+// disjoint, covering C), each block holding the product's final values — those of the same
+// product without an epilogue, bit for bit — and what it writes in place stays. Shapes: one
+// element, the matrix-vector paths (one row, one column), k == 0, k past a k block with rows
+// past a row block and columns past an epilogue block, columns past a column panel, batched.
+template <class T>
+void check_epilogue(std::mt19937& rng) {
+  struct Shape3 {
+    size_t batch, m, n, k;
+  };
+  const Shape3 shapes[] = {{1, 1, 1, 1},    {1, 1, 300, 40},    {1, 37, 1, 20},
+                           {1, 13, 37, 0},  {1, 151, 290, 300}, {1, 8, 4100, 10},
+                           {3, 20, 33, 17}, {2, 200, 300, 64}};
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  for (const Shape3& z : shapes) {
+    SCOPED_TRACE("batch=" + std::to_string(z.batch) + " m=" + std::to_string(z.m) +
+                 " n=" + std::to_string(z.n) + " k=" + std::to_string(z.k));
+    std::vector<T> a(z.batch * z.m * std::max<size_t>(z.k, 1)),
+        b(z.batch * std::max<size_t>(z.k, 1) * z.n);
+    for (auto& v : a) v = static_cast<T>(dist(rng));
+    for (auto& v : b) v = static_cast<T>(dist(rng));
+    const auto mn = static_cast<ptrdiff_t>(z.m * z.n);
+    const auto mk = static_cast<ptrdiff_t>(z.m * z.k), kn = static_cast<ptrdiff_t>(z.k * z.n);
+    const auto k = static_cast<ptrdiff_t>(z.k), n = static_cast<ptrdiff_t>(z.n);
+    std::vector<T> plain(z.batch * z.m * z.n), c(plain.size(), std::numeric_limits<T>::quiet_NaN());
+    gemm<T>(z.batch, z.m, z.n, z.k, a.data(), mk, k, 1, b.data(), kn, n, 1, plain.data(), mn, n,
+            false);
+    struct Seen {
+      const std::vector<T>* plain;
+      size_t m, n;
+      std::mutex mu;
+      std::vector<int> visits;
+      bool values_ok = true;
+      static void apply(const void* ctx, size_t batch, size_t i0, size_t j0, T* c, ptrdiff_t c_rs,
+                        size_t rows, size_t cols) {
+        auto* s = static_cast<Seen*>(const_cast<void*>(ctx));
+        std::lock_guard lk(s->mu);
+        for (size_t i = 0; i < rows; ++i) {
+          for (size_t j = 0; j < cols; ++j) {
+            const size_t at = (batch * s->m + i0 + i) * s->n + j0 + j;
+            T& v = c[static_cast<ptrdiff_t>(i) * c_rs + static_cast<ptrdiff_t>(j)];
+            ++s->visits[at];
+            s->values_ok = s->values_ok && std::memcmp(&v, &(*s->plain)[at], sizeof(T)) == 0;
+            v = 2 * v + 1;  // in place
+          }
+        }
+      }
+    } seen{&plain, z.m, z.n, {}, std::vector<int>(plain.size(), 0), true};
+    const GemmEpilogue<T> ep{&Seen::apply, &seen};
+    if constexpr (sizeof(T) == 4) {
+      gemm_f32(z.batch, z.m, z.n, z.k, a.data(), mk, k, 1, b.data(), kn, n, 1, c.data(), mn, n,
+               false, &ep);
+    } else {
+      gemm_f64(z.batch, z.m, z.n, z.k, a.data(), mk, k, 1, b.data(), kn, n, 1, c.data(), mn, n,
+               false, &ep);
+    }
+    EXPECT_TRUE(seen.values_ok);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      ASSERT_EQ(seen.visits[i], 1) << i;
+      ASSERT_EQ(c[i], 2 * plain[i] + 1) << i;
+    }
+  }
+}
+
+TEST_P(GemmTest, EpilogueSeesEachFinishedBlockOnceF32) {
+  std::mt19937 rng(10);
+  check_epilogue<float>(rng);
+}
+
+TEST_P(GemmTest, EpilogueSeesEachFinishedBlockOnceF64) {
+  std::mt19937 rng(11);
+  check_epilogue<double>(rng);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, GemmTest,

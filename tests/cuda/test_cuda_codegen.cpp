@@ -513,6 +513,16 @@ class RecordingCpu final : public ember::testing::ForwardingBackend {
   }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     FusedSpec s = fused_spec(g);
+    // A matmul group: cuBLASLt's GEMM, then its epilogue as one kernel (Note [Matmul apart]),
+    // as the Cuda backend runs it.
+    if (g.starts_with_matmul()) {
+      EXPECT_FALSE(fused_supported(s)) << g.signature;
+      ++matmuls;
+      return backend::run_matmul_apart(*this, std::move(g), [this](backend::FusedGroup p) {
+        ++epilogues;
+        return run_fused(std::move(p));
+      });
+    }
     // (a reduction keeping a prologue value runs op by op: not a kernel)
     if (ends_in_reduction(s) && s.outputs.size() > 1) return inner_->run_fused(std::move(g));
     EXPECT_TRUE(fused_supported(s)) << g.signature;
@@ -539,6 +549,7 @@ class RecordingCpu final : public ember::testing::ForwardingBackend {
   }
   std::set<std::string> seen;
   std::vector<KernelSource> kernels;
+  std::size_t matmuls = 0, epilogues = 0;
 };
 
 Tensor<2> ramp(const Device& d, std::size_t r, std::size_t c, float scale, DType dt) {
@@ -590,6 +601,17 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
     ln.to_data();
     ln0.to_data();
     res.to_data();
+    // Matmul epilogues: x·Wᵀ + b then gelu, a residual, a scale and a cast; nn::Linear's
+    // [B*T, n] product relabelled as [B, T, n] with its bias.
+    auto wt = ramp(d, 5, 33, 0.3f, dt);
+    auto mlp = activation::gelu(x.matmul(wt.transpose()) + ramp(d, 1, 5, 0.2f, dt));
+    mlp.to_data();
+    auto mres = (y.transpose().matmul(y) + ramp(d, 33, 33, 0.1f, dt) * 0.5f).cast(DType::F32);
+    mres.to_data();
+    auto lin =
+        Tensor<3>(nn::detail::linear(x.reshape<3>(Shape{3, 3, 33}).dyn(), wt.dyn(),
+                                     ramp(d, 1, 5, 0.6f, dt).reshape<1>(Shape{5}).dyn(), "test"));
+    activation::relu(lin).to_data();
     r.to_data();
     q.to_data();
     a.to_data();
@@ -605,6 +627,8 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   ((i / j + i % j) * 3 - j.abs()).to_data();
   (i * j + 2).max_dim(1).to_data();
   ASSERT_GT(rec->kernels.size(), 20u);
+  EXPECT_EQ(rec->matmuls, 12u);  // three a dtype, each with its epilogue as one kernel
+  EXPECT_EQ(rec->epilogues, 12u);
   std::size_t reductions = 0;  // groups ending in a reduction: the rows kernel's loop
   for (const auto& k : rec->kernels)
     reductions += k.body.find("em_pro(row * n + j)") != std::string::npos;

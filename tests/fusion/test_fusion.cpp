@@ -134,7 +134,7 @@ TEST(FusionDevice, RecordsLazilyAndFlushesOnRead) {
 TEST(FusionDevice, NonFusableAndDataDependentOpsFlush) {
   const Device d = fused_with({});
   auto x = input(d, 4, 4, 1.0f);
-  auto y = (x + 1.0f).matmul(x);
+  auto y = (x + 1.0f).cumsum(1);
   EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::NonFusableOp), 1u);
   auto nz = (x - 1.0f).greater_elem(0.0f).nonzero();
   EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::DataDependent), 1u);
@@ -825,11 +825,274 @@ TEST(FusionPatterns, MlpBlock) {
   const Device d = fused_with({});
   EXPECT_EQ(mlp_block(d), mlp_block(Device::cpu()));
   const auto r = fusion::report(d);
-  const auto* g = group_with(r, {"add", "gelu"});
+  // Each matmul opens a group with its epilogue (Note [Matmul epilogues]).
+  const auto* g = group_with(r, {"matmul", "add", "gelu"});
   ASSERT_NE(g, nullptr) << groups_of(r);
-  EXPECT_EQ(g->elided, 1u);
-  EXPECT_EQ(g->closed, CloseReason::NonFusableOp);  // the second matmul reads it
-  EXPECT_NE(group_with(r, {"relu", "mul"}), nullptr) << groups_of(r);
+  EXPECT_EQ(g->elided, 2u);                   // the product and the sum
+  EXPECT_EQ(g->closed, CloseReason::Matmul);  // the second matmul reads it
+  EXPECT_TRUE(g->fused);
+  EXPECT_NE(group_with(r, {"matmul", "relu", "mul"}), nullptr) << groups_of(r);
+}
+
+// ---- matmul epilogues (Note [Matmul epilogues]): the matmul and its element-wise consumers
+// are one group, the product applied to each finished GEMM block on the Cpu ----
+namespace {
+
+// A deterministic [dims] input of dtype dt (built in f32, then cast).
+DynTensor pattern(const Device& d, const Shape& sh, float scale, std::size_t salt, DType dt) {
+  std::vector<float> v(sh.num_elements());
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = scale * (float((i * 7 + salt * 5) % 23) - 11.0f) / 11.0f;
+  }
+  auto t = DynTensor::from_data(TensorData::from<float>(v, sh), d);
+  return dt == DType::F32 ? t : ops::cast(t, dt);
+}
+
+std::vector<double> as_f64(const DynTensor& t) {
+  return ops::cast(t, DType::F64).to_data().to_vector<double>();
+}
+
+// The dtype's unit roundoff.
+double roundoff(DType dt) {
+  switch (dt) {
+    case DType::F64:
+      return std::ldexp(1.0, -53);
+    case DType::F16:
+      return std::ldexp(1.0, -11);
+    case DType::BF16:
+      return std::ldexp(1.0, -8);
+    default:
+      return std::ldexp(1.0, -24);
+  }
+}
+
+enum class Epi { BiasGelu, BiasResidual, Scale };
+
+struct MatmulRun {
+  TensorData got;                 // the result
+  std::vector<double> ref, size;  // an f64 reference and the magnitude its error scales with
+};
+
+// The pattern `epi` over a product of batch x [m, k] · [k, n] (batch 0: 2-D), the weight
+// stored [n, k] and transposed when `transposed` (x·Wᵀ, as nn::Linear), in dtype dt.
+MatmulRun matmul_pattern(const Device& d, Epi epi, DType dt, std::size_t batch, std::size_t m,
+                         std::size_t k, std::size_t n, bool transposed) {
+  const auto dims = [&](std::size_t r, std::size_t c) {
+    return batch ? Shape{batch, r, c} : Shape{r, c};
+  };
+  DynTensor x = pattern(d, dims(m, k), 1.0f, 1, dt);
+  DynTensor w = transposed ? ops::transpose(pattern(d, dims(n, k), 0.5f, 2, dt))
+                           : pattern(d, dims(k, n), 0.5f, 2, dt);
+  DynTensor b = pattern(d, batch ? Shape{1, 1, n} : Shape{1, n}, 0.7f, 3, dt);
+  DynTensor res = pattern(d, dims(m, n), 0.9f, 4, dt);
+  const auto apply = [&]() -> DynTensor {
+    switch (epi) {
+      case Epi::BiasGelu:
+        return ops::unary(ir::UnaryFn::Gelu, ops::binary(ir::BinaryFn::Add, ops::matmul(x, w), b));
+      case Epi::BiasResidual:
+        return ops::binary(ir::BinaryFn::Add, ops::binary(ir::BinaryFn::Add, ops::matmul(x, w), b),
+                           res);
+      case Epi::Scale:
+        break;
+    }
+    return ops::binary_scalar(ir::BinaryFn::Mul, ops::matmul(x, w), 0.125);
+  };
+  const DynTensor y = apply();
+  MatmulRun out{y.to_data(), {}, {}};
+  // The reference, from the inputs as the device holds them (rounded to dt).
+  const auto xv = as_f64(x), wv = as_f64(w), bv = as_f64(b), rv = as_f64(res);
+  const std::size_t nb = std::max<std::size_t>(batch, 1);
+  for (std::size_t q = 0; q < nb; ++q) {
+    for (std::size_t i = 0; i < m; ++i) {
+      for (std::size_t j = 0; j < n; ++j) {
+        double p = 0, mag = 0;
+        for (std::size_t l = 0; l < k; ++l) {
+          const double t = xv[(q * m + i) * k + l] * wv[(q * k + l) * n + j];
+          p += t;
+          mag += std::fabs(t);
+        }
+        const double r = rv[(q * m + i) * n + j];
+        double v = 0;
+        switch (epi) {
+          case Epi::BiasGelu:
+            v = p + bv[j];
+            mag += std::fabs(bv[j]);
+            v = 0.5 * v * std::erfc(-v * 0.70710678118654752440);
+            break;
+          case Epi::BiasResidual:
+            v = p + bv[j] + r;
+            mag += std::fabs(bv[j]) + std::fabs(r);
+            break;
+          case Epi::Scale:
+            v = p * 0.125;
+            mag *= 0.125;
+            break;
+        }
+        out.ref.push_back(v);
+        out.size.push_back(mag + std::fabs(v));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The canonical matmul patterns — an MLP block gelu(x·W + b), x·W + b + residual, a batched
+// matmul and scale — in f32, f64, bf16 and f16, extents 1, odd and crossing the GEMM's
+// blocks (rows past MC, k past KC, columns past an epilogue block; one-row products take the
+// matrix-vector path), W plain and transposed: one group with the matmul and its epilogue
+// (the report), the plain Cpu's bits, and an f64 reference within the dtype's rounding.
+TEST(FusionPatterns, MatmulEpilogues) {
+  struct Size {
+    std::size_t batch, m, k, n;
+  };
+  const Size sizes[] = {{0, 1, 1, 1},       {0, 7, 13, 5},  {0, 1, 40, 300},
+                        {0, 151, 300, 290}, {3, 9, 17, 33}, {2, 150, 70, 260}};
+  for (const DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    for (const Size& z : sizes) {
+      for (const bool transposed : {false, true}) {
+        for (const Epi epi : {Epi::BiasGelu, Epi::BiasResidual, Epi::Scale}) {
+          const std::string what = std::string(name(dt)) + " " + std::to_string(z.batch) + "x[" +
+                                   std::to_string(z.m) + "," + std::to_string(z.k) + "," +
+                                   std::to_string(z.n) + "]" + (transposed ? " W^T" : "") +
+                                   " epilogue " + std::to_string(int(epi));
+          const Device d = fused_with({});
+          const MatmulRun got = matmul_pattern(d, epi, dt, z.batch, z.m, z.k, z.n, transposed);
+          const MatmulRun want =
+              matmul_pattern(Device::cpu(), epi, dt, z.batch, z.m, z.k, z.n, transposed);
+          ASSERT_EQ(got.got.bytes().size(), want.got.bytes().size()) << what;
+          EXPECT_EQ(
+              std::memcmp(got.got.bytes().data(), want.got.bytes().data(), got.got.bytes().size()),
+              0)
+              << what;
+          const auto r = fusion::report(d);
+          const std::vector<std::string_view> ops =
+              epi == Epi::BiasGelu       ? std::vector<std::string_view>{"matmul", "add", "gelu"}
+              : epi == Epi::BiasResidual ? std::vector<std::string_view>{"matmul", "add", "add"}
+                                         : std::vector<std::string_view>{"matmul", "mul"};
+          const auto* g = group_with(r, ops);
+          ASSERT_NE(g, nullptr) << what << ": " << groups_of(r);
+          EXPECT_TRUE(g->fused) << what;
+          EXPECT_EQ(g->outputs, 1u) << what;
+          EXPECT_EQ(g->elided, ops.size() - 1) << what;  // the product and the sums
+          const std::vector<double> v = as_f64(DynTensor::from_data(got.got, Device::cpu()));
+          ASSERT_EQ(v.size(), got.ref.size()) << what;
+          const double u = roundoff(dt);
+          for (std::size_t i = 0; i < v.size(); ++i) {
+            const double tol = 8 * u * got.size[i] * (1 + std::sqrt(double(z.k)) / 4) + 1e-300;
+            ASSERT_NEAR(v[i], got.ref[i], tol) << what << " at " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The product is written only where something reads it: kept beside the epilogue's result
+// it is an output of the group, with the plain Cpu's bits; nn::Linear's 3-D input (x·Wᵀ on
+// [B*T, d] reshaped to [B, T, n], then the bias [n]) stays one group.
+TEST(FusionPatterns, MatmulProductKeptAndLinearOfThreeDims) {
+  const auto prog = [](const Device& dev) {
+    DynTensor x = pattern(dev, Shape{5, 6}, 1.0f, 1, DType::F32);
+    DynTensor w = pattern(dev, Shape{6, 4}, 0.5f, 2, DType::F32);
+    DynTensor p = ops::matmul(x, w);  // kept
+    DynTensor y = ops::unary(ir::UnaryFn::Relu, p);
+    DynTensor x3 = pattern(dev, Shape{2, 3, 8}, 1.0f, 5, DType::F32);
+    DynTensor w3 = pattern(dev, Shape{7, 8}, 0.5f, 6, DType::F32);
+    DynTensor b3 = pattern(dev, Shape{7}, 0.3f, 7, DType::F32);
+    DynTensor z = ops::unary(ir::UnaryFn::Gelu, nn::detail::linear(x3, w3, b3, "test"));
+    std::vector<float> out = y.to_data().to_vector<float>();
+    for (const DynTensor* t : {&p, &z}) {
+      const auto v = t->to_data().to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(prog(d), prog(Device::cpu()));
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"matmul", "relu"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->outputs, 2u);  // the product and the relu
+  EXPECT_EQ(g->elided, 0u);
+  g = group_with(r, {"matmul", "add", "gelu"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_TRUE(g->fused);
+  EXPECT_EQ(g->elided, 2u);
+}
+
+// A matmul group's plan is keyed by structure: the same pattern at other sizes of the same
+// dim classes reuses it; a transposed weight (another layout class) does not.
+TEST(FusionPatterns, MatmulGroupPlansServeEverySize) {
+  const Device d = fused_with({});
+  const auto run = [&](std::size_t m, std::size_t k, std::size_t n, bool transposed) {
+    (void)matmul_pattern(d, Epi::BiasGelu, DType::F32, 0, m, k, n, transposed);
+    const auto r = fusion::report(d);
+    const auto* g = group_with(r, {"matmul", "add", "gelu"});
+    EXPECT_NE(g, nullptr) << groups_of(r);
+    return g ? std::make_pair(g->key, g->plan_cached) : std::make_pair(std::uint64_t(0), false);
+  };
+  const auto first = run(7, 13, 5, false);
+  const auto again = run(150, 300, 260, false);
+  EXPECT_EQ(first.first, again.first);
+  EXPECT_FALSE(first.second);
+  EXPECT_TRUE(again.second);
+  EXPECT_NE(run(7, 13, 5, true).first, first.first);
+}
+
+// A value error inside a matmul's epilogue (an integer division by zero, raised from the
+// GEMM's threads) surfaces at the read with the unfused op's message.
+TEST(FusionPatterns, MatmulEpilogueErrorsSurfaceAtTheRead) {
+  const auto prog = [](const Device& dev) {
+    DynTensor x = pattern(dev, Shape{40, 30}, 4.0f, 1, DType::F32);
+    DynTensor w = pattern(dev, Shape{30, 50}, 2.0f, 2, DType::F32);
+    std::vector<std::int32_t> zv(40 * 50, 3);
+    zv[1234] = 0;
+    DynTensor z = DynTensor::from_data(TensorData::from<std::int32_t>(zv, Shape{40, 50}), dev);
+    return error_of([&] {  // (the plain Cpu raises it at the op, the fused device at the read)
+      ops::binary(ir::BinaryFn::Div, ops::cast(ops::matmul(x, w), DType::I32), z).to_data();
+    });
+  };
+  const Device d = fused_with({});
+  const std::string got = prog(d), want = prog(Device::cpu());
+  EXPECT_TRUE(has(want, "division by zero")) << want;
+  EXPECT_EQ(got, want);
+}
+
+// A matmul whose product no element-wise op of the flush reads has no epilogue: it runs
+// alone and leaves the open group open (Note [Matmul epilogues]); one with an epilogue
+// closes it (CloseReason::Matmul).
+TEST(FusionPatterns, AMatmulOpensAGroupOnlyForAnEpilogue) {
+  const auto prog = [](const Device& dev, bool epilogue) {
+    auto x = input(dev, 6, 6, 1.0f);
+    auto w = input(dev, 6, 6, 0.5f);
+    auto a = (x * 2.0f).exp();
+    auto m = x.matmul(w);
+    auto b = (a + 1.0f).abs();
+    auto e = epilogue ? m.tanh() : m;
+    std::vector<float> out = values(b);
+    const auto v = values(e);
+    out.insert(out.end(), v.begin(), v.end());
+    return out;
+  };
+  for (const bool epilogue : {false, true}) {
+    const Device d = fused_with({});
+    EXPECT_EQ(prog(d, epilogue), prog(Device::cpu(), epilogue));
+    const auto r = fusion::report(d);
+    if (epilogue) {
+      const auto* g = group_with(r, {"mul", "exp"});
+      ASSERT_NE(g, nullptr) << groups_of(r);
+      EXPECT_EQ(g->closed, CloseReason::Matmul);
+      // (the ops of the matmul's shape that follow join it, its epilogue's or not)
+      g = group_with(r, {"matmul", "add", "abs", "tanh"});
+      ASSERT_NE(g, nullptr) << groups_of(r);
+      EXPECT_EQ(g->outputs, 3u);  // b, the tanh and the product, whose handle m lives
+    } else {
+      EXPECT_NE(group_with(r, {"mul", "exp", "add", "abs"}), nullptr) << groups_of(r);
+      EXPECT_EQ(r.closed[static_cast<std::size_t>(CloseReason::Matmul)], 0u);
+    }
+  }
 }
 
 TEST(FusionPatterns, ScaledSoftmaxWithMask) {
@@ -968,6 +1231,41 @@ TEST(FusionCuda, SoftmaxAndLayerNormTakeTheirPrologue) {
       EXPECT_NE(group_with(r, {"sub", "tanh", "log_softmax"}), nullptr) << groups_of(r);
       EXPECT_NE(group_with(r, {"mul", "layer_norm"}), nullptr) << groups_of(r);
       for (const auto& g : r.recent) EXPECT_TRUE(g.fused) << name(dt) << " " << cols;
+    }
+  }
+}
+
+// Matmul groups on Cuda: cuBLASLt's GEMM, then the epilogue as one generated kernel (Note
+// [Matmul apart]): the plain device's bits, every dtype, 2-D and batched, W plain and
+// transposed, extents 1 and odd, and the report's one group per pattern.
+TEST(FusionCuda, MatmulEpiloguesAgreeBitForBit) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  struct Size {
+    std::size_t batch, m, k, n;
+  };
+  const Size sizes[] = {{0, 1, 1, 1}, {0, 7, 13, 5}, {0, 151, 300, 290}, {3, 9, 17, 33}};
+  for (const DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    for (const Size& z : sizes) {
+      for (const bool transposed : {false, true}) {
+        for (const Epi epi : {Epi::BiasGelu, Epi::BiasResidual, Epi::Scale}) {
+          const std::string what = std::string(name(dt)) + " m" + std::to_string(z.m) + " k" +
+                                   std::to_string(z.k) + " n" + std::to_string(z.n) +
+                                   (transposed ? " W^T" : "") + " " + std::to_string(int(epi));
+          const Device d = cuda_fused();
+          const MatmulRun got = matmul_pattern(d, epi, dt, z.batch, z.m, z.k, z.n, transposed);
+          const MatmulRun want = matmul_pattern(plain, epi, dt, z.batch, z.m, z.k, z.n, transposed);
+          ASSERT_EQ(got.got.bytes().size(), want.got.bytes().size()) << what;
+          EXPECT_EQ(
+              std::memcmp(got.got.bytes().data(), want.got.bytes().data(), got.got.bytes().size()),
+              0)
+              << what;
+          const auto r = fusion::report(d);
+          bool found = false;
+          for (const auto& g : r.recent) found = found || (!g.ops.empty() && g.ops[0] == "matmul");
+          EXPECT_TRUE(found) << what << ": " << groups_of(r);
+        }
+      }
     }
   }
 }

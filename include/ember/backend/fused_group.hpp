@@ -56,8 +56,34 @@ class Backend;  // backend/backend.hpp
 // the row code of the unfused op (Note [Fused numerics]). A backend whose fused_caps() has
 // row_reduction is handed groups ending in a Softmax or LayerNorm too (of any float dtype);
 // one with no row code for them runs the prologue apart (run_row_apart, below).
+//
+// Note [Matmul groups]: a group may START with a Matmul (code[0], Kind::Matmul, of a float
+// dtype) of two inputs (args[0], args[1]: the ir::Matmul operands, of one rank with matrix
+// dims [m, k] and [k, n] and batch dims equal or 1), whose result, of shape [..., m, n]
+// (matmul_shape), has the group's element count; the group's shape is it or a refinement of
+// it that keeps n as its last extent (a reshape of the product that keeps its rows whole,
+// [B*T, n] as [B, T, n]: Note [Reshapes in a group]), so that element (row, j) of the
+// product is element row * n + j of the iteration space. The group's other instructions are
+// element-wise (no row instruction) and are its epilogue — a bias, an activation, a residual,
+// a scale, casts. An input read by the Matmul alone has no view of the group's shape; one
+// the epilogue reads too must have one. The product is a value like any other: stored only
+// when it is an output. Fused and unfused agree bit for bit: the product has the bits the
+// unfused ir::Matmul would store (16-bit products rounded to their dtype), and the epilogue
+// runs as any element-wise program. A backend that runs the product with its epilogue
+// applied to each finished block (the Cpu's GEMM hook) overrides run_fused for them; the
+// default runs the Matmul alone and the epilogue as one group (run_matmul_apart, below).
 struct FusedInstr {
-  enum class Kind : std::uint8_t { Unary, Binary, Where, Cast, Fill, Reduce, Softmax, LayerNorm };
+  enum class Kind : std::uint8_t {
+    Unary,
+    Binary,
+    Where,
+    Cast,
+    Fill,
+    Reduce,
+    Softmax,
+    LayerNorm,
+    Matmul  // only first (Note [Matmul groups])
+  };
   Kind kind = Kind::Unary;
   ir::UnaryFn unary = ir::UnaryFn::Neg;     // Kind::Unary
   ir::BinaryFn binary = ir::BinaryFn::Add;  // Kind::Binary
@@ -69,7 +95,7 @@ struct FusedInstr {
   // Operands, as value ids: 0 .. inputs.size() - 1 are the inputs, inputs.size() + i is
   // instruction i's result. Unary and Cast use args[0]; Binary args[0..1] (lhs, rhs);
   // Where args[0..2] (cond, a, b); Fill none; Reduce and Softmax args[0]; LayerNorm
-  // args[0..2] (x, weight, bias).
+  // args[0..2] (x, weight, bias); Matmul args[0..1] (a, b: inputs).
   std::array<std::int32_t, 3> args{-1, -1, -1};
   DType out = DType::F32;  // the result's dtype (a Cast's target)
 
@@ -92,11 +118,18 @@ struct FusedGroup {
   bool reduces() const { return !code.empty() && code.back().kind == FusedInstr::Kind::Reduce; }
   // Whether the last instruction is a row instruction (Note [Fused rows]).
   bool ends_in_row() const { return !code.empty() && code.back().row(); }
+  // Whether the first instruction is a Matmul (Note [Matmul groups]).
+  bool starts_with_matmul() const {
+    return !code.empty() && code.front().kind == FusedInstr::Kind::Matmul;
+  }
   DType dtype_of(std::int32_t value) const {
     const auto v = static_cast<std::size_t>(value);
     return v < inputs.size() ? inputs[v]->dtype() : code[v - inputs.size()].out;
   }
 };
+
+// The shape of the product of a group that starts with a Matmul (Note [Matmul groups]).
+Shape matmul_shape(const FusedGroup& g);
 
 // The storage bits of the element a Fill of `op.dtype` holds (in the low bytes, the rest
 // zero): converted exactly as every backend's fill converts op.value / op.int_value.
@@ -114,6 +147,15 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
 // prologue's signature is g's marked as a prologue, its key derived from g's. Returns g's
 // outputs, in order.
 std::vector<ir::Handle> run_row_apart(
+    Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
+
+// Note [Matmul apart]: for a backend with fused code for element-wise groups but no GEMM
+// with a generated epilogue: runs a group starting with a Matmul (Note [Matmul groups]) as
+// the ir::Matmul through b.execute, then its epilogue as a group of its own through
+// run_group, the product one of that group's inputs (a group of one instruction runs as that
+// instruction's op). So the product is written and read once, and the epilogue is one
+// program. Returns g's outputs, in order (the product among them where g keeps it).
+std::vector<ir::Handle> run_matmul_apart(
     Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
 
 // ---- the report of the Fusion decorator (fusion::report(device), EMBER_FUSION_LOG) ----
@@ -134,6 +176,7 @@ enum class CloseReason : std::uint8_t {
   MemoryBudget,    // the pending outputs reached the memory limit
   ThreadExit,      // the recording thread ended
   Reduction,       // the group ended in a reduction, softmax or layer norm (a row instruction)
+  Matmul,          // a matmul opens the next group (Note [Matmul groups])
   Count_
 };
 const char* name(CloseReason r);

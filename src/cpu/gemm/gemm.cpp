@@ -546,6 +546,24 @@ bool gemv_single(size_t threads, size_t m, size_t n, size_t k, const T* a, ptrdi
   return true;
 }
 
+// Where a product's finished blocks go (Note [GEMM epilogue]): the epilogue, or none, and
+// the product's index in its call's batch.
+template <class T>
+struct Finish {
+  const GemmEpilogue<T>* ep = nullptr;
+  size_t batch = 0;
+  void operator()(size_t i0, size_t j0, T* c, ptrdiff_t c_rs, size_t rows, size_t cols) const {
+    if (ep && rows > 0 && cols > 0) ep->apply(ep->ctx, batch, i0, j0, c, c_rs, rows, cols);
+  }
+};
+
+// Columns of C an epilogue block spans (rounded to whole slivers): with the kernel's MC
+// rows, a block of about 300 KB of f32 that is still in L2 (512 KB a core on the EPYC this
+// was measured on) beside A's block when the epilogue reads it. 256 columns cost more: the
+// epilogue's fixed work per tile (its inputs' pointers, the copy-out) is paid twice as
+// often (BENCHMARKS.md, Fusion: matmul epilogues).
+constexpr size_t kEpilogueCols = 512;
+
 // The blocked product of an A given by its panel provider (StridedA, PanelsA) and a B given
 // by pack_b(dst, pc, kc, jc, ncur, s0, s1), which packs slivers [s0, s1) of the kc x ncur
 // block of B at row pc, column jc into dst (the sliver layout of pack_b above). `threads`
@@ -553,9 +571,12 @@ bool gemv_single(size_t threads, size_t m, size_t n, size_t k, const T* a, ptrdi
 template <class T, class APanels, class PackB>
 void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k,
                   const APanels& a_panels, const PackB& pack_b, T* c, ptrdiff_t c_rs,
-                  bool accumulate) {
+                  bool accumulate, const Finish<T>& finish = {}) {
   if (m == 0 || n == 0) return;
-  if (k == 0) return zero_or_keep(m, n, c, c_rs, accumulate);
+  if (k == 0) {
+    zero_or_keep(m, n, c, c_rs, accumulate);
+    return finish(0, 0, c, c_rs, m, n);
+  }
   if (m * n * k < kMinParallelMacs) threads = 1;
 
   const size_t mr = kr.mr, nr = kr.nr;
@@ -576,6 +597,9 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
     for (size_t pc = 0; pc < k; pc += kc) {
       const size_t kcur = std::min(kc, k - pc);
       const bool load_c = accumulate || pc > 0;
+      // After the last k block, each run of `ep_slivers` slivers of a row block is final.
+      const bool last_k = pc + kcur == k;
+      const size_t ep_slivers = std::max<size_t>(1, kEpilogueCols / nr);
       const size_t b_grain = threads > 1 ? std::max<size_t>(1, 4096 / kcur) : n_slivers;
       if (threads > 1) {
         parallel_for(0, n_slivers, b_grain,
@@ -597,6 +621,7 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
             const size_t mcur = std::min(mc, r1 - ic);
             const T* pa = a_panels(pc, kcur, ic, mcur);
             // jr outer, ir inner: one B sliver stays in L1 while A's slivers stream from L2.
+            size_t done = js;  // the first sliver no epilogue has seen
             for (size_t jr = js; jr < je; ++jr) {
               const size_t ncols = std::min(nr, ncur - jr * nr);
               const T* pbs = pb + jr * nr * kcur;
@@ -604,6 +629,12 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
                 const size_t mrows = std::min(mr, mcur - ir);
                 T* ct = c_blk + static_cast<ptrdiff_t>(ic + ir) * c_rs + jr * nr;
                 kr.ukernel(kcur, pa + ir * kcur, pbs, ct, c_rs, mrows, ncols, load_c);
+              }
+              if (finish.ep && last_k && (jr + 1 == je || jr + 1 - done == ep_slivers)) {
+                const size_t j0 = done * nr, j1 = std::min(ncur, (jr + 1) * nr);
+                finish(ic, jc + j0, c_blk + static_cast<ptrdiff_t>(ic) * c_rs + j0, c_rs, mcur,
+                       j1 - j0);
+                done = jr + 1;
               }
             }
           }
@@ -624,17 +655,18 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
 template <class T, class APanels>
 void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
                  ptrdiff_t a_rs, ptrdiff_t a_cs, const APanels& a_panels, const T* b,
-                 ptrdiff_t b_rs, ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate) {
+                 ptrdiff_t b_rs, ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate,
+                 const Finish<T>& finish = {}) {
   if (m == 0 || n == 0) return;
   if (k > 0 && (m == 1 || n == 1) &&
       gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate))
-    return;
+    return finish(0, 0, c, c_rs, m, n);
   const auto pack = [&](T* pb, size_t pc, size_t kcur, size_t jc, size_t ncur, size_t s0,
                         size_t s1) {
     kr.pack_b(pb, b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs, b_rs,
               b_cs, ncur, kcur, s0, s1);
   };
-  gemm_blocked<T>(kr, threads, m, n, k, a_panels, pack, c, c_rs, accumulate);
+  gemm_blocked<T>(kr, threads, m, n, k, a_panels, pack, c, c_rs, accumulate, finish);
 }
 
 // One product with an implicit B (gemm_f32_packed_b) and A's panels from a_panels.
@@ -681,7 +713,8 @@ void gemm_packed_a_packed_b(size_t n, const PackedA<T>& a, const PackedB<T>& b, 
 template <class T>
 void gemm_impl(size_t batch, size_t m, size_t n, size_t k, const T* a, ptrdiff_t a_bs,
                ptrdiff_t a_rs, ptrdiff_t a_cs, const T* b, ptrdiff_t b_bs, ptrdiff_t b_rs,
-               ptrdiff_t b_cs, T* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
+               ptrdiff_t b_cs, T* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate,
+               const GemmEpilogue<T>* ep) {
   if (batch == 0 || m == 0 || n == 0) return;
   const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
   const size_t threads = num_threads();
@@ -690,7 +723,7 @@ void gemm_impl(size_t batch, size_t m, size_t n, size_t k, const T* a, ptrdiff_t
     const ptrdiff_t bi = static_cast<ptrdiff_t>(i);
     const T* ai = a + bi * a_bs;
     gemm_single<T>(kr, t, m, n, k, ai, a_rs, a_cs, StridedA<T>{kr, ai, a_rs, a_cs}, b + bi * b_bs,
-                   b_rs, b_cs, c + bi * c_bs, c_rs, accumulate);
+                   b_rs, b_cs, c + bi * c_bs, c_rs, accumulate, Finish<T>{ep, i});
   };
   // Batches are independent (unless they all write the same C), so spreading whole
   // products over threads avoids all intra-product synchronisation. That is the better
@@ -712,16 +745,18 @@ void gemm_impl(size_t batch, size_t m, size_t n, size_t k, const T* a, ptrdiff_t
 
 void gemm_f32(size_t batch, size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_bs,
               ptrdiff_t a_rs, ptrdiff_t a_cs, const float* b, ptrdiff_t b_bs, ptrdiff_t b_rs,
-              ptrdiff_t b_cs, float* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
+              ptrdiff_t b_cs, float* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate,
+              const GemmEpilogue<float>* epilogue) {
   gemm_impl<float>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs,
-                   accumulate);
+                   accumulate, epilogue);
 }
 
 void gemm_f64(size_t batch, size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_bs,
               ptrdiff_t a_rs, ptrdiff_t a_cs, const double* b, ptrdiff_t b_bs, ptrdiff_t b_rs,
-              ptrdiff_t b_cs, double* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate) {
+              ptrdiff_t b_cs, double* c, ptrdiff_t c_bs, ptrdiff_t c_rs, bool accumulate,
+              const GemmEpilogue<double>* epilogue) {
   gemm_impl<double>(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs,
-                    accumulate);
+                    accumulate, epilogue);
 }
 
 void gemm_f32_packed_b(size_t m, size_t n, size_t k, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs,

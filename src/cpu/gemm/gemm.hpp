@@ -8,19 +8,47 @@
 
 namespace ember::cpu {
 
+// Note [GEMM epilogue]: work applied to each finished block of C while it is in cache. The
+// driver calls apply(ctx, batch, i0, j0, c, c_rs, rows, cols) once for every block of C
+// whose last k block has been accumulated — rows [i0, i0 + rows) and columns [j0, j0 + cols)
+// of product `batch` (its index among this call's batch), element (i0 + i, j0 + j) at
+// c[i * c_rs + j] — after which the GEMM never touches that block again. A block is one
+// thread's row block (the kernel's MC rows, at most) by a run of column slivers (about 512
+// columns), so it is in L2 when the epilogue reads it, having just been written. Blocks are
+// disjoint, cover C exactly once, and are handed to concurrent threads; the values C holds
+// are exactly those the same product without an epilogue stores (the blocking does not
+// change), so an epilogue sees the unfused product bit for bit. It may overwrite its block
+// (an in-place result). Products with one row or one column (Note [gemv] in gemm.cpp) and
+// products with k == 0 have no blocks: their C is handed over whole once computed.
+// The Fusion decorator's matmul groups use it (cpu/kernels/fused.cpp, Note [Fused matmul
+// epilogues]). A convolution can use it the same way for its bias and activation: its
+// products (gemm_packed_a, gemm_f32_packed_b) run through the same blocked driver, so an
+// epilogue argument passed down to it is called with that product's [out channels, window
+// positions] blocks, which the convolution maps to its output image by i0 (the channel) and
+// j0 (the position) — nothing in the driver is specific to matmul.
+template <class T>
+struct GemmEpilogue {
+  void (*apply)(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
+                std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols);
+  const void* ctx;
+};
+
 // C[i*c_rs + j] (= or +=) sum_p A[i*a_rs + p*a_cs] * B[p*b_rs + j*b_cs], for i<m, j<n, p<k.
 // Any strides for A and B (so transposed or sliced operands need no copy); C rows may be
 // strided but columns are contiguous. accumulate=false overwrites C. k == 0 gives zeros
 // (or leaves C when accumulating). Batched: batch b uses a + b*a_bs, b + b*b_bs, c + b*c_bs
-// (a batch stride may be 0 for broadcasting).
+// (a batch stride may be 0 for broadcasting). An epilogue (Note [GEMM epilogue]) is applied
+// to each finished block of C.
 void gemm_f32(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const float* a,
               std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const float* b,
               std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, float* c,
-              std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate);
+              std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate,
+              const GemmEpilogue<float>* epilogue = nullptr);
 void gemm_f64(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const double* a,
               std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const double* b,
               std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, double* c,
-              std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate);
+              std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, bool accumulate,
+              const GemmEpilogue<double>* epilogue = nullptr);
 
 // A B operand [k, n] that is not a strided matrix but is written straight into the GEMM's
 // packed panels (an implicit matrix, as convolution's window columns): pack(ctx, dst, nr,

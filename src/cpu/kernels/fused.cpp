@@ -37,6 +37,7 @@
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/matmul.hpp"
 #include "cpu/strided.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/fused_group.hpp"
@@ -148,7 +149,10 @@ std::optional<Program> build(const FusedGroup& g) {
     s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
     const DType cd = s.widen ? DType::F32 : s.in;
     if (in.row() && &in != &g.code.back()) return std::nullopt;  // only last: run_rows runs it
-    if (in.kind == FusedInstr::Kind::Reduce) {
+    if (in.kind == FusedInstr::Kind::Matmul) {                   // only first: run_matmul runs it
+      if (&in != &g.code.front() || g.ends_in_row()) return std::nullopt;
+      s.fn = "matmul";
+    } else if (in.kind == FusedInstr::Kind::Reduce) {
       if (!reduces_rows(in.reduce, s.in)) return std::nullopt;
       s.fn = ir::name(in.reduce);
     } else if (in.kind == FusedInstr::Kind::Softmax) {
@@ -239,13 +243,14 @@ struct InView {
   DType dtype;
 };
 // (A layer norm's weight or bias of another rank than the group's has no such view: it is
-// read by the layer norm alone, Note [Fused rows].)
-std::vector<InView> input_views(const FusedGroup& g) {
+// read by the layer norm alone, Note [Fused rows]; nor has an input that `only` leaves out,
+// a matmul's operand, Note [Fused matmul epilogues].)
+std::vector<InView> input_views(const FusedGroup& g, const std::vector<bool>* only = nullptr) {
   std::vector<InView> views;
   views.reserve(g.inputs.size());
-  for (const auto& h : g.inputs) {
-    const CpuTensor& t = as_cpu(h);
-    if (t.shape().rank() != g.shape.rank()) {
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) {
+    const CpuTensor& t = as_cpu(g.inputs[k]);
+    if (t.shape().rank() != g.shape.rank() || (only && !(*only)[k])) {
       views.push_back({nullptr, {}, t.dtype()});
       continue;
     }
@@ -375,6 +380,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       case FusedInstr::Kind::Reduce:
       case FusedInstr::Kind::Softmax:
       case FusedInstr::Kind::LayerNorm:
+      case FusedInstr::Kind::Matmul:  // its slot is the product's block (run_matmul)
         break;
       case FusedInstr::Kind::Unary: {
         const std::size_t cnt = a.scalar ? 1 : n;
@@ -626,12 +632,173 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   return Outputs(outs.begin(), outs.end());
 }
 
+// Note [Fused matmul epilogues]: a group starting with a Matmul (Note [Matmul groups] in
+// backend/fused_group.hpp) runs as the product through matmul_into — the Matmul kernel's own
+// code, so the same GEMM calls, blocking and threads and the same bits — with a GEMM
+// epilogue (Note [GEMM epilogue] in cpu/gemm/gemm.hpp) that runs the group's other
+// instructions on each finished block of the product while it is in cache: row by row of
+// the block, in tiles, exactly as an element-wise group's tile program (run_tile, the same
+// row kernels), the product's tile read where the GEMM left it (a 16-bit product is first
+// rounded to its dtype, as the widened op's Cast rounds it) and the outputs written at the
+// block's elements. So the epilogue sees the f32 / f64 values the unfused matmul stores.
+// The GEMM's C is an output of the product's compute type when there is one — the product
+// itself when it is kept, else an epilogue result, computed in place (every instruction of
+// a tile reads its operands before the outputs are copied out, as Note [Fused in-place]) —
+// else a scratch tensor. 16-bit operands are widened to f32 first, as
+// CpuBackend::execute_widened widens them. Outputs are fresh: no input gives its buffer,
+// since the GEMM writes C before the epilogue reads the inputs.
+// How many rows ahead an epilogue prefetches its inputs (Note [Epilogue prefetch]).
+constexpr std::size_t kEpilogueAhead = 2;
+
+template <class T>
+struct MatmulEpilogue {
+  const Program& prog;
+  const FusedGroup& g;
+  const std::vector<InView>& views;
+  const std::vector<bool>& read;  // per input: read by the epilogue
+  const std::vector<std::shared_ptr<CpuTensor>>& outs;
+  std::size_t m, n;
+
+  static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
+                    std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
+    static_cast<const MatmulEpilogue*>(ctx)->run(batch, i0, j0, c, c_rs, rows, cols);
+  }
+
+  void run(std::size_t batch, std::size_t i0, std::size_t j0, T* c, std::ptrdiff_t c_rs,
+           std::size_t rows, std::size_t cols) const {
+    static EMBER_THREAD_LOCAL Scratch s;
+    static EMBER_THREAD_LOCAL std::vector<Slot> slot;
+    const std::size_t n_in = g.inputs.size(), rank = g.shape.rank();
+    s.prepare(n_in, prog);
+    slot.assign(g.num_values(), Slot{});
+    const DType pt = g.code.front().out;  // the product's dtype (T, or 16-bit)
+    const auto product = static_cast<std::size_t>(n_in);
+    // Row r's first element (column j0) in each input the epilogue reads.
+    const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& base) {
+      std::size_t rem = r;
+      for (std::size_t k = 0; k < n_in; ++k) {
+        base[k] = static_cast<std::int64_t>(j0) * (read[k] ? views[k].strides[rank - 1] : 0);
+      }
+      for (std::size_t d = rank - 1; d-- > 0;) {
+        const auto id = static_cast<std::int64_t>(rem % g.shape[d]);
+        rem /= g.shape[d];
+        for (std::size_t k = 0; k < n_in; ++k) {
+          if (read[k]) base[k] += id * views[k].strides[d];
+        }
+      }
+    };
+    std::array<std::int64_t, kMaxInputs> base{}, ahead_base{};
+    for (std::size_t i = 0; i < rows; ++i) {
+      const std::size_t row = batch * m + i0 + i;  // the product's row: the group's too
+      row_base(row, base);
+      // Note [Epilogue prefetch]: a block's rows of an [m, n] input (a residual) are pieces
+      // of ~1 KB a row apart, too short for the hardware's stream prefetch to follow; so the
+      // same piece kEpilogueAhead rows down is prefetched while this row computes (Note
+      // [Tile prefetch]). Only what is in cache changes.
+      const bool ahead_row = i + kEpilogueAhead < rows;
+      if (ahead_row) row_base(row + kEpilogueAhead, ahead_base);
+      const T* crow = c + static_cast<std::ptrdiff_t>(i) * c_rs;
+      for (std::size_t b = 0; b < cols; b += kTile) {
+        const std::size_t cnt = std::min(kTile, cols - b);
+        Prefetch ahead;
+        for (std::size_t k = 0; k < n_in; ++k) {
+          if (!read[k]) continue;
+          const std::int64_t st = views[k].strides[rank - 1];
+          const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
+          const std::int64_t at = static_cast<std::int64_t>(b) * st;
+          load_input(views[k].data + (base[k] + at) * elem, st, cnt, size_of(views[k].dtype), s, k,
+                     slot[k]);
+          if (ahead_row && st == 1 && ahead_base[k] != base[k]) {
+            ahead.add(views[k].data + (ahead_base[k] + at) * elem, cnt * std::size_t(elem));
+          }
+        }
+        const auto* pc = reinterpret_cast<const std::byte*>(crow + b);
+        if (is_half(pt)) {  // rounded as the widened op's Cast rounds the f32 product
+          std::byte* y = s.region(prog.region[0]);
+          convert_elements(pc, DType::F32, y, pt, cnt);
+          slot[product] = {y, false};
+        } else {
+          slot[product] = {pc, false};
+        }
+        run_tile(prog, g, s, slot, cnt, ahead);
+        const std::size_t at = row * n + j0 + b;  // the tile's first element in the outputs
+        for (std::size_t j = 0; j < outs.size(); ++j) {
+          const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
+          const std::size_t elem = size_of(outs[j]->dtype());
+          std::byte* dst = outs[j]->data() + at * elem;
+          if (v.scalar) {
+            for (std::size_t e = 0; e < cnt; ++e) std::memcpy(dst + e * elem, v.p, elem);
+          } else if (dst != v.p) {  // (the product kept where the GEMM wrote it)
+            std::memcpy(dst, v.p, cnt * elem);
+          }
+        }
+      }
+    }
+  }
+};
+
+std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program& prog) {
+  const FusedInstr& mm = g.code.front();
+  const Shape& shape = g.shape;
+  const std::size_t n_in = g.inputs.size(), rank = shape.rank();
+  const DType pt = mm.out;
+  const DType ct = is_half(pt) ? DType::F32 : pt;  // the GEMM's dtype
+  if (rank < 2 || (ct != DType::F32 && ct != DType::F64)) return std::nullopt;
+  std::vector<bool> read(n_in, false);  // inputs the epilogue reads
+  for (std::size_t i = 1; i < g.code.size(); ++i) {
+    for (std::int32_t a : g.code[i].args) {
+      if (a >= 0 && static_cast<std::size_t>(a) < n_in) read[static_cast<std::size_t>(a)] = true;
+    }
+  }
+  // The product [..., m, n]: the group's shape is it or a refinement of it ending in n
+  // (Note [Matmul groups]), so its row r is elements [r * n, r * n + n) of the group's.
+  const Shape ps = backend::matmul_shape(g);
+  const std::size_t m = ps[ps.rank() - 2], n = ps[ps.rank() - 1];
+  if (shape[rank - 1] != n || ps.num_elements() != shape.num_elements()) return std::nullopt;
+  const auto product = static_cast<std::int32_t>(n_in);
+  std::vector<std::shared_ptr<CpuTensor>> outs;
+  std::shared_ptr<CpuTensor> c;  // the GEMM's C
+  for (std::int32_t o : g.outputs) {
+    outs.push_back(ctx.empty(shape, g.dtype_of(o)));
+    if (o == product && pt == ct) c = outs.back();
+  }
+  for (std::size_t j = 0; j < outs.size() && !c; ++j) {
+    if (outs[j]->dtype() == ct) c = outs[j];
+  }
+  if (!c) c = ctx.empty(shape, ct);
+  Outputs result(outs.begin(), outs.end());
+  if (shape.num_elements() == 0) return result;
+  // The operands, widened to f32 when 16-bit (as CpuBackend::execute_widened does).
+  std::array<ir::Handle, 2> operand;
+  for (std::size_t i = 0; i < 2; ++i) {
+    operand[i] = g.inputs[static_cast<std::size_t>(mm.args[i])];
+    if (is_half(operand[i]->dtype())) {
+      ir::Cast cast{operand[i], DType::F32};
+      operand[i] = run(ctx, cast);
+    }
+  }
+  const std::vector<InView> views = input_views(g, &read);
+  const auto go = [&](auto tag) {
+    using T = decltype(tag);
+    const MatmulEpilogue<T> epi{prog, g, views, read, outs, m, n};
+    const GemmEpilogue<T> ep{&MatmulEpilogue<T>::apply, &epi};
+    matmul_into<T>(as_cpu(operand[0]), as_cpu(operand[1]), ps, c->data_as<T>(), &ep);
+  };
+  if (ct == DType::F64) {
+    go(double{});
+  } else {
+    go(float{});
+  }
+  return result;
+}
+
 }  // namespace
 
 std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   if (g.inputs.size() > kMaxInputs) return std::nullopt;
   const auto prog = cache().get(g);
   if (!prog) return std::nullopt;
+  if (g.starts_with_matmul()) return run_matmul(ctx, g, *prog);
   if (g.ends_in_row()) return run_rows(ctx, g, *prog);
   const Shape& shape = g.shape;
   const std::size_t n_in = g.inputs.size();

@@ -2,9 +2,12 @@
 // their strides, so transposed and sliced matrices need no copy; batch dims are walked
 // as one strided dim where they collapse, else one GEMM call per batch index. And the
 // singular value decomposition (Svd), by one-sided Jacobi in f64.
+#include "cpu/kernels/matmul.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/gemm/gemm.hpp"
@@ -14,14 +17,13 @@
 
 namespace ember::cpu {
 
-ir::Handle run(CpuContext& ctx, ir::Matmul& op) {
-  const auto& a = as_cpu(op.a);
-  const auto& b = as_cpu(op.b);
-  const DType dt = a.dtype();
-  const std::size_t r = op.out_shape.rank();
-  const std::size_t m = op.out_shape[r - 2], n = op.out_shape[r - 1], k = a.shape()[r - 1];
-  auto out = ctx.empty(op.out_shape, dt);
-  if (op.out_shape.num_elements() == 0) return out;
+template <class T>
+void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
+                 const GemmEpilogue<T>* epilogue) {
+  const std::vector<std::int64_t> out_strides = contiguous_strides(os);
+  const std::size_t r = os.rank();
+  const std::size_t m = os[r - 2], n = os[r - 1], k = a.shape()[r - 1];
+  if (os.num_elements() == 0) return;
   // Inner-matrix strides; a row stride of a single-row matrix is irrelevant but must not be 0
   // for the GEMM's packing to be well defined.
   const std::ptrdiff_t a_rs = a.strides()[r - 2], a_cs = a.strides()[r - 1];
@@ -29,29 +31,59 @@ ir::Handle run(CpuContext& ctx, ir::Matmul& op) {
   // Batch dims, with broadcast dims as stride 0.
   StridedSpace<3> sp;
   for (std::size_t i = 0; i + 2 < r; ++i) {
-    sp.shape.push_back(op.out_shape[i]);
+    sp.shape.push_back(os[i]);
     sp.strides[0].push_back(a.shape()[i] == 1 ? 0 : a.strides()[i]);
     sp.strides[1].push_back(b.shape()[i] == 1 ? 0 : b.strides()[i]);
-    sp.strides[2].push_back(out->strides()[i]);
+    sp.strides[2].push_back(out_strides[i]);
   }
   sp.shape.push_back(1);  // a trailing unit dim keeps the space non-empty
   for (auto& s : sp.strides) s.push_back(0);
   sp.collapse();
   const std::ptrdiff_t a_bs = sp.strides[0].back(), b_bs = sp.strides[1].back(),
                        c_bs = sp.strides[2].back();
+  // Each GEMM call numbers its products from 0; out is contiguous, so the flat batch index
+  // of a call's first product is its offset in out over m * n.
+  struct Shifted {
+    const GemmEpilogue<T>* ep;
+    std::size_t first;
+    static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
+                      std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
+      const auto* s = static_cast<const Shifted*>(ctx);
+      s->ep->apply(s->ep->ctx, s->first + batch, i0, j0, c, c_rs, rows, cols);
+    }
+  };
   sp.for_each_row(
       [&](const std::array<std::int64_t, 3>& off, std::size_t len) {
-        if (dt == DType::F64) {
+        const Shifted shift{epilogue, static_cast<std::size_t>(off[2]) / (m * n)};
+        const GemmEpilogue<T> ep{&Shifted::apply, &shift};
+        const GemmEpilogue<T>* e = epilogue ? &ep : nullptr;
+        if constexpr (std::is_same_v<T, double>) {
           gemm_f64(len, m, n, k, a.data_as<const double>() + off[0], a_bs, a_rs, a_cs,
-                   b.data_as<const double>() + off[1], b_bs, b_rs, b_cs,
-                   out->data_as<double>() + off[2], c_bs, static_cast<std::ptrdiff_t>(n), false);
+                   b.data_as<const double>() + off[1], b_bs, b_rs, b_cs, out + off[2], c_bs,
+                   static_cast<std::ptrdiff_t>(n), false, e);
         } else {
           gemm_f32(len, m, n, k, a.data_as<const float>() + off[0], a_bs, a_rs, a_cs,
-                   b.data_as<const float>() + off[1], b_bs, b_rs, b_cs,
-                   out->data_as<float>() + off[2], c_bs, static_cast<std::ptrdiff_t>(n), false);
+                   b.data_as<const float>() + off[1], b_bs, b_rs, b_cs, out + off[2], c_bs,
+                   static_cast<std::ptrdiff_t>(n), false, e);
         }
       },
       std::size_t(-1));  // the GEMM parallelises internally
+}
+
+template void matmul_into<float>(const CpuTensor&, const CpuTensor&, const Shape&, float*,
+                                 const GemmEpilogue<float>*);
+template void matmul_into<double>(const CpuTensor&, const CpuTensor&, const Shape&, double*,
+                                  const GemmEpilogue<double>*);
+
+ir::Handle run(CpuContext& ctx, ir::Matmul& op) {
+  const auto& a = as_cpu(op.a);
+  const auto& b = as_cpu(op.b);
+  auto out = ctx.empty(op.out_shape, a.dtype());
+  if (a.dtype() == DType::F64) {
+    matmul_into<double>(a, b, op.out_shape, out->data_as<double>(), nullptr);
+  } else {
+    matmul_into<float>(a, b, op.out_shape, out->data_as<float>(), nullptr);
+  }
   return out;
 }
 

@@ -89,6 +89,7 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
       case FusedInstr::Kind::Reduce:   // only last, printed by gen_fused_reduction
       case FusedInstr::Kind::Softmax:  // fused_supported refuses these
       case FusedInstr::Kind::LayerNorm:
+      case FusedInstr::Kind::Matmul:
         break;
       case FusedInstr::Kind::Unary: {
         const std::string p = "g.w[" + num(static_cast<std::size_t>(fused_args(s).params) + 2 * i);
@@ -147,6 +148,8 @@ bool fused_supported(const FusedSpec& s) {
       if (&ins != &s.code.back() || !is_float(ins.out)) return false;
       continue;
     }
+    // A matmul runs as cuBLASLt's GEMM, its epilogue as a kernel (Note [Matmul apart]).
+    if (ins.kind == FusedInstr::Kind::Matmul) return false;
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     if (ins.kind == FusedInstr::Kind::Reduce) {
       // Only as the last instruction, whose value is the one output (Note [Fused row

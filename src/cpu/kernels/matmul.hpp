@@ -1,0 +1,19 @@
+// The Cpu's batched, broadcasting matmul as a function of tensors, for the Matmul kernel and
+// for fused groups that start with a matmul (Note [Fused matmul epilogues] in fused.cpp).
+#pragma once
+
+#include "cpu/cpu_tensor.hpp"
+#include "cpu/gemm/gemm.hpp"
+
+namespace ember::cpu {
+
+// out = a · b for ir::Matmul's operands a and b (of out_shape's rank, matrix dims [m, k]
+// and [k, n], batch dims out_shape's or 1; any strides) into out (out_shape [..., m, n],
+// contiguous; T is f32 or f64, the operands' dtype). `epilogue` (Note [GEMM epilogue]), when
+// given, is applied to each finished block of out, its `batch` the flat index over
+// out_shape's batch dims.
+template <class T>
+void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& out_shape, T* out,
+                 const GemmEpilogue<T>* epilogue);
+
+}  // namespace ember::cpu
