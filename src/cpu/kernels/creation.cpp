@@ -1,6 +1,9 @@
 // Creation kernels: fill, arange and random. Random numbers come from a counter-based
 // generator: element i of a draw hashes (seed, counter + i), so a draw is the same however
-// it is split across threads, and seeding the device restarts the sequence.
+// it is split across threads or tiles, and seeding the device restarts the sequence. A draw
+// takes its counters when it runs (run) or when the Fusion decorator records it (draw, at
+// counters reserve_random took: Note [Reserved draws] in backend/fused_group.hpp); fused
+// groups draw their tiles with the same draw_values.
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -9,6 +12,7 @@
 
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/random.hpp"
 #include "cpu/thread_pool.hpp"
 
 namespace ember::cpu {
@@ -86,66 +90,89 @@ ir::Handle run(CpuContext& ctx, ir::Arange& op) {
   return out;
 }
 
-ir::Handle run(CpuContext& ctx, ir::Random& op) {
-  const std::size_t n = op.shape.num_elements();
-  const std::uint64_t key = ctx.seed.load();
-  const std::uint64_t base = ctx.counter.fetch_add(n);
-  const bool half = op.dtype == DType::F16 || op.dtype == DType::BF16;
-  const DType compute = half ? DType::F32 : op.dtype;
-  auto out = ctx.empty(op.shape, compute);
-  const Distribution dist = op.dist;
-  visit_numeric(compute, [&](auto tag) {
-    using T = decltype(tag);
-    T* y = out->data_as<T>();
-    parallel_for(0, n, 1 << 14, [&](std::size_t b, std::size_t e) {
-      for (std::size_t i = b; i < e; ++i) {
-        const std::uint64_t r = mix(key, base + i);
-        double v;
-        switch (dist.kind) {
-          case Distribution::Kind::Normal: {
-            // Box-Muller from two independent uniforms of the same counter.
-            const double u1 = 1.0 - uniform01(r);  // (0, 1]
-            const double u2 = uniform01(mix(key ^ 0x6a09e667f3bcc909ULL, base + i));
-            v = dist.a + dist.b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-            break;
-          }
-          case Distribution::Kind::Bernoulli: {
-            // 1.0 or +0.0 from the comparison's bits, not a branch: which way it goes is
-            // random, and GCC's branch mispredicted on about a quarter of the elements
-            // of dropout's mask, at more than the cost of the hash.
-            const std::uint64_t keep = std::uint64_t{0} - std::uint64_t(uniform01(r) < dist.a);
-            v = std::bit_cast<double>(std::bit_cast<std::uint64_t>(1.0) & keep);
-            break;
-          }
-          case Distribution::Kind::Uniform:
-            v = dist.a + (dist.b - dist.a) * uniform01(r);
-            break;
-          default:
-            v = uniform01(r);
-            break;
-        }
-        if constexpr (std::is_floating_point_v<T>) {
-          // Rounding may carry a value up to the excluded upper bound; keep [a, b).
-          T t = static_cast<T>(v);
-          if (dist.kind != Distribution::Kind::Normal &&
-              dist.kind != Distribution::Kind::Bernoulli) {
-            const T hi = static_cast<T>(dist.kind == Distribution::Kind::Uniform ? dist.b : 1.0);
-            if (t >= hi &&
-                hi > static_cast<T>(dist.kind == Distribution::Kind::Uniform ? dist.a : 0.0)) {
-              t = std::nextafter(hi, -std::numeric_limits<T>::infinity());
-            }
-          }
-          y[i] = t;
-        } else {
-          y[i] = from_double<T>(std::floor(v));
+namespace {
+
+// Element values of a draw at counter c, before the conversion to the dtype.
+template <Distribution::Kind K>
+inline double random_value(std::uint64_t key, std::uint64_t c, double a, double b) {
+  const std::uint64_t r = mix(key, c);
+  if constexpr (K == Distribution::Kind::Normal) {
+    // Box-Muller from two independent uniforms of the same counter.
+    const double u1 = 1.0 - uniform01(r);  // (0, 1]
+    const double u2 = uniform01(mix(key ^ 0x6a09e667f3bcc909ULL, c));
+    return a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  } else if constexpr (K == Distribution::Kind::Bernoulli) {
+    // 1.0 or +0.0 from the comparison's bits, not a branch: which way it goes is random,
+    // and GCC's branch mispredicted on about a quarter of the elements of dropout's mask,
+    // at more than the cost of the hash.
+    const std::uint64_t keep = std::uint64_t{0} - std::uint64_t(uniform01(r) < a);
+    return std::bit_cast<double>(std::bit_cast<std::uint64_t>(1.0) & keep);
+  } else if constexpr (K == Distribution::Kind::Uniform) {
+    return a + (b - a) * uniform01(r);
+  } else {
+    return uniform01(r);
+  }
+}
+
+template <class T, Distribution::Kind K>
+void draw_as(std::uint64_t key, std::uint64_t first, const Distribution& dist, T* y,
+             std::size_t n) {
+  const double a = dist.a, b = dist.b;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double v = random_value<K>(key, first + i, a, b);
+    if constexpr (std::is_floating_point_v<T>) {
+      T t = static_cast<T>(v);
+      if constexpr (K == Distribution::Kind::Uniform || K == Distribution::Kind::Default) {
+        // Rounding may carry a value up to the excluded upper bound; keep [a, b).
+        const T hi = static_cast<T>(K == Distribution::Kind::Uniform ? b : 1.0);
+        if (t >= hi && hi > static_cast<T>(K == Distribution::Kind::Uniform ? a : 0.0)) {
+          t = std::nextafter(hi, -std::numeric_limits<T>::infinity());
         }
       }
-    });
+      y[i] = t;
+    } else {
+      y[i] = from_double<T>(std::floor(v));
+    }
+  }
+}
+
+}  // namespace
+
+void draw_values(std::uint64_t key, std::uint64_t first, const Distribution& dist, DType ct,
+                 void* out, std::size_t n) {
+  visit_numeric(ct, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = static_cast<T*>(out);
+    switch (dist.kind) {
+      case Distribution::Kind::Normal:
+        return draw_as<T, Distribution::Kind::Normal>(key, first, dist, y, n);
+      case Distribution::Kind::Bernoulli:
+        return draw_as<T, Distribution::Kind::Bernoulli>(key, first, dist, y, n);
+      case Distribution::Kind::Uniform:
+        return draw_as<T, Distribution::Kind::Uniform>(key, first, dist, y, n);
+      case Distribution::Kind::Default:
+        return draw_as<T, Distribution::Kind::Default>(key, first, dist, y, n);
+    }
   });
-  if (!half) return out;
+}
+
+ir::Handle draw(CpuContext& ctx, const ir::Random& op, const backend::RandomCounters& at) {
+  const std::size_t n = op.shape.num_elements();
+  const DType compute = random_compute_type(op.dtype);
+  auto out = ctx.empty(op.shape, compute);
+  std::byte* y = out->data();
+  const std::size_t elem = size_of(compute);
+  parallel_for(0, n, 1 << 14, [&](std::size_t b, std::size_t e) {
+    draw_values(at.seed, at.first + b, op.dist, compute, y + b * elem, e - b);
+  });
+  if (compute == op.dtype) return out;
   auto h = ctx.empty(op.shape, op.dtype);
   convert_elements(out->data(), DType::F32, h->data(), op.dtype, n);
   return h;
+}
+
+ir::Handle run(CpuContext& ctx, ir::Random& op) {
+  return draw(ctx, op, reserve_counters(ctx, op.shape.num_elements()));
 }
 
 }  // namespace ember::cpu

@@ -14,6 +14,14 @@
 // parameter: the program, cached by key, serves every value). Integer division checks its divisor
 // tile by tile and raises the unfused op's error.
 //
+// Note [Random instructions]: a Random instruction (Note [Reserved draws] in
+// backend/fused_group.hpp) draws its tile in scratch: element i of the iteration space is
+// the draw's element i, at counter draw.first + i, and the generator hashes each counter
+// alone, so a tile computes exactly the values the Random kernel would have stored there,
+// with the same function (draw_values). The draw is never written unless it is an output.
+// A tile's first element is its index in the row-major iteration space: the output's offset
+// (outputs are contiguous), or r * n + b in a group along rows.
+//
 // Note [Tile prefetch]: a tile's instructions run on L1 scratch once its inputs are in, so
 // without help a thread alternates between waiting for memory (the first instructions,
 // which read the inputs) and computing (the rest, among them Adam's divisions and square
@@ -37,6 +45,7 @@
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/random.hpp"
 #include "cpu/strided.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/fused_group.hpp"
@@ -141,9 +150,9 @@ std::optional<Program> build(const FusedGroup& g) {
     Step s;
     s.kind = in.kind;
     s.args = in.args;
-    s.in = in.kind == FusedInstr::Kind::Fill
-               ? in.out
-               : g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
+    const bool source = in.kind == FusedInstr::Kind::Fill || in.kind == FusedInstr::Kind::Random;
+    s.in =
+        source ? in.out : g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
     s.out = in.out;
     s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
     const DType cd = s.widen ? DType::F32 : s.in;
@@ -353,9 +362,9 @@ class Prefetch {
 };
 
 // Runs the element-wise instructions of p (all but a last row instruction) on one tile of n
-// elements.
+// elements, the iteration space's elements first .. first + n - 1 (row-major).
 void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
-              std::size_t n, Prefetch& ahead) {
+              std::size_t n, std::uint64_t first, Prefetch& ahead) {
   const std::size_t n_in = g.inputs.size();
   const std::size_t steps = p.steps.size() - (g.ends_in_row() ? 1 : 0);
   const std::size_t per_step = steps == 0 ? 0 : (ahead.lines() + steps - 1) / steps;
@@ -369,9 +378,24 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       continue;
     }
     std::byte* y = s.region(p.region[i]);
+    if (st.kind == FusedInstr::Kind::Random) {
+      // Note [Random instructions]: the tile's elements of the draw, as the Random kernel
+      // draws them (draw_values, in f32 and rounded for a 16-bit dtype).
+      const Distribution dist{in.dist, in.p0, in.p1};
+      const std::uint64_t at = in.draw.first + first;
+      if (is_half(st.out)) {
+        draw_values(in.draw.seed, at, dist, DType::F32, s.w(2), n);
+        convert_elements(s.w(2), DType::F32, y, st.out, n);
+      } else {
+        draw_values(in.draw.seed, at, dist, st.out, y, n);
+      }
+      slot[v] = {y, false};
+      continue;
+    }
     const Slot& a = slot[static_cast<std::size_t>(st.args[0])];
     switch (st.kind) {
       case FusedInstr::Kind::Fill:
+      case FusedInstr::Kind::Random:
       case FusedInstr::Kind::Reduce:
       case FusedInstr::Kind::Softmax:
       case FusedInstr::Kind::LayerNorm:
@@ -575,7 +599,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
           load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
         }
         Prefetch none;  // rows are walked with strides: no prefetch
-        run_tile(prog, g, s, slot, cnt, none);
+        run_tile(prog, g, s, slot, cnt, r * n + b, none);
         for (std::size_t j = 0; j < outs.size(); ++j) {  // prologue values kept
           if (g.outputs[j] == row_id) continue;
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
@@ -699,7 +723,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
                     next * elem);
         }
       }
-      run_tile(*prog, g, s, slot, n, ahead);
+      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead);
       for (std::size_t j = 0; j < outs.size(); ++j) {
         const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
         const std::size_t elem = size_of(outs[j]->dtype());
