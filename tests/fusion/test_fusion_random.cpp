@@ -299,3 +299,64 @@ TEST(FusionRandom, InKernelDrawsHaveTheirMoments) {
     EXPECT_NEAR(var, w.var, 5 * std::sqrt((w.mu4 - w.var * w.var) / n)) << kind;
   }
 }
+
+namespace {
+
+// The Cpu generator's definition (src/cpu/kernels/creation.cpp), written out plainly: element
+// i of a draw after seed(key) is a function of (key, i) alone.
+std::uint64_t mix_ref(std::uint64_t key, std::uint64_t ctr) {
+  std::uint64_t z = key ^ (ctr * 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ULL;
+  return z ^ (z >> 32);
+}
+double uniform01_ref(std::uint64_t bits) { return double(bits >> 11) / 9007199254740992.0; }
+double value_ref(const Distribution& d, std::uint64_t key, std::uint64_t i) {
+  const std::uint64_t r = mix_ref(key, i);
+  switch (d.kind) {
+    case Distribution::Kind::Normal: {
+      const double u1 = 1.0 - uniform01_ref(r);
+      const double u2 = uniform01_ref(mix_ref(key ^ 0x6a09e667f3bcc909ULL, i));
+      return d.a + d.b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+    }
+    case Distribution::Kind::Bernoulli:
+      return uniform01_ref(r) < d.a ? 1.0 : 0.0;
+    case Distribution::Kind::Uniform:
+      return d.a + (d.b - d.a) * uniform01_ref(r);
+    default:
+      return uniform01_ref(r);
+  }
+}
+
+}  // namespace
+
+// The values are the generator's definition, bit for bit, fused or not — Bernoulli draws at
+// probabilities whose threshold is exact or rounds (Note [Bernoulli threshold]) among them.
+TEST(FusionRandom, DrawsAreTheGeneratorsDefinition) {
+  const Distribution dists[] = {
+      Distribution::default_(),          Distribution::uniform(-3, 4.3),
+      Distribution::normal(2, 3),        Distribution::bernoulli(0.3),
+      Distribution::bernoulli(0.5),      Distribution::bernoulli(0.0),
+      Distribution::bernoulli(1.0),      Distribution::bernoulli(std::ldexp(1.0, -60)),
+      Distribution::bernoulli(1 - 1e-9), Distribution::bernoulli(std::nextafter(0.75, 1.0))};
+  const std::uint64_t key = 0x1234abcd5678ef01ULL;
+  for (const Device& d : {Device::cpu(), fused()}) {
+    for (const Distribution& dist : dists) {
+      d.seed(key);
+      // (r * 1 keeps the draw's value and makes the fused draw an instruction of a group.)
+      const auto v =
+          ops::binary_scalar(ir::BinaryFn::Mul, ops::random(Shape{4099}, dist, DType::F64, d), 1.0)
+              .to_data()
+              .to_vector<double>();
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const double want = value_ref(dist, key, i);
+        wrong += std::memcmp(&v[i], &want, sizeof want) != 0;
+      }
+      EXPECT_EQ(wrong, 0u) << d.name() << " kind " << static_cast<int>(dist.kind) << " a "
+                           << dist.a;
+    }
+  }
+}

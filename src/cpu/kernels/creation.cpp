@@ -10,44 +10,15 @@
 #include <limits>
 #include <type_traits>
 
+#include "cpu/isa.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
+#include "cpu/kernels/from_double.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/kernels/random.hpp"
 #include "cpu/thread_pool.hpp"
+#include "ember/base/config.hpp"
 
 namespace ember::cpu {
-namespace {
-
-// A 64-bit mix (an avalanche of multiply-xorshift rounds) of the key and the counter.
-inline std::uint64_t mix(std::uint64_t key, std::uint64_t ctr) {
-  std::uint64_t z = key ^ (ctr * 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  z = (z ^ (z >> 29)) * 0xbf58476d1ce4e5b9ULL;
-  return z ^ (z >> 32);
-}
-// Uniform in [0, 1) with 53 random bits.
-inline double uniform01(std::uint64_t bits) { return static_cast<double>(bits >> 11) * 0x1.0p-53; }
-
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return v != 0.0;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(v);
-  } else {
-    // Saturating, and NaN -> 0, so no value is undefined behaviour.
-    if (std::isnan(v)) return T(0);
-    if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
-      return std::numeric_limits<T>::lowest();
-    if (v >= static_cast<double>(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
-    return static_cast<T>(v);
-  }
-}
-
-}  // namespace
 
 ir::Handle run(CpuContext& ctx, ir::Fill& op) {
   auto out = ctx.empty(op.shape, op.dtype);
@@ -90,70 +61,22 @@ ir::Handle run(CpuContext& ctx, ir::Arange& op) {
   return out;
 }
 
-namespace {
-
-// Element values of a draw at counter c, before the conversion to the dtype.
-template <Distribution::Kind K>
-inline double random_value(std::uint64_t key, std::uint64_t c, double a, double b) {
-  const std::uint64_t r = mix(key, c);
-  if constexpr (K == Distribution::Kind::Normal) {
-    // Box-Muller from two independent uniforms of the same counter.
-    const double u1 = 1.0 - uniform01(r);  // (0, 1]
-    const double u2 = uniform01(mix(key ^ 0x6a09e667f3bcc909ULL, c));
-    return a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-  } else if constexpr (K == Distribution::Kind::Bernoulli) {
-    // 1.0 or +0.0 from the comparison's bits, not a branch: which way it goes is random,
-    // and GCC's branch mispredicted on about a quarter of the elements of dropout's mask,
-    // at more than the cost of the hash.
-    const std::uint64_t keep = std::uint64_t{0} - std::uint64_t(uniform01(r) < a);
-    return std::bit_cast<double>(std::bit_cast<std::uint64_t>(1.0) & keep);
-  } else if constexpr (K == Distribution::Kind::Uniform) {
-    return a + (b - a) * uniform01(r);
-  } else {
-    return uniform01(r);
-  }
-}
-
-template <class T, Distribution::Kind K>
-void draw_as(std::uint64_t key, std::uint64_t first, const Distribution& dist, T* y,
-             std::size_t n) {
-  const double a = dist.a, b = dist.b;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double v = random_value<K>(key, first + i, a, b);
-    if constexpr (std::is_floating_point_v<T>) {
-      T t = static_cast<T>(v);
-      if constexpr (K == Distribution::Kind::Uniform || K == Distribution::Kind::Default) {
-        // Rounding may carry a value up to the excluded upper bound; keep [a, b).
-        const T hi = static_cast<T>(K == Distribution::Kind::Uniform ? b : 1.0);
-        if (t >= hi && hi > static_cast<T>(K == Distribution::Kind::Uniform ? a : 0.0)) {
-          t = std::nextafter(hi, -std::numeric_limits<T>::infinity());
-        }
-      }
-      y[i] = t;
-    } else {
-      y[i] = from_double<T>(std::floor(v));
-    }
-  }
-}
-
-}  // namespace
-
+// The generator's row, compiled for each ISA (random_rows.inc), as active_isa() picks.
 void draw_values(std::uint64_t key, std::uint64_t first, const Distribution& dist, DType ct,
                  void* out, std::size_t n) {
-  visit_numeric(ct, [&](auto tag) {
-    using T = decltype(tag);
-    T* y = static_cast<T*>(out);
-    switch (dist.kind) {
-      case Distribution::Kind::Normal:
-        return draw_as<T, Distribution::Kind::Normal>(key, first, dist, y, n);
-      case Distribution::Kind::Bernoulli:
-        return draw_as<T, Distribution::Kind::Bernoulli>(key, first, dist, y, n);
-      case Distribution::Kind::Uniform:
-        return draw_as<T, Distribution::Kind::Uniform>(key, first, dist, y, n);
-      case Distribution::Kind::Default:
-        return draw_as<T, Distribution::Kind::Default>(key, first, dist, y, n);
+  static const auto row = [] {
+    switch (active_isa()) {
+#if EMBER_HAS_X86_KERNELS
+      case Isa::Avx512:
+        return &isa_avx512::draw_values;
+      case Isa::Avx2:
+        return &isa_avx2::draw_values;
+#endif
+      default:
+        return &isa_generic::draw_values;
     }
-  });
+  }();
+  row(key, first, dist, ct, out, n);
 }
 
 ir::Handle draw(CpuContext& ctx, const ir::Random& op, const backend::RandomCounters& at) {

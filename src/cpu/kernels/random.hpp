@@ -19,8 +19,21 @@ inline DType random_compute_type(DType dt) { return is_half(dt) ? DType::F32 : d
 // Writes n values of a draw of `dist` to out, in the compute dtype ct: value k is the
 // element at counter first + k under the seed `key` (Note [Reserved draws] in
 // backend/fused_group.hpp), whatever n and first are.
+// The variant for cpu::active_isa() of the rows of random_rows.inc, each ISA's below.
 void draw_values(std::uint64_t key, std::uint64_t first, const Distribution& dist, DType ct,
                  void* out, std::size_t n);
+namespace isa_generic {
+void draw_values(std::uint64_t key, std::uint64_t first, const Distribution& dist, DType ct,
+                 void* out, std::size_t n);
+}
+namespace isa_avx2 {
+void draw_values(std::uint64_t key, std::uint64_t first, const Distribution& dist, DType ct,
+                 void* out, std::size_t n);
+}
+namespace isa_avx512 {
+void draw_values(std::uint64_t key, std::uint64_t first, const Distribution& dist, DType ct,
+                 void* out, std::size_t n);
+}
 
 // The counters of a draw of n elements made now: the device's seed and its next n counters.
 inline backend::RandomCounters reserve_counters(CpuContext& ctx, std::uint64_t n) {
