@@ -10,6 +10,7 @@
 //   elementwise_chain  (0.5 x + 1) as [B*1024, 1024]: exp(y) * y as [B, 1024*1024]: tanh
 //   cheap_chain        |(0.5 x + 1) x - 0.25|
 //   custom_gelu        0.5 x (1 + erf(x / sqrt 2))
+//   dropout            x * bernoulli(0.9) / 0.9 (fused: the mask drawn in the group)
 //   copy               x + 0 (one op: a read and a write, the copy the chains are held to)
 // Prints the median and the least CPU milliseconds per run, plain and fused.
 #include <time.h>
@@ -45,6 +46,10 @@ Tensor<3> run(const std::string& w, const Tensor<3>& x) {
   if (w == "custom_gelu") {
     return x.mul_scalar(0.5).mul(x.mul_scalar(0.7071067811865476).erf().add_scalar(1.0));
   }
+  if (w == "dropout") {
+    Tensor<3> keep(ops::random(shape, Distribution::bernoulli(0.9), x.dtype(), x.device()));
+    return x.mul(keep).mul_scalar(1.0 / 0.9);
+  }
   return x.add_scalar(0.0);
 }
 
@@ -52,10 +57,11 @@ Tensor<3> run(const std::string& w, const Tensor<3>& x) {
 
 int main(int argc, char** argv) {
   const std::string w = argc > 1 ? argv[1] : "";
-  if (w != "elementwise_chain" && w != "cheap_chain" && w != "custom_gelu" && w != "copy") {
+  if (w != "elementwise_chain" && w != "cheap_chain" && w != "custom_gelu" && w != "dropout" &&
+      w != "copy") {
     std::fprintf(stderr,
-                 "usage: fusion_chain_cpu {elementwise_chain|cheap_chain|custom_gelu|copy} [B] "
-                 "[REPS]\n");
+                 "usage: fusion_chain_cpu {elementwise_chain|cheap_chain|custom_gelu|dropout|copy} "
+                 "[B] [REPS]\n");
     return 2;
   }
   const std::size_t b = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 16;

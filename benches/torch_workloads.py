@@ -112,6 +112,15 @@ def custom_gelu(p):
     return lambda: (x * 0.5) * (torch.erf(x * SQRT1_2) + 1.0)
 
 
+def dropout(p):
+    x = inp(p["shape"], 1)
+    f = lambda: F.dropout(x, 0.1, training=True)  # noqa: E731
+    # The masks are each side's own draws: compared is where(y == 0, x / 0.9, y), which is
+    # x / 0.9 whatever the mask (ember's dropout workload).
+    f.compared = lambda y: torch.where(y == 0, x / 0.9, y)
+    return f
+
+
 def reduce_builder(exp_first, which):
     def build(p):
         x = inp(p["shape"], 1)
@@ -581,6 +590,7 @@ WORKLOADS = {
     "elementwise_chain": elementwise_chain,
     "cheap_chain": cheap_chain,
     "custom_gelu": custom_gelu,
+    "dropout": dropout,
     "sum": reduce_builder(False, "sum"),
     "sum_dim": reduce_builder(False, "sum_dim"),
     "sum_dim0": reduce_builder(False, "sum_dim0"),
@@ -662,6 +672,7 @@ def run(req, compile_):
         raise KeyError(f"no PyTorch version of workload '{name}'")
     fn = WORKLOADS[name](req["params"])
     note = getattr(fn, "note", "")
+    compared = getattr(fn, "compared", compare_output)  # (before torch.compile wraps fn)
     grad_ctx = torch.enable_grad if name in TRAINING else torch.no_grad
     if compile_ and name not in NOT_COMPILED:
         compiled = torch.compile(fn)
@@ -687,7 +698,7 @@ def run(req, compile_):
             times.append((time.perf_counter() - t0) * 1e3)
     reply = "ok times=" + ",".join(f"{t:.6f}" for t in times)
     if req.get("out"):
-        out = compare_output(r).detach().contiguous().cpu()
+        out = compared(r).detach().contiguous().cpu()
         if out.dtype == torch.float16:  # sent as f32 (exact)
             out = out.float()
         dtype = {torch.float32: "f32", torch.int64: "i64"}[out.dtype]

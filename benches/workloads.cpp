@@ -404,6 +404,32 @@ std::vector<Workload> build() {
         chain_shape(s));
   });
 
+  add("dropout", "elementwise", [](SizeKind s, const Device& dev) {
+    // x * bernoulli(1 - p) / (1 - p), p = 0.1, as nn::Dropout composes it: fused, the mask is
+    // drawn in the group's program and never written (Note [Random sources]). The draws are
+    // ember's own, so the check compares where(y == 0, x / (1 - p), y) — x / (1 - p) on both
+    // sides whatever the masks — with PyTorch's F.dropout.
+    const Shape shape = ew_shape(s);
+    auto x = input<3>(shape, 1, dev);
+    constexpr double kKeep = 0.9;
+    auto out = std::make_shared<std::optional<Tensor<3>>>();
+    Case c;
+    c.params = {{"shape", dims(shape)}};
+    c.shape = shape.to_string();
+    c.bytes = 2 * double(shape.num_elements()) * kF32;
+    c.run = [x, out, dev] {
+      out->reset();
+      Tensor<3> keep(ops::random(x.shape(), Distribution::bernoulli(kKeep), x.dtype(), dev));
+      out->emplace(x.mul(keep).mul_scalar(1.0 / kKeep));
+      dev.sync();
+    };
+    c.output = [x, out] {
+      const Tensor<3>& y = **out;
+      return y.mask_where(y.equal_elem(0.0), x.mul_scalar(1.0 / kKeep)).to_data();
+    };
+    return c;
+  });
+
   // ---- reductions ----
   add("sum", "reduce", [](SizeKind s, const Device& d) { return reduce_case(s, d, false, 0); });
   add("sum_dim", "reduce", [](SizeKind s, const Device& d) { return reduce_case(s, d, false, 1); });

@@ -44,6 +44,14 @@ Shape matmul_shape(const FusedGroup& g) {
   return Shape(std::move(d));
 }
 
+RandomCounters Backend::reserve_random(std::uint64_t) {
+  fail(name() + " reserves no random counters (its fused_caps().random is not set)");
+}
+ir::Handle Backend::draw_random(const ir::Random&, const RandomCounters&) {
+  fail(name() +
+       " draws no random numbers at reserved counters (its fused_caps().random is not set)");
+}
+
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
   switch (in.kind) {
@@ -77,6 +85,8 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
       f.int_value = iv;
       return f;
     }
+    case FusedInstr::Kind::Random:
+      return ir::Random{g.shape, in.out, Distribution{in.dist, in.p0, in.p1}};
   }
   fail("fused_instr_op: unknown instruction kind");
 }
@@ -232,6 +242,11 @@ std::vector<ir::Handle> Backend::run_fused(FusedGroup group) {
       bool later = is_output[v] || last_use[v] > i + 1;
       for (std::size_t j = k + 1; j < 3; ++j) later = later || group.code[i].args[j] == a;
       args[k] = later ? values[v] : std::move(values[v]);
+    }
+    const FusedInstr& in = group.code[i];
+    if (in.kind == FusedInstr::Kind::Random) {  // at its counters (Note [Reserved draws])
+      values[n_in + i] = draw_random(std::get<ir::Random>(fused_instr_op(group, i, {})), in.draw);
+      continue;
     }
     auto outs = execute(fused_instr_op(group, i, std::move(args)));
     EMBER_ASSERT(outs.size() == 1);

@@ -19,6 +19,7 @@
 
 #include "cpu/context.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/random.hpp"
 #include "ember/backend/fused_group.hpp"
 #include "ember/backend/registry.hpp"
 
@@ -102,7 +103,15 @@ class CpuBackend final : public backend::Backend {
   }
   bool runs_fused() const override { return true; }
   backend::FusedCaps fused_caps() const override {
-    return {.fills = true, .row_reduction = &cpu::reduces_rows};
+    return {.fills = true, .random = true, .row_reduction = &cpu::reduces_rows};
+  }
+  // Note [Reserved draws] (backend/fused_group.hpp): the counters run(Random) would take.
+  backend::RandomCounters reserve_random(std::uint64_t n) override {
+    return cpu::reserve_counters(ctx_, n);
+  }
+  ir::Handle draw_random(const ir::Random& op, const backend::RandomCounters& at) override {
+    CpuContext::current_op = "random";
+    return cpu::draw(ctx_, op, at);
   }
 
   void seed(std::uint64_t s) override {

@@ -93,9 +93,11 @@ struct FusedSpec {
 // The kernel's one argument: EmWords<words> (64-bit words) by value — n, rank, the
 // collapsed shape (8 words), then, from `strides` (strided kernels only), each input's
 // strides (8 words an input), the input pointers, the output pointers, the error flag,
-// and two words of parameters (double bits) per instruction from `params`.
+// and the instructions' parameters from `params`: two words (double bits) each, four for a
+// Random (a, b, its seed and first counter); param[i] is instruction i's first word.
 struct FusedArgs {
   int strides = -1, inputs = 0, outputs = 0, err = 0, params = 0, words = 0;
+  std::vector<int> param;
 };
 FusedArgs fused_args(const FusedSpec& s);
 // The bytes CUDA allows a kernel's arguments: a group whose words do not fit runs op by op.

@@ -108,11 +108,24 @@ class CudaBackend final : public backend::Backend {
   // groups may end in a row reduction (Note [Fused row reductions] in codegen/fused.cpp):
   // both run on the H200 (test_fusion, every conformance case on cuda:0+fusion, the
   // differential). EMBER_CUDA_FUSED_FILLS=0 makes a scalar an input of the group instead;
-  // EMBER_CUDA_FUSED_REDUCE=0 runs the reduction alone after the group.
+  // EMBER_CUDA_FUSED_REDUCE=0 runs the reduction alone after the group. Random draws are
+  // sources too (Note [Fused draws] in codegen/fused.cpp); EMBER_CUDA_FUSED_RANDOM=0 runs
+  // them alone, at the counters reserved when they were recorded.
   backend::FusedCaps fused_caps() const override {
     static const bool fills = !env_is("EMBER_CUDA_FUSED_FILLS", "0");
     static const bool reduce = !env_is("EMBER_CUDA_FUSED_REDUCE", "0");
-    return {.fills = fills, .row_reduction = reduce ? &fused_reduces_rows : nullptr};
+    static const bool random = !env_is("EMBER_CUDA_FUSED_RANDOM", "0");
+    return {
+        .fills = fills, .random = random, .row_reduction = reduce ? &fused_reduces_rows : nullptr};
+  }
+  // Note [Reserved draws] (backend/fused_group.hpp): the counters run(Random) would take, and
+  // the Random kernel at them.
+  backend::RandomCounters reserve_random(std::uint64_t n) override {
+    return reserve_counters(ctx_, n);
+  }
+  ir::Handle draw_random(const ir::Random& op, const backend::RandomCounters& at) override {
+    ctx_.activate();
+    return draw(ctx_, op, at);
   }
 
   // The IR's dtype rules, less what the kernels cannot index: gather, scatter and nonzero

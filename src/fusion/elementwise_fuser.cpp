@@ -3,6 +3,8 @@
 //    has the group's shape and the group has room; its operands are values computed in the
 //    group or inputs (values already computed; a broadcast input is read through stride-0
 //    dims by the executor). Otherwise the group closes and the op opens the next one.
+//  - a Random whose counters were reserved when it was recorded joins as an element-wise
+//    op without operands (Note [Random sources]).
 //  - any other op runs alone, at once, when it reads nothing the open group computes (it
 //    cannot see the group's values, so the order does not matter); otherwise the group
 //    closes first (a view of a group value: ViewOfInternal). Views of inputs thus run
@@ -64,6 +66,7 @@ std::string_view op_label(const ir::Op& op) {
   if (const auto* s = std::get_if<ir::Softmax>(&op)) return s->log ? "log_softmax" : "softmax";
   if (std::holds_alternative<ir::LayerNorm>(op)) return "layer_norm";
   if (std::holds_alternative<ir::Matmul>(op)) return "matmul";
+  if (std::holds_alternative<ir::Random>(op)) return "random";
   return ir::name(ir::kind_of(op));
 }
 
@@ -154,6 +157,8 @@ std::uint64_t fn_code(const FusedInstr& in) {
       return static_cast<std::uint64_t>(in.reduce);
     case FusedInstr::Kind::Softmax:
       return in.log ? 1 : 0;
+    case FusedInstr::Kind::Random:
+      return static_cast<std::uint64_t>(in.dist);
     default:
       return static_cast<std::uint64_t>(in.unary);
   }
@@ -195,6 +200,19 @@ bool is_scalar_fill(const Record& r) {
   return std::holds_alternative<ir::Fill>(r.op) && r.outs[0]->shape().num_elements() == 1;
 }
 
+// Note [Random sources]: a Random whose counters were reserved when it was recorded (the
+// inner backend's fused_caps().random: Note [Reserved draws] in backend/fused_group.hpp) is
+// an element-wise op without operands: it joins the open group as the others do (its shape
+// the group's, or one its iteration space refines to: element i of the draw is element i of
+// the row-major iteration space either way) and becomes a Random instruction, drawn in the
+// kernel; its value is written only when it is an output, like any value of a group (a
+// dropout's mask that autodiff keeps for the backward pass, for one). Its distribution's
+// kind is in the signature; its parameters, seed and counters are run-time values, so one
+// plan serves every draw. Run alone (a group of one op, or where the inner backend takes no
+// Random instructions), it is drawn at the same counters (run_alone: draw_random), so the
+// values never depend on the grouping. Without the inner backend's support a Random is not
+// reserved and runs alone when the flush reaches it, in record order, as before.
+//
 // Note [Scalar sources]: a one-element Fill is not run when the flush reaches it: each group
 // that reads it gets a Fill instruction (its value a run-time parameter, so plans and
 // kernels serve every scalar value) and never reads it from memory. It runs alone only when
@@ -214,8 +232,8 @@ class Grouper {
 
   void add(Record& r) {
     const ir::OpKind kind = ir::kind_of(r.op);
-    if (is_elementwise(kind)) {
-      std::uint32_t frame = 0;  // of its inputs (Note [Reshapes in a group])
+    if (is_elementwise(kind) || r.draw) {  // (a reserved Random: Note [Random sources])
+      std::uint32_t frame = 0;             // of its inputs (Note [Reshapes in a group])
       if (!members_.empty()) {
         const Shape& f = r.outs[0]->shape();
         const bool same = f == shape_;
@@ -557,6 +575,12 @@ class Grouper {
             in.p0 = o.eps;  // a run-time parameter, as a unary function's
           } else if constexpr (std::is_same_v<T, ir::Matmul>) {
             in.kind = FusedInstr::Kind::Matmul;  // opens the group (Note [Matmul epilogues])
+          } else if constexpr (std::is_same_v<T, ir::Random>) {
+            in.kind = FusedInstr::Kind::Random;  // its parameters are run-time values
+            in.dist = o.dist.kind;
+            in.p0 = o.dist.a;
+            in.p1 = o.dist.b;
+            in.draw = *r.draw;
           }
         },
         r.op);

@@ -208,7 +208,11 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       ir::operand(op, i).reset();  // a handle moved in is dropped here (Note [Values and handles])
       if (args[i]) args[i]->pending_uses.fetch_add(1, std::memory_order_relaxed);
     }
-    s->records.emplace_back(std::move(op), std::move(args), std::move(values));
+    Record& rec = s->records.emplace_back(std::move(op), std::move(args), std::move(values));
+    if (kind == ir::OpKind::Random && shared_->random && inner_be().supports(rec.op)) {
+      // Its counters now, as unfused (Note [Reserved draws]): grouping never changes them.
+      rec.draw = inner_be().reserve_random(rec.outs[0]->shape().num_elements());
+    }
     s->has_records.store(true, std::memory_order_release);
     shared_->report.recorded();
     if (!fusable(kind, *shared_)) {

@@ -62,7 +62,10 @@ void run_alone(Shared& shared, Record& r) {
     if (r.args[i]) ir::operand(op, i) = take_input(*r.args[i]);
   }
   const ir::OpKind kind = ir::kind_of(op);
-  auto outs = shared.inner->execute(std::move(op));
+  // A draw at the counters it reserved when recorded (Note [Reserved draws]).
+  auto outs =
+      r.draw ? std::vector<ir::Handle>{shared.inner->draw_random(std::get<ir::Random>(op), *r.draw)}
+             : shared.inner->execute(std::move(op));
   EMBER_ASSERT(outs.size() == r.outs.size());
   for (std::size_t k = 0; k < outs.size(); ++k) {
     r.outs[k]->inner = std::move(outs[k]);

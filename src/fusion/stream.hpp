@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -132,6 +133,9 @@ struct Record {
   ir::Op op;  // operand slots null: see args; its result shape moved out (see below)
   Args args;
   Outs outs;
+  // A Random's counters, reserved when it was recorded (Note [Reserved draws] in
+  // backend/fused_group.hpp), where the inner backend takes them (Shared::random).
+  std::optional<backend::RandomCounters> draw;
 };
 
 // Note [Result shapes moved to values]: Binary, Where and Fill carry their result's shape,
@@ -160,11 +164,13 @@ struct Shared {
       : inner(std::move(in)),
         options(opt),
         fills(inner->fused_caps().fills),
+        random(inner->fused_caps().random),
         row_reduction(inner->fused_caps().row_reduction),
         report(opt.log) {}
   const std::shared_ptr<backend::Backend> inner;
   const Options options;
-  const bool fills;  // inner's run_fused takes Fill sources (Note [Scalar sources])
+  const bool fills;   // inner's run_fused takes Fill sources (Note [Scalar sources])
+  const bool random;  // ... and Random sources, at counters reserved when recorded
   bool (*const row_reduction)(ir::ReduceFn, DType);  // groups may end in such a Reduce
   ReportState report;
 };

@@ -9,7 +9,8 @@
 // not, some of inputs that are not contiguous), matmuls by a square weight (plain or
 // stored transposed; a matmul opens a group whose element-wise consumers are its epilogue)
 // and reads in the middle of the stream) over
-// inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, in
+// inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, random
+// draws of any distribution as sources (Note [Random steps]), in
 // f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving operands
 // at their last use. Each program runs on the plain device and on its fusion stack: every
 // value read must agree bit for bit, and with an f64 reference (host loops, rounded to the
@@ -53,7 +54,8 @@ enum class StepKind : std::uint8_t {
   Reshape,     // to the shape ReshapeRule(fn) makes of the operand's (reshaped())
   RowNorm,     // fn: RowFn along dim (a layer norm: the last); float dtypes only
   Read,
-  Matmul  // a · W, W [n, n] made from n alone (matmul_weight; fn 1: stored transposed)
+  Matmul,  // a · W, W [n, n] made from n alone (matmul_weight; fn 1: stored transposed)
+  Random  // random_like(a): a draw of kRandom[fn] of a's shape (a is not read)
 };
 
 // How a Reshape step finds its shape from its operand's, so that the program replayed at
@@ -99,6 +101,10 @@ using ember::ir::ReduceFn;
 const ReduceFn kReduce[] = {ReduceFn::Sum, ReduceFn::Sum,    ReduceFn::Mean,  ReduceFn::Max,
                             ReduceFn::Min, ReduceFn::ArgMax, ReduceFn::ArgMin};
 bool is_arg(ReduceFn f) { return f == ReduceFn::ArgMax || f == ReduceFn::ArgMin; }
+// A Random step's distribution (Note [Random steps]).
+const ember::Distribution kRandom[] = {
+    ember::Distribution::default_(), ember::Distribution::uniform(-2, 2),
+    ember::Distribution::normal(0, 1.5), ember::Distribution::bernoulli(0.4)};
 // A RowNorm step's function. A layer norm's eps is large enough that a row of nearly equal
 // values is not magnified past what the tolerance judges; its weight and bias are made
 // from the row's extent (row_param).
@@ -272,7 +278,7 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
     const int n = static_cast<int>(shapes.size());
     s.a = static_cast<int>(pick(static_cast<std::size_t>(n)));
     const Shape& sa = shapes[static_cast<std::size_t>(s.a)];
-    const std::size_t r = pick(109);
+    const std::size_t r = pick(115);
     if (r < 30) {
       s.kind = StepKind::Unary;
       s.fn =
@@ -307,6 +313,9 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
       s.dim = s.fn >= kLayerNorm || rng() % 3 ? sa.rank() - 1 : pick(sa.rank());
     } else if (r < 101) {
       s.kind = StepKind::Read;
+    } else if (r >= 109) {
+      s.kind = StepKind::Random;
+      s.fn = static_cast<int>(pick(4));
     } else {
       s.kind = StepKind::Reshape;
       s.fn = static_cast<int>(pick(static_cast<std::size_t>(ReshapeRule::Count_)));
@@ -334,6 +343,21 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
     p.steps.push_back(s);
   }
   return p;
+}
+
+// Note [Random steps]: a program's draws come from the device's generator, seeded with the
+// program's seed when it starts, so the plain and the fused device draw the same counters
+// and must read the same bits — the Fusion decorator reserves a draw's counters when it
+// records it (Note [Reserved draws] in backend/fused_group.hpp), however it groups it. The
+// f64 reference cannot know the drawn values: it skips every value read that depends on a
+// draw (those are compared with the plain device bit for bit only). The concurrent rerun of
+// the two-thread mode draws from the same generator as the handed-over run, in an order
+// the threads decide, so programs with draws run the handover alone.
+bool draws(const Program& p) {
+  for (const Step& s : p.steps) {
+    if (s.kind == StepKind::Random) return true;
+  }
+  return false;
 }
 
 // ---- running on a device ----
@@ -398,6 +422,7 @@ class Runner {
   Runner(const Program& p, const Device& dev) : p_(p), dev_(dev), n_in_(p.inputs.size()) {}
 
   void init() {
+    if (draws(p_)) dev_.seed(p_.seed);  // (Note [Random steps])
     for (const auto& in : p_.inputs) vals_.emplace_back(make_input(in, p_.dt, dev_));
     // Last use of each value; a value not kept is moved into its last reader.
     last_.assign(n_in_ + p_.steps.size(), 0);
@@ -498,6 +523,10 @@ class Runner {
               DynTensor::from_data(ember::TensorData::from<double>(w, Shape(d)), dev_), p_.dt);
           return ops::matmul(std::move(x), s.fn == 1 ? ops::transpose(std::move(wt)) : wt);
         }
+        case StepKind::Random: {
+          const Shape shape = arg(s.a).shape();
+          return ops::random(shape, kRandom[s.fn], p_.dt, dev_);
+        }
       }
       return arg(s.a);
     }();
@@ -569,7 +598,7 @@ std::pair<Observed, Observed> run_on_two_threads(const Program& p, const Device&
       handed = true;
     }
     cv.notify_all();
-    again = run_on(p, dev);
+    if (!draws(p)) again = run_on(p, dev);  // (Note [Random steps])
   });
   {
     std::unique_lock lk(mu);
@@ -588,12 +617,15 @@ std::pair<Observed, Observed> run_on_two_threads(const Program& p, const Device&
   return {first.observed(), again};
 }
 
-// The f64 reference of every value read, in run_on's order.
-std::vector<HostTensor> reference(const Program& p) {
+// The f64 reference of every value read, in run_on's order; drawn[i]: read i depends on a
+// draw, and its reference is unknown (Note [Random steps]).
+std::vector<HostTensor> reference(const Program& p, std::vector<bool>& drawn) {
   const std::size_t n_in = p.inputs.size();
   std::vector<HostTensor> vals;
   for (const auto& in : p.inputs) vals.emplace_back(in.shape, p.dt, in.v);
   std::vector<HostTensor> reads;
+  drawn.clear();
+  std::vector<bool> random(n_in + p.steps.size(), false);  // depends on a draw
   std::vector<bool> alive(n_in + p.steps.size(), true);
   std::vector<std::size_t> last(n_in + p.steps.size(), 0);
   std::vector<bool> keep(n_in + p.steps.size());
@@ -736,6 +768,7 @@ std::vector<HostTensor> reference(const Program& p) {
       }
       case StepKind::Read:
         reads.push_back(a);
+        drawn.push_back(random[static_cast<std::size_t>(s.a)]);
         out = a;
         break;
       case StepKind::Matmul: {  // summed in f64, stored once
@@ -752,7 +785,15 @@ std::vector<HostTensor> reference(const Program& p) {
         }
         break;
       }
+      case StepKind::Random:  // (unknown values)
+        out = HostTensor(a.shape, p.dt);
+        break;
     }
+    bool r = s.kind == StepKind::Random;
+    for (int id : {s.a, s.b, s.c}) {
+      if (id >= 0 && s.kind != StepKind::Random) r = r || random[static_cast<std::size_t>(id)];
+    }
+    random[n_in + k] = r;
     vals.push_back(std::move(out));
     for (int id : {s.a, s.b, s.c}) {
       if (id >= 0 && last[static_cast<std::size_t>(id)] == k + 1 &&
@@ -762,7 +803,9 @@ std::vector<HostTensor> reference(const Program& p) {
     if (!keep[n_in + k] && last[n_in + k] == 0) alive[n_in + k] = false;
   }
   for (std::size_t i = 0; i < vals.size(); ++i) {
-    if (alive[i]) reads.push_back(vals[i]);
+    if (!alive[i]) continue;
+    reads.push_back(vals[i]);
+    drawn.push_back(random[i]);
   }
   return reads;
 }
@@ -783,6 +826,7 @@ std::string check(const Program& p, const Device& plain, const Device& fused, bo
   std::string why = compare(p, a, handed);
   if (!why.empty())
     return "two threads, handed over at step " + std::to_string(p.steps.size() / 2) + ": " + why;
+  if (draws(p)) return "";  // no concurrent run (Note [Random steps])
   why = compare(p, a, again);
   return why.empty() ? "" : "two threads, the concurrent run: " + why;
 }
@@ -792,7 +836,8 @@ std::string compare(const Program& p, const Observed& a, const Observed& b) {
   if (a.error != b.error) return "errors differ: plain '" + a.error + "', fused '" + b.error + "'";
   if (!a.error.empty()) return "";  // both raised the same error
   if (a.reads.size() != b.reads.size()) return "different numbers of values read";
-  const auto ref = reference(p);
+  std::vector<bool> drawn;
+  const auto ref = reference(p, drawn);
   if (ref.size() != a.reads.size()) return "the reference read a different number of values";
   // Note [Fragile comparisons]: a where's condition compares two values, and where they are
   // near-equal the branch taken depends on their last bits. The f64 reference rounds each
@@ -838,7 +883,7 @@ std::string compare(const Program& p, const Observed& a, const Observed& b) {
     }
     if (x.shape() != ref[i].shape)
       return "value " + std::to_string(i) + ": reference shape differs";
-    if (bits_only) continue;  // Note [Fragile comparisons]
+    if (bits_only || drawn[i]) continue;  // Note [Fragile comparisons], Note [Random steps]
     // A value near a rounding boundary of a cast's narrower type may round either way: a
     // program with a cast round trip is judged at that type's tolerance.
     const auto tol_of = [](DType t) {
@@ -931,6 +976,8 @@ const char* kind_name(StepKind k) {
       return "to_data";
     case StepKind::Matmul:
       return "matmul";
+    case StepKind::Random:
+      return "random_like";
   }
   return "?";
 }
@@ -964,6 +1011,10 @@ std::string reproducer(const Program& p, const std::string& why) {
       o << ", " << fns[s.fn] << ", dim " << s.dim;
     }
     if (s.kind == StepKind::Matmul) o << (s.fn == 1 ? ", W^T" : ", W") << " [n, n]";
+    if (s.kind == StepKind::Random) {
+      const char* fns[] = {"default", "uniform(-2, 2)", "normal(0, 1.5)", "bernoulli(0.4)"};
+      o << ", " << fns[s.fn];
+    }
     o << ")" << (s.keep ? " (kept)" : "") << "\n";
   }
   return o.str();
@@ -1011,7 +1062,7 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   const Device fused = Device::cpu().fusion();
   ember::fusion::reset_report(fused);
   std::size_t failures = 0, groups = 0, reductions = 0, rows = 0, built = 0, reused = 0,
-              cross_thread = 0, matmuls = 0;
+              cross_thread = 0, matmuls = 0, drawn = 0;
   using ember::fusion::CloseReason;
   for (std::size_t chunk = 0; chunk < 20; ++chunk) {
     const DifferentialResult r = run_fusion_differential(1 + chunk * 50, 100, plain, fused);
@@ -1027,6 +1078,7 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
       const std::string_view last = g.ops.empty() ? "" : g.ops.back();
       rows += last == "softmax" || last == "log_softmax" || last == "layer_norm";
       matmuls += !g.ops.empty() && g.ops.front() == "matmul";
+      drawn += std::find(g.ops.begin(), g.ops.end(), "random") != g.ops.end();
     }
     ember::fusion::reset_report(fused);
   }
@@ -1042,6 +1094,8 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   EXPECT_GT(2 * reused, built) << "plans were not reused";
   // The two-thread programs hand pending values across threads.
   EXPECT_GT(cross_thread, 20u);
+  // Draws are drawn inside groups (counted among each chunk's last 256 groups).
+  EXPECT_GT(drawn, 100u) << "no draw joined a group";
 }
 
 // On the first Cuda device, where there is one: its groups run as generated kernels, which

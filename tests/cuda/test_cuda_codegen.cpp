@@ -423,6 +423,38 @@ TEST(CudaCodegen, FusedKernelsPrintTheSingleOpCode) {
             std::string::npos);
 }
 
+// Note [Fused draws]: a Random instruction prints the Random kernel's generator code, over
+// its four parameter words and the element's index, its distribution's kind a constant.
+TEST(CudaCodegen, FusedDrawsPrintTheRandomKernelsCode) {
+  for (DType dt : {DType::F32, DType::F16, DType::F64, DType::I32}) {
+    FusedSpec s;
+    s.inputs.push_back(dt);
+    backend::FusedInstr r;
+    r.kind = backend::FusedInstr::Kind::Random;
+    r.dist = Distribution::Kind::Bernoulli;
+    r.out = dt;
+    s.code = {r, binary_instr(ir::BinaryFn::Mul, dt, 0, 1)};
+    s.outputs = {2};
+    s.contiguous = true;
+    s.name = fused_name(77, true, 0);
+    const FusedArgs a = fused_args(s);
+    EXPECT_EQ(a.param, (std::vector<int>{a.params, a.params + 4}));
+    EXPECT_EQ(a.words, a.params + 6);
+    const std::string p = "g.w[" + std::to_string(a.params);
+    const std::string body = gen_fused(s).body;
+    EXPECT_NE(
+        body.find(codegen::random_code(
+            dt, "3", "(u64)" + p + " + 2]", "((u64)" + p + " + 3] + (u64)i)",
+            "__longlong_as_double(" + p + "])", "__longlong_as_double(" + p + " + 1])", "e1")),
+        std::string::npos)
+        << body;
+    EXPECT_NE(gen_random(dt).body.find(
+                  codegen::random_code(dt, "kind", "key", "base + (u64)i", "a", "b", "y[i]")),
+              std::string::npos);
+    ASSERT_NO_THROW(compile_ptx_fast(prelude() + body, 90, "a fused draw"));
+  }
+}
+
 // The largest group the fuser makes (16 inputs, 64 instructions, each an output) fits the
 // argument block CUDA allows.
 // Note [Integer selects on sm_90]: every integer min or max a fused kernel prints goes
@@ -507,9 +539,9 @@ namespace {
 class RecordingCpu final : public ember::testing::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  // What the Cuda backend takes: scalar fills as parameters, row reductions.
+  // What the Cuda backend takes: scalar fills as parameters, random draws, row reductions.
   backend::FusedCaps fused_caps() const override {
-    return {.fills = true, .row_reduction = &fused_reduces_rows};
+    return {.fills = true, .random = true, .row_reduction = &fused_reduces_rows};
   }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     FusedSpec s = fused_spec(g);
@@ -612,6 +644,19 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
         Tensor<3>(nn::detail::linear(x.reshape<3>(Shape{3, 3, 33}).dyn(), wt.dyn(),
                                      ramp(d, 1, 5, 0.6f, dt).reshape<1>(Shape{5}).dyn(), "test"));
     activation::relu(lin).to_data();
+    // Random draws as sources (Note [Fused draws]): dropout, noise on a strided input, a
+    // reduction of a draw, a draw relabelled by a reshape.
+    auto keep = Tensor<2>(ops::random(Shape{9, 33}, Distribution::bernoulli(0.8), dt, d));
+    (x * keep * 1.25f).to_data();
+    (y + Tensor<2>(ops::random(Shape{9, 33}, Distribution::normal(0, 0.1), dt, d))).to_data();
+    Tensor<2>(ops::random(Shape{9, 33}, Distribution::uniform(-1, 1), dt, d))
+        .exp()
+        .sum_dim(1)
+        .to_data();
+    ((Tensor<2>(ops::random(Shape{9, 33}, Distribution::default_(), dt, d)) * 2.0f)
+         .reshape<2>(Shape{3, 99}) +
+     1.0f)
+        .to_data();
     r.to_data();
     q.to_data();
     a.to_data();
@@ -625,6 +670,8 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   auto j = Tensor<2, Int>::from_data(
       TensorData::from<std::int32_t>({2, 5, -4, 3, 1, 6}, Shape{2, 3}), d);
   ((i / j + i % j) * 3 - j.abs()).to_data();
+  (Tensor<2, Int>(ops::random(Shape{2, 3}, Distribution::uniform(-5, 5), DType::I32, d)) + i)
+      .to_data();
   (i * j + 2).max_dim(1).to_data();
   ASSERT_GT(rec->kernels.size(), 20u);
   EXPECT_EQ(rec->matmuls, 12u);  // three a dtype, each with its epilogue as one kernel
@@ -640,6 +687,9 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   std::size_t fills = 0;                    // scalars as parameters: printed as Fill instructions
   for (const auto& k : rec->kernels) fills += k.body.find("memcpy(&e") != std::string::npos;
   EXPECT_GT(fills, 10u);
+  std::size_t draws = 0;  // random draws printed in the kernel
+  for (const auto& k : rec->kernels) draws += k.body.find("em_mix(") != std::string::npos;
+  EXPECT_GE(draws, 20u);
   std::string src = prelude();
   for (const auto& k : rec->kernels) src += k.body;
   std::vector<char> ptx;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <ember/backend/backend.hpp>
+#include <ember/backend/fused_group.hpp>
 
 namespace ember::testing {
 
@@ -28,6 +29,12 @@ class ForwardingBackend : public backend::Backend {
   backend::FusedCaps fused_caps() const override { return inner_->fused_caps(); }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     return inner_->run_fused(std::move(g));
+  }
+  backend::RandomCounters reserve_random(std::uint64_t n) override {
+    return inner_->reserve_random(n);
+  }
+  ir::Handle draw_random(const ir::Random& op, const backend::RandomCounters& at) override {
+    return inner_->draw_random(op, at);
   }
 
  protected:

@@ -20,11 +20,15 @@ namespace ember::backend {
 struct FusedGroup;      // backend/fused_group.hpp
 class AutodiffBackend;  // backend/autodiff_interface.hpp
 class FusionInspector;  // backend/fused_group.hpp
+struct RandomCounters;  // backend/fused_group.hpp
 
 // What a backend's run_fused takes beyond element-wise instructions over inputs
 // (Backend::fused_caps); the Fusion decorator builds only groups its inner backend takes.
 struct FusedCaps {
   bool fills = false;  // FusedInstr::Kind::Fill sources (one element, a run-time value)
+  // FusedInstr::Kind::Random sources, reserve_random and draw_random (Note [Reserved draws]
+  // in backend/fused_group.hpp).
+  bool random = false;
   // Whether a group may end in a Reduce of fn over values of dtype along a dim whose later
   // extents are all 1 (a reduction along rows); null: never.
   bool (*row_reduction)(ir::ReduceFn fn, DType dtype) = nullptr;
@@ -96,6 +100,12 @@ class Backend {
   virtual bool runs_fused() const { return false; }
   // What this backend's run_fused takes beyond element-wise instructions over inputs.
   virtual FusedCaps fused_caps() const { return {}; }
+  // Note [Reserved draws] (backend/fused_group.hpp), for a backend whose fused_caps().random:
+  // reserve_random takes the generator's counters for a draw of n elements now, as
+  // execute(Random) would; draw_random draws op at counters so reserved. The defaults raise
+  // ember::Error.
+  virtual RandomCounters reserve_random(std::uint64_t n);
+  virtual ir::Handle draw_random(const ir::Random& op, const RandomCounters& at);
 
   // A decorator returns the backend it wraps; a plain backend returns null.
   virtual std::shared_ptr<Backend> inner() const { return nullptr; }

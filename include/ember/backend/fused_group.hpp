@@ -8,7 +8,9 @@
 // element-wise IR function (the scalar definitions of ir/scalar_table.hpp) to earlier
 // values, producing a value of the group's shape, or is a source: a Fill, one element
 // broadcast to the group's shape whose value (its storage bits, fill_bits) is a run-time
-// parameter like a unary function's, so a plan serves every scalar value. The last
+// parameter like a unary function's, so a plan serves every scalar value, or a Random, a
+// draw of the group's shape at counters reserved when it was recorded (Note [Reserved
+// draws]), which are run-time parameters too. The last
 // instruction may be a row instruction (Note [Fused rows]) of a value of the group, whose
 // element-wise producers are its prologue: a Reduce along `dim` (its result has the
 // group's shape with `dim`'s extent 1), a Softmax along `dim` or a LayerNorm over the last
@@ -44,6 +46,20 @@
 namespace ember::backend {
 
 class Backend;  // backend/backend.hpp
+
+// Note [Reserved draws]: random numbers come from a counter-based generator (the Cpu's and
+// Cuda's creation kernels): element i of a draw is a hash of (seed, first + i) alone, and a
+// draw of n elements takes the next n counters of its device (Backend::seed sets the seed
+// and restarts them at 0). So a draw's values depend only on the counters it takes, never on
+// when, where or in which kernel it runs. The Fusion decorator therefore reserves a Random's
+// counters when it records the op (reserve_random: what execute would take at that moment)
+// and runs it later at them — as a Random instruction of a group, drawn in the kernel, or
+// alone through draw_random — so fused, unfused and EMBER_FUSION=0 draw the same values bit
+// for bit however the records are grouped, and a second draw's counters follow the first's.
+struct RandomCounters {
+  std::uint64_t seed = 0;   // the generator's key
+  std::uint64_t first = 0;  // the counter of element 0
+};
 
 // Note [Fused rows]: a Reduce, Softmax or LayerNorm ends a group as its row instruction.
 // It reads a value the group computes (args[0]) along rows: `dim` is a dim whose later
@@ -82,7 +98,8 @@ struct FusedInstr {
     Reduce,
     Softmax,
     LayerNorm,
-    Matmul  // only first (Note [Matmul groups])
+    Matmul,  // only first (Note [Matmul groups])
+    Random
   };
   Kind kind = Kind::Unary;
   ir::UnaryFn unary = ir::UnaryFn::Neg;     // Kind::Unary
@@ -92,10 +109,15 @@ struct FusedInstr {
   bool log = false;                         // Kind::Softmax: log-softmax
   double p0 = 0, p1 = 0;   // Kind::Unary's parameters, LayerNorm's eps in p0 (run-time values)
   std::uint64_t bits = 0;  // Kind::Fill: the element (fill_bits; run-time)
+  // Kind::Random: a draw of the group's shape at reserved counters (Note [Reserved draws];
+  // run-time), of the distribution `dist` with its a, b in p0, p1. Element i of the
+  // iteration space (row-major) is the draw's element i.
+  Distribution::Kind dist = Distribution::Kind::Default;
+  RandomCounters draw;
   // Operands, as value ids: 0 .. inputs.size() - 1 are the inputs, inputs.size() + i is
   // instruction i's result. Unary and Cast use args[0]; Binary args[0..1] (lhs, rhs);
-  // Where args[0..2] (cond, a, b); Fill none; Reduce and Softmax args[0]; LayerNorm
-  // args[0..2] (x, weight, bias); Matmul args[0..1] (a, b: inputs).
+  // Where args[0..2] (cond, a, b); Fill and Random none; Reduce and Softmax args[0];
+  // LayerNorm args[0..2] (x, weight, bias); Matmul args[0..1] (a, b: inputs).
   std::array<std::int32_t, 3> args{-1, -1, -1};
   DType out = DType::F32;  // the result's dtype (a Cast's target)
 
@@ -136,7 +158,8 @@ Shape matmul_shape(const FusedGroup& g);
 std::uint64_t fill_bits(const ir::Fill& op);
 
 // The IR op that instruction i of g is, on operand handles `args` (for the default
-// run_fused and for backends that fall back to it for one group).
+// run_fused and for backends that fall back to it for one group). A Random instruction's op
+// is drawn at its reserved counters, by Backend::draw_random, never by execute.
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args);
 
 // Note [Row instructions apart]: for a backend with fused code for a group's prologue but

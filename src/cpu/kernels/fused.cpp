@@ -14,6 +14,14 @@
 // parameter: the program, cached by key, serves every value). Integer division checks its divisor
 // tile by tile and raises the unfused op's error.
 //
+// Note [Random instructions]: a Random instruction (Note [Reserved draws] in
+// backend/fused_group.hpp) draws its tile in scratch: element i of the iteration space is
+// the draw's element i, at counter draw.first + i, and the generator hashes each counter
+// alone, so a tile computes exactly the values the Random kernel would have stored there,
+// with the same function (draw_values). The draw is never written unless it is an output.
+// A tile's first element is its index in the row-major iteration space: the output's offset
+// (outputs are contiguous), or r * n + b in a group along rows.
+//
 // Note [Tile prefetch]: a tile's instructions run on L1 scratch once its inputs are in, so
 // without help a thread alternates between waiting for memory (the first instructions,
 // which read the inputs) and computing (the rest, among them Adam's divisions and square
@@ -38,6 +46,7 @@
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/kernels/matmul.hpp"
+#include "cpu/kernels/random.hpp"
 #include "cpu/strided.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/fused_group.hpp"
@@ -142,9 +151,9 @@ std::optional<Program> build(const FusedGroup& g) {
     Step s;
     s.kind = in.kind;
     s.args = in.args;
-    s.in = in.kind == FusedInstr::Kind::Fill
-               ? in.out
-               : g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
+    const bool source = in.kind == FusedInstr::Kind::Fill || in.kind == FusedInstr::Kind::Random;
+    s.in =
+        source ? in.out : g.dtype_of(in.kind == FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
     s.out = in.out;
     s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
     const DType cd = s.widen ? DType::F32 : s.in;
@@ -219,19 +228,31 @@ struct Slot {
 
 // The scratch of a tile: one kSlot region per input (used when a strided input is
 // gathered), then the program's result regions (Note [Tile registers]).
+//
+// Note [Scratch placement]: tiles of an input are kTile elements, so in a page-aligned
+// input (every large tensor) they start at page offsets 0 and 2048 (4-byte elements) or 0
+// (wider). A result region at the same page offset as the input tile it is computed from
+// makes each load of the input look, to the core's store buffer, like a read of the result
+// element just stored 4 KiB away (4K aliasing), and it waits: on the EPYC this was measured
+// on, dropout's group ran in 38-40 or 47-48 ms CPU time by where malloc happened to put the
+// scratch. So the scratch starts at page offset 1024, a quarter page from both.
 struct Scratch {
+  static constexpr std::size_t kPage = 4096, kSkew = 1024;
   std::vector<std::byte> slots;
   std::vector<std::byte> wide;  // three f32 tiles for widened operands and result
+  std::byte* base = nullptr;    // slots' first byte at page offset kSkew
   std::size_t n_in = 0, region_bytes = 0;
-  std::byte* slot(std::size_t input) { return slots.data() + input * kSlot; }
-  std::byte* region(std::size_t r) { return slots.data() + n_in * kSlot + r * region_bytes; }
+  std::byte* slot(std::size_t input) { return base + input * kSlot; }
+  std::byte* region(std::size_t r) { return base + n_in * kSlot + r * region_bytes; }
   float* w(std::size_t k) { return reinterpret_cast<float*>(wide.data()) + k * kTile; }
   // Sized for a program of n_inputs inputs (grown, never shrunk: the scratch is per thread).
   void prepare(std::size_t n_inputs, const Program& p) {
     n_in = n_inputs;
     region_bytes = p.region_bytes;
-    const std::size_t bytes = n_in * kSlot + p.regions * p.region_bytes;
+    const std::size_t bytes = n_in * kSlot + p.regions * p.region_bytes + kPage;
     if (slots.size() < bytes) slots.resize(bytes);
+    const auto at = reinterpret_cast<std::uintptr_t>(slots.data()) % kPage;
+    base = slots.data() + (kSkew + kPage - at) % kPage;
     if (wide.size() < 3 * kTile * sizeof(float)) wide.resize(3 * kTile * sizeof(float));
   }
 };
@@ -358,9 +379,9 @@ class Prefetch {
 };
 
 // Runs the element-wise instructions of p (all but a last row instruction) on one tile of n
-// elements.
+// elements, the iteration space's elements first .. first + n - 1 (row-major).
 void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
-              std::size_t n, Prefetch& ahead) {
+              std::size_t n, std::uint64_t first, Prefetch& ahead) {
   const std::size_t n_in = g.inputs.size();
   const std::size_t steps = p.steps.size() - (g.ends_in_row() ? 1 : 0);
   const std::size_t per_step = steps == 0 ? 0 : (ahead.lines() + steps - 1) / steps;
@@ -374,9 +395,24 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       continue;
     }
     std::byte* y = s.region(p.region[i]);
+    if (st.kind == FusedInstr::Kind::Random) {
+      // Note [Random instructions]: the tile's elements of the draw, as the Random kernel
+      // draws them (draw_values, in f32 and rounded for a 16-bit dtype).
+      const Distribution dist{in.dist, in.p0, in.p1};
+      const std::uint64_t at = in.draw.first + first;
+      if (is_half(st.out)) {
+        draw_values(in.draw.seed, at, dist, DType::F32, s.w(2), n);
+        convert_elements(s.w(2), DType::F32, y, st.out, n);
+      } else {
+        draw_values(in.draw.seed, at, dist, st.out, y, n);
+      }
+      slot[v] = {y, false};
+      continue;
+    }
     const Slot& a = slot[static_cast<std::size_t>(st.args[0])];
     switch (st.kind) {
       case FusedInstr::Kind::Fill:
+      case FusedInstr::Kind::Random:
       case FusedInstr::Kind::Reduce:
       case FusedInstr::Kind::Softmax:
       case FusedInstr::Kind::LayerNorm:
@@ -581,7 +617,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
           load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
         }
         Prefetch none;  // rows are walked with strides: no prefetch
-        run_tile(prog, g, s, slot, cnt, none);
+        run_tile(prog, g, s, slot, cnt, r * n + b, none);
         for (std::size_t j = 0; j < outs.size(); ++j) {  // prologue values kept
           if (g.outputs[j] == row_id) continue;
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
@@ -866,7 +902,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
                     next * elem);
         }
       }
-      run_tile(*prog, g, s, slot, n, ahead);
+      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead);
       for (std::size_t j = 0; j < outs.size(); ++j) {
         const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
         const std::size_t elem = size_of(outs[j]->dtype());

@@ -36,42 +36,68 @@ KernelSource gen_arange(DType dt) {
   return k;
 }
 
-KernelSource gen_random(DType dt) {
-  KernelSource k;
-  k.name = "em_random_" + dname(dt);
+std::string codegen::random_code(DType dt, const std::string& kind, const std::string& key,
+                                 const std::string& ctr, const std::string& a, const std::string& b,
+                                 const std::string& y) {
   std::string s =
-      "extern \"C\" __global__ void " + k.name + "(" + storage_type(dt) +
-      "* __restrict__ y, i64 n, u64 key, u64 base, int kind, double a, double b) {\n"
-      "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) {\n"
-      "    const u64 r = em_mix(key, base + (u64)i);\n"
-      "    double v;\n"
-      "    if (kind == 2) {  // normal: Box-Muller from two uniforms of one counter\n"
-      "      const double u1 = 1.0 - em_uniform01(r);\n"
-      "      const double u2 = em_uniform01(em_mix(key ^ 0x6a09e667f3bcc909ULL, base + (u64)i));\n"
-      "      v = a + b * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);\n"
-      "    } else if (kind == 3) {\n"
-      "      v = em_uniform01(r) < a ? 1.0 : 0.0;\n"
-      "    } else if (kind == 1) {\n"
-      "      v = a + (b - a) * em_uniform01(r);\n"
+      "    {\n"
+      "    const u64 r_ = em_mix(" +
+      key + ", " + ctr +
+      ");\n"
+      "    double v_;\n"
+      "    if (" +
+      kind +
+      " == 2) {  // normal: Box-Muller from two uniforms of one counter\n"
+      "      const double u1 = 1.0 - em_uniform01(r_);\n"
+      "      const double u2 = em_uniform01(em_mix(" +
+      key + " ^ 0x6a09e667f3bcc909ULL, " + ctr +
+      "));\n"
+      "      v_ = " +
+      a + " + " + b +
+      " * sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);\n"
+      "    } else if (" +
+      kind +
+      " == 3) {\n"
+      "      v_ = em_uniform01(r_) < " +
+      a +
+      " ? 1.0 : 0.0;\n"
+      "    } else if (" +
+      kind +
+      " == 1) {\n"
+      "      v_ = " +
+      a + " + (" + b + " - " + a +
+      ") * em_uniform01(r_);\n"
       "    } else {\n"
-      "      v = em_uniform01(r);\n"
+      "      v_ = em_uniform01(r_);\n"
       "    }\n";
-  if (kind(dt) == K::Float) {
+  if (codegen::kind(dt) == K::Float) {
     // Rounding may carry a value up to the excluded upper bound; keep [a, b) as the Cpu.
     s += std::string("    typedef ") + compute_type(dt) +
          " T;\n"
-         "    T t = (T)v;\n"
-         "    if (kind != 2 && kind != 3) {\n"
-         "      const T hi = (T)(kind == 1 ? b : 1.0), lo = (T)(kind == 1 ? a : 0.0);\n"
+         "    T t = (T)v_;\n"
+         "    if (" +
+         kind + " != 2 && " + kind +
+         " != 3) {\n"
+         "      const T hi = (T)(" +
+         kind + " == 1 ? " + b + " : 1.0), lo = (T)(" + kind + " == 1 ? " + a +
+         " : 0.0);\n"
          "      if (t >= hi && hi > lo) t = m_nextafter(hi, -(T)EM_INF);\n"
          "    }\n"
-         "    y[i] = " +
-         store(dt, "t") + ";\n";
+         "    " +
+         y + " = " + store(dt, "t") + ";\n";
   } else {
-    s += "    y[i] = " + from_f64(dt, "floor(v)") + ";\n";
+    s += "    " + y + " = " + from_f64(dt, "floor(v_)") + ";\n";
   }
-  s += "  }\n}\n";
-  k.body = std::move(s);
+  return s + "    }\n";
+}
+
+KernelSource gen_random(DType dt) {
+  KernelSource k;
+  k.name = "em_random_" + dname(dt);
+  k.body = "extern \"C\" __global__ void " + k.name + "(" + storage_type(dt) +
+           "* __restrict__ y, i64 n, u64 key, u64 base, int kind, double a, double b) {\n"
+           "  for (i64 i = EM_GID; i < n; i += EM_GSTRIDE) {\n" +
+           random_code(dt, "kind", "key", "base + (u64)i", "a", "b", "y[i]") + "  }\n}\n";
   return k;
 }
 

@@ -7,7 +7,8 @@
 // multiply of one instruction fuses with an add of the next and each instruction rounds as
 // its own kernel does: a fused group's outputs equal its instructions run one by one, bit
 // for bit. A Fill is its element's storage bits, a parameter word (so one kernel serves
-// every scalar value), copied into a variable of its storage type.
+// every scalar value), copied into a variable of its storage type. A Random draws its
+// element in the kernel (Note [Fused draws]).
 #include <cstdio>
 #include <string>
 
@@ -34,7 +35,11 @@ FusedArgs fused_args(const FusedSpec& s) {
   w += static_cast<int>(s.outputs.size());
   a.err = w++;
   a.params = w;
-  w += 2 * static_cast<int>(s.code.size());
+  a.param.reserve(s.code.size());
+  for (const FusedInstr& ins : s.code) {
+    a.param.push_back(w);
+    w += ins.kind == FusedInstr::Kind::Random ? 4 : 2;
+  }
   a.words = w;
   return a;
 }
@@ -73,26 +78,35 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
     const auto u = static_cast<std::size_t>(v);
     return u < n_in ? in[u] : value_name(u);
   };
+  const FusedArgs args = fused_args(s);
   for (std::size_t i = 0; i < s.code.size(); ++i) {
     const FusedInstr& ins = s.code[i];
     const std::string y = value_name(n_in + i);
+    const std::string p = "g.w[" + num(static_cast<std::size_t>(args.param[i]));
     b += "    " + std::string(storage_type(ins.out)) + " " + y + ";\n";
     if (ins.kind == FusedInstr::Kind::Fill) {  // its bits: the instruction's parameter word
-      b += "    { const u64 b_ = (u64)g.w[" +
-           num(static_cast<std::size_t>(fused_args(s).params) + 2 * i) + "]; memcpy(&" + y +
-           ", &b_, sizeof " + y + "); }\n";
+      b += "    { const u64 b_ = (u64)" + p + "]; memcpy(&" + y + ", &b_, sizeof " + y + "); }\n";
+      continue;
+    }
+    if (ins.kind == FusedInstr::Kind::Random) {
+      // Note [Fused draws]: element i of the iteration space at counter first + i, printed
+      // by the Random kernel's own code; a, b, the seed and the first counter are the
+      // instruction's four parameter words, its distribution's kind is in the key.
+      b += random_code(ins.out, num(static_cast<std::size_t>(ins.dist)), "(u64)" + p + " + 2]",
+                       "((u64)" + p + " + 3] + (u64)i)", "__longlong_as_double(" + p + "])",
+                       "__longlong_as_double(" + p + " + 1])", y);
       continue;
     }
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     switch (ins.kind) {
       case FusedInstr::Kind::Fill:
+      case FusedInstr::Kind::Random:
       case FusedInstr::Kind::Reduce:   // only last, printed by gen_fused_reduction
       case FusedInstr::Kind::Softmax:  // fused_supported refuses these
       case FusedInstr::Kind::LayerNorm:
       case FusedInstr::Kind::Matmul:
         break;
       case FusedInstr::Kind::Unary: {
-        const std::string p = "g.w[" + num(static_cast<std::size_t>(fused_args(s).params) + 2 * i);
         b += "    {\n" + typedefs(dt) +
              unary_code(ins.unary, dt, val(ins.args[0]), y, "__longlong_as_double(" + p + "])",
                         "__longlong_as_double(" + p + " + 1])") +
@@ -142,7 +156,7 @@ bool ends_in_reduction(const FusedSpec& s) {
 
 bool fused_supported(const FusedSpec& s) {
   for (const FusedInstr& ins : s.code) {
-    if (ins.kind == FusedInstr::Kind::Fill) continue;
+    if (ins.kind == FusedInstr::Kind::Fill || ins.kind == FusedInstr::Kind::Random) continue;
     // Softmax and layer norm only last, of a float dtype (Note [Fused rows in registers]).
     if (ins.kind == FusedInstr::Kind::Softmax || ins.kind == FusedInstr::Kind::LayerNorm) {
       if (&ins != &s.code.back() || !is_float(ins.out)) return false;

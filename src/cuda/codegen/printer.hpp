@@ -49,6 +49,14 @@ std::string unary_code(ir::UnaryFn fn, DType dt, const std::string& x, const std
                        const std::string& temp = "t");
 std::string binary_code(ir::BinaryFn fn, DType dt, const std::string& a, const std::string& b,
                         const std::string& y, const std::string& temp = "t");
+// A draw's element (creation.cpp): assigns the storage lvalue y the element at counter ctr
+// under the seed key (u64 expressions) of the distribution whose Distribution::Kind is the
+// int expression kind, with parameters a, b (doubles): the one printing of the generator,
+// shared by the Random kernel and fused kernels' Random instructions (Note [Reserved draws]
+// in backend/fused_group.hpp), so both draw the same bits.
+std::string random_code(DType dt, const std::string& kind, const std::string& key,
+                        const std::string& ctr, const std::string& a, const std::string& b,
+                        const std::string& y);
 // A cast's value (convert_elements' rules) and where's selection, over storage values.
 std::string cast_value(DType from, DType to, const std::string& x);
 std::string where_value(const std::string& c, const std::string& a, const std::string& b);

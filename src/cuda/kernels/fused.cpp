@@ -24,6 +24,25 @@ constexpr std::size_t kMaxFusedInputs = 16;
 
 namespace {
 
+// The instructions' run-time parameters in the argument words (FusedArgs): a Fill's bits, a
+// unary function's p0 and p1 (a layer norm's eps), a Random's a, b, seed and first counter.
+void put_params(const FusedGroup& g, const FusedArgs& layout, std::vector<std::int64_t>& w) {
+  for (std::size_t i = 0; i < g.code.size(); ++i) {
+    const FusedInstr& in = g.code[i];
+    const auto at = static_cast<std::size_t>(layout.param[i]);
+    if (in.kind == FusedInstr::Kind::Fill) {
+      w[at] = std::bit_cast<std::int64_t>(in.bits);
+      continue;
+    }
+    w[at] = std::bit_cast<std::int64_t>(in.p0);
+    w[at + 1] = std::bit_cast<std::int64_t>(in.p1);
+    if (in.kind == FusedInstr::Kind::Random) {
+      w[at + 2] = std::bit_cast<std::int64_t>(in.draw.seed);
+      w[at + 3] = std::bit_cast<std::int64_t>(in.draw.first);
+    }
+  }
+}
+
 // A group ending in a row reduction (Note [Fused row reductions] in codegen/fused.cpp): every
 // input read linearly or as one element (else the group runs op by op, as unfused).
 // Note [Fused two-pass reductions]: where the Reduce kernel would cut each row into k
@@ -76,16 +95,7 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
   }
   w[static_cast<std::size_t>(layout.outputs)] = word(as_cuda(outs[0]).data());
   w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
-  for (std::size_t i = 0; i < g.code.size(); ++i) {
-    const FusedInstr& in = g.code[i];
-    const auto at = static_cast<std::size_t>(layout.params) + 2 * i;
-    if (in.kind == FusedInstr::Kind::Fill) {
-      w[at] = std::bit_cast<std::int64_t>(in.bits);
-    } else {
-      w[at] = std::bit_cast<std::int64_t>(in.p0);
-      w[at + 1] = std::bit_cast<std::int64_t>(in.p1);
-    }
-  }
+  put_params(g, layout, w);
   spec.name = fused_name(g.key, true, scalar_mask);
   void* arg = w.data();
   // One block of 256 threads a row, as the Reduce kernel (its order of combining).
@@ -285,16 +295,7 @@ std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGr
     widest = std::max(widest, size_of(outs[j]->dtype()));
   }
   w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
-  for (std::size_t i = 0; i < g.code.size(); ++i) {
-    if (g.code[i].kind == FusedInstr::Kind::Fill) {
-      w[static_cast<std::size_t>(layout.params) + 2 * i] =
-          std::bit_cast<std::int64_t>(g.code[i].bits);
-      continue;
-    }
-    w[static_cast<std::size_t>(layout.params) + 2 * i] = std::bit_cast<std::int64_t>(g.code[i].p0);
-    w[static_cast<std::size_t>(layout.params) + 2 * i + 1] =
-        std::bit_cast<std::int64_t>(g.code[i].p1);
-  }
+  put_params(g, layout, w);
   const std::int64_t threads =
       contiguous ? (n + vector_width(widest) - 1) / vector_width(widest) : n;
   const std::uint32_t variant = (contiguous ? 1u : 0u) | scalar_mask << 1;

@@ -31,6 +31,12 @@ EMBER_IR_OPS(EMBER_CUDA_KERNEL)
 std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx,
                                                        backend::FusedGroup& group);
 
+// Note [Reserved draws] (backend/fused_group.hpp), creation.cpp: the counters of a draw of n
+// elements made now, and op drawn at counters so reserved (what run(ctx, op) draws when it
+// takes them).
+backend::RandomCounters reserve_counters(CudaContext& ctx, std::uint64_t n);
+ir::Handle draw(CudaContext& ctx, const ir::Random& op, const backend::RandomCounters& at);
+
 // The chunk count k with which run(ctx, Reduce) reduces a contiguous x of this shape along
 // dim (reduce.cpp, Note [Two-pass reductions]): 1 for one pass of the rows or columns
 // kernel; else the dim is cut into k chunks, reduced each, and the partials reduced over k.
