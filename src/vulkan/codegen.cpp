@@ -1827,6 +1827,7 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
         e = fn + "(" + arg(0) + ")";
         break;
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
+      case Kind_::Random:
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:
@@ -1969,6 +1970,7 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
         k += "cast(" + id(in.args[0]) + ")";
         break;
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
+      case Kind_::Random:
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:
