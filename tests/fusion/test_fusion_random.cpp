@@ -21,15 +21,15 @@ using fusion::CloseReason;
 
 namespace {
 
-Device fused_with(const fusion::Options& o) {
-  return Device(fusion::make_fusion_backend(Device::cpu().backend_ptr(), o));
+Device fused_with(const fusion::Options& o, const Device& inner = Device::cpu()) {
+  return Device(fusion::make_fusion_backend(inner.backend_ptr(), o));
 }
-Device fused() { return fused_with({}); }
-// EMBER_FUSION=0: every op runs at once on the Cpu.
-Device pass_through() {
+Device fused(const Device& inner = Device::cpu()) { return fused_with({}, inner); }
+// EMBER_FUSION=0: every op runs at once on the inner device.
+Device pass_through(const Device& inner = Device::cpu()) {
   fusion::Options o;
   o.enabled = false;
-  return fused_with(o);
+  return fused_with(o, inner);
 }
 
 bool same_bits(const TensorData& a, const TensorData& b) {
@@ -79,12 +79,14 @@ std::vector<TensorData> seeded(const Device& d, P&& program) {
   return out;
 }
 
-// Checks that program gives the plain Cpu's bits on a Fusion device and on the pass-through.
+// Checks that program gives the plain device's bits on its Fusion stack and on the
+// pass-through.
 template <class P>
-void expect_same_everywhere(P&& program, const std::string& what) {
-  const auto plain = seeded(Device::cpu(), program);
-  const auto off = seeded(pass_through(), program);
-  const auto on = seeded(fused(), program);
+void expect_same_everywhere(P&& program, const std::string& what,
+                            const Device& inner = Device::cpu()) {
+  const auto plain = seeded(inner, program);
+  const auto off = seeded(pass_through(inner), program);
+  const auto on = seeded(fused(inner), program);
   ASSERT_EQ(plain.size(), on.size()) << what;
   for (std::size_t k = 0; k < plain.size(); ++k) {
     EXPECT_TRUE(same_bits(plain[k], on[k])) << what << ": result " << k << " fused";
@@ -359,4 +361,55 @@ TEST(FusionRandom, DrawsAreTheGeneratorsDefinition) {
                            << dist.a;
     }
   }
+}
+
+// ---- on the first Cuda device, where there is one (skipped here otherwise) ----
+
+namespace {
+
+bool have_cuda() {
+  const auto a = Device::available();
+  return std::find(a.begin(), a.end(), "cuda:0") != a.end();
+}
+
+}  // namespace
+
+// The same programs on cuda:0: the fused kernel draws with the Random kernel's code (Note
+// [Fused draws]), at the counters reserved when recorded, so it reads the plain device's
+// bits; the draws are inside the groups.
+TEST(FusionRandomCuda, DrawsInKernelsAgreeBitForBit) {
+  if (!have_cuda()) GTEST_SKIP() << "no CUDA device";
+  const Device gpu = Device::cuda(0);
+  for (DType dt : kFloats) {
+    for (const Shape& s : {Shape{1, 1}, Shape{7, 13}, Shape{3, 1300}, Shape{257, 4099}}) {
+      const std::string what = std::string(name(dt)) + " " + s.to_string();
+      expect_same_everywhere(
+          [&](const Device& d) {
+            return std::vector<DynTensor>{dropout(input(d, s, dt), 0.3), noisy(input(d, s, dt))};
+          },
+          what, gpu);
+      expect_same_everywhere(
+          [&](const Device& d) {
+            DynTensor r = ops::random(s, Distribution::normal(0.5, 2), dt, d);
+            return std::vector<DynTensor>{ops::reduce(ir::ReduceFn::Sum, std::move(r), 1)};
+          },
+          what + " sum", gpu);
+    }
+  }
+  const Device d = fused(gpu);
+  dropout(input(d, Shape{64, 1000}, DType::F32), 0.1).to_data();
+  const auto r = fusion::report(d);
+  ASSERT_EQ(r.groups, 1u) << groups_of(r);
+  EXPECT_EQ(r.recent.back().ops, (std::vector<std::string_view>{"random", "mul", "mul"}));
+  EXPECT_TRUE(r.recent.back().fused);
+  // Two draws recorded before either runs, consumed out of order.
+  expect_same_everywhere(
+      [](const Device& dev) {
+        DynTensor a = ops::random(Shape{9, 600}, Distribution::normal(0, 1), DType::F32, dev);
+        DynTensor b = ops::random(Shape{4, 5}, Distribution::uniform(-1, 1), DType::F32, dev);
+        DynTensor yb = ops::unary(ir::UnaryFn::Exp, b);
+        DynTensor y = ops::binary_scalar(ir::BinaryFn::Mul, a, 2.0);
+        return std::vector<DynTensor>{std::move(yb), std::move(y)};
+      },
+      "two draws", gpu);
 }

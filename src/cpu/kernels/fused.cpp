@@ -756,8 +756,8 @@ struct MatmulEpilogue {
         } else {
           slot[product] = {pc, false};
         }
-        run_tile(prog, g, s, slot, cnt, ahead);
-        const std::size_t at = row * n + j0 + b;  // the tile's first element in the outputs
+        const std::size_t at = row * n + j0 + b;  // the tile's first element (row-major)
+        run_tile(prog, g, s, slot, cnt, at, ahead);
         for (std::size_t j = 0; j < outs.size(); ++j) {
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
           const std::size_t elem = size_of(outs[j]->dtype());
