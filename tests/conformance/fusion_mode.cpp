@@ -55,7 +55,7 @@ enum class StepKind : std::uint8_t {
   RowNorm,     // fn: RowFn along dim (a layer norm: the last); float dtypes only
   Read,
   Matmul,  // a · W, W [n, n] made from n alone (matmul_weight; fn 1: stored transposed)
-  Random  // random_like(a): a draw of kRandom[fn] of a's shape (a is not read)
+  Random   // random_like(a): a draw of kRandom[fn] of a's shape (a is not read)
 };
 
 // How a Reshape step finds its shape from its operand's, so that the program replayed at
