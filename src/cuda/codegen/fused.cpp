@@ -181,26 +181,11 @@ bool fused_supported(const FusedSpec& s) {
 
 namespace {
 
-// Note [Fused row reductions]: a group ending in a Reduce along rows (every later extent 1)
-// is the rows variant of the Reduce kernel (codegen::reduce_rows, one block of 256 threads a
-// row) whose element j of row r is computed, not loaded: em_pro(r * n + j) evaluates the
-// group's other instructions at that element of its (contiguous) iteration space and returns
-// the reduction's operand in its storage type, the value the unfused group would have
-// stored and the Reduce kernel loaded. The same threads combine the same elements in the
-// same order as the Reduce kernel, so the result is bit for bit the unfused one. Arguments:
-// w[1] the rows (outer), w[2] their length (n); the reduced value is the one output.
-KernelSource gen_fused_reduction(const FusedSpec& s) {
-  const std::size_t n_in = s.inputs.size();
-  const FusedArgs a = fused_args(s);
-  const FusedInstr& red = s.code.back();
-  const DType dt = dtype_of(s, red.args[0]);
-  FusedSpec pro = s;  // the prologue: every instruction but the reduction, the operand out
-  pro.code.pop_back();
-  pro.outputs = {red.args[0]};
-  std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +
-                    "> g) {\n  const i64 outer = g.w[1], n = g.w[2];\n";
-  std::vector<std::string> in(n_in);
-  for (std::size_t k = 0; k < n_in; ++k) {
+// The input pointers of a kernel whose inputs walk the iteration space linearly or are one
+// element (scalar_mask), declared into src; returns how the element body reads each (at i).
+std::vector<std::string> linear_inputs(const FusedSpec& s, const FusedArgs& a, std::string& src) {
+  std::vector<std::string> in(s.inputs.size());
+  for (std::size_t k = 0; k < s.inputs.size(); ++k) {
     const std::string t = storage_type(s.inputs[k]);
     const std::string ks = num(k);
     src += "  const " + t + "* px" + ks + " = (const " + t + "*)g.w[" +
@@ -212,6 +197,27 @@ KernelSource gen_fused_reduction(const FusedSpec& s) {
       in[k] = "px" + ks + "[i]";
     }
   }
+  return in;
+}
+
+// Note [Fused row reductions]: a group ending in a Reduce along rows (every later extent 1)
+// is the rows variant of the Reduce kernel (codegen::reduce_rows, one block of 256 threads a
+// row) whose element j of row r is computed, not loaded: em_pro(r * n + j) evaluates the
+// group's other instructions at that element of its (contiguous) iteration space and returns
+// the reduction's operand in its storage type, the value the unfused group would have
+// stored and the Reduce kernel loaded. The same threads combine the same elements in the
+// same order as the Reduce kernel, so the result is bit for bit the unfused one. Arguments:
+// w[1] the rows (outer), w[2] their length (n); the reduced value is the one output.
+KernelSource gen_fused_reduction(const FusedSpec& s) {
+  const FusedArgs a = fused_args(s);
+  const FusedInstr& red = s.code.back();
+  const DType dt = dtype_of(s, red.args[0]);
+  FusedSpec pro = s;  // the prologue: every instruction but the reduction, the operand out
+  pro.code.pop_back();
+  pro.outputs = {red.args[0]};
+  std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +
+                    "> g) {\n  const i64 outer = g.w[1], n = g.w[2];\n";
+  const std::vector<std::string> in = linear_inputs(s, a, src);
   const std::string yt = storage_type(red.out);
   src +=
       "  " + yt + "* y = (" + yt + "*)g.w[" + num(static_cast<std::size_t>(a.outputs)) +
@@ -268,19 +274,7 @@ KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
   }
   EMBER_CHECK(jr < s.outputs.size(), "cuda: " + s.name + " does not output its row result");
   std::string setup = "  const i64 rows = g.w[1], n = g.w[2];\n";
-  std::vector<std::string> in(n_in);
-  for (std::size_t k = 0; k < n_in; ++k) {
-    const std::string t = storage_type(s.inputs[k]);
-    const std::string ks = num(k);
-    setup += "  const " + t + "* __restrict__ px" + ks + " = (const " + t + "*)g.w[" +
-             num(static_cast<std::size_t>(a.inputs) + k) + "];\n";
-    if (s.scalar_mask >> k & 1u) {
-      setup += "  const " + t + " s" + ks + " = px" + ks + "[0];\n";
-      in[k] = "s" + ks;
-    } else {
-      in[k] = "px" + ks + "[i]";
-    }
-  }
+  const std::vector<std::string> in = linear_inputs(s, a, setup);
   for (std::size_t j = 0; j < s.outputs.size(); ++j) {
     const std::string t = storage_type(dtype_of(s, s.outputs[j]));
     setup += "  " + t + "* __restrict__ py" + num(j) + " = (" + t + "*)g.w[" +
@@ -298,7 +292,7 @@ KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
     setup += "  const " + T + "* __restrict__ w = " + ptr(row.args[1]) + ";\n  const " + T +
              "* __restrict__ b = " + ptr(row.args[2]) +
              ";\n  const double eps = __longlong_as_double(g.w[" +
-             num(static_cast<std::size_t>(a.params) + 2 * (s.code.size() - 1)) + "]);\n";
+             num(static_cast<std::size_t>(a.param[s.code.size() - 1])) + "]);\n";
   }
   setup += "  const auto em_pro = [&](i64 i, bool st) -> " + T + " {\n    (void)st;\n" +
            element_body(pro, in,

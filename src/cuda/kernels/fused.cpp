@@ -43,6 +43,30 @@ void put_params(const FusedGroup& g, const FusedArgs& layout, std::vector<std::i
   }
 }
 
+// The argument words of a kernel over `rows` contiguous rows of n elements (the row
+// variants: reductions, softmax, layer norm): w[0] the elements, w[1] the rows, w[2] n, then
+// the input and output pointers, the error flag and the parameters.
+std::vector<std::int64_t> row_words(CudaContext& ctx, const FusedGroup& g, const FusedArgs& layout,
+                                    const std::vector<ir::Handle>& outs, std::int64_t rows,
+                                    std::int64_t n) {
+  std::vector<std::int64_t> w(static_cast<std::size_t>(layout.words), 0);
+  w[0] = rows * n;
+  w[1] = rows;
+  w[2] = n;
+  const auto word = [](const void* p) {
+    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p));
+  };
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) {
+    w[static_cast<std::size_t>(layout.inputs) + k] = word(as_cuda(g.inputs[k]).data());
+  }
+  for (std::size_t j = 0; j < outs.size(); ++j) {
+    w[static_cast<std::size_t>(layout.outputs) + j] = word(as_cuda(outs[j]).data());
+  }
+  w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
+  put_params(g, layout, w);
+  return w;
+}
+
 // A group ending in a row reduction (Note [Fused row reductions] in codegen/fused.cpp): every
 // input read linearly or as one element (else the group runs op by op, as unfused).
 // Note [Fused two-pass reductions]: where the Reduce kernel would cut each row into k
@@ -83,19 +107,7 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
   const std::int64_t n = n_all / k, rows = rows_all * k;
   std::vector<ir::Handle> outs{k > 1 ? ctx.empty(Shape{z(rows)}, red.out)
                                      : ctx.empty(out_shape, red.out)};
-  std::vector<std::int64_t> w(static_cast<std::size_t>(layout.words), 0);
-  w[0] = rows * n;
-  w[1] = rows;
-  w[2] = n;
-  const auto word = [](const void* p) {
-    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p));
-  };
-  for (std::size_t k = 0; k < n_in; ++k) {
-    w[static_cast<std::size_t>(layout.inputs) + k] = word(as_cuda(g.inputs[k]).data());
-  }
-  w[static_cast<std::size_t>(layout.outputs)] = word(as_cuda(outs[0]).data());
-  w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
-  put_params(g, layout, w);
+  std::vector<std::int64_t> w = row_words(ctx, g, layout, outs, rows, n);
   spec.name = fused_name(g.key, true, scalar_mask);
   void* arg = w.data();
   // One block of 256 threads a row, as the Reduce kernel (its order of combining).
@@ -165,30 +177,7 @@ std::optional<std::vector<ir::Handle>> run_fused_rows(CudaContext& ctx, FusedGro
   std::vector<ir::Handle> outs;
   outs.reserve(g.outputs.size());
   for (std::int32_t o : g.outputs) outs.push_back(ctx.empty(shape, g.dtype_of(o)));
-  std::vector<std::int64_t> w(static_cast<std::size_t>(layout.words), 0);
-  w[0] = rows * n;
-  w[1] = rows;
-  w[2] = n;
-  const auto word = [](const void* p) {
-    return static_cast<std::int64_t>(reinterpret_cast<std::uintptr_t>(p));
-  };
-  for (std::size_t k = 0; k < n_in; ++k) {
-    w[static_cast<std::size_t>(layout.inputs) + k] = word(as_cuda(g.inputs[k]).data());
-  }
-  for (std::size_t j = 0; j < outs.size(); ++j) {
-    w[static_cast<std::size_t>(layout.outputs) + j] = word(as_cuda(outs[j]).data());
-  }
-  w[static_cast<std::size_t>(layout.err)] = word(ctx.error_flag());
-  for (std::size_t i = 0; i < g.code.size(); ++i) {
-    const FusedInstr& in = g.code[i];
-    const auto at = static_cast<std::size_t>(layout.params) + 2 * i;
-    if (in.kind == FusedInstr::Kind::Fill) {
-      w[at] = std::bit_cast<std::int64_t>(in.bits);
-    } else {
-      w[at] = std::bit_cast<std::int64_t>(in.p0);
-      w[at + 1] = std::bit_cast<std::int64_t>(in.p1);
-    }
-  }
+  std::vector<std::int64_t> w = row_words(ctx, g, layout, outs, rows, n);
   const auto log2 = [](int v) { return static_cast<std::uint32_t>(std::countr_zero(unsigned(v))); };
   spec.name =
       fused_name(g.key, true, scalar_mask) + "_r" + std::to_string(ept) + "v" + std::to_string(vec);
