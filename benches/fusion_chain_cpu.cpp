@@ -24,15 +24,13 @@
 
 #include <ember/ember.hpp>
 
+#include "process_time.hpp"
+
 using namespace ember;
 
 namespace {
 
-double cpu_ms() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
-}
+using bench::cpu_ms;
 
 Tensor<3> run(const std::string& w, const Tensor<3>& x) {
   const Shape shape = x.shape();
