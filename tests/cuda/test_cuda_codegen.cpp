@@ -558,13 +558,16 @@ class RecordingCpu final : public ember::testing::ForwardingBackend {
     // (a reduction keeping a prologue value runs op by op: not a kernel)
     if (ends_in_reduction(s) && s.outputs.size() > 1) return inner_->run_fused(std::move(g));
     EXPECT_TRUE(fused_supported(s)) << g.signature;
-    if (ends_in_row_norm(s)) {  // a row in registers: the widest and the narrowest chunks
-      s.contiguous = true;
-      for (const auto& [ept, vec] : {std::pair{8, 4}, std::pair{1, 1}}) {
-        if (size_of(g.code.back().out) == 8 && ept == 8) continue;
-        s.name =
-            fused_name(g.key, true, 0) + "_r" + std::to_string(ept) + "v" + std::to_string(vec);
-        if (seen.insert(s.name).second) kernels.push_back(gen_fused_rows(s, ept, vec));
+    if (ends_in_row_norm(s)) {  // a row in registers: the widest and the narrowest chunks,
+      // inputs read linearly and through strides (Note [Fused rows over strided inputs])
+      for (const bool contiguous : {true, false}) {
+        s.contiguous = contiguous;
+        for (const auto& [ept, vec] : {std::pair{8, 4}, std::pair{1, 1}}) {
+          if (size_of(g.code.back().out) == 8 && ept == 8) continue;
+          s.name = fused_name(g.key, contiguous, 0) + "_r" + std::to_string(ept) + "v" +
+                   std::to_string(vec);
+          if (seen.insert(s.name).second) kernels.push_back(gen_fused_rows(s, ept, vec));
+        }
       }
       return inner_->run_fused(std::move(g));
     }
@@ -680,10 +683,13 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   for (const auto& k : rec->kernels)
     reductions += k.body.find("em_pro(row * n + j)") != std::string::npos;
   EXPECT_GE(reductions, 13u);
-  std::size_t row_norms = 0;  // groups ending in softmax or layer norm, rows computed
-  for (const auto& k : rec->kernels)
-    row_norms += k.body.find("em_pro((R) * n + j, true)") != std::string::npos;
-  EXPECT_EQ(row_norms, 4u * 4u * 2u - 4u);  // f64: no 8 elements a thread
+  std::size_t row_norms = 0, strided_rows = 0;  // groups ending in softmax or layer norm,
+  for (const auto& k : rec->kernels) {          // rows computed, inputs linear or strided
+    row_norms += k.body.find("em_pro((R), j, true)") != std::string::npos;
+    strided_rows += k.body.find("em_row = [&](i64 R)") != std::string::npos;
+  }
+  EXPECT_EQ(row_norms, (4u * 4u * 2u - 4u) * 2u);  // f64: no 8 elements a thread
+  EXPECT_EQ(strided_rows, 4u * 4u * 2u - 4u);
   std::size_t fills = 0;                    // scalars as parameters: printed as Fill instructions
   for (const auto& k : rec->kernels) fills += k.body.find("memcpy(&e") != std::string::npos;
   EXPECT_GT(fills, 10u);

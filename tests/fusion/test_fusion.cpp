@@ -1298,6 +1298,57 @@ TEST(FusionCuda, ChainedIntegerMinAndMaxKeepTheirOperands) {
   EXPECT_EQ(got, run(Device::cpu()));
 }
 
+// Softmax and layer norm whose prologue reads inputs broadcast along the rows or through
+// transposed strides (Note [Fused rows over strided inputs]): attention's additive masks
+// ([1, 1, L, L] and [B, 1, 1, L] under [B, H, L, L] scores), a position table under a
+// batch, a transposed view. Bit for bit the plain device's, each dtype, rows that fit in
+// registers and one that does not (run apart).
+TEST(FusionCuda, SoftmaxAndLayerNormTakeBroadcastInputs) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    for (std::size_t l : {1u, 33u, 256u, 1000u, 4100u}) {
+      const std::size_t b = 2, h = 3;
+      const auto run = [&](const Device& dev) {
+        auto s = Tensor<4>(input(dev, b * h * l, l, 1.5f).cast(dt).reshape<4>(Shape{b, h, l, l}));
+        auto causal =
+            Tensor<4>(input(dev, l, l, -3.0f).cast(dt).reshape<4>(Shape{1, 1, l, l}));
+        auto pad = Tensor<4>(input(dev, b, l, 2.0f).cast(dt).reshape<4>(Shape{b, 1, 1, l}));
+        auto x = Tensor<3>(input(dev, b * l, 64, 0.9f).cast(dt).reshape<3>(Shape{b, l, 64}));
+        auto pos = Tensor<3>(input(dev, l, 64, -0.4f).cast(dt).reshape<3>(Shape{1, l, 64}));
+        auto w = input(dev, 1, 64, 0.4f).cast(dt).reshape<1>(Shape{64});
+        auto bias = input(dev, 1, 64, -0.3f).cast(dt).reshape<1>(Shape{64});
+        auto t = input(dev, 48, l, 0.8f).cast(dt);
+        for (auto* v : {&s, &causal, &pad}) v->to_data();  // (stored: the casts are not the pattern)
+        for (auto* v : {&x, &pos}) v->to_data();
+        for (auto* v : {&w, &bias}) v->to_data();
+        t.to_data();
+        auto p1 = activation::softmax(s * 0.125f + causal, 3);
+        auto p2 = activation::log_softmax(s * 0.125f + pad, 3);
+        auto p3 = module_ops::layer_norm(x + pos, w, bias);
+        auto p4 = activation::softmax(t.transpose() * 2.0f, 1);  // [l, 48] rows, strided
+        std::vector<float> out;
+        const auto add = [&](const auto& v) {
+          const auto f = v.cast(DType::F32).to_data().template to_vector<float>();
+          out.insert(out.end(), f.begin(), f.end());
+        };
+        add(p1);
+        add(p2);
+        add(p3);
+        add(p4);
+        return out;
+      };
+      const Device d = cuda_fused();
+      EXPECT_TRUE(same_bits(run(d), run(plain))) << name(dt) << " " << l;
+      const auto r = fusion::report(d);
+      EXPECT_NE(group_with(r, {"mul", "add", "softmax"}), nullptr) << groups_of(r);
+      EXPECT_NE(group_with(r, {"mul", "add", "log_softmax"}), nullptr) << groups_of(r);
+      EXPECT_NE(group_with(r, {"add", "layer_norm"}), nullptr) << groups_of(r);
+      EXPECT_NE(group_with(r, {"mul", "softmax"}), nullptr) << groups_of(r);
+    }
+  }
+}
+
 TEST(FusionCuda, AChainIsOneKernelAtEverySize) {
   EMBER_NEED_CUDA();
   const auto chain = [](Tensor<2> x, Tensor<2> b) {

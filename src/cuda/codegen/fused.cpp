@@ -200,6 +200,35 @@ std::vector<std::string> linear_inputs(const FusedSpec& s, const FusedArgs& a, s
   return in;
 }
 
+// The input pointers of the strided rows variant (Note [Fused rows over strided inputs]),
+// with each input's row offset ro<k> and stride along the row cs<k>, and em_row(R), which
+// sets the offsets at row R; returns how the element body reads each (at row R, column j).
+std::vector<std::string> row_strided_inputs(const FusedSpec& s, const FusedArgs& a,
+                                            std::string& src) {
+  std::vector<std::string> in(s.inputs.size());
+  std::string reset, step;
+  for (std::size_t k = 0; k < s.inputs.size(); ++k) {
+    const std::string t = storage_type(s.inputs[k]);
+    const std::string ks = num(k);
+    const std::string st = num(static_cast<std::size_t>(a.strides) + k * kMaxDims);
+    src += "  const " + t + "* px" + ks + " = (const " + t + "*)g.w[" +
+           num(static_cast<std::size_t>(a.inputs) + k) + "];\n  const i64 cs" + ks + " = g.w[" +
+           st + " + " + num(kMaxDims - 1) + "];\n  i64 ro" + ks + " = 0;\n";
+    in[k] = "px" + ks + "[ro" + ks + " + j * cs" + ks + "]";
+    reset += " ro" + ks + " = 0;";
+    step += "      ro" + ks + " += c * g.w[" + st + " + d];\n";
+  }
+  src += "  const int orank = (int)g.w[3];\n"
+         "  const auto em_row = [&](i64 R) {\n   " +
+         reset +
+         "\n    for (int d = orank - 1; d >= 0; --d) {\n"
+         "      const i64 e = g.w[4 + d];\n"
+         "      const i64 c = R % e;\n"
+         "      R /= e;\n" +
+         step + "    }\n  };\n";
+  return in;
+}
+
 // Note [Fused row reductions]: a group ending in a Reduce along rows (every later extent 1)
 // is the rows variant of the Reduce kernel (codegen::reduce_rows, one block of 256 threads a
 // row) whose element j of row r is computed, not loaded: em_pro(r * n + j) evaluates the
@@ -245,18 +274,27 @@ bool ends_in_row_norm(const FusedSpec& s) {
 // Note [Fused rows in registers]: a group ending in a Softmax or LayerNorm whose rows fit in
 // registers is the unfused op's rows-in-registers kernel (Note [Rows in registers] in
 // codegen/rows.cpp) with the same block, elements per thread and chunk width, whose chunks
-// are computed rather than loaded: em_pro(i, st) evaluates the prologue at element i of the
-// (contiguous) iteration space and returns the row operand in its storage type — the value
-// the unfused prologue would have stored and the row kernel loaded — storing the group's
-// other outputs at i when st is set (each element is computed once with st, in the loads'
-// order; the row's first element again without). The same threads reduce the same
-// elements in the same order, so the result is bit for bit the unfused one. Every output
-// is a fresh buffer: another thread of the block reads element 0 of its row for `first`,
-// so no output may overwrite an input. A layer norm's weight and bias are contiguous
-// inputs read only by it (w, b). Arguments: w[1] the rows, w[2] their length.
+// are computed rather than loaded: em_pro(R, j, st) evaluates the prologue at element j of
+// row R (element i = R * n + j of the iteration space) and returns the row operand in its
+// storage type — the value the unfused prologue would have stored and the row kernel
+// loaded — storing the group's other outputs at i when st is set (each element is computed
+// once with st, in the loads' order; the row's first element again without). The same
+// threads reduce the same elements in the same order, so the result is bit for bit the
+// unfused one. Every output is a fresh buffer: another thread of the block reads element 0
+// of its row for `first`, so no output may overwrite an input. A layer norm's weight and
+// bias are contiguous inputs read only by it (w, b). Arguments: w[1] the rows, w[2] their
+// length.
+//
+// Note [Fused rows over strided inputs]: in the strided variant (!s.contiguous: an input
+// broadcast along rows, as an attention mask [L, L] under [B, H, L, L] scores, or a
+// position table under a batch, or a transposed view), input k is read at ro_k + j * cs_k:
+// cs_k its stride along the row (w[strides + 8k + 7]), ro_k its offset at row R, set by
+// em_row(R) from R's coordinates over the outer dims (collapsed across the inputs: w[3] of
+// them, extents from w[4], input k's strides from w[strides + 8k]). The row macros call
+// em_row(R) before each row's em_pro calls, so the division by the outer extents happens
+// once a row, not once an element. The contiguous variant's em_row does nothing.
 KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
-  EMBER_CHECK(ends_in_row_norm(s) && s.contiguous,
-              "cuda: " + s.name + " is not a contiguous group ending in softmax or layer norm");
+  EMBER_CHECK(ends_in_row_norm(s), "cuda: " + s.name + " does not end in softmax or layer norm");
   const std::size_t n_in = s.inputs.size();
   const FusedArgs a = fused_args(s);
   const FusedInstr& row = s.code.back();
@@ -274,7 +312,9 @@ KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
   }
   EMBER_CHECK(jr < s.outputs.size(), "cuda: " + s.name + " does not output its row result");
   std::string setup = "  const i64 rows = g.w[1], n = g.w[2];\n";
-  const std::vector<std::string> in = linear_inputs(s, a, setup);
+  const std::vector<std::string> in =
+      s.contiguous ? linear_inputs(s, a, setup) : row_strided_inputs(s, a, setup);
+  if (s.contiguous) setup += "  const auto em_row = [](i64) {};\n";
   for (std::size_t j = 0; j < s.outputs.size(); ++j) {
     const std::string t = storage_type(dtype_of(s, s.outputs[j]));
     setup += "  " + t + "* __restrict__ py" + num(j) + " = (" + t + "*)g.w[" +
@@ -294,7 +334,8 @@ KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
              ";\n  const double eps = __longlong_as_double(g.w[" +
              num(static_cast<std::size_t>(a.param[s.code.size() - 1])) + "]);\n";
   }
-  setup += "  const auto em_pro = [&](i64 i, bool st) -> " + T + " {\n    (void)st;\n" +
+  setup += "  const auto em_pro = [&](i64 R, i64 j, bool st) -> " + T +
+           " {\n    const i64 i = R * n + j;\n    (void)i; (void)j; (void)st;\n" +
            element_body(pro, in,
                         [jr, &T](std::size_t j, const std::string& v) {
                           return j == jr ? "    const " + T + " em_r = " + v + ";\n"

@@ -75,9 +75,10 @@ KernelSource gen_softmax(DType dt, bool log) {
 // registers a thread) and launched as one wave (CudaContext::kOneWave).
 // The host picks blockDim, ept and V with ept * blockDim >= n and V dividing ept.
 // With `src` (Note [Fused rows in registers] in codegen/fused.cpp) the rows are computed,
-// not loaded: the kernel's parameters are src->params, src->setup declares rows, n, y and
-// em_pro(i, st), the element at index i of the rows' iteration space (st: also store the
-// group's other outputs at i), and the chunks are filled in the loads' order.
+// not loaded: the kernel's parameters are src->params, src->setup declares rows, n, y,
+// em_row(R) (called before row R's elements: the row's input offsets) and em_pro(R, j, st),
+// element j of row R (st: also store the group's other outputs there), and the chunks are
+// filled in the loads' order.
 std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                             const std::string& params, const std::string& pad,
                             const std::string& prologue, const std::string& body,
@@ -110,6 +111,7 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
   // its first element.
   const std::string source =
       src ? "#define EM_ROW_SRC(dst, R, ok) \\\n"
+            "  em_row(R); \\\n"
             "  _Pragma(\"unroll\") for (int c = 0; c < " +
                 E + " / " + V +
                 "; ++c) { \\\n"
@@ -120,13 +122,13 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                 V +
                 " + u; \\\n"
                 "      dst[c * " +
-                V + " + u] = ((ok) && j < n) ? " + load(dt, "em_pro((R) * n + j, true)") + " : (" +
+                V + " + u] = ((ok) && j < n) ? " + load(dt, "em_pro((R), j, true)") + " : (" +
                 pad +
                 "); \\\n"
                 "    } \\\n"
                 "  }\n"
                 "#define EM_ROW_FIRST(R) " +
-                load(dt, "em_pro((R) * n, false)") + "\n"
+                load(dt, "(em_row(R), em_pro((R), 0, false))") + "\n"
           : "#define EM_ROW_SRC(dst, R, ok) EM_ROW_LOAD(dst, x + (R) * n, ok, " + pad +
                 ")\n"
                 "#define EM_ROW_FIRST(R) " +

@@ -123,7 +123,8 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
 
 // A group ending in a softmax or layer norm (Note [Fused rows in registers] in
 // codegen/fused.cpp): its rows contiguous in the iteration space, every input but a layer
-// norm's weight and bias read linearly or as one element, those two contiguous, and rows
+// norm's weight and bias read linearly, as one element or through strides (Note [Fused
+// rows over strided inputs]), those two contiguous, and rows
 // short enough for the unfused op's rows-in-registers kernel, whose block, elements per
 // thread and chunk width it takes — the pointers that kernel would check for alignment are
 // fresh buffers but for the weight and bias — so it combines as the unfused op does. Else
@@ -144,6 +145,9 @@ std::optional<std::vector<ir::Handle>> run_fused_rows(CudaContext& ctx, FusedGro
   const auto rows = static_cast<std::int64_t>(shape.num_elements()) / n;
   std::uint32_t scalar_mask = 0;
   std::vector<const void*> params;  // pointers the unfused op would check for alignment
+  std::vector<bool> by_row(n_in, false);  // read by the prologue (not a weight or bias alone)
+  std::vector<backend::Walk> walks(n_in, backend::Walk::Linear);
+  bool strided = false;
   for (std::size_t k = 0; k < n_in; ++k) {
     const auto& x = as_cuda(g.inputs[k]);
     const bool param =
@@ -156,21 +160,41 @@ std::optional<std::vector<ir::Handle>> run_fused_rows(CudaContext& ctx, FusedGro
       params.push_back(x.data());
       if (shape.rank() > 1) continue;  // read by the row op alone
     }
-    const backend::Walk w = backend::walk_of(x.shape(), x.strides(), shape);
-    if (w == backend::Walk::Strided) return std::nullopt;
-    if (w == backend::Walk::Scalar) scalar_mask |= 1u << k;
+    by_row[k] = true;
+    walks[k] = backend::walk_of(x.shape(), x.strides(), shape);
+    strided = strided || walks[k] == backend::Walk::Strided;
+    if (walks[k] == backend::Walk::Scalar) scalar_mask |= 1u << k;
   }
   const DType dt = row.out;
-  // An operand that is an input read linearly is the unfused op's x itself.
-  if (row.args[0] < static_cast<std::int32_t>(n_in) &&
-      !(scalar_mask >> static_cast<std::uint32_t>(row.args[0]) & 1u)) {
-    params.push_back(as_cuda(g.inputs[static_cast<std::size_t>(row.args[0])]).data());
+  // An operand that is an input read linearly is the unfused op's x itself; one read
+  // through strides would be a copy first: apart.
+  if (row.args[0] < static_cast<std::int32_t>(n_in)) {
+    const auto k = static_cast<std::size_t>(row.args[0]);
+    if (walks[k] == backend::Walk::Strided) return std::nullopt;
+    if (walks[k] == backend::Walk::Linear) params.push_back(as_cuda(g.inputs[k]).data());
   }
   bool aligned = true;
   for (const void* p : params) aligned = aligned && aligned16({p});
   const auto [block, ept, vec] = rows_in_registers(n, dt, aligned);
   if (block == 0) return std::nullopt;
-  spec.contiguous = true;
+  // The strided variant (Note [Fused rows over strided inputs]): the outer dims collapsed
+  // across the inputs read by the prologue, each input's stride along the row.
+  Space outer;
+  if (strided) {
+    scalar_mask = 0;
+    outer.shape.assign(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(row.dim));
+    for (std::size_t k = 0; k < n_in; ++k) {
+      Strides st(row.dim, 0);
+      if (by_row[k]) {
+        const Strides b = broadcast_strides(as_cuda(g.inputs[k]), shape);
+        st.assign(b.begin(), b.begin() + static_cast<std::ptrdiff_t>(row.dim));
+      }
+      outer.strides.push_back(std::move(st));
+    }
+    outer.collapse();
+    if (outer.shape.size() > static_cast<std::size_t>(kMaxDims) - 2) return std::nullopt;
+  }
+  spec.contiguous = !strided;
   spec.scalar_mask = scalar_mask;
   const FusedArgs layout = fused_args(spec);
   if (static_cast<std::size_t>(layout.words) * 8 > kMaxArgBytes) return std::nullopt;
@@ -178,11 +202,24 @@ std::optional<std::vector<ir::Handle>> run_fused_rows(CudaContext& ctx, FusedGro
   outs.reserve(g.outputs.size());
   for (std::int32_t o : g.outputs) outs.push_back(ctx.empty(shape, g.dtype_of(o)));
   std::vector<std::int64_t> w = row_words(ctx, g, layout, outs, rows, n);
+  if (strided) {
+    const auto z = [](auto v) { return static_cast<std::size_t>(v); };
+    w[3] = static_cast<std::int64_t>(outer.shape.size());
+    for (std::size_t d = 0; d < outer.shape.size(); ++d) w[4 + d] = outer.shape[d];
+    for (std::size_t k = 0; k < n_in; ++k) {
+      const std::size_t at = z(layout.strides) + k * z(kMaxDims);
+      for (std::size_t d = 0; d < outer.shape.size(); ++d) w[at + d] = outer.strides[k][d];
+      if (by_row[k]) {
+        w[at + z(kMaxDims) - 1] = broadcast_strides(as_cuda(g.inputs[k]), shape)[row.dim];
+      }
+    }
+  }
   const auto log2 = [](int v) { return static_cast<std::uint32_t>(std::countr_zero(unsigned(v))); };
-  spec.name =
-      fused_name(g.key, true, scalar_mask) + "_r" + std::to_string(ept) + "v" + std::to_string(vec);
+  spec.name = fused_name(g.key, !strided, scalar_mask) + "_r" + std::to_string(ept) + "v" +
+              std::to_string(vec);
   void* arg = w.data();
-  const std::uint32_t variant = 1u | scalar_mask << 1 | log2(ept) << 24 | log2(vec) << 28;
+  const std::uint32_t variant =
+      (strided ? 0u : 1u) | scalar_mask << 1 | log2(ept) << 24 | log2(vec) << 28;
   const char* name = row.kind == FusedInstr::Kind::LayerNorm ? "layer_norm"
                      : row.log                               ? "log_softmax"
                                                              : "softmax";
