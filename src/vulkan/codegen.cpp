@@ -496,7 +496,7 @@ std::string map_main(int operands, const std::vector<MapLoad>& loads, const std:
     for (const MapLoad& l : loads) s += "  " + ld(l, tag(u), off(l.operand, at(u)));
   }
   for (int u = 0; u < kMapUnroll; ++u) {
-    s += "   {\n" + offsets(at(u));
+    s += "   {\n    int i = " + at(u) + ";\n" + offsets(at(u));
     for (const MapLoad& l : loads)
       s += "    " + l.type + " " + l.var + " = " + l.var + tag(u) + ";\n";
     s += body + "   }\n";
@@ -1143,10 +1143,10 @@ void main() {
 // draws take log and cos in f32 (GLSL has them for float only), so they agree with the
 // Cpu's to f32 rounding. Floats keep [a, b) as the Cpu (a value rounded up to b steps
 // down); 16-bit floats are drawn in f32 and rounded, integers take floor(v), saturated.
-std::string gen_random(DType dt) {
-  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}}) + prelude(DType::F32) +
-                  bf16_helpers() + target_limits(dt);
-  s += R"(uint64_t em_mix(uint64_t key, uint64_t ctr) {
+// The generator's functions: the hash, a uniform double of 53 bits, a 64-bit word from two
+// argument words and the float one step below h (for [a, b) draws).
+const char* random_helpers() {
+  return R"(uint64_t em_mix(uint64_t key, uint64_t ctr) {
   uint64_t z = key ^ (ctr * 0x9e3779b97f4a7c15ul);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ul;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebul;
@@ -1173,21 +1173,24 @@ double em_down(double h) {
   }
   return packDouble2x32(w);
 }
-void main() {
 )";
-  s += std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
-  s += R"(  uint64_t key = em_word64(arg[1], arg[2]);
-  uint64_t ctr = em_word64(arg[3], arg[4]) + uint64_t(uint(i));
-  int kind = arg[5];
-  double a = packDouble2x32(uvec2(uint(arg[6]), uint(arg[7])));
-  double b = packDouble2x32(uvec2(uint(arg[8]), uint(arg[9])));
-  uint64_t r = em_mix(key, ctr);
-  double v;
+}
+
+// em_draw_<tag>(key, ctr, kind, a, b): the draw at counter ctr of distribution kind with
+// its a and b, in dt's compute type (16-bit floats: the f32 value, rounded when stored).
+// Normal draws take m_log1p, m_log and m_cos: printed after float's prelude.
+std::string random_draw(DType dt) {
+  std::string s = "#undef EMT_LOWEST\n#undef EMT_HIGHEST\n" + target_limits(dt) +
+                  compute(dt) + " em_draw_" + dtype_tag(dt) +
+                  "(uint64_t key, uint64_t ctr, int kind, double a, double b) {\n";
+  // precise: the same operations in the Random kernel and in a fused one (no contraction).
+  s += R"(  uint64_t r = em_mix(key, ctr);
+  precise double v;
   if (kind == 2) {
     double u = em_u01(r);  // log(u1), u1 = 1 - u exactly: from whichever is not near 1
     double u2 = em_u01(em_mix(key ^ 0x6a09e667f3bcc909ul, ctr));
-    float l = u < 0.5lf ? m_log1p(float(-u)) : m_log(float(1.0lf - u));
-    float c = m_cos(float(6.283185307179586lf * u2));
+    precise float l = u < 0.5lf ? m_log1p(float(-u)) : m_log(float(1.0lf - u));
+    precise float c = m_cos(float(6.283185307179586lf * u2));
     v = a + b * sqrt(double(-2.0 * l)) * double(c);
   } else if (kind == 3) {
     v = em_u01(r) < a ? 1.0lf : 0.0lf;
@@ -1202,10 +1205,23 @@ void main() {
     s += "  " + t + " t = " + t + "(v);\n  if (kind != 2 && kind != 3) {\n    " + t + " hi = " + t +
          "(kind == 1 ? b : 1.0lf), lo = " + t +
          "(kind == 1 ? a : 0.0lf);\n    if (t >= hi && hi > lo) t = em_down(hi);\n  }\n";
-    s += "  y[i] = " + store(dt, "t") + ";\n}\n";
+    s += "  return t;\n}\n";
   } else {
-    s += "  double fv = floor(v);\n  y[i] = " + store(dt, convert(DType::F64, dt, "fv")) + ";\n}\n";
+    s += "  double fv = floor(v);\n  return " + convert(DType::F64, dt, "fv") + ";\n}\n";
   }
+  return s;
+}
+
+std::string gen_random(DType dt) {
+  std::string s = header() + local_decl(kLocal) + buffers_decl({{"y", dt}}) + prelude(DType::F32) +
+                  bf16_helpers() + random_helpers() + random_draw(dt);
+  s += "void main() {\n" + std::string(thread_index()) + "  if (i >= arg[0]) return;\n";
+  s += "  uint64_t key = em_word64(arg[1], arg[2]);\n"
+       "  uint64_t ctr = em_word64(arg[3], arg[4]) + uint64_t(uint(i));\n"
+       "  double a = packDouble2x32(uvec2(uint(arg[6]), uint(arg[7])));\n"
+       "  double b = packDouble2x32(uvec2(uint(arg[8]), uint(arg[9])));\n"
+       "  y[i] = " +
+       store(dt, "em_draw_" + std::string(dtype_tag(dt)) + "(key, ctr, arg[5], a, b)") + ";\n}\n";
   return s;
 }
 
@@ -1783,6 +1799,19 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
       }
     }
   }
+  // Random draws (after float's prelude, whose log and cos normal draws take), one function
+  // per dtype drawn.
+  std::vector<DType> drawn;
+  for (const backend::FusedInstr& in : f.code) {
+    if (in.kind == Kind_::Random && std::find(drawn.begin(), drawn.end(), in.out) == drawn.end())
+      drawn.push_back(in.out);
+  }
+  if (!drawn.empty()) {
+    if (std::find(types.begin(), types.end(), std::string("float")) == types.end())
+      s += std::string(prelude_reset()) + prelude(DType::F32);
+    s += random_helpers();
+    for (DType dt : drawn) s += random_draw(dt);
+  }
   for (std::size_t i = 0; i < f.code.size(); ++i) {
     const backend::FusedInstr& in = f.code[i];
     if (in.kind != Kind_::Cast) continue;
@@ -1811,7 +1840,7 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
       case Kind_::Unary: {
         const DType dt = f.operand_dtype(i);
         const auto word = [&](int w) {
-          return "arg[" + std::to_string(params + 4 * static_cast<int>(i) + w) + "]";
+          return "arg[" + std::to_string(params + kFusedParamWords * static_cast<int>(i) + w) + "]";
         };
         e = fn + "(" + arg(0) + ", " + from_words(dt, word(0), word(1)) + ", " +
             from_words(dt, word(2), word(3)) + ")";
@@ -1826,9 +1855,21 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
       case Kind_::Cast:
         e = fn + "(" + arg(0) + ")";
         break;
+      case Kind_::Random: {  // element i of the iteration space at counter first + i
+        const auto word = [&](int w) {
+          return "arg[" + std::to_string(params + kFusedParamWords * static_cast<int>(i) + w) +
+                 "]";
+        };
+        const auto f64 = [&](int w) {
+          return "packDouble2x32(uvec2(uint(" + word(w) + "), uint(" + word(w + 1) + ")))";
+        };
+        e = "em_draw_" + std::string(dtype_tag(in.out)) + "(em_word64(" + word(4) + ", " +
+            word(5) + "), em_word64(" + word(6) + ", " + word(7) + ") + uint64_t(uint(i)), " +
+            std::to_string(static_cast<int>(in.dist)) + ", " + f64(0) + ", " + f64(2) + ")";
+        break;
+      }
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Matmul:
-      case Kind_::Random:
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:
@@ -1946,7 +1987,10 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
   auto f = std::make_shared<FusedKernel>();
   for (const ir::Handle& h : g.inputs) f->inputs.push_back(h->dtype());
   f->code = g.code;
-  for (auto& in : f->code) in.p0 = in.p1 = 0;
+  for (auto& in : f->code) {  // (run-time arguments, not the kernel's)
+    in.p0 = in.p1 = 0;
+    in.draw = {};
+  }
   f->outputs = g.outputs;
   f->in_place = std::move(in_place);
   std::string k = "fused.";
@@ -1970,9 +2014,11 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
       case Kind_::Cast:
         k += "cast(" + id(in.args[0]) + ")";
         break;
+      case Kind_::Random:
+        k += "random" + std::to_string(static_cast<int>(in.dist)) + "()";
+        break;
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Matmul:
-      case Kind_::Random:
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:

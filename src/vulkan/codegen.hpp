@@ -98,8 +98,10 @@ enum class BatchNormStage : std::uint8_t { Stats, Apply, GradSums, GradInput };
 // its inputs' dtypes, its instructions, its outputs and which output is written into which
 // input's buffer — never sizes, strides or parameter values. Arguments: the map layout
 // over the outputs then the inputs as operands (operand j at kMapOperand + j * kMapStride),
-// then instruction i's p0 and p1 (compute type's bits, low word first) at
-// fused_params(outputs + inputs) + 4 * i. Tensors: each output not written in place, then
+// then instruction i's kFusedParamWords words at fused_params(outputs + inputs) +
+// kFusedParamWords * i: its p0 and p1 (compute type's bits, low word first; a Random's a and
+// b in f64), then a Random's seed and first counter (Note [Reserved draws]; element i of the
+// iteration space draws at counter first + i). Tensors: each output not written in place, then
 // each input. Every instruction is printed from the expression table as the unfused
 // kernel prints it, in a function of its own under its compute type's prelude; 16-bit
 // values are rounded to their dtype after every instruction, as if stored (Note [Fused
@@ -120,6 +122,7 @@ struct FusedKernel {
     return dtype_of(in.kind == backend::FusedInstr::Kind::Where ? in.args[1] : in.args[0]);
   }
 };
+inline constexpr int kFusedParamWords = 8;
 inline constexpr int fused_params(std::size_t operands) {
   return kMapOperand + static_cast<int>(operands) * kMapStride;
 }

@@ -192,20 +192,40 @@ class VulkanBackend final : public backend::Backend {
       bufs.push_back(x.block.get());
     }
     const std::size_t params = static_cast<std::size_t>(fused_params(n_out + n_in));
-    auto args = map_args(shape, views, params + 4 * g.code.size(), &spec.lin);
+    constexpr auto kWords = static_cast<std::size_t>(kFusedParamWords);
+    auto args = map_args(shape, views, params + kWords * g.code.size(), &spec.lin);
     EMBER_ASSERT(args.has_value());  // fusable() checked the rank
     for (std::size_t i = 0; i < g.code.size(); ++i) {
       const backend::FusedInstr& in = g.code[i];
+      const std::size_t at = params + kWords * i;
+      if (in.kind == backend::FusedInstr::Kind::Random) {
+        put_bits(*args, at, compute_bits(DType::F64, in.p0));
+        put_bits(*args, at + 2, compute_bits(DType::F64, in.p1));
+        put_bits(*args, at + 4, in.draw.seed);
+        put_bits(*args, at + 6, in.draw.first);
+        continue;
+      }
       if (in.kind != backend::FusedInstr::Kind::Unary) continue;
       const DType dt = g.dtype_of(in.args[0]);
-      put_bits(*args, params + 4 * i, compute_bits(dt, in.p0));
-      put_bits(*args, params + 4 * i + 2, compute_bits(dt, in.p1));
+      put_bits(*args, at, compute_bits(dt, in.p0));
+      put_bits(*args, at + 2, compute_bits(dt, in.p1));
     }
     const auto [gx, gy] = ctx_.groups_for(threads_of(spec, n), kLocal);
     ctx_.dispatch(spec, *args, bufs, gx, gy);
     return outs;
   }
   bool runs_fused() const override { return true; }
+  // Random draws print inside fused kernels (the Random kernel's own draw function, at the
+  // counters reserved when the draw was recorded: Note [Reserved draws]).
+  backend::FusedCaps fused_caps() const override { return {.random = true}; }
+  backend::RandomCounters reserve_random(std::uint64_t n) override {
+    std::lock_guard lk(ctx_.mutex());
+    return take_counters(n);
+  }
+  ir::Handle draw_random(const ir::Random& op, const backend::RandomCounters& at) override {
+    std::lock_guard lk(ctx_.mutex());
+    return draw(op, at);
+  }
 
  private:
   // Whether group g runs here as one kernel (see run_fused).
@@ -220,7 +240,12 @@ class VulkanBackend final : public backend::Backend {
       if (t == nullptr || !fits(*t) || !dtype_ok(t->dtype())) return false;
     }
     for (const backend::FusedInstr& in : g.code) {
-      if (in.kind == K::Fill || in.kind == K::Random || in.row()) return false;  // not yet
+      if (in.kind == K::Fill || in.row()) return false;  // not yet
+      if (in.kind == K::Random) {
+        if (!supports_one(ir::Random{g.shape, in.out, Distribution{in.dist, in.p0, in.p1}}))
+          return false;
+        continue;
+      }
       if (in.kind == K::Matmul) return false;  // run apart (Note [Matmul apart])
       if (!dtype_ok(in.out)) return false;
       const DType dt = g.dtype_of(in.kind == K::Where ? in.args[1] : in.args[0]);
@@ -788,16 +813,21 @@ class VulkanBackend final : public backend::Backend {
   }
   // The Cpu's generator and stream: a draw of n elements takes counters [counter, +n) of
   // the seed's key, so a seeded device draws the Cpu's bits.
-  ir::Handle run_one(ir::Random& o) {
+  ir::Handle run_one(ir::Random& o) { return draw(o, take_counters(o.shape.num_elements())); }
+  // The counters of a draw of n elements (the context's mutex held).
+  backend::RandomCounters take_counters(std::uint64_t n) {
+    const backend::RandomCounters at{seed_, counter_};
+    counter_ += n;
+    return at;
+  }
+  ir::Handle draw(const ir::Random& o, const backend::RandomCounters& at) {
     auto out = ctx_.empty(o.shape, o.dtype, "random");
     const std::size_t n = o.shape.num_elements();
-    const std::uint64_t base = counter_;
-    counter_ += n;
     if (n == 0) return out;
     std::vector<std::int32_t> args(10, 0);
     args[0] = static_cast<std::int32_t>(n);
-    put_bits(args, 1, seed_);
-    put_bits(args, 3, base);
+    put_bits(args, 1, at.seed);
+    put_bits(args, 3, at.first);
     args[5] = static_cast<std::int32_t>(o.dist.kind);
     put_bits(args, 6, compute_bits(DType::F64, o.dist.a));
     put_bits(args, 8, compute_bits(DType::F64, o.dist.b));

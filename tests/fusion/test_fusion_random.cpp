@@ -413,3 +413,34 @@ TEST(FusionRandomCuda, DrawsInKernelsAgreeBitForBit) {
       },
       "two draws", gpu);
 }
+
+// The same on vulkan:0 (lavapipe in CI): a draw printed in a fused kernel is the Random
+// kernel's own draw function at the reserved counters, so dropout and noise give the plain
+// device's bits, every float dtype the device draws.
+TEST(FusionRandomVulkan, DrawsInKernelsAgreeBitForBit) {
+  const auto names = Device::available();
+  if (std::find(names.begin(), names.end(), "vulkan:0") == names.end())
+    GTEST_SKIP() << "no Vulkan device here";
+  const Device vk = Device::parse("vulkan:0");
+  for (DType dt : kFloats) {
+    if (!vk.backend_ptr()->supports(ir::Random{Shape{1}, dt, Distribution::normal(0, 1)})) {
+      continue;  // (a dtype the device cannot store or draw)
+    }
+    for (const Shape& s : kShapes) {
+      const std::string what = std::string(name(dt)) + " " + s.to_string();
+      expect_same_everywhere(
+          [&](const Device& d) {
+            return std::vector<DynTensor>{dropout(input(d, s, dt), 0.3), noisy(input(d, s, dt))};
+          },
+          what, vk);
+    }
+  }
+  const Device d = fused(vk);
+  d.seed(3);
+  dropout(input(d, Shape{64, 1000}, DType::F32), 0.1).to_data();
+  const auto r = fusion::report(d);
+  ASSERT_FALSE(r.recent.empty());
+  const auto& g = r.recent.back();
+  EXPECT_NE(std::find(g.ops.begin(), g.ops.end(), "random"), g.ops.end()) << groups_of(r);
+  EXPECT_TRUE(g.fused) << groups_of(r);
+}
