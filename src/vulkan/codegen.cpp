@@ -1143,6 +1143,34 @@ void main() {
 // draws take log and cos in f32 (GLSL has them for float only), so they agree with the
 // Cpu's to f32 rounding. Floats keep [a, b) as the Cpu (a value rounded up to b steps
 // down); 16-bit floats are drawn in f32 and rounded, integers take floor(v), saturated.
+// The compute value of a Fill's element from its storage bits (backend::fill_bits) in two
+// words, lo and hi (uint expressions): what loading the stored element gives.
+std::string fill_value(DType dt, const std::string& lo, const std::string& hi) {
+  switch (dt) {
+    case DType::F64:
+      return "packDouble2x32(uvec2(" + lo + ", " + hi + "))";
+    case DType::F32:
+      return "uintBitsToFloat(" + lo + ")";
+    case DType::F16:
+      return "unpackHalf2x16(" + lo + ").x";
+    case DType::BF16:
+      return "uintBitsToFloat(" + lo + " << 16)";
+    case DType::I64:
+      return "int64_t((uint64_t(" + hi + ") << 32) | uint64_t(" + lo + "))";
+    case DType::I32:
+      return "int(" + lo + ")";
+    case DType::I16:
+      return "int16_t(int(" + lo + "))";
+    case DType::I8:
+      return "int8_t(int(" + lo + "))";
+    case DType::U8:
+      return "uint8_t(" + lo + ")";
+    case DType::Bool:
+      return "((" + lo + " & 0xffu) != 0u)";
+  }
+  return "0";
+}
+
 // The generator's functions: the hash, a uniform double of 53 bits, a 64-bit word from two
 // argument words and the float one step below h (for [a, b) draws).
 const char* random_helpers() {
@@ -1180,8 +1208,8 @@ double em_down(double h) {
 // its a and b, in dt's compute type (16-bit floats: the f32 value, rounded when stored).
 // Normal draws take m_log1p, m_log and m_cos: printed after float's prelude.
 std::string random_draw(DType dt) {
-  std::string s = "#undef EMT_LOWEST\n#undef EMT_HIGHEST\n" + target_limits(dt) +
-                  compute(dt) + " em_draw_" + dtype_tag(dt) +
+  std::string s = "#undef EMT_LOWEST\n#undef EMT_HIGHEST\n" + target_limits(dt) + compute(dt) +
+                  " em_draw_" + dtype_tag(dt) +
                   "(uint64_t key, uint64_t ctr, int kind, double a, double b) {\n";
   // precise: the same operations in the Random kernel and in a fused one (no contraction).
   s += R"(  uint64_t r = em_mix(key, ctr);
@@ -1857,19 +1885,23 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
         break;
       case Kind_::Random: {  // element i of the iteration space at counter first + i
         const auto word = [&](int w) {
-          return "arg[" + std::to_string(params + kFusedParamWords * static_cast<int>(i) + w) +
-                 "]";
+          return "arg[" + std::to_string(params + kFusedParamWords * static_cast<int>(i) + w) + "]";
         };
         const auto f64 = [&](int w) {
           return "packDouble2x32(uvec2(uint(" + word(w) + "), uint(" + word(w + 1) + ")))";
         };
-        e = "em_draw_" + std::string(dtype_tag(in.out)) + "(em_word64(" + word(4) + ", " +
-            word(5) + "), em_word64(" + word(6) + ", " + word(7) + ") + uint64_t(uint(i)), " +
+        e = "em_draw_" + std::string(dtype_tag(in.out)) + "(em_word64(" + word(4) + ", " + word(5) +
+            "), em_word64(" + word(6) + ", " + word(7) + ") + uint64_t(uint(i)), " +
             std::to_string(static_cast<int>(in.dist)) + ", " + f64(0) + ", " + f64(2) + ")";
         break;
       }
-      case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
-      case Kind_::Matmul:
+      case Kind_::Fill: {  // its storage bits, two argument words, as its dtype's value
+        const std::string w = std::to_string(params + kFusedParamWords * static_cast<int>(i));
+        const std::string lo = "uint(arg[" + w + "])", hi = "uint(arg[" + w + " + 1])";
+        e = fill_value(in.out, lo, hi);
+        break;
+      }
+      case Kind_::Matmul:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:
@@ -1989,6 +2021,7 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
   f->code = g.code;
   for (auto& in : f->code) {  // (run-time arguments, not the kernel's)
     in.p0 = in.p1 = 0;
+    in.bits = 0;
     in.draw = {};
   }
   f->outputs = g.outputs;
@@ -2017,8 +2050,10 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
       case Kind_::Random:
         k += "random" + std::to_string(static_cast<int>(in.dist)) + "()";
         break;
-      case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
-      case Kind_::Matmul:
+      case Kind_::Fill:
+        k += "fill()";
+        break;
+      case Kind_::Matmul:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:

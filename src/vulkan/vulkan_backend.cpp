@@ -198,6 +198,10 @@ class VulkanBackend final : public backend::Backend {
     for (std::size_t i = 0; i < g.code.size(); ++i) {
       const backend::FusedInstr& in = g.code[i];
       const std::size_t at = params + kWords * i;
+      if (in.kind == backend::FusedInstr::Kind::Fill) {
+        put_bits(*args, at, in.bits);
+        continue;
+      }
       if (in.kind == backend::FusedInstr::Kind::Random) {
         put_bits(*args, at, compute_bits(DType::F64, in.p0));
         put_bits(*args, at + 2, compute_bits(DType::F64, in.p1));
@@ -215,9 +219,10 @@ class VulkanBackend final : public backend::Backend {
     return outs;
   }
   bool runs_fused() const override { return true; }
-  // Random draws print inside fused kernels (the Random kernel's own draw function, at the
-  // counters reserved when the draw was recorded: Note [Reserved draws]).
-  backend::FusedCaps fused_caps() const override { return {.random = true}; }
+  // Scalars are parameters of fused kernels (Fill instructions: one kernel serves every
+  // value), and random draws print inside them (the Random kernel's own draw function, at
+  // the counters reserved when the draw was recorded: Note [Reserved draws]).
+  backend::FusedCaps fused_caps() const override { return {.fills = true, .random = true}; }
   backend::RandomCounters reserve_random(std::uint64_t n) override {
     std::lock_guard lk(ctx_.mutex());
     return take_counters(n);
@@ -240,7 +245,11 @@ class VulkanBackend final : public backend::Backend {
       if (t == nullptr || !fits(*t) || !dtype_ok(t->dtype())) return false;
     }
     for (const backend::FusedInstr& in : g.code) {
-      if (in.kind == K::Fill || in.row()) return false;  // not yet
+      if (in.row()) return false;  // not yet
+      if (in.kind == K::Fill) {
+        if (!dtype_ok(in.out)) return false;
+        continue;
+      }
       if (in.kind == K::Random) {
         if (!supports_one(ir::Random{g.shape, in.out, Distribution{in.dist, in.p0, in.p1}}))
           return false;

@@ -690,7 +690,7 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   }
   EXPECT_EQ(row_norms, (4u * 4u * 2u - 4u) * 2u);  // f64: no 8 elements a thread
   EXPECT_EQ(strided_rows, 4u * 4u * 2u - 4u);
-  std::size_t fills = 0;                    // scalars as parameters: printed as Fill instructions
+  std::size_t fills = 0;  // scalars as parameters: printed as Fill instructions
   for (const auto& k : rec->kernels) fills += k.body.find("memcpy(&e") != std::string::npos;
   EXPECT_GT(fills, 10u);
   std::size_t draws = 0;  // random draws printed in the kernel

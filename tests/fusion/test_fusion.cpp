@@ -1311,15 +1311,15 @@ TEST(FusionCuda, SoftmaxAndLayerNormTakeBroadcastInputs) {
       const std::size_t b = 2, h = 3;
       const auto run = [&](const Device& dev) {
         auto s = Tensor<4>(input(dev, b * h * l, l, 1.5f).cast(dt).reshape<4>(Shape{b, h, l, l}));
-        auto causal =
-            Tensor<4>(input(dev, l, l, -3.0f).cast(dt).reshape<4>(Shape{1, 1, l, l}));
+        auto causal = Tensor<4>(input(dev, l, l, -3.0f).cast(dt).reshape<4>(Shape{1, 1, l, l}));
         auto pad = Tensor<4>(input(dev, b, l, 2.0f).cast(dt).reshape<4>(Shape{b, 1, 1, l}));
         auto x = Tensor<3>(input(dev, b * l, 64, 0.9f).cast(dt).reshape<3>(Shape{b, l, 64}));
         auto pos = Tensor<3>(input(dev, l, 64, -0.4f).cast(dt).reshape<3>(Shape{1, l, 64}));
         auto w = input(dev, 1, 64, 0.4f).cast(dt).reshape<1>(Shape{64});
         auto bias = input(dev, 1, 64, -0.3f).cast(dt).reshape<1>(Shape{64});
         auto t = input(dev, 48, l, 0.8f).cast(dt);
-        for (auto* v : {&s, &causal, &pad}) v->to_data();  // (stored: the casts are not the pattern)
+        for (auto* v : {&s, &causal, &pad})
+          v->to_data();  // (stored: the casts are not the pattern)
         for (auto* v : {&x, &pos}) v->to_data();
         for (auto* v : {&w, &bias}) v->to_data();
         t.to_data();

@@ -218,14 +218,15 @@ std::vector<std::string> row_strided_inputs(const FusedSpec& s, const FusedArgs&
     reset += " ro" + ks + " = 0;";
     step += "      ro" + ks + " += c * g.w[" + st + " + d];\n";
   }
-  src += "  const int orank = (int)g.w[3];\n"
-         "  const auto em_row = [&](i64 R) {\n   " +
-         reset +
-         "\n    for (int d = orank - 1; d >= 0; --d) {\n"
-         "      const i64 e = g.w[4 + d];\n"
-         "      const i64 c = R % e;\n"
-         "      R /= e;\n" +
-         step + "    }\n  };\n";
+  src +=
+      "  const int orank = (int)g.w[3];\n"
+      "  const auto em_row = [&](i64 R) {\n   " +
+      reset +
+      "\n    for (int d = orank - 1; d >= 0; --d) {\n"
+      "      const i64 e = g.w[4 + d];\n"
+      "      const i64 c = R % e;\n"
+      "      R /= e;\n" +
+      step + "    }\n  };\n";
   return in;
 }
 

@@ -122,8 +122,7 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                 V +
                 " + u; \\\n"
                 "      dst[c * " +
-                V + " + u] = ((ok) && j < n) ? " + load(dt, "em_pro((R), j, true)") + " : (" +
-                pad +
+                V + " + u] = ((ok) && j < n) ? " + load(dt, "em_pro((R), j, true)") + " : (" + pad +
                 "); \\\n"
                 "    } \\\n"
                 "  }\n"

@@ -144,7 +144,7 @@ std::optional<std::vector<ir::Handle>> run_fused_rows(CudaContext& ctx, FusedGro
   const auto n = static_cast<std::int64_t>(shape[row.dim]);
   const auto rows = static_cast<std::int64_t>(shape.num_elements()) / n;
   std::uint32_t scalar_mask = 0;
-  std::vector<const void*> params;  // pointers the unfused op would check for alignment
+  std::vector<const void*> params;        // pointers the unfused op would check for alignment
   std::vector<bool> by_row(n_in, false);  // read by the prologue (not a weight or bias alone)
   std::vector<backend::Walk> walks(n_in, backend::Walk::Linear);
   bool strided = false;
