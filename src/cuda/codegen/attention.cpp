@@ -72,6 +72,39 @@ __device__ __forceinline__ i64 em_attn_moff(const EmGeo& mg, i64 b) {
 #endif
 )";
 
+// Note [Attention on tensor cores]: the f16 / bf16 forward for head dims that are multiples
+// of 16 (stage kAttentionForwardMma): FlashAttention-2's forward with mma.sync.m16n8k16
+// (f32 accumulation). A block is 4 warps and 64 queries, 16 a warp; key tiles of 64 rows
+// of k and v pass through shared memory as stored (16-bit, rows padded by 8 elements so
+// that a fragment's 8 rows start in 8 different banks). A warp holds its queries' A
+// fragments in registers for the whole row, makes S = q k^T [16, 64] as 8 C fragments,
+// applies the scale and masks element by element (the element of C fragment register r
+// of lane L is row L / 4 + 8 (r / 2), column 2 (L % 4) + r % 2 of its 16 x 8 tile, as the
+// PTX ISA lays out m16n8k16), keeps the running maximum of its two rows (the 4 lanes of a
+// quad share a row: two xor shuffles) and per-lane partial sums (reduced at the end),
+// rounds P to the 16-bit type and reuses the C fragments as A fragments of P v (the
+// FlashAttention-2 register identity: C tiles 2kk and 2kk + 1 are A fragment kk), and
+// reads v's B fragments from shared memory element-pairs. The scores and the softmax are
+// f32; P is rounded to 16 bits for the product, as FlashAttention does.
+constexpr const char* kMmaHelpers = R"(#ifndef EM_ATTN_MMA
+#define EM_ATTN_MMA
+__device__ __forceinline__ void em_attn_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void em_attn_mma_f16(float* c, const unsigned* a, const unsigned* b) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+#ifndef EM_ATTN_PACK
+#define EM_ATTN_PACK
+__device__ __forceinline__ unsigned em_attn_pack(h16 lo, h16 hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+#endif
+)";
+
 // Whether key j takes part in query i's row, and its score s (scale q.k already in s):
 // the causal order, the Bool mask, or the additive mask added. `ok` holds the extents'
 // test on entry. Note [Score tiles] (cpu/kernels/attention.cpp): the forward and both
@@ -166,6 +199,153 @@ std::string forward(DType dt, const std::string& name) {
          ";\n"
          "      }\n"
          "      if (lane == 0) lse[b * Lq + i] = l > (C)0 ? m + m_log(l) : ninf;\n"
+         "    }\n"
+         "  }\n"
+         "}\n";
+}
+
+std::string forward_mma(DType dt, const std::string& name) {
+  const std::string mma = dt == DType::BF16 ? "em_attn_mma_bf16" : "em_attn_mma_f16";
+  return std::string("extern \"C\" __global__ void __launch_bounds__(128) ") + name + "(" +
+         kCommonParams +
+         ", $T* __restrict__ out, $C* __restrict__ lse) {\n$TYPEDEFS"
+         "  __shared__ h16 ks[64][DM + 8];\n"
+         "  __shared__ h16 vs[64][DM + 8];\n"
+         "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+         "  const int gq = lane >> 2, tq = lane & 3;  // the fragment's row group, column pair\n"
+         "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
+         "  const i64 tiles = (Lq + 63) / 64;\n"
+         "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
+         "    const i64 b = item / tiles, i0 = (item % tiles) * 64, iw = i0 + 16 * w;\n"
+         "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n"
+         "    // Rows iw + gq and iw + gq + 8 of q as A fragments, 0 past Lq and E.\n"
+         "    unsigned qa[DM / 16][4];\n"
+         "#pragma unroll\n"
+         "    for (int kk = 0; kk < DM / 16; ++kk) {\n"
+         "#pragma unroll\n"
+         "      for (int r = 0; r < 4; ++r) {\n"
+         "        const i64 qi = iw + gq + 8 * (r & 1);\n"
+         "        const int c = kk * 16 + 2 * tq + 8 * (r >> 1);\n"
+         "        const h16 lo = (qi < Lq && c < E) ? q[(b * Lq + qi) * E + c] : (h16)0;\n"
+         "        const h16 hi = (qi < Lq && c + 1 < E) ? q[(b * Lq + qi) * E + c + 1] : (h16)0;\n"
+         "        qa[kk][r] = em_attn_pack(lo, hi);\n"
+         "      }\n"
+         "    }\n"
+         "    float o[DM / 8][4];\n"
+         "#pragma unroll\n"
+         "    for (int n = 0; n < DM / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;\n"
+         "    C m[2] = {ninf, ninf}, l[2] = {(C)0, (C)0};  // rows gq, gq + 8: max, lane's sum\n"
+         "    const i64 last = (i0 + 64 < Lq ? i0 + 64 : Lq) - 1;\n"
+         "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
+         "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
+         "      __syncthreads();  // ks, vs free\n"
+         "      for (int x = threadIdx.x; x < 64 * DM; x += 128) {\n"
+         "        const int r = x / DM, c = x % DM;\n"
+         "        const i64 j = j0 + r;\n"
+         "        ks[r][c] = (j < Lk && c < E) ? k[(b * Lk + j) * E + c] : (h16)0;\n"
+         "        vs[r][c] = (j < Lk && c < Ev) ? v[(b * Lk + j) * Ev + c] : (h16)0;\n"
+         "      }\n"
+         "      __syncthreads();\n"
+         "      float sf[8][4];\n"
+         "#pragma unroll\n"
+         "      for (int n = 0; n < 8; ++n) {\n"
+         "        sf[n][0] = sf[n][1] = sf[n][2] = sf[n][3] = 0.f;\n"
+         "#pragma unroll\n"
+         "        for (int kk = 0; kk < DM / 16; ++kk) {\n"
+         "          unsigned kb[2];\n"
+         "          kb[0] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq];\n"
+         "          kb[1] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
+         "          " +
+         mma +
+         "(sf[n], qa[kk], kb);\n"
+         "        }\n"
+         "      }\n"
+         "      C tm[2] = {ninf, ninf};\n"
+         "#pragma unroll\n"
+         "      for (int n = 0; n < 8; ++n) {\n"
+         "#pragma unroll\n"
+         "        for (int r = 0; r < 4; ++r) {\n"
+         "          const i64 i = iw + gq + 8 * (r >> 1), j = j0 + n * 8 + 2 * tq + (r & 1);\n"
+         "          C s = (C)sf[n][r] * sc;\n"
+         "          bool ok = i < Lq && j < Lk;\n" +
+         take_code(dt) +
+         "          if (!ok) s = ninf;\n"
+         "          sf[n][r] = s;\n"
+         "          tm[r >> 1] = s > tm[r >> 1] ? s : tm[r >> 1];\n"
+         "        }\n"
+         "      }\n"
+         "      C alpha[2];\n"
+         "#pragma unroll\n"
+         "      for (int h = 0; h < 2; ++h) {\n"
+         "        C t = tm[h];\n"
+         "        t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 1));\n"
+         "        t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 2));\n"
+         "        const C mn = t > m[h] ? t : m[h];\n"
+         "        // Note [Rows with every key masked], as the SIMT forward.\n"
+         "        alpha[h] = mn == ninf ? (C)1 : m_exp(m[h] - mn);\n"
+         "        m[h] = mn;\n"
+         "        l[h] = l[h] * alpha[h];\n"
+         "      }\n"
+         "      unsigned pa[4][4];  // P's A fragments, 16 keys each\n"
+         "#pragma unroll\n"
+         "      for (int n = 0; n < 8; ++n) {\n"
+         "        C p[4];\n"
+         "#pragma unroll\n"
+         "        for (int r = 0; r < 4; ++r) {\n"
+         "          const int h = r >> 1;\n"
+         "          p[r] = sf[n][r] == ninf ? (C)0 : m_exp(sf[n][r] - m[h]);\n"
+         "        }\n"
+         "        const h16 p0 = " +
+         store(dt, "p[0]") + ", p1 = " + store(dt, "p[1]") + ", p2 = " + store(dt, "p[2]") +
+         ", p3 = " + store(dt, "p[3]") +
+         ";\n"
+         "        // The sum of what the product multiplies: P as rounded.\n"
+         "        l[0] = l[0] + " +
+         load(dt, "p0") + " + " + load(dt, "p1") +
+         ";\n"
+         "        l[1] = l[1] + " +
+         load(dt, "p2") + " + " + load(dt, "p3") +
+         ";\n"
+         "        pa[n >> 1][2 * (n & 1)] = em_attn_pack(p0, p1);\n"
+         "        pa[n >> 1][2 * (n & 1) + 1] = em_attn_pack(p2, p3);\n"
+         "      }\n"
+         "#pragma unroll\n"
+         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "        o[dn][0] *= alpha[0]; o[dn][1] *= alpha[0];\n"
+         "        o[dn][2] *= alpha[1]; o[dn][3] *= alpha[1];\n"
+         "#pragma unroll\n"
+         "        for (int kk = 0; kk < 4; ++kk) {\n"
+         "          unsigned vb[2];\n"
+         "          const int kr = kk * 16 + 2 * tq, col = dn * 8 + gq;\n"
+         "          vb[0] = em_attn_pack(vs[kr][col], vs[kr + 1][col]);\n"
+         "          vb[1] = em_attn_pack(vs[kr + 8][col], vs[kr + 9][col]);\n"
+         "          " +
+         mma +
+         "(o[dn], pa[kk], vb);\n"
+         "        }\n"
+         "      }\n"
+         "    }\n"
+         "#pragma unroll\n"
+         "    for (int h = 0; h < 2; ++h) {\n"
+         "      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);\n"
+         "      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);\n"
+         "    }\n"
+         "#pragma unroll\n"
+         "    for (int h = 0; h < 2; ++h) {\n"
+         "      const i64 i = iw + gq + 8 * h;\n"
+         "      if (i >= Lq) continue;\n"
+         "      const C inv = l[h] > (C)0 ? (C)1 / l[h] : (C)0;  // a row with no key: 0\n"
+         "#pragma unroll\n"
+         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "        const int c = dn * 8 + 2 * tq;\n"
+         "        if (c < Ev) out[(b * Lq + i) * Ev + c] = " +
+         store(dt, "o[dn][2 * h] * inv") +
+         ";\n"
+         "        if (c + 1 < Ev) out[(b * Lq + i) * Ev + c + 1] = " +
+         store(dt, "o[dn][2 * h + 1] * inv") +
+         ";\n"
+         "      }\n"
+         "      if (tq == 0) lse[b * Lq + i] = l[h] > (C)0 ? m[h] + m_log(l[h]) : ninf;\n"
          "    }\n"
          "  }\n"
          "}\n";
@@ -337,6 +517,8 @@ std::size_t shared_elems(int stage, int dm) {
       return 2 * 32 * (d + 1) + 2 * 8 * d + 64;
     case kAttentionGradQ:
       return 2 * 8 * d + 2 * 32 * (d + 1);
+    case kAttentionForwardMma:  // 16-bit elements: half a float each
+      return (2 * 64 * (d + 8) + 1) / 2;
     default:
       return 0;
   }
@@ -356,8 +538,9 @@ KernelSource gen_attention(DType dt, int stage, int dm) {
   EMBER_ASSERT(is_float(dt) && dm >= 32 && dm <= 128 && dm % 32 == 0);
   EMBER_ASSERT(shared_elems(stage, dm) * size_of(dt == DType::F64 ? DType::F64 : DType::F32) <=
                48 * 1024);
-  static const char* kStage[] = {"fwd", "rowdot", "dkdv", "dq"};
-  EMBER_ASSERT(stage >= 0 && stage < 4);
+  static const char* kStage[] = {"fwd", "rowdot", "dkdv", "dq", "fwd_mma"};
+  EMBER_ASSERT(stage >= 0 && stage < 5);
+  EMBER_ASSERT(stage != kAttentionForwardMma || is_half(dt));
   KernelSource k;
   k.name = std::string("em_attention_") + kStage[stage] + "_" + dname(dt) +
            (stage == kAttentionRowDot ? std::string() : "_d" + std::to_string(dm));
@@ -371,6 +554,9 @@ KernelSource gen_attention(DType dt, int stage, int dm) {
       break;
     case kAttentionGradKV:
       body = grad_kv(dt, k.name);
+      break;
+    case kAttentionForwardMma:
+      body = std::string(kMmaHelpers) + forward_mma(dt, k.name);
       break;
     default:
       body = grad_q(dt, k.name);
@@ -397,6 +583,7 @@ std::vector<AttentionKernel> AttentionKernel::variants() {
       out.emplace_back(dt, kAttentionForward, dm);
       out.emplace_back(dt, kAttentionGradKV, dm);
       out.emplace_back(dt, kAttentionGradQ, dm);
+      if (is_half(dt)) out.emplace_back(dt, kAttentionForwardMma, dm);
     }
   }
   return out;

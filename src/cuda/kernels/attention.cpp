@@ -4,7 +4,9 @@
 // codegen/attention.cpp: one launch forward; three backward (D = rowsum(g o y), dk and dv,
 // dq: Note [Attention warps]).
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <string>
 
 #include "cuda/codegen.hpp"
 #include "cuda/kernels/kernels.hpp"
@@ -18,6 +20,15 @@ namespace {
 constexpr unsigned kBlock = 256;
 constexpr std::int64_t kRowsPerItem = 8;
 constexpr std::int64_t kMaxGrid = std::numeric_limits<std::int32_t>::max();
+
+// EMBER_CUDA_ATTENTION_MMA=0 keeps the f16 / bf16 forward on the SIMT kernel.
+bool tensor_cores() {
+  static const bool on = [] {
+    const char* v = std::getenv("EMBER_CUDA_ATTENTION_MMA");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return on;
+}
 
 struct Problem {
   std::shared_ptr<const CudaTensor> q, k, v, mask;
@@ -88,11 +99,18 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::Attention& op) {
   const void* mp = p.mask ? p.mask->data() : nullptr;
   void* op_ = out->data();
   void* lp = lse->data();
-  const std::int64_t items = p.b * ((p.lq + kRowsPerItem - 1) / kRowsPerItem);
-  ctx.launch(AttentionKernel(p.dt, kAttentionForward, p.dm), items * kBlock,
+  // Note [Attention on tensor cores]: f16 and bf16 with head dims in multiples of 16, 64
+  // queries a block of 128 threads; else the SIMT forward, 8 queries a block of 256.
+  const bool mma =
+      is_half(p.dt) && p.e % 16 == 0 && p.ev % 16 == 0 && ctx.arch() >= 80 && tensor_cores();
+  const std::int64_t rows_per_item = mma ? 64 : kRowsPerItem;
+  const unsigned block = mma ? 128 : kBlock;
+  const std::int64_t items = p.b * ((p.lq + rows_per_item - 1) / rows_per_item);
+  ctx.launch(AttentionKernel(p.dt, mma ? kAttentionForwardMma : kAttentionForward, p.dm),
+             items * block,
              {&qp, &kp, &vp, &mp, &p.mask_kind, &p.mg, &p.mrs, &p.mcs, &p.b, &p.lq, &p.lk, &p.e,
               &p.ev, &p.causal, &p.scale, &op_, &lp},
-             "attention", false, kBlock, kMaxGrid);
+             "attention", false, block, kMaxGrid);
   return {out, lse};
 }
 
