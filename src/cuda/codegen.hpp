@@ -248,6 +248,9 @@ inline constexpr int kAttentionGradQ = 3;
 // The f16 / bf16 forward on tensor cores (Note [Attention on tensor cores]), for head dims
 // that are multiples of 16 (E and Ev; dm as above), on sm_80 and later.
 inline constexpr int kAttentionForwardMma = 4;
+// The backward's dk / dv and dq passes on tensor cores, under the same conditions.
+inline constexpr int kAttentionGradKVMma = 5;
+inline constexpr int kAttentionGradQMma = 6;
 KernelSource gen_attention(DType dt, int stage, int dm);
 // The dm of the kernels for head dims e (q, k) and ev (v) of dtype dt: the least of 32, 64
 // and 128 holding both; 0 when none does (f64 above 64, others above 128).

@@ -85,7 +85,11 @@ __device__ __forceinline__ i64 em_attn_moff(const EmGeo& mg, i64 b) {
 // rounds P to the 16-bit type and reuses the C fragments as A fragments of P v (the
 // FlashAttention-2 register identity: C tiles 2kk and 2kk + 1 are A fragment kk), and
 // reads v's B fragments from shared memory element-pairs. The scores and the softmax are
-// f32; P is rounded to 16 bits for the product, as FlashAttention does.
+// f32; P is rounded to 16 bits for the product, as FlashAttention does. The backward's
+// passes (kAttentionGradKVMma, kAttentionGradQMma) are built the same way: the owner's
+// rows (keys or queries, 16 a warp) against tiles of the other side, S and dP as C
+// fragments, P and dS = P (dP - D) rounded to 16 bits and reused as A fragments, the B
+// fragments of the second products read as element pairs down the tile's rows.
 constexpr const char* kMmaHelpers = R"(#ifndef EM_ATTN_MMA
 #define EM_ATTN_MMA
 __device__ __forceinline__ void em_attn_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
@@ -351,6 +355,283 @@ std::string forward_mma(DType dt, const std::string& name) {
          "}\n";
 }
 
+// A fragment loaders of the tensor-core kernels (Note [Attention on tensor cores]).
+// Rows r0 + gq and r0 + gq + 8 of the [rows, cols] matrix src (element (r, c) at
+// (base + r) * cols + c) as A fragments over DM columns, 0 past the extents.
+std::string a_frags(const std::string& dst, const std::string& src, const std::string& base,
+                    const std::string& r0, const std::string& rows, const std::string& cols) {
+  return "    unsigned " + dst +
+         "[DM / 16][4];\n"
+         "#pragma unroll\n"
+         "    for (int kk = 0; kk < DM / 16; ++kk) {\n"
+         "#pragma unroll\n"
+         "      for (int r = 0; r < 4; ++r) {\n"
+         "        const i64 ri = " +
+         r0 +
+         " + gq + 8 * (r & 1);\n"
+         "        const int c = kk * 16 + 2 * tq + 8 * (r >> 1);\n"
+         "        const h16 lo = (ri < " +
+         rows + " && c < " + cols + ") ? " + src + "[(" + base + " + ri) * " + cols +
+         " + c] : (h16)0;\n"
+         "        const h16 hi = (ri < " +
+         rows + " && c + 1 < " + cols + ") ? " + src + "[(" + base + " + ri) * " + cols +
+         " + c + 1] : (h16)0;\n"
+         "        " +
+         dst +
+         "[kk][r] = em_attn_pack(lo, hi);\n"
+         "      }\n"
+         "    }\n";
+}
+// Copies rows [r0, r0 + n) of src into the 16-bit shared tile dst[n][DM + 8] as stored, 0
+// past the extents; `threads` threads take part.
+std::string raw_tile(const std::string& dst, const std::string& src, const std::string& base,
+                     const std::string& r0, const std::string& rows, const std::string& cols, int n,
+                     int threads) {
+  return "      for (int x = threadIdx.x; x < " + std::to_string(n) +
+         " * DM; x += " + std::to_string(threads) +
+         ") {\n"
+         "        const int r = x / DM, c = x % DM;\n"
+         "        const i64 rr = " +
+         r0 + " + r;\n        " + dst + "[r][c] = (rr < " + rows + " && c < " + cols + ") ? " +
+         src + "[(" + base + " + rr) * " + cols + " + c] : (h16)0;\n      }\n";
+}
+
+// The tensor-core dq pass: warp w owns queries iw .. iw + 15 (64 a block); key tiles of
+// 64. S = q k^T and dP = g v^T as C fragments, dS = P (dP - D) rounded to 16 bits as A
+// fragments (the register identity of the forward), dq += dS k.
+std::string grad_q_mma(DType dt, const std::string& name) {
+  const std::string mma = dt == DType::BF16 ? "em_attn_mma_bf16" : "em_attn_mma_f16";
+  return std::string("extern \"C\" __global__ void __launch_bounds__(128) ") + name + "(" +
+         kCommonParams +
+         ", const $T* __restrict__ g, const $C* __restrict__ lse, const $C* __restrict__ dsum, "
+         "$T* __restrict__ dq) {\n$TYPEDEFS"
+         "  __shared__ h16 ks[64][DM + 8];\n"
+         "  __shared__ h16 vs[64][DM + 8];\n"
+         "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+         "  const int gq = lane >> 2, tq = lane & 3;\n"
+         "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
+         "  const i64 tiles = (Lq + 63) / 64;\n"
+         "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
+         "    const i64 b = item / tiles, i0 = (item % tiles) * 64, iw = i0 + 16 * w;\n"
+         "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n" +
+         a_frags("qa", "q", "b * Lq", "iw", "Lq", "E") +
+         a_frags("ga", "g", "b * Lq", "iw", "Lq", "Ev") +
+         "    C li[2], di[2];\n"
+         "#pragma unroll\n"
+         "    for (int h = 0; h < 2; ++h) {\n"
+         "      const i64 i = iw + gq + 8 * h;\n"
+         "      li[h] = i < Lq ? lse[b * Lq + i] : ninf;\n"
+         "      di[h] = i < Lq ? dsum[b * Lq + i] : (C)0;\n"
+         "    }\n"
+         "    float acc[DM / 8][4];\n"
+         "#pragma unroll\n"
+         "    for (int n = 0; n < DM / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = "
+         "0.f;\n"
+         "    const i64 last = (i0 + 64 < Lq ? i0 + 64 : Lq) - 1;\n"
+         "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
+         "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
+         "      __syncthreads();  // ks, vs free\n" +
+         raw_tile("ks", "k", "b * Lk", "j0", "Lk", "E", 64, 128) +
+         raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 128) +
+         "      __syncthreads();\n"
+         "      unsigned da[4][4];\n"
+         "#pragma unroll\n"
+         "      for (int n = 0; n < 8; ++n) {\n"
+         "        float sf[4] = {0.f, 0.f, 0.f, 0.f}, pf[4] = {0.f, 0.f, 0.f, 0.f};\n"
+         "#pragma unroll\n"
+         "        for (int kk = 0; kk < DM / 16; ++kk) {\n"
+         "          unsigned kb[2], vb[2];\n"
+         "          kb[0] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq];\n"
+         "          kb[1] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
+         "          vb[0] = *(const unsigned*)&vs[n * 8 + gq][kk * 16 + 2 * tq];\n"
+         "          vb[1] = *(const unsigned*)&vs[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
+         "          " +
+         mma +
+         "(sf, qa[kk], kb);\n"
+         "          " +
+         mma +
+         "(pf, ga[kk], vb);\n"
+         "        }\n"
+         "        h16 dh[4];\n"
+         "#pragma unroll\n"
+         "        for (int r = 0; r < 4; ++r) {\n"
+         "          const int h = r >> 1;\n"
+         "          const i64 i = iw + gq + 8 * h, j = j0 + n * 8 + 2 * tq + (r & 1);\n"
+         "          C s = (C)sf[r] * sc;\n"
+         "          bool ok = i < Lq && j < Lk;\n" +
+         take_code(dt) +
+         "          const C p = (ok && li[h] != ninf && s != ninf) ? m_exp(s - li[h]) : (C)0;\n"
+         "          dh[r] = " +
+         store(dt, "p * ((C)pf[r] - di[h])") +
+         ";\n"
+         "        }\n"
+         "        da[n >> 1][2 * (n & 1)] = em_attn_pack(dh[0], dh[1]);\n"
+         "        da[n >> 1][2 * (n & 1) + 1] = em_attn_pack(dh[2], dh[3]);\n"
+         "      }\n"
+         "#pragma unroll\n"
+         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "#pragma unroll\n"
+         "        for (int kk = 0; kk < 4; ++kk) {\n"
+         "          unsigned kb[2];\n"
+         "          const int kr = kk * 16 + 2 * tq, col = dn * 8 + gq;\n"
+         "          kb[0] = em_attn_pack(ks[kr][col], ks[kr + 1][col]);\n"
+         "          kb[1] = em_attn_pack(ks[kr + 8][col], ks[kr + 9][col]);\n"
+         "          " +
+         mma +
+         "(acc[dn], da[kk], kb);\n"
+         "        }\n"
+         "      }\n"
+         "    }\n"
+         "#pragma unroll\n"
+         "    for (int h = 0; h < 2; ++h) {\n"
+         "      const i64 i = iw + gq + 8 * h;\n"
+         "      if (i >= Lq) continue;\n"
+         "#pragma unroll\n"
+         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "        const int c = dn * 8 + 2 * tq;\n"
+         "        if (c < E) dq[(b * Lq + i) * E + c] = " +
+         store(dt, "acc[dn][2 * h] * sc") +
+         ";\n"
+         "        if (c + 1 < E) dq[(b * Lq + i) * E + c + 1] = " +
+         store(dt, "acc[dn][2 * h + 1] * sc") +
+         ";\n"
+         "      }\n"
+         "    }\n"
+         "  }\n"
+         "}\n";
+}
+
+// The tensor-core dk / dv pass: warp w owns keys jw .. jw + 15 (64 a block, their rows of
+// v kept in shared memory, of k in registers); query tiles of 32. S^T = k q^T and
+// dP^T = v g^T as C fragments, P^T and dS^T rounded to 16 bits as A fragments,
+// dv += P^T g and dk += dS^T q.
+std::string grad_kv_mma(DType dt, const std::string& name) {
+  const std::string mma = dt == DType::BF16 ? "em_attn_mma_bf16" : "em_attn_mma_f16";
+  return std::string("extern \"C\" __global__ void __launch_bounds__(128) ") + name + "(" +
+         kCommonParams +
+         ", const $T* __restrict__ g, const $C* __restrict__ lse, const $C* __restrict__ dsum, "
+         "$T* __restrict__ dk, $T* __restrict__ dv) {\n$TYPEDEFS"
+         "  __shared__ h16 vv[64][DM + 8];\n"
+         "  __shared__ h16 qs[32][DM + 8];\n"
+         "  __shared__ h16 gs[32][DM + 8];\n"
+         "  __shared__ C ls[32], ds[32];\n"
+         "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+         "  const int gq = lane >> 2, tq = lane & 3;\n"
+         "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
+         "  const i64 tiles = (Lk + 63) / 64;\n"
+         "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
+         "    const i64 b = item / tiles, j0 = (item % tiles) * 64, jw = j0 + 16 * w;\n"
+         "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n"
+         "    __syncthreads();  // the last item's readers of vv are done\n" +
+         raw_tile("vv", "v", "b * Lk", "j0", "Lk", "Ev", 64, 128) +
+         a_frags("ka", "k", "b * Lk", "jw", "Lk", "E") +
+         "    float dka[DM / 8][4], dva[DM / 8][4];\n"
+         "#pragma unroll\n"
+         "    for (int n = 0; n < DM / 8; ++n) {\n"
+         "      dka[n][0] = dka[n][1] = dka[n][2] = dka[n][3] = 0.f;\n"
+         "      dva[n][0] = dva[n][1] = dva[n][2] = dva[n][3] = 0.f;\n"
+         "    }\n"
+         "    // Causal: queries before j0 see none of these keys.\n"
+         "    const i64 ibeg = causal ? (j0 < Lq ? j0 : Lq) : 0;\n"
+         "    for (i64 i0 = ibeg; i0 < Lq; i0 += 32) {\n"
+         "      __syncthreads();  // qs, gs, ls, ds free; vv written\n" +
+         raw_tile("qs", "q", "b * Lq", "i0", "Lq", "E", 32, 128) +
+         raw_tile("gs", "g", "b * Lq", "i0", "Lq", "Ev", 32, 128) +
+         "      if (threadIdx.x < 32) {\n"
+         "        const i64 r = i0 + threadIdx.x;\n"
+         "        ls[threadIdx.x] = r < Lq ? lse[b * Lq + r] : ninf;\n"
+         "        ds[threadIdx.x] = r < Lq ? dsum[b * Lq + r] : (C)0;\n"
+         "      }\n"
+         "      __syncthreads();\n"
+         "      unsigned pa[2][4], da[2][4];\n"
+         "#pragma unroll\n"
+         "      for (int n = 0; n < 4; ++n) {\n"
+         "        float sf[4] = {0.f, 0.f, 0.f, 0.f}, pf[4] = {0.f, 0.f, 0.f, 0.f};\n"
+         "#pragma unroll\n"
+         "        for (int kk = 0; kk < DM / 16; ++kk) {\n"
+         "          unsigned qb[2], gb[2], va[4];\n"
+         "          qb[0] = *(const unsigned*)&qs[n * 8 + gq][kk * 16 + 2 * tq];\n"
+         "          qb[1] = *(const unsigned*)&qs[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
+         "          gb[0] = *(const unsigned*)&gs[n * 8 + gq][kk * 16 + 2 * tq];\n"
+         "          gb[1] = *(const unsigned*)&gs[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
+         "#pragma unroll\n"
+         "          for (int r = 0; r < 4; ++r)\n"
+         "            va[r] = *(const unsigned*)&vv[16 * w + gq + 8 * (r & 1)][kk * 16 + 2 * tq + "
+         "8 * (r >> 1)];\n"
+         "          " +
+         mma +
+         "(sf, ka[kk], qb);\n"
+         "          " +
+         mma +
+         "(pf, va, gb);\n"
+         "        }\n"
+         "        h16 ph[4], dh[4];\n"
+         "#pragma unroll\n"
+         "        for (int r = 0; r < 4; ++r) {\n"
+         "          const i64 j = jw + gq + 8 * (r >> 1);\n"
+         "          const int ic = n * 8 + 2 * tq + (r & 1);\n"
+         "          const i64 i = i0 + ic;\n"
+         "          C s = (C)sf[r] * sc;\n"
+         "          bool ok = i < Lq && j < Lk;\n" +
+         take_code(dt) +
+         "          const C li = ls[ic];\n"
+         "          const C p = (ok && li != ninf && s != ninf) ? m_exp(s - li) : (C)0;\n"
+         "          ph[r] = " +
+         store(dt, "p") +
+         ";\n"
+         "          dh[r] = " +
+         store(dt, "p * ((C)pf[r] - ds[ic])") +
+         ";\n"
+         "        }\n"
+         "        pa[n >> 1][2 * (n & 1)] = em_attn_pack(ph[0], ph[1]);\n"
+         "        pa[n >> 1][2 * (n & 1) + 1] = em_attn_pack(ph[2], ph[3]);\n"
+         "        da[n >> 1][2 * (n & 1)] = em_attn_pack(dh[0], dh[1]);\n"
+         "        da[n >> 1][2 * (n & 1) + 1] = em_attn_pack(dh[2], dh[3]);\n"
+         "      }\n"
+         "#pragma unroll\n"
+         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "#pragma unroll\n"
+         "        for (int kk = 0; kk < 2; ++kk) {\n"
+         "          unsigned gb[2], qb[2];\n"
+         "          const int kr = kk * 16 + 2 * tq, col = dn * 8 + gq;\n"
+         "          gb[0] = em_attn_pack(gs[kr][col], gs[kr + 1][col]);\n"
+         "          gb[1] = em_attn_pack(gs[kr + 8][col], gs[kr + 9][col]);\n"
+         "          qb[0] = em_attn_pack(qs[kr][col], qs[kr + 1][col]);\n"
+         "          qb[1] = em_attn_pack(qs[kr + 8][col], qs[kr + 9][col]);\n"
+         "          " +
+         mma +
+         "(dva[dn], pa[kk], gb);\n"
+         "          " +
+         mma +
+         "(dka[dn], da[kk], qb);\n"
+         "        }\n"
+         "      }\n"
+         "    }\n"
+         "#pragma unroll\n"
+         "    for (int h = 0; h < 2; ++h) {\n"
+         "      const i64 j = jw + gq + 8 * h;\n"
+         "      if (j >= Lk) continue;\n"
+         "#pragma unroll\n"
+         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "        const int c = dn * 8 + 2 * tq;\n"
+         "        if (c < E) dk[(b * Lk + j) * E + c] = " +
+         store(dt, "dka[dn][2 * h] * sc") +
+         ";\n"
+         "        if (c + 1 < E) dk[(b * Lk + j) * E + c + 1] = " +
+         store(dt, "dka[dn][2 * h + 1] * sc") +
+         ";\n"
+         "        if (c < Ev) dv[(b * Lk + j) * Ev + c] = " +
+         store(dt, "dva[dn][2 * h]") +
+         ";\n"
+         "        if (c + 1 < Ev) dv[(b * Lk + j) * Ev + c + 1] = " +
+         store(dt, "dva[dn][2 * h + 1]") +
+         ";\n"
+         "      }\n"
+         "    }\n"
+         "  }\n"
+         "}\n";
+}
+
 std::string rowdot(DType dt, const std::string& name) {
   return "extern \"C\" __global__ void __launch_bounds__(256) " + name +
          "(const $T* __restrict__ g, const $T* __restrict__ y, $C* __restrict__ d, i64 rows, "
@@ -518,7 +799,10 @@ std::size_t shared_elems(int stage, int dm) {
     case kAttentionGradQ:
       return 2 * 8 * d + 2 * 32 * (d + 1);
     case kAttentionForwardMma:  // 16-bit elements: half a float each
+    case kAttentionGradQMma:
       return (2 * 64 * (d + 8) + 1) / 2;
+    case kAttentionGradKVMma:
+      return (64 * (d + 8) + 2 * 32 * (d + 8) + 1) / 2 + 64;
     default:
       return 0;
   }
@@ -538,9 +822,9 @@ KernelSource gen_attention(DType dt, int stage, int dm) {
   EMBER_ASSERT(is_float(dt) && dm >= 32 && dm <= 128 && dm % 32 == 0);
   EMBER_ASSERT(shared_elems(stage, dm) * size_of(dt == DType::F64 ? DType::F64 : DType::F32) <=
                48 * 1024);
-  static const char* kStage[] = {"fwd", "rowdot", "dkdv", "dq", "fwd_mma"};
-  EMBER_ASSERT(stage >= 0 && stage < 5);
-  EMBER_ASSERT(stage != kAttentionForwardMma || is_half(dt));
+  static const char* kStage[] = {"fwd", "rowdot", "dkdv", "dq", "fwd_mma", "dkdv_mma", "dq_mma"};
+  EMBER_ASSERT(stage >= 0 && stage < 7);
+  EMBER_ASSERT(stage < kAttentionForwardMma || is_half(dt));
   KernelSource k;
   k.name = std::string("em_attention_") + kStage[stage] + "_" + dname(dt) +
            (stage == kAttentionRowDot ? std::string() : "_d" + std::to_string(dm));
@@ -557,6 +841,12 @@ KernelSource gen_attention(DType dt, int stage, int dm) {
       break;
     case kAttentionForwardMma:
       body = std::string(kMmaHelpers) + forward_mma(dt, k.name);
+      break;
+    case kAttentionGradKVMma:
+      body = std::string(kMmaHelpers) + grad_kv_mma(dt, k.name);
+      break;
+    case kAttentionGradQMma:
+      body = std::string(kMmaHelpers) + grad_q_mma(dt, k.name);
       break;
     default:
       body = grad_q(dt, k.name);
@@ -583,7 +873,11 @@ std::vector<AttentionKernel> AttentionKernel::variants() {
       out.emplace_back(dt, kAttentionForward, dm);
       out.emplace_back(dt, kAttentionGradKV, dm);
       out.emplace_back(dt, kAttentionGradQ, dm);
-      if (is_half(dt)) out.emplace_back(dt, kAttentionForwardMma, dm);
+      if (is_half(dt)) {
+        out.emplace_back(dt, kAttentionForwardMma, dm);
+        out.emplace_back(dt, kAttentionGradKVMma, dm);
+        out.emplace_back(dt, kAttentionGradQMma, dm);
+      }
     }
   }
   return out;

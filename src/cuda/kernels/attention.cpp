@@ -21,7 +21,7 @@ constexpr unsigned kBlock = 256;
 constexpr std::int64_t kRowsPerItem = 8;
 constexpr std::int64_t kMaxGrid = std::numeric_limits<std::int32_t>::max();
 
-// EMBER_CUDA_ATTENTION_MMA=0 keeps the f16 / bf16 forward on the SIMT kernel.
+// EMBER_CUDA_ATTENTION_MMA=0 keeps f16 / bf16 attention on the SIMT kernels.
 bool tensor_cores() {
   static const bool on = [] {
     const char* v = std::getenv("EMBER_CUDA_ATTENTION_MMA");
@@ -80,6 +80,13 @@ struct Problem {
   }
 };
 
+// Note [Attention on tensor cores]: f16 and bf16 with head dims in multiples of 16, from
+// sm_80: blocks of 128 threads and 64 rows (queries; keys in the dk / dv pass); else the
+// SIMT kernels, 8 rows a block of 256.
+bool on_tensor_cores(const CudaContext& ctx, const Problem& p) {
+  return is_half(p.dt) && p.e % 16 == 0 && p.ev % 16 == 0 && ctx.arch() >= 80 && tensor_cores();
+}
+
 }  // namespace
 
 bool attention_supported(const ir::Handle& q, const ir::Handle& v) {
@@ -99,10 +106,7 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::Attention& op) {
   const void* mp = p.mask ? p.mask->data() : nullptr;
   void* op_ = out->data();
   void* lp = lse->data();
-  // Note [Attention on tensor cores]: f16 and bf16 with head dims in multiples of 16, 64
-  // queries a block of 128 threads; else the SIMT forward, 8 queries a block of 256.
-  const bool mma =
-      is_half(p.dt) && p.e % 16 == 0 && p.ev % 16 == 0 && ctx.arch() >= 80 && tensor_cores();
+  const bool mma = on_tensor_cores(ctx, p);
   const std::int64_t rows_per_item = mma ? 64 : kRowsPerItem;
   const unsigned block = mma ? 128 : kBlock;
   const std::int64_t items = p.b * ((p.lq + rows_per_item - 1) / rows_per_item);
@@ -139,16 +143,21 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::AttentionGrad& op) {
   void* dvp = dv->data();
   ctx.launch(AttentionKernel(p.dt, kAttentionRowDot, 32), rows * 32, {&gp, &yp, &dp, &rows, &p.ev},
              "attention_grad", false, kBlock);
-  const std::int64_t key_items = p.b * ((p.lk + kRowsPerItem - 1) / kRowsPerItem);
-  ctx.launch(AttentionKernel(p.dt, kAttentionGradKV, p.dm), key_items * kBlock,
+  const bool mma = on_tensor_cores(ctx, p);
+  const std::int64_t rows_per_item = mma ? 64 : kRowsPerItem;
+  const unsigned block = mma ? 128 : kBlock;
+  const std::int64_t key_items = p.b * ((p.lk + rows_per_item - 1) / rows_per_item);
+  ctx.launch(AttentionKernel(p.dt, mma ? kAttentionGradKVMma : kAttentionGradKV, p.dm),
+             key_items * block,
              {&qp,   &kp,  &vp,   &mp,       &p.mask_kind, &p.mg, &p.mrs, &p.mcs, &p.b, &p.lq,
               &p.lk, &p.e, &p.ev, &p.causal, &p.scale,     &gp,   &lp,    &cdp,   &dkp, &dvp},
-             "attention_grad", false, kBlock, kMaxGrid);
-  const std::int64_t query_items = p.b * ((p.lq + kRowsPerItem - 1) / kRowsPerItem);
-  ctx.launch(AttentionKernel(p.dt, kAttentionGradQ, p.dm), query_items * kBlock,
+             "attention_grad", false, block, kMaxGrid);
+  const std::int64_t query_items = p.b * ((p.lq + rows_per_item - 1) / rows_per_item);
+  ctx.launch(AttentionKernel(p.dt, mma ? kAttentionGradQMma : kAttentionGradQ, p.dm),
+             query_items * block,
              {&qp, &kp, &vp, &mp, &p.mask_kind, &p.mg, &p.mrs, &p.mcs, &p.b, &p.lq, &p.lk, &p.e,
               &p.ev, &p.causal, &p.scale, &gp, &lp, &cdp, &dqp},
-             "attention_grad", false, kBlock, kMaxGrid);
+             "attention_grad", false, block, kMaxGrid);
   return {dq, dk, dv};
 }
 
