@@ -208,6 +208,39 @@ std::string forward(DType dt, const std::string& name) {
          "}\n";
 }
 
+// Copies rows [r0, r0 + n) of src into the 16-bit shared tile dst[n][DM + 8] as stored, 0
+// past the extents; `threads` threads take part. Rows of exactly DM elements from a 16-byte
+// aligned src move 8 elements (16 bytes) a load (a shared row is (DM + 8) * 2 bytes, a
+// multiple of 16); others one at a time.
+std::string raw_tile(const std::string& dst, const std::string& src, const std::string& base,
+                     const std::string& r0, const std::string& rows, const std::string& cols, int n,
+                     int threads) {
+  const std::string nn = std::to_string(n), th = std::to_string(threads);
+  return "      if (" + cols + " == DM && ((u64)" + src +
+         " & 15) == 0) {\n"
+         "        for (int x = threadIdx.x; x < " +
+         nn + " * (DM / 8); x += " + th +
+         ") {\n"
+         "          const int r = x / (DM / 8), c = (x % (DM / 8)) * 8;\n"
+         "          const i64 rr = " +
+         r0 +
+         " + r;\n"
+         "          uint4 val = make_uint4(0u, 0u, 0u, 0u);\n"
+         "          if (rr < " +
+         rows + ") val = *(const uint4*)(" + src + " + (" + base + " + rr) * DM + c);\n" +
+         "          *(uint4*)&" + dst +
+         "[r][c] = val;\n"
+         "        }\n"
+         "      } else {\n"
+         "        for (int x = threadIdx.x; x < " +
+         nn + " * DM; x += " + th +
+         ") {\n"
+         "          const int r = x / DM, c = x % DM;\n"
+         "          const i64 rr = " +
+         r0 + " + r;\n          " + dst + "[r][c] = (rr < " + rows + " && c < " + cols + ") ? " +
+         src + "[(" + base + " + rr) * " + cols + " + c] : (h16)0;\n        }\n      }\n";
+}
+
 std::string forward_mma(DType dt, const std::string& name) {
   const std::string mma = dt == DType::BF16 ? "em_attn_mma_bf16" : "em_attn_mma_f16";
   return std::string("extern \"C\" __global__ void __launch_bounds__(128) ") + name + "(" +
@@ -242,13 +275,9 @@ std::string forward_mma(DType dt, const std::string& name) {
          "    const i64 last = (i0 + 64 < Lq ? i0 + 64 : Lq) - 1;\n"
          "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
          "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
-         "      __syncthreads();  // ks, vs free\n"
-         "      for (int x = threadIdx.x; x < 64 * DM; x += 128) {\n"
-         "        const int r = x / DM, c = x % DM;\n"
-         "        const i64 j = j0 + r;\n"
-         "        ks[r][c] = (j < Lk && c < E) ? k[(b * Lk + j) * E + c] : (h16)0;\n"
-         "        vs[r][c] = (j < Lk && c < Ev) ? v[(b * Lk + j) * Ev + c] : (h16)0;\n"
-         "      }\n"
+         "      __syncthreads();  // ks, vs free\n" +
+         raw_tile("ks", "k", "b * Lk", "j0", "Lk", "E", 64, 128) +
+         raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 128) +
          "      __syncthreads();\n"
          "      float sf[8][4];\n"
          "#pragma unroll\n"
@@ -382,20 +411,6 @@ std::string a_frags(const std::string& dst, const std::string& src, const std::s
          "      }\n"
          "    }\n";
 }
-// Copies rows [r0, r0 + n) of src into the 16-bit shared tile dst[n][DM + 8] as stored, 0
-// past the extents; `threads` threads take part.
-std::string raw_tile(const std::string& dst, const std::string& src, const std::string& base,
-                     const std::string& r0, const std::string& rows, const std::string& cols, int n,
-                     int threads) {
-  return "      for (int x = threadIdx.x; x < " + std::to_string(n) +
-         " * DM; x += " + std::to_string(threads) +
-         ") {\n"
-         "        const int r = x / DM, c = x % DM;\n"
-         "        const i64 rr = " +
-         r0 + " + r;\n        " + dst + "[r][c] = (rr < " + rows + " && c < " + cols + ") ? " +
-         src + "[(" + base + " + rr) * " + cols + " + c] : (h16)0;\n      }\n";
-}
-
 // The tensor-core dq pass: warp w owns queries iw .. iw + 15 (64 a block); key tiles of
 // 64. S = q k^T and dP = g v^T as C fragments, dS = P (dP - D) rounded to 16 bits as A
 // fragments (the register identity of the forward), dq += dS k.
