@@ -60,41 +60,62 @@ Shape attention_shape(SizeKind s) {
 // softmax(Q K^T / sqrt(d)) V over [batch, heads, seq, head_dim], composed of two batched
 // matmuls and a softmax, as a user writes it without a fused attention op; with `fused`,
 // module_ops::scaled_dot_product_attention (sdpa; F.scaled_dot_product_attention on the
-// PyTorch side).
-Case attention_case(SizeKind s, const Device& dev, bool fused) {
+// PyTorch side). `dt` F32, or BF16 (sdpa only: the inputs rounded to bf16, as PyTorch's
+// flash kernel takes them; compared as one flattened list).
+Case attention_case(SizeKind s, const Device& dev, bool fused, DType dt = DType::F32) {
   const Shape shape = attention_shape(s);
   const std::size_t b = shape[0], h = shape[1], n = shape[2], d = shape[3];
-  auto q = input<4>(shape, 1, dev), k = input<4>(shape, 2, dev), v = input<4>(shape, 3, dev);
+  const auto in = [&](std::uint32_t seed) {
+    return Tensor<4>::from_data(input_data(shape, seed).convert(dt), dev);
+  };
+  auto q = in(1), k = in(2), v = in(3);
   const double scale = 1.0 / std::sqrt(double(d));
   const double flops = 4.0 * double(b * h) * double(n) * double(n) * double(d);
-  Case c = timed({{"shape", dims(shape)}}, shape, 4.0 * double(shape.num_elements()) * kF32, flops,
-                 dev, [q, k, v, scale, fused] {
-                   if (fused) return module_ops::scaled_dot_product_attention(q, k, v);
-                   auto scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
-                   return activation::softmax(std::move(scores), 3).matmul(v);
-                 });
-  c.shape = label("b", b, " h", h, " seq", n, " d", d);
-  c.atol = 1e-4;
+  Params p{{"shape", dims(shape)}};
+  if (dt == DType::BF16) p["bf16"] = {1};
+  const double bytes = 4.0 * double(shape.num_elements()) * double(size_of(dt));
+  Case c;
+  if (dt != DType::F32) {
+    c = timed(p, shape, bytes, flops, dev, [q, k, v] {
+      return Outputs{{module_ops::scaled_dot_product_attention(q, k, v).dyn()}, {}};
+    });
+  } else {
+    c = timed(p, shape, bytes, flops, dev, [q, k, v, scale, fused] {
+      if (fused) return module_ops::scaled_dot_product_attention(q, k, v);
+      auto scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(scale);
+      return activation::softmax(std::move(scores), 3).matmul(v);
+    });
+  }
+  c.shape = label("b", b, " h", h, " seq", n, " d", d, dt == DType::F32 ? "" : " bf16");
+  c.atol = dt == DType::F32 ? 1e-4 : 2e-2;
+  if (dt != DType::F32) c.rtol = 2e-2;
   return c;
 }
 Case attention_case(SizeKind s, const Device& dev) { return attention_case(s, dev, false); }
 Case sdpa_case(SizeKind s, const Device& dev) { return attention_case(s, dev, true); }
+Case sdpa_bf16_case(SizeKind s, const Device& dev) {
+  return attention_case(s, dev, true, DType::BF16);
+}
 
 // The same attention forward and backward: the gradients in q, k and v of sum(out * gy)
 // (torch.autograd.grad on the PyTorch side), through the composite or (sdpa_grad) the
-// fused function. Compared: the three gradients.
-Case attention_grad_case(SizeKind s, const Device& dev, bool fused) {
+// fused function, in f32 or (sdpa only) bf16. Compared: the three gradients.
+Case attention_grad_case(SizeKind s, const Device& dev, bool fused, DType dt = DType::F32) {
   const Shape shape = attention_shape(s);
   const std::size_t b = shape[0], h = shape[1], n = shape[2], d = shape[3];
   const Device ad = dev.autodiff();
-  auto q = input<4>(shape, 1, ad).require_grad(), k = input<4>(shape, 2, ad).require_grad(),
-       v = input<4>(shape, 3, ad).require_grad();
-  auto gy = input<4>(shape, 4, ad);
+  const auto in = [&](std::uint32_t seed) {
+    return Tensor<4>::from_data(input_data(shape, seed).convert(dt), ad);
+  };
+  auto q = in(1).require_grad(), k = in(2).require_grad(), v = in(3).require_grad();
+  auto gy = in(4);
   const double scale = 1.0 / std::sqrt(double(d));
   // The forward's two products and the backward's four (FlashAttention-2 counts 2.5x).
   const double flops = 3.5 * 4.0 * double(b * h) * double(n) * double(n) * double(d);
+  Params p{{"shape", dims(shape)}};
+  if (dt == DType::BF16) p["bf16"] = {1};
   Case c = timed(
-      {{"shape", dims(shape)}}, shape, 8.0 * double(shape.num_elements()) * kF32, flops, ad,
+      p, shape, 8.0 * double(shape.num_elements()) * double(size_of(dt)), flops, ad,
       [q, k, v, gy, scale, fused] {
         Tensor<4> y =
             fused ? module_ops::scaled_dot_product_attention(q, k, v)
@@ -104,15 +125,18 @@ Case attention_grad_case(SizeKind s, const Device& dev, bool fused) {
         for (const auto& t : {q, k, v}) out.compared.push_back(t.grad(grads).value().dyn());
         return out;
       });
-  c.shape = label("b", b, " h", h, " seq", n, " d", d);
-  c.rtol = 1e-3;
-  c.atol = 1e-4;
+  c.shape = label("b", b, " h", h, " seq", n, " d", d, dt == DType::F32 ? "" : " bf16");
+  c.rtol = dt == DType::F32 ? 1e-3 : 3e-2;
+  c.atol = dt == DType::F32 ? 1e-4 : 3e-2;
   return c;
 }
 Case attention_grad_case(SizeKind s, const Device& dev) {
   return attention_grad_case(s, dev, false);
 }
 Case sdpa_grad_case(SizeKind s, const Device& dev) { return attention_grad_case(s, dev, true); }
+Case sdpa_grad_bf16_case(SizeKind s, const Device& dev) {
+  return attention_grad_case(s, dev, true, DType::BF16);
+}
 
 // An LSTM-like recurrence: T steps of gates = x_t W + h U + b, split in four, sigmoid /
 // tanh, the cell and hidden updates; loss = mean(h_T); backward to W, U and b. Small

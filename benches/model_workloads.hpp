@@ -12,6 +12,8 @@ Case attention_case(SizeKind s, const Device& dev);
 Case sdpa_case(SizeKind s, const Device& dev);
 Case attention_grad_case(SizeKind s, const Device& dev);
 Case sdpa_grad_case(SizeKind s, const Device& dev);
+Case sdpa_bf16_case(SizeKind s, const Device& dev);
+Case sdpa_grad_bf16_case(SizeKind s, const Device& dev);
 Case autodiff_overhead_case(SizeKind s, const Device& dev);
 Case mlp_train_step_case(SizeKind s, const Device& dev);
 Case cnn_train_step_case(SizeKind s, const Device& dev);

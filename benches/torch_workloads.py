@@ -320,14 +320,18 @@ def sdpa_function():
 def sdpa(p):
     q, k, v = inp(p["shape"], 1), inp(p["shape"], 2), inp(p["shape"], 3)
     f = sdpa_function()
+    if "bf16" in p:  # bf16 inputs; compared as one flattened list, as ember's side sends it
+        q, k, v = q.bfloat16(), k.bfloat16(), v.bfloat16()
+        return lambda: ([f(q, k, v)], [])
     return lambda: f(q, k, v)
 
 
 def attention_grad_builder(fused):
     def build(p):
         b, h, n, d = p["shape"]
-        q, k, v = (inp(p["shape"], s).requires_grad_() for s in (1, 2, 3))
-        gy = inp(p["shape"], 4)
+        dt = torch.bfloat16 if "bf16" in p else torch.float32
+        q, k, v = (inp(p["shape"], s).to(dt).requires_grad_() for s in (1, 2, 3))
+        gy = inp(p["shape"], 4).to(dt)
         scale = 1.0 / (d**0.5)
 
         def f():
@@ -633,6 +637,8 @@ WORKLOADS = {
     "sdpa": sdpa,
     "attention_grad": attention_grad_builder(False),
     "sdpa_grad": attention_grad_builder(True),
+    "sdpa_bf16": sdpa,
+    "sdpa_grad_bf16": attention_grad_builder(True),
     "autodiff_overhead": autodiff_overhead,
     "mlp_train_step": mlp_train_step,
     "cnn_train_step": cnn_train_step,
@@ -647,7 +653,7 @@ WORKLOADS = {
 TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
             "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "resnet_train_step",
             "lstm_lm_step", "layer_norm_grad", "batch_norm_grad", "group_norm_grad",
-            "attention_grad", "sdpa_grad"}
+            "attention_grad", "sdpa_grad", "sdpa_grad_bf16"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}

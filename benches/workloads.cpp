@@ -645,6 +645,8 @@ std::vector<Workload> build() {
   add("sdpa", "module", sdpa_case);
   add("attention_grad", "autodiff", attention_grad_case);
   add("sdpa_grad", "autodiff", sdpa_grad_case);
+  add("sdpa_bf16", "module", sdpa_bf16_case);
+  add("sdpa_grad_bf16", "autodiff", sdpa_grad_bf16_case);
   add("autodiff_overhead", "autodiff", autodiff_overhead_case);
   add("mlp_train_step", "autodiff", mlp_train_step_case);
   add("cnn_train_step", "autodiff", cnn_train_step_case);

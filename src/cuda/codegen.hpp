@@ -237,6 +237,25 @@ KernelSource gen_fold(DType dt, bool wide);
 // entries inside the image; every dtype but bool.
 KernelSource gen_pool(DType dt, bool max, bool wide);
 
+// Scaled dot-product attention and its gradient (codegen/attention.cpp, Note [Attention
+// warps]): the stage (forward, the backward's D = rowsum(g o y) pre-pass, its dk/dv pass, its
+// dq pass) of dtype dt for head dims up to dm (32, 64 or 128; 64 for f64). Arguments as
+// that file's header lists them.
+inline constexpr int kAttentionForward = 0;
+inline constexpr int kAttentionRowDot = 1;
+inline constexpr int kAttentionGradKV = 2;
+inline constexpr int kAttentionGradQ = 3;
+// The f16 / bf16 forward on tensor cores (Note [Attention on tensor cores]), for head dims
+// that are multiples of 16 (E and Ev; dm as above), on sm_80 and later.
+inline constexpr int kAttentionForwardMma = 4;
+// The backward's dk / dv and dq passes on tensor cores, under the same conditions.
+inline constexpr int kAttentionGradKVMma = 5;
+inline constexpr int kAttentionGradQMma = 6;
+KernelSource gen_attention(DType dt, int stage, int dm);
+// The dm of the kernels for head dims e (q, k) and ev (v) of dtype dt: the least of 32, 64
+// and 128 holding both; 0 when none does (f64 above 64, others above 128).
+int attention_head_dim_bound(DType dt, std::size_t e, std::size_t ev);
+
 // The CUDA C storage type of a dtype ("float", "h16", "i64", ...).
 const char* storage_type(DType dt);
 
@@ -341,6 +360,7 @@ using FoldKernel = KernelSpec<gen_fold>;
 using PoolKernel = KernelSpec<gen_pool>;
 using BatchNormSumsKernel = KernelSpec<gen_batch_norm_sums>;  // codegen/batch_norm.cpp
 using BatchNormApplyKernel = KernelSpec<gen_batch_norm_apply>;
+using AttentionKernel = KernelSpec<gen_attention>;  // codegen/attention.cpp
 using KernelSpecs =
     std::tuple<UnaryKernel, BinaryKernel, WhereKernel, CastKernel, CopyKernel, ReduceKernel,
                ScanKernel, SoftmaxKernel, SoftmaxRegsKernel, LayerNormKernel, LayerNormRegsKernel,
@@ -348,7 +368,7 @@ using KernelSpecs =
                IndexSelectKernel, IndexAddKernel, SortRowsKernel, SortInitKernel, SortStageKernel,
                SortWriteKernel, NonzeroCountKernel, NonzeroWriteKernel, ScanTilesKernel,
                AddTileOffsetsKernel, UnfoldKernel, FoldKernel, PoolKernel, BatchNormSumsKernel,
-               BatchNormApplyKernel>;
+               BatchNormApplyKernel, AttentionKernel>;
 static_assert(std::tuple_size_v<KernelSpecs> < 256, "the family field of a key is 8 bits");
 template <>
 std::vector<UnaryKernel> UnaryKernel::variants();
@@ -412,6 +432,8 @@ template <>
 std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants();
 template <>
 std::vector<BatchNormApplyKernel> BatchNormApplyKernel::variants();
+template <>
+std::vector<AttentionKernel> AttentionKernel::variants();
 
 template <auto Gen>
 std::uint64_t KernelSpec<Gen>::key() const {

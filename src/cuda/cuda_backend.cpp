@@ -145,9 +145,13 @@ class CudaBackend final : public backend::Backend {
       return batch_norm_kernels();
     // No SVD kernel: the registry's fallback (the Cpu) runs it through host copies.
     if (std::holds_alternative<ir::Svd>(op)) return false;
-    // No attention kernel yet: the tensor layer composes attention from Matmul and Softmax.
-    if (std::holds_alternative<ir::Attention>(op) || std::holds_alternative<ir::AttentionGrad>(op))
-      return false;
+    // The flash-style attention kernels (kernels/attention.cpp) up to head dim 128 (64 in
+    // f64); beyond, the tensor layer composes attention from Matmul and Softmax.
+    // EMBER_CUDA_ATTENTION=0 turns them off.
+    if (const auto* a = std::get_if<ir::Attention>(&op))
+      return attention_kernels() && attention_supported(a->q, a->v);
+    if (const auto* a = std::get_if<ir::AttentionGrad>(&op))
+      return attention_kernels() && attention_supported(a->q, a->v);
     const auto rank_ok = [](const ir::Handle& h) {
       return h->shape().rank() <= static_cast<std::size_t>(kMaxDims);
     };
@@ -155,6 +159,11 @@ class CudaBackend final : public backend::Backend {
     if (const auto* s = std::get_if<ir::Scatter>(&op)) return rank_ok(s->index);
     if (const auto* n = std::get_if<ir::Nonzero>(&op)) return rank_ok(n->x);
     return true;
+  }
+
+  static bool attention_kernels() {
+    static const bool on = !env_is("EMBER_CUDA_ATTENTION", "0");
+    return on;
   }
 
   static bool batch_norm_kernels() {

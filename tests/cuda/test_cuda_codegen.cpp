@@ -706,3 +706,36 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
   }
   std::printf("[ codegen ] %zu kernels of the fuser's groups compiled\n", rec->kernels.size());
 }
+
+// Every attention kernel (codegen/attention.cpp: each stage, dtype and head-dim bound;
+// mask kinds and causality are arguments of each) to a CUBIN for sm_90 and sm_80: ptxas
+// refuses a kernel whose static shared memory passes the 48 KB a block may declare.
+TEST(CudaCodegen, AttentionKernelsCompileToCubin) {
+  const auto variants = AttentionKernel::variants();
+  // f16, bf16 and f32 at 32, 64 and 128; f64 at 32 and 64; the row-dot pre-pass of each;
+  // the tensor-core forward, dk / dv and dq passes of f16 and bf16 at 32, 64 and 128.
+  EXPECT_EQ(variants.size(), 3u * (1 + 3 * 3) + (1 + 2 * 3) + 2 * 3 * 3);
+  std::string src = prelude();
+  for (const auto& spec : variants) src += spec.source().body;
+  for (int arch : {90, 80}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<char> cubin;
+    ASSERT_NO_THROW(cubin = compile_cubin(src, arch, "the attention kernels"));
+    EXPECT_GT(cubin.size(), 1000u);
+    std::printf("[ codegen ] %zu attention kernels to CUBIN for sm_%d in %.1f s\n", variants.size(),
+                arch, seconds_since(t0));
+  }
+}
+
+// The head-dim bound picks the smallest tile holding both head dims, and none past the
+// shared-memory limit (CudaBackend::supports sends those to the composite).
+TEST(CudaCodegen, AttentionHeadDimBounds) {
+  EXPECT_EQ(attention_head_dim_bound(DType::BF16, 0, 0), 32);
+  EXPECT_EQ(attention_head_dim_bound(DType::BF16, 32, 1), 32);
+  EXPECT_EQ(attention_head_dim_bound(DType::F32, 33, 8), 64);
+  EXPECT_EQ(attention_head_dim_bound(DType::F16, 64, 80), 128);
+  EXPECT_EQ(attention_head_dim_bound(DType::F32, 128, 128), 128);
+  EXPECT_EQ(attention_head_dim_bound(DType::F32, 129, 16), 0);
+  EXPECT_EQ(attention_head_dim_bound(DType::F64, 64, 64), 64);
+  EXPECT_EQ(attention_head_dim_bound(DType::F64, 16, 65), 0);
+}

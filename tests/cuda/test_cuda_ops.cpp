@@ -680,3 +680,80 @@ TEST_F(CudaOps, AllocatorRecoversFromOutOfMemory) {
   EXPECT_EQ(after.in_use, mid.in_use);
   EXPECT_GE(after.peak, before.in_use + tmp_bytes);
 }
+
+// The flash-style attention kernels (kernels/attention.cpp) against the Cpu kernel,
+// forward (out and lse) and gradient, ir::Attention and ir::AttentionGrad run directly:
+// extents that are no multiple of the kernels' tiles (8 queries, 32 keys), causal with
+// Lq != Lk, a Bool mask broadcast over the batch with a row of no keys, an additive mask
+// broadcast over the heads, E != Ev, each head-dim bound (32, 64, 128), and seq 2048 at
+// head dim 128. The gradient twice: the same bits both times (one writer per row).
+TEST_F(CudaOps, AttentionMatchesCpu) {
+  enum Mask { kNone, kBool, kFloat };
+  struct Case {
+    std::size_t b, h, lq, lk, e, ev;
+    bool causal;
+    Mask mask;
+  };
+  const Case cases[] = {
+      {2, 3, 37, 45, 40, 56, false, kNone},      {2, 3, 37, 45, 40, 56, true, kNone},
+      {1, 2, 50, 19, 24, 8, true, kNone},        {2, 2, 29, 70, 16, 30, false, kBool},
+      {2, 3, 33, 41, 64, 48, false, kFloat},     {1, 2, 100, 100, 128, 128, true, kFloat},
+      {1, 2, 65, 97, 96, 128, false, kBool},     {1, 1, 2048, 2048, 128, 128, false, kNone},
+      {1, 1, 2048, 2048, 128, 128, true, kNone},
+  };
+  for (DType dt : kFloats) {
+    for (std::size_t n = 0; n < std::size(cases); ++n) {
+      const Case& c = cases[n];
+      if (dt == DType::F64 && std::max(c.e, c.ev) > 64) continue;  // f64 kernels: up to 64
+      if (c.lq == 2048 && dt != DType::BF16 && dt != DType::F32) continue;
+      const auto seed = static_cast<unsigned>(200 + 10 * n);
+      const TensorData q = data(Shape{c.b, c.h, c.lq, c.e}, dt, seed, false);
+      const TensorData k = data(Shape{c.b, c.h, c.lk, c.e}, dt, seed + 1, false);
+      const TensorData v = data(Shape{c.b, c.h, c.lk, c.ev}, dt, seed + 2, false);
+      const TensorData g = data(Shape{c.b, c.h, c.lq, c.ev}, dt, seed + 3, false);
+      TensorData mask;
+      if (c.mask == kBool) {
+        TensorData m = data(Shape{c.lq, c.lk}, DType::Bool, seed + 4, false);
+        std::vector<double> mv = m.convert(DType::F64).to_vector<double>();
+        for (std::size_t j = 0; j < c.lk; ++j) mv[c.lk + j] = 0;  // row 1: no key
+        mask = TensorData::from<double>(mv, Shape{c.lq, c.lk}).convert(DType::Bool);
+      } else if (c.mask == kFloat) {
+        std::vector<double> mv(c.b * c.lq * c.lk);
+        for (std::size_t x = 0; x < mv.size(); ++x)
+          mv[x] = x % 11 == 4 ? -std::numeric_limits<double>::infinity() : std::sin(0.37 * x);
+        mask = TensorData::from<double>(mv, Shape{c.b, 1, c.lq, c.lk}).convert(dt);
+      }
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.e));
+      const std::string what = "attention q " + q.shape().to_string() + " k " +
+                               k.shape().to_string() + " v " + v.shape().to_string() +
+                               (c.causal ? " causal" : "") +
+                               (c.mask == kBool    ? " bool mask"
+                                : c.mask == kFloat ? " float mask"
+                                                   : "") +
+                               " " + name(dt);
+      const auto forward = [&](Backend& be) {
+        return ir::Attention{be.from_data(q), be.from_data(k),
+                             be.from_data(v), c.mask == kNone ? ir::Handle{} : be.from_data(mask),
+                             c.causal,        scale};
+      };
+      ASSERT_TRUE(gpu->supports(ir::Op(forward(*gpu)))) << what;
+      const double rtol = dt == DType::F64 ? 1e-9 : dt == DType::F32 ? 1e-4 : tol(dt);
+      compare([&](Backend& be) -> ir::Op { return forward(be); }, rtol, what);
+      const auto backward = [&](Backend& be) -> ir::Op {
+        ir::Attention f = forward(be);
+        auto outs = be.execute(f);
+        return ir::AttentionGrad{f.q,      f.k,  f.v, f.mask, outs[0], outs[1], be.from_data(g),
+                                 c.causal, scale};
+      };
+      ASSERT_TRUE(gpu->supports(backward(*gpu))) << what;
+      compare(backward, is_half(dt) ? 2 * rtol : 10 * rtol, what + " grad");
+      // Deterministic: the same gradient bits from two runs.
+      const ir::Op op = backward(*gpu);
+      auto first = gpu->execute(op), second = gpu->execute(op);
+      for (std::size_t i = 0; i < 3; ++i) {
+        EXPECT_TRUE(gpu->to_data(first[i]).approx_eq(gpu->to_data(second[i]), 0, 0))
+            << what << " grad output " << i << " changed between runs";
+      }
+    }
+  }
+}

@@ -16,8 +16,8 @@ namespace ember::cuda {
 
 // One launcher per IR op, declared from the op list (backend/kernel_dispatch.hpp): a new
 // op needs its `run` defined in the file of its family — elementwise.cpp (Unary, Binary,
-// Where, Cast), reduce.cpp (Reduce, Softmax, Scan), norm.cpp (LayerNorm), matmul.cpp,
-// layout.cpp (views, SliceAssign, Cat), indexing.cpp (Gather, Scatter, IndexSelect,
+// Where, Cast), reduce.cpp (Reduce, Softmax, Scan), norm.cpp (LayerNorm), attention.cpp,
+// matmul.cpp, layout.cpp (views, SliceAssign, Cat), indexing.cpp (Gather, Scatter, IndexSelect,
 // IndexAdd, Nonzero), sort.cpp, unfold.cpp (Unfold, Fold, Pool), creation.cpp (Fill,
 // Arange, Random) — or no program that links libember_cuda.so links.
 #define EMBER_CUDA_KERNEL(T) backend::KernelResult<ir::T> run(CudaContext& ctx, ir::T& op);
@@ -50,5 +50,11 @@ ir::Handle reduce_partials(CudaContext& ctx, ir::ReduceFn fn, ir::Handle first, 
 // Whether run(ctx, Conv) takes op (conv.cpp): cuDNN loaded, a float dtype it has (bf16 from
 // sm_80), 1 to 3 spatial dims, extents that fit its int dims.
 bool conv_supported(const ir::Conv& op, int arch);
+
+// Whether run(ctx, Attention) and run(ctx, AttentionGrad) take attention over q and v
+// (attention.cpp): batch dims at most kMaxDims, head dims E and Ev at most 128 (64 for
+// f64: the bound of the kernels' shared-memory tiles, codegen/attention.cpp). Every float
+// dtype and mask kind.
+bool attention_supported(const ir::Handle& q, const ir::Handle& v);
 
 }  // namespace ember::cuda

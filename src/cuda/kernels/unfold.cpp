@@ -93,11 +93,5 @@ ir::Handle run(CudaContext&, ir::MaxPoolGrad&) {
 std::vector<ir::Handle> run(CudaContext&, ir::Svd&) {
   fail("Cuda: Svd has no kernel on this backend");
 }
-std::vector<ir::Handle> run(CudaContext&, ir::Attention&) {
-  fail("Cuda: Attention has no kernel on this backend");
-}
-std::vector<ir::Handle> run(CudaContext&, ir::AttentionGrad&) {
-  fail("Cuda: AttentionGrad has no kernel on this backend");
-}
 
 }  // namespace ember::cuda
