@@ -143,6 +143,15 @@ class CudaBackend final : public backend::Backend {
     // ops.
     if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
       return batch_norm_kernels();
+    // RMS norm's kernels (kernels/norm.cpp), opt-in with EMBER_CUDA_RMS_NORM=1 until checked
+    // on a GPU against the Cpu (the rms_norm* conformance cases); off, the tensor layer
+    // composes RMS norm from reductions and element-wise ops.
+    if (std::holds_alternative<ir::RmsNorm>(op) || std::holds_alternative<ir::RmsNormGrad>(op))
+      return rms_norm_kernels();
+    // Nor a group norm kernel: nn::GroupNorm runs batch norm's kernels over its groups and
+    // the affine after them (Note [Group norm's own op]).
+    if (std::holds_alternative<ir::GroupNorm>(op) || std::holds_alternative<ir::GroupNormGrad>(op))
+      return false;
     // No SVD kernel: the registry's fallback (the Cpu) runs it through host copies.
     if (std::holds_alternative<ir::Svd>(op)) return false;
     // No attention kernel yet: the tensor layer composes attention from Matmul and Softmax.
@@ -157,6 +166,13 @@ class CudaBackend final : public backend::Backend {
     return true;
   }
 
+  static bool rms_norm_kernels() {
+    static const bool on = [] {
+      const char* v = std::getenv("EMBER_CUDA_RMS_NORM");
+      return v != nullptr && std::string(v) == "1";
+    }();
+    return on;
+  }
   static bool batch_norm_kernels() {
     static const bool on = [] {
       const char* v = std::getenv("EMBER_CUDA_BATCH_NORM");
