@@ -168,6 +168,14 @@ def layer_norm_residual(p):
     return lambda: F.layer_norm(x + res, (c,), gamma, beta, 1e-5)
 
 
+def rms_norm(x, shape, w, eps):
+    """F.rms_norm, or its definition where torch predates it (Debian's 1.13, the tests')."""
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, shape, w, eps)
+    dims = tuple(range(-len(shape), 0))
+    return x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps) * w
+
+
 def norm(p):
     """batch norm (kind 0 training, 1 eval), group norm (2, 32 groups), layer norm over
     [C, H, W] (3), RMS norm over [C, H, W] (4, no bias); grad: forward and backward of
@@ -193,7 +201,7 @@ def norm(p):
         if kind == 2:
             return F.group_norm(x, 32, w, b, 1e-5)
         if kind == 4:
-            return F.rms_norm(x, tuple(xs[1:]), w.reshape(xs[1:]), 1e-5)
+            return rms_norm(x, tuple(xs[1:]), w.reshape(xs[1:]), 1e-5)
         return F.layer_norm(x, tuple(xs[1:]), w.reshape(xs[1:]), b.reshape(xs[1:]), 1e-5)
 
     if not grad:
