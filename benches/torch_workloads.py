@@ -168,12 +168,21 @@ def layer_norm_residual(p):
     return lambda: F.layer_norm(x + res, (c,), gamma, beta, 1e-5)
 
 
+def rms_norm(x, shape, w, eps):
+    """F.rms_norm, or its definition where torch predates it (Debian's 1.13, the tests')."""
+    if hasattr(F, "rms_norm"):
+        return F.rms_norm(x, shape, w, eps)
+    dims = tuple(range(-len(shape), 0))
+    return x * torch.rsqrt(x.pow(2).mean(dims, keepdim=True) + eps) * w
+
+
 def norm(p):
     """batch norm (kind 0 training, 1 eval), group norm (2, 32 groups), layer norm over
-    [C, H, W] (3); grad: forward and backward of sum(y * gy) -> dx, dweight, dbias."""
+    [C, H, W] (3), RMS norm over [C, H, W] (4, no bias); grad: forward and backward of
+    sum(y * gy) -> dx, dweight, dbias (RMS norm: dx, dweight)."""
     xs, kind, grad = p["x"], p["kind"][0], p["grad"][0] == 1
     c = xs[1]
-    ps = [xs[1] * xs[2] * xs[3]] if kind == 3 else [c]
+    ps = [xs[1] * xs[2] * xs[3]] if kind >= 3 else [c]
     x = inp(xs, 1)
     w = inp(ps, 2) + 1.0
     b = inp(ps, 3)
@@ -191,6 +200,8 @@ def norm(p):
             return F.batch_norm(x, rm, rv, w, b, False, 0.1, 1e-5)
         if kind == 2:
             return F.group_norm(x, 32, w, b, 1e-5)
+        if kind == 4:
+            return rms_norm(x, tuple(xs[1:]), w.reshape(xs[1:]), 1e-5)
         return F.layer_norm(x, tuple(xs[1:]), w.reshape(xs[1:]), b.reshape(xs[1:]), 1e-5)
 
     if not grad:
@@ -198,7 +209,8 @@ def norm(p):
 
     def f():
         y = fwd()
-        return list(torch.autograd.grad((y * gy).sum(), [x, w, b])), []
+        params = [x, w] if kind == 4 else [x, w, b]
+        return list(torch.autograd.grad((y * gy).sum(), params)), []
 
     return f
 
@@ -613,6 +625,9 @@ WORKLOADS = {
     "layer_norm_grad": norm,
     "batch_norm_grad": norm,
     "group_norm_grad": norm,
+    "layer_norm_chw": norm,
+    "rms_norm": norm,
+    "rms_norm_grad": norm,
     "matmul_1024": matmul,
     "matmul_2048": matmul,
     "matmul_4096": matmul,
@@ -653,7 +668,7 @@ WORKLOADS = {
 TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
             "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "resnet_train_step",
             "lstm_lm_step", "layer_norm_grad", "batch_norm_grad", "group_norm_grad",
-            "attention_grad", "sdpa_grad", "sdpa_grad_bf16"}
+            "attention_grad", "sdpa_grad", "sdpa_grad_bf16", "rms_norm_grad"}
 
 # Workloads that touch no tensor math (data transfer) gain nothing from torch.compile.
 NOT_COMPILED = {"from_data", "to_data"}

@@ -233,16 +233,17 @@ Case conv2d_grad_case(const Device& dev, const Shape& xs, const Shape& ws, bool 
 }
 
 // Batch norm (0: training statistics, 1: eval with running statistics), group norm (2: 32
-// groups) or layer norm over [C, H, W] (3) of x [N, C, H, W], through the nn layers (the
-// forward PyTorch's F.batch_norm / F.group_norm / F.layer_norm run); with `grad` on the
-// Autodiff decorator, forward and backward of sum(y * gy), compared: dx, dweight, dbias.
+// groups), layer norm over [C, H, W] (3) or RMS norm over [C, H, W] (4, weight only) of x
+// [N, C, H, W], through the nn layers (the forward PyTorch's F.batch_norm / F.group_norm /
+// F.layer_norm / F.rms_norm run); with `grad` on the Autodiff decorator, forward and
+// backward of sum(y * gy), compared: dx, dweight, dbias (RMS norm: dx, dweight).
 Case norm_case(SizeKind s, const Device& dev, int kind, bool grad) {
   const Shape xs = by_size(s, Shape{3, 64, 5, 7}, Shape{32, 64, 64, 64}, Shape{64, 128, 64, 64});
   const std::size_t c = xs[1];
   const Device d = grad ? dev.autodiff() : dev;
   auto x = input<4>(xs, 1, d);
   if (grad) x = x.require_grad();
-  const Shape ps = kind == 3 ? Shape{xs[1] * xs[2] * xs[3]} : Shape{c};
+  const Shape ps = kind >= 3 ? Shape{xs[1] * xs[2] * xs[3]} : Shape{c};
   auto w = nn::Param<Tensor<1>>(input<1>(ps, 2, d).add_scalar(1.0));
   auto b = nn::Param<Tensor<1>>(input<1>(ps, 3, d));
   auto gy = input<4>(xs, 4, d);
@@ -266,6 +267,11 @@ Case norm_case(SizeKind s, const Device& dev, int kind, bool grad) {
   } else if (kind == 2) {
     nn::GroupNorm gn{w, b, 32, c, 1e-5};
     fwd = [gn](const Tensor<4>& v) { return gn.forward(v); };
+  } else if (kind == 4) {
+    const Shape ns{xs[1], xs[2], xs[3]};
+    fwd = [w, ns](const Tensor<4>& v) {
+      return Tensor<4>(ops::rms_norm(v.dyn(), ns, ops::reshape(w.val().dyn(), ns), 1e-5));
+    };
   } else {
     const Shape ns{xs[1], xs[2], xs[3]};
     fwd = [w, b, ns](const Tensor<4>& v) {
@@ -275,7 +281,7 @@ Case norm_case(SizeKind s, const Device& dev, int kind, bool grad) {
   }
   const double n = double(xs.num_elements());
   Params p{{"x", dims(xs)}, {"kind", {kind}}, {"grad", {grad ? 1 : 0}}};
-  Case cs = timed(p, xs, (grad ? 5 : 2) * n * kF32, 0, d, [x, w, b, gy, fwd, grad] {
+  Case cs = timed(p, xs, (grad ? 5 : 2) * n * kF32, 0, d, [x, w, b, gy, fwd, grad, kind] {
     Tensor<4> y = fwd(x);
     Outputs out;
     if (!grad) {
@@ -285,7 +291,7 @@ Case norm_case(SizeKind s, const Device& dev, int kind, bool grad) {
     Gradients grads = (y * gy).sum().backward();
     out.compared.push_back(x.grad(grads).value().dyn());
     out.compared.push_back(w.val().grad(grads).value().dyn());
-    out.compared.push_back(b.val().grad(grads).value().dyn());
+    if (kind != 4) out.compared.push_back(b.val().grad(grads).value().dyn());
     return out;
   });
   cs.rtol = 1e-3;
@@ -498,6 +504,12 @@ std::vector<Workload> build() {
       [](SizeKind s, const Device& dev) { return norm_case(s, dev, 0, true); });
   add("group_norm_grad", "norm",
       [](SizeKind s, const Device& dev) { return norm_case(s, dev, 2, true); });
+  add("layer_norm_chw", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 3, false); });
+  add("rms_norm", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 4, false); });
+  add("rms_norm_grad", "norm",
+      [](SizeKind s, const Device& dev) { return norm_case(s, dev, 4, true); });
 
   add("lstm_lm_step", "autodiff",
       [](SizeKind s, const Device& dev) { return lstm_lm_case(s, dev); });

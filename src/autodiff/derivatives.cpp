@@ -36,6 +36,46 @@ RuleEntry diff(const char* formula, std::uint8_t needs, bool needs_output, void 
 RuleEntry none(const char* why) { return {RuleKind::NotDifferentiable, why, {}}; }
 RuleEntry todo(const char* why) { return {RuleKind::Unsupported, why, {}}; }
 
+// BatchNormGrad's gradients in x and weight (weight null: ones) for h, dx's gradient:
+// over each channel's M values, A = sum(h xhat), B = sum(g xhat), K = sum(h g) - sum(h)
+// sum(g) / M; dweight = rstd (K - A B / M), dx = -weight rstd^2 / M (xhat (K - 3 A B / M)
+// + B (h - mean(h)) + A (g - mean(g))). x of shape xs [N, C, *]; null where not wanted.
+std::pair<Handle, Handle> batch_norm_grad_grad(Backend& be, const Shape& xs, Handle x_in, Handle w,
+                                               Handle stats, Handle g_in, Handle h_in, double eps,
+                                               bool want_x, bool want_w) {
+  const std::size_t n = xs[0], ch = xs[1];
+  const std::size_t l = n * ch == 0 ? 0 : xs.num_elements() / (n * ch);
+  const Shape ncl{n, ch, l}, per{1, ch, 1};
+  const double m = static_cast<double>(n * l);
+  const auto channel_sum = [&](Handle t) {
+    return reduce(be, ir::ReduceFn::Sum, reduce(be, ir::ReduceFn::Sum, t, 2), 0);
+  };
+  const auto stat = [&](std::size_t r) {
+    return reshape(be, slice(be, stats, {{r, r + 1, 1}, {0, ch, 1}}), per);
+  };
+  auto x = reshape(be, std::move(x_in), ncl);
+  auto g = reshape(be, std::move(g_in), ncl);
+  auto h = reshape(be, std::move(h_in), ncl);
+  auto rstd = unary(be, UnaryFn::Rsqrt, add_scalar(be, stat(1), eps));
+  auto xhat = mul(be, sub(be, x, stat(0)), rstd);
+  auto sh = channel_sum(h), sg = channel_sum(g);
+  auto a = channel_sum(mul(be, h, xhat)), b = channel_sum(mul(be, g, xhat));
+  auto ab_m = mul_scalar(be, mul(be, a, b), 1.0 / m);
+  auto k = sub(be, channel_sum(mul(be, h, g)), mul_scalar(be, mul(be, sh, sg), 1.0 / m));
+  std::pair<Handle, Handle> out;
+  if (want_w) out.second = reshape(be, mul(be, rstd, sub(be, k, ab_m)), Shape{ch});
+  if (!want_x) return out;
+  auto hc = sub(be, h, mul_scalar(be, sh, 1.0 / m));
+  auto gc = sub(be, g, mul_scalar(be, sg, 1.0 / m));
+  auto inner =
+      add(be, add(be, mul(be, xhat, sub(be, k, mul_scalar(be, ab_m, 3.0))), mul(be, b, hc)),
+          mul(be, a, gc));
+  auto scale = mul_scalar(be, mul(be, rstd, rstd), -1.0 / m);
+  if (w) scale = mul(be, scale, reshape(be, std::move(w), per));
+  out.first = reshape(be, mul(be, scale, inner), xs);
+  return out;
+}
+
 // The softmax of ir::AttentionGrad's forward recomputed from its operands (q, k, v, mask,
 // y, lse, g): P = exp(S - lse) with S = scale q k^T plus a float mask, 0 where a Bool mask
 // or the causal order leaves the key out and on rows without keys (lse -inf). In lse's
@@ -827,47 +867,83 @@ RuleEntry make_kind(ir::OpKind k) {
           "dx = -weight rstd^2 / M (xhat (K - 3 A B / M) + B (h - mean(h)) + A (g - mean(g)))",
           kAll, false, [](Ctx& c) {
             const auto& o = c.op<ir::BatchNormGrad>();
-            const Shape& xs = c.in_shape(0);
             const bool has_weight = c.in_shape(1).rank() > 0;
             if (c.wants(3)) {
               c.give(3,
                      c.be.execute(ir::BatchNormGrad{c.input(0), has_weight ? c.input(1) : Handle{},
                                                     c.input(2), c.grad(), o.eps})[0]);
             }
-            if (!c.wants(0) && !(has_weight && c.wants(1))) return;
+            const bool want_w = has_weight && c.wants(1);
+            if (!c.wants(0) && !want_w) return;
+            auto [dx, dw] = batch_norm_grad_grad(c.be, c.in_shape(0), c.input(0),
+                                                 has_weight ? c.input(1) : Handle{}, c.input(2),
+                                                 c.input(3), c.grad(), o.eps, c.wants(0), want_w);
+            if (want_w) c.give(1, std::move(dw));
+            if (c.wants(0)) c.give(0, std::move(dx));
+          });
+    case OpKind::GroupNorm:
+      // As BatchNorm's: the statistics output is detached; y's gradient in closed form.
+      return diff(
+          "GroupNormGrad(x, weight, stats, g): dx = rstd (gw - mean(gw) - xhat mean(gw xhat)) "
+          "per sample and group (gw = g weight), dweight = sum(g xhat), dbias = sum(g)",
+          kX | kY, true, [](Ctx& c) {
+            const auto& o = c.op<ir::GroupNorm>();
+            const bool has_weight = c.in_shape(1).rank() > 0;
+            auto d = c.be.execute(ir::GroupNormGrad{c.input(0), has_weight ? c.input(1) : Handle{},
+                                                    c.output(1), c.grad(), o.groups, o.eps});
+            const std::size_t ch = c.in_shape(0)[1];
+            const auto row = [&](std::size_t r) {
+              return reshape(c.be, slice(c.be, d[1], {{r, r + 1, 1}, {0, ch, 1}}), Shape{ch});
+            };
+            if (c.wants(0)) c.give(0, std::move(d[0]));
+            if (c.wants(1)) c.give(1, row(0));
+            if (c.wants(2)) c.give(2, row(1));
+          });
+    case OpKind::GroupNormGrad:
+      // Note [Group norm's second derivative]: per sample and group, dx is BatchNormGrad's
+      // without weight over x seen as [1, N * groups, M] with g replaced by gw = g weight[c]
+      // (M = C / groups * prod(*)). So with h dx's gradient and dgw = BatchNormGrad(x, stats,
+      // h) (dx is self-adjoint in gw): dg = weight dgw, dweight = sum over N and * of g dgw,
+      // and x's gradient is BatchNormGrad's rule for that view (batch_norm_grad_grad).
+      return diff(
+          "dgw = BatchNormGrad over [1, N groups, M] of h: dg = weight dgw, dweight = sum(g "
+          "dgw), dx = BatchNormGrad's dx rule over that view with g weight for g",
+          kAll, false, [](Ctx& c) {
+            const auto& o = c.op<ir::GroupNormGrad>();
+            auto& be = c.be;
+            const Shape& xs = c.in_shape(0);
+            const bool has_weight = c.in_shape(1).rank() > 0;
             const std::size_t n = xs[0], ch = xs[1];
             const std::size_t l = n * ch == 0 ? 0 : xs.num_elements() / (n * ch);
-            const Shape ncl{n, ch, l}, per{1, ch, 1};
-            const double m = static_cast<double>(n * l);
-            const auto channel_sum = [&](Handle t) {
-              return reduce(c.be, ir::ReduceFn::Sum, reduce(c.be, ir::ReduceFn::Sum, t, 2), 0);
+            const Shape ncl{n, ch, l}, view{1, n * o.groups, ch / o.groups * l};
+            const auto as_view = [&](Handle t) { return reshape(be, std::move(t), view); };
+            const auto weighted = [&](Handle t) {
+              if (!has_weight) return t;
+              return mul(be, reshape(be, std::move(t), ncl),
+                         reshape(be, c.input(1), Shape{1, ch, 1}));
             };
-            const auto stat = [&](std::size_t r) {
-              return reshape(c.be, slice(c.be, c.input(2), {{r, r + 1, 1}, {0, ch, 1}}), per);
-            };
-            auto x = reshape(c.be, c.input(0), ncl);
-            auto g = reshape(c.be, c.input(3), ncl);
-            auto h = reshape(c.be, c.grad(), ncl);
-            auto rstd = unary(c.be, UnaryFn::Rsqrt, add_scalar(c.be, stat(1), o.eps));
-            auto xhat = mul(c.be, sub(c.be, x, stat(0)), rstd);
-            auto sh = channel_sum(h), sg = channel_sum(g);
-            auto a = channel_sum(mul(c.be, h, xhat)), b = channel_sum(mul(c.be, g, xhat));
-            auto ab_m = mul_scalar(c.be, mul(c.be, a, b), 1.0 / m);
-            auto k = sub(c.be, channel_sum(mul(c.be, h, g)),
-                         mul_scalar(c.be, mul(c.be, sh, sg), 1.0 / m));
-            if (has_weight && c.wants(1)) {
-              c.give(1, reshape(c.be, mul(c.be, rstd, sub(c.be, k, ab_m)), Shape{ch}));
+            const bool want_w = has_weight && c.wants(1);
+            if (c.wants(3) || want_w) {
+              auto dgw =
+                  reshape(be,
+                          be.execute(ir::BatchNormGrad{as_view(c.input(0)), Handle{}, c.input(2),
+                                                       as_view(c.grad()), o.eps})[0],
+                          ncl);
+              if (want_w) {
+                auto p = mul(be, dgw, reshape(be, c.input(3), ncl));
+                c.give(1, reshape(be,
+                                  reduce(be, ir::ReduceFn::Sum,
+                                         reduce(be, ir::ReduceFn::Sum, std::move(p), 2), 0),
+                                  Shape{ch}));
+              }
+              if (c.wants(3)) c.give(3, reshape(be, weighted(std::move(dgw)), xs));
             }
             if (!c.wants(0)) return;
-            auto hc = sub(c.be, h, mul_scalar(c.be, sh, 1.0 / m));
-            auto gc = sub(c.be, g, mul_scalar(c.be, sg, 1.0 / m));
-            auto inner = add(c.be,
-                             add(c.be, mul(c.be, xhat, sub(c.be, k, mul_scalar(c.be, ab_m, 3.0))),
-                                 mul(c.be, b, hc)),
-                             mul(c.be, a, gc));
-            auto scale = mul_scalar(c.be, mul(c.be, rstd, rstd), -1.0 / m);
-            if (has_weight) scale = mul(c.be, scale, reshape(c.be, c.input(1), per));
-            c.give(0, reshape(c.be, mul(c.be, scale, inner), xs));
+            auto gw = as_view(weighted(c.input(3)));
+            auto dx = batch_norm_grad_grad(be, view, as_view(c.input(0)), Handle{}, c.input(2),
+                                           std::move(gw), as_view(c.grad()), o.eps, true, false)
+                          .first;
+            c.give(0, reshape(be, std::move(dx), xs));
           });
     case OpKind::Svd:
       // d sigma_i = u_i^T dx v_i for distinct singular values; U and Vh are detached.
@@ -879,6 +955,71 @@ RuleEntry make_kind(ir::OpKind k) {
         EMBER_ASSERT(ug->shape() == u);
         c.give(0, matmul(c.be, std::move(ug), c.output(2)));
       });
+    case OpKind::RmsNorm:
+      return diff(
+          "RmsNormGrad(x, weight, g): with xhat = x rstd, gw = g weight, dx = rstd (gw - xhat "
+          "mean(gw xhat)), dweight = sum over rows of g xhat (a backend without the op runs it "
+          "on the registry's fallback)",
+          kX | kY, false, [](Ctx& c) {
+            const auto& o = c.op<ir::RmsNorm>();
+            const bool has_weight = c.in_shape(1).rank() > 0;
+            auto d = c.be.execute(ir::RmsNormGrad{c.input(0), has_weight ? c.input(1) : Handle{},
+                                                  c.grad(), o.dims, o.eps});
+            if (c.wants(0)) c.give(0, std::move(d[0]));
+            if (has_weight && c.wants(1)) c.give(1, std::move(d[1]));
+          });
+    case OpKind::RmsNormGrad:
+      // Note [RMS norm's second derivative]: the node stands for dx (dweight is recorded as
+      // detached). Per row of n, with a dx's gradient, r = rstd, gw = g weight, A = sum(a
+      // gw), B = sum(a x), C = sum(gw x) and dx = r gw - r^3 x C / n: dx is linear in gw, and
+      // its adjoint in gw is RmsNormGrad without weight applied to a, u = r a - r^3 x B / n,
+      // so dg = weight u and dweight = sum over rows of g u; in x, through r (dr/dx =
+      // -r^3 x / n) and the explicit x, dx = -(r^3 / n) (x (A - 3 r^2 B C / n) + B gw + C a).
+      return diff(
+          "u = RmsNormGrad(x, a): dg = weight u, dweight = sum over rows of g u, "
+          "dx = -(rstd^3 / n) (x (A - 3 rstd^2 B C / n) + B gw + C a) with A = sum(a gw), "
+          "B = sum(a x), C = sum(gw x)",
+          kAll, false, [](Ctx& c) {
+            const auto& o = c.op<ir::RmsNormGrad>();
+            auto& be = c.be;
+            const Shape& xs = c.in_shape(0);
+            const bool has_weight = c.in_shape(1).rank() > 0;
+            std::size_t n = 1;
+            for (std::size_t d = xs.rank() - o.dims; d < xs.rank(); ++d) n *= xs[d];
+            const std::size_t rows = n == 0 ? 0 : xs.num_elements() / n;
+            const Shape rs{rows, n}, ws{1, n};
+            const Handle a = reshape(be, c.grad(), rs);
+            const Handle g = reshape(be, c.input(2), rs);
+            if (c.wants(2) || (has_weight && c.wants(1))) {
+              auto u = reshape(
+                  be, be.execute(ir::RmsNormGrad{c.input(0), Handle{}, c.grad(), o.dims, o.eps})[0],
+                  rs);
+              if (has_weight && c.wants(1)) {
+                c.give(1,
+                       reshape(be, reduce(be, ir::ReduceFn::Sum, mul(be, g, u), 0), c.in_shape(1)));
+              }
+              if (c.wants(2)) {
+                if (has_weight) u = mul(be, std::move(u), reshape(be, c.input(1), ws));
+                c.give(2, reshape(be, std::move(u), xs));
+              }
+            }
+            if (!c.wants(0)) return;
+            const Handle x = reshape(be, c.input(0), rs);
+            const Handle gw = has_weight ? mul(be, g, reshape(be, c.input(1), ws)) : g;
+            const auto rowsum = [&](Handle t) { return reduce(be, ir::ReduceFn::Sum, t, 1); };
+            const double inv_n = 1.0 / static_cast<double>(std::max<std::size_t>(n, 1));
+            auto r = unary(be, UnaryFn::Rsqrt,
+                           add_scalar(be, mul_scalar(be, rowsum(mul(be, x, x)), inv_n), o.eps));
+            auto a_sum = rowsum(mul(be, a, gw)), b_sum = rowsum(mul(be, a, x)),
+                 c_sum = rowsum(mul(be, gw, x));
+            auto r2 = mul(be, r, r);
+            auto coef_x =
+                sub(be, a_sum, mul_scalar(be, mul(be, r2, mul(be, b_sum, c_sum)), 3.0 * inv_n));
+            auto inner =
+                add(be, add(be, mul(be, x, coef_x), mul(be, b_sum, gw)), mul(be, c_sum, a));
+            auto scale = mul_scalar(be, mul(be, r2, r), -inv_n);
+            c.give(0, reshape(be, mul(be, scale, inner), xs));
+          });
     case OpKind::Attention:
       // lse (output 1) is recorded as detached; out's gradient by AttentionGrad (run on the
       // registry's fallback where the backend lacks it).

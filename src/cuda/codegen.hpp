@@ -158,6 +158,18 @@ bool aligned16(std::initializer_list<const void*> ptrs);
 // double eps, T* y, i64 rows, i64 n), the order of gen_layer_norm_regs; w and b (n
 // elements) may be null.
 KernelSource gen_layer_norm(DType dt);
+// RMS norm (codegen/rows.cpp): rows in registers, (const T* x, const T* w, double eps, T* y,
+// i64 rows, i64 n) as gen_layer_norm_regs less b; and gen_rms_norm's `stage`:
+// 0 the forward over rows of any length (the same parameters);
+// 1 dx, a block per row: (const T* x, const T* w, const T* g, double eps, T* dx,
+//   double* rstd, i64 rows, i64 n), each row's rstd kept for stage 2;
+// 2 dweight's partial sums: (const T* x, const T* g, const double* rstd, double* part,
+//   i64 rows, i64 n, i64 chunk), part[s * n + j] = sum over rows [s chunk, (s + 1) chunk)
+//   of g x rstd, a thread per (s, j);
+// 3 dweight: (const double* part, T* dw, i64 n, i64 S), the S partials of each column in
+//   order. w may be null (ones).
+KernelSource gen_rms_norm_regs(DType dt, int ept, int vec);
+KernelSource gen_rms_norm(DType dt, int stage);
 // Batch norm and its gradient over x [N, C, *], two launches each (Note [Channel splits] in
 // codegen/batch_norm.cpp); `grad` picks BatchNormGrad's kernels; `unroll` (1 or 4) values a
 // thread loads at a time.
@@ -340,6 +352,8 @@ using SoftmaxKernel = KernelSpec<gen_softmax>;  // codegen/rows.cpp
 using SoftmaxRegsKernel = KernelSpec<gen_softmax_regs>;
 using LayerNormKernel = KernelSpec<gen_layer_norm>;
 using LayerNormRegsKernel = KernelSpec<gen_layer_norm_regs>;
+using RmsNormRegsKernel = KernelSpec<gen_rms_norm_regs>;
+using RmsNormKernel = KernelSpec<gen_rms_norm>;
 using FillKernel = KernelSpec<gen_fill>;  // codegen/creation.cpp
 using ArangeKernel = KernelSpec<gen_arange>;
 using RandomKernel = KernelSpec<gen_random>;
@@ -368,7 +382,7 @@ using KernelSpecs =
                IndexSelectKernel, IndexAddKernel, SortRowsKernel, SortInitKernel, SortStageKernel,
                SortWriteKernel, NonzeroCountKernel, NonzeroWriteKernel, ScanTilesKernel,
                AddTileOffsetsKernel, UnfoldKernel, FoldKernel, PoolKernel, BatchNormSumsKernel,
-               BatchNormApplyKernel, AttentionKernel>;
+               BatchNormApplyKernel, AttentionKernel, RmsNormRegsKernel, RmsNormKernel>;
 static_assert(std::tuple_size_v<KernelSpecs> < 256, "the family field of a key is 8 bits");
 template <>
 std::vector<UnaryKernel> UnaryKernel::variants();
@@ -392,6 +406,10 @@ template <>
 std::vector<LayerNormKernel> LayerNormKernel::variants();
 template <>
 std::vector<LayerNormRegsKernel> LayerNormRegsKernel::variants();
+template <>
+std::vector<RmsNormRegsKernel> RmsNormRegsKernel::variants();
+template <>
+std::vector<RmsNormKernel> RmsNormKernel::variants();
 template <>
 std::vector<FillKernel> FillKernel::variants();
 template <>

@@ -88,7 +88,10 @@ void outputs_of(ir::Op& op, Out&& out) {
           out(ir::out_shape(o), ir::out_dtype(o, 1));
         } else if constexpr (std::is_same_v<T, ir::BatchNorm> ||
                              std::is_same_v<T, ir::BatchNormGrad> ||
-                             std::is_same_v<T, ir::Attention>) {
+                             std::is_same_v<T, ir::Attention> ||
+                             std::is_same_v<T, ir::RmsNormGrad> ||
+                             std::is_same_v<T, ir::GroupNorm> ||
+                             std::is_same_v<T, ir::GroupNormGrad>) {
           out(ir::out_shape(o, 0), ir::out_dtype(o, 0));
           out(ir::out_shape(o, 1), ir::out_dtype(o, 1));
         } else if constexpr (std::is_same_v<T, ir::Svd> || std::is_same_v<T, ir::AttentionGrad>) {

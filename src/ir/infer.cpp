@@ -233,6 +233,60 @@ bool well_typed(const AttentionGrad& op) {
          op.lse->dtype() == out_dtype(fwd, 1) && op.lse->shape() == out_shape(fwd, 1);
 }
 
+namespace {
+// x (a float dtype, at least `dims` dims, dims >= 1) and, when present, v of x's dtype and
+// trailing `dims` dims.
+bool rms_norm_operands(const Handle& x, const Handle& v, std::size_t dims) {
+  const Shape& s = x->shape();
+  if (!is_float(x->dtype()) || dims < 1 || dims > s.rank()) return false;
+  if (!v) return true;
+  const auto& d = s.dims();
+  return v->dtype() == x->dtype() &&
+         v->shape() == Shape(std::vector<std::size_t>(d.end() - std::ptrdiff_t(dims), d.end()));
+}
+}  // namespace
+
+Shape out_shape(const RmsNorm& op) { return op.x->shape(); }
+DType out_dtype(const RmsNorm& op) { return op.x->dtype(); }
+bool well_typed(const RmsNorm& op) { return rms_norm_operands(op.x, op.weight, op.dims); }
+Shape out_shape(const RmsNormGrad& op, std::size_t output) {
+  if (output == 0) return op.x->shape();
+  const auto& d = op.x->shape().dims();
+  return Shape(std::vector<std::size_t>(d.end() - std::ptrdiff_t(op.dims), d.end()));
+}
+DType out_dtype(const RmsNormGrad& op, std::size_t) { return op.x->dtype(); }
+bool well_typed(const RmsNormGrad& op) {
+  return rms_norm_operands(op.x, op.weight, op.dims) && op.g->dtype() == op.x->dtype() &&
+         op.g->shape() == op.x->shape();
+}
+
+namespace {
+// x [N, C, *] of a float dtype, groups > 0 dividing C.
+bool group_norm_x(const Handle& x, std::size_t groups) {
+  return is_float(x->dtype()) && x->shape().rank() >= 2 && groups > 0 &&
+         x->shape()[1] % groups == 0;
+}
+}  // namespace
+
+Shape out_shape(const GroupNorm& op, std::size_t output) {
+  return output == 0 ? op.x->shape() : Shape{2, op.x->shape()[0] * op.groups};
+}
+DType out_dtype(const GroupNorm& op, std::size_t) { return op.x->dtype(); }
+bool well_typed(const GroupNorm& op) {
+  return group_norm_x(op.x, op.groups) && channel_vector(op.weight, op.x) &&
+         channel_vector(op.bias, op.x);
+}
+Shape out_shape(const GroupNormGrad& op, std::size_t output) {
+  return batch_norm_shape(op.x, output);
+}
+DType out_dtype(const GroupNormGrad& op, std::size_t) { return op.x->dtype(); }
+bool well_typed(const GroupNormGrad& op) {
+  const DType dt = op.x->dtype();
+  return group_norm_x(op.x, op.groups) && channel_vector(op.weight, op.x) &&
+         op.stats->dtype() == dt && op.stats->shape() == Shape{2, op.x->shape()[0] * op.groups} &&
+         op.g->dtype() == dt && op.g->shape() == op.x->shape();
+}
+
 Shape out_shape(const Pool& op) {
   const Shape& x = op.x->shape();
   std::vector<std::size_t> dims{x[0], x[1]};

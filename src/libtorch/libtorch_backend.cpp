@@ -580,6 +580,12 @@ class LibTorchBackend final : public backend::Backend {
       return false;
     // Nor the SVD: the registry's fallback (the Cpu) runs it.
     if (std::holds_alternative<ir::Svd>(op)) return false;
+    // Nor RMS norm: the tensor layer composes it (ops::rms_norm).
+    if (std::holds_alternative<ir::RmsNorm>(op) || std::holds_alternative<ir::RmsNormGrad>(op))
+      return false;
+    // Nor group norm: nn::GroupNorm composes it (Note [Group norm's own op]).
+    if (std::holds_alternative<ir::GroupNorm>(op) || std::holds_alternative<ir::GroupNormGrad>(op))
+      return false;
     // Nor attention: the tensor layer composes it from Matmul and Softmax.
     if (std::holds_alternative<ir::Attention>(op) || std::holds_alternative<ir::AttentionGrad>(op))
       return false;
@@ -1219,6 +1225,16 @@ class LibTorchBackend final : public backend::Backend {
     fail("LibTorch: BatchNormGrad has no kernel on this backend");
   }
   std::vector<ir::Handle> run_one(ir::Svd&) { fail("LibTorch: Svd has no kernel on this backend"); }
+  ir::Handle run_one(ir::RmsNorm&) { fail("LibTorch: RmsNorm has no kernel on this backend"); }
+  std::vector<ir::Handle> run_one(ir::RmsNormGrad&) {
+    fail("LibTorch: RmsNormGrad has no kernel on this backend");
+  }
+  std::vector<ir::Handle> run_one(ir::GroupNorm&) {
+    fail("LibTorch: GroupNorm has no kernel on this backend");
+  }
+  std::vector<ir::Handle> run_one(ir::GroupNormGrad&) {
+    fail("LibTorch: GroupNormGrad has no kernel on this backend");
+  }
   std::vector<ir::Handle> run_one(ir::Attention&) {
     fail("LibTorch: Attention has no kernel on this backend");
   }

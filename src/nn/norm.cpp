@@ -1,8 +1,6 @@
 // Normalisation layers (Note [Batch norm modes] in norm.hpp).
 #include "ember/nn/norm.hpp"
 
-#include <limits>
-
 #include "ember/backend/backend.hpp"
 #include "ember/tensor/module_ops.hpp"
 
@@ -124,68 +122,29 @@ LayerNorm LayerNormConfig::init(const Device& device) const {
 // ---- GroupNorm and InstanceNorm ----
 
 namespace {
-// Note [Group norm as batch norm]: per sample, each group of C / groups channels is
-// normalised over its channels and the spatial dims, which is batch norm's statistics over
-// x seen as [1, N * groups, (C / groups) * L]: one channel of that view per (sample,
-// group). Where the backend has ir::BatchNorm (and so ir::BatchNormGrad for the
-// backward), group norm is that op — each group read once for its statistics and once to
-// write, the backward in closed form — and the affine follows it per channel. With one
-// channel a group (instance norm, groups == C) the affine is per channel of the view too,
-// so weight and bias, repeated for every sample ([N * C], a small copy), go into the op
-// and nothing follows it. Elsewhere: layer norm over the groups, then the affine.
-bool batch_norm_runs(const DynTensor& xr, double eps) {
-  return xr.device().backend().supports(ir::Op(ir::BatchNorm{xr.handle(), {}, {}, eps}));
-}
-// x [N, C, *] normalised per sample over groups of C / groups channels and the spatial dims.
-DynTensor group_norm(const DynTensor& x, std::size_t num_groups, std::size_t num_channels,
+// x [N, C, *] normalised per sample over groups of C / groups channels and the spatial dims
+// (ops::group_norm: Note [Group norm's own op] in src/tensor/ops_norm.cpp).
+DynTensor group_norm(const DynTensor& x, std::size_t num_groups,
                      const std::optional<Param<Tensor<1>>>& weight,
                      const std::optional<Param<Tensor<1>>>& bias, double eps) {
-  const std::size_t n = x.shape()[0],
-                    per_group = x.num_elements() / std::max<std::size_t>(n, 1) / num_groups;
-  const std::size_t l = per_group * num_groups / num_channels;
-  std::optional<DynTensor> normalised;  // [1, N * groups, per_group] or [N, groups, per_group]
-  if (x.num_elements() > 0) {
-    DynTensor xr = ops::reshape(x, Shape{1, n * num_groups, per_group});
-    if (batch_norm_runs(xr, eps)) {
-      if (num_groups == num_channels) {
-        const auto per_sample = [&](const std::optional<Param<Tensor<1>>>& v) {
-          std::optional<DynTensor> out;
-          if (v) {
-            out = ops::reshape(ops::expand(ops::reshape(v->val().dyn(), Shape{1, num_channels}),
-                                           Shape{n, num_channels}),
-                               Shape{n * num_channels});
-          }
-          return out;
-        };
-        DynTensor y =
-            ops::batch_norm_training(std::move(xr), per_sample(weight), per_sample(bias), eps).y;
-        return ops::reshape(std::move(y), x.shape());
-      }
-      normalised = ops::batch_norm_training(std::move(xr), std::nullopt, std::nullopt, eps).y;
-    }
-  }
-  if (!normalised) {
-    normalised = ops::layer_norm(ops::reshape(x, Shape{n, num_groups, per_group}), Shape{per_group},
-                                 std::nullopt, std::nullopt, eps);
-  }
-  DynTensor y = ops::reshape(std::move(*normalised), Shape{n, num_channels, l});
-  if (weight) y = mul(std::move(y), per_channel(weight->val().dyn()));
-  if (bias) y = add(std::move(y), per_channel(bias->val().dyn()));
-  return ops::reshape(std::move(y), x.shape());
+  std::optional<DynTensor> w, b;
+  if (weight) w = weight->val().dyn();
+  if (bias) b = bias->val().dyn();
+  return ops::group_norm(x, num_groups, std::move(w), std::move(b), eps);
 }
 }  // namespace
 
 DynTensor GroupNorm::forward_dyn(const DynTensor& x) const {
   return detail::at_layer(*this, [&]() -> DynTensor {
     check_features(x, num_channels, "nn::GroupNorm", 2, 8);
-    return group_norm(x, num_groups, num_channels, weight, bias, eps);
+    return group_norm(x, num_groups, weight, bias, eps);
   });
 }
 
 DynTensor InstanceNorm::forward_dyn(const DynTensor& x) const {
   return detail::at_layer(*this, [&]() -> DynTensor {
     check_features(x, num_channels, "nn::InstanceNorm", 3, 8);
-    return group_norm(x, num_channels, num_channels, weight, bias, eps);
+    return group_norm(x, num_channels, weight, bias, eps);
   });
 }
 
@@ -211,18 +170,9 @@ DynTensor RmsNorm::forward_dyn(const DynTensor& x) const {
     EMBER_CHECK(x.rank() >= 1 && x.shape()[x.rank() - 1] == d_model && x.kind() == Kind::Float,
                 "nn::RmsNorm: expected a float input ending in d_model = " +
                     std::to_string(d_model) + ", got shape " + x.shape().to_string());
-    const double e =
-        eps ? *eps
-            : (x.dtype() == DType::F64    ? std::numeric_limits<double>::epsilon()
-               : x.dtype() == DType::F16  ? 0.0009765625
-               : x.dtype() == DType::BF16 ? 0.0078125
-                                          : double(std::numeric_limits<float>::epsilon()));
-    const std::int64_t last = std::int64_t(x.rank()) - 1;
-    DynTensor ms = ops::reduce(ir::ReduceFn::Mean, ops::unary(ir::UnaryFn::Square, x), last);
-    DynTensor y =
-        mul(x, ops::unary(ir::UnaryFn::Rsqrt, ops::binary_scalar(BinaryFn::Add, std::move(ms), e)));
-    if (weight) y = mul(std::move(y), weight->val().dyn());
-    return y;
+    std::optional<DynTensor> w;
+    if (weight) w = weight->val().dyn();
+    return ops::rms_norm(x, Shape{d_model}, std::move(w), eps);
   });
 }
 

@@ -1,6 +1,8 @@
-// Normalisation functions: validation, then one IR op (ir::LayerNorm, ir::BatchNorm; batch
-// norm as a composite where the backend lacks its op).
+// Normalisation functions: validation, then one IR op (ir::LayerNorm, ir::BatchNorm,
+// ir::RmsNorm, ir::GroupNorm; the last three as composites where the backend lacks their
+// op).
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "ember/tensor/gradients.hpp"
@@ -38,6 +40,61 @@ DynTensor layer_norm(DynTensor x, const Shape& normalized_shape, std::optional<D
   ir::Handle b = bias ? std::move(*bias).handle() : ir::Handle{};
   return detail::run(dev,
                      ir::LayerNorm{std::move(x).handle(), std::move(w), std::move(b), dims, eps});
+}
+
+DynTensor rms_norm(DynTensor x, const Shape& normalized_shape, std::optional<DynTensor> weight,
+                   std::optional<double> eps) {
+  const char* op = "rms_norm";
+  detail::check_kind(x, {Kind::Float}, op);
+  const std::size_t dims = normalized_shape.rank();
+  const std::string expect = " (normalized_shape " + normalized_shape.to_string() + ")";
+  EMBER_CHECK(dims >= 1,
+              detail::describe("rms_norm: normalized_shape must have at least one dim", {&x}));
+  EMBER_CHECK(
+      dims <= x.rank() && std::equal(normalized_shape.dims().begin(), normalized_shape.dims().end(),
+                                     x.shape().dims().end() - static_cast<std::ptrdiff_t>(dims)),
+      detail::describe("rms_norm: the trailing dims of x must equal normalized_shape" + expect,
+                       {&x}));
+  if (weight) {
+    detail::check_same_device(x, *weight, op);
+    EMBER_CHECK(
+        weight->dtype() == x.dtype() && weight->shape() == normalized_shape,
+        detail::describe("rms_norm: weight must have x's dtype and shape normalized_shape" + expect,
+                         {&x, &*weight}));
+  }
+  const DType dt = x.dtype();
+  // PyTorch's eps=None: torch.finfo(x.dtype).eps.
+  const double e = eps                 ? *eps
+                   : dt == DType::F64  ? std::numeric_limits<double>::epsilon()
+                   : dt == DType::F16  ? 0.0009765625  // 2^-10
+                   : dt == DType::BF16 ? 0.0078125     // 2^-7
+                                       : double(std::numeric_limits<float>::epsilon());
+  EMBER_CHECK(std::isfinite(e) && e >= 0.0,
+              "rms_norm: eps must be finite and >= 0, got " + std::to_string(e));
+  const Device dev = x.device();
+  ir::RmsNorm direct{x.handle(), weight ? weight->handle() : ir::Handle{}, dims, e};
+  if (dev.backend().supports(ir::Op(direct))) {
+    direct.x = std::move(x).handle();  // the op alone may own x's handle (in-place reuse)
+    direct.weight = weight ? std::move(*weight).handle() : ir::Handle{};
+    return detail::run(dev, std::move(direct));
+  }
+  // Elsewhere: mean(x^2) over the rows of [rows, n], through which autodiff differentiates;
+  // 16-bit floats in f32 (as the op: their squares' sum would round at the row's scale).
+  if (is_half(dt)) {
+    if (weight) weight = cast(std::move(*weight), DType::F32);
+    return cast(rms_norm(cast(std::move(x), DType::F32), normalized_shape, std::move(weight), e),
+                dt);
+  }
+  using ir::BinaryFn;
+  const Shape xs = x.shape();
+  const std::size_t n = normalized_shape.num_elements();
+  const std::size_t rows = n == 0 ? 0 : xs.num_elements() / n;
+  DynTensor xr = reshape(std::move(x), Shape{rows, n});
+  DynTensor ms = reduce(ir::ReduceFn::Mean, unary(ir::UnaryFn::Square, xr), 1);
+  DynTensor y = binary(BinaryFn::Mul, std::move(xr),
+                       unary(ir::UnaryFn::Rsqrt, binary_scalar(BinaryFn::Add, std::move(ms), e)));
+  if (weight) y = binary(BinaryFn::Mul, std::move(y), reshape(std::move(*weight), Shape{1, n}));
+  return reshape(std::move(y), xs);
 }
 
 BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight,
@@ -112,6 +169,82 @@ BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight
   if (bias) y = binary(BinaryFn::Add, std::move(y), per_channel(std::move(*bias)));
   return {reshape(std::move(y), xs), reshape(detach(mean), Shape{c}),
           reshape(detach(var), Shape{c})};
+}
+
+// Note [Group norm's own op]: per sample, each group of C / groups channels is normalised
+// over its channels and *, which is batch norm's statistics over x seen as [1, N * groups,
+// (C / groups) * L] — one channel of that view per (sample, group) — but the affine is per
+// channel of x, which the view does not have. ir::GroupNorm (and ir::GroupNormGrad) take
+// the groups and the per-channel weight and bias, so each group is read once for its
+// statistics and once to write y with the affine applied, and the backward is one pass for
+// the sums and one for dx, with dweight and dbias from the same sums (a variant of
+// BatchNorm with a group count would give BatchNorm's statistics a second shape and its
+// weight a second meaning). Where the backend lacks the op but has ir::BatchNorm (the Cuda),
+// the view goes through BatchNorm and the affine follows it (instance norm, one channel a
+// group, passes weight and bias repeated per sample into BatchNorm itself); elsewhere,
+// layer norm over the groups, then the affine.
+DynTensor group_norm(DynTensor x, std::size_t groups, std::optional<DynTensor> weight,
+                     std::optional<DynTensor> bias, double eps) {
+  const char* op = "group_norm";
+  detail::check_kind(x, {Kind::Float}, op);
+  EMBER_CHECK(x.rank() >= 2,
+              detail::describe("group_norm: expected x [N, C, *] of rank >= 2", {&x}));
+  const std::size_t n = x.shape()[0], c = x.shape()[1];
+  EMBER_CHECK(groups > 0 && c % groups == 0,
+              detail::describe("group_norm: groups " + std::to_string(groups) +
+                                   " must be positive and divide the channels",
+                               {&x}));
+  EMBER_CHECK(std::isfinite(eps) && eps >= 0.0,
+              "group_norm: eps must be finite and >= 0, got " + std::to_string(eps));
+  const auto check_affine = [&](const std::optional<DynTensor>& t, const char* what) {
+    if (!t) return;
+    detail::check_same_device(x, *t, op);
+    EMBER_CHECK(
+        t->dtype() == x.dtype() && t->shape() == Shape{c},
+        detail::describe(std::string("group_norm: ") + what +
+                             " must have x's dtype and shape [C] = [" + std::to_string(c) + "]",
+                         {&x, &*t}));
+  };
+  check_affine(weight, "weight");
+  check_affine(bias, "bias");
+  const Device dev = x.device();
+  const Shape xs = x.shape();
+  ir::GroupNorm direct{x.handle(), weight ? weight->handle() : ir::Handle{},
+                       bias ? bias->handle() : ir::Handle{}, groups, eps};
+  if (dev.backend().supports(ir::Op(direct))) {
+    direct.x = std::move(x).handle();  // the op alone may own x's handle (in-place reuse)
+    return std::move(detail::run_all(dev, std::move(direct))[0]);
+  }
+  using ir::BinaryFn;
+  const std::size_t per_group = n == 0 ? 0 : x.num_elements() / n / groups;
+  const std::size_t l = per_group * groups / c;
+  const auto per_channel = [&](DynTensor v) { return reshape(std::move(v), Shape{1, c, 1}); };
+  std::optional<DynTensor> normalised;  // [1, N * groups, per_group] or [N, groups, per_group]
+  if (x.num_elements() > 0) {
+    DynTensor xr = reshape(x, Shape{1, n * groups, per_group});
+    if (dev.backend().supports(ir::Op(ir::BatchNorm{xr.handle(), {}, {}, eps}))) {
+      if (groups == c) {
+        const auto per_sample = [&](std::optional<DynTensor>& v) {
+          std::optional<DynTensor> out;
+          if (v)
+            out = reshape(expand(reshape(std::move(*v), Shape{1, c}), Shape{n, c}), Shape{n * c});
+          return out;
+        };
+        DynTensor y =
+            batch_norm_training(std::move(xr), per_sample(weight), per_sample(bias), eps).y;
+        return reshape(std::move(y), xs);
+      }
+      normalised = batch_norm_training(std::move(xr), std::nullopt, std::nullopt, eps).y;
+    }
+  }
+  if (!normalised) {
+    normalised = layer_norm(reshape(x, Shape{n, groups, per_group}), Shape{per_group}, std::nullopt,
+                            std::nullopt, eps);
+  }
+  DynTensor y = reshape(std::move(*normalised), Shape{n, c, l});
+  if (weight) y = binary(BinaryFn::Mul, std::move(y), per_channel(std::move(*weight)));
+  if (bias) y = binary(BinaryFn::Add, std::move(y), per_channel(std::move(*bias)));
+  return reshape(std::move(y), xs);
 }
 
 }  // namespace ember::ops

@@ -482,6 +482,12 @@ class VulkanBackend final : public backend::Backend {
   bool supports_one(const ir::BatchNorm& o) const { return batch_norm_ok(o.x); }
   bool supports_one(const ir::BatchNormGrad& o) const { return batch_norm_ok(o.x); }
   bool supports_one(const ir::Svd&) const { return false; }
+  // No RMS norm kernel: the tensor layer composes it (ops::rms_norm).
+  bool supports_one(const ir::RmsNorm&) const { return false; }
+  bool supports_one(const ir::RmsNormGrad&) const { return false; }
+  // Nor group norm's: nn::GroupNorm composes it (Note [Group norm's own op]).
+  bool supports_one(const ir::GroupNorm&) const { return false; }
+  bool supports_one(const ir::GroupNormGrad&) const { return false; }
   // No attention kernel: the tensor layer composes attention from Matmul and Softmax.
   bool supports_one(const ir::Attention&) const { return false; }
   bool supports_one(const ir::AttentionGrad&) const { return false; }
@@ -1212,6 +1218,18 @@ class VulkanBackend final : public backend::Backend {
   // No SVD kernel: supports() sends it to the fallback, so this is never reached.
   [[noreturn]] std::vector<ir::Handle> run_one(ir::Svd&) {
     fail(name() + ": Svd has no Vulkan kernel (supports() should have said so)");
+  }
+  [[noreturn]] ir::Handle run_one(ir::RmsNorm&) {
+    fail(name() + ": RmsNorm has no Vulkan kernel (supports() should have said so)");
+  }
+  [[noreturn]] std::vector<ir::Handle> run_one(ir::RmsNormGrad&) {
+    fail(name() + ": RmsNormGrad has no Vulkan kernel (supports() should have said so)");
+  }
+  [[noreturn]] std::vector<ir::Handle> run_one(ir::GroupNorm&) {
+    fail(name() + ": GroupNorm has no Vulkan kernel (supports() should have said so)");
+  }
+  [[noreturn]] std::vector<ir::Handle> run_one(ir::GroupNormGrad&) {
+    fail(name() + ": GroupNormGrad has no Vulkan kernel (supports() should have said so)");
   }
   [[noreturn]] std::vector<ir::Handle> run_one(ir::Attention&) {
     fail(name() + ": Attention has no Vulkan kernel (supports() should have said so)");

@@ -296,6 +296,66 @@ TEST(Grad, ComposedFunctions) {
 // weight and bias present and absent, ranks 2 to 4, an operand computed by an element-wise
 // op; and ir::BatchNormGrad's own rule (its gradients in x, weight and g), with the
 // statistics BatchNorm gives for x.
+TEST(Grad, RmsNorm) {
+  const auto rms = [](DynTensor x, std::optional<DynTensor> w, std::size_t dims) {
+    const Shape& xs = x.shape();
+    const Shape ns(xs.dims().end() - static_cast<std::ptrdiff_t>(dims), xs.dims().end());
+    return ops::rms_norm(std::move(x), ns, std::move(w), 1e-5);
+  };
+  check_both("rms_norm weight", [&](auto& x) { return rms(x[0], x[1], 1); },
+             {{rnd(S({3, 5}), -2, 2, 151)}, {rnd(S({5}), 0.5, 1.5, 152)}});
+  check_both("rms_norm two dims, plain", [&](auto& x) { return rms(x[0], std::nullopt, 2); },
+             {{rnd(S({2, 3, 4}), -2, 2, 153)}});
+  check_both("rms_norm of a computed operand, weight",
+             [&](auto& x) { return rms(ops::unary(UnaryFn::Tanh, x[0]), x[1], 1); },
+             {{rnd(S({4, 3}), -2, 2, 154)}, {rnd(S({3}), -1, 1, 155)}});
+  // RmsNormGrad's own rule (Note [RMS norm's second derivative]): dx in x, weight and g.
+  const auto rms_grad = [](DynTensor x, std::optional<DynTensor> w, DynTensor g) {
+    const Device dev = x.device();
+    auto outs = dev.backend().execute(
+        ir::RmsNormGrad{x.handle(), w ? w->handle() : ir::Handle{}, g.handle(), 1, 1e-5});
+    return DynTensor(outs[0], dev);
+  };
+  check_both(
+      "rms_norm_grad weight", [&](auto& x) { return rms_grad(x[0], x[1], x[2]); },
+      {{rnd(S({3, 4}), -2, 2, 156)}, {rnd(S({4}), 0.5, 1.5, 157)}, {rnd(S({3, 4}), -1, 1, 158)}});
+  check_both("rms_norm_grad plain", [&](auto& x) { return rms_grad(x[0], std::nullopt, x[1]); },
+             {{rnd(S({2, 5}), -2, 2, 159)}, {rnd(S({2, 5}), -1, 1, 160)}});
+}
+
+// ir::GroupNorm on the Cpu (its rule ir::GroupNormGrad) and GroupNormGrad's own rule
+// (Note [Group norm's second derivative]): groups of several channels and instance norm.
+TEST(Grad, GroupNorm) {
+  const auto gn = [](DynTensor x, std::size_t groups, std::optional<DynTensor> w,
+                     std::optional<DynTensor> b) {
+    return ops::group_norm(std::move(x), groups, std::move(w), std::move(b), 1e-5);
+  };
+  check_both(
+      "group_norm weight bias", [&](auto& x) { return gn(x[0], 2, x[1], x[2]); },
+      {{rnd(S({3, 4, 5}), -2, 2, 161)}, {rnd(S({4}), 0.5, 1.5, 162)}, {rnd(S({4}), -1, 1, 163)}});
+  check_both("group_norm instance, plain",
+             [&](auto& x) { return gn(x[0], 3, std::nullopt, std::nullopt); },
+             {{rnd(S({2, 3, 2, 2}), -2, 2, 164)}});
+  check_both("group_norm of a computed operand, weight",
+             [&](auto& x) { return gn(ops::unary(UnaryFn::Tanh, x[0]), 1, x[1], std::nullopt); },
+             {{rnd(S({2, 3, 4}), -2, 2, 165)}, {rnd(S({3}), -1, 1, 166)}});
+  const auto gn_grad = [](DynTensor x, std::size_t groups, std::optional<DynTensor> w,
+                          DynTensor g) {
+    const Device dev = x.device();
+    auto stats = dev.backend().execute(ir::GroupNorm{x.handle(), {}, {}, groups, 1e-5})[1];
+    auto outs = dev.backend().execute(ir::GroupNormGrad{x.handle(), w ? w->handle() : ir::Handle{},
+                                                        stats, g.handle(), groups, 1e-5});
+    return DynTensor(outs[0], dev);
+  };
+  check_both("group_norm_grad weight", [&](auto& x) { return gn_grad(x[0], 2, x[1], x[2]); },
+             {{rnd(S({2, 4, 3}), -2, 2, 167)},
+              {rnd(S({4}), 0.5, 1.5, 168)},
+              {rnd(S({2, 4, 3}), -1, 1, 169)}});
+  check_both("group_norm_grad instance, plain",
+             [&](auto& x) { return gn_grad(x[0], 3, std::nullopt, x[1]); },
+             {{rnd(S({2, 3, 4}), -2, 2, 170)}, {rnd(S({2, 3, 4}), -1, 1, 171)}});
+}
+
 TEST(Grad, BatchNorm) {
   const auto bn = [](DynTensor x, std::optional<DynTensor> w, std::optional<DynTensor> b) {
     return ops::batch_norm_training(std::move(x), std::move(w), std::move(b), 1e-5).y;

@@ -296,6 +296,362 @@ void add_compute_cases(std::vector<Case>& cs) {
     cs.push_back(std::move(c));
   }
 
+  // ---- rms_norm (ir::RmsNorm where the backend has it, a composite elsewhere): weight
+  // present and absent, 1 to 3 normalised dims, one row, odd rows, rows longer than a GPU
+  // block, a large offset, a NaN, empty rows, the dtype's default eps ----
+  {
+    Case c;
+    c.fn = "rms_norm";
+    c.family = "normalization";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale s) {
+      Rng rng(76);
+      struct T {
+        Shape shape;
+        std::size_t dims;
+        bool weight;
+        double offset;
+        Layout layout;
+        bool nan;
+        double eps;  // < 0: absent (the dtype's epsilon)
+      };
+      const T ts_spec[] = {
+          {Shape{7}, 1, true, 0, Layout::Contiguous, false, 1e-6},
+          {Shape{1, 33}, 1, true, 0, Layout::Contiguous, false, -1},
+          {Shape{3, 5}, 1, false, 0, Layout::Permuted, false, 1e-5},
+          {Shape{2, 3, 4}, 2, true, 0, Layout::Sliced, false, 1e-5},
+          {Shape{4, 3, 37}, 2, false, 0, Layout::Contiguous, false, -1},
+          {Shape{5, 1030}, 1, true, 0, Layout::Flipped, false, 1e-6},
+          {Shape{3, 5001}, 1, true, 100, Layout::Contiguous, false, 1e-6},
+          {Shape{2, 2, 3, 7}, 3, true, 0, Layout::Contiguous, false, 0.5},
+          {Shape{1, 1}, 1, true, 0, Layout::Contiguous, false, 1e-5},
+          {Shape{33, 17}, 1, false, 0, Layout::Contiguous, false, -1},
+          {Shape{4, 9}, 1, true, 0, Layout::Contiguous, true, 1e-5},
+          {Shape{2, 0, 4}, 1, true, 0, Layout::Contiguous, false, 1e-5},
+          {Shape{3, 0}, 1, false, 0, Layout::Contiguous, false, 1e-5},
+      };
+      std::vector<Trial> ts;
+      for (const T& t : ts_spec) {
+        Shape shape = t.shape;
+        std::size_t dims = t.dims;
+        if (s == Scale::Perf) shape = Shape{4096, 1024}, dims = 1;
+        HostTensor x = random_host(shape, dt, rng, Domain::Any);
+        for (double& v : x.v) v = quantize(dt, v + t.offset);
+        if (t.nan && x.v.size() > 12) x.v[12] = std::numeric_limits<double>::quiet_NaN();
+        const Shape ns(shape.dims().end() - static_cast<std::ptrdiff_t>(dims), shape.dims().end());
+        Trial tr{shape.to_string() + " dims " + std::to_string(dims) + (t.weight ? " weight" : "") +
+                     (t.offset != 0 ? " offset " + std::to_string(t.offset) : "") +
+                     (t.nan ? " nan" : "") +
+                     (t.eps < 0 ? " default eps" : " eps " + std::to_string(t.eps)),
+                 {x},
+                 {t.layout},
+                 {static_cast<double>(dims), t.weight ? 1.0 : 0.0, t.eps}};
+        if (t.weight) tr.inputs.push_back(random_host(ns, dt, rng, Domain::Any));
+        ts.push_back(std::move(tr));
+        if (s == Scale::Perf) break;
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      const auto dims = static_cast<std::size_t>(p[0]);
+      const Shape& xs = x[0].shape();
+      const Shape ns(xs.dims().end() - static_cast<std::ptrdiff_t>(dims), xs.dims().end());
+      std::optional<DynTensor> w;
+      if (p[1] != 0) w = x[1];
+      std::optional<double> eps;
+      if (p[2] >= 0) eps = p[2];
+      return Tensors{ops::rms_norm(std::move(x[0]), ns, std::move(w), eps)};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor& x = in[0];
+      const auto dims = static_cast<std::size_t>(p[0]);
+      const HostTensor* w = p[1] != 0 ? &in[1] : nullptr;
+      // torch.finfo(dtype).eps
+      const double eps = p[2] >= 0               ? p[2]
+                         : x.dtype == DType::F64 ? 0x1p-52
+                         : x.dtype == DType::F32 ? 0x1p-23
+                         : x.dtype == DType::F16 ? 0x1p-10
+                                                 : 0x1p-7;
+      std::size_t n = 1;
+      for (std::size_t d = x.rank() - dims; d < x.rank(); ++d) n *= x.shape[d];
+      HostTensor y(x.shape, x.dtype);
+      const std::size_t rows = n == 0 ? 0 : x.v.size() / n;
+      for (std::size_t r = 0; r < rows; ++r) {
+        const double* row = x.v.data() + r * n;
+        double ms = 0;
+        for (std::size_t i = 0; i < n; ++i) ms += row[i] * row[i];
+        const double rstd = 1.0 / std::sqrt(ms / static_cast<double>(n) + eps);
+        for (std::size_t i = 0; i < n; ++i) y.v[r * n + i] = row[i] * rstd * (w ? w->v[i] : 1.0);
+      }
+      return one(y);
+    };
+    c.tol = [](DType dt) {
+      switch (dt) {
+        case DType::F64:
+          return Tolerance{1e-10, 1e-10};
+        case DType::F32:
+          return Tolerance{1e-4, 1e-4};
+        case DType::F16:
+          return Tolerance{4e-3, 1e-2};
+        default:
+          return Tolerance{3e-2, 6e-2};
+      }
+    };
+    cs.push_back(std::move(c));
+  }
+
+  // ---- rms_norm's gradients through the Autodiff decorator (ir::RmsNormGrad where the
+  // backend has it): in x and weight for the output gradient g (the last input), against
+  // the closed form in f64; one row, odd rows, long rows, two normalised dims ----
+  {
+    Case c;
+    c.fn = "rms_norm_grad";
+    c.no_grad = "runs its own backward pass inside; RmsNormGrad's rule is checked by Grad.RmsNorm";
+    c.family = "normalization";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale) {
+      Rng rng(78);
+      const std::pair<Shape, std::size_t> shapes[] = {
+          {Shape{1, 8}, 1}, {Shape{7, 13}, 1}, {Shape{3, 2, 5}, 2}, {Shape{2, 2100}, 1}};
+      std::vector<Trial> ts;
+      for (const auto& [shape, dims] : shapes) {
+        const Shape ns(shape.dims().end() - static_cast<std::ptrdiff_t>(dims), shape.dims().end());
+        ts.push_back(
+            {shape.to_string() + " dims " + std::to_string(dims),
+             {random_host(shape, dt, rng, Domain::Any), random_host(ns, dt, rng, Domain::Any),
+              random_host(shape, dt, rng, Domain::Any)},
+             {Layout::Contiguous, Layout::Contiguous, Layout::Sliced},
+             {static_cast<double>(dims), 1e-5}});
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      const ember::Device ad = x[0].device().autodiff();
+      auto xa = ops::require_grad(ops::from_inner(x[0], ad));
+      auto wa = ops::require_grad(ops::from_inner(x[1], ad));
+      auto y = ops::rms_norm(xa, x[1].shape(), wa, p[1]);
+      auto loss = ops::reduce_all(ember::ir::ReduceFn::Sum, ops::binary(ember::ir::BinaryFn::Mul, y,
+                                                                        ops::from_inner(x[2], ad)));
+      auto grads = ops::backward(loss);
+      return Tensors{ops::grad(xa, grads).value(), ops::grad(wa, grads).value()};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor &x = in[0], &w = in[1], &g = in[2];
+      const std::size_t n = w.v.size(), rows = x.v.size() / n;
+      HostTensor dx(x.shape, x.dtype), dw(w.shape, x.dtype);
+      for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t o = r * n;
+        double ms = 0, c = 0;
+        for (std::size_t i = 0; i < n; ++i) ms += x.v[o + i] * x.v[o + i];
+        const double rstd = 1.0 / std::sqrt(ms / double(n) + p[1]);
+        for (std::size_t i = 0; i < n; ++i) c += g.v[o + i] * w.v[i] * x.v[o + i] * rstd;
+        for (std::size_t i = 0; i < n; ++i) {
+          const double xhat = x.v[o + i] * rstd;
+          dx.v[o + i] = rstd * (g.v[o + i] * w.v[i] - xhat * c / double(n));
+          dw.v[i] += g.v[o + i] * xhat;
+        }
+      }
+      return std::vector<HostTensor>{dx, dw};
+    };
+    c.tol = [](DType dt) {
+      switch (dt) {
+        case DType::F64:
+          return Tolerance{1e-9, 1e-9};
+        case DType::F32:
+          return Tolerance{1e-3, 1e-3};
+        case DType::F16:
+          return Tolerance{2e-2, 3e-2};
+        default:
+          return Tolerance{1e-1, 1e-1};
+      }
+    };
+    cs.push_back(std::move(c));
+  }
+
+  // ---- group_norm (ir::GroupNorm where the backend has it, batch norm's op or layer norm
+  // and the affine elsewhere): groups 1, some and every channel (instance norm), ranks 2 to
+  // 5, weight / bias present and absent, a large offset, strided inputs, empty inputs ----
+  {
+    Case c;
+    c.fn = "group_norm";
+    c.family = "normalization";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale s) {
+      Rng rng(79);
+      struct T {
+        Shape shape;
+        std::size_t groups;
+        bool weight, bias;
+        double offset;
+        Layout layout;
+      };
+      const T ts_spec[] = {
+          {Shape{4, 6}, 3, true, true, 0, Layout::Contiguous},
+          {Shape{2, 6, 7}, 2, false, false, 0, Layout::Permuted},
+          {Shape{3, 4, 5, 6}, 4, true, false, 0, Layout::Sliced},
+          {Shape{2, 4, 37}, 1, false, true, 100, Layout::Contiguous},
+          {Shape{2, 6, 2, 3, 4}, 3, true, true, 0, Layout::Flipped},
+          {Shape{1, 5, 1}, 5, true, true, 0, Layout::Contiguous},
+          {Shape{3, 8, 33}, 8, true, true, 1000, Layout::Contiguous},
+          {Shape{2, 32, 9, 9}, 8, true, true, 0, Layout::Contiguous},
+          {Shape{0, 4, 3}, 2, true, true, 0, Layout::Contiguous},
+      };
+      std::vector<Trial> ts;
+      for (const T& t : ts_spec) {
+        Shape shape = t.shape;
+        std::size_t groups = t.groups;
+        if (s == Scale::Perf) shape = Shape{32, 64, 32, 32}, groups = 32;
+        HostTensor x = random_host(shape, dt, rng, Domain::Any);
+        for (double& v : x.v) v = quantize(dt, v + t.offset);
+        Trial tr{shape.to_string() + " groups " + std::to_string(groups) +
+                     (t.weight ? " weight" : "") + (t.bias ? " bias" : "") +
+                     (t.offset != 0 ? " offset " + std::to_string(t.offset) : ""),
+                 {x},
+                 {t.layout},
+                 {static_cast<double>(groups), t.weight ? 1.0 : 0.0, t.bias ? 1.0 : 0.0, 1e-5}};
+        if (t.weight) tr.inputs.push_back(random_host(Shape{shape[1]}, dt, rng, Domain::Any));
+        if (t.bias) tr.inputs.push_back(random_host(Shape{shape[1]}, dt, rng, Domain::Any));
+        ts.push_back(std::move(tr));
+        if (s == Scale::Perf) break;
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      std::size_t next = 1;
+      std::optional<DynTensor> w, b;
+      if (p[1] != 0) w = x[next++];
+      if (p[2] != 0) b = x[next++];
+      return Tensors{ops::group_norm(std::move(x[0]), static_cast<std::size_t>(p[0]), std::move(w),
+                                     std::move(b), p[3])};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor& x = in[0];
+      const HostTensor* w = p[1] != 0 ? &in[1] : nullptr;
+      const HostTensor* b = p[2] != 0 ? &in[p[1] != 0 ? 2 : 1] : nullptr;
+      const std::size_t n = x.shape[0], ch = x.shape[1], groups = static_cast<std::size_t>(p[0]);
+      const std::size_t l = n * ch == 0 ? 0 : x.v.size() / (n * ch), k = ch / groups;
+      HostTensor y(x.shape, x.dtype);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t gi = 0; gi < groups; ++gi) {
+          const std::size_t o = (i * ch + gi * k) * l, m = k * l;
+          double mean = 0, var = 0;
+          for (std::size_t j = 0; j < m; ++j) mean += x.v[o + j];
+          mean /= double(m);
+          for (std::size_t j = 0; j < m; ++j) var += (x.v[o + j] - mean) * (x.v[o + j] - mean);
+          const double rstd = 1.0 / std::sqrt(var / double(m) + p[3]);
+          for (std::size_t j = 0; j < m; ++j) {
+            const std::size_t c = gi * k + j / l;
+            double v = (x.v[o + j] - mean) * rstd;
+            if (w) v *= w->v[c];
+            if (b) v += b->v[c];
+            y.v[o + j] = v;
+          }
+        }
+      return one(y);
+    };
+    c.tol = [](DType dt) {
+      switch (dt) {
+        case DType::F64:
+          return Tolerance{1e-10, 1e-10};
+        case DType::F32:
+          return Tolerance{1e-4, 1e-4};
+        case DType::F16:
+          return Tolerance{4e-3, 1e-2};
+        default:
+          return Tolerance{3e-2, 6e-2};
+      }
+    };
+    cs.push_back(std::move(c));
+  }
+
+  // ---- group_norm's gradients through the Autodiff decorator (ir::GroupNormGrad where the
+  // backend has it): in x, weight and bias for the output gradient g (the last input),
+  // against the closed form in f64; some groups, instance norm, one group. Groups of at
+  // least six values: the statistics are x's dtype (as batch norm's), and with two values a
+  // group dx is 0 up to eps, a cancellation of terms of rstd's size that a bf16 mean misses
+  // by far more than bf16's own rounding ----
+  {
+    Case c;
+    c.fn = "group_norm_grad";
+    c.no_grad =
+        "runs its own backward pass inside; GroupNormGrad's rule is checked by Grad.GroupNorm";
+    c.family = "normalization";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale) {
+      Rng rng(80);
+      const std::pair<Shape, std::size_t> shapes[] = {{Shape{4, 6, 5}, 3},
+                                                      {Shape{3, 4, 5, 4}, 2},
+                                                      {Shape{2, 3, 37}, 3},
+                                                      {Shape{2, 4, 9}, 1},
+                                                      {Shape{2, 16, 300}, 4}};
+      std::vector<Trial> ts;
+      for (const auto& [shape, groups] : shapes) {
+        ts.push_back({shape.to_string() + " groups " + std::to_string(groups),
+                      {random_host(shape, dt, rng, Domain::Any),
+                       random_host(Shape{shape[1]}, dt, rng, Domain::Any),
+                       random_host(Shape{shape[1]}, dt, rng, Domain::Any),
+                       random_host(shape, dt, rng, Domain::Any)},
+                      {Layout::Contiguous, Layout::Contiguous, Layout::Contiguous, Layout::Sliced},
+                      {static_cast<double>(groups), 1e-5}});
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      const ember::Device ad = x[0].device().autodiff();
+      auto xa = ops::require_grad(ops::from_inner(x[0], ad));
+      auto wa = ops::require_grad(ops::from_inner(x[1], ad));
+      auto ba = ops::require_grad(ops::from_inner(x[2], ad));
+      auto y = ops::group_norm(xa, static_cast<std::size_t>(p[0]), wa, ba, p[1]);
+      auto loss = ops::reduce_all(ember::ir::ReduceFn::Sum, ops::binary(ember::ir::BinaryFn::Mul, y,
+                                                                        ops::from_inner(x[3], ad)));
+      auto grads = ops::backward(loss);
+      return Tensors{ops::grad(xa, grads).value(), ops::grad(wa, grads).value(),
+                     ops::grad(ba, grads).value()};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor &x = in[0], &w = in[1], &g = in[3];
+      const std::size_t n = x.shape[0], ch = x.shape[1], groups = static_cast<std::size_t>(p[0]);
+      const std::size_t l = x.v.size() / (n * ch), k = ch / groups, m = k * l;
+      HostTensor dx(x.shape, x.dtype), dw(Shape{ch}, x.dtype), db(Shape{ch}, x.dtype);
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t gi = 0; gi < groups; ++gi) {
+          const std::size_t o = (i * ch + gi * k) * l;
+          double mean = 0, var = 0, sgw = 0, sgwx = 0;
+          for (std::size_t j = 0; j < m; ++j) mean += x.v[o + j];
+          mean /= double(m);
+          for (std::size_t j = 0; j < m; ++j) var += (x.v[o + j] - mean) * (x.v[o + j] - mean);
+          const double rstd = 1.0 / std::sqrt(var / double(m) + p[1]);
+          for (std::size_t j = 0; j < m; ++j) {
+            const std::size_t c = gi * k + j / l;
+            const double xhat = (x.v[o + j] - mean) * rstd, gv = g.v[o + j];
+            sgw += gv * w.v[c];
+            sgwx += gv * w.v[c] * xhat;
+            dw.v[c] += gv * xhat;
+            db.v[c] += gv;
+          }
+          for (std::size_t j = 0; j < m; ++j) {
+            const std::size_t c = gi * k + j / l;
+            const double xhat = (x.v[o + j] - mean) * rstd;
+            dx.v[o + j] = rstd * (g.v[o + j] * w.v[c] - sgw / double(m) - xhat * sgwx / double(m));
+          }
+        }
+      return std::vector<HostTensor>{dx, dw, db};
+    };
+    c.tol = [](DType dt) {
+      switch (dt) {
+        case DType::F64:
+          return Tolerance{1e-9, 1e-9};
+        case DType::F32:
+          return Tolerance{1e-3, 1e-3};
+        case DType::F16:
+          return Tolerance{2e-2, 3e-2};
+        default:
+          return Tolerance{1e-1, 1e-1};
+      }
+    };
+    cs.push_back(std::move(c));
+  }
+
   // ---- batch_norm_training (ir::BatchNorm where the backend has it): ranks 2 to 5,
   // weight / bias present and absent, a large mean offset, a single value per channel,
   // strided inputs, no channels. Outputs y, the batch mean and the biased variance. ----

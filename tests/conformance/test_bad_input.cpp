@@ -162,6 +162,33 @@ TEST_P(BadInput, ComputeAndCreation) {
   EXPECT_ERROR_NAMING(ops::layer_norm(f32(d, {2, 3}), Shape{3}, std::nullopt, std::nullopt,
                                       std::numeric_limits<double>::quiet_NaN()),
                       "layer_norm");
+  // rms_norm: int x, trailing dims unlike normalized_shape, empty normalized_shape, weight of
+  // another shape or dtype, negative or NaN eps.
+  EXPECT_ERROR_NAMING(ops::rms_norm(ops::ones({2, 3}, DType::I64, d), Shape{3}, std::nullopt),
+                      "rms_norm");
+  EXPECT_ERROR_NAMING(ops::rms_norm(f32(d, {2, 3}), Shape{2}, std::nullopt), "rms_norm");
+  EXPECT_ERROR_NAMING(ops::rms_norm(f32(d, {2, 3}), Shape{}, std::nullopt), "rms_norm");
+  EXPECT_ERROR_NAMING(ops::rms_norm(f32(d, {2, 3}), Shape{3}, f32(d, {2, 3})), "rms_norm");
+  EXPECT_ERROR_NAMING(ops::rms_norm(f32(d, {2, 3}), Shape{3}, ops::ones({3}, DType::F64, d)),
+                      "rms_norm");
+  EXPECT_ERROR_NAMING(ops::rms_norm(f32(d, {2, 3}), Shape{3}, std::nullopt, -1.0), "rms_norm");
+  EXPECT_ERROR_NAMING(ops::rms_norm(f32(d, {2, 3}), Shape{3}, std::nullopt,
+                                    std::numeric_limits<double>::quiet_NaN()),
+                      "rms_norm");
+  // group_norm: int x, rank 1, groups 0 or not dividing C, weight / bias of another shape or
+  // dtype, negative eps.
+  EXPECT_ERROR_NAMING(
+      ops::group_norm(ops::ones({2, 4}, DType::I64, d), 2, std::nullopt, std::nullopt),
+      "group_norm");
+  EXPECT_ERROR_NAMING(ops::group_norm(f32(d, {4}), 2, std::nullopt, std::nullopt), "group_norm");
+  EXPECT_ERROR_NAMING(ops::group_norm(f32(d, {2, 4}), 0, std::nullopt, std::nullopt), "group_norm");
+  EXPECT_ERROR_NAMING(ops::group_norm(f32(d, {2, 4}), 3, std::nullopt, std::nullopt), "group_norm");
+  EXPECT_ERROR_NAMING(ops::group_norm(f32(d, {2, 4}), 2, f32(d, {2}), std::nullopt), "group_norm");
+  EXPECT_ERROR_NAMING(
+      ops::group_norm(f32(d, {2, 4}), 2, std::nullopt, ops::ones({4}, DType::F64, d)),
+      "group_norm");
+  EXPECT_ERROR_NAMING(ops::group_norm(f32(d, {2, 4}), 2, std::nullopt, std::nullopt, -1.0),
+                      "group_norm");
   // scaled_dot_product_attention: rank 1, E or Lk disagreeing, mixed dtypes, int q, batch
   // dims that do not broadcast, a mask of another dtype or that does not broadcast, a mask
   // with is_causal, E = 0 without a scale, a non-finite scale.

@@ -148,6 +148,27 @@ TEST(CudaCodegen, OneKernelPerFamilyCompilesToCubin) {
               seconds_since(t0));
 }
 
+// RMS norm's kernels (codegen/rows.cpp) to a real CUBIN, every stage and rows-in-registers
+// shape, in f32 and bf16: the four stages of gen_rms_norm take different parameter lists.
+TEST(CudaCodegen, RmsNormKernelsCompileToCubin) {
+  std::string src = prelude();
+  std::size_t n = 0;
+  for (const auto& spec : RmsNormKernel::variants()) {
+    src += spec.source().body;
+    ++n;
+  }
+  for (const DType dt : {DType::F32, DType::BF16}) {
+    for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
+      src += gen_rms_norm_regs(dt, ept, 1).body;
+      ++n;
+    }
+  }
+  std::vector<char> cubin;
+  ASSERT_NO_THROW(cubin = compile_cubin(src, 90, "rms norm kernels"));
+  EXPECT_GT(cubin.size(), 1000u);
+  EXPECT_EQ(n, 4u * 4u + 8u);  // four stages in four float dtypes; eight regs shapes
+}
+
 // A key stands for a kernel's source (CudaContext::launch prints the spec's source only on
 // its key's first use): over every variant of every family, distinct specs have distinct
 // keys, and one key one source; an argument too wide for its key field stops the launch

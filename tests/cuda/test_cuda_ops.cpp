@@ -351,6 +351,40 @@ TEST_F(CudaOps, BatchNormMatchesCpu) {
   }
 }
 
+// RMS norm's kernels (kernels/norm.cpp, opt-in in supports() with EMBER_CUDA_RMS_NORM=1;
+// run here directly): rows in registers (7, 33, 1024 and 4096 elements, vector and scalar
+// chunks), rows walked by a block (5001), one row, two normalised dims, absent weight, and
+// the gradient (dx and dweight over more rows than one dweight chunk).
+TEST_F(CudaOps, RmsNormMatchesCpu) {
+  const std::pair<Shape, std::size_t> shapes[] = {
+      {Shape{3, 7}, 1},    {Shape{1, 33}, 1},    {Shape{64, 1024}, 1}, {Shape{5, 4096}, 1},
+      {Shape{3, 5001}, 1}, {Shape{4, 6, 10}, 2}, {Shape{300, 24}, 1}};
+  for (DType dt : kFloats) {
+    for (std::size_t k = 0; k < std::size(shapes); ++k) {
+      const auto& [s, dims] = shapes[k];
+      const Shape ns(
+          std::vector<std::size_t>(s.dims().end() - std::ptrdiff_t(dims), s.dims().end()));
+      const TensorData x = data(s, dt, 160 + unsigned(k), false);
+      const TensorData g = data(s, dt, 170 + unsigned(k), false);
+      const TensorData w = data(ns, dt, 180 + unsigned(k), false);
+      const bool weighted = k % 2 == 0;
+      const std::string what = "rms_norm " + s.to_string() + " " + name(dt);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::RmsNorm{be.from_data(x), weighted ? be.from_data(w) : ir::Handle{}, dims,
+                               1e-6};
+          },
+          tol(dt), what);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::RmsNormGrad{be.from_data(x), weighted ? be.from_data(w) : ir::Handle{},
+                                   be.from_data(g), dims, 1e-6};
+          },
+          is_half(dt) ? 4 * tol(dt) : 10 * tol(dt), what + " grad");
+    }
+  }
+}
+
 TEST_F(CudaOps, LayoutViewsAndCopies) {
   for (DType dt : {DType::F32, DType::F16, DType::I64, DType::Bool, DType::I8}) {
     const TensorData x = data(Shape{4, 6, 5}, dt, 51);

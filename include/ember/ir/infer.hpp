@@ -159,6 +159,22 @@ bool well_typed(const Attention& op);
 Shape out_shape(const AttentionGrad& op, std::size_t output = 0);
 DType out_dtype(const AttentionGrad& op, std::size_t output = 0);
 bool well_typed(const AttentionGrad& op);
+// RmsNorm: y (x's shape and dtype). RmsNormGrad: output 0 dx (x's shape), 1 dweight (x's
+// trailing `dims` dims); x's dtype.
+Shape out_shape(const RmsNorm& op);
+DType out_dtype(const RmsNorm& op);
+bool well_typed(const RmsNorm& op);
+Shape out_shape(const RmsNormGrad& op, std::size_t output = 0);
+DType out_dtype(const RmsNormGrad& op, std::size_t output = 0);
+bool well_typed(const RmsNormGrad& op);
+// GroupNorm: output 0 y (x's shape), 1 the statistics [2, N * groups]. GroupNormGrad:
+// output 0 dx (x's shape), 1 [2, C] (dweight, dbias). x's dtype throughout.
+Shape out_shape(const GroupNorm& op, std::size_t output = 0);
+DType out_dtype(const GroupNorm& op, std::size_t output = 0);
+bool well_typed(const GroupNorm& op);
+Shape out_shape(const GroupNormGrad& op, std::size_t output = 0);
+DType out_dtype(const GroupNormGrad& op, std::size_t output = 0);
+bool well_typed(const GroupNormGrad& op);
 // The dtype of any op's output `output` (0 for a single-output op); not an out_dtype
 // overload, which every op struct would convert to (and so look MultiOutput).
 DType output_dtype(const Op& op, std::size_t output);

@@ -487,6 +487,67 @@ struct BatchNormGrad {
   Handle x, weight, stats, g;
   double eps;
 };
+// RMS normalisation over the trailing `dims` dims of x, as torch.nn.functional.rms_norm:
+// y = x / sqrt(mean(x^2) + eps) * weight over each "row" of the trailing dims' elements
+// (f32 sums for 16-bit x, f64 for f64). weight is optional (null when absent; handles()
+// keeps its slot); when present its shape is x's trailing `dims` dims. One op rather than a
+// composite (square, mean, rsqrt, two multiplies), so a backend reads each row once for its
+// sum and once to write.
+struct RmsNorm {
+  static constexpr const char* kName = "RmsNorm";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.weight); }
+  Handle x;
+  Handle weight;
+  std::size_t dims;
+  double eps;
+};
+// The gradient of RmsNorm's y in x and weight, in closed form: per row of n elements,
+// with rstd = 1 / sqrt(mean(x^2) + eps), xhat = x rstd and gw = g weight,
+//   dx = rstd (gw - xhat mean(gw xhat)),   dweight = sum over rows of g xhat.
+// rstd is recomputed from x (Note [RMS norm recomputes rstd] in src/cpu/kernels/norm.cpp).
+// Two outputs: dx (x's shape) and dweight (the trailing `dims` dims; computed whether or
+// not weight is given); x's dtype, g of x's shape and dtype.
+struct RmsNormGrad {
+  static constexpr const char* kName = "RmsNormGrad";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.weight, self.g); }
+  Handle x, weight, g;
+  std::size_t dims;
+  double eps;
+};
+// Group normalisation, as torch.nn.functional.group_norm: x [N, C, *] (rank >= 2, C a
+// multiple of groups), per sample and group of C / groups channels the mean and biased
+// variance over those channels and *, y = (x - mean) / sqrt(var + eps) * weight[c] +
+// bias[c] with weight and bias [C] optional (null when absent). Two outputs: y and the
+// statistics [2, N * groups] (row 0 the means, row 1 the biased variances, sample-major;
+// x's dtype; not differentiated, as BatchNorm's). One op (Note [Group norm's own op] in
+// src/nn/norm.cpp): the per-channel affine inside the writing pass.
+struct GroupNorm {
+  static constexpr const char* kName = "GroupNorm";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.weight, self.bias); }
+  Handle x;
+  Handle weight, bias;
+  std::size_t groups;
+  double eps;
+};
+// The gradient of GroupNorm's y, in closed form: per sample and group of M values, with
+// gw = g weight[c], dx = rstd (gw - sum(gw) / M - xhat sum(gw xhat) / M); per channel,
+// dweight = sum(g xhat), dbias = sum(g) over N and *. stats is GroupNorm's second output
+// for this x and eps. Two outputs: dx (x's shape) and [2, C] (row 0 dweight, row 1 dbias).
+struct GroupNormGrad {
+  static constexpr const char* kName = "GroupNormGrad";
+  static constexpr OpClass kClass = OpClass::Reduction;
+  static constexpr bool kArithmetic = true;
+  static auto handles(auto& self) { return detail::refs(self.x, self.weight, self.stats, self.g); }
+  Handle x, weight, stats, g;
+  std::size_t groups;
+  double eps;
+};
 // The reduced singular value decomposition of each matrix of x [..., m, n] (a float dtype):
 // with k = min(m, n), three outputs S [..., k] (descending, >= 0), U [..., m, k] and
 // Vh [..., k, n], x = U diag(S) Vh. Singular vectors are unique only up to sign (and within
@@ -584,7 +645,8 @@ struct Random {
   X(Sort) X(Nonzero) X(Fill) X(Arange) X(Random)                               \
   X(Softmax) X(LayerNorm) X(Unfold) X(Fold) X(Pool) X(Conv)    \
   X(MaxPoolGrad) X(BatchNorm) X(BatchNormGrad) X(Svd)                      \
-  X(Attention) X(AttentionGrad)
+  X(Attention) X(AttentionGrad) X(RmsNorm) X(RmsNormGrad)    \
+  X(GroupNorm) X(GroupNormGrad)
 // clang-format on
 
 namespace detail {

@@ -46,6 +46,33 @@ Tensor<D> layer_norm(const Tensor<D>& x, const Tensor<W>& weight, double eps = 1
   return Tensor<D>(ops::layer_norm(x.dyn(), weight.shape(), weight.dyn(), std::nullopt, eps));
 }
 
+// ---- rms_norm ----
+// y = x / sqrt(mean(x^2) + eps) * weight over x's trailing dims, as
+// torch.nn.functional.rms_norm: the normalised dims are normalized_shape, or, in the
+// overload taking weight, the weight's W dims. eps absent: the epsilon of x's dtype.
+template <std::size_t D, std::size_t W>
+Tensor<D> rms_norm(const Tensor<D>& x, const Shape& normalized_shape,
+                   const std::optional<Tensor<W>>& weight,
+                   std::optional<double> eps = std::nullopt) {
+  static_assert(W >= 1 && W <= D, "rms_norm: weight has 1..D dims");
+  std::optional<DynTensor> w;
+  if (weight) w = weight->dyn();
+  return Tensor<D>(ops::rms_norm(x.dyn(), normalized_shape, std::move(w), eps));
+}
+// Without weight.
+template <std::size_t D>
+Tensor<D> rms_norm(const Tensor<D>& x, const Shape& normalized_shape,
+                   std::optional<double> eps = std::nullopt) {
+  return Tensor<D>(ops::rms_norm(x.dyn(), normalized_shape, std::nullopt, eps));
+}
+// Over the trailing W dims of x, with a weight of those dims.
+template <std::size_t D, std::size_t W>
+Tensor<D> rms_norm(const Tensor<D>& x, const Tensor<W>& weight,
+                   std::optional<double> eps = std::nullopt) {
+  static_assert(W >= 1 && W <= D, "rms_norm: weight has 1..D dims");
+  return Tensor<D>(ops::rms_norm(x.dyn(), weight.shape(), weight.dyn(), eps));
+}
+
 // ---- sliding windows: convolution and pooling ----
 // Images are [N, C, *spatial] with 1 to 3 spatial dims. Everything here is a composite of
 // two IR ops — unfold (im2col) and its adjoint fold (col2im) — with matmul, reshape and

@@ -248,6 +248,20 @@ DynTensor grid_sample(DynTensor input, DynTensor grid,
 // shape and x's dtype and device. eps >= 0.
 DynTensor layer_norm(DynTensor x, const Shape& normalized_shape, std::optional<DynTensor> weight,
                      std::optional<DynTensor> bias, double eps = 1e-5);
+// torch.nn.functional.rms_norm: y = x / sqrt(mean(x^2) + eps) * weight over x's trailing
+// dims, which must equal normalized_shape (at least one dim); weight, when given, has exactly
+// that shape and x's dtype and device. eps >= 0; absent, the epsilon of x's dtype (as
+// PyTorch's eps=None). One IR op (ir::RmsNorm) where the device's backend supports it, a
+// composite elsewhere (16-bit floats computed in f32 there).
+DynTensor rms_norm(DynTensor x, const Shape& normalized_shape, std::optional<DynTensor> weight,
+                   std::optional<double> eps = std::nullopt);
+// torch.nn.functional.group_norm: x [N, C, *] (rank >= 2, C a multiple of groups)
+// normalised per sample over each group of C / groups channels and *; weight and bias,
+// when given, [C] of x's dtype and device. One IR op (ir::GroupNorm, the affine inside)
+// where the backend supports it, else batch norm's op over the groups and the affine after
+// it, else layer norm over the groups (Note [Group norm's own op] in ops_norm.cpp).
+DynTensor group_norm(DynTensor x, std::size_t groups, std::optional<DynTensor> weight,
+                     std::optional<DynTensor> bias, double eps = 1e-5);
 // torch.nn.functional.batch_norm with training=True, less the running statistics: x
 // [N, C, *] (rank >= 2, at least one value per channel) normalised per channel by its
 // batch mean and biased variance; weight and bias, when given, [C] of x's dtype and

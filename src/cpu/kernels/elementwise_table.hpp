@@ -45,6 +45,14 @@ using BatchNormGradSums = void (*)(const void* x, const void* g, std::size_t n, 
 using BatchNormApply = void (*)(const void* x, const void* g, void* y, std::size_t n, double shift,
                                 double a, double b, double c);
 
+// RMS norm's rows (norm.cpp), n contiguous elements each. RmsNormSums adds to s[0] the f64
+// sum of x^2 and, with g given, to s[1] that of g w x (w null: ones). RmsNormApply writes
+// y = a x w with g null, else y = a g w - b x (the gradient dx) and, with dw given, adds
+// a g x to dw (f64, n elements); w null: ones.
+using RmsNormSums = void (*)(const void* x, const void* w, const void* g, std::size_t n, double* s);
+using RmsNormApply = void (*)(const void* x, const void* w, const void* g, void* y, double* dw,
+                              std::size_t n, double a, double b);
+
 struct ElementwiseTable {
   UnaryRow unary[static_cast<std::size_t>(ir::UnaryFn::Count_)][kNumDTypes];
   BinaryRow binary[static_cast<std::size_t>(ir::BinaryFn::Count_)][kNumDTypes];
@@ -53,6 +61,8 @@ struct ElementwiseTable {
   BatchNormSums batch_norm_sums[kNumDTypes];           // f64 and f32 only
   BatchNormGradSums batch_norm_grad_sums[kNumDTypes];  // f64 and f32 only
   BatchNormApply batch_norm_apply[kNumDTypes];         // f64 and f32 only
+  RmsNormSums rms_norm_sums[kNumDTypes];               // f64 and f32 only
+  RmsNormApply rms_norm_apply[kNumDTypes];             // f64 and f32 only
   ReduceRows reduce_rows[static_cast<std::size_t>(RowReduce::Count_)][kNumDTypes];  // f64, f32
   const char* isa;
 };

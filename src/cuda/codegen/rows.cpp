@@ -366,6 +366,100 @@ KernelSource gen_layer_norm(DType dt) {
   return k;
 }
 
+// RMS norm of rows held in registers (Note [Rows in registers]): the sum of squares, then
+// the write; the weight (null: ones) kept in registers as layer norm's.
+KernelSource gen_rms_norm_regs(DType dt, int ept, int vec) {
+  KernelSource k;
+  k.name = "em_rms_norm_" + dname(dt) + regs_suffix(ept, vec);
+  const std::string T = storage_type(dt);
+  const std::string prologue = "  C wr[" + std::to_string(ept) +
+                               "];\n"
+                               "  EM_ROW_LOAD(wr, w, w != nullptr, (C)1);\n";
+  const std::string body = "    C v = (C)0;\n" + each_elem(ept, vec, "v += r[e] * r[e];") +
+                           block_reduce("v + o", "(C)0") +
+                           "    const C rstd = (C)(1.0 / sqrt((double)(v / (C)n) + eps));\n" +
+                           each_elem(ept, vec, "r[e] = r[e] * rstd * wr[e];");
+  k.body = regs_row_kernel(k.name, dt, ept, vec, "const " + T + "* __restrict__ w, double eps",
+                           "(C)0", prologue, body);
+  return k;
+}
+
+// RMS norm's row-walking kernels (codegen.hpp lists the stages): a block per row for the
+// forward and dx, each row re-read from L2 (any length); dweight as column sums over row
+// chunks, then the chunks' partials added in order (no atomics: the same bits every run).
+KernelSource gen_rms_norm(DType dt, int stage) {
+  KernelSource k;
+  const std::string T = storage_type(dt);
+  const std::string suffix[] = {"", "_grad", "_dweight_part", "_dweight"};
+  k.name = "em_rms_norm" + suffix[stage] + "_" + dname(dt);
+  const std::string head = "extern \"C\" __global__ void " + k.name + "(";
+  const std::string rows_frame = typedefs(dt) +
+                                 "  __shared__ C sv[32];\n"
+                                 "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+                                 "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+                                 "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n"
+                                 "    const " +
+                                 T + "* xr = x + row * n;\n";
+  const std::string xj = load(dt, "xr[j]");
+  const std::string wj = "(w ? " + load(dt, "w[j]") + " : (C)1)";
+  std::string s;
+  if (stage == 0) {
+    s = head + "const " + T + "* __restrict__ x, const " + T + "* __restrict__ w, double eps, " +
+        T + "* __restrict__ y, i64 rows, i64 n) {\n" + rows_frame +
+        "    C v = (C)0;\n"
+        "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) { const C o = " +
+        xj + "; v += o * o; }\n" + block_reduce("v + o", "(C)0") +
+        "    const C rstd = (C)(1.0 / sqrt((double)(v / (C)n) + eps));\n"
+        "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) y[row * n + j] = " +
+        store(dt, xj + " * rstd * " + wj) + ";\n  }\n}\n";
+  } else if (stage == 1) {
+    s = head + "const " + T + "* __restrict__ x, const " + T + "* __restrict__ w, const " + T +
+        "* __restrict__ g, double eps, " + T +
+        "* __restrict__ dx, double* __restrict__ rs, i64 rows, i64 n) {\n" + rows_frame +
+        "    const " + T +
+        "* gr = g + row * n;\n"
+        "    C v = (C)0;\n"
+        "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) { const C o = " +
+        xj + "; v += o * o; }\n" + block_reduce("v + o", "(C)0") +
+        "    const C ss = v;\n"
+        "    v = (C)0;\n"
+        "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) v += " +
+        load(dt, "gr[j]") + " * " + wj + " * " + xj + ";\n" + block_reduce("v + o", "(C)0") +
+        "    const double rd = 1.0 / sqrt((double)(ss / (C)n) + eps);\n"
+        "    const C rstd = (C)rd, k = (C)(rd * rd * rd * (double)v / (double)n);\n"
+        "    if (threadIdx.x == 0) rs[row] = rd;\n"
+        "    for (i64 j = threadIdx.x; j < n; j += blockDim.x) dx[row * n + j] = " +
+        store(dt, "rstd * " + load(dt, "gr[j]") + " * " + wj + " - k * " + xj) + ";\n  }\n}\n";
+  } else if (stage == 2) {
+    s = head + "const " + T + "* __restrict__ x, const " + T +
+        "* __restrict__ g, const double* __restrict__ rs, double* __restrict__ part, i64 rows, "
+        "i64 n, i64 chunk) {\n" +
+        typedefs(dt) +
+        "  const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  const i64 S = (rows + chunk - 1) / chunk;\n"
+        "  if (t >= S * n) return;\n"
+        "  const i64 sidx = t / n, j = t % n;\n"
+        "  const i64 r1 = min(rows, (sidx + 1) * chunk);\n"
+        "  double acc = 0;\n"
+        "  for (i64 r = sidx * chunk; r < r1; ++r)\n"
+        "    acc += (double)" +
+        load(dt, "g[r * n + j]") + " * (double)" + load(dt, "x[r * n + j]") +
+        " * rs[r];\n"
+        "  part[t] = acc;\n}\n";
+  } else {
+    s = head + "const double* __restrict__ part, " + T + "* __restrict__ dw, i64 n, i64 S) {\n" +
+        typedefs(dt) +
+        "  const i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "  if (j >= n) return;\n"
+        "  double acc = 0;\n"
+        "  for (i64 sidx = 0; sidx < S; ++sidx) acc += part[sidx * n + j];\n"
+        "  dw[j] = " +
+        store(dt, "(C)acc") + ";\n}\n";
+  }
+  k.body = std::move(s);
+  return k;
+}
+
 // ---- variants (Note [Kernel specs] in codegen.hpp) ----
 
 template <>
@@ -414,6 +508,30 @@ std::vector<LayerNormRegsKernel> LayerNormRegsKernel::variants() {
         out.emplace_back(dt, ept, vec);
       }
     }
+  }
+  return out;
+}
+
+template <>
+std::vector<RmsNormRegsKernel> RmsNormRegsKernel::variants() {
+  std::vector<RmsNormRegsKernel> out;
+  for (DType dt : kAllDTypes) {
+    if (!is_float(dt)) continue;
+    for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
+      for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) {
+        out.emplace_back(dt, ept, vec);
+      }
+    }
+  }
+  return out;
+}
+
+template <>
+std::vector<RmsNormKernel> RmsNormKernel::variants() {
+  std::vector<RmsNormKernel> out;
+  for (DType dt : kAllDTypes) {
+    if (!is_float(dt)) continue;
+    for (int stage = 0; stage < 4; ++stage) out.emplace_back(dt, stage);
   }
   return out;
 }

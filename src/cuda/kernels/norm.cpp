@@ -1,5 +1,5 @@
-// Layer norm: x, weight and bias made contiguous, then a generated row kernel: rows held in
-// registers (gen_layer_norm_regs) up to 4096 elements, else gen_layer_norm's three passes.
+// Layer norm and RMS norm: x, weight and bias made contiguous, then a generated row kernel: rows
+// held in registers (gen_layer_norm_regs) up to 4096 elements, else gen_layer_norm's three passes.
 // Batch norm and its gradient: operands made contiguous, then the two kernels of Note
 // [Channel splits] (codegen/batch_norm.cpp) with f64 partial sums between them.
 #include <algorithm>
@@ -135,6 +135,84 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::BatchNormGrad& op) {
              {&xp, &gp, &wp, &none, &stp, &cpp, &eps, &dp, &op2, &c, &l, &m, &s, &chunk},
              "batch_norm_grad", false, kChannelBlock);
   return {dx, dwb};
+}
+
+// RMS norm: rows in registers (gen_rms_norm_regs) up to 4096 elements, as layer norm, else
+// gen_rms_norm's block per row.
+ir::Handle run(CudaContext& ctx, ir::RmsNorm& op) {
+  auto x = ctx.contiguous(op.x);
+  const Shape& s = x->shape();
+  auto out = ctx.empty(s, x->dtype());
+  std::int64_t n = 1;
+  for (std::size_t d = s.rank() - op.dims; d < s.rank(); ++d) n *= static_cast<std::int64_t>(s[d]);
+  std::int64_t rows = n == 0 ? 0 : static_cast<std::int64_t>(s.num_elements()) / n;
+  if (rows == 0) return out;
+  std::shared_ptr<const CudaTensor> w;
+  if (op.weight) w = ctx.contiguous(op.weight);
+  const void* xp = x->data();
+  const void* wp = w ? w->data() : nullptr;
+  void* yp = out->data();
+  double eps = op.eps;
+  const DType dt = x->dtype();
+  if (const auto [block, ept, vec] = rows_in_registers(n, dt, aligned16({xp, wp, yp}));
+      block > 0) {  // Note [Rows in registers]
+    ctx.launch(RmsNormRegsKernel(dt, ept, vec), rows * block, {&xp, &wp, &eps, &yp, &rows, &n},
+               "rms_norm", false, block, CudaContext::kOneWave);
+    return out;
+  }
+  constexpr unsigned kBlock = 256;
+  ctx.launch(RmsNormKernel(dt, 0), rows * kBlock, {&xp, &wp, &eps, &yp, &rows, &n}, "rms_norm",
+             false, kBlock, 1 << 20);
+  return out;
+}
+
+// dx a block per row (each row's rstd kept in f64), then dweight's column sums over chunks
+// of about 64 rows and the chunks' partials added in order.
+std::vector<ir::Handle> run(CudaContext& ctx, ir::RmsNormGrad& op) {
+  auto x = ctx.contiguous(op.x);
+  auto g = ctx.contiguous(op.g);
+  const DType dt = x->dtype();
+  const Shape& s = x->shape();
+  auto dx = ctx.empty(s, dt);
+  auto dw = ctx.empty(ir::out_shape(op, 1), dt);
+  std::int64_t n = 1;
+  for (std::size_t d = s.rank() - op.dims; d < s.rank(); ++d) n *= static_cast<std::int64_t>(s[d]);
+  std::int64_t rows = n == 0 ? 0 : static_cast<std::int64_t>(s.num_elements()) / n;
+  if (n == 0) return {dx, dw};
+  std::shared_ptr<const CudaTensor> w;
+  if (op.weight) w = ctx.contiguous(op.weight);
+  std::int64_t chunk = 64;
+  std::int64_t parts = std::max<std::int64_t>(1, (rows + chunk - 1) / chunk);
+  auto rs = ctx.empty(Shape{static_cast<std::size_t>(std::max<std::int64_t>(rows, 1))}, DType::F64);
+  auto part = ctx.empty(Shape{static_cast<std::size_t>(parts * n)}, DType::F64);
+  const void* xp = x->data();
+  const void* gp = g->data();
+  const void* wp = w ? w->data() : nullptr;
+  void* dp = dx->data();
+  void* rp = rs->data();
+  const void* crp = rp;
+  void* pp = part->data();
+  const void* cpp = pp;
+  void* dwp = dw->data();
+  double eps = op.eps;
+  constexpr unsigned kBlock = 256;
+  if (rows > 0) {
+    ctx.launch(RmsNormKernel(dt, 1), rows * kBlock, {&xp, &wp, &gp, &eps, &dp, &rp, &rows, &n},
+               "rms_norm_grad", false, kBlock, 1 << 20);
+    ctx.launch(RmsNormKernel(dt, 2), parts * n, {&xp, &gp, &crp, &pp, &rows, &n, &chunk},
+               "rms_norm_grad", false, kBlock);
+  } else {
+    parts = 0;  // no rows: dweight is zeros (the sum of no partials)
+  }
+  ctx.launch(RmsNormKernel(dt, 3), n, {&cpp, &dwp, &n, &parts}, "rms_norm_grad", false, kBlock);
+  return {dx, dw};
+}
+
+std::vector<ir::Handle> run(CudaContext&, ir::GroupNorm&) {
+  fail("Cuda: GroupNorm has no kernel on this backend");
+}
+std::vector<ir::Handle> run(CudaContext&, ir::GroupNormGrad&) {
+  fail("Cuda: GroupNormGrad has no kernel on this backend");
 }
 
 }  // namespace ember::cuda
