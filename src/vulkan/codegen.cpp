@@ -1828,6 +1828,7 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
         break;
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Matmul:
+      case Kind_::Conv:
       case Kind_::Random:
       case Kind_::Reduce:
       case Kind_::Softmax:
@@ -1972,6 +1973,7 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
         break;
       case Kind_::Fill:  // VulkanBackend::fusable refuses groups with these
       case Kind_::Matmul:
+      case Kind_::Conv:
       case Kind_::Random:
       case Kind_::Reduce:
       case Kind_::Softmax:

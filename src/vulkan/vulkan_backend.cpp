@@ -221,7 +221,7 @@ class VulkanBackend final : public backend::Backend {
     }
     for (const backend::FusedInstr& in : g.code) {
       if (in.kind == K::Fill || in.kind == K::Random || in.row()) return false;  // not yet
-      if (in.kind == K::Matmul) return false;  // run apart (Note [Matmul apart])
+      if (in.kind == K::Matmul || in.kind == K::Conv) return false;  // (Note [Matmul apart])
       if (!dtype_ok(in.out)) return false;
       const DType dt = g.dtype_of(in.kind == K::Where ? in.args[1] : in.args[0]);
       if (in.kind == K::Unary && !printable(in.unary, dt)) return false;

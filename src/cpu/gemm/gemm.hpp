@@ -116,16 +116,21 @@ class PackedA {
 };
 
 // C[i*c_rs + j] (= or +=) sum_p A(i, p) * B[p*b_rs + j*b_cs] for i < a.m(), j < n, p < a.k():
-// gemm_f32 / gemm_f64 with a packed A (bit for bit the same results).
+// gemm_f32 / gemm_f64 with a packed A (bit for bit the same results). An epilogue (Note
+// [GEMM epilogue]) is applied to each finished block of C, its batch 0.
 void gemm_packed_a(std::size_t n, const PackedA<float>& a, const float* b, std::ptrdiff_t b_rs,
-                   std::ptrdiff_t b_cs, float* c, std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t b_cs, float* c, std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<float>* epilogue = nullptr);
 void gemm_packed_a(std::size_t n, const PackedA<double>& a, const double* b, std::ptrdiff_t b_rs,
-                   std::ptrdiff_t b_cs, double* c, std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t b_cs, double* c, std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<double>* epilogue = nullptr);
 // The same with B given by its packer: gemm_f32_packed_b / gemm_f64_packed_b with a packed A.
 void gemm_packed_a(std::size_t n, const PackedA<float>& a, const PackedB<float>& b, float* c,
-                   std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<float>* epilogue = nullptr);
 void gemm_packed_a(std::size_t n, const PackedA<double>& a, const PackedB<double>& b, double* c,
-                   std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<double>* epilogue = nullptr);
 
 namespace detail {
 
