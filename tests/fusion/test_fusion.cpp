@@ -1516,6 +1516,36 @@ TEST(FusionCuda, MatmulEpiloguesAgreeBitForBit) {
   }
 }
 
+// Conv groups on Cuda: the Conv kernel (cuDNN or the generated implicit GEMM), then the
+// epilogue as one generated kernel (Note [Matmul apart]): the plain device's bits in every
+// float dtype, dense, depthwise, 1-D and 3-D, and a group starting with the conv in the
+// report.
+TEST(FusionCuda, ConvEpiloguesAgreeBitForBit) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  const ConvCase cases[] = {
+      {Shape{2, 5, 9, 11}, Shape{7, 5, 3, 3}, 1, 1, 1, ConvEpi::BiasRelu},
+      {Shape{1, 24, 19, 21}, Shape{40, 24, 3, 3}, 2, 1, 1, ConvEpi::ScaleShiftResidualRelu},
+      {Shape{2, 8, 13, 13}, Shape{8, 1, 3, 3}, 2, 1, 8, ConvEpi::BiasRelu6},
+      {Shape{3, 4, 17}, Shape{5, 4, 3}, 2, 1, 1, ConvEpi::BiasSilu},
+      {Shape{1, 3, 5, 6, 7}, Shape{4, 3, 2, 3, 3}, 1, 1, 1, ConvEpi::BiasGelu},
+  };
+  for (const DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    for (const ConvCase& c : cases) {
+      const std::string what = describe(c, dt);
+      const Device d = cuda_fused();
+      const MatmulRun got = conv_pattern(d, c, dt);
+      const MatmulRun want = conv_pattern(plain, c, dt);
+      ASSERT_EQ(got.got.bytes().size(), want.got.bytes().size()) << what;
+      EXPECT_EQ(
+          std::memcmp(got.got.bytes().data(), want.got.bytes().data(), got.got.bytes().size()), 0)
+          << what;
+      const auto r = fusion::report(d);
+      EXPECT_NE(group_with(r, conv_ops(c.epi)), nullptr) << what << ": " << groups_of(r);
+    }
+  }
+}
+
 // Note [Integer selects on sm_90]: min(min(a, -x), y) and max(max(a, |x|), y) in i32, and
 // the differential's seed 30001079 (min(min(-x, |x|), x)), where ptxas 13.0 had dropped the
 // negation or absolute value by joining the two into one three-input min.

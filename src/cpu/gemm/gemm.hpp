@@ -21,11 +21,11 @@ namespace ember::cpu {
 // (an in-place result). Products with one row or one column (Note [gemv] in gemm.cpp) and
 // products with k == 0 have no blocks: their C is handed over whole once computed.
 // The Fusion decorator's matmul groups use it (cpu/kernels/fused.cpp, Note [Fused matmul
-// epilogues]). A convolution can use it the same way for its bias and activation: its
-// products (gemm_packed_a, gemm_f32_packed_b) run through the same blocked driver, so an
-// epilogue argument passed down to it is called with that product's [out channels, window
-// positions] blocks, which the convolution maps to its output image by i0 (the channel) and
-// j0 (the position) — nothing in the driver is specific to matmul.
+// epilogues]), and so do its conv groups (Note [Fused conv epilogues]): a convolution's
+// products (gemm_packed_a) run through the same blocked driver, so the epilogue is called
+// with each product's [out channels, window positions] blocks, which the convolution maps
+// to its output image by i0 (the channel) and j0 (the position) (conv_forward_into in
+// cpu/kernels/conv.hpp) — nothing in the driver is specific to matmul.
 template <class T>
 struct GemmEpilogue {
   void (*apply)(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
