@@ -376,7 +376,10 @@ class Prefetch {
     const std::byte* p;
     const std::byte* end;
   };
-  std::array<Range, kMaxInputs> range_{};
+  // Only [0, n_) is ever read: left unset, since one is made per tile and zeroing its 256
+  // bytes was 16% of a convolution epilogue's own time (MobileNetV2's 7x7 and 14x14 layers
+  // have a tile per channel row).
+  std::array<Range, kMaxInputs> range_;
   std::size_t n_ = 0, k_ = 0;
 };
 
