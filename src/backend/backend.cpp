@@ -292,7 +292,7 @@ const char* name(CloseReason r) {
     case CloseReason::Reduction:
       return "ends in a reduction";
     case CloseReason::Matmul:
-      return "a matmul opens the next group";
+      return "a matmul or conv opens the next group";
     case CloseReason::Count_:
       break;
   }
