@@ -384,9 +384,11 @@ class Prefetch {
 };
 
 // Runs the element-wise instructions of p (all but a last row instruction) on one tile of n
-// elements, the iteration space's elements first .. first + n - 1 (row-major).
+// elements, the iteration space's elements first .. first + n - 1 (row-major). With `last`,
+// the last instruction writes its n elements (one, when its operands are all broadcast)
+// there instead of in scratch (Note [Epilogue in place]).
 void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
-              std::size_t n, std::uint64_t first, Prefetch& ahead) {
+              std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last = nullptr) {
   const std::size_t n_in = g.inputs.size();
   const std::size_t steps = p.steps.size() - (g.ends_in_row() ? 1 : 0);
   const std::size_t per_step = steps == 0 ? 0 : (ahead.lines() + steps - 1) / steps;
@@ -399,7 +401,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       slot[v] = {reinterpret_cast<const std::byte*>(&in.bits), true};
       continue;
     }
-    std::byte* y = s.region(p.region[i]);
+    std::byte* y = last && i + 1 == steps ? last : s.region(p.region[i]);
     if (st.kind == FusedInstr::Kind::Random) {
       // Note [Random instructions]: the tile's elements of the draw, as the Random kernel
       // draws them (draw_values, in f32 and rounded for a 16-bit dtype).
@@ -726,18 +728,32 @@ struct ProductEpilogue {
     slot.assign(g.num_values(), Slot{});
     const DType pt = g.code.front().out;  // the product's dtype (T, or 16-bit)
     const auto product = static_cast<std::size_t>(n_in);
+    // The inputs the epilogue reads, and per such input its view's innermost stride and
+    // element size (a [C] bias seen as [N, C, L] has stride 0 there: one element a row).
+    std::array<std::size_t, kMaxInputs> rd{};
+    std::array<std::int64_t, kMaxInputs> inner{}, elem{};
+    std::size_t n_rd = 0;
+    for (std::size_t k = 0; k < n_in; ++k) {
+      if (!read[k]) continue;
+      rd[n_rd] = k;
+      inner[n_rd] = views[k].strides[rank - 1];
+      elem[n_rd++] = static_cast<std::int64_t>(size_of(views[k].dtype));
+    }
+    // Note [Epilogue in place]: a group of one output that is its last instruction's value
+    // (not the product's) has that instruction write each tile straight into the output
+    // (run_tile's `last`) — the block of C itself where the output is C — instead of into
+    // scratch and then copied. At C the instruction writes element e where it read the
+    // product's element e, as the plain in-place Add does, so every value is unchanged.
+    const auto last_value = static_cast<std::int32_t>(n_in + g.code.size() - 1);
+    const bool direct = outs.size() == 1 && g.code.size() > 1 && g.outputs[0] == last_value;
     // Row r's first element (column j0) in each input the epilogue reads.
     const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& base) {
       std::size_t rem = r;
-      for (std::size_t k = 0; k < n_in; ++k) {
-        base[k] = static_cast<std::int64_t>(j0) * (read[k] ? views[k].strides[rank - 1] : 0);
-      }
+      for (std::size_t q = 0; q < n_rd; ++q) base[q] = static_cast<std::int64_t>(j0) * inner[q];
       for (std::size_t d = rank - 1; d-- > 0;) {
         const auto id = static_cast<std::int64_t>(rem % space[d]);
         rem /= space[d];
-        for (std::size_t k = 0; k < n_in; ++k) {
-          if (read[k]) base[k] += id * views[k].strides[d];
-        }
+        for (std::size_t q = 0; q < n_rd; ++q) base[q] += id * views[rd[q]].strides[d];
       }
     };
     std::array<std::int64_t, kMaxInputs> base{}, ahead_base{};
@@ -754,15 +770,13 @@ struct ProductEpilogue {
       for (std::size_t b = 0; b < cols; b += kTile) {
         const std::size_t cnt = std::min(kTile, cols - b);
         Prefetch ahead;
-        for (std::size_t k = 0; k < n_in; ++k) {
-          if (!read[k]) continue;
-          const std::int64_t st = views[k].strides[rank - 1];
-          const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
-          const std::int64_t at = static_cast<std::int64_t>(b) * st;
-          load_input(views[k].data + (base[k] + at) * elem, st, cnt, size_of(views[k].dtype), s, k,
-                     slot[k]);
-          if (ahead_row && st == 1 && ahead_base[k] != base[k]) {
-            ahead.add(views[k].data + (ahead_base[k] + at) * elem, cnt * std::size_t(elem));
+        for (std::size_t q = 0; q < n_rd; ++q) {
+          const std::size_t k = rd[q];
+          const std::int64_t at = static_cast<std::int64_t>(b) * inner[q];
+          load_input(views[k].data + (base[q] + at) * elem[q], inner[q], cnt, std::size_t(elem[q]),
+                     s, k, slot[k]);
+          if (ahead_row && inner[q] == 1 && ahead_base[q] != base[q]) {
+            ahead.add(views[k].data + (ahead_base[q] + at) * elem[q], cnt * std::size_t(elem[q]));
           }
         }
         const auto* pc = reinterpret_cast<const std::byte*>(crow + b);
@@ -774,15 +788,18 @@ struct ProductEpilogue {
           slot[product] = {pc, false};
         }
         const std::size_t at = row * n + j0 + b;  // the tile's first element (row-major)
-        run_tile(prog, g, s, slot, cnt, at, ahead);
+        std::byte* const last = direct ? outs[0]->data() + at * size_of(outs[0]->dtype()) : nullptr;
+        run_tile(prog, g, s, slot, cnt, at, ahead, last);
         for (std::size_t j = 0; j < outs.size(); ++j) {
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
-          const std::size_t elem = size_of(outs[j]->dtype());
-          std::byte* dst = outs[j]->data() + at * elem;
-          if (v.scalar) {
-            for (std::size_t e = 0; e < cnt; ++e) std::memcpy(dst + e * elem, v.p, elem);
-          } else if (dst != v.p) {  // (the product kept where the GEMM wrote it)
-            std::memcpy(dst, v.p, cnt * elem);
+          const std::size_t el = size_of(outs[j]->dtype());
+          std::byte* dst = outs[j]->data() + at * el;
+          if (v.scalar) {  // (in place, its first element is already there)
+            for (std::size_t e = v.p == dst ? 1 : 0; e < cnt; ++e) {
+              std::memcpy(dst + e * el, v.p, el);
+            }
+          } else if (dst != v.p) {  // (the product kept where the GEMM wrote it; in place)
+            std::memcpy(dst, v.p, cnt * el);
           }
         }
       }
