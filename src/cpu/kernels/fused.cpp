@@ -756,16 +756,37 @@ struct ProductEpilogue {
         for (std::size_t q = 0; q < n_rd; ++q) base[q] += id * views[rd[q]].strides[d];
       }
     };
+    // Rows of a block follow each other, so row r + 1 starts a row stride after row r but
+    // where r + 1 starts a new [m, n] matrix (a conv's next image): only then is it
+    // recomputed (a block's rows are a few hundred, each of 49 positions on a late conv
+    // layer, so the per-row walk is most of the setup).
+    const std::size_t m_rows = space[rank - 2];
+    const auto next_row = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& base) {
+      if ((r + 1) % m_rows == 0) {
+        row_base(r + 1, base);
+      } else {
+        for (std::size_t q = 0; q < n_rd; ++q) base[q] += views[rd[q]].strides[rank - 2];
+      }
+    };
+    // Only a contiguous input that moves from row to row (a residual) is prefetched ahead
+    // (Note [Epilogue prefetch]); a per-channel bias is one element a row.
+    bool prefetch = false;
+    for (std::size_t q = 0; q < n_rd; ++q) {
+      prefetch = prefetch || (inner[q] == 1 && views[rd[q]].strides[rank - 2] != 0);
+    }
     std::array<std::int64_t, kMaxInputs> base{}, ahead_base{};
+    const std::size_t row0 = batch * m + i0;  // the product's row: the group's too
+    row_base(row0, base);
+    if (prefetch && kEpilogueAhead < rows) row_base(row0 + kEpilogueAhead, ahead_base);
     for (std::size_t i = 0; i < rows; ++i) {
-      const std::size_t row = batch * m + i0 + i;  // the product's row: the group's too
-      row_base(row, base);
+      const std::size_t row = row0 + i;
+      if (i > 0) next_row(row - 1, base);
       // Note [Epilogue prefetch]: a block's rows of an [m, n] input (a residual) are pieces
       // of ~1 KB a row apart, too short for the hardware's stream prefetch to follow; so the
       // same piece kEpilogueAhead rows down is prefetched while this row computes (Note
       // [Tile prefetch]). Only what is in cache changes.
-      const bool ahead_row = i + kEpilogueAhead < rows;
-      if (ahead_row) row_base(row + kEpilogueAhead, ahead_base);
+      const bool ahead_row = prefetch && i + kEpilogueAhead < rows;
+      if (ahead_row && i > 0) next_row(row + kEpilogueAhead - 1, ahead_base);
       const T* crow = c + static_cast<std::ptrdiff_t>(i) * c_rs;
       for (std::size_t b = 0; b < cols; b += kTile) {
         const std::size_t cnt = std::min(kTile, cols - b);
