@@ -71,6 +71,9 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
       return ir::LayerNorm{std::move(args[0]), std::move(args[1]), std::move(args[2]), 1, in.p0};
     case FusedInstr::Kind::Matmul:  // (Note [Matmul groups])
       return ir::Matmul{std::move(args[0]), std::move(args[1]), matmul_shape(g)};
+    case FusedInstr::Kind::Conv:  // (Note [Conv groups])
+      return ir::Conv{std::move(args[0]), std::move(args[1]),    in.window,
+                      in.groups,          ir::ConvPass::Forward, {}};
     case FusedInstr::Kind::Fill: {
       // One element of the group's rank (it broadcasts as the group reads it).
       ir::Fill f{Shape(std::vector<std::size_t>(g.shape.rank(), 1)), in.out, 0.0, 0};
@@ -152,7 +155,7 @@ std::vector<ir::Handle> run_row_apart(
 
 std::vector<ir::Handle> run_matmul_apart(
     Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
-  EMBER_ASSERT(g.starts_with_matmul());
+  EMBER_ASSERT(g.starts_with_product());
   const std::size_t n_in = g.inputs.size();
   const auto product = static_cast<std::int32_t>(n_in);
   const FusedInstr& mm = g.code.front();
@@ -215,10 +218,10 @@ std::vector<ir::Handle> run_matmul_apart(
 
 // One by one: each value is released after its last use, so an instruction may reuse the
 // buffer of a value nobody reads later (Note [In-place reuse]), as the ops would unfused.
-// A group starting with a Matmul runs it alone and its epilogue as one group (Note
-// [Matmul apart]), through this backend's run_fused.
+// A group starting with a Matmul or a Conv runs it alone and its epilogue as one group
+// (Note [Matmul apart]), through this backend's run_fused.
 std::vector<ir::Handle> Backend::run_fused(FusedGroup group) {
-  if (group.starts_with_matmul() && group.code.size() > 1) {
+  if (group.starts_with_product() && group.code.size() > 1) {
     return run_matmul_apart(*this, std::move(group),
                             [this](FusedGroup p) { return run_fused(std::move(p)); });
   }
@@ -289,7 +292,7 @@ const char* name(CloseReason r) {
     case CloseReason::Reduction:
       return "ends in a reduction";
     case CloseReason::Matmul:
-      return "a matmul opens the next group";
+      return "a matmul or conv opens the next group";
     case CloseReason::Count_:
       break;
   }

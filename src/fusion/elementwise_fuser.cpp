@@ -14,7 +14,8 @@
 // closes the group (ViewOfInternal) and runs alone.
 // A matmul of a float dtype whose product an element-wise op of the flush reads closes the
 // open group and opens the next one as its first instruction: the element-wise ops of its
-// shape that follow are its epilogue (Note [Matmul epilogues] below).
+// shape that follow are its epilogue (Note [Matmul epilogues] below); so does a forward
+// convolution (Note [Conv epilogues]).
 // When a group closes, a value it computes is an output when a handle to it still exists
 // or a later record reads it; every other value is elided (never written). The group's
 // signature holds the functions, dtypes, dim classes (distinct extents numbered in order
@@ -66,6 +67,7 @@ std::string_view op_label(const ir::Op& op) {
   if (const auto* s = std::get_if<ir::Softmax>(&op)) return s->log ? "log_softmax" : "softmax";
   if (std::holds_alternative<ir::LayerNorm>(op)) return "layer_norm";
   if (std::holds_alternative<ir::Matmul>(op)) return "matmul";
+  if (std::holds_alternative<ir::Conv>(op)) return "conv";
   if (std::holds_alternative<ir::Random>(op)) return "random";
   return ir::name(ir::kind_of(op));
 }
@@ -194,6 +196,29 @@ bool opens_matmul_group(const Record& r) {
          (dt == DType::F32 || dt == DType::F64 || dt == DType::F16 || dt == DType::BF16);
 }
 
+// Note [Conv epilogues]: a forward Conv of a float dtype (1 to 3 spatial dims, any groups)
+// opens a group as a Matmul does (Note [Matmul epilogues]) when an element-wise op of the
+// flush reads its result: it closes the open group (Matmul) and becomes the first
+// instruction of the next (Note [Conv groups] in backend/fused_group.hpp), its operands
+// inputs read in the operands' frame, its result's shape [N, O, *out] the iteration space.
+// The element-wise ops of exactly that shape that follow are its epilogue: the bias add
+// (nn::Conv's and the ONNX Conv's bias, a [1, O, 1, 1] view of [O]), relu, clamp (relu6),
+// silu, gelu, a batch norm's per-channel scale and shift, a residual add. A conv group takes
+// no reshapes of its values (no refinement of the iteration space: the Cpu maps each
+// finished block of the convolution's [O, positions] product to the output by channel and
+// position) and no row instructions. Its window and group count are run-time values of the
+// instruction, never in the signature: one plan serves every geometry.
+//
+// Whether the Conv r opens a conv group (else it runs alone, as any other op).
+bool opens_conv_group(const Record& r) {
+  const auto& c = std::get<ir::Conv>(r.op);
+  const DType dt = r.outs[0]->dtype();
+  const std::size_t rank = r.outs[0]->shape().rank();
+  return c.pass == ir::ConvPass::Forward && r.args.size() == 2 && r.args[0] && r.args[1] &&
+         rank >= 3 && rank <= 5 && r.outs[0]->shape().num_elements() > 0 &&
+         (dt == DType::F32 || dt == DType::F64 || dt == DType::F16 || dt == DType::BF16);
+}
+
 // A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
 // groups reading it.
 bool is_scalar_fill(const Record& r) {
@@ -259,18 +284,23 @@ class Grouper {
         return;
       }
     }
-    if (kind == ir::OpKind::Matmul && opens_matmul_group(r) &&
-        std::binary_search(ew_read_.begin(), ew_read_.end(), r.outs[0].get())) {
+    const bool product = (kind == ir::OpKind::Matmul && opens_matmul_group(r)) ||
+                         (kind == ir::OpKind::Conv && opens_conv_group(r));
+    if (product && std::binary_search(ew_read_.begin(), ew_read_.end(), r.outs[0].get())) {
       if (!members_.empty()) {
-        shared_.report.decision([] {
-          return std::string("matmul: closes the group (") + backend::name(CloseReason::Matmul) +
-                 ")";
+        shared_.report.decision([&] {
+          return std::string(op_label(r.op)) + ": closes the group (" +
+                 backend::name(CloseReason::Matmul) + ")";
         });
       }
       close(CloseReason::Matmul);
       materialize_fills(r);
       join(r, kMatmulFrame);
-      matmul_n_ = r.outs[0]->shape()[r.outs[0]->shape().rank() - 1];
+      if (kind == ir::OpKind::Matmul) {
+        matmul_n_ = r.outs[0]->shape()[r.outs[0]->shape().rank() - 1];
+      } else {
+        conv_ = true;
+      }
       return;
     }
     if (kind == ir::OpKind::Reshape && relabels(r)) {
@@ -380,6 +410,7 @@ class Grouper {
   // take: any, or in a matmul group one whose last extent is the product's (Note [Matmul
   // epilogues]).
   bool refines_to(const Shape& f) const {
+    if (conv_) return false;  // (Note [Conv epilogues])
     const auto to = refine(shape_, f);
     return to && (matmul_n_ == 0 || (to->rank() > 0 && (*to)[to->rank() - 1] == matmul_n_));
   }
@@ -420,7 +451,7 @@ class Grouper {
   // room, and every extent of the iteration space after that dim is 1 (where x is a frame
   // of a reshaped group, its dim's run of dims must hold exactly one extent above 1).
   std::optional<std::uint32_t> row_dim_of(const Value* x, std::size_t dim) const {
-    if (!shared_.row_reduction || members_.empty() || matmul_n_ || !x || !internal(*x) ||
+    if (!shared_.row_reduction || members_.empty() || matmul_n_ || conv_ || !x || !internal(*x) ||
         x->source || members_.size() >= shared_.options.max_group_ops) {
       return std::nullopt;
     }
@@ -499,7 +530,7 @@ class Grouper {
   // Value ids while the group is open: inputs get 0, 1, ...; internal values kInternalBase
   // + instruction index (renumbered after the inputs at close).
   static constexpr std::int32_t kInternalBase = 1 << 20;
-  // The frame in which a matmul reads its operands (Note [Matmul epilogues]).
+  // The frame in which a matmul or a conv reads its operands (Note [Matmul epilogues]).
   static constexpr std::uint32_t kMatmulFrame = ~std::uint32_t(0);
 
   std::int32_t id_of(const std::shared_ptr<Value>& v, std::uint32_t frame) {
@@ -575,6 +606,10 @@ class Grouper {
             in.p0 = o.eps;  // a run-time parameter, as a unary function's
           } else if constexpr (std::is_same_v<T, ir::Matmul>) {
             in.kind = FusedInstr::Kind::Matmul;  // opens the group (Note [Matmul epilogues])
+          } else if constexpr (std::is_same_v<T, ir::Conv>) {
+            in.kind = FusedInstr::Kind::Conv;  // opens the group (Note [Conv epilogues])
+            in.window = o.window;
+            in.groups = o.groups;
           } else if constexpr (std::is_same_v<T, ir::Random>) {
             in.kind = FusedInstr::Kind::Random;  // its parameters are run-time values
             in.dist = o.dist.kind;
@@ -615,6 +650,7 @@ class Grouper {
     views_.clear();
     group_ = 0;
     matmul_n_ = 0;
+    conv_ = false;
   }
 
   Shared& shared_;
@@ -640,6 +676,7 @@ class Grouper {
   // The product's last extent where the open group starts with a Matmul (Note [Matmul
   // epilogues]), else 0 (a product of no columns opens no group).
   std::size_t matmul_n_ = 0;
+  bool conv_ = false;  // the open group starts with a Conv (Note [Conv epilogues])
   static inline std::atomic<std::uint64_t> groups_opened_{0};
 };
 

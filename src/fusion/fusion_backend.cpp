@@ -109,15 +109,15 @@ void outputs_of(ir::Op& op, Out&& out) {
       op);
 }
 
-// Ops a fuser may take; any other op flushes the stream when it is recorded. A Matmul waits
-// for the element-wise ops that form its epilogue. A Reduce, a
-// Softmax or a LayerNorm waits in the stream when the inner backend fuses row reductions
-// (Note [Fused rows]): by the flush, the temporaries of its prologue are dropped and need
-// not be written.
+// Ops a fuser may take; any other op flushes the stream when it is recorded. A Matmul (or a Conv)
+// waits for the element-wise ops that form its epilogue. A Reduce, a Softmax or a LayerNorm waits
+// in the stream when the inner backend fuses row reductions (Note [Fused rows]): by the flush, the
+// temporaries of its prologue are dropped and need not be written.
 bool fusable(ir::OpKind k, const Shared& shared) {
   const ir::OpClass c = ir::op_class(k);
   return c == ir::OpClass::ElementWise || c == ir::OpClass::View || c == ir::OpClass::Creation ||
          k == ir::OpKind::Matmul ||  // opens a group for its epilogue (Note [Matmul epilogues])
+         k == ir::OpKind::Conv ||    // so does a forward conv (Note [Conv epilogues])
          ((k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm) &&
           shared.row_reduction);
 }

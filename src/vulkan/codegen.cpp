@@ -1902,6 +1902,7 @@ std::string gen_fused(const FusedKernel& f, std::uint32_t lin) {
         break;
       }
       case Kind_::Matmul:  // VulkanBackend::fusable refuses groups with these
+      case Kind_::Conv:
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:
@@ -2054,6 +2055,7 @@ KernelSpec fused_spec(const backend::FusedGroup& g, std::vector<std::int32_t> in
         k += "fill()";
         break;
       case Kind_::Matmul:  // VulkanBackend::fusable refuses groups with these
+      case Kind_::Conv:
       case Kind_::Reduce:
       case Kind_::Softmax:
       case Kind_::LayerNorm:

@@ -255,7 +255,7 @@ class VulkanBackend final : public backend::Backend {
           return false;
         continue;
       }
-      if (in.kind == K::Matmul) return false;  // run apart (Note [Matmul apart])
+      if (in.kind == K::Matmul || in.kind == K::Conv) return false;  // (Note [Matmul apart])
       if (!dtype_ok(in.out)) return false;
       const DType dt = g.dtype_of(in.kind == K::Where ? in.args[1] : in.args[0]);
       if (in.kind == K::Unary && !printable(in.unary, dt)) return false;

@@ -7,7 +7,9 @@
 // group too, reshapes of any value (flattened, two dims merged, dims reversed, a 1
 // inserted, back to the base shape: some a relabelling of a group's row-major order, some
 // not, some of inputs that are not contiguous), matmuls by a square weight (plain or
-// stored transposed; a matmul opens a group whose element-wise consumers are its epilogue)
+// stored transposed; a matmul opens a group whose element-wise consumers are its epilogue),
+// convolutions of rank-3 to 5 values that keep their shape (a 3-wide window padded by one
+// along every spatial dim, dense or depthwise; a conv opens a group as a matmul does)
 // and reads in the middle of the stream) over
 // inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, random
 // draws of any distribution as sources (Note [Random steps]), in
@@ -55,7 +57,9 @@ enum class StepKind : std::uint8_t {
   RowNorm,     // fn: RowFn along dim (a layer norm: the last); float dtypes only
   Read,
   Matmul,  // a · W, W [n, n] made from n alone (matmul_weight; fn 1: stored transposed)
-  Random   // random_like(a): a draw of kRandom[fn] of a's shape (a is not read)
+  Random,  // random_like(a): a draw of kRandom[fn] of a's shape (a is not read)
+  Conv     // conv(a, W): a [N, C, *], W [C, C / G, 3, ...] from C alone (conv_weight), padding
+           // 1, stride 1 (a's shape); fn 0 dense (G = 1), fn 1 depthwise (G = C)
 };
 
 // How a Reshape step finds its shape from its operand's, so that the program replayed at
@@ -172,6 +176,13 @@ double matmul_weight(std::size_t n, std::size_t i, std::size_t j) {
   return (double((i * 7 + j * 3) % 11) - 5.0) / double(2 * n);
 }
 
+// Element (oc, cc, t) of a Conv step's weight [C, C / G, 3, ...] (t the window offset,
+// row-major, of K = 3^spatial): small multiples of 1 / (2 K C / G), so sums stay near the
+// operand's magnitude.
+double conv_weight(std::size_t cg, std::size_t k, std::size_t oc, std::size_t cc, std::size_t t) {
+  return (double((oc * 5 + cc * 3 + t * 7) % 13) - 6.0) / double(2 * cg * k);
+}
+
 DType round_trip_type(DType dt) {
   return dt == DType::F32 || dt == DType::F64 ? DType::F16 : DType::F32;
 }
@@ -263,6 +274,9 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
   // have the operand's shape): drawn from a stream of their own, so every other program is
   // the one the seed made before they existed.
   Rng matmul_rng(seed * 0x9e3779b97f4a7c15ULL + 0x6d6d);
+  // Conv steps replace some other unary steps of float programs, of values of rank 3 to 5
+  // with no extent 0 (so at both size sets), from a stream of their own too.
+  Rng conv_rng(seed * 0x9e3779b97f4a7c15ULL + 0x636f6e76);
   // An operand whose shape broadcasts with `with` (reshaped values may not): a uniform
   // pick among those that do (`a` itself always does).
   const auto operand = [&](const Shape& with) {
@@ -324,6 +338,11 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
     if (is_float && s.kind == StepKind::Unary && sa.rank() >= 2 && matmul_rng() % 5 == 0) {
       s.kind = StepKind::Matmul;
       s.fn = static_cast<int>(matmul_rng() % 2);
+    }
+    if (is_float && s.kind == StepKind::Unary && sa.rank() >= 3 && sa.rank() <= 5 &&
+        sa.num_elements() > 0 && conv_rng() % 3 == 0) {
+      s.kind = StepKind::Conv;
+      s.fn = static_cast<int>(conv_rng() % 2);
     }
     Shape out = shapes[static_cast<std::size_t>(s.a)];
     if (s.kind == StepKind::Binary) out = broadcast(out, shapes[static_cast<std::size_t>(s.b)]);
@@ -526,6 +545,24 @@ class Runner {
         case StepKind::Random: {
           const Shape shape = arg(s.a).shape();
           return ops::random(shape, kRandom[s.fn], p_.dt, dev_);
+        }
+        case StepKind::Conv: {
+          DynTensor x = arg(s.a);
+          const std::size_t r = x.shape().rank(), c = x.shape()[1], g = s.fn == 1 ? c : 1;
+          const std::size_t cg = c / g, k = static_cast<std::size_t>(std::pow(3, r - 2));
+          std::vector<std::size_t> d(r, 3);
+          d[0] = c;
+          d[1] = cg;
+          std::vector<double> w(c * cg * k);
+          for (std::size_t oc = 0; oc < c; ++oc)
+            for (std::size_t cc = 0; cc < cg; ++cc)
+              for (std::size_t t = 0; t < k; ++t)
+                w[(oc * cg + cc) * k + t] = conv_weight(cg, k, oc, cc, t);
+          DynTensor wt = ops::cast(
+              DynTensor::from_data(ember::TensorData::from<double>(w, Shape(d)), dev_), p_.dt);
+          const std::vector<std::size_t> ones(r - 2, 1);
+          return ember::module_ops::conv(std::move(x), std::move(wt), std::nullopt,
+                                         {ones, ones, {}}, g);
         }
       }
       return arg(s.a);
@@ -788,6 +825,41 @@ std::vector<HostTensor> reference(const Program& p, std::vector<bool>& drawn) {
       case StepKind::Random:  // (unknown values)
         out = HostTensor(a.shape, p.dt);
         break;
+      case StepKind::Conv: {  // summed in f64, stored once
+        out = a;
+        const std::size_t r = a.shape.rank(), sp = r - 2, n = a.shape[0], c = a.shape[1];
+        const std::size_t g = s.fn == 1 ? c : 1, cg = c / g, og = c / g;
+        std::array<std::size_t, 3> e{1, 1, 1}, kw{1, 1, 1};
+        for (std::size_t i = 0; i < sp; ++i) {
+          e[3 - sp + i] = a.shape[2 + i];
+          kw[3 - sp + i] = 3;
+        }
+        const std::size_t l = e[0] * e[1] * e[2], k = kw[0] * kw[1] * kw[2];
+        const auto pad = [&](std::size_t dd) { return kw[dd] == 3 ? 1 : 0; };
+        for (std::size_t q = 0; q < n; ++q)
+          for (std::size_t oc = 0; oc < c; ++oc)
+            for (std::size_t z = 0; z < e[0]; ++z)
+              for (std::size_t y = 0; y < e[1]; ++y)
+                for (std::size_t x = 0; x < e[2]; ++x) {
+                  double sum = 0;
+                  for (std::size_t cc = 0; cc < cg; ++cc)
+                    for (std::size_t t = 0; t < k; ++t) {
+                      const std::int64_t iz = std::int64_t(z + t / (kw[1] * kw[2])) - pad(0);
+                      const std::int64_t iy = std::int64_t(y + t / kw[2] % kw[1]) - pad(1);
+                      const std::int64_t ix = std::int64_t(x + t % kw[2]) - pad(2);
+                      if (iz < 0 || iy < 0 || ix < 0 || iz >= std::int64_t(e[0]) ||
+                          iy >= std::int64_t(e[1]) || ix >= std::int64_t(e[2]))
+                        continue;
+                      const std::size_t ch = oc / og * cg + cc;
+                      sum +=
+                          a.v[(q * c + ch) * l + (std::size_t(iz) * e[1] + std::size_t(iy)) * e[2] +
+                              std::size_t(ix)] *
+                          store(p.dt, conv_weight(cg, k, oc, cc, t));
+                    }
+                  out.v[(q * c + oc) * l + (z * e[1] + y) * e[2] + x] = store(p.dt, sum);
+                }
+        break;
+      }
     }
     bool r = s.kind == StepKind::Random;
     for (int id : {s.a, s.b, s.c}) {
@@ -856,6 +928,7 @@ std::string compare(const Program& p, const Observed& a, const Observed& b) {
     const auto fn = static_cast<UnaryFn>(s.fn);
     inexact = inexact || s.kind == StepKind::CastRound || s.kind == StepKind::RowNorm ||
               s.kind == StepKind::ReduceBack || s.kind == StepKind::Matmul ||
+              s.kind == StepKind::Conv ||
               (s.kind == StepKind::Unary && is_float(p.dt) && fn != UnaryFn::Neg &&
                fn != UnaryFn::Abs && fn != UnaryFn::Relu && fn != UnaryFn::Sign);
   }
@@ -978,6 +1051,8 @@ const char* kind_name(StepKind k) {
       return "matmul";
     case StepKind::Random:
       return "random_like";
+    case StepKind::Conv:
+      return "conv";
   }
   return "?";
 }
@@ -1011,6 +1086,7 @@ std::string reproducer(const Program& p, const std::string& why) {
       o << ", " << fns[s.fn] << ", dim " << s.dim;
     }
     if (s.kind == StepKind::Matmul) o << (s.fn == 1 ? ", W^T" : ", W") << " [n, n]";
+    if (s.kind == StepKind::Conv) o << (s.fn == 1 ? ", depthwise" : ", dense") << " 3-wide window";
     if (s.kind == StepKind::Random) {
       const char* fns[] = {"default", "uniform(-2, 2)", "normal(0, 1.5)", "bernoulli(0.4)"};
       o << ", " << fns[s.fn];
@@ -1062,7 +1138,7 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   const Device fused = Device::cpu().fusion();
   ember::fusion::reset_report(fused);
   std::size_t failures = 0, groups = 0, reductions = 0, rows = 0, built = 0, reused = 0,
-              cross_thread = 0, matmuls = 0, drawn = 0;
+              cross_thread = 0, matmuls = 0, convs = 0, drawn = 0;
   using ember::fusion::CloseReason;
   for (std::size_t chunk = 0; chunk < 20; ++chunk) {
     const DifferentialResult r = run_fusion_differential(1 + chunk * 50, 100, plain, fused);
@@ -1078,6 +1154,7 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
       const std::string_view last = g.ops.empty() ? "" : g.ops.back();
       rows += last == "softmax" || last == "log_softmax" || last == "layer_norm";
       matmuls += !g.ops.empty() && g.ops.front() == "matmul";
+      convs += !g.ops.empty() && g.ops.front() == "conv";
       drawn += std::find(g.ops.begin(), g.ops.end(), "random") != g.ops.end();
     }
     ember::fusion::reset_report(fused);
@@ -1090,6 +1167,8 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   EXPECT_GT(rows, 5u) << "no softmax or layer norm took its prologue";
   // Matmuls take their element-wise consumers as an epilogue (among the last 256 groups).
   EXPECT_GT(matmuls, 20u) << "no matmul took an epilogue";
+  // So do convolutions.
+  EXPECT_GT(convs, 5u) << "no conv took an epilogue";
   // Each program runs at two size sets: the second reuses the first's plans.
   EXPECT_GT(2 * reused, built) << "plans were not reused";
   // The two-thread programs hand pending values across threads.

@@ -107,6 +107,90 @@ TEST(CpuFused, MatmulGroupsRunWithTheirEpilogue) {
   }
 }
 
+// Note [Fused conv epilogues]: the Cpu's fused executor takes a group that starts with a
+// Conv and gives the plain ops' bits: relu(conv(x, w) + bias + residual), 3x3 padded by one,
+// in f32 and f16. A residual whose spatial dims do not collapse into one (a transposed view)
+// leaves the group to Backend::run_fused's default (the conv, then the epilogue), with the
+// same bits.
+TEST(CpuFused, ConvGroupsRunWithTheirEpilogue) {
+  using backend::FusedInstr;
+  const std::size_t n = 2, c = 8, o = 16, h = 10, w = 12;
+  const auto data = [](std::size_t count, std::size_t salt) {
+    std::vector<float> v(count);
+    for (std::size_t i = 0; i < count; ++i) v[i] = (float((i * 7 + salt) % 23) - 11.0f) / 19.0f;
+    return v;
+  };
+  const std::vector<float> xv = data(n * c * h * w, 1), wv = data(o * c * 9, 2), bv = data(o, 3),
+                           rv = data(n * o * h * w, 4);
+  for (const DType dt : {DType::F32, DType::F16}) {
+    for (const bool transposed : {false, true}) {
+      cpu::CpuContext ctx;
+      const auto make = [&](const std::vector<float>& v, const Shape& sh) {
+        auto t = ctx.empty(sh, dt);
+        convert_elements(v.data(), DType::F32, t->data(), dt, v.size());
+        return t;
+      };
+      ir::Window win{{3, 3}, {1, 1}, {1, 1}, {1, 1}};
+      backend::FusedGroup g;
+      g.shape = Shape{n, o, h, w};
+      ir::Handle res = make(rv, Shape{n, o, h, w});
+      if (transposed) {  // the same values, read through a transpose of the spatial dims
+        std::vector<float> t(rv.size());
+        for (std::size_t p = 0; p < n * o; ++p)
+          for (std::size_t y = 0; y < h; ++y)
+            for (std::size_t x = 0; x < w; ++x) t[(p * w + x) * h + y] = rv[(p * h + y) * w + x];
+        ir::Permute pt{make(t, Shape{n, o, w, h}), {0, 1, 3, 2}};
+        res = cpu::run(ctx, pt);
+      }
+      g.inputs = {make(xv, Shape{n, c, h, w}), make(wv, Shape{o, c, 3, 3}),
+                  make(bv, Shape{1, o, 1, 1}), res};
+      FusedInstr cv;
+      cv.kind = FusedInstr::Kind::Conv;
+      cv.window = win;
+      cv.args = {0, 1, -1};
+      cv.out = dt;
+      FusedInstr add;
+      add.kind = FusedInstr::Kind::Binary;
+      add.binary = ir::BinaryFn::Add;
+      add.args = {4, 2, -1};
+      add.out = dt;
+      FusedInstr add2 = add;
+      add2.args = {5, 3, -1};
+      FusedInstr relu;
+      relu.unary = ir::UnaryFn::Relu;
+      relu.args = {6, -1, -1};
+      relu.out = dt;
+      g.code = {cv, add, add2, relu};
+      g.outputs = {7};
+      g.signature = std::string("test conv bias residual relu ") + name(dt);
+      g.key = std::hash<std::string>{}(g.signature);
+      const std::string what = std::string(name(dt)) + (transposed ? " transposed" : "");
+      const auto outs = cpu::run_fused(ctx, g);
+      ASSERT_EQ(outs.has_value(), !transposed) << what;
+      const std::vector<ir::Handle> got_h =
+          outs ? *outs : Device::cpu().backend().run_fused(std::move(g));
+      ASSERT_EQ(got_h.size(), 1u);
+      const TensorData got = Device::cpu().backend().to_data(got_h[0]);
+      const Device cd = Device::cpu();
+      const auto in = [&](const std::vector<float>& v, const Shape& sh) {
+        return ops::cast(DynTensor::from_data(TensorData::from<float>(v, sh), cd), dt);
+      };
+      const DynTensor want = ops::unary(
+          ir::UnaryFn::Relu,
+          ops::binary(
+              ir::BinaryFn::Add,
+              ops::binary(ir::BinaryFn::Add,
+                          module_ops::conv(in(xv, Shape{n, c, h, w}), in(wv, Shape{o, c, 3, 3}),
+                                           std::nullopt, {{1, 1}, {1, 1}, {}}),
+                          in(bv, Shape{1, o, 1, 1})),
+              in(rv, Shape{n, o, h, w})));
+      const TensorData wd = want.to_data();
+      ASSERT_EQ(got.bytes().size(), wd.bytes().size()) << what;
+      EXPECT_EQ(std::memcmp(got.bytes().data(), wd.bytes().data(), wd.bytes().size()), 0) << what;
+    }
+  }
+}
+
 TEST(CpuBackend, RvalueReusesTheSoleOwnersBuffer) {
   Device dev = Device::cpu();
   const std::size_t n = 1 << 20;

@@ -722,6 +722,12 @@ TEST_F(CudaOps, AllocatorRecoversFromOutOfMemory) {
 // broadcast over the heads, E != Ev, each head-dim bound (32, 64, 128), and seq 2048 at
 // head dim 128. The gradient twice: the same bits both times (one writer per row).
 TEST_F(CudaOps, AttentionMatchesCpu) {
+  // Every dtype's kernels, not only the 16-bit ones the backend takes by default (Note
+  // [Attention kernels by default] in cuda_backend.cpp).
+  setenv("EMBER_CUDA_ATTENTION", "all", 1);
+  struct Restore {
+    ~Restore() { unsetenv("EMBER_CUDA_ATTENTION"); }
+  } restore;
   enum Mask { kNone, kBool, kFloat };
   struct Case {
     std::size_t b, h, lq, lk, e, ev;

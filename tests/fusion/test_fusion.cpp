@@ -1095,6 +1095,252 @@ TEST(FusionPatterns, AMatmulOpensAGroupOnlyForAnEpilogue) {
   }
 }
 
+// ---- convolution epilogues (Note [Conv epilogues]) ----
+namespace {
+
+enum class ConvEpi { BiasRelu, ScaleShiftResidualRelu, BiasRelu6, BiasSilu, BiasGelu };
+
+struct ConvCase {
+  Shape x, w;  // [N, C, *spatial], [O, C / groups, *kernel]
+  std::size_t stride, padding, groups;
+  ConvEpi epi;
+};
+
+std::string describe(const ConvCase& c, DType dt) {
+  return std::string(name(dt)) + " x" + c.x.to_string() + " w" + c.w.to_string() + " s" +
+         std::to_string(c.stride) + " p" + std::to_string(c.padding) + " g" +
+         std::to_string(c.groups) + " epilogue " + std::to_string(int(c.epi));
+}
+
+// The report's ops for a case's group.
+std::vector<std::string_view> conv_ops(ConvEpi e) {
+  switch (e) {
+    case ConvEpi::BiasRelu:
+      return {"conv", "add", "relu"};
+    case ConvEpi::ScaleShiftResidualRelu:
+      return {"conv", "mul", "add", "add", "relu"};
+    case ConvEpi::BiasRelu6:
+      return {"conv", "add", "clamp"};
+    case ConvEpi::BiasSilu:
+      return {"conv", "add", "silu"};
+    case ConvEpi::BiasGelu:
+      break;
+  }
+  return {"conv", "add", "gelu"};
+}
+
+// The case's pattern on d, with an f64 reference computed from the inputs as the device
+// holds them and the magnitude each element's error scales with.
+MatmulRun conv_pattern(const Device& d, const ConvCase& c, DType dt) {
+  const std::size_t sp = c.x.rank() - 2, o = c.w[0];
+  DynTensor x = pattern(d, c.x, 1.0f, 1, dt);
+  DynTensor w = pattern(d, c.w, 0.5f, 2, dt);
+  DynTensor b = pattern(d, Shape{o}, 0.7f, 3, dt);
+  std::vector<std::size_t> chan(c.x.rank(), 1);
+  chan[1] = o;
+  DynTensor scale = pattern(d, Shape(chan), 0.6f, 5, dt),
+            shift = pattern(d, Shape(chan), 0.4f, 6, dt);
+  const module_ops::WindowOptions opt{
+      std::vector<std::size_t>(sp, c.stride), std::vector<std::size_t>(sp, c.padding), {}};
+  std::vector<std::size_t> out_dims{c.x[0], o};
+  for (std::size_t i = 0; i < sp; ++i)
+    out_dims.push_back((c.x[2 + i] + 2 * c.padding - c.w[2 + i]) / c.stride + 1);
+  const DynTensor res = pattern(d, Shape(out_dims), 0.9f, 4, dt);  // (made before the conv)
+  const auto apply = [&]() -> DynTensor {
+    switch (c.epi) {
+      case ConvEpi::BiasRelu:
+        return ops::unary(ir::UnaryFn::Relu, module_ops::conv(x, w, b, opt, c.groups));
+      case ConvEpi::ScaleShiftResidualRelu: {
+        DynTensor p = module_ops::conv(x, w, std::nullopt, opt, c.groups);
+        return ops::unary(
+            ir::UnaryFn::Relu,
+            ops::binary(ir::BinaryFn::Add,
+                        ops::binary(ir::BinaryFn::Add,
+                                    ops::binary(ir::BinaryFn::Mul, std::move(p), scale), shift),
+                        res));
+      }
+      case ConvEpi::BiasRelu6:
+        return ops::clamp(module_ops::conv(x, w, b, opt, c.groups), 0.0, 6.0);
+      case ConvEpi::BiasSilu:
+        return ops::unary(ir::UnaryFn::Silu, module_ops::conv(x, w, b, opt, c.groups));
+      case ConvEpi::BiasGelu:
+        break;
+    }
+    return ops::unary(ir::UnaryFn::Gelu, module_ops::conv(x, w, b, opt, c.groups));
+  };
+  const DynTensor y = apply();
+  MatmulRun out{y.to_data(), {}, {}};
+  // The reference: spatial dims padded to three (extent 1 in front).
+  const auto xv = as_f64(x), wv = as_f64(w), bv = as_f64(b), sv = as_f64(scale), hv = as_f64(shift);
+  const Shape ys = y.shape();
+  const std::vector<double> rv = c.epi == ConvEpi::ScaleShiftResidualRelu
+                                     ? as_f64(res)
+                                     : std::vector<double>(ys.num_elements(), 0.0);
+  std::array<std::size_t, 3> in{1, 1, 1}, k{1, 1, 1}, on{1, 1, 1};
+  for (std::size_t i = 0; i < sp; ++i) {
+    in[3 - sp + i] = c.x[2 + i];
+    k[3 - sp + i] = c.w[2 + i];
+    on[3 - sp + i] = ys[2 + i];
+  }
+  const std::size_t n = c.x[0], ci = c.x[1], cg = ci / c.groups, og = o / c.groups;
+  const std::size_t kk = k[0] * k[1] * k[2], ii = in[0] * in[1] * in[2];
+  const auto pad = [&](std::size_t d) { return 3 - sp <= d ? c.padding : 0; };
+  const auto str = [&](std::size_t d) { return 3 - sp <= d ? c.stride : 1; };
+  std::size_t e = 0;
+  for (std::size_t q = 0; q < n; ++q)
+    for (std::size_t oc = 0; oc < o; ++oc)
+      for (std::size_t z = 0; z < on[0]; ++z)
+        for (std::size_t yy = 0; yy < on[1]; ++yy)
+          for (std::size_t xx = 0; xx < on[2]; ++xx, ++e) {
+            double p = 0, mag = 0;
+            const std::size_t gi = oc / og;
+            for (std::size_t cc = 0; cc < cg; ++cc)
+              for (std::size_t a = 0; a < k[0]; ++a)
+                for (std::size_t bb = 0; bb < k[1]; ++bb)
+                  for (std::size_t cx = 0; cx < k[2]; ++cx) {
+                    const auto iz = std::int64_t(z * str(0) + a) - std::int64_t(pad(0));
+                    const auto iy = std::int64_t(yy * str(1) + bb) - std::int64_t(pad(1));
+                    const auto ix = std::int64_t(xx * str(2) + cx) - std::int64_t(pad(2));
+                    if (iz < 0 || iy < 0 || ix < 0 || iz >= std::int64_t(in[0]) ||
+                        iy >= std::int64_t(in[1]) || ix >= std::int64_t(in[2]))
+                      continue;
+                    const double t =
+                        xv[(q * ci + gi * cg + cc) * ii +
+                           (std::size_t(iz) * in[1] + std::size_t(iy)) * in[2] + std::size_t(ix)] *
+                        wv[(oc * cg + cc) * kk + (a * k[1] + bb) * k[2] + cx];
+                    p += t;
+                    mag += std::fabs(t);
+                  }
+            double v = 0;
+            switch (c.epi) {
+              case ConvEpi::BiasRelu:
+                v = std::max(0.0, p + bv[oc]);
+                mag += std::fabs(bv[oc]);
+                break;
+              case ConvEpi::ScaleShiftResidualRelu:
+                v = std::max(0.0, p * sv[oc] + hv[oc] + rv[e]);
+                mag = mag * std::fabs(sv[oc]) + std::fabs(hv[oc]) + std::fabs(rv[e]);
+                break;
+              case ConvEpi::BiasRelu6:
+                v = std::clamp(p + bv[oc], 0.0, 6.0);
+                mag += std::fabs(bv[oc]);
+                break;
+              case ConvEpi::BiasSilu:
+                v = (p + bv[oc]) / (1 + std::exp(-(p + bv[oc])));
+                mag += std::fabs(bv[oc]);
+                break;
+              case ConvEpi::BiasGelu:
+                v = p + bv[oc];
+                mag += std::fabs(bv[oc]);
+                v = 0.5 * v * std::erfc(-v * 0.70710678118654752440);
+                break;
+            }
+            out.ref.push_back(v);
+            out.size.push_back(mag + std::fabs(v));
+          }
+  return out;
+}
+
+}  // namespace
+
+// The canonical convolution patterns — conv + bias + relu, ResNet's block tail (a batch
+// norm as a per-channel scale and shift, the residual, relu), a depthwise conv + bias +
+// relu6 (MobileNetV2), 1-D conv + bias + silu, 3-D conv + bias + gelu — in f32, f64, bf16 and
+// f16, odd extents, strides, groups, 1x1 windows (the image as its own columns) and products
+// crossing the GEMM's blocks: one group with the conv and its epilogue (the report), the
+// plain Cpu's bits, and an f64 reference within the dtype's rounding.
+TEST(FusionPatterns, ConvEpilogues) {
+  const ConvCase cases[] = {
+      {Shape{2, 5, 9, 11}, Shape{7, 5, 3, 3}, 1, 1, 1, ConvEpi::BiasRelu},
+      {Shape{2, 6, 8, 7}, Shape{6, 6, 3, 3}, 1, 1, 1, ConvEpi::ScaleShiftResidualRelu},
+      {Shape{1, 24, 19, 21}, Shape{40, 24, 3, 3}, 2, 1, 1, ConvEpi::ScaleShiftResidualRelu},
+      {Shape{2, 8, 13, 13}, Shape{8, 1, 3, 3}, 2, 1, 8, ConvEpi::BiasRelu6},
+      {Shape{1, 6, 20, 20}, Shape{6, 1, 3, 3}, 1, 1, 6, ConvEpi::BiasRelu6},
+      {Shape{1, 5, 9, 6}, Shape{5, 1, 5, 5}, 1, 2, 5, ConvEpi::BiasRelu},
+      {Shape{2, 6, 10, 10}, Shape{4, 3, 3, 3}, 1, 0, 2, ConvEpi::BiasRelu},
+      {Shape{1, 40, 20, 30}, Shape{70, 40, 1, 1}, 1, 0, 1, ConvEpi::BiasRelu},
+      {Shape{1, 3, 9, 9}, Shape{1, 3, 3, 3}, 1, 1, 1, ConvEpi::BiasRelu},
+      {Shape{3, 4, 17}, Shape{5, 4, 3}, 2, 1, 1, ConvEpi::BiasSilu},
+      {Shape{1, 3, 5, 6, 7}, Shape{4, 3, 2, 3, 3}, 1, 1, 1, ConvEpi::BiasGelu},
+  };
+  for (const DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    for (const ConvCase& c : cases) {
+      const std::string what = describe(c, dt);
+      const Device d = fused_with({});
+      const MatmulRun got = conv_pattern(d, c, dt);
+      const MatmulRun want = conv_pattern(Device::cpu(), c, dt);
+      ASSERT_EQ(got.got.bytes().size(), want.got.bytes().size()) << what;
+      EXPECT_EQ(
+          std::memcmp(got.got.bytes().data(), want.got.bytes().data(), got.got.bytes().size()), 0)
+          << what;
+      const auto r = fusion::report(d);
+      const std::vector<std::string_view> ops = conv_ops(c.epi);
+      const auto* g = group_with(r, ops);
+      ASSERT_NE(g, nullptr) << what << ": " << groups_of(r);
+      EXPECT_TRUE(g->fused) << what;
+      EXPECT_EQ(g->outputs, 1u) << what;
+      EXPECT_EQ(g->elided, ops.size() - 1) << what;  // the conv's output and the sums
+      const std::vector<double> v = as_f64(DynTensor::from_data(got.got, Device::cpu()));
+      ASSERT_EQ(v.size(), got.ref.size()) << what;
+      const double u = roundoff(dt);
+      const double depth = double(c.w.num_elements() / c.w[0]);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        const double tol = 8 * u * got.size[i] * (1 + std::sqrt(depth) / 4) + 1e-300;
+        ASSERT_NEAR(v[i], got.ref[i], tol) << what << " at " << i;
+      }
+    }
+  }
+}
+
+// A conv's output kept beside its epilogue's result is an output of the group (the plain
+// Cpu's bits); a conv whose output nothing element-wise reads runs alone; the backward
+// passes (a conv through autodiff over fusion) give the plain device's gradients bit for
+// bit, so a training step's losses do not change with fusion.
+TEST(FusionPatterns, ConvOutputKeptAloneAndDifferentiated) {
+  const auto prog = [](const Device& dev) {
+    DynTensor x = pattern(dev, Shape{2, 4, 7, 7}, 1.0f, 1, DType::F32);
+    DynTensor w = pattern(dev, Shape{5, 4, 3, 3}, 0.5f, 2, DType::F32);
+    DynTensor b = pattern(dev, Shape{5}, 0.3f, 3, DType::F32);
+    DynTensor p = module_ops::conv(x, w, std::nullopt, {{1, 1}, {1, 1}, {}});  // kept
+    DynTensor y = ops::unary(ir::UnaryFn::Relu,
+                             ops::binary(ir::BinaryFn::Add, p, ops::reshape(b, Shape{1, 5, 1, 1})));
+    DynTensor alone = module_ops::conv(x, w, std::nullopt, {{2, 2}, {0, 0}, {}});
+    std::vector<float> out = y.to_data().to_vector<float>();
+    for (const DynTensor* t : {&p, &alone}) {
+      const auto v = t->to_data().to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  const Device d = fused_with({});
+  EXPECT_EQ(prog(d), prog(Device::cpu()));
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"conv", "add", "relu"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->outputs, 2u);  // the conv's output and the relu
+  for (const auto& grp : r.recent) EXPECT_NE(grp.ops, std::vector<std::string_view>{"conv"});
+
+  const auto grads = [](const Device& dev) {
+    auto x = Tensor<4>::from_data(
+                 pattern(dev.inner(), Shape{2, 3, 6, 6}, 1.0f, 1, DType::F32).to_data(), dev)
+                 .require_grad();
+    auto w = Tensor<4>::from_data(
+                 pattern(dev.inner(), Shape{4, 3, 3, 3}, 0.5f, 2, DType::F32).to_data(), dev)
+                 .require_grad();
+    auto y =
+        activation::relu(module_ops::conv2d(x, w, std::nullopt, {{1, 1}, {1, 1}}) * 1.5f + 0.25f);
+    auto loss = (y * y).mean();
+    Gradients gr = loss.backward();
+    std::vector<float> out = loss.to_data().to_vector<float>();
+    for (auto* t : {&x, &w}) {
+      const auto v = t->grad(gr).value().to_data().to_vector<float>();
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  };
+  EXPECT_EQ(grads(Device::cpu().fusion().autodiff()), grads(Device::cpu().autodiff()));
+}
+
 TEST(FusionPatterns, ScaledSoftmaxWithMask) {
   const Device d = fused_with({});
   EXPECT_EQ(scaled_softmax(d), scaled_softmax(Device::cpu()));
@@ -1266,6 +1512,36 @@ TEST(FusionCuda, MatmulEpiloguesAgreeBitForBit) {
           EXPECT_TRUE(found) << what << ": " << groups_of(r);
         }
       }
+    }
+  }
+}
+
+// Conv groups on Cuda: the Conv kernel (cuDNN or the generated implicit GEMM), then the
+// epilogue as one generated kernel (Note [Matmul apart]): the plain device's bits in every
+// float dtype, dense, depthwise, 1-D and 3-D, and a group starting with the conv in the
+// report.
+TEST(FusionCuda, ConvEpiloguesAgreeBitForBit) {
+  EMBER_NEED_CUDA();
+  const Device plain = Device::cuda(0);
+  const ConvCase cases[] = {
+      {Shape{2, 5, 9, 11}, Shape{7, 5, 3, 3}, 1, 1, 1, ConvEpi::BiasRelu},
+      {Shape{1, 24, 19, 21}, Shape{40, 24, 3, 3}, 2, 1, 1, ConvEpi::ScaleShiftResidualRelu},
+      {Shape{2, 8, 13, 13}, Shape{8, 1, 3, 3}, 2, 1, 8, ConvEpi::BiasRelu6},
+      {Shape{3, 4, 17}, Shape{5, 4, 3}, 2, 1, 1, ConvEpi::BiasSilu},
+      {Shape{1, 3, 5, 6, 7}, Shape{4, 3, 2, 3, 3}, 1, 1, 1, ConvEpi::BiasGelu},
+  };
+  for (const DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    for (const ConvCase& c : cases) {
+      const std::string what = describe(c, dt);
+      const Device d = cuda_fused();
+      const MatmulRun got = conv_pattern(d, c, dt);
+      const MatmulRun want = conv_pattern(plain, c, dt);
+      ASSERT_EQ(got.got.bytes().size(), want.got.bytes().size()) << what;
+      EXPECT_EQ(
+          std::memcmp(got.got.bytes().data(), want.got.bytes().data(), got.got.bytes().size()), 0)
+          << what;
+      const auto r = fusion::report(d);
+      EXPECT_NE(group_with(r, conv_ops(c.epi)), nullptr) << what << ": " << groups_of(r);
     }
   }
 }

@@ -88,6 +88,20 @@ struct RandomCounters {
 // runs as any element-wise program. A backend that runs the product with its epilogue
 // applied to each finished block (the Cpu's GEMM hook) overrides run_fused for them; the
 // default runs the Matmul alone and the epilogue as one group (run_matmul_apart, below).
+//
+// Note [Conv groups]: a group may START with a forward Conv instead (code[0], Kind::Conv, of
+// a float dtype) of two inputs (args[0], args[1]: the ir::Conv operands x [N, C, *] and
+// w [O, C / groups, *kernel], 1 to 3 spatial dims), its window and group count in the
+// instruction (run-time values, as a unary function's parameters: never in the signature).
+// Its result, of shape [N, O, *out] (ir::out_shape of the op), IS the group's shape (no
+// reshapes join a conv group), and the group's other instructions are element-wise, its
+// epilogue: a bias add of a [1, O, 1, ...] view, an activation, a batch norm's per-channel
+// scale and shift, a residual add of an [N, O, *out] input. The rules are the Matmul's: the
+// conv's operands are read by it alone (no view of the group's shape), its result is a value
+// stored only when it is an output, and fused and unfused agree bit for bit. The Cpu applies
+// the epilogue to each finished block of the convolution's output (Note [Fused conv
+// epilogues] in cpu/kernels/fused.cpp); the default runs the Conv alone and the epilogue as
+// one group (run_matmul_apart, which serves both products).
 struct FusedInstr {
   enum class Kind : std::uint8_t {
     Unary,
@@ -99,7 +113,8 @@ struct FusedInstr {
     Softmax,
     LayerNorm,
     Matmul,  // only first (Note [Matmul groups])
-    Random
+    Random,
+    Conv  // only first (Note [Conv groups])
   };
   Kind kind = Kind::Unary;
   ir::UnaryFn unary = ir::UnaryFn::Neg;     // Kind::Unary
@@ -114,10 +129,13 @@ struct FusedInstr {
   // iteration space (row-major) is the draw's element i.
   Distribution::Kind dist = Distribution::Kind::Default;
   RandomCounters draw;
+  // Kind::Conv: the forward convolution's window and group count (run-time values).
+  ir::Window window;
+  std::size_t groups = 1;
   // Operands, as value ids: 0 .. inputs.size() - 1 are the inputs, inputs.size() + i is
   // instruction i's result. Unary and Cast use args[0]; Binary args[0..1] (lhs, rhs);
   // Where args[0..2] (cond, a, b); Fill and Random none; Reduce and Softmax args[0];
-  // LayerNorm args[0..2] (x, weight, bias); Matmul args[0..1] (a, b: inputs).
+  // LayerNorm args[0..2] (x, weight, bias); Matmul and Conv args[0..1] (a, b or x, w: inputs).
   std::array<std::int32_t, 3> args{-1, -1, -1};
   DType out = DType::F32;  // the result's dtype (a Cast's target)
 
@@ -144,6 +162,12 @@ struct FusedGroup {
   bool starts_with_matmul() const {
     return !code.empty() && code.front().kind == FusedInstr::Kind::Matmul;
   }
+  // Whether the first instruction is a Conv (Note [Conv groups]).
+  bool starts_with_conv() const {
+    return !code.empty() && code.front().kind == FusedInstr::Kind::Conv;
+  }
+  // Whether the group is a product (a Matmul or a Conv) and its epilogue.
+  bool starts_with_product() const { return starts_with_matmul() || starts_with_conv(); }
   DType dtype_of(std::int32_t value) const {
     const auto v = static_cast<std::size_t>(value);
     return v < inputs.size() ? inputs[v]->dtype() : code[v - inputs.size()].out;
@@ -173,8 +197,9 @@ std::vector<ir::Handle> run_row_apart(
     Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
 
 // Note [Matmul apart]: for a backend with fused code for element-wise groups but no GEMM
-// with a generated epilogue: runs a group starting with a Matmul (Note [Matmul groups]) as
-// the ir::Matmul through b.execute, then its epilogue as a group of its own through
+// with a generated epilogue: runs a group starting with a Matmul (Note [Matmul groups]) or
+// a Conv (Note [Conv groups]) as that IR op through b.execute, then its epilogue as a group
+// of its own through
 // run_group, the product one of that group's inputs (a group of one instruction runs as that
 // instruction's op). So the product is written and read once, and the epilogue is one
 // program. Returns g's outputs, in order (the product among them where g keeps it).
@@ -199,7 +224,7 @@ enum class CloseReason : std::uint8_t {
   MemoryBudget,    // the pending outputs reached the memory limit
   ThreadExit,      // the recording thread ended
   Reduction,       // the group ended in a reduction, softmax or layer norm (a row instruction)
-  Matmul,          // a matmul opens the next group (Note [Matmul groups])
+  Matmul,          // a matmul or a conv opens the next group (Note [Matmul groups], [Conv groups])
   Count_
 };
 const char* name(CloseReason r);

@@ -673,13 +673,13 @@ void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, si
 template <class T, class APanels>
 void gemm_packed_b_impl(const KernelInfo<T>& kr, size_t m, size_t n, size_t k,
                         const APanels& a_panels, const PackedB<T>& b, T* c, ptrdiff_t c_rs,
-                        bool accumulate) {
+                        bool accumulate, const Finish<T>& finish = {}) {
   const auto pack = [&](T* pb, size_t pc, size_t kcur, size_t jc, size_t ncur, size_t s0,
                         size_t s1) {
     const size_t j0 = s0 * kr.nr, cols = std::min(ncur - j0, (s1 - s0) * kr.nr);
     b.pack(b.ctx, pb + s0 * kr.nr * kcur, kr.nr, pc, kcur, jc + j0, cols);
   };
-  gemm_blocked<T>(kr, num_threads(), m, n, k, a_panels, pack, c, c_rs, accumulate);
+  gemm_blocked<T>(kr, num_threads(), m, n, k, a_panels, pack, c, c_rs, accumulate, finish);
 }
 
 template <class T>
@@ -697,17 +697,19 @@ PanelsA<T> panels_of(const PackedA<T>& a, const KernelInfo<T>& kr) {
 
 template <class T>
 void gemm_packed_a_strided_b(size_t n, const PackedA<T>& a, const T* b, ptrdiff_t b_rs,
-                             ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate) {
+                             ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate,
+                             const GemmEpilogue<T>* ep) {
   const KernelInfo<T> kr = kernel_for<T>(a.isa());
   gemm_single<T>(kr, num_threads(), a.m(), n, a.k(), a.source(), a.source_rs(), a.source_cs(),
-                 panels_of(a, kr), b, b_rs, b_cs, c, c_rs, accumulate);
+                 panels_of(a, kr), b, b_rs, b_cs, c, c_rs, accumulate, Finish<T>{ep, 0});
 }
 
 template <class T>
 void gemm_packed_a_packed_b(size_t n, const PackedA<T>& a, const PackedB<T>& b, T* c,
-                            ptrdiff_t c_rs, bool accumulate) {
+                            ptrdiff_t c_rs, bool accumulate, const GemmEpilogue<T>* ep) {
   const KernelInfo<T> kr = kernel_for<T>(a.isa());
-  gemm_packed_b_impl<T>(kr, a.m(), n, a.k(), panels_of(a, kr), b, c, c_rs, accumulate);
+  gemm_packed_b_impl<T>(kr, a.m(), n, a.k(), panels_of(a, kr), b, c, c_rs, accumulate,
+                        Finish<T>{ep, 0});
 }
 
 template <class T>
@@ -803,20 +805,22 @@ template class PackedA<float>;
 template class PackedA<double>;
 
 void gemm_packed_a(size_t n, const PackedA<float>& a, const float* b, ptrdiff_t b_rs,
-                   ptrdiff_t b_cs, float* c, ptrdiff_t c_rs, bool accumulate) {
-  gemm_packed_a_strided_b<float>(n, a, b, b_rs, b_cs, c, c_rs, accumulate);
+                   ptrdiff_t b_cs, float* c, ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<float>* epilogue) {
+  gemm_packed_a_strided_b<float>(n, a, b, b_rs, b_cs, c, c_rs, accumulate, epilogue);
 }
 void gemm_packed_a(size_t n, const PackedA<double>& a, const double* b, ptrdiff_t b_rs,
-                   ptrdiff_t b_cs, double* c, ptrdiff_t c_rs, bool accumulate) {
-  gemm_packed_a_strided_b<double>(n, a, b, b_rs, b_cs, c, c_rs, accumulate);
+                   ptrdiff_t b_cs, double* c, ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<double>* epilogue) {
+  gemm_packed_a_strided_b<double>(n, a, b, b_rs, b_cs, c, c_rs, accumulate, epilogue);
 }
 void gemm_packed_a(size_t n, const PackedA<float>& a, const PackedB<float>& b, float* c,
-                   ptrdiff_t c_rs, bool accumulate) {
-  gemm_packed_a_packed_b<float>(n, a, b, c, c_rs, accumulate);
+                   ptrdiff_t c_rs, bool accumulate, const GemmEpilogue<float>* epilogue) {
+  gemm_packed_a_packed_b<float>(n, a, b, c, c_rs, accumulate, epilogue);
 }
 void gemm_packed_a(size_t n, const PackedA<double>& a, const PackedB<double>& b, double* c,
-                   ptrdiff_t c_rs, bool accumulate) {
-  gemm_packed_a_packed_b<double>(n, a, b, c, c_rs, accumulate);
+                   ptrdiff_t c_rs, bool accumulate, const GemmEpilogue<double>* epilogue) {
+  gemm_packed_a_packed_b<double>(n, a, b, c, c_rs, accumulate, epilogue);
 }
 
 namespace detail {

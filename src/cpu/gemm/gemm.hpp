@@ -21,11 +21,11 @@ namespace ember::cpu {
 // (an in-place result). Products with one row or one column (Note [gemv] in gemm.cpp) and
 // products with k == 0 have no blocks: their C is handed over whole once computed.
 // The Fusion decorator's matmul groups use it (cpu/kernels/fused.cpp, Note [Fused matmul
-// epilogues]). A convolution can use it the same way for its bias and activation: its
-// products (gemm_packed_a, gemm_f32_packed_b) run through the same blocked driver, so an
-// epilogue argument passed down to it is called with that product's [out channels, window
-// positions] blocks, which the convolution maps to its output image by i0 (the channel) and
-// j0 (the position) — nothing in the driver is specific to matmul.
+// epilogues]), and so do its conv groups (Note [Fused conv epilogues]): a convolution's
+// products (gemm_packed_a) run through the same blocked driver, so the epilogue is called
+// with each product's [out channels, window positions] blocks, which the convolution maps
+// to its output image by i0 (the channel) and j0 (the position) (conv_forward_into in
+// cpu/kernels/conv.hpp) — nothing in the driver is specific to matmul.
 template <class T>
 struct GemmEpilogue {
   void (*apply)(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
@@ -116,16 +116,21 @@ class PackedA {
 };
 
 // C[i*c_rs + j] (= or +=) sum_p A(i, p) * B[p*b_rs + j*b_cs] for i < a.m(), j < n, p < a.k():
-// gemm_f32 / gemm_f64 with a packed A (bit for bit the same results).
+// gemm_f32 / gemm_f64 with a packed A (bit for bit the same results). An epilogue (Note
+// [GEMM epilogue]) is applied to each finished block of C, its batch 0.
 void gemm_packed_a(std::size_t n, const PackedA<float>& a, const float* b, std::ptrdiff_t b_rs,
-                   std::ptrdiff_t b_cs, float* c, std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t b_cs, float* c, std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<float>* epilogue = nullptr);
 void gemm_packed_a(std::size_t n, const PackedA<double>& a, const double* b, std::ptrdiff_t b_rs,
-                   std::ptrdiff_t b_cs, double* c, std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t b_cs, double* c, std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<double>* epilogue = nullptr);
 // The same with B given by its packer: gemm_f32_packed_b / gemm_f64_packed_b with a packed A.
 void gemm_packed_a(std::size_t n, const PackedA<float>& a, const PackedB<float>& b, float* c,
-                   std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<float>* epilogue = nullptr);
 void gemm_packed_a(std::size_t n, const PackedA<double>& a, const PackedB<double>& b, double* c,
-                   std::ptrdiff_t c_rs, bool accumulate);
+                   std::ptrdiff_t c_rs, bool accumulate,
+                   const GemmEpilogue<double>* epilogue = nullptr);
 
 namespace detail {
 

@@ -17,6 +17,9 @@
 // Convolutions where every output channel reads one input channel (C / G == 1: depthwise,
 // and any single-channel input) take a direct path instead, a multiply-add of image rows
 // per kernel offset, for all three passes: a GEMM with K-deep products would waste its tiles.
+// Forward takes an epilogue (conv_forward_into in conv.hpp, for fused groups): the GEMM path
+// passes it to each (image, group) product, shifted to the group's channels
+// (ShiftedEpilogue), and the direct path calls it on each output plane once computed.
 // (image, group) tasks run on the thread pool, each with a single-threaded GEMM, when there
 // are enough of them; otherwise they run in turn and each GEMM uses the threads. Every sum
 // runs in an order fixed by the sizes alone: WeightGrad sums the images in fixed chunks
@@ -27,6 +30,8 @@
 #include <memory>
 #include <mutex>  // std::lock_guard
 #include <vector>
+
+#include "cpu/kernels/conv.hpp"
 
 #include "cpu/gemm/gemm.hpp"
 #include "cpu/isa.hpp"
@@ -546,8 +551,15 @@ TapRow<double> tap_row_kernel(double) {
 // copy of its input plane, so every tap reads inside it and an output z-slice is one flat
 // row over the padded width (pitch pin[2]; the positions past ow in each row are computed
 // and dropped): the row kernel sees long rows even where the image is narrow.
+// The epilogue of output plane t (image t / O, channel t % O) once it is computed.
 template <class T>
-void forward_per_channel_flat(const Geometry& g, const T* x, const T* wt, T* y) {
+void finish_plane(const GemmEpilogue<T>* ep, const Geometry& g, size_t t, T* plane) {
+  if (ep) ep->apply(ep->ctx, t / g.o, t % g.o, 0, plane, ptrdiff_t(g.l), 1, g.l);
+}
+
+template <class T>
+void forward_per_channel_flat(const Geometry& g, const T* x, const T* wt, T* y,
+                              const GemmEpilogue<T>* ep) {
   const Window3& w = g.w;
   const size_t L = g.l, K = g.k, img = g.image();
   std::array<size_t, 3> pin{};
@@ -580,6 +592,7 @@ void forward_per_channel_flat(const Geometry& g, const T* x, const T* wt, T* y) 
                      for (size_t oy = 0; oy < oh; ++oy)
                        std::memcpy(yp + (oz * oh + oy) * ow, yflat + oy * pin[2], ow * sizeof(T));
                    }
+                   finish_plane(ep, g, t, yp);
                  }
                });
 }
@@ -588,7 +601,8 @@ void forward_per_channel_flat(const Geometry& g, const T* x, const T* wt, T* y) 
 // image row is inside, the positions [a, b) where every tap reads inside the row through
 // the row kernel, the edge positions (in the padding for some tap) one by one.
 template <class T>
-void forward_per_channel_rows(const Geometry& g, const T* x, const T* wt, T* y) {
+void forward_per_channel_rows(const Geometry& g, const T* x, const T* wt, T* y,
+                              const GemmEpilogue<T>* ep) {
   const Window3& w = g.w;
   const size_t L = g.l, K = g.k, img = g.image(), kw = w.kernel[2], s = w.stride[2],
                d = w.dilation[2], ow = w.out[2], oh = w.out[1];
@@ -638,6 +652,7 @@ void forward_per_channel_rows(const Geometry& g, const T* x, const T* wt, T* y) 
                        for (size_t ox = 0; ox < std::min(a, ow); ++ox) edge(ox);
                        for (size_t ox = b; ox < ow; ++ox) edge(ox);
                      }
+                   finish_plane(ep, g, t, y + t * L);
                  }
                });
 }
@@ -682,7 +697,8 @@ bool depthwise3x3_fits(const Window3& w) {
 // Forward, a 3x3 window: each (image, output channel) plane by the plane kernel, straight
 // from the image.
 template <class T>
-void forward_depthwise3x3(const Geometry& g, const T* x, const T* wt, T* y) {
+void forward_depthwise3x3(const Geometry& g, const T* x, const T* wt, T* y,
+                          const GemmEpilogue<T>* ep) {
   const Window3& w = g.w;
   const Depthwise3x3<T> plane = depthwise3x3_kernel(T{});
   const size_t L = g.l, img = g.image();
@@ -692,18 +708,20 @@ void forward_depthwise3x3(const Geometry& g, const T* x, const T* wt, T* y) {
                    const size_t n = t / g.o, oc = t % g.o;
                    plane(x + (n * g.c + oc / g.og) * img, w.in[1], w.in[2], wt + oc * 9,
                          w.stride[2], w.padding[1], w.padding[2], y + t * L, w.out[1], w.out[2]);
+                   finish_plane(ep, g, t, y + t * L);
                  }
                });
 }
 
 template <class T>
-void forward_per_channel(const Geometry& g, const T* x, const T* wt, T* y) {
+void forward_per_channel(const Geometry& g, const T* x, const T* wt, T* y,
+                         const GemmEpilogue<T>* ep) {
   if (depthwise3x3_fits<T>(g.w))
-    forward_depthwise3x3(g, x, wt, y);
+    forward_depthwise3x3(g, x, wt, y, ep);
   else if (g.w.stride[1] == 1 && g.w.stride[2] == 1 && g.w.out[1] > 1)
-    forward_per_channel_flat(g, x, wt, y);
+    forward_per_channel_flat(g, x, wt, y, ep);
   else
-    forward_per_channel_rows(g, x, wt, y);
+    forward_per_channel_rows(g, x, wt, y, ep);
 }
 
 template <class T>
@@ -767,10 +785,23 @@ void weight_grad_per_channel(const Geometry& g, const T* x, const T* gy, T* dw) 
 
 // ---- the GEMM path ----
 
+// An epilogue of the output [O, L] of one image seen from the product of one of its groups
+// [O/G, L]: block (i0, j0) of the product is block (ch0 + i0, j0) of image n.
+template <class T>
+struct ShiftedEpilogue {
+  const GemmEpilogue<T>* outer;
+  size_t n, ch0;
+  static void apply(const void* ctx, size_t, size_t i0, size_t j0, T* c, ptrdiff_t c_rs,
+                    size_t rows, size_t cols) {
+    const auto* s = static_cast<const ShiftedEpilogue*>(ctx);
+    s->outer->apply(s->outer->ctx, s->n, s->ch0 + i0, j0, c, c_rs, rows, cols);
+  }
+};
+
 // wt is the weight's tensor, given whether it is the op's own (not a contiguous copy).
 template <class T>
-void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt, bool given,
-             T* y) {
+void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt, bool given, T* y,
+             const GemmEpilogue<T>* ep) {
   const size_t ck = g.ck(), L = g.l;
   // W_g [og, ck], row-major.
   const auto packed =
@@ -781,13 +812,17 @@ void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt
     const size_t n = t / g.groups, gi = t % g.groups;
     const T* planes = x + (n * g.c + gi * g.cg) * g.image();
     T* c = y + (n * g.o + gi * g.og) * L;
+    const ShiftedEpilogue<T> shifted{ep, n, gi * g.og};
+    const GemmEpilogue<T> shifted_ep{&ShiftedEpilogue<T>::apply, &shifted};
+    const GemmEpilogue<T>* e = ep ? &shifted_ep : nullptr;
     if (g.pointwise()) {
-      gemm_packed_a(L, a[gi], planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false);
+      gemm_packed_a(L, a[gi], planes, ptrdiff_t(L), 1, c, ptrdiff_t(L), false, e);
       return;
     }
     const PaddedImage<T> image(g, planes);
     const ColsOperand<T> cols{&image.g, image.planes};
-    gemm_packed_a(L, a[gi], PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c, ptrdiff_t(L), false);
+    gemm_packed_a(L, a[gi], PackedB<T>{&ColsOperand<T>::pack_cols, &cols}, c, ptrdiff_t(L), false,
+                  e);
   });
 }
 
@@ -934,23 +969,39 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
 
 }  // namespace
 
+template <class T>
+void conv_forward_into(CpuContext& ctx, const ir::Conv& op, T* out, const GemmEpilogue<T>* ep) {
+  auto x = contiguous(ctx, op.x);
+  auto w = contiguous(ctx, op.w);
+  const Geometry g = geometry(x->shape(), op.window, w->shape()[0], op.groups);
+  if (g.direct_forward())
+    forward_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(), out, ep);
+  else
+    forward<T>(ctx, g, x->data_as<const T>(), *w, w.get() == op.w.get(), out, ep);
+}
+template void conv_forward_into<float>(CpuContext&, const ir::Conv&, float*,
+                                       const GemmEpilogue<float>*);
+template void conv_forward_into<double>(CpuContext&, const ir::Conv&, double*,
+                                        const GemmEpilogue<double>*);
+
 ir::Handle run(CpuContext& ctx, ir::Conv& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());
   if (out->shape().num_elements() == 0) return out;
+  if (op.pass == ir::ConvPass::Forward &&
+      (op.x->dtype() == DType::F32 || op.x->dtype() == DType::F64)) {
+    if (op.x->dtype() == DType::F64)
+      conv_forward_into<double>(ctx, op, out->data_as<double>(), nullptr);
+    else
+      conv_forward_into<float>(ctx, op, out->data_as<float>(), nullptr);
+    return out;
+  }
   auto x = contiguous(ctx, op.x);
   auto w = contiguous(ctx, op.w);
   const auto run = [&](auto tag) {
     using T = decltype(tag);
     switch (op.pass) {
-      case ir::ConvPass::Forward: {
-        const Geometry g = geometry(x->shape(), op.window, w->shape()[0], op.groups);
-        if (g.direct_forward())
-          forward_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
-                                 out->data_as<T>());
-        else
-          forward<T>(ctx, g, x->data_as<const T>(), *w, w.get() == op.w.get(), out->data_as<T>());
+      case ir::ConvPass::Forward:  // (run by conv_forward_into above)
         break;
-      }
       case ir::ConvPass::InputGrad: {
         const Geometry g = geometry(out->shape(), op.window, x->shape()[1], op.groups);
         if (g.per_channel())

@@ -42,6 +42,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cpu/kernels/conv.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
@@ -158,9 +159,10 @@ std::optional<Program> build(const FusedGroup& g) {
     s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
     const DType cd = s.widen ? DType::F32 : s.in;
     if (in.row() && &in != &g.code.back()) return std::nullopt;  // only last: run_rows runs it
-    if (in.kind == FusedInstr::Kind::Matmul) {                   // only first: run_matmul runs it
+    if (in.kind == FusedInstr::Kind::Matmul || in.kind == FusedInstr::Kind::Conv) {
+      // Only first: run_matmul or run_conv runs it.
       if (&in != &g.code.front() || g.ends_in_row()) return std::nullopt;
-      s.fn = "matmul";
+      s.fn = in.kind == FusedInstr::Kind::Matmul ? "matmul" : "conv";
     } else if (in.kind == FusedInstr::Kind::Reduce) {
       if (!reduces_rows(in.reduce, s.in)) return std::nullopt;
       s.fn = ir::name(in.reduce);
@@ -374,14 +376,19 @@ class Prefetch {
     const std::byte* p;
     const std::byte* end;
   };
-  std::array<Range, kMaxInputs> range_{};
+  // Only [0, n_) is ever read: left unset, since one is made per tile and zeroing its 256
+  // bytes was 16% of a convolution epilogue's own time (MobileNetV2's 7x7 and 14x14 layers
+  // have a tile per channel row).
+  std::array<Range, kMaxInputs> range_;
   std::size_t n_ = 0, k_ = 0;
 };
 
 // Runs the element-wise instructions of p (all but a last row instruction) on one tile of n
-// elements, the iteration space's elements first .. first + n - 1 (row-major).
+// elements, the iteration space's elements first .. first + n - 1 (row-major). With `last`,
+// the last instruction writes its n elements (one, when its operands are all broadcast)
+// there instead of in scratch (Note [Epilogue in place]).
 void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
-              std::size_t n, std::uint64_t first, Prefetch& ahead) {
+              std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last = nullptr) {
   const std::size_t n_in = g.inputs.size();
   const std::size_t steps = p.steps.size() - (g.ends_in_row() ? 1 : 0);
   const std::size_t per_step = steps == 0 ? 0 : (ahead.lines() + steps - 1) / steps;
@@ -394,7 +401,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       slot[v] = {reinterpret_cast<const std::byte*>(&in.bits), true};
       continue;
     }
-    std::byte* y = s.region(p.region[i]);
+    std::byte* y = last && i + 1 == steps ? last : s.region(p.region[i]);
     if (st.kind == FusedInstr::Kind::Random) {
       // Note [Random instructions]: the tile's elements of the draw, as the Random kernel
       // draws them (draw_values, in f32 and rounded for a 16-bit dtype).
@@ -417,6 +424,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       case FusedInstr::Kind::Softmax:
       case FusedInstr::Kind::LayerNorm:
       case FusedInstr::Kind::Matmul:  // its slot is the product's block (run_matmul)
+      case FusedInstr::Kind::Conv:    // (run_conv)
         break;
       case FusedInstr::Kind::Unary: {
         const std::size_t cnt = a.scalar ? 1 : n;
@@ -686,66 +694,110 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
 // How many rows ahead an epilogue prefetches its inputs (Note [Epilogue prefetch]).
 constexpr std::size_t kEpilogueAhead = 2;
 
+//
+// Note [Fused conv epilogues]: a group starting with a Conv (Note [Conv groups] in
+// backend/fused_group.hpp) runs the same way (run_conv): the convolution through
+// conv_forward_into — the Conv kernel's own code, so the same GEMMs or direct plane kernels,
+// the same threads and bits — whose epilogue hook hands over each finished block of an
+// image's [O, L] output (a GEMM block of an (image, group) product, or a whole plane of the
+// depthwise path) to the same ProductEpilogue as a matmul's, with the iteration space
+// [N, O, *out] seen as rows [N, O] of L positions (each input's spatial dims collapsed to
+// one: a bias [1, O, 1, 1] and a contiguous residual always collapse; an input whose spatial
+// strides do not leaves the group to the default, the conv then its epilogue).
 template <class T>
-struct MatmulEpilogue {
+struct ProductEpilogue {
   const Program& prog;
   const FusedGroup& g;
-  const std::vector<InView>& views;
-  const std::vector<bool>& read;  // per input: read by the epilogue
+  const Shape& space;                // the iteration space as the product's rows: [..., m, n]
+  const std::vector<InView>& views;  // over space
+  const std::vector<bool>& read;     // per input: read by the epilogue
   const std::vector<std::shared_ptr<CpuTensor>>& outs;
   std::size_t m, n;
 
   static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
                     std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
-    static_cast<const MatmulEpilogue*>(ctx)->run(batch, i0, j0, c, c_rs, rows, cols);
+    static_cast<const ProductEpilogue*>(ctx)->run(batch, i0, j0, c, c_rs, rows, cols);
   }
 
   void run(std::size_t batch, std::size_t i0, std::size_t j0, T* c, std::ptrdiff_t c_rs,
            std::size_t rows, std::size_t cols) const {
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<Slot> slot;
-    const std::size_t n_in = g.inputs.size(), rank = g.shape.rank();
+    const std::size_t n_in = g.inputs.size(), rank = space.rank();
     s.prepare(n_in, prog);
     slot.assign(g.num_values(), Slot{});
     const DType pt = g.code.front().out;  // the product's dtype (T, or 16-bit)
     const auto product = static_cast<std::size_t>(n_in);
+    // The inputs the epilogue reads, and per such input its view's innermost stride and
+    // element size (a [C] bias seen as [N, C, L] has stride 0 there: one element a row).
+    std::array<std::size_t, kMaxInputs> rd{};
+    std::array<std::int64_t, kMaxInputs> inner{}, elem{};
+    std::size_t n_rd = 0;
+    for (std::size_t k = 0; k < n_in; ++k) {
+      if (!read[k]) continue;
+      rd[n_rd] = k;
+      inner[n_rd] = views[k].strides[rank - 1];
+      elem[n_rd++] = static_cast<std::int64_t>(size_of(views[k].dtype));
+    }
+    // Note [Epilogue in place]: a group of one output that is its last instruction's value
+    // (not the product's) has that instruction write each tile straight into the output
+    // (run_tile's `last`) — the block of C itself where the output is C — instead of into
+    // scratch and then copied. At C the instruction writes element e where it read the
+    // product's element e, as the plain in-place Add does, so every value is unchanged.
+    const auto last_value = static_cast<std::int32_t>(n_in + g.code.size() - 1);
+    const bool direct = outs.size() == 1 && g.code.size() > 1 && g.outputs[0] == last_value;
     // Row r's first element (column j0) in each input the epilogue reads.
     const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& base) {
       std::size_t rem = r;
-      for (std::size_t k = 0; k < n_in; ++k) {
-        base[k] = static_cast<std::int64_t>(j0) * (read[k] ? views[k].strides[rank - 1] : 0);
-      }
+      for (std::size_t q = 0; q < n_rd; ++q) base[q] = static_cast<std::int64_t>(j0) * inner[q];
       for (std::size_t d = rank - 1; d-- > 0;) {
-        const auto id = static_cast<std::int64_t>(rem % g.shape[d]);
-        rem /= g.shape[d];
-        for (std::size_t k = 0; k < n_in; ++k) {
-          if (read[k]) base[k] += id * views[k].strides[d];
-        }
+        const auto id = static_cast<std::int64_t>(rem % space[d]);
+        rem /= space[d];
+        for (std::size_t q = 0; q < n_rd; ++q) base[q] += id * views[rd[q]].strides[d];
       }
     };
+    // Rows of a block follow each other, so row r + 1 starts a row stride after row r but
+    // where r + 1 starts a new [m, n] matrix (a conv's next image): only then is it
+    // recomputed (a block's rows are a few hundred, each of 49 positions on a late conv
+    // layer, so the per-row walk is most of the setup).
+    const std::size_t m_rows = space[rank - 2];
+    const auto next_row = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& base) {
+      if ((r + 1) % m_rows == 0) {
+        row_base(r + 1, base);
+      } else {
+        for (std::size_t q = 0; q < n_rd; ++q) base[q] += views[rd[q]].strides[rank - 2];
+      }
+    };
+    // Only a contiguous input that moves from row to row (a residual) is prefetched ahead
+    // (Note [Epilogue prefetch]); a per-channel bias is one element a row.
+    bool prefetch = false;
+    for (std::size_t q = 0; q < n_rd; ++q) {
+      prefetch = prefetch || (inner[q] == 1 && views[rd[q]].strides[rank - 2] != 0);
+    }
     std::array<std::int64_t, kMaxInputs> base{}, ahead_base{};
+    const std::size_t row0 = batch * m + i0;  // the product's row: the group's too
+    row_base(row0, base);
+    if (prefetch && kEpilogueAhead < rows) row_base(row0 + kEpilogueAhead, ahead_base);
     for (std::size_t i = 0; i < rows; ++i) {
-      const std::size_t row = batch * m + i0 + i;  // the product's row: the group's too
-      row_base(row, base);
+      const std::size_t row = row0 + i;
+      if (i > 0) next_row(row - 1, base);
       // Note [Epilogue prefetch]: a block's rows of an [m, n] input (a residual) are pieces
       // of ~1 KB a row apart, too short for the hardware's stream prefetch to follow; so the
       // same piece kEpilogueAhead rows down is prefetched while this row computes (Note
       // [Tile prefetch]). Only what is in cache changes.
-      const bool ahead_row = i + kEpilogueAhead < rows;
-      if (ahead_row) row_base(row + kEpilogueAhead, ahead_base);
+      const bool ahead_row = prefetch && i + kEpilogueAhead < rows;
+      if (ahead_row && i > 0) next_row(row + kEpilogueAhead - 1, ahead_base);
       const T* crow = c + static_cast<std::ptrdiff_t>(i) * c_rs;
       for (std::size_t b = 0; b < cols; b += kTile) {
         const std::size_t cnt = std::min(kTile, cols - b);
         Prefetch ahead;
-        for (std::size_t k = 0; k < n_in; ++k) {
-          if (!read[k]) continue;
-          const std::int64_t st = views[k].strides[rank - 1];
-          const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
-          const std::int64_t at = static_cast<std::int64_t>(b) * st;
-          load_input(views[k].data + (base[k] + at) * elem, st, cnt, size_of(views[k].dtype), s, k,
-                     slot[k]);
-          if (ahead_row && st == 1 && ahead_base[k] != base[k]) {
-            ahead.add(views[k].data + (ahead_base[k] + at) * elem, cnt * std::size_t(elem));
+        for (std::size_t q = 0; q < n_rd; ++q) {
+          const std::size_t k = rd[q];
+          const std::int64_t at = static_cast<std::int64_t>(b) * inner[q];
+          load_input(views[k].data + (base[q] + at) * elem[q], inner[q], cnt, std::size_t(elem[q]),
+                     s, k, slot[k]);
+          if (ahead_row && inner[q] == 1 && ahead_base[q] != base[q]) {
+            ahead.add(views[k].data + (ahead_base[q] + at) * elem[q], cnt * std::size_t(elem[q]));
           }
         }
         const auto* pc = reinterpret_cast<const std::byte*>(crow + b);
@@ -757,15 +809,18 @@ struct MatmulEpilogue {
           slot[product] = {pc, false};
         }
         const std::size_t at = row * n + j0 + b;  // the tile's first element (row-major)
-        run_tile(prog, g, s, slot, cnt, at, ahead);
+        std::byte* const last = direct ? outs[0]->data() + at * size_of(outs[0]->dtype()) : nullptr;
+        run_tile(prog, g, s, slot, cnt, at, ahead, last);
         for (std::size_t j = 0; j < outs.size(); ++j) {
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
-          const std::size_t elem = size_of(outs[j]->dtype());
-          std::byte* dst = outs[j]->data() + at * elem;
-          if (v.scalar) {
-            for (std::size_t e = 0; e < cnt; ++e) std::memcpy(dst + e * elem, v.p, elem);
-          } else if (dst != v.p) {  // (the product kept where the GEMM wrote it)
-            std::memcpy(dst, v.p, cnt * elem);
+          const std::size_t el = size_of(outs[j]->dtype());
+          std::byte* dst = outs[j]->data() + at * el;
+          if (v.scalar) {  // (in place, its first element is already there)
+            for (std::size_t e = v.p == dst ? 1 : 0; e < cnt; ++e) {
+              std::memcpy(dst + e * el, v.p, el);
+            }
+          } else if (dst != v.p) {  // (the product kept where the GEMM wrote it; in place)
+            std::memcpy(dst, v.p, cnt * el);
           }
         }
       }
@@ -773,52 +828,133 @@ struct MatmulEpilogue {
   }
 };
 
-std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program& prog) {
-  const FusedInstr& mm = g.code.front();
-  const Shape& shape = g.shape;
-  const std::size_t n_in = g.inputs.size(), rank = shape.rank();
-  const DType pt = mm.out;
-  const DType ct = is_half(pt) ? DType::F32 : pt;  // the GEMM's dtype
-  if (rank < 2 || (ct != DType::F32 && ct != DType::F64)) return std::nullopt;
-  std::vector<bool> read(n_in, false);  // inputs the epilogue reads
+// The inputs a product group's epilogue reads (not the product's operands alone).
+std::vector<bool> epilogue_reads(const FusedGroup& g) {
+  std::vector<bool> read(g.inputs.size(), false);
   for (std::size_t i = 1; i < g.code.size(); ++i) {
     for (std::int32_t a : g.code[i].args) {
-      if (a >= 0 && static_cast<std::size_t>(a) < n_in) read[static_cast<std::size_t>(a)] = true;
+      if (a >= 0 && static_cast<std::size_t>(a) < g.inputs.size())
+        read[static_cast<std::size_t>(a)] = true;
     }
   }
-  // The product [..., m, n]: the group's shape is it or a refinement of it ending in n
-  // (Note [Matmul groups]), so its row r is elements [r * n, r * n + n) of the group's.
-  const Shape ps = backend::matmul_shape(g);
-  const std::size_t m = ps[ps.rank() - 2], n = ps[ps.rank() - 1];
-  if (shape[rank - 1] != n || ps.num_elements() != shape.num_elements()) return std::nullopt;
-  const auto product = static_cast<std::int32_t>(n_in);
+  return read;
+}
+
+// A product group's outputs (fresh, contiguous, of the group's shape) and the product's C,
+// of the compute type ct (Note [Fused matmul epilogues]).
+struct ProductOutputs {
   std::vector<std::shared_ptr<CpuTensor>> outs;
-  std::shared_ptr<CpuTensor> c;  // the GEMM's C
+  std::shared_ptr<CpuTensor> c;
+};
+ProductOutputs product_outputs(CpuContext& ctx, const FusedGroup& g, DType ct) {
+  const auto product = static_cast<std::int32_t>(g.inputs.size());
+  const DType pt = g.code.front().out;
+  ProductOutputs r;
   for (std::int32_t o : g.outputs) {
-    outs.push_back(ctx.empty(shape, g.dtype_of(o)));
-    if (o == product && pt == ct) c = outs.back();
+    r.outs.push_back(ctx.empty(g.shape, g.dtype_of(o)));
+    if (o == product && pt == ct) r.c = r.outs.back();
   }
-  for (std::size_t j = 0; j < outs.size() && !c; ++j) {
-    if (outs[j]->dtype() == ct) c = outs[j];
+  for (std::size_t j = 0; j < r.outs.size() && !r.c; ++j) {
+    if (r.outs[j]->dtype() == ct) r.c = r.outs[j];
   }
-  if (!c) c = ctx.empty(shape, ct);
-  Outputs result(outs.begin(), outs.end());
-  if (shape.num_elements() == 0) return result;
-  // The operands, widened to f32 when 16-bit (as CpuBackend::execute_widened does).
+  if (!r.c) r.c = ctx.empty(g.shape, ct);
+  return r;
+}
+
+// The product's two operands, widened to f32 when 16-bit (as CpuBackend::execute_widened
+// does).
+std::array<ir::Handle, 2> product_operands(CpuContext& ctx, const FusedGroup& g) {
   std::array<ir::Handle, 2> operand;
   for (std::size_t i = 0; i < 2; ++i) {
-    operand[i] = g.inputs[static_cast<std::size_t>(mm.args[i])];
+    operand[i] = g.inputs[static_cast<std::size_t>(g.code.front().args[i])];
     if (is_half(operand[i]->dtype())) {
       ir::Cast cast{operand[i], DType::F32};
       operand[i] = run(ctx, cast);
     }
   }
+  return operand;
+}
+
+std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program& prog) {
+  const Shape& shape = g.shape;
+  const std::size_t rank = shape.rank();
+  const DType pt = g.code.front().out;
+  const DType ct = is_half(pt) ? DType::F32 : pt;  // the GEMM's dtype
+  if (rank < 2 || (ct != DType::F32 && ct != DType::F64)) return std::nullopt;
+  const std::vector<bool> read = epilogue_reads(g);
+  // The product [..., m, n]: the group's shape is it or a refinement of it ending in n
+  // (Note [Matmul groups]), so its row r is elements [r * n, r * n + n) of the group's.
+  const Shape ps = backend::matmul_shape(g);
+  const std::size_t m = ps[ps.rank() - 2], n = ps[ps.rank() - 1];
+  if (shape[rank - 1] != n || ps.num_elements() != shape.num_elements()) return std::nullopt;
+  const ProductOutputs po = product_outputs(ctx, g, ct);
+  Outputs result(po.outs.begin(), po.outs.end());
+  if (shape.num_elements() == 0) return result;
+  const std::array<ir::Handle, 2> operand = product_operands(ctx, g);
   const std::vector<InView> views = input_views(g, &read);
   const auto go = [&](auto tag) {
     using T = decltype(tag);
-    const MatmulEpilogue<T> epi{prog, g, views, read, outs, m, n};
-    const GemmEpilogue<T> ep{&MatmulEpilogue<T>::apply, &epi};
-    matmul_into<T>(as_cpu(operand[0]), as_cpu(operand[1]), ps, c->data_as<T>(), &ep);
+    const ProductEpilogue<T> epi{prog, g, shape, views, read, po.outs, m, n};
+    const GemmEpilogue<T> ep{&ProductEpilogue<T>::apply, &epi};
+    matmul_into<T>(as_cpu(operand[0]), as_cpu(operand[1]), ps, po.c->data_as<T>(), &ep);
+  };
+  if (ct == DType::F64) {
+    go(double{});
+  } else {
+    go(float{});
+  }
+  return result;
+}
+
+// The stride of dims [d0, rank) of an iteration space taken together as one dim, for a view
+// with strides st over it, or nullopt where they do not collapse (Note [Fused conv
+// epilogues]).
+std::optional<std::int64_t> collapsed_stride(const Shape& shape,
+                                             const std::vector<std::int64_t>& st, std::size_t d0) {
+  std::int64_t inner = 0, span = 0;  // the innermost stride, the elements covered so far
+  for (std::size_t d = shape.rank(); d-- > d0;) {
+    if (shape[d] == 1) continue;
+    if (span == 0) {
+      inner = st[d];
+      span = static_cast<std::int64_t>(shape[d]);
+      continue;
+    }
+    if (st[d] != inner * span) return std::nullopt;
+    span *= static_cast<std::int64_t>(shape[d]);
+  }
+  return inner;
+}
+
+std::optional<Outputs> run_conv(CpuContext& ctx, FusedGroup& g, const Program& prog) {
+  const FusedInstr& cv = g.code.front();
+  const Shape& shape = g.shape;
+  const std::size_t rank = shape.rank();
+  const DType pt = cv.out;
+  const DType ct = is_half(pt) ? DType::F32 : pt;  // the convolution's dtype
+  if (rank < 3 || (ct != DType::F32 && ct != DType::F64)) return std::nullopt;
+  const std::vector<bool> read = epilogue_reads(g);
+  // The epilogue's rows: [N, O] of L positions.
+  std::size_t positions = 1;
+  for (std::size_t d = 2; d < rank; ++d) positions *= shape[d];
+  const Shape space{shape[0], shape[1], positions};
+  std::vector<InView> views = input_views(g, &read);
+  for (std::size_t k = 0; k < views.size(); ++k) {
+    if (!read[k]) continue;
+    const auto inner = collapsed_stride(shape, views[k].strides, 2);
+    if (!inner) return std::nullopt;
+    views[k].strides = {views[k].strides[0], views[k].strides[1], *inner};
+  }
+  const ProductOutputs po = product_outputs(ctx, g, ct);
+  Outputs result(po.outs.begin(), po.outs.end());
+  if (shape.num_elements() == 0) return result;
+  const std::array<ir::Handle, 2> operand = product_operands(ctx, g);
+  const ir::Conv op{operand[0], operand[1], cv.window, cv.groups, ir::ConvPass::Forward, {}};
+  EMBER_ASSERT(ir::out_shape(op) == shape);  // (Note [Conv groups])
+  const auto go = [&](auto tag) {
+    using T = decltype(tag);
+    const ProductEpilogue<T> epi{prog, g, space, views, read, po.outs, shape[1], positions};
+    const GemmEpilogue<T> ep{&ProductEpilogue<T>::apply, &epi};
+    conv_forward_into<T>(ctx, op, po.c->data_as<T>(), &ep);
   };
   if (ct == DType::F64) {
     go(double{});
@@ -835,6 +971,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   const auto prog = cache().get(g);
   if (!prog) return std::nullopt;
   if (g.starts_with_matmul()) return run_matmul(ctx, g, *prog);
+  if (g.starts_with_conv()) return run_conv(ctx, g, *prog);
   if (g.ends_in_row()) return run_rows(ctx, g, *prog);
   const Shape& shape = g.shape;
   const std::size_t n_in = g.inputs.size();

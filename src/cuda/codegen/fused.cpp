@@ -105,6 +105,7 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
       case FusedInstr::Kind::Softmax:  // fused_supported refuses these
       case FusedInstr::Kind::LayerNorm:
       case FusedInstr::Kind::Matmul:
+      case FusedInstr::Kind::Conv:
         break;
       case FusedInstr::Kind::Unary: {
         b += "    {\n" + typedefs(dt) +
@@ -162,8 +163,9 @@ bool fused_supported(const FusedSpec& s) {
       if (&ins != &s.code.back() || !is_float(ins.out)) return false;
       continue;
     }
-    // A matmul runs as cuBLASLt's GEMM, its epilogue as a kernel (Note [Matmul apart]).
-    if (ins.kind == FusedInstr::Kind::Matmul) return false;
+    // A matmul runs as cuBLASLt's GEMM, a conv as the Conv kernel, the epilogue as a kernel
+    // (Note [Matmul apart]).
+    if (ins.kind == FusedInstr::Kind::Matmul || ins.kind == FusedInstr::Kind::Conv) return false;
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     if (ins.kind == FusedInstr::Kind::Reduce) {
       // Only as the last instruction, whose value is the one output (Note [Fused row
