@@ -314,11 +314,19 @@ ir::Handle run(CudaContext& ctx, ir::Matmul& op) {
   g.n = n;
   g.k = k;
   g.ldc = n;
+  // Note [One-row operands]: the row stride of a one-row A means nothing (a contiguous
+  // tensor has k there, a view made by a reshape may have 1), so it is taken as the
+  // contiguous one: whether a batch of x @ W with W shared folds into one GEMM of batch
+  // rows (below) then does not depend on how x was made, and the fused and the plain
+  // device, whose operands may be such different views of the same values, run the same
+  // GEMM and agree bit for bit (the fusion differential found batches of [1, k] rows run
+  // folded on one device and as one GEMM per row on the other).
   const auto set_inner = [&] {
     g.a_rs = a->strides()[r - 2];
     g.a_cs = a->strides()[r - 1];
     g.b_rs = b->strides()[r - 2];
     g.b_cs = b->strides()[r - 1];
+    if (m == 1) g.a_rs = g.a_cs * k;
   };
   set_inner();
   if (!gemm_layout_ok(g)) {
