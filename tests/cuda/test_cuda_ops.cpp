@@ -756,7 +756,8 @@ TEST_F(CudaOps, AttentionMatchesCpu) {
         TensorData m = data(Shape{c.lq, c.lk}, DType::Bool, seed + 4, false);
         std::vector<double> mv = m.convert(DType::F64).to_vector<double>();
         for (std::size_t j = 0; j < c.lk; ++j) mv[c.lk + j] = 0;  // row 1: no key
-        mask = TensorData::from<double>(mv, Shape{c.lq, c.lk}).convert(DType::Bool);
+        // (of q's rank, as the IR takes it: broadcast over batch and heads)
+        mask = TensorData::from<double>(mv, Shape{1, 1, c.lq, c.lk}).convert(DType::Bool);
       } else if (c.mask == kFloat) {
         std::vector<double> mv(c.b * c.lq * c.lk);
         for (std::size_t x = 0; x < mv.size(); ++x)
