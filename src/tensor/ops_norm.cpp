@@ -10,31 +10,52 @@
 
 namespace ember::ops {
 
+namespace {
+
+// The checks every normalisation function makes, with its name in each message.
+void check_eps(double eps, const char* op) {
+  EMBER_CHECK(std::isfinite(eps) && eps >= 0.0,
+              std::string(op) + ": eps must be finite and >= 0, got " + std::to_string(eps));
+}
+// An optional weight or bias: x's device and dtype, shape `want` (described by `words`).
+void check_param(const DynTensor& x, const std::optional<DynTensor>& t, const Shape& want,
+                 const char* op, const char* what, const std::string& words) {
+  if (!t) return;
+  detail::check_same_device(x, *t, op);
+  EMBER_CHECK(
+      t->dtype() == x.dtype() && t->shape() == want,
+      detail::describe(std::string(op) + ": " + what + " must have x's dtype and shape " + words,
+                       {&x, &*t}));
+}
+// normalized_shape is x's trailing dims, at least one; returns how messages name it.
+std::string check_normalized_shape(const DynTensor& x, const Shape& normalized_shape,
+                                   const char* op) {
+  const std::size_t dims = normalized_shape.rank();
+  const std::string expect = " (normalized_shape " + normalized_shape.to_string() + ")";
+  EMBER_CHECK(
+      dims >= 1,
+      detail::describe(std::string(op) + ": normalized_shape must have at least one dim", {&x}));
+  EMBER_CHECK(
+      dims <= x.rank() && std::equal(normalized_shape.dims().begin(), normalized_shape.dims().end(),
+                                     x.shape().dims().end() - static_cast<std::ptrdiff_t>(dims)),
+      detail::describe(
+          std::string(op) + ": the trailing dims of x must equal normalized_shape" + expect, {&x}));
+  return "normalized_shape" + expect;
+}
+// A per-channel weight or bias's shape, as messages name it.
+std::string channels_words(std::size_t c) { return "[C] = [" + std::to_string(c) + "]"; }
+
+}  // namespace
+
 DynTensor layer_norm(DynTensor x, const Shape& normalized_shape, std::optional<DynTensor> weight,
                      std::optional<DynTensor> bias, double eps) {
   const char* op = "layer_norm";
   detail::check_kind(x, {Kind::Float}, op);
   const std::size_t dims = normalized_shape.rank();
-  const std::string expect = " (normalized_shape " + normalized_shape.to_string() + ")";
-  EMBER_CHECK(dims >= 1,
-              detail::describe("layer_norm: normalized_shape must have at least one dim", {&x}));
-  EMBER_CHECK(
-      dims <= x.rank() && std::equal(normalized_shape.dims().begin(), normalized_shape.dims().end(),
-                                     x.shape().dims().end() - static_cast<std::ptrdiff_t>(dims)),
-      detail::describe("layer_norm: the trailing dims of x must equal normalized_shape" + expect,
-                       {&x}));
-  EMBER_CHECK(std::isfinite(eps) && eps >= 0.0,
-              "layer_norm: eps must be finite and >= 0, got " + std::to_string(eps));
-  const auto check_affine = [&](const std::optional<DynTensor>& t, const char* what) {
-    if (!t) return;
-    detail::check_same_device(x, *t, op);
-    EMBER_CHECK(t->dtype() == x.dtype() && t->shape() == normalized_shape,
-                detail::describe(std::string("layer_norm: ") + what +
-                                     " must have x's dtype and shape normalized_shape" + expect,
-                                 {&x, &*t}));
-  };
-  check_affine(weight, "weight");
-  check_affine(bias, "bias");
+  const std::string words = check_normalized_shape(x, normalized_shape, op);
+  check_eps(eps, op);
+  check_param(x, weight, normalized_shape, op, "weight", words);
+  check_param(x, bias, normalized_shape, op, "bias", words);
   const Device dev = x.device();
   ir::Handle w = weight ? std::move(*weight).handle() : ir::Handle{};
   ir::Handle b = bias ? std::move(*bias).handle() : ir::Handle{};
@@ -47,21 +68,8 @@ DynTensor rms_norm(DynTensor x, const Shape& normalized_shape, std::optional<Dyn
   const char* op = "rms_norm";
   detail::check_kind(x, {Kind::Float}, op);
   const std::size_t dims = normalized_shape.rank();
-  const std::string expect = " (normalized_shape " + normalized_shape.to_string() + ")";
-  EMBER_CHECK(dims >= 1,
-              detail::describe("rms_norm: normalized_shape must have at least one dim", {&x}));
-  EMBER_CHECK(
-      dims <= x.rank() && std::equal(normalized_shape.dims().begin(), normalized_shape.dims().end(),
-                                     x.shape().dims().end() - static_cast<std::ptrdiff_t>(dims)),
-      detail::describe("rms_norm: the trailing dims of x must equal normalized_shape" + expect,
-                       {&x}));
-  if (weight) {
-    detail::check_same_device(x, *weight, op);
-    EMBER_CHECK(
-        weight->dtype() == x.dtype() && weight->shape() == normalized_shape,
-        detail::describe("rms_norm: weight must have x's dtype and shape normalized_shape" + expect,
-                         {&x, &*weight}));
-  }
+  const std::string words = check_normalized_shape(x, normalized_shape, op);
+  check_param(x, weight, normalized_shape, op, "weight", words);
   const DType dt = x.dtype();
   // PyTorch's eps=None: torch.finfo(x.dtype).eps.
   const double e = eps                 ? *eps
@@ -69,8 +77,7 @@ DynTensor rms_norm(DynTensor x, const Shape& normalized_shape, std::optional<Dyn
                    : dt == DType::F16  ? 0.0009765625  // 2^-10
                    : dt == DType::BF16 ? 0.0078125     // 2^-7
                                        : double(std::numeric_limits<float>::epsilon());
-  EMBER_CHECK(std::isfinite(e) && e >= 0.0,
-              "rms_norm: eps must be finite and >= 0, got " + std::to_string(e));
+  check_eps(e, op);
   const Device dev = x.device();
   ir::RmsNorm direct{x.handle(), weight ? weight->handle() : ir::Handle{}, dims, e};
   if (dev.backend().supports(ir::Op(direct))) {
@@ -107,19 +114,9 @@ BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight
   const std::size_t l = n * c == 0 ? 0 : x.num_elements() / (n * c);
   EMBER_CHECK(c == 0 || n * l >= 1,
               detail::describe("batch_norm_training: needs at least one value per channel", {&x}));
-  EMBER_CHECK(std::isfinite(eps) && eps >= 0.0,
-              "batch_norm_training: eps must be finite and >= 0, got " + std::to_string(eps));
-  const auto check_affine = [&](const std::optional<DynTensor>& t, const char* what) {
-    if (!t) return;
-    detail::check_same_device(x, *t, op);
-    EMBER_CHECK(
-        t->dtype() == x.dtype() && t->shape() == Shape{c},
-        detail::describe(std::string("batch_norm_training: ") + what +
-                             " must have x's dtype and shape [C] = [" + std::to_string(c) + "]",
-                         {&x, &*t}));
-  };
-  check_affine(weight, "weight");
-  check_affine(bias, "bias");
+  check_eps(eps, op);
+  check_param(x, weight, Shape{c}, op, "weight", channels_words(c));
+  check_param(x, bias, Shape{c}, op, "bias", channels_words(c));
   const Device dev = x.device();
   const Shape xs = x.shape();
   ir::BatchNorm direct{x.handle(), weight ? weight->handle() : ir::Handle{},
@@ -194,19 +191,9 @@ DynTensor group_norm(DynTensor x, std::size_t groups, std::optional<DynTensor> w
               detail::describe("group_norm: groups " + std::to_string(groups) +
                                    " must be positive and divide the channels",
                                {&x}));
-  EMBER_CHECK(std::isfinite(eps) && eps >= 0.0,
-              "group_norm: eps must be finite and >= 0, got " + std::to_string(eps));
-  const auto check_affine = [&](const std::optional<DynTensor>& t, const char* what) {
-    if (!t) return;
-    detail::check_same_device(x, *t, op);
-    EMBER_CHECK(
-        t->dtype() == x.dtype() && t->shape() == Shape{c},
-        detail::describe(std::string("group_norm: ") + what +
-                             " must have x's dtype and shape [C] = [" + std::to_string(c) + "]",
-                         {&x, &*t}));
-  };
-  check_affine(weight, "weight");
-  check_affine(bias, "bias");
+  check_eps(eps, op);
+  check_param(x, weight, Shape{c}, op, "weight", channels_words(c));
+  check_param(x, bias, Shape{c}, op, "bias", channels_words(c));
   const Device dev = x.device();
   const Shape xs = x.shape();
   ir::GroupNorm direct{x.handle(), weight ? weight->handle() : ir::Handle{},
