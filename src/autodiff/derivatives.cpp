@@ -36,6 +36,18 @@ RuleEntry diff(const char* formula, std::uint8_t needs, bool needs_output, void 
 RuleEntry none(const char* why) { return {RuleKind::NotDifferentiable, why, {}}; }
 RuleEntry todo(const char* why) { return {RuleKind::Unsupported, why, {}}; }
 
+// The outputs of BatchNormGrad or GroupNormGrad, dx and [2, C] (dweight; dbias), given to
+// the forward op's x, weight and bias as each is wanted.
+void give_channel_norm_grads(Ctx& c, std::vector<Handle> d) {
+  const std::size_t ch = c.in_shape(0)[1];
+  const auto row = [&](std::size_t r) {
+    return reshape(c.be, slice(c.be, d[1], {{r, r + 1, 1}, {0, ch, 1}}), Shape{ch});
+  };
+  if (c.wants(0)) c.give(0, std::move(d[0]));
+  if (c.wants(1)) c.give(1, row(0));
+  if (c.wants(2)) c.give(2, row(1));
+}
+
 // BatchNormGrad's gradients in x and weight (weight null: ones) for h, dx's gradient:
 // over each channel's M values, A = sum(h xhat), B = sum(g xhat), K = sum(h g) - sum(h)
 // sum(g) / M; dweight = rstd (K - A B / M), dx = -weight rstd^2 / M (xhat (K - 3 A B / M)
@@ -850,13 +862,7 @@ RuleEntry make_kind(ir::OpKind k) {
             const bool has_weight = c.in_shape(1).rank() > 0;
             auto d = c.be.execute(ir::BatchNormGrad{c.input(0), has_weight ? c.input(1) : Handle{},
                                                     c.output(1), c.grad(), o.eps});
-            const std::size_t ch = c.in_shape(0)[1];
-            const auto row = [&](std::size_t r) {
-              return reshape(c.be, slice(c.be, d[1], {{r, r + 1, 1}, {0, ch, 1}}), Shape{ch});
-            };
-            if (c.wants(0)) c.give(0, std::move(d[0]));
-            if (c.wants(1)) c.give(1, row(0));
-            if (c.wants(2)) c.give(2, row(1));
+            give_channel_norm_grads(c, std::move(d));
           });
     case OpKind::BatchNormGrad:
       // With h dx's gradient, over each channel's M values: A = sum(h xhat),
@@ -891,13 +897,7 @@ RuleEntry make_kind(ir::OpKind k) {
             const bool has_weight = c.in_shape(1).rank() > 0;
             auto d = c.be.execute(ir::GroupNormGrad{c.input(0), has_weight ? c.input(1) : Handle{},
                                                     c.output(1), c.grad(), o.groups, o.eps});
-            const std::size_t ch = c.in_shape(0)[1];
-            const auto row = [&](std::size_t r) {
-              return reshape(c.be, slice(c.be, d[1], {{r, r + 1, 1}, {0, ch, 1}}), Shape{ch});
-            };
-            if (c.wants(0)) c.give(0, std::move(d[0]));
-            if (c.wants(1)) c.give(1, row(0));
-            if (c.wants(2)) c.give(2, row(1));
+            give_channel_norm_grads(c, std::move(d));
           });
     case OpKind::GroupNormGrad:
       // Note [Group norm's second derivative]: per sample and group, dx is BatchNormGrad's
