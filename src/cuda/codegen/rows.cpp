@@ -473,19 +473,25 @@ std::vector<SoftmaxKernel> SoftmaxKernel::variants() {
   return out;
 }
 
-// Every (ept, vec) that rows_in_registers can pick.
-template <>
-std::vector<SoftmaxRegsKernel> SoftmaxRegsKernel::variants() {
-  std::vector<SoftmaxRegsKernel> out;
+// f(dt, ept, vec) for every float dtype and every (ept, vec) that rows_in_registers can
+// pick: the rows-in-registers kernels' variants.
+template <class F>
+void each_regs_shape(F&& f) {
   for (DType dt : kAllDTypes) {
     if (!is_float(dt)) continue;
     for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
-      for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) {
-        out.emplace_back(dt, false, ept, vec);
-        out.emplace_back(dt, true, ept, vec);
-      }
+      for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) f(dt, ept, vec);
     }
   }
+}
+
+template <>
+std::vector<SoftmaxRegsKernel> SoftmaxRegsKernel::variants() {
+  std::vector<SoftmaxRegsKernel> out;
+  each_regs_shape([&](DType dt, int ept, int vec) {
+    out.emplace_back(dt, false, ept, vec);
+    out.emplace_back(dt, true, ept, vec);
+  });
   return out;
 }
 
@@ -501,28 +507,14 @@ std::vector<LayerNormKernel> LayerNormKernel::variants() {
 template <>
 std::vector<LayerNormRegsKernel> LayerNormRegsKernel::variants() {
   std::vector<LayerNormRegsKernel> out;
-  for (DType dt : kAllDTypes) {
-    if (!is_float(dt)) continue;
-    for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
-      for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) {
-        out.emplace_back(dt, ept, vec);
-      }
-    }
-  }
+  each_regs_shape([&](DType dt, int ept, int vec) { out.emplace_back(dt, ept, vec); });
   return out;
 }
 
 template <>
 std::vector<RmsNormRegsKernel> RmsNormRegsKernel::variants() {
   std::vector<RmsNormRegsKernel> out;
-  for (DType dt : kAllDTypes) {
-    if (!is_float(dt)) continue;
-    for (int ept = 1; ept <= rows_max_ept(dt); ept *= 2) {
-      for (int vec = 1; vec <= std::min(ept, vector_width(size_of(dt))); vec *= 2) {
-        out.emplace_back(dt, ept, vec);
-      }
-    }
-  }
+  each_regs_shape([&](DType dt, int ept, int vec) { out.emplace_back(dt, ept, vec); });
   return out;
 }
 
