@@ -90,6 +90,15 @@ __device__ __forceinline__ i64 em_attn_moff(const EmGeo& mg, i64 b) {
 // rows (keys or queries, 16 a warp) against tiles of the other side, S and dP as C
 // fragments, P and dS = P (dP - D) rounded to 16 bits and reused as A fragments, the B
 // fragments of the second products read as element pairs down the tile's rows.
+//
+// Note [Attention tile pipeline]: in the forward, the fragments come from shared memory by
+// ldmatrix (k's tile as stored, v's transposed: em_attn_ldb, em_attn_ldbt), and the tiles
+// arrive by cp.async in two halves: k's tile j0 is in flight at the loop's top, v's tile j0
+// is fetched while the scores and the softmax of tile j0 run, and k's next tile while the
+// product with v runs. Two barriers a tile, as before: the first makes k's tile visible and
+// frees vs, the second makes v's visible and frees ks. Tiles where no row of the warp has
+// a masked or missing key (no mask, inside the extents, below the causal diagonal) skip
+// the per-element test.
 constexpr const char* kMmaHelpers = R"(#ifndef EM_ATTN_MMA
 #define EM_ATTN_MMA
 __device__ __forceinline__ void em_attn_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
@@ -106,6 +115,43 @@ __device__ __forceinline__ void em_attn_mma_f16(float* c, const unsigned* a, con
 #ifndef EM_ATTN_PACK
 #define EM_ATTN_PACK
 __device__ __forceinline__ unsigned em_attn_pack(h16 lo, h16 hi) { return (unsigned)lo | ((unsigned)hi << 16); }
+#endif
+#ifndef EM_ATTN_LDSM
+#define EM_ATTN_LDSM
+__device__ __forceinline__ void em_attn_ldsm(unsigned* r, const h16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)) : "memory");
+}
+__device__ __forceinline__ void em_attn_ldsm_t(unsigned* r, const h16* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"((unsigned)__cvta_generic_to_shared(p)) : "memory");
+}
+// B fragments of rows row0 .. row0 + 7 (the n side) of the shared tile t (ld elements a
+// row), as stored k-contiguous: r[0..1] over columns col0 .. col0 + 15, r[2..3] over
+// col0 + 16 .. col0 + 31.
+__device__ __forceinline__ void em_attn_ldb(unsigned* r, const h16* t, int ld, int row0, int col0) {
+  const int lane = threadIdx.x & 31;
+  em_attn_ldsm(r, t + (row0 + (lane & 7)) * ld + col0 + (lane >> 3) * 8);
+}
+// B fragments of a tile stored k-major (rows row0 .. row0 + 15 are k): r[0..1] for columns
+// col0 .. col0 + 7, r[2..3] for col0 + 8 .. col0 + 15.
+__device__ __forceinline__ void em_attn_ldbt(unsigned* r, const h16* t, int ld, int row0, int col0) {
+  const int lane = threadIdx.x & 31;
+  em_attn_ldsm_t(r, t + (row0 + ((lane >> 3) & 1) * 8 + (lane & 7)) * ld + col0 + (lane >> 4) * 8);
+}
+// The A fragment of rows row0 .. row0 + 15, columns col0 .. col0 + 15.
+__device__ __forceinline__ void em_attn_lda(unsigned* r, const h16* t, int ld, int row0, int col0) {
+  const int lane = threadIdx.x & 31;
+  em_attn_ldsm(r, t + (row0 + ((lane >> 3) & 1) * 8 + (lane & 7)) * ld + col0 + (lane >> 4) * 8);
+}
+// 16 bytes from global to shared memory, asynchronously; zeros where !full (src is then
+// any readable address). em_attn_cp_wait waits for every copy this thread issued.
+__device__ __forceinline__ void em_attn_cp16(h16* dst, const h16* src, bool full) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;"
+               :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src), "r"(full ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void em_attn_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void em_attn_cp_wait() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 #endif
 )";
 
@@ -211,11 +257,20 @@ std::string forward(DType dt, const std::string& name) {
 // Copies rows [r0, r0 + n) of src into the 16-bit shared tile dst[n][DM + 8] as stored, 0
 // past the extents; `threads` threads take part. Rows of exactly DM elements from a 16-byte
 // aligned src move 8 elements (16 bytes) a load (a shared row is (DM + 8) * 2 bytes, a
-// multiple of 16); others one at a time.
+// multiple of 16); others one at a time. With `async`, the 16-byte moves are cp.async
+// copies that the caller waits for (em_attn_cp_wait) before its barrier; the others are
+// stores, done when the code returns.
 std::string raw_tile(const std::string& dst, const std::string& src, const std::string& base,
                      const std::string& r0, const std::string& rows, const std::string& cols, int n,
-                     int threads) {
+                     int threads, bool async = false) {
   const std::string nn = std::to_string(n), th = std::to_string(threads);
+  const std::string move =
+      async ? "          em_attn_cp16(&" + dst + "[r][c], " + src + " + (" + base + " + (rr < " +
+                  rows + " ? rr : 0)) * DM + c, rr < " + rows + ");\n"
+            : "          uint4 val = make_uint4(0u, 0u, 0u, 0u);\n"
+              "          if (rr < " +
+                  rows + ") val = *(const uint4*)(" + src + " + (" + base + " + rr) * DM + c);\n" +
+                  "          *(uint4*)&" + dst + "[r][c] = val;\n";
   return "      if (" + cols + " == DM && ((u64)" + src +
          " & 15) == 0) {\n"
          "        for (int x = threadIdx.x; x < " +
@@ -223,13 +278,7 @@ std::string raw_tile(const std::string& dst, const std::string& src, const std::
          ") {\n"
          "          const int r = x / (DM / 8), c = (x % (DM / 8)) * 8;\n"
          "          const i64 rr = " +
-         r0 +
-         " + r;\n"
-         "          uint4 val = make_uint4(0u, 0u, 0u, 0u);\n"
-         "          if (rr < " +
-         rows + ") val = *(const uint4*)(" + src + " + (" + base + " + rr) * DM + c);\n" +
-         "          *(uint4*)&" + dst +
-         "[r][c] = val;\n"
+         r0 + " + r;\n" + move +
          "        }\n"
          "      } else {\n"
          "        for (int x = threadIdx.x; x < " +
@@ -246,8 +295,8 @@ std::string forward_mma(DType dt, const std::string& name) {
   return std::string("extern \"C\" __global__ void __launch_bounds__(128) ") + name + "(" +
          kCommonParams +
          ", $T* __restrict__ out, $C* __restrict__ lse) {\n$TYPEDEFS"
-         "  __shared__ h16 ks[64][DM + 8];\n"
-         "  __shared__ h16 vs[64][DM + 8];\n"
+         "  __shared__ __align__(16) h16 ks[64][DM + 8];\n"
+         "  __shared__ __align__(16) h16 vs[64][DM + 8];\n"
          "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
          "  const int gq = lane >> 2, tq = lane & 3;  // the fragment's row group, column pair\n"
          "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
@@ -274,26 +323,46 @@ std::string forward_mma(DType dt, const std::string& name) {
          "    C m[2] = {ninf, ninf}, l[2] = {(C)0, (C)0};  // rows gq, gq + 8: max, lane's sum\n"
          "    const i64 last = (i0 + 64 < Lq ? i0 + 64 : Lq) - 1;\n"
          "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
+         "    // Note [Attention tile pipeline]: k's tile j0 is in flight at the loop's top; v's\n"
+         "    // is fetched during the scores and the next k tile during the product with v.\n"
+         "    if (kend > 0) {\n" +
+         raw_tile("ks", "k", "b * Lk", "(i64)0", "Lk", "E", 64, 128, true) +
+         "      em_attn_cp_commit();\n"
+         "    }\n"
          "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
-         "      __syncthreads();  // ks, vs free\n" +
-         raw_tile("ks", "k", "b * Lk", "j0", "Lk", "E", 64, 128) +
-         raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 128) +
-         "      __syncthreads();\n"
+         "      em_attn_cp_wait();\n"
+         "      __syncthreads();  // ks holds tile j0; vs is free\n" +
+         raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 128, true) +
+         "      em_attn_cp_commit();\n"
          "      float sf[8][4];\n"
          "#pragma unroll\n"
          "      for (int n = 0; n < 8; ++n) {\n"
          "        sf[n][0] = sf[n][1] = sf[n][2] = sf[n][3] = 0.f;\n"
          "#pragma unroll\n"
-         "        for (int kk = 0; kk < DM / 16; ++kk) {\n"
-         "          unsigned kb[2];\n"
-         "          kb[0] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq];\n"
-         "          kb[1] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
+         "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
+         "          unsigned kb[4];\n"
+         "          em_attn_ldb(kb, &ks[0][0], DM + 8, n * 8, kk * 16);\n"
          "          " +
-         mma +
-         "(sf[n], qa[kk], kb);\n"
+         mma + "(sf[n], qa[kk], kb);\n          " + mma +
+         "(sf[n], qa[kk + 1], kb + 2);\n"
          "        }\n"
          "      }\n"
          "      C tm[2] = {ninf, ninf};\n"
+         "      // A tile every key of which every row of the warp takes, unmasked: the scores\n"
+         "      // are the scaled products (the general path gives the same for it).\n"
+         "      const bool plain = mask_kind == 0 && j0 + 64 <= Lk && iw + 16 <= Lq &&\n"
+         "                         (!causal || j0 + 63 <= iw);\n"
+         "      if (plain) {\n"
+         "#pragma unroll\n"
+         "        for (int n = 0; n < 8; ++n) {\n"
+         "#pragma unroll\n"
+         "          for (int r = 0; r < 4; ++r) {\n"
+         "            const C s = (C)sf[n][r] * sc;\n"
+         "            sf[n][r] = s;\n"
+         "            tm[r >> 1] = s > tm[r >> 1] ? s : tm[r >> 1];\n"
+         "          }\n"
+         "        }\n"
+         "      } else {\n"
          "#pragma unroll\n"
          "      for (int n = 0; n < 8; ++n) {\n"
          "#pragma unroll\n"
@@ -306,6 +375,7 @@ std::string forward_mma(DType dt, const std::string& name) {
          "          sf[n][r] = s;\n"
          "          tm[r >> 1] = s > tm[r >> 1] ? s : tm[r >> 1];\n"
          "        }\n"
+         "      }\n"
          "      }\n"
          "      C alpha[2];\n"
          "#pragma unroll\n"
@@ -342,19 +412,26 @@ std::string forward_mma(DType dt, const std::string& name) {
          "        pa[n >> 1][2 * (n & 1)] = em_attn_pack(p0, p1);\n"
          "        pa[n >> 1][2 * (n & 1) + 1] = em_attn_pack(p2, p3);\n"
          "      }\n"
+         "      em_attn_cp_wait();\n"
+         "      __syncthreads();  // vs holds tile j0; every warp is done with ks\n"
+         "      if (j0 + 64 < kend) {\n" +
+         raw_tile("ks", "k", "b * Lk", "(j0 + 64)", "Lk", "E", 64, 128, true) +
+         "        em_attn_cp_commit();\n"
+         "      }\n"
          "#pragma unroll\n"
-         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
-         "        o[dn][0] *= alpha[0]; o[dn][1] *= alpha[0];\n"
-         "        o[dn][2] *= alpha[1]; o[dn][3] *= alpha[1];\n"
+         "      for (int dn = 0; dn < DM / 8; dn += 2) {\n"
+         "#pragma unroll\n"
+         "        for (int d = dn; d < dn + 2; ++d) {\n"
+         "          o[d][0] *= alpha[0]; o[d][1] *= alpha[0];\n"
+         "          o[d][2] *= alpha[1]; o[d][3] *= alpha[1];\n"
+         "        }\n"
          "#pragma unroll\n"
          "        for (int kk = 0; kk < 4; ++kk) {\n"
-         "          unsigned vb[2];\n"
-         "          const int kr = kk * 16 + 2 * tq, col = dn * 8 + gq;\n"
-         "          vb[0] = em_attn_pack(vs[kr][col], vs[kr + 1][col]);\n"
-         "          vb[1] = em_attn_pack(vs[kr + 8][col], vs[kr + 9][col]);\n"
+         "          unsigned vb[4];\n"
+         "          em_attn_ldbt(vb, &vs[0][0], DM + 8, kk * 16, dn * 8);\n"
          "          " +
-         mma +
-         "(o[dn], pa[kk], vb);\n"
+         mma + "(o[dn], pa[kk], vb);\n          " + mma +
+         "(o[dn + 1], pa[kk], vb + 2);\n"
          "        }\n"
          "      }\n"
          "    }\n"
@@ -420,8 +497,8 @@ std::string grad_q_mma(DType dt, const std::string& name) {
          kCommonParams +
          ", const $T* __restrict__ g, const $C* __restrict__ lse, const $C* __restrict__ dsum, "
          "$T* __restrict__ dq) {\n$TYPEDEFS"
-         "  __shared__ h16 ks[64][DM + 8];\n"
-         "  __shared__ h16 vs[64][DM + 8];\n"
+         "  __shared__ __align__(16) h16 ks[64][DM + 8];\n"
+         "  __shared__ __align__(16) h16 vs[64][DM + 8];\n"
          "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
          "  const int gq = lane >> 2, tq = lane & 3;\n"
          "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
@@ -454,18 +531,14 @@ std::string grad_q_mma(DType dt, const std::string& name) {
          "      for (int n = 0; n < 8; ++n) {\n"
          "        float sf[4] = {0.f, 0.f, 0.f, 0.f}, pf[4] = {0.f, 0.f, 0.f, 0.f};\n"
          "#pragma unroll\n"
-         "        for (int kk = 0; kk < DM / 16; ++kk) {\n"
-         "          unsigned kb[2], vb[2];\n"
-         "          kb[0] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq];\n"
-         "          kb[1] = *(const unsigned*)&ks[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
-         "          vb[0] = *(const unsigned*)&vs[n * 8 + gq][kk * 16 + 2 * tq];\n"
-         "          vb[1] = *(const unsigned*)&vs[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
+         "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
+         "          unsigned kb[4], vb[4];\n"
+         "          em_attn_ldb(kb, &ks[0][0], DM + 8, n * 8, kk * 16);\n"
+         "          em_attn_ldb(vb, &vs[0][0], DM + 8, n * 8, kk * 16);\n"
          "          " +
-         mma +
-         "(sf, qa[kk], kb);\n"
-         "          " +
-         mma +
-         "(pf, ga[kk], vb);\n"
+         mma + "(sf, qa[kk], kb);\n          " + mma + "(sf, qa[kk + 1], kb + 2);\n          " +
+         mma + "(pf, ga[kk], vb);\n          " + mma +
+         "(pf, ga[kk + 1], vb + 2);\n"
          "        }\n"
          "        h16 dh[4];\n"
          "#pragma unroll\n"
@@ -484,16 +557,14 @@ std::string grad_q_mma(DType dt, const std::string& name) {
          "        da[n >> 1][2 * (n & 1) + 1] = em_attn_pack(dh[2], dh[3]);\n"
          "      }\n"
          "#pragma unroll\n"
-         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "      for (int dn = 0; dn < DM / 8; dn += 2) {\n"
          "#pragma unroll\n"
          "        for (int kk = 0; kk < 4; ++kk) {\n"
-         "          unsigned kb[2];\n"
-         "          const int kr = kk * 16 + 2 * tq, col = dn * 8 + gq;\n"
-         "          kb[0] = em_attn_pack(ks[kr][col], ks[kr + 1][col]);\n"
-         "          kb[1] = em_attn_pack(ks[kr + 8][col], ks[kr + 9][col]);\n"
+         "          unsigned kb[4];\n"
+         "          em_attn_ldbt(kb, &ks[0][0], DM + 8, kk * 16, dn * 8);\n"
          "          " +
-         mma +
-         "(acc[dn], da[kk], kb);\n"
+         mma + "(acc[dn], da[kk], kb);\n          " + mma +
+         "(acc[dn + 1], da[kk], kb + 2);\n"
          "        }\n"
          "      }\n"
          "    }\n"
@@ -526,9 +597,9 @@ std::string grad_kv_mma(DType dt, const std::string& name) {
          kCommonParams +
          ", const $T* __restrict__ g, const $C* __restrict__ lse, const $C* __restrict__ dsum, "
          "$T* __restrict__ dk, $T* __restrict__ dv) {\n$TYPEDEFS"
-         "  __shared__ h16 vv[64][DM + 8];\n"
-         "  __shared__ h16 qs[32][DM + 8];\n"
-         "  __shared__ h16 gs[32][DM + 8];\n"
+         "  __shared__ __align__(16) h16 vv[64][DM + 8];\n"
+         "  __shared__ __align__(16) h16 qs[32][DM + 8];\n"
+         "  __shared__ __align__(16) h16 gs[32][DM + 8];\n"
          "  __shared__ C ls[32], ds[32];\n"
          "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
          "  const int gq = lane >> 2, tq = lane & 3;\n"
@@ -563,22 +634,16 @@ std::string grad_kv_mma(DType dt, const std::string& name) {
          "      for (int n = 0; n < 4; ++n) {\n"
          "        float sf[4] = {0.f, 0.f, 0.f, 0.f}, pf[4] = {0.f, 0.f, 0.f, 0.f};\n"
          "#pragma unroll\n"
-         "        for (int kk = 0; kk < DM / 16; ++kk) {\n"
-         "          unsigned qb[2], gb[2], va[4];\n"
-         "          qb[0] = *(const unsigned*)&qs[n * 8 + gq][kk * 16 + 2 * tq];\n"
-         "          qb[1] = *(const unsigned*)&qs[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
-         "          gb[0] = *(const unsigned*)&gs[n * 8 + gq][kk * 16 + 2 * tq];\n"
-         "          gb[1] = *(const unsigned*)&gs[n * 8 + gq][kk * 16 + 2 * tq + 8];\n"
-         "#pragma unroll\n"
-         "          for (int r = 0; r < 4; ++r)\n"
-         "            va[r] = *(const unsigned*)&vv[16 * w + gq + 8 * (r & 1)][kk * 16 + 2 * tq + "
-         "8 * (r >> 1)];\n"
+         "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
+         "          unsigned qb[4], gb[4], va[2][4];\n"
+         "          em_attn_ldb(qb, &qs[0][0], DM + 8, n * 8, kk * 16);\n"
+         "          em_attn_ldb(gb, &gs[0][0], DM + 8, n * 8, kk * 16);\n"
+         "          em_attn_lda(va[0], &vv[0][0], DM + 8, 16 * w, kk * 16);\n"
+         "          em_attn_lda(va[1], &vv[0][0], DM + 8, 16 * w, kk * 16 + 16);\n"
          "          " +
-         mma +
-         "(sf, ka[kk], qb);\n"
-         "          " +
-         mma +
-         "(pf, va, gb);\n"
+         mma + "(sf, ka[kk], qb);\n          " + mma + "(sf, ka[kk + 1], qb + 2);\n          " +
+         mma + "(pf, va[0], gb);\n          " + mma +
+         "(pf, va[1], gb + 2);\n"
          "        }\n"
          "        h16 ph[4], dh[4];\n"
          "#pragma unroll\n"
@@ -604,21 +669,17 @@ std::string grad_kv_mma(DType dt, const std::string& name) {
          "        da[n >> 1][2 * (n & 1) + 1] = em_attn_pack(dh[2], dh[3]);\n"
          "      }\n"
          "#pragma unroll\n"
-         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+         "      for (int dn = 0; dn < DM / 8; dn += 2) {\n"
          "#pragma unroll\n"
          "        for (int kk = 0; kk < 2; ++kk) {\n"
-         "          unsigned gb[2], qb[2];\n"
-         "          const int kr = kk * 16 + 2 * tq, col = dn * 8 + gq;\n"
-         "          gb[0] = em_attn_pack(gs[kr][col], gs[kr + 1][col]);\n"
-         "          gb[1] = em_attn_pack(gs[kr + 8][col], gs[kr + 9][col]);\n"
-         "          qb[0] = em_attn_pack(qs[kr][col], qs[kr + 1][col]);\n"
-         "          qb[1] = em_attn_pack(qs[kr + 8][col], qs[kr + 9][col]);\n"
+         "          unsigned gb[4], qb[4];\n"
+         "          em_attn_ldbt(gb, &gs[0][0], DM + 8, kk * 16, dn * 8);\n"
+         "          em_attn_ldbt(qb, &qs[0][0], DM + 8, kk * 16, dn * 8);\n"
          "          " +
+         mma + "(dva[dn], pa[kk], gb);\n          " + mma +
+         "(dva[dn + 1], pa[kk], gb + 2);\n          " + mma + "(dka[dn], da[kk], qb);\n          " +
          mma +
-         "(dva[dn], pa[kk], gb);\n"
-         "          " +
-         mma +
-         "(dka[dn], da[kk], qb);\n"
+         "(dka[dn + 1], da[kk], qb + 2);\n"
          "        }\n"
          "      }\n"
          "    }\n"
