@@ -66,6 +66,12 @@ struct ChannelSplit {
   std::int64_t blocks() const { return c * s; }
 };
 constexpr unsigned kChannelBlock = 256;
+// Threads a block for chunks of `chunk` values: kChannelBlock, or the chunk rounded up to a
+// warp where it is shorter (group norm's runs and units of a few values: a block a run).
+unsigned chunk_block(std::int64_t chunk) {
+  return static_cast<unsigned>(
+      std::clamp<std::int64_t>((chunk + 31) / 32 * 32, 32, std::int64_t{kChannelBlock}));
+}
 // Values a thread loads at a time (codegen/batch_norm.cpp): 4, or EMBER_CUDA_BATCH_NORM_UNROLL=1.
 int channel_unroll() {
   static const int u = [] {
@@ -263,14 +269,15 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::GroupNorm& op) {
   std::int64_t units = gs.units.c, ul = gs.units.l, um = gs.units.m, us = gs.units.s,
                uchunk = gs.units.chunk, per = 1;
   std::int64_t groups = gs.g, k = gs.k, l = gs.walk_l(), m = gs.m, sr = 0;
-  const std::int64_t threads = gs.units.blocks() * kChannelBlock;
+  const unsigned block = chunk_block(gs.units.chunk);
+  const std::int64_t threads = gs.units.blocks() * block;
   ctx.launch(BatchNormSumsKernel(dt, false, channel_unroll()), threads,
              {&xp, &none, &none, &pp, &units, &ul, &um, &us, &uchunk, &per}, "group_norm", false,
-             kChannelBlock);
+             block);
   ctx.launch(GroupNormApplyKernel(dt, false, channel_unroll()), threads,
              {&xp, &none, &wp, &bp, &none, &cpp, &eps, &yp, &sp2, &units, &groups, &k, &l, &m, &us,
               &uchunk, &sr},
-             "group_norm", false, kChannelBlock);
+             "group_norm", false, block);
   return {y, stats};
 }
 
@@ -300,15 +307,16 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::GroupNormGrad& op) {
                rchunk = gs.runs.chunk, per = gs.k;
   std::int64_t units = gs.units.c, us = gs.units.s, uchunk = gs.units.chunk;
   std::int64_t n = gs.n, c = gs.c, groups = gs.g, k = gs.k, l = gs.walk_l(), m = gs.m;
+  const unsigned run_block = chunk_block(gs.runs.chunk), unit_block = chunk_block(gs.units.chunk);
   // Every launch below is skipped where it has no threads: no runs (N or C zero) leave no
   // sums and dwb zeros (the sums of no samples), as the Cpu.
-  ctx.launch(BatchNormSumsKernel(dt, true, channel_unroll()), gs.runs.blocks() * kChannelBlock,
+  ctx.launch(BatchNormSumsKernel(dt, true, channel_unroll()), gs.runs.blocks() * run_block,
              {&xp, &gp, &stp, &pp, &runs, &rl, &rm, &rs, &rchunk, &per}, "group_norm_grad", false,
-             kChannelBlock);
-  ctx.launch(GroupNormApplyKernel(dt, true, channel_unroll()), gs.units.blocks() * kChannelBlock,
+             run_block);
+  ctx.launch(GroupNormApplyKernel(dt, true, channel_unroll()), gs.units.blocks() * unit_block,
              {&xp, &gp, &wp, &none, &stp, &cpp, &eps, &dp, &none, &units, &groups, &k, &l, &m, &us,
               &uchunk, &rs},
-             "group_norm_grad", false, kChannelBlock);
+             "group_norm_grad", false, unit_block);
   ctx.launch(GroupNormAffineGradKernel(dt), c, {&stp, &cpp, &eps, &op2, &n, &c, &groups, &rs},
              "group_norm_grad", false, kChannelBlock);
   return {dx, dwb};
