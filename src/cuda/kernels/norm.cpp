@@ -45,13 +45,20 @@ ir::Handle run(CudaContext& ctx, ir::LayerNorm& op) {
 
 namespace {
 
+// L = prod(*) of x [N, C, *].
+std::int64_t spatial(const Shape& shape) {
+  std::int64_t l = 1;
+  for (std::size_t d = 2; d < shape.rank(); ++d) l *= static_cast<std::int64_t>(shape[d]);
+  return l;
+}
+
 // x [N, C, *] as C channels of M = N * L values in S chunks (Note [Channel splits]).
 struct ChannelSplit {
   std::int64_t c = 0, l = 1, m = 0, s = 1, chunk = 1;
   ChannelSplit(const Shape& shape, int sm_count) {
     const std::int64_t n = static_cast<std::int64_t>(shape[0]);
     c = static_cast<std::int64_t>(shape[1]);
-    for (std::size_t d = 2; d < shape.rank(); ++d) l *= static_cast<std::int64_t>(shape[d]);
+    l = spatial(shape);
     m = n * l;
     // About eight blocks an SM in all (2048 threads, the most an SM holds), and at least
     // 2048 values a chunk.
@@ -232,15 +239,10 @@ struct GroupSplits {
         c(static_cast<std::int64_t>(s[1])),
         g(static_cast<std::int64_t>(groups)),
         k(c / g),
-        l(trailing(s)),
+        l(spatial(s)),
         m(k * l),
         units(Shape{1, s[0] * groups, static_cast<std::size_t>(m)}, sm_count),
         runs(Shape{1, s[0] * s[1], static_cast<std::size_t>(l)}, sm_count) {}
-  static std::int64_t trailing(const Shape& s) {
-    std::int64_t v = 1;
-    for (std::size_t d = 2; d < s.rank(); ++d) v *= static_cast<std::int64_t>(s[d]);
-    return v;
-  }
   // L as the apply kernel takes it: any positive value where no unit has values.
   std::int64_t walk_l() const { return m == 0 ? 1 : l; }
 };
