@@ -174,12 +174,25 @@ KernelSource gen_rms_norm(DType dt, int stage);
 // codegen/batch_norm.cpp); `grad` picks BatchNormGrad's kernels; `unroll` (1 or 4) values a
 // thread loads at a time.
 // sums:  (const T* x, const T* g, const T* stats, double* part, i64 NC, i64 L, i64 M, i64 S,
-//         i64 chunk) — g and stats for the gradient only;
+//         i64 chunk, i64 per) — g and stats for the gradient only, channel c's mean
+//         stats[c / per] (1 for batch norm; group norm's runs, Note [Group splits]);
 // apply: (const T* x, const T* g, const T* w, const T* b, const T* stats, const double* part,
 //         double eps, T* y, T* out2, i64 NC, i64 L, i64 M, i64 S, i64 chunk) — out2 the [2, C]
 //         statistics (forward) or dweight and dbias (gradient); w, b may be null.
 KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll);
 KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll);
+// Group norm and its gradient over x [N, C, *] in G groups of K = C / G channels of L =
+// prod(*) elements, NG = N G units of M = K L values (Note [Group splits] in
+// codegen/batch_norm.cpp), after gen_batch_norm_sums:
+// apply:  (const T* x, const T* g, const T* w, const T* b, const T* stats, const double* part,
+//          double eps, T* y, T* out2, i64 NG, i64 G, i64 K, i64 L, i64 M, i64 S, i64 chunk,
+//          i64 SR) — forward: part the units' sums in S chunks each, out2 the [2, NG]
+//          statistics; gradient (`grad`): stats GroupNorm's, part the (sample, channel) runs'
+//          sums in SR chunks each, y dx; g, b, stats for their pass only; w, b may be null;
+// affine_grad: (const T* stats, const double* part, double eps, T* dwb, i64 N, i64 NCh, i64 G,
+//          i64 SR) — dwb [2, C] (dweight, dbias) from the runs' partials, a thread a channel.
+KernelSource gen_group_norm_apply(DType dt, bool grad, int unroll);
+KernelSource gen_group_norm_affine_grad(DType dt);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);
 
@@ -374,6 +387,8 @@ using FoldKernel = KernelSpec<gen_fold>;
 using PoolKernel = KernelSpec<gen_pool>;
 using BatchNormSumsKernel = KernelSpec<gen_batch_norm_sums>;  // codegen/batch_norm.cpp
 using BatchNormApplyKernel = KernelSpec<gen_batch_norm_apply>;
+using GroupNormApplyKernel = KernelSpec<gen_group_norm_apply>;
+using GroupNormAffineGradKernel = KernelSpec<gen_group_norm_affine_grad>;
 using AttentionKernel = KernelSpec<gen_attention>;  // codegen/attention.cpp
 using KernelSpecs =
     std::tuple<UnaryKernel, BinaryKernel, WhereKernel, CastKernel, CopyKernel, ReduceKernel,
@@ -382,7 +397,8 @@ using KernelSpecs =
                IndexSelectKernel, IndexAddKernel, SortRowsKernel, SortInitKernel, SortStageKernel,
                SortWriteKernel, NonzeroCountKernel, NonzeroWriteKernel, ScanTilesKernel,
                AddTileOffsetsKernel, UnfoldKernel, FoldKernel, PoolKernel, BatchNormSumsKernel,
-               BatchNormApplyKernel, AttentionKernel, RmsNormRegsKernel, RmsNormKernel>;
+               BatchNormApplyKernel, AttentionKernel, RmsNormRegsKernel, RmsNormKernel,
+               GroupNormApplyKernel, GroupNormAffineGradKernel>;
 static_assert(std::tuple_size_v<KernelSpecs> < 256, "the family field of a key is 8 bits");
 template <>
 std::vector<UnaryKernel> UnaryKernel::variants();
@@ -452,6 +468,10 @@ template <>
 std::vector<BatchNormApplyKernel> BatchNormApplyKernel::variants();
 template <>
 std::vector<AttentionKernel> AttentionKernel::variants();
+template <>
+std::vector<GroupNormApplyKernel> GroupNormApplyKernel::variants();
+template <>
+std::vector<GroupNormAffineGradKernel> GroupNormAffineGradKernel::variants();
 
 template <auto Gen>
 std::uint64_t KernelSpec<Gen>::key() const {

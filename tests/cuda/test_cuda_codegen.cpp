@@ -169,6 +169,30 @@ TEST(CudaCodegen, RmsNormKernelsCompileToCubin) {
   EXPECT_EQ(n, 4u * 4u + 8u);  // four stages in four float dtypes; eight regs shapes
 }
 
+// Group norm's kernels (Note [Group splits] in codegen/batch_norm.cpp) and the batch norm
+// sums they run after, every variant, to a real CUBIN for sm_90 and sm_80.
+TEST(CudaCodegen, GroupNormKernelsCompileToCubin) {
+  std::string src = prelude();
+  std::size_t n = 0;
+  const auto add = [&](const auto& variants) {
+    for (const auto& spec : variants) {
+      src += spec.source().body;
+      ++n;
+    }
+  };
+  add(BatchNormSumsKernel::variants());
+  add(GroupNormApplyKernel::variants());
+  add(GroupNormAffineGradKernel::variants());
+  // Four float dtypes: sums and apply forward and gradient, one or four values a thread;
+  // the affine gradient once each.
+  EXPECT_EQ(n, 16u + 16u + 4u);
+  for (int arch : {90, 80}) {
+    std::vector<char> cubin;
+    ASSERT_NO_THROW(cubin = compile_cubin(src, arch, "group norm kernels"));
+    EXPECT_GT(cubin.size(), 1000u);
+  }
+}
+
 // A key stands for a kernel's source (CudaContext::launch prints the spec's source only on
 // its key's first use): over every variant of every family, distinct specs have distinct
 // keys, and one key one source; an argument too wide for its key field stops the launch

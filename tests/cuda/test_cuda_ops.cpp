@@ -385,6 +385,58 @@ TEST_F(CudaOps, RmsNormMatchesCpu) {
   }
 }
 
+// Group norm's kernels (kernels/norm.cpp, Note [Group splits]; opt-in in supports() with
+// EMBER_CUDA_GROUP_NORM=1, read at each call, which this test sets and then clears): one
+// group, a group a channel and in between; L = 1 and long runs; one sample and many; with
+// weight and bias, neither, and weight alone; units of one value, units cut into several
+// chunks that start inside a channel's run (1 x 3 x 50 x 100, one unit of 15000 values), and
+// long units ([2, 32, 256, 256] in 32 groups: 64 units of 65536 values); the gradient fed
+// each backend's own statistics.
+TEST_F(CudaOps, GroupNormMatchesCpu) {
+  struct Case {
+    Shape x;
+    std::size_t groups;
+  };
+  const Case cases[] = {
+      {Shape{2, 6, 5, 7}, 3},    {Shape{1, 8, 33, 17}, 1},   {Shape{4, 12}, 12},
+      {Shape{300, 6}, 2},        {Shape{3, 16, 9}, 16},      {Shape{1, 3, 50, 100}, 3},
+      {Shape{5, 4, 3, 1, 2}, 2}, {Shape{32, 64, 16, 16}, 8}, {Shape{2, 32, 256, 256}, 32}};
+  const auto probe = [&](std::size_t groups) {
+    const TensorData x = data(Shape{2, 4, 3}, DType::F32, 1, false);
+    return ir::Op(ir::GroupNorm{gpu->from_data(x), ir::Handle{}, ir::Handle{}, groups, 1e-5});
+  };
+  ASSERT_EQ(unsetenv("EMBER_CUDA_GROUP_NORM"), 0);
+  EXPECT_FALSE(gpu->supports(probe(2))) << "group norm's kernels are opt-in";
+  ASSERT_EQ(setenv("EMBER_CUDA_GROUP_NORM", "1", 1), 0);
+  EXPECT_TRUE(gpu->supports(probe(2)));
+  for (DType dt : kFloats) {
+    for (std::size_t k = 0; k < std::size(cases); ++k) {
+      const auto& [s, groups] = cases[k];
+      const TensorData x = data(s, dt, 260 + unsigned(k), false);
+      const TensorData g = data(s, dt, 270 + unsigned(k), false);
+      const TensorData w = data(Shape{s[1]}, dt, 280 + unsigned(k), false);
+      const TensorData b = data(Shape{s[1]}, dt, 290 + unsigned(k), false);
+      const bool weighted = k % 3 != 1, biased = k % 3 == 0;
+      const std::string what =
+          "group_norm " + s.to_string() + " groups " + std::to_string(groups) + " " + name(dt);
+      const auto forward = [&](Backend& be) {
+        return ir::GroupNorm{be.from_data(x), weighted ? be.from_data(w) : ir::Handle{},
+                             biased ? be.from_data(b) : ir::Handle{}, groups, 1e-5};
+      };
+      compare([&](Backend& be) -> ir::Op { return forward(be); }, tol(dt), what);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            auto stats = be.execute(forward(be))[1];
+            return ir::GroupNormGrad{be.from_data(x), weighted ? be.from_data(w) : ir::Handle{},
+                                     stats,           be.from_data(g),
+                                     groups,          1e-5};
+          },
+          is_half(dt) ? 4 * tol(dt) : 10 * tol(dt), what + " grad");
+    }
+  }
+  ASSERT_EQ(unsetenv("EMBER_CUDA_GROUP_NORM"), 0);
+}
+
 TEST_F(CudaOps, LayoutViewsAndCopies) {
   for (DType dt : {DType::F32, DType::F16, DType::I64, DType::Bool, DType::I8}) {
     const TensorData x = data(Shape{4, 6, 5}, dt, 51);

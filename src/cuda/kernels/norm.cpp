@@ -1,7 +1,9 @@
 // Layer norm and RMS norm: x, weight and bias made contiguous, then a generated row kernel: rows
 // held in registers (gen_layer_norm_regs) up to 4096 elements, else gen_layer_norm's three passes.
 // Batch norm and its gradient: operands made contiguous, then the two kernels of Note
-// [Channel splits] (codegen/batch_norm.cpp) with f64 partial sums between them.
+// [Channel splits] (codegen/batch_norm.cpp) with f64 partial sums between them. Group norm
+// and its gradient: the same sums over x seen as runs of units or of (sample, channel)
+// pairs, then group norm's writing pass (Note [Group splits]).
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -43,13 +45,20 @@ ir::Handle run(CudaContext& ctx, ir::LayerNorm& op) {
 
 namespace {
 
+// L = prod(*) of x [N, C, *].
+std::int64_t spatial(const Shape& shape) {
+  std::int64_t l = 1;
+  for (std::size_t d = 2; d < shape.rank(); ++d) l *= static_cast<std::int64_t>(shape[d]);
+  return l;
+}
+
 // x [N, C, *] as C channels of M = N * L values in S chunks (Note [Channel splits]).
 struct ChannelSplit {
   std::int64_t c = 0, l = 1, m = 0, s = 1, chunk = 1;
   ChannelSplit(const Shape& shape, int sm_count) {
     const std::int64_t n = static_cast<std::int64_t>(shape[0]);
     c = static_cast<std::int64_t>(shape[1]);
-    for (std::size_t d = 2; d < shape.rank(); ++d) l *= static_cast<std::int64_t>(shape[d]);
+    l = spatial(shape);
     m = n * l;
     // About eight blocks an SM in all (2048 threads, the most an SM holds), and at least
     // 2048 values a chunk.
@@ -59,10 +68,17 @@ struct ChannelSplit {
     s = std::min(s, std::max<std::int64_t>(1, m / 2048));
     chunk = std::max<std::int64_t>(1, (m + s - 1) / s);
     s = std::max<std::int64_t>(1, (m + chunk - 1) / chunk);
+    if (m == 0) l = 1;  // nothing to walk; keeps the kernels' m / L defined
   }
   std::int64_t blocks() const { return c * s; }
 };
 constexpr unsigned kChannelBlock = 256;
+// Threads a block for chunks of `chunk` values: kChannelBlock, or the chunk rounded up to a
+// warp where it is shorter (group norm's runs and units of a few values: a block a run).
+unsigned chunk_block(std::int64_t chunk) {
+  return static_cast<unsigned>(
+      std::clamp<std::int64_t>((chunk + 31) / 32 * 32, 32, std::int64_t{kChannelBlock}));
+}
 // Values a thread loads at a time (codegen/batch_norm.cpp): 4, or EMBER_CUDA_BATCH_NORM_UNROLL=1.
 int channel_unroll() {
   static const int u = [] {
@@ -96,8 +112,10 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::BatchNorm& op) {
   double eps = op.eps;
   std::int64_t c = sp.c, l = sp.l, m = sp.m, s = sp.s, chunk = sp.chunk;
   const std::int64_t threads = sp.blocks() * kChannelBlock;
+  std::int64_t per = 1;
   ctx.launch(BatchNormSumsKernel(dt, false, channel_unroll()), threads,
-             {&xp, &none, &none, &pp, &c, &l, &m, &s, &chunk}, "batch_norm", false, kChannelBlock);
+             {&xp, &none, &none, &pp, &c, &l, &m, &s, &chunk, &per}, "batch_norm", false,
+             kChannelBlock);
   ctx.launch(BatchNormApplyKernel(dt, false, channel_unroll()), threads,
              {&xp, &none, &wp, &bp, &none, &cpp, &eps, &yp, &sp2, &c, &l, &m, &s, &chunk},
              "batch_norm", false, kChannelBlock);
@@ -128,8 +146,9 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::BatchNormGrad& op) {
   double eps = op.eps;
   std::int64_t c = sp.c, l = sp.l, m = sp.m, s = sp.s, chunk = sp.chunk;
   const std::int64_t threads = sp.blocks() * kChannelBlock;
+  std::int64_t per = 1;
   ctx.launch(BatchNormSumsKernel(dt, true, channel_unroll()), threads,
-             {&xp, &gp, &stp, &pp, &c, &l, &m, &s, &chunk}, "batch_norm_grad", false,
+             {&xp, &gp, &stp, &pp, &c, &l, &m, &s, &chunk, &per}, "batch_norm_grad", false,
              kChannelBlock);
   ctx.launch(BatchNormApplyKernel(dt, true, channel_unroll()), threads,
              {&xp, &gp, &wp, &none, &stp, &cpp, &eps, &dp, &op2, &c, &l, &m, &s, &chunk},
@@ -208,11 +227,101 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::RmsNormGrad& op) {
   return {dx, dw};
 }
 
-std::vector<ir::Handle> run(CudaContext&, ir::GroupNorm&) {
-  fail("Cuda: GroupNorm has no kernel on this backend");
+namespace {
+// x [N, C, *] in G groups (Note [Group splits]): units, the N G runs of M = K L values a
+// (sample, group), for the statistics; runs, the N C runs of L values a (sample, channel),
+// for the gradient's sums.
+struct GroupSplits {
+  std::int64_t n, c, g, k, l, m;
+  ChannelSplit units, runs;
+  GroupSplits(const Shape& s, std::size_t groups, int sm_count)
+      : n(static_cast<std::int64_t>(s[0])),
+        c(static_cast<std::int64_t>(s[1])),
+        g(static_cast<std::int64_t>(groups)),
+        k(c / g),
+        l(spatial(s)),
+        m(k * l),
+        units(Shape{1, s[0] * groups, static_cast<std::size_t>(m)}, sm_count),
+        runs(Shape{1, s[0] * s[1], static_cast<std::size_t>(l)}, sm_count) {}
+  // L as the apply kernel takes it: any positive value where no unit has values.
+  std::int64_t walk_l() const { return m == 0 ? 1 : l; }
+};
+}  // namespace
+
+std::vector<ir::Handle> run(CudaContext& ctx, ir::GroupNorm& op) {
+  auto x = ctx.contiguous(op.x);
+  const DType dt = x->dtype();
+  const GroupSplits gs(x->shape(), op.groups, ctx.sm_count());
+  auto y = ctx.empty(x->shape(), dt);
+  auto stats = ctx.empty(Shape{2, static_cast<std::size_t>(gs.units.c)}, dt);
+  if (gs.units.c == 0) return {y, stats};
+  std::shared_ptr<const CudaTensor> w, b;
+  if (op.weight) w = ctx.contiguous(op.weight);
+  if (op.bias) b = ctx.contiguous(op.bias);
+  auto part = ctx.empty(Shape{static_cast<std::size_t>(gs.units.blocks() * 2)}, DType::F64);
+  const void* xp = x->data();
+  const void* none = nullptr;
+  const void* wp = w ? w->data() : nullptr;
+  const void* bp = b ? b->data() : nullptr;
+  void* pp = part->data();
+  const void* cpp = pp;
+  void* yp = y->data();
+  void* sp2 = stats->data();
+  double eps = op.eps;
+  std::int64_t units = gs.units.c, ul = gs.units.l, um = gs.units.m, us = gs.units.s,
+               uchunk = gs.units.chunk, per = 1;
+  std::int64_t groups = gs.g, k = gs.k, l = gs.walk_l(), m = gs.m, sr = 0;
+  const unsigned block = chunk_block(gs.units.chunk);
+  const std::int64_t threads = gs.units.blocks() * block;
+  ctx.launch(BatchNormSumsKernel(dt, false, channel_unroll()), threads,
+             {&xp, &none, &none, &pp, &units, &ul, &um, &us, &uchunk, &per}, "group_norm", false,
+             block);
+  ctx.launch(GroupNormApplyKernel(dt, false, channel_unroll()), threads,
+             {&xp, &none, &wp, &bp, &none, &cpp, &eps, &yp, &sp2, &units, &groups, &k, &l, &m, &us,
+              &uchunk, &sr},
+             "group_norm", false, block);
+  return {y, stats};
 }
-std::vector<ir::Handle> run(CudaContext&, ir::GroupNormGrad&) {
-  fail("Cuda: GroupNormGrad has no kernel on this backend");
+
+std::vector<ir::Handle> run(CudaContext& ctx, ir::GroupNormGrad& op) {
+  auto x = ctx.contiguous(op.x);
+  auto g = ctx.contiguous(op.g);
+  auto stats = ctx.contiguous(op.stats);
+  const DType dt = x->dtype();
+  const GroupSplits gs(x->shape(), op.groups, ctx.sm_count());
+  auto dx = ctx.empty(x->shape(), dt);
+  auto dwb = ctx.empty(Shape{2, static_cast<std::size_t>(gs.c)}, dt);
+  std::shared_ptr<const CudaTensor> w;
+  if (op.weight) w = ctx.contiguous(op.weight);
+  auto part = ctx.empty(
+      Shape{static_cast<std::size_t>(std::max<std::int64_t>(1, gs.runs.blocks()) * 2)}, DType::F64);
+  const void* xp = x->data();
+  const void* gp = g->data();
+  const void* stp = stats->data();
+  const void* none = nullptr;
+  const void* wp = w ? w->data() : nullptr;
+  void* pp = part->data();
+  const void* cpp = pp;
+  void* dp = dx->data();
+  void* op2 = dwb->data();
+  double eps = op.eps;
+  std::int64_t runs = gs.runs.c, rl = gs.runs.l, rm = gs.runs.m, rs = gs.runs.s,
+               rchunk = gs.runs.chunk, per = gs.k;
+  std::int64_t units = gs.units.c, us = gs.units.s, uchunk = gs.units.chunk;
+  std::int64_t n = gs.n, c = gs.c, groups = gs.g, k = gs.k, l = gs.walk_l(), m = gs.m;
+  const unsigned run_block = chunk_block(gs.runs.chunk), unit_block = chunk_block(gs.units.chunk);
+  // Every launch below is skipped where it has no threads: no runs (N or C zero) leave no
+  // sums and dwb zeros (the sums of no samples), as the Cpu.
+  ctx.launch(BatchNormSumsKernel(dt, true, channel_unroll()), gs.runs.blocks() * run_block,
+             {&xp, &gp, &stp, &pp, &runs, &rl, &rm, &rs, &rchunk, &per}, "group_norm_grad", false,
+             run_block);
+  ctx.launch(GroupNormApplyKernel(dt, true, channel_unroll()), gs.units.blocks() * unit_block,
+             {&xp, &gp, &wp, &none, &stp, &cpp, &eps, &dp, &none, &units, &groups, &k, &l, &m, &us,
+              &uchunk, &rs},
+             "group_norm_grad", false, unit_block);
+  ctx.launch(GroupNormAffineGradKernel(dt), c, {&stp, &cpp, &eps, &op2, &n, &c, &groups, &rs},
+             "group_norm_grad", false, kChannelBlock);
+  return {dx, dwb};
 }
 
 }  // namespace ember::cuda
