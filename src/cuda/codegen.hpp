@@ -277,6 +277,9 @@ inline constexpr int kAttentionForwardMma = 4;
 inline constexpr int kAttentionGradKVMma = 5;
 inline constexpr int kAttentionGradQMma = 6;
 KernelSource gen_attention(DType dt, int stage, int dm);
+// Warps a block of a tensor-core stage, each owning 16 rows (queries, or keys in the dk / dv
+// pass).
+int attention_mma_warps(int stage);
 // The dm of the kernels for head dims e (q, k) and ev (v) of dtype dt: the least of 32, 64
 // and 128 holding both; 0 when none does (f64 above 64, others above 128).
 int attention_head_dim_bound(DType dt, std::size_t e, std::size_t ev);

@@ -73,32 +73,32 @@ __device__ __forceinline__ i64 em_attn_moff(const EmGeo& mg, i64 b) {
 )";
 
 // Note [Attention on tensor cores]: the f16 / bf16 forward for head dims that are multiples
-// of 16 (stage kAttentionForwardMma): FlashAttention-2's forward with mma.sync.m16n8k16
-// (f32 accumulation). A block is 4 warps and 64 queries, 16 a warp; key tiles of 64 rows
-// of k and v pass through shared memory as stored (16-bit, rows padded by 8 elements so
-// that a fragment's 8 rows start in 8 different banks). A warp holds its queries' A
+// of 16 (stage kAttentionForwardMma): FlashAttention-2's forward with mma.sync.m16n8k16 (f32
+// accumulation). A block is 8 warps and 128 queries, 16 a warp (kQueryWarps: each k and v
+// tile a block reads serves 128 queries, halving the L2 traffic of 64); key tiles of 64 rows
+// of k and v pass through shared memory as stored (16-bit, rows padded by 8 elements so that
+// the 8 rows an ldmatrix reads start in 8 different banks). A warp holds its queries' A
 // fragments in registers for the whole row, makes S = q k^T [16, 64] as 8 C fragments,
-// applies the scale and masks element by element (the element of C fragment register r
-// of lane L is row L / 4 + 8 (r / 2), column 2 (L % 4) + r % 2 of its 16 x 8 tile, as the
-// PTX ISA lays out m16n8k16), keeps the running maximum of its two rows (the 4 lanes of a
-// quad share a row: two xor shuffles) and per-lane partial sums (reduced at the end),
-// rounds P to the 16-bit type and reuses the C fragments as A fragments of P v (the
-// FlashAttention-2 register identity: C tiles 2kk and 2kk + 1 are A fragment kk), and
-// reads v's B fragments from shared memory element-pairs. The scores and the softmax are
-// f32; P is rounded to 16 bits for the product, as FlashAttention does. The backward's
-// passes (kAttentionGradKVMma, kAttentionGradQMma) are built the same way: the owner's
-// rows (keys or queries, 16 a warp) against tiles of the other side, S and dP as C
-// fragments, P and dS = P (dP - D) rounded to 16 bits and reused as A fragments, the B
-// fragments of the second products read as element pairs down the tile's rows.
+// applies the scale and masks element by element (the element of C fragment register r of
+// lane L is row L / 4 + 8 (r / 2), column 2 (L % 4) + r % 2 of its 16 x 8 tile, as the PTX
+// ISA lays out m16n8k16), keeps the running maximum of its two rows (the 4 lanes of a quad
+// share a row: two xor shuffles) and per-lane partial sums (reduced at the end), rounds P to
+// the 16-bit type and reuses the C fragments as A fragments of P v (the FlashAttention-2
+// register identity: C tiles 2kk and 2kk + 1 are A fragment kk). The scores and the softmax
+// are f32; P is rounded to 16 bits for the product, as FlashAttention does. The backward's
+// passes (kAttentionGradKVMma, kAttentionGradQMma) are built the same way: the owner's rows
+// (keys or queries, 16 a warp) against tiles of the other side, S and dP as C fragments, P
+// and dS = P (dP - D) rounded to 16 bits and reused as A fragments.
 //
-// Note [Attention tile pipeline]: in the forward, the fragments come from shared memory by
-// ldmatrix (k's tile as stored, v's transposed: em_attn_ldb, em_attn_ldbt), and the tiles
+// Note [Attention tile pipeline]: every fragment read from shared memory is an ldmatrix
+// (em_attn_ldb for a tile stored n-major, em_attn_ldbt transposed for one stored k-major,
+// em_attn_lda for A fragments), four 8 x 8 matrices an instruction. In the forward the tiles
 // arrive by cp.async in two halves: k's tile j0 is in flight at the loop's top, v's tile j0
 // is fetched while the scores and the softmax of tile j0 run, and k's next tile while the
 // product with v runs. Two barriers a tile, as before: the first makes k's tile visible and
-// frees vs, the second makes v's visible and frees ks. Tiles where no row of the warp has
-// a masked or missing key (no mask, inside the extents, below the causal diagonal) skip
-// the per-element test.
+// frees vs, the second makes v's visible and frees ks. Tiles where no row of the warp has a
+// masked or missing key (no mask, inside the extents, below the causal diagonal) skip the
+// per-element test.
 constexpr const char* kMmaHelpers = R"(#ifndef EM_ATTN_MMA
 #define EM_ATTN_MMA
 __device__ __forceinline__ void em_attn_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
@@ -290,175 +290,185 @@ std::string raw_tile(const std::string& dst, const std::string& src, const std::
          src + "[(" + base + " + rr) * " + cols + " + c] : (h16)0;\n        }\n      }\n";
 }
 
+// The tensor-core kernels that own queries (the forward, the dq pass): kQueryWarps warps of
+// 16 queries a block, so a block's k and v tiles serve 16 kQueryWarps queries (the dk / dv
+// pass keeps 4 warps: its shared tiles would not fit twice as many keys).
+constexpr int kQueryWarps = 8;
+std::string query_rows(const std::string& body) {
+  return subst(subst(body, "EM_AROWS", std::to_string(16 * kQueryWarps)), "EM_ATHREADS",
+               std::to_string(32 * kQueryWarps));
+}
+
 std::string forward_mma(DType dt, const std::string& name) {
   const std::string mma = dt == DType::BF16 ? "em_attn_mma_bf16" : "em_attn_mma_f16";
-  return std::string("extern \"C\" __global__ void __launch_bounds__(128) ") + name + "(" +
-         kCommonParams +
-         ", $T* __restrict__ out, $C* __restrict__ lse) {\n$TYPEDEFS"
-         "  __shared__ __align__(16) h16 ks[64][DM + 8];\n"
-         "  __shared__ __align__(16) h16 vs[64][DM + 8];\n"
-         "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
-         "  const int gq = lane >> 2, tq = lane & 3;  // the fragment's row group, column pair\n"
-         "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
-         "  const i64 tiles = (Lq + 63) / 64;\n"
-         "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
-         "    const i64 b = item / tiles, i0 = (item % tiles) * 64, iw = i0 + 16 * w;\n"
-         "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n"
-         "    // Rows iw + gq and iw + gq + 8 of q as A fragments, 0 past Lq and E.\n"
-         "    unsigned qa[DM / 16][4];\n"
-         "#pragma unroll\n"
-         "    for (int kk = 0; kk < DM / 16; ++kk) {\n"
-         "#pragma unroll\n"
-         "      for (int r = 0; r < 4; ++r) {\n"
-         "        const i64 qi = iw + gq + 8 * (r & 1);\n"
-         "        const int c = kk * 16 + 2 * tq + 8 * (r >> 1);\n"
-         "        const h16 lo = (qi < Lq && c < E) ? q[(b * Lq + qi) * E + c] : (h16)0;\n"
-         "        const h16 hi = (qi < Lq && c + 1 < E) ? q[(b * Lq + qi) * E + c + 1] : (h16)0;\n"
-         "        qa[kk][r] = em_attn_pack(lo, hi);\n"
-         "      }\n"
-         "    }\n"
-         "    float o[DM / 8][4];\n"
-         "#pragma unroll\n"
-         "    for (int n = 0; n < DM / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;\n"
-         "    C m[2] = {ninf, ninf}, l[2] = {(C)0, (C)0};  // rows gq, gq + 8: max, lane's sum\n"
-         "    const i64 last = (i0 + 64 < Lq ? i0 + 64 : Lq) - 1;\n"
-         "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
-         "    // Note [Attention tile pipeline]: k's tile j0 is in flight at the loop's top; v's\n"
-         "    // is fetched during the scores and the next k tile during the product with v.\n"
-         "    if (kend > 0) {\n" +
-         raw_tile("ks", "k", "b * Lk", "(i64)0", "Lk", "E", 64, 128, true) +
-         "      em_attn_cp_commit();\n"
-         "    }\n"
-         "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
-         "      em_attn_cp_wait();\n"
-         "      __syncthreads();  // ks holds tile j0; vs is free\n" +
-         raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 128, true) +
-         "      em_attn_cp_commit();\n"
-         "      float sf[8][4];\n"
-         "#pragma unroll\n"
-         "      for (int n = 0; n < 8; ++n) {\n"
-         "        sf[n][0] = sf[n][1] = sf[n][2] = sf[n][3] = 0.f;\n"
-         "#pragma unroll\n"
-         "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
-         "          unsigned kb[4];\n"
-         "          em_attn_ldb(kb, &ks[0][0], DM + 8, n * 8, kk * 16);\n"
-         "          " +
-         mma + "(sf[n], qa[kk], kb);\n          " + mma +
-         "(sf[n], qa[kk + 1], kb + 2);\n"
-         "        }\n"
-         "      }\n"
-         "      C tm[2] = {ninf, ninf};\n"
-         "      // A tile every key of which every row of the warp takes, unmasked: the scores\n"
-         "      // are the scaled products (the general path gives the same for it).\n"
-         "      const bool plain = mask_kind == 0 && j0 + 64 <= Lk && iw + 16 <= Lq &&\n"
-         "                         (!causal || j0 + 63 <= iw);\n"
-         "      if (plain) {\n"
-         "#pragma unroll\n"
-         "        for (int n = 0; n < 8; ++n) {\n"
-         "#pragma unroll\n"
-         "          for (int r = 0; r < 4; ++r) {\n"
-         "            const C s = (C)sf[n][r] * sc;\n"
-         "            sf[n][r] = s;\n"
-         "            tm[r >> 1] = s > tm[r >> 1] ? s : tm[r >> 1];\n"
-         "          }\n"
-         "        }\n"
-         "      } else {\n"
-         "#pragma unroll\n"
-         "      for (int n = 0; n < 8; ++n) {\n"
-         "#pragma unroll\n"
-         "        for (int r = 0; r < 4; ++r) {\n"
-         "          const i64 i = iw + gq + 8 * (r >> 1), j = j0 + n * 8 + 2 * tq + (r & 1);\n"
-         "          C s = (C)sf[n][r] * sc;\n"
-         "          bool ok = i < Lq && j < Lk;\n" +
-         take_code(dt) +
-         "          if (!ok) s = ninf;\n"
-         "          sf[n][r] = s;\n"
-         "          tm[r >> 1] = s > tm[r >> 1] ? s : tm[r >> 1];\n"
-         "        }\n"
-         "      }\n"
-         "      }\n"
-         "      C alpha[2];\n"
-         "#pragma unroll\n"
-         "      for (int h = 0; h < 2; ++h) {\n"
-         "        C t = tm[h];\n"
-         "        t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 1));\n"
-         "        t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 2));\n"
-         "        const C mn = t > m[h] ? t : m[h];\n"
-         "        // Note [Rows with every key masked], as the SIMT forward.\n"
-         "        alpha[h] = mn == ninf ? (C)1 : m_exp(m[h] - mn);\n"
-         "        m[h] = mn;\n"
-         "        l[h] = l[h] * alpha[h];\n"
-         "      }\n"
-         "      unsigned pa[4][4];  // P's A fragments, 16 keys each\n"
-         "#pragma unroll\n"
-         "      for (int n = 0; n < 8; ++n) {\n"
-         "        C p[4];\n"
-         "#pragma unroll\n"
-         "        for (int r = 0; r < 4; ++r) {\n"
-         "          const int h = r >> 1;\n"
-         "          p[r] = sf[n][r] == ninf ? (C)0 : m_exp(sf[n][r] - m[h]);\n"
-         "        }\n"
-         "        const h16 p0 = " +
-         store(dt, "p[0]") + ", p1 = " + store(dt, "p[1]") + ", p2 = " + store(dt, "p[2]") +
-         ", p3 = " + store(dt, "p[3]") +
-         ";\n"
-         "        // The sum of what the product multiplies: P as rounded.\n"
-         "        l[0] = l[0] + " +
-         load(dt, "p0") + " + " + load(dt, "p1") +
-         ";\n"
-         "        l[1] = l[1] + " +
-         load(dt, "p2") + " + " + load(dt, "p3") +
-         ";\n"
-         "        pa[n >> 1][2 * (n & 1)] = em_attn_pack(p0, p1);\n"
-         "        pa[n >> 1][2 * (n & 1) + 1] = em_attn_pack(p2, p3);\n"
-         "      }\n"
-         "      em_attn_cp_wait();\n"
-         "      __syncthreads();  // vs holds tile j0; every warp is done with ks\n"
-         "      if (j0 + 64 < kend) {\n" +
-         raw_tile("ks", "k", "b * Lk", "(j0 + 64)", "Lk", "E", 64, 128, true) +
-         "        em_attn_cp_commit();\n"
-         "      }\n"
-         "#pragma unroll\n"
-         "      for (int dn = 0; dn < DM / 8; dn += 2) {\n"
-         "#pragma unroll\n"
-         "        for (int d = dn; d < dn + 2; ++d) {\n"
-         "          o[d][0] *= alpha[0]; o[d][1] *= alpha[0];\n"
-         "          o[d][2] *= alpha[1]; o[d][3] *= alpha[1];\n"
-         "        }\n"
-         "#pragma unroll\n"
-         "        for (int kk = 0; kk < 4; ++kk) {\n"
-         "          unsigned vb[4];\n"
-         "          em_attn_ldbt(vb, &vs[0][0], DM + 8, kk * 16, dn * 8);\n"
-         "          " +
-         mma + "(o[dn], pa[kk], vb);\n          " + mma +
-         "(o[dn + 1], pa[kk], vb + 2);\n"
-         "        }\n"
-         "      }\n"
-         "    }\n"
-         "#pragma unroll\n"
-         "    for (int h = 0; h < 2; ++h) {\n"
-         "      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);\n"
-         "      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);\n"
-         "    }\n"
-         "#pragma unroll\n"
-         "    for (int h = 0; h < 2; ++h) {\n"
-         "      const i64 i = iw + gq + 8 * h;\n"
-         "      if (i >= Lq) continue;\n"
-         "      const C inv = l[h] > (C)0 ? (C)1 / l[h] : (C)0;  // a row with no key: 0\n"
-         "#pragma unroll\n"
-         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
-         "        const int c = dn * 8 + 2 * tq;\n"
-         "        if (c < Ev) out[(b * Lq + i) * Ev + c] = " +
-         store(dt, "o[dn][2 * h] * inv") +
-         ";\n"
-         "        if (c + 1 < Ev) out[(b * Lq + i) * Ev + c + 1] = " +
-         store(dt, "o[dn][2 * h + 1] * inv") +
-         ";\n"
-         "      }\n"
-         "      if (tq == 0) lse[b * Lq + i] = l[h] > (C)0 ? m[h] + m_log(l[h]) : ninf;\n"
-         "    }\n"
-         "  }\n"
-         "}\n";
+  return query_rows(
+      std::string("extern \"C\" __global__ void __launch_bounds__(EM_ATHREADS) ") + name + "(" +
+      kCommonParams +
+      ", $T* __restrict__ out, $C* __restrict__ lse) {\n$TYPEDEFS"
+      "  __shared__ __align__(16) h16 ks[64][DM + 8];\n"
+      "  __shared__ __align__(16) h16 vs[64][DM + 8];\n"
+      "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+      "  const int gq = lane >> 2, tq = lane & 3;  // the fragment's row group, column pair\n"
+      "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
+      "  const i64 tiles = (Lq + EM_AROWS - 1) / EM_AROWS;\n"
+      "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
+      "    const i64 b = item / tiles, i0 = (item % tiles) * EM_AROWS, iw = i0 + 16 * w;\n"
+      "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n"
+      "    // Rows iw + gq and iw + gq + 8 of q as A fragments, 0 past Lq and E.\n"
+      "    unsigned qa[DM / 16][4];\n"
+      "#pragma unroll\n"
+      "    for (int kk = 0; kk < DM / 16; ++kk) {\n"
+      "#pragma unroll\n"
+      "      for (int r = 0; r < 4; ++r) {\n"
+      "        const i64 qi = iw + gq + 8 * (r & 1);\n"
+      "        const int c = kk * 16 + 2 * tq + 8 * (r >> 1);\n"
+      "        const h16 lo = (qi < Lq && c < E) ? q[(b * Lq + qi) * E + c] : (h16)0;\n"
+      "        const h16 hi = (qi < Lq && c + 1 < E) ? q[(b * Lq + qi) * E + c + 1] : (h16)0;\n"
+      "        qa[kk][r] = em_attn_pack(lo, hi);\n"
+      "      }\n"
+      "    }\n"
+      "    float o[DM / 8][4];\n"
+      "#pragma unroll\n"
+      "    for (int n = 0; n < DM / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;\n"
+      "    C m[2] = {ninf, ninf}, l[2] = {(C)0, (C)0};  // rows gq, gq + 8: max, lane's sum\n"
+      "    const i64 last = (i0 + EM_AROWS < Lq ? i0 + EM_AROWS : Lq) - 1;\n"
+      "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
+      "    // Note [Attention tile pipeline]: k's tile j0 is in flight at the loop's top; v's\n"
+      "    // is fetched during the scores and the next k tile during the product with v.\n"
+      "    if (kend > 0) {\n" +
+      raw_tile("ks", "k", "b * Lk", "(i64)0", "Lk", "E", 64, 32 * kQueryWarps, true) +
+      "      em_attn_cp_commit();\n"
+      "    }\n"
+      "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
+      "      em_attn_cp_wait();\n"
+      "      __syncthreads();  // ks holds tile j0; vs is free\n" +
+      raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 32 * kQueryWarps, true) +
+      "      em_attn_cp_commit();\n"
+      "      float sf[8][4];\n"
+      "#pragma unroll\n"
+      "      for (int n = 0; n < 8; ++n) {\n"
+      "        sf[n][0] = sf[n][1] = sf[n][2] = sf[n][3] = 0.f;\n"
+      "#pragma unroll\n"
+      "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
+      "          unsigned kb[4];\n"
+      "          em_attn_ldb(kb, &ks[0][0], DM + 8, n * 8, kk * 16);\n"
+      "          " +
+      mma + "(sf[n], qa[kk], kb);\n          " + mma +
+      "(sf[n], qa[kk + 1], kb + 2);\n"
+      "        }\n"
+      "      }\n"
+      "      C tm[2] = {ninf, ninf};\n"
+      "      // A tile every key of which every row of the warp takes, unmasked: the scores\n"
+      "      // are the scaled products (the general path gives the same for it).\n"
+      "      const bool plain = mask_kind == 0 && j0 + 64 <= Lk && iw + 16 <= Lq &&\n"
+      "                         (!causal || j0 + 63 <= iw);\n"
+      "      if (plain) {\n"
+      "#pragma unroll\n"
+      "        for (int n = 0; n < 8; ++n) {\n"
+      "#pragma unroll\n"
+      "          for (int r = 0; r < 4; ++r) {\n"
+      "            const C s = (C)sf[n][r] * sc;\n"
+      "            sf[n][r] = s;\n"
+      "            tm[r >> 1] = s > tm[r >> 1] ? s : tm[r >> 1];\n"
+      "          }\n"
+      "        }\n"
+      "      } else {\n"
+      "#pragma unroll\n"
+      "      for (int n = 0; n < 8; ++n) {\n"
+      "#pragma unroll\n"
+      "        for (int r = 0; r < 4; ++r) {\n"
+      "          const i64 i = iw + gq + 8 * (r >> 1), j = j0 + n * 8 + 2 * tq + (r & 1);\n"
+      "          C s = (C)sf[n][r] * sc;\n"
+      "          bool ok = i < Lq && j < Lk;\n" +
+      take_code(dt) +
+      "          if (!ok) s = ninf;\n"
+      "          sf[n][r] = s;\n"
+      "          tm[r >> 1] = s > tm[r >> 1] ? s : tm[r >> 1];\n"
+      "        }\n"
+      "      }\n"
+      "      }\n"
+      "      C alpha[2];\n"
+      "#pragma unroll\n"
+      "      for (int h = 0; h < 2; ++h) {\n"
+      "        C t = tm[h];\n"
+      "        t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 1));\n"
+      "        t = fmaxf(t, __shfl_xor_sync(0xffffffffu, t, 2));\n"
+      "        const C mn = t > m[h] ? t : m[h];\n"
+      "        // Note [Rows with every key masked], as the SIMT forward.\n"
+      "        alpha[h] = mn == ninf ? (C)1 : m_exp(m[h] - mn);\n"
+      "        m[h] = mn;\n"
+      "        l[h] = l[h] * alpha[h];\n"
+      "      }\n"
+      "      unsigned pa[4][4];  // P's A fragments, 16 keys each\n"
+      "#pragma unroll\n"
+      "      for (int n = 0; n < 8; ++n) {\n"
+      "        C p[4];\n"
+      "#pragma unroll\n"
+      "        for (int r = 0; r < 4; ++r) {\n"
+      "          const int h = r >> 1;\n"
+      "          p[r] = sf[n][r] == ninf ? (C)0 : m_exp(sf[n][r] - m[h]);\n"
+      "        }\n"
+      "        const h16 p0 = " +
+      store(dt, "p[0]") + ", p1 = " + store(dt, "p[1]") + ", p2 = " + store(dt, "p[2]") +
+      ", p3 = " + store(dt, "p[3]") +
+      ";\n"
+      "        // The sum of what the product multiplies: P as rounded.\n"
+      "        l[0] = l[0] + " +
+      load(dt, "p0") + " + " + load(dt, "p1") +
+      ";\n"
+      "        l[1] = l[1] + " +
+      load(dt, "p2") + " + " + load(dt, "p3") +
+      ";\n"
+      "        pa[n >> 1][2 * (n & 1)] = em_attn_pack(p0, p1);\n"
+      "        pa[n >> 1][2 * (n & 1) + 1] = em_attn_pack(p2, p3);\n"
+      "      }\n"
+      "      em_attn_cp_wait();\n"
+      "      __syncthreads();  // vs holds tile j0; every warp is done with ks\n"
+      "      if (j0 + 64 < kend) {\n" +
+      raw_tile("ks", "k", "b * Lk", "(j0 + 64)", "Lk", "E", 64, 32 * kQueryWarps, true) +
+      "        em_attn_cp_commit();\n"
+      "      }\n"
+      "#pragma unroll\n"
+      "      for (int dn = 0; dn < DM / 8; dn += 2) {\n"
+      "#pragma unroll\n"
+      "        for (int d = dn; d < dn + 2; ++d) {\n"
+      "          o[d][0] *= alpha[0]; o[d][1] *= alpha[0];\n"
+      "          o[d][2] *= alpha[1]; o[d][3] *= alpha[1];\n"
+      "        }\n"
+      "#pragma unroll\n"
+      "        for (int kk = 0; kk < 4; ++kk) {\n"
+      "          unsigned vb[4];\n"
+      "          em_attn_ldbt(vb, &vs[0][0], DM + 8, kk * 16, dn * 8);\n"
+      "          " +
+      mma + "(o[dn], pa[kk], vb);\n          " + mma +
+      "(o[dn + 1], pa[kk], vb + 2);\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "#pragma unroll\n"
+      "    for (int h = 0; h < 2; ++h) {\n"
+      "      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);\n"
+      "      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);\n"
+      "    }\n"
+      "#pragma unroll\n"
+      "    for (int h = 0; h < 2; ++h) {\n"
+      "      const i64 i = iw + gq + 8 * h;\n"
+      "      if (i >= Lq) continue;\n"
+      "      const C inv = l[h] > (C)0 ? (C)1 / l[h] : (C)0;  // a row with no key: 0\n"
+      "#pragma unroll\n"
+      "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+      "        const int c = dn * 8 + 2 * tq;\n"
+      "        if (c < Ev) out[(b * Lq + i) * Ev + c] = " +
+      store(dt, "o[dn][2 * h] * inv") +
+      ";\n"
+      "        if (c + 1 < Ev) out[(b * Lq + i) * Ev + c + 1] = " +
+      store(dt, "o[dn][2 * h + 1] * inv") +
+      ";\n"
+      "      }\n"
+      "      if (tq == 0) lse[b * Lq + i] = l[h] > (C)0 ? m[h] + m_log(l[h]) : ninf;\n"
+      "    }\n"
+      "  }\n"
+      "}\n");
 }
 
 // A fragment loaders of the tensor-core kernels (Note [Attention on tensor cores]).
@@ -493,98 +503,99 @@ std::string a_frags(const std::string& dst, const std::string& src, const std::s
 // fragments (the register identity of the forward), dq += dS k.
 std::string grad_q_mma(DType dt, const std::string& name) {
   const std::string mma = dt == DType::BF16 ? "em_attn_mma_bf16" : "em_attn_mma_f16";
-  return std::string("extern \"C\" __global__ void __launch_bounds__(128) ") + name + "(" +
-         kCommonParams +
-         ", const $T* __restrict__ g, const $C* __restrict__ lse, const $C* __restrict__ dsum, "
-         "$T* __restrict__ dq) {\n$TYPEDEFS"
-         "  __shared__ __align__(16) h16 ks[64][DM + 8];\n"
-         "  __shared__ __align__(16) h16 vs[64][DM + 8];\n"
-         "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
-         "  const int gq = lane >> 2, tq = lane & 3;\n"
-         "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
-         "  const i64 tiles = (Lq + 63) / 64;\n"
-         "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
-         "    const i64 b = item / tiles, i0 = (item % tiles) * 64, iw = i0 + 16 * w;\n"
-         "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n" +
-         a_frags("qa", "q", "b * Lq", "iw", "Lq", "E") +
-         a_frags("ga", "g", "b * Lq", "iw", "Lq", "Ev") +
-         "    C li[2], di[2];\n"
-         "#pragma unroll\n"
-         "    for (int h = 0; h < 2; ++h) {\n"
-         "      const i64 i = iw + gq + 8 * h;\n"
-         "      li[h] = i < Lq ? lse[b * Lq + i] : ninf;\n"
-         "      di[h] = i < Lq ? dsum[b * Lq + i] : (C)0;\n"
-         "    }\n"
-         "    float acc[DM / 8][4];\n"
-         "#pragma unroll\n"
-         "    for (int n = 0; n < DM / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = "
-         "0.f;\n"
-         "    const i64 last = (i0 + 64 < Lq ? i0 + 64 : Lq) - 1;\n"
-         "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
-         "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
-         "      __syncthreads();  // ks, vs free\n" +
-         raw_tile("ks", "k", "b * Lk", "j0", "Lk", "E", 64, 128) +
-         raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 128) +
-         "      __syncthreads();\n"
-         "      unsigned da[4][4];\n"
-         "#pragma unroll\n"
-         "      for (int n = 0; n < 8; ++n) {\n"
-         "        float sf[4] = {0.f, 0.f, 0.f, 0.f}, pf[4] = {0.f, 0.f, 0.f, 0.f};\n"
-         "#pragma unroll\n"
-         "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
-         "          unsigned kb[4], vb[4];\n"
-         "          em_attn_ldb(kb, &ks[0][0], DM + 8, n * 8, kk * 16);\n"
-         "          em_attn_ldb(vb, &vs[0][0], DM + 8, n * 8, kk * 16);\n"
-         "          " +
-         mma + "(sf, qa[kk], kb);\n          " + mma + "(sf, qa[kk + 1], kb + 2);\n          " +
-         mma + "(pf, ga[kk], vb);\n          " + mma +
-         "(pf, ga[kk + 1], vb + 2);\n"
-         "        }\n"
-         "        h16 dh[4];\n"
-         "#pragma unroll\n"
-         "        for (int r = 0; r < 4; ++r) {\n"
-         "          const int h = r >> 1;\n"
-         "          const i64 i = iw + gq + 8 * h, j = j0 + n * 8 + 2 * tq + (r & 1);\n"
-         "          C s = (C)sf[r] * sc;\n"
-         "          bool ok = i < Lq && j < Lk;\n" +
-         take_code(dt) +
-         "          const C p = (ok && li[h] != ninf && s != ninf) ? m_exp(s - li[h]) : (C)0;\n"
-         "          dh[r] = " +
-         store(dt, "p * ((C)pf[r] - di[h])") +
-         ";\n"
-         "        }\n"
-         "        da[n >> 1][2 * (n & 1)] = em_attn_pack(dh[0], dh[1]);\n"
-         "        da[n >> 1][2 * (n & 1) + 1] = em_attn_pack(dh[2], dh[3]);\n"
-         "      }\n"
-         "#pragma unroll\n"
-         "      for (int dn = 0; dn < DM / 8; dn += 2) {\n"
-         "#pragma unroll\n"
-         "        for (int kk = 0; kk < 4; ++kk) {\n"
-         "          unsigned kb[4];\n"
-         "          em_attn_ldbt(kb, &ks[0][0], DM + 8, kk * 16, dn * 8);\n"
-         "          " +
-         mma + "(acc[dn], da[kk], kb);\n          " + mma +
-         "(acc[dn + 1], da[kk], kb + 2);\n"
-         "        }\n"
-         "      }\n"
-         "    }\n"
-         "#pragma unroll\n"
-         "    for (int h = 0; h < 2; ++h) {\n"
-         "      const i64 i = iw + gq + 8 * h;\n"
-         "      if (i >= Lq) continue;\n"
-         "#pragma unroll\n"
-         "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
-         "        const int c = dn * 8 + 2 * tq;\n"
-         "        if (c < E) dq[(b * Lq + i) * E + c] = " +
-         store(dt, "acc[dn][2 * h] * sc") +
-         ";\n"
-         "        if (c + 1 < E) dq[(b * Lq + i) * E + c + 1] = " +
-         store(dt, "acc[dn][2 * h + 1] * sc") +
-         ";\n"
-         "      }\n"
-         "    }\n"
-         "  }\n"
-         "}\n";
+  return query_rows(
+      std::string("extern \"C\" __global__ void __launch_bounds__(EM_ATHREADS) ") + name + "(" +
+      kCommonParams +
+      ", const $T* __restrict__ g, const $C* __restrict__ lse, const $C* __restrict__ dsum, "
+      "$T* __restrict__ dq) {\n$TYPEDEFS"
+      "  __shared__ __align__(16) h16 ks[64][DM + 8];\n"
+      "  __shared__ __align__(16) h16 vs[64][DM + 8];\n"
+      "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;\n"
+      "  const int gq = lane >> 2, tq = lane & 3;\n"
+      "  const C sc = (C)scale, ninf = -(C)EM_INF;\n"
+      "  const i64 tiles = (Lq + EM_AROWS - 1) / EM_AROWS;\n"
+      "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
+      "    const i64 b = item / tiles, i0 = (item % tiles) * EM_AROWS, iw = i0 + 16 * w;\n"
+      "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n" +
+      a_frags("qa", "q", "b * Lq", "iw", "Lq", "E") +
+      a_frags("ga", "g", "b * Lq", "iw", "Lq", "Ev") +
+      "    C li[2], di[2];\n"
+      "#pragma unroll\n"
+      "    for (int h = 0; h < 2; ++h) {\n"
+      "      const i64 i = iw + gq + 8 * h;\n"
+      "      li[h] = i < Lq ? lse[b * Lq + i] : ninf;\n"
+      "      di[h] = i < Lq ? dsum[b * Lq + i] : (C)0;\n"
+      "    }\n"
+      "    float acc[DM / 8][4];\n"
+      "#pragma unroll\n"
+      "    for (int n = 0; n < DM / 8; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = "
+      "0.f;\n"
+      "    const i64 last = (i0 + EM_AROWS < Lq ? i0 + EM_AROWS : Lq) - 1;\n"
+      "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
+      "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
+      "      __syncthreads();  // ks, vs free\n" +
+      raw_tile("ks", "k", "b * Lk", "j0", "Lk", "E", 64, 32 * kQueryWarps) +
+      raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 32 * kQueryWarps) +
+      "      __syncthreads();\n"
+      "      unsigned da[4][4];\n"
+      "#pragma unroll\n"
+      "      for (int n = 0; n < 8; ++n) {\n"
+      "        float sf[4] = {0.f, 0.f, 0.f, 0.f}, pf[4] = {0.f, 0.f, 0.f, 0.f};\n"
+      "#pragma unroll\n"
+      "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
+      "          unsigned kb[4], vb[4];\n"
+      "          em_attn_ldb(kb, &ks[0][0], DM + 8, n * 8, kk * 16);\n"
+      "          em_attn_ldb(vb, &vs[0][0], DM + 8, n * 8, kk * 16);\n"
+      "          " +
+      mma + "(sf, qa[kk], kb);\n          " + mma + "(sf, qa[kk + 1], kb + 2);\n          " + mma +
+      "(pf, ga[kk], vb);\n          " + mma +
+      "(pf, ga[kk + 1], vb + 2);\n"
+      "        }\n"
+      "        h16 dh[4];\n"
+      "#pragma unroll\n"
+      "        for (int r = 0; r < 4; ++r) {\n"
+      "          const int h = r >> 1;\n"
+      "          const i64 i = iw + gq + 8 * h, j = j0 + n * 8 + 2 * tq + (r & 1);\n"
+      "          C s = (C)sf[r] * sc;\n"
+      "          bool ok = i < Lq && j < Lk;\n" +
+      take_code(dt) +
+      "          const C p = (ok && li[h] != ninf && s != ninf) ? m_exp(s - li[h]) : (C)0;\n"
+      "          dh[r] = " +
+      store(dt, "p * ((C)pf[r] - di[h])") +
+      ";\n"
+      "        }\n"
+      "        da[n >> 1][2 * (n & 1)] = em_attn_pack(dh[0], dh[1]);\n"
+      "        da[n >> 1][2 * (n & 1) + 1] = em_attn_pack(dh[2], dh[3]);\n"
+      "      }\n"
+      "#pragma unroll\n"
+      "      for (int dn = 0; dn < DM / 8; dn += 2) {\n"
+      "#pragma unroll\n"
+      "        for (int kk = 0; kk < 4; ++kk) {\n"
+      "          unsigned kb[4];\n"
+      "          em_attn_ldbt(kb, &ks[0][0], DM + 8, kk * 16, dn * 8);\n"
+      "          " +
+      mma + "(acc[dn], da[kk], kb);\n          " + mma +
+      "(acc[dn + 1], da[kk], kb + 2);\n"
+      "        }\n"
+      "      }\n"
+      "    }\n"
+      "#pragma unroll\n"
+      "    for (int h = 0; h < 2; ++h) {\n"
+      "      const i64 i = iw + gq + 8 * h;\n"
+      "      if (i >= Lq) continue;\n"
+      "#pragma unroll\n"
+      "      for (int dn = 0; dn < DM / 8; ++dn) {\n"
+      "        const int c = dn * 8 + 2 * tq;\n"
+      "        if (c < E) dq[(b * Lq + i) * E + c] = " +
+      store(dt, "acc[dn][2 * h] * sc") +
+      ";\n"
+      "        if (c + 1 < E) dq[(b * Lq + i) * E + c + 1] = " +
+      store(dt, "acc[dn][2 * h + 1] * sc") +
+      ";\n"
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "}\n");
 }
 
 // The tensor-core dk / dv pass: warp w owns keys jw .. jw + 15 (64 a block, their rows of
@@ -885,6 +896,8 @@ std::size_t shared_elems(int stage, int dm) {
 }
 
 }  // namespace
+
+int attention_mma_warps(int stage) { return stage == kAttentionGradKVMma ? 4 : kQueryWarps; }
 
 int attention_head_dim_bound(DType dt, std::size_t e, std::size_t ev) {
   const std::size_t n = std::max(e, ev);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "cuda/codegen.hpp"
 #include "cuda/kernels/kernels.hpp"
@@ -81,8 +82,8 @@ struct Problem {
 };
 
 // Note [Attention on tensor cores]: f16 and bf16 with head dims in multiples of 16, from
-// sm_80: blocks of 128 threads and 64 rows (queries; keys in the dk / dv pass); else the
-// SIMT kernels, 8 rows a block of 256.
+// sm_80: 16 rows a warp (attention_mma_warps: 8 warps a block for queries, 4 for the dk /
+// dv pass's keys); else the SIMT kernels, 8 rows a block of 256.
 bool on_tensor_cores(const CudaContext& ctx, const Problem& p) {
   return is_half(p.dt) && p.e % 16 == 0 && p.ev % 16 == 0 && ctx.arch() >= 80 && tensor_cores();
 }
@@ -107,8 +108,9 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::Attention& op) {
   void* op_ = out->data();
   void* lp = lse->data();
   const bool mma = on_tensor_cores(ctx, p);
-  const std::int64_t rows_per_item = mma ? 64 : kRowsPerItem;
-  const unsigned block = mma ? 128 : kBlock;
+  const int warps = attention_mma_warps(kAttentionForwardMma);
+  const std::int64_t rows_per_item = mma ? 16 * warps : kRowsPerItem;
+  const unsigned block = mma ? 32u * static_cast<unsigned>(warps) : kBlock;
   const std::int64_t items = p.b * ((p.lq + rows_per_item - 1) / rows_per_item);
   ctx.launch(AttentionKernel(p.dt, mma ? kAttentionForwardMma : kAttentionForward, p.dm),
              items * block,
@@ -144,20 +146,26 @@ std::vector<ir::Handle> run(CudaContext& ctx, ir::AttentionGrad& op) {
   ctx.launch(AttentionKernel(p.dt, kAttentionRowDot, 32), rows * 32, {&gp, &yp, &dp, &rows, &p.ev},
              "attention_grad", false, kBlock);
   const bool mma = on_tensor_cores(ctx, p);
-  const std::int64_t rows_per_item = mma ? 64 : kRowsPerItem;
-  const unsigned block = mma ? 128 : kBlock;
-  const std::int64_t key_items = p.b * ((p.lk + rows_per_item - 1) / rows_per_item);
+  // A pass's rows a block and threads a block (Note [Attention on tensor cores]).
+  const auto shape = [&](int stage) {
+    const int warps = attention_mma_warps(stage);
+    return std::pair<std::int64_t, unsigned>{mma ? 16 * warps : kRowsPerItem,
+                                             mma ? 32u * static_cast<unsigned>(warps) : kBlock};
+  };
+  const auto [key_rows, key_block] = shape(kAttentionGradKVMma);
+  const std::int64_t key_items = p.b * ((p.lk + key_rows - 1) / key_rows);
   ctx.launch(AttentionKernel(p.dt, mma ? kAttentionGradKVMma : kAttentionGradKV, p.dm),
-             key_items * block,
+             key_items * key_block,
              {&qp,   &kp,  &vp,   &mp,       &p.mask_kind, &p.mg, &p.mrs, &p.mcs, &p.b, &p.lq,
               &p.lk, &p.e, &p.ev, &p.causal, &p.scale,     &gp,   &lp,    &cdp,   &dkp, &dvp},
-             "attention_grad", false, block, kMaxGrid);
-  const std::int64_t query_items = p.b * ((p.lq + rows_per_item - 1) / rows_per_item);
+             "attention_grad", false, key_block, kMaxGrid);
+  const auto [query_rows, query_block] = shape(kAttentionGradQMma);
+  const std::int64_t query_items = p.b * ((p.lq + query_rows - 1) / query_rows);
   ctx.launch(AttentionKernel(p.dt, mma ? kAttentionGradQMma : kAttentionGradQ, p.dm),
-             query_items * block,
+             query_items * query_block,
              {&qp, &kp, &vp, &mp, &p.mask_kind, &p.mg, &p.mrs, &p.mcs, &p.b, &p.lq, &p.lk, &p.e,
               &p.ev, &p.causal, &p.scale, &gp, &lp, &cdp, &dqp},
-             "attention_grad", false, block, kMaxGrid);
+             "attention_grad", false, query_block, kMaxGrid);
   return {dq, dk, dv};
 }
 
