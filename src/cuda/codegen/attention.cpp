@@ -98,7 +98,11 @@ __device__ __forceinline__ i64 em_attn_moff(const EmGeo& mg, i64 b) {
 // product with v runs. Two barriers a tile, as before: the first makes k's tile visible and
 // frees vs, the second makes v's visible and frees ks. Tiles where no row of the warp has a
 // masked or missing key (no mask, inside the extents, below the causal diagonal) skip the
-// per-element test.
+// per-element test. The dq pass the same way round: v's tile j0 lands first, for dP = g v^T;
+// then v's next tile is issued and k's tile j0 waited for (wait_group 1: all but the copy
+// issued last), for S, dS and dq += dS k, after which k's next tile is issued: each copy
+// runs under the other tile's products. Every tile commits its groups, empty or not, so the
+// counts of wait_group hold.
 constexpr const char* kMmaHelpers = R"(#ifndef EM_ATTN_MMA
 #define EM_ATTN_MMA
 __device__ __forceinline__ void em_attn_mma_bf16(float* c, const unsigned* a, const unsigned* b) {
@@ -152,6 +156,8 @@ __device__ __forceinline__ void em_attn_cp16(h16* dst, const h16* src, bool full
 }
 __device__ __forceinline__ void em_attn_cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void em_attn_cp_wait() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// Waits for all but the group committed last.
+__device__ __forceinline__ void em_attn_cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
 #endif
 )";
 
@@ -532,24 +538,48 @@ std::string grad_q_mma(DType dt, const std::string& name) {
       "0.f;\n"
       "    const i64 last = (i0 + EM_AROWS < Lq ? i0 + EM_AROWS : Lq) - 1;\n"
       "    const i64 kend = causal ? (last + 1 < Lk ? last + 1 : Lk) : Lk;\n"
+      "    // Note [Attention tile pipeline], the dq pass: v's tile and k's tile each in\n"
+      "    // flight while the other's products run.\n"
+      "    if (kend > 0) {\n" +
+      raw_tile("vs", "v", "b * Lk", "(i64)0", "Lk", "Ev", 64, 32 * kQueryWarps, true) +
+      "      em_attn_cp_commit();\n" +
+      raw_tile("ks", "k", "b * Lk", "(i64)0", "Lk", "E", 64, 32 * kQueryWarps, true) +
+      "      em_attn_cp_commit();\n"
+      "    }\n"
       "    for (i64 j0 = 0; j0 < kend; j0 += 64) {\n"
-      "      __syncthreads();  // ks, vs free\n" +
-      raw_tile("ks", "k", "b * Lk", "j0", "Lk", "E", 64, 32 * kQueryWarps) +
-      raw_tile("vs", "v", "b * Lk", "j0", "Lk", "Ev", 64, 32 * kQueryWarps) +
-      "      __syncthreads();\n"
+      "      em_attn_cp_wait1();\n"
+      "      __syncthreads();  // vs holds tile j0\n"
+      "      float pf[8][4];  // dP = g v^T\n"
+      "#pragma unroll\n"
+      "      for (int n = 0; n < 8; ++n) {\n"
+      "        pf[n][0] = pf[n][1] = pf[n][2] = pf[n][3] = 0.f;\n"
+      "#pragma unroll\n"
+      "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
+      "          unsigned vb[4];\n"
+      "          em_attn_ldb(vb, &vs[0][0], DM + 8, n * 8, kk * 16);\n"
+      "          " +
+      mma + "(pf[n], ga[kk], vb);\n          " + mma +
+      "(pf[n], ga[kk + 1], vb + 2);\n"
+      "        }\n"
+      "      }\n"
+      "      __syncthreads();  // every warp is done with vs\n"
+      "      if (j0 + 64 < kend) {\n" +
+      raw_tile("vs", "v", "b * Lk", "(j0 + 64)", "Lk", "Ev", 64, 32 * kQueryWarps, true) +
+      "      }\n"
+      "      em_attn_cp_commit();\n"
+      "      em_attn_cp_wait1();\n"
+      "      __syncthreads();  // ks holds tile j0\n"
       "      unsigned da[4][4];\n"
       "#pragma unroll\n"
       "      for (int n = 0; n < 8; ++n) {\n"
-      "        float sf[4] = {0.f, 0.f, 0.f, 0.f}, pf[4] = {0.f, 0.f, 0.f, 0.f};\n"
+      "        float sf[4] = {0.f, 0.f, 0.f, 0.f};\n"
       "#pragma unroll\n"
       "        for (int kk = 0; kk < DM / 16; kk += 2) {\n"
-      "          unsigned kb[4], vb[4];\n"
+      "          unsigned kb[4];\n"
       "          em_attn_ldb(kb, &ks[0][0], DM + 8, n * 8, kk * 16);\n"
-      "          em_attn_ldb(vb, &vs[0][0], DM + 8, n * 8, kk * 16);\n"
       "          " +
-      mma + "(sf, qa[kk], kb);\n          " + mma + "(sf, qa[kk + 1], kb + 2);\n          " + mma +
-      "(pf, ga[kk], vb);\n          " + mma +
-      "(pf, ga[kk + 1], vb + 2);\n"
+      mma + "(sf, qa[kk], kb);\n          " + mma +
+      "(sf, qa[kk + 1], kb + 2);\n"
       "        }\n"
       "        h16 dh[4];\n"
       "#pragma unroll\n"
@@ -561,7 +591,7 @@ std::string grad_q_mma(DType dt, const std::string& name) {
       take_code(dt) +
       "          const C p = (ok && li[h] != ninf && s != ninf) ? m_exp(s - li[h]) : (C)0;\n"
       "          dh[r] = " +
-      store(dt, "p * ((C)pf[r] - di[h])") +
+      store(dt, "p * ((C)pf[n][r] - di[h])") +
       ";\n"
       "        }\n"
       "        da[n >> 1][2 * (n & 1)] = em_attn_pack(dh[0], dh[1]);\n"
@@ -578,6 +608,11 @@ std::string grad_q_mma(DType dt, const std::string& name) {
       "(acc[dn + 1], da[kk], kb + 2);\n"
       "        }\n"
       "      }\n"
+      "      __syncthreads();  // every warp is done with ks\n"
+      "      if (j0 + 64 < kend) {\n" +
+      raw_tile("ks", "k", "b * Lk", "(j0 + 64)", "Lk", "E", 64, 32 * kQueryWarps, true) +
+      "      }\n"
+      "      em_attn_cp_commit();\n"
       "    }\n"
       "#pragma unroll\n"
       "    for (int h = 0; h < 2; ++h) {\n"
