@@ -95,6 +95,10 @@ std::shared_ptr<Graph> load_graph(const std::string& path, const Device& device,
 std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, const Device& device,
                                         const LoadOptions& options, const std::string& base_dir);
 
+// Replaces the decompositions exporters write for LayerNormalization and Gelu by those
+// nodes (fuse.cpp, Note [Decomposed operators]); returns how many it replaced.
+std::size_t fuse_decomposed(Graph& g);
+
 // Runs a graph's nodes over an environment of values (name -> tensor); used by Model::run
 // and by the control-flow operators for their subgraphs.
 using Env = std::map<std::string, DynTensor>;

@@ -616,7 +616,10 @@ std::vector<DynTensor> run_plan(const Graph& g, const std::vector<DynTensor>& in
 
 }  // namespace
 
-Model::Model(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {}
+Model::Model(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {
+  EMBER_CHECK(graph_ && graph_->memo,
+              "onnx::Model: the graph has no run plan (onnx::load makes it)");
+}
 
 std::vector<DynTensor> Model::run(const std::vector<DynTensor>& inputs) const {
   check_inputs(*graph_, inputs);
@@ -642,7 +645,6 @@ std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, cons
   auto g = parse_model(data, size, device, base_dir, options.trainable);
   check_supported(*g);
   fold_and_prune(*g, options);
-  plan_run(*g);
   return g;
 }
 
@@ -658,13 +660,27 @@ std::shared_ptr<Graph> load_graph(const std::string& path, const Device& device,
   return load_graph_bytes(bytes.data(), bytes.size(), device, options, dir);
 }
 
+namespace {
+
+// What run() needs beyond the loaded graph (which the code generator reads as it is).
+std::shared_ptr<const Graph> for_run(std::shared_ptr<Graph> g, const LoadOptions& options) {
+  if (options.fuse_decomposed) {
+    g->stats.fused = fuse_decomposed(*g);
+    g->stats.kept = g->nodes.size();
+  }
+  plan_run(*g);
+  return g;
+}
+
+}  // namespace
+
 Model load_bytes(const void* data, std::size_t size, const Device& device,
                  const LoadOptions& options, const std::string& base_dir) {
-  return Model(load_graph_bytes(data, size, device, options, base_dir));
+  return Model(for_run(load_graph_bytes(data, size, device, options, base_dir), options));
 }
 
 Model load(const std::string& path, const Device& device, const LoadOptions& options) {
-  return Model(load_graph(path, device, options));
+  return Model(for_run(load_graph(path, device, options), options));
 }
 
 std::vector<DynTensor> apply(const std::string& op_type, std::int64_t opset, const Device& device,
