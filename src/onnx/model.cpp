@@ -535,7 +535,32 @@ std::vector<DynTensor> run_plan(const Graph& g, const std::vector<DynTensor>& in
   NodeProfile* profile = NodeProfile::active();
   RunMemo& memo = *g.memo;
   const Env no_env;
-  std::vector<std::uint64_t> key;
+  std::vector<std::uint64_t> key;  // a Values step's: its inputs' versions
+  // Serves step i from its memo entry when the entry's key matches, its outputs straight
+  // into their slots (no input list is built); fills `key` for a Values step.
+  const auto from_memo = [&](std::size_t i, const Graph::Step& st) {
+    const DynTensor* x = nullptr;
+    if (st.memo == Memo::Shape) {
+      x = value(st.in[0]);
+      if (!x) return false;  // the step's run names the undefined input
+    } else {
+      key.clear();
+      for (const auto v : st.in)
+        key.push_back(v < 0 ? 0
+                      : static_cast<std::size_t>(v) < num_slots
+                          ? versions[static_cast<std::size_t>(v)]
+                          : 1);
+    }
+    const std::lock_guard<std::mutex> lock(memo.mu);
+    const RunMemo::Entry& e = memo.entries[i];
+    if (e.version == 0 || !(x ? e.shape == x->shape() : e.inputs == key)) return false;
+    for (std::size_t k = 0; k < st.out.size() && k < e.out.size(); ++k)
+      if (st.out[k] >= 0) {
+        slots[static_cast<std::size_t>(st.out[k])] = e.out[k];
+        versions[static_cast<std::size_t>(st.out[k])] = e.version;
+      }
+    return true;
+  };
   for (std::size_t i = 0; i < g.plan.size(); ++i) {
     const Graph::Step& st = g.plan[i];
     const Node& n = g.nodes[i];
@@ -543,6 +568,11 @@ std::vector<DynTensor> run_plan(const Graph& g, const std::vector<DynTensor>& in
     if (profile) {
       g.device.sync();
       t0 = NodeProfile::Clock::now();
+    }
+    if (st.memo != Memo::None && from_memo(i, st)) {
+      for (const auto r : st.release) slots[static_cast<std::size_t>(r)].reset();
+      if (profile) profile->add(n, nullptr, true, t0);
+      continue;
     }
     std::vector<std::optional<DynTensor>> in(st.in.size());
     for (std::size_t j = 0; j < st.in.size(); ++j) {
@@ -554,49 +584,28 @@ std::vector<DynTensor> run_plan(const Graph& g, const std::vector<DynTensor>& in
     std::optional<DynTensor> weight;  // for the profile's key
     if (profile && in.size() > 1) weight = in[1];
     for (const auto r : st.release) slots[static_cast<std::size_t>(r)].reset();
-    std::vector<DynTensor> out;
-    std::uint64_t version = 0;  // the memo entry's, where the step has one
-    bool hit = false;
-    if (st.memo == Memo::Values) {
-      key.clear();
-      for (const auto v : st.in)
-        key.push_back(v < 0 ? 0
-                      : static_cast<std::size_t>(v) < num_slots
-                          ? versions[static_cast<std::size_t>(v)]
-                          : 1);
+    Env env;
+    if (st.has_subgraphs) {
+      env.insert(g.constants.begin(), g.constants.end());
+      for (std::size_t k = 0; k < num_slots; ++k)
+        if (slots[k]) env.insert_or_assign(g.slot_names[k], *slots[k]);
     }
+    std::optional<Shape> shape;
+    if (st.memo == Memo::Shape) shape = in[0]->shape();
+    std::vector<DynTensor> out =
+        call_op(n, g.opset, g.device, std::move(in), st.has_subgraphs ? env : no_env, st.fn);
+    std::uint64_t version = 0;  // the memo entry's, where the step has one
     if (st.memo != Memo::None) {
       const std::lock_guard<std::mutex> lock(memo.mu);
-      const RunMemo::Entry& e = memo.entries[i];
-      if (e.version != 0 &&
-          (st.memo == Memo::Shape ? e.shape == in[0]->shape() : e.inputs == key)) {
-        out = e.out;
-        version = e.version;
-        hit = true;
-      }
-    }
-    if (!hit) {
-      Env env;
-      if (st.has_subgraphs) {
-        env.insert(g.constants.begin(), g.constants.end());
-        for (std::size_t k = 0; k < num_slots; ++k)
-          if (slots[k]) env.insert_or_assign(g.slot_names[k], *slots[k]);
-      }
-      std::optional<Shape> shape;
-      if (st.memo == Memo::Shape) shape = in[0]->shape();
-      out = call_op(n, g.opset, g.device, std::move(in), st.has_subgraphs ? env : no_env, st.fn);
-      if (st.memo != Memo::None) {
-        const std::lock_guard<std::mutex> lock(memo.mu);
-        RunMemo::Entry& e = memo.entries[i];
-        e.version = version = memo.next++;
-        if (shape) e.shape = *shape;
-        e.inputs = key;
-        e.out = out;
-      }
+      RunMemo::Entry& e = memo.entries[i];
+      e.version = version = memo.next++;
+      if (shape) e.shape = *shape;
+      e.inputs = key;
+      e.out = out;
     }
     if (profile) {
       g.device.sync();
-      profile->add(n, weight ? &*weight : nullptr, hit, t0);
+      profile->add(n, weight ? &*weight : nullptr, false, t0);
     }
     for (std::size_t k = 0; k < st.out.size() && k < out.size(); ++k)
       if (st.out[k] >= 0) {
