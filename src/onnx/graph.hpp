@@ -99,8 +99,8 @@ std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, cons
 // nodes (fuse.cpp, Note [Decomposed operators]); returns how many it replaced.
 std::size_t fuse_decomposed(Graph& g);
 
-// Runs a graph's nodes over an environment of values (name -> tensor); used by Model::run
-// and by the control-flow operators for their subgraphs.
+// Runs a graph's nodes over an environment of values (name -> tensor): the control-flow
+// operators' subgraphs (Model::run runs the top-level graph's plan, Note [Run plan]).
 using Env = std::map<std::string, DynTensor>;
 void run_nodes(const Graph& g, Env& env);
 
