@@ -15,7 +15,8 @@
 namespace ember::onnx {
 
 struct Graph;
-struct OpCall;  // ops.hpp
+struct OpCall;   // ops.hpp
+struct RunMemo;  // model.cpp
 
 struct Attr {
   enum class Type { Float, Int, String, Tensor, Graph, Floats, Ints, Strings, Other };
@@ -59,20 +60,27 @@ struct Graph {
   std::map<std::string, ValueInfo> value_info;  // inferred types of intermediates
   // Names visible from an enclosing graph (a subgraph of If/Loop/Scan reads them).
   std::vector<std::string> outer_names;
-  // The run plan, made once at load for the top-level graph (empty for subgraphs): per
-  // node its operator (no table lookup per run) and the values it reads for the last time,
-  // which run_nodes drops from the environment before the node runs, so an operator
-  // holding the only reference may write its result into that buffer (Note [In-place
-  // reuse]).
-  struct NodePlan {
+  // The run plan (Note [Run plan] in model.cpp), made once at load for the top-level
+  // graph (empty for subgraphs): the nodes as steps over numbered value slots.
+  struct Step {
     std::vector<DynTensor> (*fn)(OpCall&) = nullptr;
-    std::vector<std::string> last_reads;
+    std::vector<std::int32_t> in;       // per input: a value index, -1 = omitted
+    std::vector<std::int32_t> out;      // per output: a run slot, -1 = unnamed
+    std::vector<std::int32_t> release;  // run slots read for the last time by this step
+    // Note [Shape-keyed memo]: Shape/Size keyed by their input's shape; Values keyed by
+    // the memo versions of inputs that are all constants or memoized values.
+    enum class Memo : std::uint8_t { None, Shape, Values } memo = Memo::None;
+    bool has_subgraphs = false;  // reads named outer values (If, Loop): run with an Env
   };
-  std::vector<NodePlan> plan;
-  // Whether run() puts the constants into the environment: only a graph with subgraphs
-  // needs them there (a subgraph reads outer values from it); otherwise nodes find them
-  // in `constants` directly and no per-run copy is made.
-  bool constants_in_env = true;
+  std::vector<Step> plan;
+  // Value indices: [0, slot_names.size()) are a run's slots (graph inputs and node
+  // outputs), the rest index const_values (the constants the steps read).
+  std::vector<std::string> slot_names;
+  std::vector<DynTensor> const_values;
+  std::vector<std::int32_t> input_slots;    // per graph input
+  std::vector<std::int32_t> output_values;  // per graph output: a value index, -1 = never made
+  // The memo's entries, filled by runs (model.cpp; shared, so a const Graph can fill it).
+  std::shared_ptr<RunMemo> memo;
   LoadStats stats;
 };
 
@@ -87,8 +95,12 @@ std::shared_ptr<Graph> load_graph(const std::string& path, const Device& device,
 std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, const Device& device,
                                         const LoadOptions& options, const std::string& base_dir);
 
-// Runs a graph's nodes over an environment of values (name -> tensor); used by Model::run
-// and by the control-flow operators for their subgraphs.
+// Replaces the decompositions exporters write for LayerNormalization and Gelu by those
+// nodes (fuse.cpp, Note [Decomposed operators]); returns how many it replaced.
+std::size_t fuse_decomposed(Graph& g);
+
+// Runs a graph's nodes over an environment of values (name -> tensor): the control-flow
+// operators' subgraphs (Model::run runs the top-level graph's plan, Note [Run plan]).
 using Env = std::map<std::string, DynTensor>;
 void run_nodes(const Graph& g, Env& env);
 

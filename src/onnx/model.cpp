@@ -55,6 +55,20 @@ const std::map<std::string, OpInfo>& op_table() {
   return table;
 }
 
+// The entries of Note [Shape-keyed memo], one per step of the run plan.
+struct RunMemo {
+  struct Entry {
+    std::uint64_t version = 0;          // 0: empty
+    Shape shape;                        // Memo::Shape: the input's shape
+    std::vector<std::uint64_t> inputs;  // Memo::Values: the inputs' versions (1: a constant)
+    std::vector<DynTensor> out;
+  };
+  explicit RunMemo(std::size_t steps) : entries(steps) {}
+  std::mutex mu;
+  std::vector<Entry> entries;
+  std::uint64_t next = 2;
+};
+
 namespace {
 
 // Names a graph reads from outside itself (its subgraphs included).
@@ -159,7 +173,7 @@ std::vector<DynTensor> call_op(const Node& n, std::int64_t opset, const Device& 
   return out;
 }
 
-// The value `name` of the environment, or of the graph's constants (Graph::constants_in_env).
+// The value `name` of the environment, or of the graph's constants.
 const DynTensor* lookup(const Graph& g, const Env& env, const std::string& name) {
   auto v = env.find(name);
   if (v != env.end()) return &v->second;
@@ -167,9 +181,13 @@ const DynTensor* lookup(const Graph& g, const Env& env, const std::string& name)
   return c == g.constants.end() ? nullptr : &c->second;
 }
 
-// Runs node n, with its plan (Graph::plan) where the graph has one.
-std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env,
-                                const Graph::NodePlan* plan = nullptr) {
+[[noreturn]] void undefined_input(const Graph& g, const Node& n, const std::string& name) {
+  fail(n.describe() + " (opset " + std::to_string(g.opset) + "): input '" + name +
+       "' is not defined");
+}
+
+// Runs node n over an environment by name (subgraphs, load-time folding).
+std::vector<DynTensor> run_node(const Graph& g, const Node& n, const Env& env) {
   std::vector<std::optional<DynTensor>> in;
   in.reserve(n.inputs.size());
   for (const auto& name : n.inputs) {
@@ -178,31 +196,101 @@ std::vector<DynTensor> run_node(const Graph& g, const Node& n, Env& env,
       continue;
     }
     const DynTensor* v = lookup(g, env, name);
-    if (!v)
-      fail(n.describe() + " (opset " + std::to_string(g.opset) + "): input '" + name +
-           "' is not defined");
+    if (!v) undefined_input(g, n, name);
     in.emplace_back(*v);
   }
-  if (!plan) return call_op(n, g.opset, g.device, std::move(in), env);
-  for (const auto& name : plan->last_reads) env.erase(name);
-  return call_op(n, g.opset, g.device, std::move(in), env, plan->fn);
+  return call_op(n, g.opset, g.device, std::move(in), env);
 }
 
-// Graph::plan. Walking backwards, a value is read for the last time by the first node (from
-// the end) that reads it. Graph outputs and constants are never released, nor a value a
-// node's subgraphs read (they read it from the environment while the node runs).
+// Note [Run plan]
+// run() executes the top-level graph as steps over numbered value slots, resolved once at
+// load: each node input is a run slot (a graph input or an earlier node's output) or an
+// index into the constants it reads, so a run does no name lookups and holds its values in
+// one vector. Walking backwards, a value is read for the last time by the first node (from
+// the end) that reads it; that step releases its slot before its operator runs, so an
+// element-wise operator holding the only reference writes into the buffer it reads (in-place
+// reuse) instead of a fresh one. Graph outputs and constants are never released, nor a value
+// a node's subgraphs read: a node with subgraphs (If, Loop) reads outer values by name, so
+// for it alone the run builds an Env of its live slots and the constants. Subgraphs and
+// load-time folding run node by node over an Env (run_nodes).
+//
+// Note [Shape-keyed memo]
+// A graph exported with dynamic dims computes its reshape targets at run time: Shape,
+// Gather, Unsqueeze, Concat, Cast, ... on small integer tensors (the Transformer encoder:
+// about half of its nodes). Their values depend only on the shapes that reach the Shape and
+// Size nodes, so run() memoizes them. A Shape or Size step is keyed by its input's shape;
+// a deterministic step whose inputs are all non-trainable constants or memoized values (one
+// at least) is keyed by the versions of those values. An entry gets a fresh version from a
+// counter whenever it is recomputed, and a run carries the versions of the values it made,
+// so a step reuses its entry only when its inputs are exactly those the entry was computed
+// from — also when another thread ran the model on other shapes in between (one mutex
+// guards the entries). The memo keeps a reference to its values, so an operator reading one
+// never writes into it in place.
 void plan_run(Graph& g) {
   const auto& table = op_table();
+  std::map<std::string, std::int32_t> slot;
+  const auto new_slot = [&](const std::string& name) {
+    const auto k = static_cast<std::int32_t>(g.slot_names.size());
+    g.slot_names.push_back(name);
+    slot.insert_or_assign(name, k);
+    return k;
+  };
+  for (const auto& v : g.inputs) g.input_slots.push_back(new_slot(v.name));
+  g.plan.assign(g.nodes.size(), {});
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    for (const auto& o : g.nodes[i].outputs) g.plan[i].out.push_back(o.empty() ? -1 : new_slot(o));
+  // An input nobody defines gets a slot that no step fills: run() names it.
+  for (const auto& n : g.nodes)
+    for (const auto& name : n.inputs)
+      if (!name.empty() && !slot.count(name) && !g.constants.count(name)) new_slot(name);
+  const auto num_slots = static_cast<std::int32_t>(g.slot_names.size());
+  std::map<std::string, std::int32_t> constant;
+  const auto value_of = [&](const std::string& name) -> std::int32_t {
+    if (auto it = slot.find(name); it != slot.end()) return it->second;
+    auto c = g.constants.find(name);
+    if (c == g.constants.end()) return -1;
+    auto [it, fresh] =
+        constant.emplace(name, num_slots + static_cast<std::int32_t>(g.const_values.size()));
+    if (fresh) g.const_values.push_back(c->second);
+    return it->second;
+  };
+  for (const auto& o : g.outputs) g.output_values.push_back(value_of(o.name));
+
+  const std::set<std::string> trainable(g.trainable.begin(), g.trainable.end());
+  std::vector<bool> memoized(g.slot_names.size(), false);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    Graph::Step& st = g.plan[i];
+    auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
+    if (it != table.end()) st.fn = it->second.fn;
+    for (const auto& [k, a] : n.attrs)
+      if (a.g) st.has_subgraphs = true;
+    bool keyed = it != table.end() && it->second.foldable && !st.has_subgraphs, any = false;
+    for (const auto& name : n.inputs) {
+      st.in.push_back(name.empty() ? -1 : value_of(name));
+      if (name.empty()) continue;
+      const std::int32_t v = st.in.back();
+      if (v < num_slots)
+        any = any || memoized[static_cast<std::size_t>(v)],
+        keyed = keyed && memoized[static_cast<std::size_t>(v)];
+      else
+        keyed = keyed && !trainable.count(name);
+    }
+    if (it != table.end() && (n.op_type == "Shape" || n.op_type == "Size") &&
+        n.inputs.size() == 1 && !n.inputs[0].empty())
+      st.memo = Graph::Step::Memo::Shape;
+    else if (keyed && any)
+      st.memo = Graph::Step::Memo::Values;
+    if (st.memo != Graph::Step::Memo::None)
+      for (const auto o : st.out)
+        if (o >= 0) memoized[static_cast<std::size_t>(o)] = true;
+  }
+
+  // Releases (Note [Run plan]).
   std::set<std::string> later;
   for (const auto& o : g.outputs) later.insert(o.name);
-  g.plan.assign(g.nodes.size(), {});
-  g.constants_in_env = false;
   for (std::size_t i = g.nodes.size(); i-- > 0;) {
     const Node& n = g.nodes[i];
-    auto it = n.domain.empty() ? table.find(n.op_type) : table.end();
-    if (it != table.end()) g.plan[i].fn = it->second.fn;
-    for (const auto& [k, a] : n.attrs)
-      if (a.g) g.constants_in_env = true;
     const auto reads = reads_of(n);
     const std::set<std::string> direct(n.inputs.begin(), n.inputs.end());
     for (const auto& r : reads) {
@@ -210,10 +298,12 @@ void plan_run(Graph& g) {
       later.insert(r);
       const bool by_subgraph = std::count(reads.begin(), reads.end(), r) >
                                std::count(n.inputs.begin(), n.inputs.end(), r);
-      if (direct.count(r) && !by_subgraph && !g.constants.count(r))
-        g.plan[i].last_reads.push_back(r);
+      auto s = slot.find(r);
+      if (direct.count(r) && !by_subgraph && s != slot.end())
+        g.plan[i].release.push_back(s->second);
     }
   }
+  g.memo = std::make_shared<RunMemo>(g.plan.size());
 }
 
 void fold_and_prune(Graph& g, const LoadOptions& options) {
@@ -356,10 +446,11 @@ class NodeProfile {
     static NodeProfile* p = std::getenv("EMBER_ONNX_PROFILE") ? new NodeProfile : nullptr;
     return p;
   }
-  void add(const Node& n, const Env& env, const Graph& g, const Clock& t0) {
+  // Node n ran from t0 (memoized: its memo entry served it); w is its input 1, if any.
+  void add(const Node& n, const DynTensor* w, bool memoized, const Clock& t0) {
     const Clock t1 = Clock::now();
     const std::lock_guard<std::mutex> lock(mu_);
-    Row& r = rows_[key(n, env, g)];
+    Row& r = rows_[memoized ? n.op_type + " (memoized)" : key(n, w)];
     r.nodes += 1;
     r.wall_ms += std::chrono::duration<double, std::milli>(t1.wall - t0.wall).count();
     r.cpu_ms += t1.cpu_ms - t0.cpu_ms;
@@ -370,10 +461,8 @@ class NodeProfile {
     std::atexit([] { active()->print(); });
   }
   // "Conv 3x3/s2 depthwise": the convolutions apart by their geometry.
-  static std::string key(const Node& n, const Env& env, const Graph& g) {
-    if (n.op_type != "Conv" || n.inputs.size() < 2) return n.op_type;
-    const DynTensor* w = lookup(g, env, n.inputs[1]);
-    if (!w || w->rank() < 3) return n.op_type;
+  static std::string key(const Node& n, const DynTensor* w) {
+    if (n.op_type != "Conv" || !w || w->rank() < 3) return n.op_type;
     std::string k = n.op_type + " ";
     for (std::size_t d = 2; d < w->rank(); ++d)
       k += (d > 2 ? "x" : "") + std::to_string(w->shape()[d]);
@@ -411,41 +500,139 @@ class NodeProfile {
 }  // namespace
 
 void run_nodes(const Graph& g, Env& env) {
-  const bool planned = g.plan.size() == g.nodes.size();
   NodeProfile* profile = NodeProfile::active();
-  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
+  for (const Node& n : g.nodes) {
     NodeProfile::Clock t0{};
     if (profile) {
       g.device.sync();
       t0 = NodeProfile::Clock::now();
     }
-    auto out = run_node(g, n, env, planned ? &g.plan[i] : nullptr);
+    auto out = run_node(g, n, env);
     if (profile) {
       g.device.sync();
-      profile->add(n, env, g, t0);
+      profile->add(n, n.inputs.size() > 1 ? lookup(g, env, n.inputs[1]) : nullptr, false, t0);
     }
     for (std::size_t i = 0; i < n.outputs.size() && i < out.size(); ++i)
       if (!n.outputs[i].empty()) env.insert_or_assign(n.outputs[i], std::move(out[i]));
   }
 }
 
-Model::Model(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {}
+namespace {
+
+// One run of the plan (Note [Run plan]) on checked inputs.
+std::vector<DynTensor> run_plan(const Graph& g, const std::vector<DynTensor>& inputs) {
+  using Memo = Graph::Step::Memo;
+  const std::size_t num_slots = g.slot_names.size();
+  std::vector<std::optional<DynTensor>> slots(num_slots);
+  std::vector<std::uint64_t> versions(num_slots, 0);  // Note [Shape-keyed memo]
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    slots[static_cast<std::size_t>(g.input_slots[i])] = inputs[i];
+  const auto value = [&](std::int32_t v) -> const DynTensor* {
+    const auto k = static_cast<std::size_t>(v);
+    if (k < num_slots) return slots[k] ? &*slots[k] : nullptr;
+    return &g.const_values[k - num_slots];
+  };
+  NodeProfile* profile = NodeProfile::active();
+  RunMemo& memo = *g.memo;
+  const Env no_env;
+  std::vector<std::uint64_t> key;  // a Values step's: its inputs' versions
+  // Serves step i from its memo entry when the entry's key matches, its outputs straight
+  // into their slots (no input list is built); fills `key` for a Values step.
+  const auto from_memo = [&](std::size_t i, const Graph::Step& st) {
+    const DynTensor* x = nullptr;
+    if (st.memo == Memo::Shape) {
+      x = value(st.in[0]);
+      if (!x) return false;  // the step's run names the undefined input
+    } else {
+      key.clear();
+      for (const auto v : st.in)
+        key.push_back(v < 0 ? 0
+                      : static_cast<std::size_t>(v) < num_slots
+                          ? versions[static_cast<std::size_t>(v)]
+                          : 1);
+    }
+    const std::lock_guard<std::mutex> lock(memo.mu);
+    const RunMemo::Entry& e = memo.entries[i];
+    if (e.version == 0 || !(x ? e.shape == x->shape() : e.inputs == key)) return false;
+    for (std::size_t k = 0; k < st.out.size() && k < e.out.size(); ++k)
+      if (st.out[k] >= 0) {
+        slots[static_cast<std::size_t>(st.out[k])] = e.out[k];
+        versions[static_cast<std::size_t>(st.out[k])] = e.version;
+      }
+    return true;
+  };
+  for (std::size_t i = 0; i < g.plan.size(); ++i) {
+    const Graph::Step& st = g.plan[i];
+    const Node& n = g.nodes[i];
+    NodeProfile::Clock t0{};
+    if (profile) {
+      g.device.sync();
+      t0 = NodeProfile::Clock::now();
+    }
+    if (st.memo != Memo::None && from_memo(i, st)) {
+      for (const auto r : st.release) slots[static_cast<std::size_t>(r)].reset();
+      if (profile) profile->add(n, nullptr, true, t0);
+      continue;
+    }
+    std::vector<std::optional<DynTensor>> in(st.in.size());
+    for (std::size_t j = 0; j < st.in.size(); ++j) {
+      if (st.in[j] < 0) continue;
+      const DynTensor* v = value(st.in[j]);
+      if (!v) undefined_input(g, n, n.inputs[j]);
+      in[j] = *v;
+    }
+    std::optional<DynTensor> weight;  // for the profile's key
+    if (profile && in.size() > 1) weight = in[1];
+    for (const auto r : st.release) slots[static_cast<std::size_t>(r)].reset();
+    Env env;
+    if (st.has_subgraphs) {
+      env.insert(g.constants.begin(), g.constants.end());
+      for (std::size_t k = 0; k < num_slots; ++k)
+        if (slots[k]) env.insert_or_assign(g.slot_names[k], *slots[k]);
+    }
+    std::optional<Shape> shape;
+    if (st.memo == Memo::Shape) shape = in[0]->shape();
+    std::vector<DynTensor> out =
+        call_op(n, g.opset, g.device, std::move(in), st.has_subgraphs ? env : no_env, st.fn);
+    std::uint64_t version = 0;  // the memo entry's, where the step has one
+    if (st.memo != Memo::None) {
+      const std::lock_guard<std::mutex> lock(memo.mu);
+      RunMemo::Entry& e = memo.entries[i];
+      e.version = version = memo.next++;
+      if (shape) e.shape = *shape;
+      e.inputs = key;
+      e.out = out;
+    }
+    if (profile) {
+      g.device.sync();
+      profile->add(n, weight ? &*weight : nullptr, false, t0);
+    }
+    for (std::size_t k = 0; k < st.out.size() && k < out.size(); ++k)
+      if (st.out[k] >= 0) {
+        slots[static_cast<std::size_t>(st.out[k])] = std::move(out[k]);
+        versions[static_cast<std::size_t>(st.out[k])] = version;
+      }
+  }
+  std::vector<DynTensor> result;
+  for (std::size_t i = 0; i < g.outputs.size(); ++i) {
+    const DynTensor* v = g.output_values[i] < 0 ? nullptr : value(g.output_values[i]);
+    EMBER_CHECK(v != nullptr,
+                "onnx::Model::run: graph output '" + g.outputs[i].name + "' was not computed");
+    result.push_back(*v);
+  }
+  return result;
+}
+
+}  // namespace
+
+Model::Model(std::shared_ptr<const Graph> graph) : graph_(std::move(graph)) {
+  EMBER_CHECK(graph_ && graph_->memo,
+              "onnx::Model: the graph has no run plan (onnx::load makes it)");
+}
 
 std::vector<DynTensor> Model::run(const std::vector<DynTensor>& inputs) const {
-  const Graph& g = *graph_;
-  check_inputs(g, inputs);
-  Env env;
-  if (g.constants_in_env) env.insert(g.constants.begin(), g.constants.end());
-  for (std::size_t i = 0; i < inputs.size(); ++i) env.insert_or_assign(g.inputs[i].name, inputs[i]);
-  run_nodes(g, env);
-  std::vector<DynTensor> out;
-  for (const auto& o : g.outputs) {
-    const DynTensor* v = lookup(g, env, o.name);
-    EMBER_CHECK(v != nullptr, "onnx::Model::run: graph output '" + o.name + "' was not computed");
-    out.push_back(*v);
-  }
-  return out;
+  check_inputs(*graph_, inputs);
+  return run_plan(*graph_, inputs);
 }
 
 const std::vector<ValueInfo>& Model::inputs() const { return graph_->inputs; }
@@ -467,7 +654,6 @@ std::shared_ptr<Graph> load_graph_bytes(const void* data, std::size_t size, cons
   auto g = parse_model(data, size, device, base_dir, options.trainable);
   check_supported(*g);
   fold_and_prune(*g, options);
-  plan_run(*g);
   return g;
 }
 
@@ -483,13 +669,27 @@ std::shared_ptr<Graph> load_graph(const std::string& path, const Device& device,
   return load_graph_bytes(bytes.data(), bytes.size(), device, options, dir);
 }
 
+namespace {
+
+// What run() needs beyond the loaded graph (which the code generator reads as it is).
+std::shared_ptr<const Graph> for_run(std::shared_ptr<Graph> g, const LoadOptions& options) {
+  if (options.fuse_decomposed) {
+    g->stats.fused = fuse_decomposed(*g);
+    g->stats.kept = g->nodes.size();
+  }
+  plan_run(*g);
+  return g;
+}
+
+}  // namespace
+
 Model load_bytes(const void* data, std::size_t size, const Device& device,
                  const LoadOptions& options, const std::string& base_dir) {
-  return Model(load_graph_bytes(data, size, device, options, base_dir));
+  return Model(for_run(load_graph_bytes(data, size, device, options, base_dir), options));
 }
 
 Model load(const std::string& path, const Device& device, const LoadOptions& options) {
-  return Model(load_graph(path, device, options));
+  return Model(for_run(load_graph(path, device, options), options));
 }
 
 std::vector<DynTensor> apply(const std::string& op_type, std::int64_t opset, const Device& device,

@@ -1,6 +1,7 @@
 // The recurrent ONNX operators RNN, GRU and LSTM, unrolled over the sequence as matmuls and
 // element-wise gates (so they run on any device and differentiate on an autodiff one), and
 // the window functions.
+#include <algorithm>
 #include <cmath>
 
 #include "ops.hpp"
@@ -79,24 +80,38 @@ V recurrent(OpCall& c) {
     const auto di = static_cast<std::int64_t>(d);
     const bool reverse = direction == "reverse" || d == 1;
     DynTensor wd = ops::transpose(ops::squeeze(ops::narrow(w, 0, di, 1), 0));  // [I, G*H]
-    DynTensor rd = ops::transpose(ops::squeeze(ops::narrow(r, 0, di, 1), 0));  // [H, G*H]
+    // Note [Recurrence weight]: R^T is made contiguous once per run (a product by 1 is
+    // exact), since the GEMM packs its B operand on every call and a transposed view packs
+    // element by element where a row-major one packs row by row.
+    DynTensor rd = ops::binary_scalar(
+        BinaryFn::Mul, ops::transpose(ops::squeeze(ops::narrow(r, 0, di, 1), 0)), 1.0);  // [H, G*H]
     std::optional<DynTensor> wb, rb;
     if (c.has(3)) {
       DynTensor b = ops::squeeze(ops::narrow(c.at(3), 0, di, 1), 0);
       wb = ops::narrow(b, 0, 0, gates * hidden);
       rb = ops::narrow(b, 0, static_cast<std::int64_t>(gates * hidden), gates * hidden);
+      // RNN and LSTM add both biases to every gate: Rb joins X W^T + Wb once. GRU's candidate
+      // gate scales Rb's part by the reset gate (linear_before_reset) or adds it after a
+      // product, so GRU adds Rb per step.
+      if (K != Cell::Gru) {
+        wb = add(std::move(*wb), std::move(*rb));
+        rb.reset();
+      }
     }
-    DynTensor h = c.has(5) ? ops::squeeze(ops::narrow(c.at(5), 0, di, 1), 0)
-                           : ops::zeros(Shape{batch, hidden}, dt, dev);
-    DynTensor cell = (K == Cell::Lstm && c.has(6)) ? ops::squeeze(ops::narrow(c.at(6), 0, di, 1), 0)
-                                                   : ops::zeros(Shape{batch, hidden}, dt, dev);
+    // The state is kept as [1, batch, H] (and a step's gates as [1, batch, G*H]), the shape
+    // Y_h and Y take it in, so no step reshapes.
+    DynTensor h =
+        c.has(5) ? ops::narrow(c.at(5), 0, di, 1) : ops::zeros(Shape{1, batch, hidden}, dt, dev);
+    DynTensor cell = (K == Cell::Lstm && c.has(6)) ? ops::narrow(c.at(6), 0, di, 1)
+                                                   : ops::zeros(Shape{1, batch, hidden}, dt, dev);
     std::optional<DynTensor> peep;
     if (K == Cell::Lstm && c.has(7)) peep = ops::squeeze(ops::narrow(c.at(7), 0, di, 1), 0);
     const Act* a = &acts[d * dflt.size()];
     // X W^T + Wb for every step at once: [seq, batch, G*H].
     DynTensor xw = ops::matmul(x, wd);
     if (wb) xw = add(std::move(xw), *wb);
-    std::vector<std::optional<DynTensor>> out(seq);
+    std::vector<DynTensor> out;
+    out.reserve(seq);
     // Rows of batch entries still inside their sequence at step t (sequence_lens).
     const auto active = [&](std::size_t t) -> std::optional<DynTensor> {
       if (lens.empty()) return std::nullopt;
@@ -107,19 +122,18 @@ V recurrent(OpCall& c) {
         all = all && m[b];
       }
       if (all) return std::nullopt;
-      return ops::cast(ops::from_data(TensorData::from<std::int64_t>(m, Shape{batch, 1}), dev),
+      return ops::cast(ops::from_data(TensorData::from<std::int64_t>(m, Shape{1, batch, 1}), dev),
                        DType::Bool);
+    };
+    const auto part = [&](const DynTensor& v, std::size_t g, std::size_t n = 1) {
+      return ops::narrow(v, 2, static_cast<std::int64_t>(g * hidden), n * hidden);
     };
     for (std::size_t step = 0; step < seq; ++step) {
       const std::size_t t = reverse ? seq - 1 - step : step;
       const auto mask = active(t);
-      DynTensor xt =
-          ops::squeeze(ops::narrow(xw, 0, static_cast<std::int64_t>(t), 1), 0);  // [batch, G*H]
+      DynTensor xt = ops::narrow(xw, 0, static_cast<std::int64_t>(t), 1);  // [1, batch, G*H]
       DynTensor hr = ops::matmul(h, rd);
       if (rb) hr = add(std::move(hr), *rb);
-      const auto part = [&](const DynTensor& v, std::size_t g) {
-        return ops::narrow(v, 1, static_cast<std::int64_t>(g * hidden), hidden);
-      };
       DynTensor hn = h, cn = cell;
       if (K == Cell::Rnn) {
         hn = apply(c, a[0], add(std::move(xt), std::move(hr)));
@@ -138,42 +152,43 @@ V recurrent(OpCall& c) {
         DynTensor one_minus = ops::rbinary_scalar(BinaryFn::Sub, 1.0, z);
         hn = add(mul(std::move(one_minus), std::move(cand)), mul(std::move(z), h));
       } else {  // i, o, f, c
-        DynTensor gi = add(part(xt, 0), part(hr, 0)), go = add(part(xt, 1), part(hr, 1));
-        DynTensor gf = add(part(xt, 2), part(hr, 2)), gc = add(part(xt, 3), part(hr, 3));
-        if (peep) {
-          gi = add(std::move(gi), mul(ops::narrow(*peep, 0, 0, hidden), cell));
-          gf = add(std::move(gf),
-                   mul(ops::narrow(*peep, 0, static_cast<std::int64_t>(2 * hidden), hidden), cell));
+        DynTensor g = add(std::move(xt), std::move(hr));
+        DynTensor cc = apply(c, a[1], part(g, 3));
+        if (!peep) {
+          // i, o and f share their activation: one op over the three gates.
+          DynTensor iof = apply(c, a[0], part(g, 0, 3));
+          cn = add(mul(part(iof, 2), cell), mul(part(iof, 0), std::move(cc)));
+          hn = mul(part(iof, 1), apply(c, a[2], cn));
+        } else {
+          const auto pp = [&](std::size_t k) {
+            return ops::narrow(*peep, 0, static_cast<std::int64_t>(k * hidden), hidden);
+          };
+          DynTensor i = apply(c, a[0], add(part(g, 0), mul(pp(0), cell)));
+          DynTensor f = apply(c, a[0], add(part(g, 2), mul(pp(2), cell)));
+          cn = add(mul(std::move(f), cell), mul(std::move(i), std::move(cc)));
+          DynTensor o = apply(c, a[0], add(part(g, 1), mul(pp(1), cn)));
+          hn = mul(std::move(o), apply(c, a[2], cn));
         }
-        DynTensor i = apply(c, a[0], std::move(gi)), f = apply(c, a[0], std::move(gf));
-        DynTensor cc = apply(c, a[1], std::move(gc));
-        cn = add(mul(std::move(f), cell), mul(std::move(i), std::move(cc)));
-        if (peep)
-          go = add(std::move(go),
-                   mul(ops::narrow(*peep, 0, static_cast<std::int64_t>(hidden), hidden), cn));
-        DynTensor o = apply(c, a[0], std::move(go));
-        hn = mul(std::move(o), apply(c, a[2], cn));
       }
       if (mask) {  // finished rows keep their state and output zeros
         DynTensor zero = ops::zeros(Shape{}, dt, dev);
-        out[t] = ops::mask_where(*mask, hn, zero);
+        out.push_back(ops::mask_where(*mask, hn, zero));
         h = ops::mask_where(*mask, std::move(hn), h);
         cell = ops::mask_where(*mask, std::move(cn), cell);
       } else {
-        out[t] = hn;
+        out.push_back(hn);
         h = std::move(hn);
         cell = std::move(cn);
       }
     }
-    V steps;
-    for (auto& o : out) steps.push_back(std::move(*o));
-    ys.push_back(seq ? ops::stack(std::move(steps), 0)
+    if (reverse) std::reverse(out.begin(), out.end());
+    ys.push_back(seq ? ops::cat(std::move(out), 0)
                      : ops::zeros(Shape{0, batch, hidden}, dt, dev));  // [seq, batch, H]
     hs.push_back(h);
     cs.push_back(cell);
   }
   DynTensor y = ops::stack(std::move(ys), 1);  // [seq, dirs, batch, H]
-  DynTensor yh = ops::stack(std::move(hs), 0), yc = ops::stack(std::move(cs), 0);
+  DynTensor yh = ops::cat(std::move(hs), 0), yc = ops::cat(std::move(cs), 0);
   if (batch_first) {
     y = ops::permute(std::move(y), {2, 0, 1, 3});
     yh = ops::permute(std::move(yh), {1, 0, 2});

@@ -48,6 +48,64 @@ Tensor<1> iota(std::size_t n, const Device& dev) {
 }
 }  // namespace
 
+// Note [Batch folded into rows]: a batched product whose B is one matrix runs as one GEMM
+// over every row (rows that continue at one stride) or as m GEMMs along the one batch dim
+// (transposed [seq, batch, k] views); each case against the f64 sum, and against the same
+// product with B given per batch index (a path that folds nothing).
+TEST(CpuMatmul, BroadcastBFoldsTheBatchIntoRows) {
+  const Device dev = Device::cpu();
+  struct Case {
+    const char* what;
+    std::vector<std::size_t> a_dims;  // before the permutation
+    std::vector<std::int64_t> perm;
+    std::size_t n;
+  };
+  const std::vector<Case> cases{
+      {"contiguous [3, 4, 5, 6] x [6, 7]", {3, 4, 5, 6}, {0, 1, 2, 3}, 7},
+      {"rows of one [5, 1, 6] x [6, 9]", {5, 1, 6}, {0, 1, 2}, 9},
+      {"transposed [2, 7, 8] as [7, 2, 8] x [8, 10]", {2, 7, 8}, {1, 0, 2}, 10},
+      {"transposed [7, 2, 8] as [2, 7, 8] x [8, 3] (batch below m)", {7, 2, 8}, {1, 0, 2}, 3},
+      {"two batch dims, transposed [2, 3, 4, 5] as [3, 2, 4, 5] x [5, 6]",
+       {2, 3, 4, 5},
+       {1, 0, 2, 3},
+       6},
+  };
+  for (const Case& c : cases) {
+    const Shape as(c.a_dims);
+    const std::size_t k = c.a_dims.back();
+    std::vector<float> av(as.num_elements()), bv(k * c.n);
+    for (std::size_t i = 0; i < av.size(); ++i) av[i] = float((i * 7) % 13) / 8.0f - 0.75f;
+    for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = float((i * 5) % 11) / 4.0f - 1.25f;
+    const DynTensor a = ops::permute(ops::from_data(TensorData::from<float>(av, as), dev), c.perm);
+    const DynTensor b = ops::from_data(TensorData::from<float>(bv, Shape{k, c.n}), dev);
+    const TensorData got = ops::matmul(a, b).to_data();
+    // The f64 reference over A's logical (permuted) rows.
+    const TensorData ad = a.to_data();
+    const std::vector<float> al = ad.to_vector<float>();
+    const std::size_t rows = al.size() / k;
+    std::vector<double> want(rows * c.n);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t j = 0; j < c.n; ++j) {
+        double sum = 0;
+        for (std::size_t p = 0; p < k; ++p) sum += double(al[r * k + p]) * double(bv[p * c.n + j]);
+        want[r * c.n + j] = sum;
+      }
+    std::vector<std::size_t> od = a.shape().dims();
+    od.back() = c.n;
+    got.assert_approx_eq(TensorData::from<double>(want, Shape(od)).convert(DType::F32), 1e-5, 1e-5);
+    // B per batch index: the same bits (each element is the same dot product either way).
+    std::vector<std::size_t> bd(a.rank() - 2, 1);
+    bd.push_back(k);
+    bd.push_back(c.n);
+    std::vector<std::size_t> be = a.shape().dims();
+    be[be.size() - 2] = k;
+    be.back() = c.n;
+    const DynTensor b_full = ops::binary_scalar(
+        ir::BinaryFn::Mul, ops::expand(ops::reshape(b, Shape(bd)), Shape(be)), 1.0);
+    EXPECT_TRUE(ops::matmul(a, b_full).to_data() == got) << c.what;
+  }
+}
+
 // Note [Fused matmul epilogues]: the Cpu's fused executor takes a group that starts with a
 // Matmul (it does not fall back to running it op by op) and gives the plain ops' bits:
 // gelu(x·W + b) with W transposed, in f32 and bf16, rows and columns past the GEMM's blocks.

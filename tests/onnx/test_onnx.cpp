@@ -12,6 +12,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "ember/ember.hpp"
 #include "ember/onnx/onnx.hpp"
@@ -408,6 +409,135 @@ TEST(Onnx, ConvOfAnInferredRankBelowTheWeightsIsAnError) {
   EXPECT_NE(msg.find("the input has rank 2 and the weight rank 4"), std::string::npos) << msg;
 }
 
+namespace {
+
+void add_ints_attr(pb::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(pb::AttributeProto::INTS);
+  for (auto x : v) a->add_ints(x);
+}
+
+// PyTorch's opset-14 export of LayerNorm over the last axis of x [N, 4] (nine nodes); with
+// `d_out`, the centred value is also a graph output.
+pb::ModelProto decomposed_layer_norm(bool d_out) {
+  auto m = make_model();
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", {-1, 4});
+  add_value(g->add_output(), "y", {-1, 4});
+  if (d_out) add_value(g->add_output(), "d", {-1, 4});
+  add_init(g, "two", {}, {2.0f});
+  add_init(g, "eps", {}, {1e-5f});
+  add_init(g, "gamma", {4}, {1.5f, -0.5f, 2.0f, 0.25f});
+  add_init(g, "beta", {4}, {0.1f, 0.2f, -0.3f, 0.0f});
+  add_ints_attr(add_node(g, "ReduceMean", {"x"}, {"m"}, "mean"), "axes", {-1});
+  add_node(g, "Sub", {"x", "m"}, {"d"});
+  add_node(g, "Pow", {"d", "two"}, {"p"});
+  add_ints_attr(add_node(g, "ReduceMean", {"p"}, {"v"}, "var"), "axes", {-1});
+  add_node(g, "Add", {"v", "eps"}, {"e"}, "add_eps");
+  add_node(g, "Sqrt", {"e"}, {"s"});
+  add_node(g, "Div", {"d", "s"}, {"n"});
+  add_node(g, "Mul", {"n", "gamma"}, {"w"});
+  add_node(g, "Add", {"beta", "w"}, {"y"}, "add_beta");
+  return m;
+}
+
+std::vector<float> ramp(std::size_t n, float scale) {
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = scale * (float(i % 7) - 2.5f) + 0.03f * float(i);
+  return x;
+}
+
+}  // namespace
+
+// Note [Decomposed operators]: the nine nodes run as one LayerNormalization, the same
+// function as the f64 closed form, unless a value inside the pattern is read elsewhere.
+TEST(Onnx, RunsADecomposedLayerNormAsOneNode) {
+  const std::vector<float> x = ramp(12, 0.7f);
+  const double gamma[4] = {1.5, -0.5, 2.0, 0.25}, beta[4] = {0.1, 0.2, -0.3, 0.0};
+  std::vector<double> want(12);
+  for (std::size_t r = 0; r < 3; ++r) {
+    double mean = 0, var = 0;
+    for (std::size_t k = 0; k < 4; ++k) mean += double(x[r * 4 + k]) / 4;
+    for (std::size_t k = 0; k < 4; ++k) var += std::pow(double(x[r * 4 + k]) - mean, 2) / 4;
+    for (std::size_t k = 0; k < 4; ++k)
+      want[r * 4 + k] =
+          (double(x[r * 4 + k]) - mean) / std::sqrt(var + double(1e-5f)) * gamma[k] + beta[k];
+  }
+  const TensorData want_t = TensorData::from<double>(want, Shape{3, 4}).convert(DType::F32);
+  for (bool d_out : {false, true}) {
+    eo::Model m = load_model(decomposed_layer_norm(d_out));
+    EXPECT_EQ(m.stats().fused, d_out ? 0u : 1u) << "d read as a graph output: " << d_out;
+    EXPECT_EQ(m.stats().kept, d_out ? 9u : 1u);
+    auto out = m.run({ops::from_data(TensorData::from<float>(x, Shape{3, 4}), Device::cpu())});
+    out[0].to_data().assert_approx_eq(want_t, 1e-5, 1e-6);
+  }
+}
+
+// y = 0.5 x (1 + erf(x / sqrt 2)) as PyTorch exports it below opset 20: one Gelu node.
+TEST(Onnx, RunsADecomposedGeluAsOneNode) {
+  auto m = make_model();
+  auto* g = m.mutable_graph();
+  add_value(g->add_input(), "x", {-1, 4});
+  add_value(g->add_output(), "y", {-1, 4});
+  add_init(g, "sqrt2", {}, {1.41421354f});
+  add_init(g, "one", {}, {1.0f});
+  add_init(g, "half", {}, {0.5f});
+  add_node(g, "Div", {"x", "sqrt2"}, {"a"});
+  add_node(g, "Erf", {"a"}, {"b"});
+  add_node(g, "Add", {"one", "b"}, {"c"});
+  add_node(g, "Mul", {"x", "c"}, {"d"}, "mul_x");
+  add_node(g, "Mul", {"d", "half"}, {"y"}, "mul_half");
+  eo::Model model = load_model(m);
+  EXPECT_EQ(model.stats().fused, 1u);
+  EXPECT_EQ(model.stats().kept, 1u);
+  const std::vector<float> x = ramp(8, 1.1f);
+  std::vector<double> want;
+  for (float v : x) want.push_back(0.5 * double(v) * (1 + std::erf(double(v) / std::sqrt(2.0))));
+  auto out = model.run({ops::from_data(TensorData::from<float>(x, Shape{2, 4}), Device::cpu())});
+  out[0].to_data().assert_approx_eq(TensorData::from<double>(want, Shape{2, 4}).convert(DType::F32),
+                                    1e-5, 1e-6);
+}
+
+// The Transformer encoder (batch and sequence symbolic) computes its reshape targets from
+// Shape nodes; run() memoizes them by the shapes reaching those nodes (Note [Shape-keyed
+// memo]). A model run on changing shapes, also from two threads at once, gives the bits of
+// a model loaded afresh for each shape; the fused LayerNorm and GELU match the exported
+// decomposition up to rounding.
+TEST(Onnx, MemoizedShapeComputationsFollowTheInputShapes) {
+  const fs::path path = fs::path(EMBER_ONNX_MODELS_DIR) / "transformer_encoder.onnx";
+  const Device dev = Device::cpu();
+  const std::vector<Shape> shapes{Shape{2, 7, 32}, Shape{3, 5, 32}, Shape{2, 7, 32},
+                                  Shape{1, 4, 32}, Shape{3, 5, 32}};
+  std::vector<DynTensor> xs;
+  std::vector<TensorData> want;
+  eo::LoadOptions unfused;
+  unfused.fuse_decomposed = false;
+  const eo::Model plain = eo::load(path.string(), dev, unfused);
+  EXPECT_EQ(plain.stats().fused, 0u);
+  for (const Shape& s : shapes) {
+    xs.push_back(ops::from_data(TensorData::from<float>(ramp(s.num_elements(), 0.3f), s), dev));
+    want.push_back(eo::load(path.string(), dev).run({xs.back()})[0].to_data());
+    plain.run({xs.back()})[0].to_data().assert_approx_eq(want.back(), 1e-4, 1e-5);
+  }
+  const eo::Model m = eo::load(path.string(), dev);
+  EXPECT_EQ(m.stats().fused, 6u);  // 4 LayerNorms, 2 GELUs
+  EXPECT_EQ(m.stats().kept + 4 * 8 + 2 * 4, plain.stats().kept);
+  for (std::size_t i = 0; i < shapes.size(); ++i)
+    EXPECT_TRUE(m.run({xs[i]})[0].to_data() == want[i]) << "shape " << shapes[i].to_string();
+  std::vector<std::string> wrong(2);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (std::size_t r = 0; r < 20; ++r) {
+        const std::size_t i = (r + t) % shapes.size();
+        if (!(m.run({xs[i]})[0].to_data() == want[i])) wrong[t] += shapes[i].to_string() + " ";
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong[0] + wrong[1], "");
+}
+
 // Models exported from PyTorch by tests/onnx/export_models.py, against PyTorch's outputs.
 class OnnxRealModel : public ::testing::TestWithParam<std::string> {};
 
@@ -421,7 +551,7 @@ TEST_P(OnnxRealModel, MatchesPyTorch) {
     for (auto& e : j) d.push_back(e.get<std::size_t>());
     return Shape(d);
   };
-  for (const Device& dev : {Device::cpu(), Device::cpu().autodiff()}) {
+  for (const Device& dev : {Device::cpu(), Device::cpu().fusion(), Device::cpu().autodiff()}) {
     eo::Model m = eo::load((dir / (GetParam() + ".onnx")).string(), dev);
     std::vector<float> x = meta["input"].get<std::vector<float>>();
     auto out = m.run({ops::from_data(TensorData::from<float>(x, shape(meta["input_shape"])), dev)});

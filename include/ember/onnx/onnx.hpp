@@ -43,6 +43,7 @@ struct LoadStats {
   std::size_t nodes = 0;       // nodes in the file's graph
   std::size_t folded = 0;      // nodes evaluated at load time (constant folding)
   std::size_t eliminated = 0;  // nodes no output depends on
+  std::size_t fused = 0;       // decompositions run as their one node (LayerNormalization, Gelu)
   std::size_t kept = 0;        // nodes run() executes
 };
 
@@ -77,6 +78,10 @@ struct LoadOptions {
   // On an autodiff device, make the float initializers require grad (and so never fold
   // through them); otherwise they are constants.
   bool trainable = true;
+  // Run the decompositions that exporters write for LayerNormalization and Gelu (PyTorch
+  // below opsets 17 and 20) as those nodes: one op each instead of nine and five passes,
+  // equal up to rounding (docs/onnx.md, "What load does").
+  bool fuse_decomposed = true;
 };
 
 // Loads a model file (external data is read relative to the file's folder).

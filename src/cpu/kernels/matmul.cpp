@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -16,6 +17,60 @@
 #include "cpu/thread_pool.hpp"
 
 namespace ember::cpu {
+
+namespace {
+
+// Note [Batch folded into rows]: where B is one matrix for every batch index (broadcast)
+// and A's rows continue from one batch index to the next at a single stride, the batched
+// product is one GEMM of batch * m rows: B is packed once instead of once per batch index,
+// and the micro-kernel's row tiles are full (an imported model's [7, 2, 32] x [32, 96]
+// ran as 7 GEMMs of 2 rows, each packing all of B). Each C element is the same dot product
+// in the same order either way. Returns that row stride, or nullopt where A's rows do not
+// line up or B differs across the batch.
+std::optional<std::ptrdiff_t> folded_row_stride(const CpuTensor& a, const CpuTensor& b,
+                                                const Shape& os) {
+  const std::size_t r = os.rank();
+  const std::size_t m = os[r - 2];
+  std::optional<std::ptrdiff_t> s;  // one row's stride, once fixed
+  if (m > 1) s = a.strides()[r - 2];
+  std::size_t rows = m;  // rows inside the current batch dim
+  bool batched = false;
+  for (std::size_t i = r - 2; i-- > 0;) {
+    if (os[i] == 1) continue;
+    if (b.shape()[i] != 1 || a.shape()[i] != os[i]) return std::nullopt;
+    const std::ptrdiff_t st = a.strides()[i];
+    const auto span = static_cast<std::ptrdiff_t>(rows);
+    if (!s) {
+      if (st <= 0 || st % span != 0) return std::nullopt;
+      s = st / span;
+    } else if (st != *s * span) {
+      return std::nullopt;
+    }
+    rows *= os[i];
+    batched = true;
+  }
+  if (!batched || !s || *s <= 0) return std::nullopt;
+  return s;
+}
+
+// The one batch dim of extent above 1 and above m, where B is the same matrix along it:
+// then the product runs as m GEMMs of os[d] rows (row i of every batch index at A's stride
+// along d) instead of os[d] GEMMs of m rows — B packed m times, not os[d] times. A's
+// transposed [seq, batch, k] views (an imported Transformer's activations, the LSTM's
+// input) take this path where their rows do not fold.
+std::optional<std::size_t> swappable_dim(const CpuTensor& a, const CpuTensor& b, const Shape& os) {
+  const std::size_t r = os.rank();
+  std::optional<std::size_t> d;
+  for (std::size_t i = 0; i + 2 < r; ++i) {
+    if (os[i] == 1) continue;
+    if (d || b.shape()[i] != 1 || a.shape()[i] != os[i]) return std::nullopt;
+    d = i;
+  }
+  if (!d || os[*d] <= os[r - 2] || a.strides()[*d] == 0) return std::nullopt;
+  return d;
+}
+
+}  // namespace
 
 template <class T>
 void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
@@ -35,6 +90,26 @@ void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out
     sp.strides[0].push_back(a.shape()[i] == 1 ? 0 : a.strides()[i]);
     sp.strides[1].push_back(b.shape()[i] == 1 ? 0 : b.strides()[i]);
     sp.strides[2].push_back(out_strides[i]);
+  }
+  if (!epilogue) {  // Note [Batch folded into rows]
+    const auto gemm = [&](std::size_t batch, std::size_t rows, std::ptrdiff_t a_bs_,
+                          std::ptrdiff_t a_rs_, std::ptrdiff_t c_bs_, std::ptrdiff_t c_rs_) {
+      if constexpr (std::is_same_v<T, double>) {
+        gemm_f64(batch, rows, n, k, a.data_as<const double>(), a_bs_, a_rs_, a_cs,
+                 b.data_as<const double>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, false, nullptr);
+      } else {
+        gemm_f32(batch, rows, n, k, a.data_as<const float>(), a_bs_, a_rs_, a_cs,
+                 b.data_as<const float>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, false, nullptr);
+      }
+    };
+    if (const auto row_stride = folded_row_stride(a, b, os)) {
+      gemm(1, os.num_elements() / n, 0, *row_stride, 0, static_cast<std::ptrdiff_t>(n));
+      return;
+    }
+    if (const auto d = swappable_dim(a, b, os)) {
+      gemm(m, os[*d], a_rs, a.strides()[*d], static_cast<std::ptrdiff_t>(n), out_strides[*d]);
+      return;
+    }
   }
   sp.shape.push_back(1);  // a trailing unit dim keeps the space non-empty
   for (auto& s : sp.strides) s.push_back(0);
