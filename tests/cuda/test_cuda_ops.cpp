@@ -353,8 +353,9 @@ TEST_F(CudaOps, BatchNormMatchesCpu) {
 
 // RMS norm's kernels (kernels/norm.cpp, opt-in in supports() with EMBER_CUDA_RMS_NORM=1;
 // run here directly): rows in registers (7, 33, 1024 and 4096 elements, vector and scalar
-// chunks), rows walked by a block (5001), one row, two normalised dims, absent weight, and
-// the gradient (dx and dweight over more rows than one dweight chunk).
+// chunks), three rows of 5001 (each split over blocks, Note [Long rows]; rows walked by a
+// block are LongRowNormsMatchCpu's), one row, two normalised dims, absent weight, and the
+// gradient (dx and dweight over more rows than one dweight chunk).
 TEST_F(CudaOps, RmsNormMatchesCpu) {
   const std::pair<Shape, std::size_t> shapes[] = {
       {Shape{3, 7}, 1},    {Shape{1, 33}, 1},    {Shape{64, 1024}, 1}, {Shape{5, 4096}, 1},
