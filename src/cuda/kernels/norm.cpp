@@ -84,6 +84,7 @@ ChannelSplit row_split(std::int64_t rows, std::int64_t n, int sm_count) {
 void run_row_split(CudaContext& ctx, DType dt, bool rms, const void* xp, const void* gp,
                    const void* wp, const void* bp, double eps, void* yp, void* rsp,
                    std::int64_t rows, std::int64_t n, const char* op) {
+  EMBER_ASSERT(rms || gp == nullptr);  // no layer norm gradient op: its backward is composed
   const ChannelSplit sp = row_split(rows, n, ctx.sm_count());
   auto part = ctx.empty(Shape{static_cast<std::size_t>(sp.blocks() * 2)}, DType::F64);
   void* pp = part->data();
