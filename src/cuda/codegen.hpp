@@ -133,6 +133,8 @@ KernelSource gen_softmax(DType dt, bool log);
 // layer norm: (const T* x, const T* w, const T* b, double eps, T* y, i64 rows, i64 n)
 // At most 8 per thread (4 for f64), so that two blocks of 512 threads fit an SM.
 inline int rows_max_ept(DType dt) { return size_of(dt) > 4 ? 4 : 8; }
+// The longest row held in registers: 512 threads of rows_max_ept.
+inline std::int64_t rows_max_in_registers(DType dt) { return std::int64_t(512) * rows_max_ept(dt); }
 KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec);
 KernelSource gen_layer_norm_regs(DType dt, int ept, int vec);
 // The same kernels over rows computed by a fused group's prologue (Note [Fused rows in
@@ -152,6 +154,12 @@ struct RowsInRegisters {
   int vec;
 };
 RowsInRegisters rows_in_registers(std::int64_t n, DType dt, bool aligned);
+// Note [Long rows] (kernels/norm.cpp): layer norm's and RMS norm's rows longer than registers
+// hold and fewer than kSplitRowsPerSm a multiprocessor are each split over several blocks.
+constexpr std::int64_t kSplitRowsPerSm = 4;
+inline bool split_rows(std::int64_t rows, std::int64_t n, DType dt, int sm_count) {
+  return n > rows_max_in_registers(dt) && rows < kSplitRowsPerSm * sm_count;
+}
 // Whether every pointer is aligned to 16 bytes (null pointers count as aligned).
 bool aligned16(std::initializer_list<const void*> ptrs);
 // Layer norm of contiguous rows of a float dtype: (const T* x, const T* w, const T* b,
@@ -173,25 +181,35 @@ KernelSource gen_rms_norm(DType dt, int stage);
 // Batch norm and its gradient over x [N, C, *], two launches each (Note [Channel splits] in
 // codegen/batch_norm.cpp); `grad` picks BatchNormGrad's kernels; `unroll` (1 or 4) values a
 // thread loads at a time.
-// sums:  (const T* x, const T* g, const T* stats, double* part, i64 NC, i64 L, i64 M, i64 S,
-//         i64 chunk, i64 per) — g and stats for the gradient only, channel c's mean
-//         stats[c / per] (1 for batch norm; group norm's runs, Note [Group splits]);
+// sums:  (const T* x, const T* g, const T* w, const T* stats, double* part, i64 NC, i64 L,
+//         i64 M, i64 S, i64 chunk, i64 per), the two sums `kind` names over each chunk;
+//         operands a kind does not name may be null;
 // apply: (const T* x, const T* g, const T* w, const T* b, const T* stats, const double* part,
 //         double eps, T* y, T* out2, i64 NC, i64 L, i64 M, i64 S, i64 chunk) — out2 the [2, C]
 //         statistics (forward) or dweight and dbias (gradient); w, b may be null.
-KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll);
+enum class NormSums : std::uint8_t {
+  kShifted,  // d and d^2, d = x - the channel's first value: the forward statistics
+  kGrad,     // g and g (x - mean), channel c's mean stats[c / per] (1 for batch norm; group
+             // norm's runs, Note [Group splits])
+  kSquares,  // x^2 and g w x, w[m] for the value m of the channel's M (a row's position, Note
+             // [Long rows]); g null: 0, w null: ones
+};
+KernelSource gen_batch_norm_sums(DType dt, NormSums kind, int unroll);
 KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll);
 // Group norm and its gradient over x [N, C, *] in G groups of K = C / G channels of L =
 // prod(*) elements, NG = N G units of M = K L values (Note [Group splits] in
 // codegen/batch_norm.cpp), after gen_batch_norm_sums:
 // apply:  (const T* x, const T* g, const T* w, const T* b, const T* stats, const double* part,
-//          double eps, T* y, T* out2, i64 NG, i64 G, i64 K, i64 L, i64 M, i64 S, i64 chunk,
-//          i64 SR) — forward: part the units' sums in S chunks each, out2 the [2, NG]
-//          statistics; gradient (`grad`): stats GroupNorm's, part the (sample, channel) runs'
-//          sums in SR chunks each, y dx; g, b, stats for their pass only; w, b may be null;
+//          double eps, T* y, T* out2, double* rs, i64 NG, i64 G, i64 K, i64 L, i64 M, i64 S,
+//          i64 chunk, i64 SR) — forward: part the units' sums in S chunks each, out2 the
+//          [2, NG] statistics (or null); gradient (`grad`): stats GroupNorm's, part the
+//          (sample, channel) runs' sums in SR chunks each, y dx; g, b, stats for their pass
+//          only; w, b may be null. `rms`: RMS norm of the units (Note [Long rows]), part
+//          their kSquares sums in S chunks each, y = x rstd w (forward) or dx (`grad`, rs the
+//          units' rstd or null); b, stats, out2 and SR unused;
 // affine_grad: (const T* stats, const double* part, double eps, T* dwb, i64 N, i64 NCh, i64 G,
 //          i64 SR) — dwb [2, C] (dweight, dbias) from the runs' partials, a thread a channel.
-KernelSource gen_group_norm_apply(DType dt, bool grad, int unroll);
+KernelSource gen_group_norm_apply(DType dt, bool grad, bool rms, int unroll);
 KernelSource gen_group_norm_affine_grad(DType dt);
 // Inclusive scan over [outer, n, inner], one thread per (outer, inner) line.
 KernelSource gen_scan(ir::ScanFn fn, DType dt);

@@ -353,8 +353,9 @@ TEST_F(CudaOps, BatchNormMatchesCpu) {
 
 // RMS norm's kernels (kernels/norm.cpp, opt-in in supports() with EMBER_CUDA_RMS_NORM=1;
 // run here directly): rows in registers (7, 33, 1024 and 4096 elements, vector and scalar
-// chunks), rows walked by a block (5001), one row, two normalised dims, absent weight, and
-// the gradient (dx and dweight over more rows than one dweight chunk).
+// chunks), three rows of 5001 (each split over blocks, Note [Long rows]; rows walked by a
+// block are LongRowNormsMatchCpu's), one row, two normalised dims, absent weight, and the
+// gradient (dx and dweight over more rows than one dweight chunk).
 TEST_F(CudaOps, RmsNormMatchesCpu) {
   const std::pair<Shape, std::size_t> shapes[] = {
       {Shape{3, 7}, 1},    {Shape{1, 33}, 1},    {Shape{64, 1024}, 1}, {Shape{5, 4096}, 1},
@@ -381,6 +382,68 @@ TEST_F(CudaOps, RmsNormMatchesCpu) {
                                    be.from_data(g), dims, 1e-6};
           },
           is_half(dt) ? 4 * tol(dt) : 10 * tol(dt), what + " grad");
+    }
+  }
+}
+
+// Note [Long rows] (kernels/norm.cpp): layer norm, RMS norm and RMS norm's gradient with each
+// row split over blocks where rows are few and longer than registers hold ([4, 128, 64, 64]
+// over its last three dims: 4 rows of 2^19 values; 3 rows of 9000; f64 rows of 3000, which
+// the other dtypes hold in registers), and at the threshold: one row fewer than
+// kSplitRowsPerSm rows an SM (split) and exactly that many (a block a row); with weight and
+// bias, neither, and weight alone (layer norm's bias alone once).
+TEST_F(CudaOps, LongRowNormsMatchCpu) {
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  const int sm = prop.multiProcessorCount;
+  const std::size_t edge = static_cast<std::size_t>(cuda::kSplitRowsPerSm * sm);
+  struct Case {
+    Shape x;
+    std::size_t dims;
+    bool split;  // for f32
+  };
+  const Case cases[] = {{Shape{4, 128, 64, 64}, 3, true},
+                        {Shape{3, 9000}, 1, true},
+                        {Shape{5, 3000}, 1, false},
+                        {Shape{edge - 1, 5000}, 1, true},
+                        {Shape{edge, 5000}, 1, false}};
+  for (const Case& c : cases) {
+    std::size_t n = 1;
+    for (std::size_t d = c.x.rank() - c.dims; d < c.x.rank(); ++d) n *= c.x[d];
+    const auto rows = static_cast<std::int64_t>(c.x.num_elements() / n);
+    EXPECT_EQ(cuda::split_rows(rows, static_cast<std::int64_t>(n), DType::F32, sm), c.split)
+        << c.x.to_string();
+  }
+  EXPECT_TRUE(cuda::split_rows(5, 3000, DType::F64, sm));
+  for (DType dt : kFloats) {
+    for (std::size_t k = 0; k < std::size(cases); ++k) {
+      const auto& [s, dims, split] = cases[k];
+      const Shape ns(
+          std::vector<std::size_t>(s.dims().end() - std::ptrdiff_t(dims), s.dims().end()));
+      const TensorData x = data(s, dt, 360 + unsigned(k), false);
+      const TensorData g = data(s, dt, 370 + unsigned(k), false);
+      const TensorData w = data(ns, dt, 380 + unsigned(k), false);
+      const TensorData b = data(ns, dt, 390 + unsigned(k), false);
+      const bool weighted = k % 3 != 1, biased = k % 3 != 2;
+      const std::string what = s.to_string() + " " + name(dt);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::LayerNorm{be.from_data(x), weighted ? be.from_data(w) : ir::Handle{},
+                                 biased ? be.from_data(b) : ir::Handle{}, dims, 1e-5};
+          },
+          tol(dt), "layer_norm " + what);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::RmsNorm{be.from_data(x), weighted ? be.from_data(w) : ir::Handle{}, dims,
+                               1e-6};
+          },
+          tol(dt), "rms_norm " + what);
+      compare(
+          [&](Backend& be) -> ir::Op {
+            return ir::RmsNormGrad{be.from_data(x), weighted ? be.from_data(w) : ir::Handle{},
+                                   be.from_data(g), dims, 1e-6};
+          },
+          is_half(dt) ? 4 * tol(dt) : 10 * tol(dt), "rms_norm grad " + what);
     }
   }
 }

@@ -2,6 +2,7 @@
 // launches each (Note [Channel splits]), and of group norm (ir::GroupNorm, ir::GroupNormGrad)
 // on the same chunk walk and sums (Note [Group splits]).
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cuda/codegen.hpp"
@@ -24,7 +25,8 @@ using namespace codegen;  // NOLINT: the generators are written in the printer's
 //   sums:   forward, of x - shift and (x - shift)^2 with the shift the channel's first value
 //           (as the Cpu: the variance then cancels only as far as the mean is from it);
 //           grad, of g and g (x - mean), mean from stats (stats[c / per]: `per` channels
-//           share a mean in group norm's gradient, Note [Group splits]; 1 here).
+//           share a mean in group norm's gradient, Note [Group splits]; 1 here); or, for
+//           RMS norm's rows (Note [Long rows] in kernels/norm.cpp), of x^2 and g w x.
 //   apply:  forward, y = (x - mean) scale + shift (scale = weight rstd, shift = bias), the
 //           statistics [2, C] (mean, biased variance) by block (c, 0);
 //           grad, dx = a g + b (x - mean) + k with a = weight rstd,
@@ -37,7 +39,8 @@ namespace {
 // (`use(u, off, row)`), so a thread has `unroll` loads in flight; the chunk's tail one value
 // at a time. A value m of the chunk's run is (n, l) = (m / L, m % L); `offset` is its
 // element's offset in n, l and c (batch norm's (n * NC + c) * L + l), and with `rows` its n
-// is kept next to the offset (`row`: group norm's channel within its group).
+// is kept next to the offset (`row`: group norm's channel within its group). `load` also
+// takes the value's m (`idx`: a row's position, Note [Long rows]).
 template <class Load, class Use>
 std::string chunk_loop(int unroll, const std::string& offset, bool rows, const Load& load,
                        const Use& use) {
@@ -63,7 +66,7 @@ std::string chunk_loop(int unroll, const std::string& offset, bool rows, const L
     }
     for (int k = 0; k < unroll; ++k) {
       const std::string ks = std::to_string(k);
-      s += load(ks, "offs[" + ks + "]", "rows[" + ks + "]");
+      s += load(ks, "offs[" + ks + "]", "rows[" + ks + "]", "(m + (i64)" + ks + " * blockDim.x)");
     }
     for (int k = 0; k < unroll; ++k) {
       const std::string ks = std::to_string(k);
@@ -73,7 +76,7 @@ std::string chunk_loop(int unroll, const std::string& offset, bool rows, const L
   }
   s += "    for (; m < m1; m += blockDim.x) {\n"
        "      const i64 off = " +
-       offset + ";\n" + load("t", "off", "n") + use("t", "off", "n") + "      " + step +
+       offset + ";\n" + load("t", "off", "n", "m") + use("t", "off", "n") + "      " + step +
        "\n    }\n";
   return s;
 }
@@ -81,36 +84,54 @@ constexpr const char* kChannelOffset = "(n * NC + c) * L + l";
 
 }  // namespace
 
-KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll) {
+KernelSource gen_batch_norm_sums(DType dt, NormSums kind, int unroll) {
   KernelSource k;
-  k.name = std::string("em_batch_norm_") + (grad ? "grad_sums_" : "sums_") + dname(dt) + "_u" +
+  const char* names[] = {"sums_", "grad_sums_", "square_sums_"};
+  k.name = std::string("em_batch_norm_") + names[static_cast<int>(kind)] + dname(dt) + "_u" +
            std::to_string(unroll);
   const std::string T = storage_type(dt);
-  const auto load_v = [&](const std::string& u, const std::string& off, const std::string&) {
+  const auto load_v = [&](const std::string& u, const std::string& off, const std::string&,
+                          const std::string& idx) {
     std::string s =
         "      const double xv" + u + " = (double)" + load(dt, "x[" + off + "]") + ";\n";
-    if (grad) s += "      const double gv" + u + " = (double)" + load(dt, "g[" + off + "]") + ";\n";
+    if (kind == NormSums::kGrad)
+      s += "      const double gv" + u + " = (double)" + load(dt, "g[" + off + "]") + ";\n";
+    if (kind == NormSums::kSquares)
+      s += "      const double gv" + u + " = g ? (double)" + load(dt, "g[" + off + "]") +
+           " * (w ? (double)" + load(dt, "w[" + idx + "]") + " : 1.0) : 0.0;\n";
     return s;
   };
   const auto use_v = [&](const std::string& u, const std::string&, const std::string&) {
-    return grad ? "      s0 += gv" + u + "; s1 += gv" + u + " * (xv" + u + " - sh);\n"
-                : "      { const double d = xv" + u + " - sh; s0 += d; s1 += d * d; }\n";
+    switch (kind) {
+      case NormSums::kShifted:
+        return "      { const double d = xv" + u + " - sh; s0 += d; s1 += d * d; }\n";
+      case NormSums::kGrad:
+        return "      s0 += gv" + u + "; s1 += gv" + u + " * (xv" + u + " - sh);\n";
+      case NormSums::kSquares:
+        break;
+    }
+    return "      s0 += xv" + u + " * xv" + u + "; s1 += gv" + u + " * xv" + u + ";\n";
   };
+  const std::string shift = kind == NormSums::kGrad ? "(double)" + load(dt, "stats[c / per]")
+                            : kind == NormSums::kShifted
+                                ? "M > 0 ? (double)" + load(dt, "x[c * L]") + " : 0.0"
+                                : std::string("0.0");
   const std::string body = chunk_loop(unroll, kChannelOffset, false, load_v, use_v);
   k.body = "extern \"C\" __global__ void " + k.name + "(const " + T + "* __restrict__ x, const " +
-           T + "* __restrict__ g, const " + T +
+           T + "* __restrict__ g, const " + T + "* __restrict__ w, const " + T +
            "* __restrict__ stats, double* __restrict__ part, i64 NC, i64 L, i64 M, i64 S, "
            "i64 chunk, i64 per) {\n" +
            typedefs(dt) +
+           "  (void)g; (void)w; (void)stats; (void)per;\n"
            "  __shared__ double sv[2][32];\n"
            "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
            "  const int nwarps = (blockDim.x + 31) >> 5;\n"
            "  for (i64 blk = blockIdx.x; blk < NC * S; blk += gridDim.x) {\n"
            "    const i64 c = blk / S, m0 = (blk - c * S) * chunk;\n"
            "    const double sh = " +
-           (grad ? "(double)" + load(dt, "stats[c / per]")
-                 : "M > 0 ? (double)" + load(dt, "x[c * L]") + " : 0.0") +
+           shift +
            ";\n"
+           "    (void)sh;\n"
            "    double s0 = 0, s1 = 0;\n" +
            body +
            "    for (int o = 16; o > 0; o >>= 1) {\n"
@@ -121,7 +142,7 @@ KernelSource gen_batch_norm_sums(DType dt, bool grad, int unroll) {
            "    __syncthreads();\n"
            "    if (threadIdx.x == 0) {\n"
            "      double t0 = 0, t1 = 0;\n"
-           "      for (int w = 0; w < nwarps; ++w) { t0 += sv[0][w]; t1 += sv[1][w]; }\n"
+           "      for (int v = 0; v < nwarps; ++v) { t0 += sv[0][v]; t1 += sv[1][v]; }\n"
            "      part[blk * 2] = t0;\n"
            "      part[blk * 2 + 1] = t1;\n"
            "    }\n"
@@ -165,7 +186,8 @@ KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll) {
                  " : 0.0;\n"
                  "      if (blk - c * S == 0) { out2[c] = " +
                  from_f64(dt, "mean") + "; out2[NC + c] = " + from_f64(dt, "var") + "; }\n";
-  const auto load_v = [&](const std::string& u, const std::string& off, const std::string&) {
+  const auto load_v = [&](const std::string& u, const std::string& off, const std::string&,
+                          const std::string&) {
     std::string s = "      const C xv" + u + " = " + load(dt, "x[" + off + "]") + ";\n";
     if (grad) s += "      const C gv" + u + " = " + load(dt, "g[" + off + "]") + ";\n";
     return s;
@@ -221,13 +243,14 @@ KernelSource gen_batch_norm_apply(DType dt, bool grad, int unroll) {
 //           k = -rstd S1 / M (the Cpu kernel's coefficients);
 //   affine: a thread per channel adds the partials of its N runs in sample order, dbias =
 //           sum(g) and dweight = sum over samples of rstd(u) sum(g (x - mean)).
-KernelSource gen_group_norm_apply(DType dt, bool grad, int unroll) {
+KernelSource gen_group_norm_apply(DType dt, bool grad, bool rms, int unroll) {
   KernelSource k;
-  k.name = std::string("em_group_norm_") + (grad ? "grad_apply_" : "apply_") + dname(dt) + "_u" +
-           std::to_string(unroll);
+  k.name = std::string(rms ? "em_rms_norm_rows_" : "em_group_norm_") +
+           (grad ? "grad_apply_" : "apply_") + dname(dt) + "_u" + std::to_string(unroll);
   const std::string T = storage_type(dt);
   const std::string weight = "(w ? " + load(dt, "w[c0 + ROW]") + " : (C)1)";
-  const auto load_v = [&](const std::string& u, const std::string& off, const std::string& row) {
+  const auto load_v = [&](const std::string& u, const std::string& off, const std::string& row,
+                          const std::string&) {
     std::string s = "      const C xv" + u + " = " + load(dt, "x[" + off + "]") + ";\n";
     if (grad) s += "      const C gv" + u + " = " + load(dt, "g[" + off + "]") + ";\n";
     s += "      const C wv" + u + " = " + subst(weight, "ROW", row) + ";\n";
@@ -242,8 +265,20 @@ KernelSource gen_group_norm_apply(DType dt, bool grad, int unroll) {
            ";\n";
   };
   // coef[0] the mean, coef[1] rstd, coef[2..3] the gradient's b and k.
+  // RMS norm's rows (Note [Long rows]): no mean, rstd from the unit's sum of squares t0 and,
+  // for dx = rstd w g - x rstd^3 sum(g w x) / M, b from its sum t1 of g w x.
+  const std::string rms_coefs =
+      "    if (threadIdx.x == 0) {\n"
+      "      double t0 = 0, t1 = 0;\n"
+      "      for (i64 s = 0; s < S; ++s) { t0 += part[(c * S + s) * 2];"
+      " t1 += part[(c * S + s) * 2 + 1]; }\n"
+      "      const double rstd = 1.0 / sqrt(t0 / cnt + eps);\n"
+      "      coef[0] = 0; coef[1] = rstd; coef[2] = -rstd * rstd * rstd * t1 / cnt; coef[3] = 0;\n"
+      "      if (rs && blk - c * S == 0) rs[c] = rstd;\n"
+      "    }\n";
   const std::string coefs =
-      grad
+      rms ? rms_coefs
+      : grad
           ? "    double s1 = 0, s2 = 0;\n"
             "    for (i64 j = threadIdx.x; j < K; j += blockDim.x) {\n"
             "      const i64 r = c * K + j;\n"
@@ -284,7 +319,7 @@ KernelSource gen_group_norm_apply(DType dt, bool grad, int unroll) {
                 load(dt, "x[c * M]") +
                 " : 0.0) + dm;\n"
                 "      coef[0] = mean; coef[1] = 1.0 / sqrt(var + eps); coef[2] = 0; coef[3] = 0;\n"
-                "      if (blk - c * S == 0) { out2[c] = " +
+                "      if (out2 && blk - c * S == 0) { out2[c] = " +
                 from_f64(dt, "mean") + "; out2[NG + c] = " + from_f64(dt, "var") +
                 "; }\n"
                 "    }\n";
@@ -294,11 +329,11 @@ KernelSource gen_group_norm_apply(DType dt, bool grad, int unroll) {
            "* __restrict__ b, const " + T +
            "* __restrict__ stats, const double* __restrict__ part, double eps, " + T +
            "* __restrict__ y, " + T +
-           "* __restrict__ out2, i64 NG, i64 G, i64 K, i64 L, i64 M, i64 S, i64 chunk, i64 SR) "
-           "{\n" +
+           "* __restrict__ out2, double* __restrict__ rs, i64 NG, i64 G, i64 K, i64 L, i64 M, "
+           "i64 S, i64 chunk, i64 SR) {\n" +
            typedefs(dt) + "  __shared__ double coef[4];\n" +
-           (grad ? "  __shared__ double sv[2][32];\n" : "") +
-           "  (void)g; (void)b; (void)stats; (void)out2; (void)SR;\n"
+           (grad && !rms ? "  __shared__ double sv[2][32];\n" : "") +
+           "  (void)g; (void)b; (void)stats; (void)out2; (void)rs; (void)SR;\n"
            "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
            "  const int nwarps = (blockDim.x + 31) >> 5;\n"
            "  (void)lane; (void)warp; (void)nwarps;\n"
@@ -348,34 +383,36 @@ KernelSource gen_group_norm_affine_grad(DType dt) {
 
 // ---- variants (Note [Kernel specs] in codegen.hpp) ----
 
-// Both batch norm kernels, and group norm's apply, come in the same variants: every float
-// dtype, either value of their flag (forward or gradient), one or four values a thread.
-template <class Spec>
-std::vector<Spec> batch_norm_variants() {
+// The kernels come in every float dtype and one or four values a thread (`unroll`), with
+// each value of their other flags: sums, each kind; batch norm's apply, forward and
+// gradient; group norm's apply, forward and gradient, of group norm and of RMS norm's rows.
+template <class Spec, class... Flags>
+std::vector<Spec> norm_variants(const std::vector<std::tuple<Flags...>>& flags) {
   std::vector<Spec> out;
   for (DType dt : kAllDTypes) {
     if (!is_float(dt)) continue;
-    for (int unroll : {1, 4}) {
-      out.emplace_back(dt, false, unroll);
-      out.emplace_back(dt, true, unroll);
-    }
+    for (int unroll : {1, 4})
+      for (const auto& f : flags)
+        std::apply([&](auto... a) { out.emplace_back(dt, a..., unroll); }, f);
   }
   return out;
 }
 
 template <>
 std::vector<BatchNormSumsKernel> BatchNormSumsKernel::variants() {
-  return batch_norm_variants<BatchNormSumsKernel>();
+  return norm_variants<BatchNormSumsKernel>(std::vector<std::tuple<NormSums>>{
+      {NormSums::kShifted}, {NormSums::kGrad}, {NormSums::kSquares}});
 }
 
 template <>
 std::vector<BatchNormApplyKernel> BatchNormApplyKernel::variants() {
-  return batch_norm_variants<BatchNormApplyKernel>();
+  return norm_variants<BatchNormApplyKernel>(std::vector<std::tuple<bool>>{{false}, {true}});
 }
 
 template <>
 std::vector<GroupNormApplyKernel> GroupNormApplyKernel::variants() {
-  return batch_norm_variants<GroupNormApplyKernel>();
+  return norm_variants<GroupNormApplyKernel>(std::vector<std::tuple<bool, bool>>{
+      {false, false}, {true, false}, {false, true}, {true, true}});
 }
 
 template <>

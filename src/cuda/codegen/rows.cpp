@@ -212,7 +212,7 @@ RowsInRegisters rows_in_registers(std::int64_t n, DType dt, bool aligned) {
   // 0.152; (256, 16) 0.174 / 0.188. A block holds two rows' worth (the row and the next)
   // plus, for layer norm, weight and bias: 8 per thread (4 for f64) fit two blocks of 512
   // threads per SM without spilling; longer rows take the three-pass kernels.
-  if (n > std::int64_t(512) * rows_max_ept(dt)) return {0, 0, 1};
+  if (n > rows_max_in_registers(dt)) return {0, 0, 1};
   RowsInRegisters r{32, 1, 1};
   while (r.block < 512 && std::int64_t(r.block) * rows_max_ept(dt) < n) r.block *= 2;
   while (std::int64_t(r.block) * r.ept < n) r.ept *= 2;
@@ -386,7 +386,8 @@ KernelSource gen_rms_norm_regs(DType dt, int ept, int vec) {
 
 // RMS norm's row-walking kernels (codegen.hpp lists the stages): a block per row for the
 // forward and dx, each row re-read from L2 (any length); dweight as column sums over row
-// chunks, then the chunks' partials added in order (no atomics: the same bits every run).
+// chunks, then the chunks' partials added in order (no atomics: the same bits every run),
+// each with a grid stride (the launch caps the grid; n may pass the threads of a wave).
 KernelSource gen_rms_norm(DType dt, int stage) {
   KernelSource k;
   const std::string T = storage_type(dt);
@@ -435,26 +436,26 @@ KernelSource gen_rms_norm(DType dt, int stage) {
         "* __restrict__ g, const double* __restrict__ rs, double* __restrict__ part, i64 rows, "
         "i64 n, i64 chunk) {\n" +
         typedefs(dt) +
-        "  const i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
         "  const i64 S = (rows + chunk - 1) / chunk;\n"
-        "  if (t >= S * n) return;\n"
-        "  const i64 sidx = t / n, j = t % n;\n"
-        "  const i64 r1 = min(rows, (sidx + 1) * chunk);\n"
-        "  double acc = 0;\n"
-        "  for (i64 r = sidx * chunk; r < r1; ++r)\n"
-        "    acc += (double)" +
+        "  for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < S * n;"
+        " t += (i64)gridDim.x * blockDim.x) {\n"
+        "    const i64 sidx = t / n, j = t % n;\n"
+        "    const i64 r1 = min(rows, (sidx + 1) * chunk);\n"
+        "    double acc = 0;\n"
+        "    for (i64 r = sidx * chunk; r < r1; ++r)\n"
+        "      acc += (double)" +
         load(dt, "g[r * n + j]") + " * (double)" + load(dt, "x[r * n + j]") +
         " * rs[r];\n"
-        "  part[t] = acc;\n}\n";
+        "    part[t] = acc;\n  }\n}\n";
   } else {
     s = head + "const double* __restrict__ part, " + T + "* __restrict__ dw, i64 n, i64 S) {\n" +
         typedefs(dt) +
-        "  const i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "  if (j >= n) return;\n"
-        "  double acc = 0;\n"
-        "  for (i64 sidx = 0; sidx < S; ++sidx) acc += part[sidx * n + j];\n"
-        "  dw[j] = " +
-        store(dt, "(C)acc") + ";\n}\n";
+        "  for (i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x; j < n;"
+        " j += (i64)gridDim.x * blockDim.x) {\n"
+        "    double acc = 0;\n"
+        "    for (i64 sidx = 0; sidx < S; ++sidx) acc += part[sidx * n + j];\n"
+        "    dw[j] = " +
+        store(dt, "(C)acc") + ";\n  }\n}\n";
   }
   k.body = std::move(s);
   return k;
