@@ -484,6 +484,19 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       {{2, 5, 7, 7}, 3, 1, {{1, 1}, {2, 2}, {1, 1}, {1, 1}}},
       // stride 2 along rows long enough for the packer's vector gather (ow = 20)
       {{1, 2, 5, 40}, 3, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+      // Note [Phase images]: a map of several column blocks (flat positions past one task's
+      // block) with an odd width; AlexNet's 11x11 stride-4 window (16 phases), a stride
+      // of 3 by 2 with dilation; 1-d and 3-d; output channels past a micro-tile
+      {{2, 3, 40, 70}, 8, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 3, 35, 37}, 5, 1, {{11, 11}, {4, 4}, {2, 2}, {1, 1}}},
+      {{1, 4, 13, 17}, 7, 1, {{3, 3}, {3, 2}, {2, 1}, {2, 2}}},
+      {{2, 6, 300}, 9, 3, {{5}, {1}, {2}, {1}}},
+      {{1, 3, 5, 6, 7}, 7, 1, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
+      // Note [Input grad as a forward]: dilation with padding below its reach (2 of 4),
+      // padding equal to it, and a kernel padded past its reach (forward only then)
+      {{2, 5, 12, 11}, 6, 1, {{3, 3}, {1, 1}, {2, 2}, {2, 2}}},
+      {{1, 4, 9, 9}, 5, 1, {{3, 3}, {1, 1}, {2, 2}, {1, 1}}},
+      {{1, 4, 6, 9}, 3, 1, {{2, 3}, {1, 1}, {2, 1}, {1, 1}}},
   };
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {

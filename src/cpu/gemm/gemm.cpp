@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -564,6 +565,77 @@ struct Finish {
 // often (BENCHMARKS.md, Fusion: matmul epilogues).
 constexpr size_t kEpilogueCols = 512;
 
+// Note [Packed A by column blocks]: a product whose A is packed already (PackedA: a
+// convolution's weight, Note [Packed A] in gemm.hpp) is split over B's columns instead of
+// run by gemm_blocked. Each column block of B — kc x nb, nb chosen so the block and C's
+// rows of it take about kColumnBlockBytes, in L2 beside A's panels — is packed by the
+// thread that multiplies it, right before use, into that thread's own buffer, then
+// multiplied by every k block of A in turn. gemm_blocked instead packs a panel of up to
+// 4096 columns with all threads (a convolution's 192 x 3136 window panel is 2.4 MB, out of
+// L2 when the micro-kernels read it back) and meets them twice per k block; here the
+// threads share only the read-only A and never wait for each other within a product, and
+// C's block stays in L2 across the k blocks. The k blocks and slivers are gemm_blocked's,
+// so every element of C sums the same products in the same order: the results are bit for
+// bit gemm_blocked's, whatever the blocks and the thread count. gemm_blocked hands such
+// products over when there are enough column blocks to give each thread a share
+// (column_blocks); a product of few columns keeps gemm_blocked's split over the rows.
+constexpr size_t kColumnBlockBytes = size_t{384} << 10;
+
+// The number of column blocks of a packed-A product of n columns (0: keep gemm_blocked).
+template <class T>
+size_t column_blocks(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k) {
+  const size_t n_slivers = ceil_div(n, kr.nr), kc = k_block(kr, k);
+  const size_t per_block =
+      std::max<size_t>(1, kColumnBlockBytes / sizeof(T) / ((kc + std::min(m, kr.mc)) * kr.nr));
+  size_t blocks = ceil_div(n_slivers, per_block);
+  if (threads <= 1) return blocks;
+  if (n_slivers < 2 * threads) return 0;
+  return std::min(n_slivers, round_up(blocks, threads));  // an equal share per thread
+}
+
+// The product of A's panels and a B given by pack_b (gemm_blocked's), `blocks` column blocks
+// spread over `threads` (Note [Packed A by column blocks]). m, n, k > 0.
+template <class T, class PackB>
+void gemm_by_columns(const KernelInfo<T>& kr, size_t threads, size_t blocks, size_t m, size_t n,
+                     size_t k, const PanelsA<T>& a_panels, const PackB& pack_b, T* c,
+                     ptrdiff_t c_rs, bool accumulate, const Finish<T>& finish) {
+  const size_t mr = kr.mr, nr = kr.nr, kc = k_block(kr, k);
+  const size_t n_slivers = ceil_div(n, nr);
+  const size_t mc = round_up(ceil_div(m, ceil_div(m, kr.mc)), mr);
+  auto work = [&](size_t b0, size_t b1) {
+    T* pb = static_cast<T*>(t_pack_b.get(kc * ceil_div(n_slivers, blocks) * nr * sizeof(T)));
+    for (size_t b = b0; b < b1; ++b) {
+      const size_t s0 = n_slivers * b / blocks, s1 = n_slivers * (b + 1) / blocks;
+      const size_t j0 = s0 * nr, ncur = std::min(n, s1 * nr) - j0;
+      for (size_t pc = 0; pc < k; pc += kc) {
+        const size_t kcur = std::min(kc, k - pc);
+        const bool load_c = accumulate || pc > 0;
+        pack_b(pb, pc, kcur, j0, ncur, size_t{0}, s1 - s0);
+        for (size_t ic = 0; ic < m; ic += mc) {
+          const size_t mcur = std::min(mc, m - ic);
+          const T* pa = a_panels(pc, kcur, ic, mcur);
+          T* c_blk = c + static_cast<ptrdiff_t>(ic) * c_rs + j0;
+          // jr outer, ir inner: one B sliver stays in L1 while A's slivers stream from L2.
+          for (size_t jr = 0; jr < s1 - s0; ++jr) {
+            const size_t ncols = std::min(nr, ncur - jr * nr);
+            const T* pbs = pb + jr * nr * kcur;
+            for (size_t ir = 0; ir < mcur; ir += mr)
+              kr.ukernel(kcur, pa + ir * kcur, pbs,
+                         c_blk + static_cast<ptrdiff_t>(ir) * c_rs + jr * nr, c_rs,
+                         std::min(mr, mcur - ir), ncols, load_c);
+          }
+          if (pc + kcur == k) finish(ic, j0, c_blk, c_rs, mcur, ncur);
+        }
+      }
+    }
+  };
+  if (threads > 1 && blocks > 1) {
+    parallel_for(0, blocks, 1, work);
+  } else {
+    work(0, blocks);
+  }
+}
+
 // The blocked product of an A given by its panel provider (StridedA, PanelsA) and a B given
 // by pack_b(dst, pc, kc, jc, ncur, s0, s1), which packs slivers [s0, s1) of the kc x ncur
 // block of B at row pc, column jc into dst (the sliver layout of pack_b above). `threads`
@@ -578,6 +650,11 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
     return finish(0, 0, c, c_rs, m, n);
   }
   if (m * n * k < kMinParallelMacs) threads = 1;
+  if constexpr (std::is_same_v<APanels, PanelsA<T>>) {
+    if (const size_t blocks = column_blocks(kr, threads, m, n, k); blocks > 0)
+      return gemm_by_columns<T>(kr, threads, blocks, m, n, k, a_panels, pack_b, c, c_rs, accumulate,
+                                finish);
+  }
 
   const size_t mr = kr.mr, nr = kr.nr;
   const size_t kc = k_block(kr, k);

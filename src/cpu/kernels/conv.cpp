@@ -78,9 +78,13 @@ void gemm_packed(size_t m, size_t n, size_t k, const double* a, ptrdiff_t a_rs, 
 template <class T>
 class GroupWeights {
  public:
+  // `source`, when given, is the tensor w points into, made for these panels (InputGrad's
+  // flipped weight, Note [Input grad as a forward]): kept alive with them, as PackedA's
+  // matrix-vector products read their source.
   GroupWeights(CpuContext& ctx, size_t groups, size_t m, size_t k, const T* w,
-               ptrdiff_t group_stride, ptrdiff_t rs, ptrdiff_t cs)
-      : a_(groups, PackedA<T>(m, k)) {
+               ptrdiff_t group_stride, ptrdiff_t rs, ptrdiff_t cs,
+               std::shared_ptr<CpuTensor> source = nullptr)
+      : a_(groups, PackedA<T>(m, k)), source_(std::move(source)) {
     const size_t per = a_[0].size();
     if (per == 0) return;
     storage_ = ctx.empty(Shape{groups * per}, sizeof(T) == 4 ? DType::F32 : DType::F64);
@@ -92,7 +96,7 @@ class GroupWeights {
 
  private:
   std::vector<PackedA<T>> a_;
-  std::shared_ptr<CpuTensor> storage_;
+  std::shared_ptr<CpuTensor> source_, storage_;
 };
 
 // Note [Packed weight cache]: packing a weight into the GEMM's panels reads and writes the
@@ -116,6 +120,7 @@ struct PackedWeights {
   DType dtype;
   size_t groups;
   ir::ConvPass pass;
+  bool flipped;  // InputGrad's forward route (Note [Input grad as a forward])
   detail::GemmIsa isa;
   std::shared_ptr<const void> panels;  // a GroupWeights<T>; null: seen once
 };
@@ -128,13 +133,13 @@ Mutex& packed_weights_mutex() {
 }
 
 // The packed weight of `w` (the contiguous operand of op; `given` whether it is op's own
-// tensor rather than a copy) for one pass: GroupWeights(ctx, groups, args...), taken from or
-// put in the cache as Note [Packed weight cache] says.
-template <class T, class... Args>
+// tensor rather than a copy) for one pass (flipped: InputGrad's forward route): make(), a
+// shared GroupWeights<T>, taken from or put in the cache as Note [Packed weight cache] says.
+template <class T, class Make>
 std::shared_ptr<const GroupWeights<T>> packed_weights(CpuContext& ctx, const CpuTensor& w,
-                                                      bool given, ir::ConvPass pass, size_t groups,
-                                                      Args... args) {
-  const auto pack = [&] { return std::make_shared<const GroupWeights<T>>(ctx, groups, args...); };
+                                                      bool given, ir::ConvPass pass, bool flipped,
+                                                      size_t groups, const Make& make) {
+  const auto pack = [&]() -> std::shared_ptr<const GroupWeights<T>> { return make(); };
   if (!given || ctx.allocator.is_arena()) return pack();
   const detail::GemmIsa isa = detail::gemm_active_isa();
   Buffer& buf = *w.buffer();
@@ -146,9 +151,9 @@ std::shared_ptr<const GroupWeights<T>> packed_weights(CpuContext& ctx, const Cpu
     }
     for (auto& e : *list)
       if (e.offset == w.offset() && e.shape == w.shape() && e.dtype == w.dtype() &&
-          e.groups == groups && e.pass == pass && e.isa == isa)
+          e.groups == groups && e.pass == pass && e.flipped == flipped && e.isa == isa)
         return &e;
-    list->push_back({w.offset(), w.shape(), w.dtype(), groups, pass, isa, nullptr});
+    list->push_back({w.offset(), w.shape(), w.dtype(), groups, pass, flipped, isa, nullptr});
     return nullptr;
   };
   {
@@ -798,6 +803,198 @@ struct ShiftedEpilogue {
   }
 };
 
+// Note [Phase images]
+// Packing the window columns (ColsOperand::pack_cols) walks each column-matrix row in runs
+// cut at output rows, sliver edges and padding: a quarter of a ResNet 3x3 layer's forward,
+// a third of AlexNet's 11x11 stride-4 one. Split each padded image plane by stride phase —
+// phase (rz, ry, rx) holds the elements at coordinates (iz sz + rz, iy sy + ry, ix sx + rx),
+// an image of ceil(padded / stride) elements a dim, zeros where the padding is — and every
+// column-matrix row becomes a contiguous run of one phase image: row (c, kz, ky, kx), with
+// t = k dilation = q stride + r per dim, reads for the output position (oz, oy, ox) the
+// element (oz + qz, oy + qy, ox + qx) of channel c's phase r. Numbered flat over the phase
+// image's extents, j = (oz PH + oy) PW + ox, that is element off[row] + j: the implicit
+// B [CK, flat] is a row-major matrix whose rows start at off[row], packed sliver by sliver
+// with plain vector copies. The flat positions past each output row (ox >= ow, and oy >= oh
+// in 3-D) are computed and dropped: PW - ow of every PW (3.4% of a 56x56 map with padding
+// 1). So the product runs into a cache-sized block of C, a run of flat positions at a time
+// (PhaseTask), and the block's valid columns are copied to the output rows, where the
+// epilogue meets them. Every output element sums the same products in the same order as
+// through pack_cols (the weight's k blocks are the same; only which columns share a block
+// changes), so the results are bit for bit the same; the waste decides (phase_layout):
+// where the dropped positions would cost more multiply-adds than the packing they save
+// (a few output channels, or narrow maps), pack_cols stays.
+constexpr size_t kPhaseWaste = 8;  // dropped positions x O/G <= 8 x L: the packing's cost
+constexpr size_t kPhaseBudget = size_t{32} << 20;  // bytes of phase images at once
+
+struct PhaseLayout {
+  std::array<size_t, 3> ext{};  // each phase image's extents
+  size_t phases = 1;            // prod(stride)
+  size_t plane = 0;             // elements of one phase image
+  size_t flat = 0;              // flat positions of one output plane
+  std::vector<ptrdiff_t> off;   // per column-matrix row: its run's start in the group's images
+  size_t channel() const { return phases * plane; }  // elements of one channel's phases
+};
+
+// The phase layout of g's forward, or none (flat == 0) where Note [Phase images] keeps
+// pack_cols.
+PhaseLayout phase_layout(const Geometry& g) {
+  PhaseLayout p;
+  const Window3& w = g.w;
+  if (g.pointwise() || g.l == 0 || g.n == 0) return p;
+  for (int d = 0; d < 3; ++d) {
+    p.ext[d] = (w.in[d] + 2 * w.padding[d] + w.stride[d] - 1) / w.stride[d];
+    p.phases *= w.stride[d];
+  }
+  p.plane = p.ext[0] * p.ext[1] * p.ext[2];
+  const size_t flat = ((w.out[0] - 1) * p.ext[1] + (w.out[1] - 1)) * p.ext[2] + w.out[2];
+  if ((flat - g.l) * g.og > kPhaseWaste * g.l) return p;
+  p.flat = flat;
+  p.off.resize(g.ck());
+  size_t r = 0;
+  for (size_t c = 0; c < g.cg; ++c)
+    for (size_t kz = 0; kz < w.kernel[0]; ++kz)
+      for (size_t ky = 0; ky < w.kernel[1]; ++ky)
+        for (size_t kx = 0; kx < w.kernel[2]; ++kx, ++r) {
+          const std::array<size_t, 3> t{kz * w.dilation[0], ky * w.dilation[1], kx * w.dilation[2]};
+          size_t phase = 0, at = 0;
+          for (int d = 0; d < 3; ++d) {
+            phase = phase * w.stride[d] + t[d] % w.stride[d];
+            at = at * p.ext[d] + t[d] / w.stride[d];
+          }
+          p.off[r] = ptrdiff_t(c * p.channel() + phase * p.plane + at);
+        }
+  return p;
+}
+
+// The phase images of one plane of x (Window3 w's image) into dst (p.channel() elements).
+template <class T>
+void split_phases(const Window3& w, const PhaseLayout& p, const T* x, T* dst) {
+  const size_t sz = w.stride[0], sy = w.stride[1], sx = w.stride[2];
+  const int64_t in_x = int64_t(w.in[2]), px = int64_t(w.padding[2]);
+  for (size_t rz = 0; rz < sz; ++rz)
+    for (size_t ry = 0; ry < sy; ++ry)
+      for (size_t rx = 0; rx < sx; ++rx) {
+        // Phase columns [lo, hi) read inside the image row: ix sx + rx - px in [0, in_x).
+        const int64_t first = int64_t(rx) - px, step = int64_t(sx);
+        const int64_t lo = first >= 0 ? 0 : (-first + step - 1) / step;
+        const int64_t hi =
+            std::clamp<int64_t>((in_x - first + step - 1) / step, lo, int64_t(p.ext[2]));
+        for (size_t iz = 0; iz < p.ext[0]; ++iz)
+          for (size_t iy = 0; iy < p.ext[1]; ++iy, dst += p.ext[2]) {
+            const int64_t z = int64_t(iz * sz + rz) - int64_t(w.padding[0]),
+                          y = int64_t(iy * sy + ry) - int64_t(w.padding[1]);
+            if (z < 0 || z >= int64_t(w.in[0]) || y < 0 || y >= int64_t(w.in[1]) || hi <= lo) {
+              std::fill(dst, dst + p.ext[2], T(0));
+              continue;
+            }
+            const T* row = x + (z * int64_t(w.in[1]) + y) * in_x + first + lo * step;
+            std::fill(dst, dst + lo, T(0));
+            if (sx == 1)
+              copy_run(dst + lo, row, size_t(hi - lo));
+            else
+              copy_strided(dst + lo, row, size_t(hi - lo), sx);
+            std::fill(dst + hi, dst + p.ext[2], T(0));
+          }
+      }
+}
+
+// o[e] = x[e] for e < N: a sliver row of a fixed width, as plain vector moves.
+template <size_t N, class T>
+inline void copy_fixed(T* o, const T* x) {
+  std::memcpy(o, x, N * sizeof(T));
+}
+
+// The implicit B of Note [Phase images]: columns [j_begin, j_begin + n) of the flat matrix
+// whose row r is the run at images + off[r].
+template <class T>
+struct PhaseOperand {
+  const T* images;
+  const ptrdiff_t* off;
+  size_t j_begin;
+
+  static void pack(const void* ctx, T* dst, size_t nr, size_t p0, size_t kc, size_t j0,
+                   size_t cols) {
+    const auto& self = *static_cast<const PhaseOperand*>(ctx);
+    const size_t full = cols / nr, rest = cols - full * nr;
+    const auto rows = [&](auto copy) {
+      for (size_t p = 0; p < kc; ++p) {
+        const T* src = self.images + self.off[p0 + p] + ptrdiff_t(self.j_begin + j0);
+        T* d = dst + p * nr;
+        for (size_t q = 0; q < full; ++q) copy(d + q * nr * kc, src + q * nr);
+        if (rest > 0) {
+          T* o = d + full * nr * kc;
+          std::copy(src + full * nr, src + cols, o);
+          std::fill(o + rest, o + nr, T(0));
+        }
+      }
+    };
+    switch (nr) {
+      case 8:
+        return rows(copy_fixed<8, T>);
+      case 16:
+        return rows(copy_fixed<16, T>);
+      case 32:
+        return rows(copy_fixed<32, T>);
+      default:
+        return rows([nr](T* o, const T* x) { std::copy(x, x + nr, o); });
+    }
+  }
+};
+
+// Forward through phase images (Note [Phase images]), images [n0, n1) of the batch whose
+// phase images (all channels) are `images`.
+template <class T>
+void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>& a,
+                    const T* images, size_t n0, size_t n1, T* y, const GemmEpilogue<T>* ep) {
+  const Window3& w = g.w;
+  const size_t L = g.l, og = g.og;
+  // Flat positions per task: the block of C [og, cols] and the B block of one k block
+  // [<= 256, cols] in about 256 KiB; whole 64-column pieces (slivers of every kernel).
+  const size_t cols = std::max<size_t>(
+      64, (size_t{256} << 10) / sizeof(T) / (std::min<size_t>(g.ck(), 256) + og) / 64 * 64);
+  const size_t blocks = (p.flat + cols - 1) / cols;
+  for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
+    const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
+    const size_t f0 = b * cols, ncur = std::min(cols, p.flat - f0);
+    const PhaseOperand<T> op{images + ((n - n0) * g.c + gi * g.cg) * p.channel(), p.off.data(), f0};
+    T* cb = scratch<T, 2>(og * ncur);
+    gemm_packed_a(ncur, a[gi], PackedB<T>{&PhaseOperand<T>::pack, &op}, cb, ptrdiff_t(ncur), false);
+    // The valid columns, output row by output row.
+    T* yc = y + (n * g.o + gi * og) * L;
+    const size_t pw = p.ext[2], ph = p.ext[1];
+    for (size_t r = f0 / pw; r * pw < f0 + ncur; ++r) {
+      const size_t oy = r % ph, oz = r / ph;
+      if (oy >= w.out[1] || oz >= w.out[0]) continue;
+      const size_t s0 = std::max(f0, r * pw), s1 = std::min(f0 + ncur, r * pw + w.out[2]);
+      if (s1 <= s0) continue;
+      const size_t l0 = (oz * w.out[1] + oy) * w.out[2] + (s0 - r * pw), len = s1 - s0;
+      for (size_t i = 0; i < og; ++i)
+        std::memcpy(yc + i * L + l0, cb + i * ncur + (s0 - f0), len * sizeof(T));
+      if (ep) ep->apply(ep->ctx, n, gi * og, l0, yc + l0, ptrdiff_t(L), og, len);
+    }
+  });
+}
+
+// The forward of x through phase images (Note [Phase images]) with g's packed weight a.
+template <class T>
+void forward_by_phases(CpuContext& ctx, const Geometry& g, const PhaseLayout& p,
+                       const GroupWeights<T>& a, const T* x, T* y, const GemmEpilogue<T>* ep) {
+  // Images a chunk at a time: their phase images in at most kPhaseBudget bytes.
+  const size_t per_image = g.c * p.channel();
+  const size_t chunk = std::clamp<size_t>(kPhaseBudget / sizeof(T) / per_image, 1, g.n);
+  const auto buf = ctx.empty(Shape{chunk * per_image}, sizeof(T) == 4 ? DType::F32 : DType::F64);
+  T* images = buf->template data_as<T>();
+  for (size_t n0 = 0; n0 < g.n; n0 += chunk) {
+    const size_t n1 = std::min(g.n, n0 + chunk);
+    parallel_for(0, (n1 - n0) * g.c, std::max<size_t>(1, (size_t{1} << 14) / p.channel()),
+                 [&](size_t b, size_t e) {
+                   for (size_t i = b; i < e; ++i)
+                     split_phases(g.w, p, x + (n0 * g.c + i) * g.image(), images + i * p.channel());
+                 });
+    forward_phases(g, p, a, images, n0, n1, y, ep);
+  }
+}
+
 // wt is the weight's tensor, given whether it is the op's own (not a contiguous copy).
 template <class T>
 void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt, bool given, T* y,
@@ -805,9 +1002,14 @@ void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt
   const size_t ck = g.ck(), L = g.l;
   // W_g [og, ck], row-major.
   const auto packed =
-      packed_weights<T>(ctx, wt, given, ir::ConvPass::Forward, g.groups, g.og, ck,
-                        wt.data_as<const T>(), ptrdiff_t(g.og * ck), ptrdiff_t(ck), ptrdiff_t(1));
+      packed_weights<T>(ctx, wt, given, ir::ConvPass::Forward, false, g.groups, [&] {
+        return std::make_shared<const GroupWeights<T>>(ctx, g.groups, g.og, ck,
+                                                       wt.data_as<const T>(), ptrdiff_t(g.og * ck),
+                                                       ptrdiff_t(ck), ptrdiff_t(1));
+      });
   const GroupWeights<T>& a = *packed;
+  if (const PhaseLayout p = phase_layout(g); p.flat > 0)
+    return forward_by_phases(ctx, g, p, a, x, y, ep);
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     const T* planes = x + (n * g.c + gi * g.cg) * g.image();
@@ -877,17 +1079,78 @@ void fold_by_rows(const Geometry& g, const T* dcols, T* planes) {
   }
 }
 
+// Note [Input grad as a forward]
+// With stride 1, the input gradient is a forward convolution of the output gradient:
+//   dx[n, c, i] = sum_{o, t} gy[n, o, i + p - t d] w[o, c, t]
+//               = sum_{o, t'} gy_padded[n, o, i + t' d] w[o, c, k - 1 - t'],
+// a window of the same kernel and dilation over gy padded by d (k - 1) - p a side, with the
+// weight's spatial dims flipped and its channel dims swapped: [C, O / G, *kernel] per
+// group. So it runs through the forward's phase images (Note [Phase images]) where its
+// padding is not negative, instead of the column product and fold; the sums of each element
+// run over (o, t') in order, fixed by the sizes alone as before (not bit for bit the fold's
+// order, which the tests' f64 reference does not need). The flipped weight is made and
+// packed once, and cached with the weight's buffer (Note [Packed weight cache], `flipped`).
+// The geometry of that forward (image gy, output dx), or none (n == 0) where it does not
+// apply.
+bool input_grad_as_forward(const Geometry& g, Geometry& f) {
+  const Window3& w = g.w;
+  Window3 fw = w;
+  for (int d = 0; d < 3; ++d) {
+    const size_t reach = w.dilation[d] * (w.kernel[d] - 1);
+    if (w.stride[d] != 1 || w.padding[d] > reach) return false;
+    fw.in[d] = w.out[d];
+    fw.out[d] = w.in[d];
+    fw.padding[d] = reach - w.padding[d];
+  }
+  f = g;
+  f.w = fw;
+  f.w.planes = g.n * g.o;
+  f.c = g.o;
+  f.o = g.c;
+  f.cg = g.og;
+  f.og = g.cg;
+  f.l = g.image();
+  return !g.pointwise();
+}
+
 template <class T>
 void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const CpuTensor& wt, bool given,
                 T* dx) {
   const size_t ck = g.ck(), L = g.l, s = g.w.stride[2];
+  if (Geometry f; input_grad_as_forward(g, f)) {
+    if (const PhaseLayout p = phase_layout(f); p.flat > 0) {
+      const size_t K = g.k, per_group = g.cg * g.og * K;
+      const auto packed =
+          packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, true, g.groups, [&] {
+            // Group gi's [C/G, O/G * K]: row c, column (o, t') is w[gi O/G + o, c, K - 1 - t'].
+            auto flipped =
+                ctx.empty(Shape{g.groups * per_group}, sizeof(T) == 4 ? DType::F32 : DType::F64);
+            T* dst = flipped->template data_as<T>();
+            const T* src = wt.data_as<const T>();
+            for (size_t gi = 0; gi < g.groups; ++gi)
+              for (size_t c = 0; c < g.cg; ++c)
+                for (size_t o = 0; o < g.og; ++o) {
+                  const T* from = src + ((gi * g.og + o) * g.cg + c) * K;
+                  T* to = dst + gi * per_group + (c * g.og + o) * K;
+                  for (size_t t = 0; t < K; ++t) to[t] = from[K - 1 - t];
+                }
+            return std::make_shared<const GroupWeights<T>>(
+                ctx, g.groups, g.cg, g.og * K, dst, ptrdiff_t(per_group), ptrdiff_t(g.og * K),
+                ptrdiff_t(1), std::move(flipped));
+          });
+      return forward_by_phases<T>(ctx, f, p, *packed, gy, dx, nullptr);
+    }
+  }
   // Window positions per run: dcols [ck, run] of about 256 KiB, at least 64 positions.
   const size_t run =
       std::min(L, std::max<size_t>(64, (size_t{256} << 10) / sizeof(T) / std::max<size_t>(ck, 1)));
   // W_g^T [ck, og]: W_g [og, ck] read transposed.
   const auto packed =
-      packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, g.groups, ck, g.og,
-                        wt.data_as<const T>(), ptrdiff_t(g.og * ck), ptrdiff_t(1), ptrdiff_t(ck));
+      packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, false, g.groups, [&] {
+        return std::make_shared<const GroupWeights<T>>(ctx, g.groups, ck, g.og,
+                                                       wt.data_as<const T>(), ptrdiff_t(g.og * ck),
+                                                       ptrdiff_t(1), ptrdiff_t(ck));
+      });
   const GroupWeights<T>& a = *packed;
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
