@@ -80,6 +80,25 @@ void ukernel_scalar(size_t k, const T* a, const T* b, T* c, ptrdiff_t c_rs, size
   }
 }
 
+// The same over rows read in place (Note [B rows in place] in gemm.hpp).
+template <class T>
+void ukernel_in_place_scalar(size_t k, const T* a, const T* const* rows, size_t j, T* c,
+                             ptrdiff_t c_rs, size_t m, size_t n, bool load_c) {
+  T acc[kScalarMr][kScalarNr] = {};
+  for (size_t p = 0; p < k; ++p) {
+    const T* b = rows[p] + j;
+    for (int i = 0; i < kScalarMr; ++i) {
+      const T av = a[i];
+      for (int jj = 0; jj < kScalarNr; ++jj) acc[i][jj] += av * b[jj];
+    }
+    a += kScalarMr;
+  }
+  for (size_t i = 0; i < m; ++i) {
+    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
+    for (size_t jj = 0; jj < n; ++jj) row[jj] = load_c ? row[jj] + acc[i][jj] : acc[i][jj];
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Packing. A block (rows x kc) becomes ceil(rows/MR) slivers, each laid out k-major:
 // dst[p*MR + i]; rows past the end are zero so the kernel can always run a full tile.
@@ -224,13 +243,16 @@ struct KernelInfo {
   size_t mr, nr;
   size_t kc, mc, nc;  // preferred block sizes (upper bounds; the driver balances them)
   detail::Ukernel<T> ukernel;
+  detail::UkernelInPlace<T> ukernel_in_place;
   void (*pack_a)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t);
   void (*pack_b)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t);
 };
 
 template <class T, int MR, int NR>
-constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk) {
-  return {MR, NR, kc, mc, nc, uk, &pack_a<T, MR>, &pack_b<T, NR>};
+constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk,
+                                  detail::UkernelInPlace<T> in_place) {
+  static_assert(NR <= kInPlaceRowSlack, "Note [B rows in place]: rows are readable NR past n");
+  return {MR, NR, kc, mc, nc, uk, in_place, &pack_a<T, MR>, &pack_b<T, NR>};
 }
 
 // Block sizes: a KC x NR sliver of B stays in L1 while the MC x KC block of A streams from
@@ -244,12 +266,15 @@ KernelInfo<float> kernel_for<float>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<float, kAvx512MrF32, kAvx512NrF32>(256, 192, 4096, &ukernel_avx512_f32);
+      return make_info<float, kAvx512MrF32, kAvx512NrF32>(256, 192, 4096, &ukernel_avx512_f32,
+                                                          &ukernel_in_place_avx512_f32);
     case GemmIsa::Avx2:
-      return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32);
+      return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32,
+                                                      &ukernel_in_place_avx2_f32);
 #endif
     default:
-      return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>);
+      return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>,
+                                                    &ukernel_in_place_scalar<float>);
   }
 }
 
@@ -259,12 +284,15 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<double, kAvx512MrF64, kAvx512NrF64>(256, 96, 2048, &ukernel_avx512_f64);
+      return make_info<double, kAvx512MrF64, kAvx512NrF64>(256, 96, 2048, &ukernel_avx512_f64,
+                                                           &ukernel_in_place_avx512_f64);
     case GemmIsa::Avx2:
-      return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64);
+      return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64,
+                                                       &ukernel_in_place_avx2_f64);
 #endif
     default:
-      return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>);
+      return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>,
+                                                     &ukernel_in_place_scalar<double>);
   }
 }
 
@@ -849,6 +877,26 @@ void gemm_f64_packed_b(size_t m, size_t n, size_t k, const double* a, ptrdiff_t 
   gemm_packed_b_strided_a<double>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
 }
 
+// Note [B rows in place] (gemm.hpp): A's k blocks outer, then B's column tiles, then A's row
+// slivers, so a tile's rows stay in L1 while every sliver of A meets them.
+template <class T>
+void gemm_in_place_impl(size_t n, const PackedA<T>& a, const T* const* rows, T* c, ptrdiff_t c_rs) {
+  const size_t m = a.m(), k = a.k();
+  if (m == 0 || n == 0) return;
+  if (k == 0) return zero_or_keep(m, n, c, c_rs, false);
+  const KernelInfo<T> kr = kernel_for<T>(a.isa());
+  const size_t kc = k_block(kr, k), m_padded = round_up(m, kr.mr);
+  for (size_t pc = 0; pc < k; pc += kc) {
+    const size_t kcur = std::min(kc, k - pc);
+    const T* pa = a.panels() + pc * m_padded;
+    for (size_t jr = 0; jr < n; jr += kr.nr)
+      for (size_t ir = 0; ir < m; ir += kr.mr)
+        kr.ukernel_in_place(kcur, pa + ir * kcur, rows + pc, jr,
+                            c + static_cast<ptrdiff_t>(ir) * c_rs + jr, c_rs,
+                            std::min(kr.mr, m - ir), std::min(kr.nr, n - jr), pc > 0);
+  }
+}
+
 template <class T>
 PackedA<T>::PackedA(size_t m, size_t k) : isa_(resolve_isa()), m_(m), k_(k) {
   const KernelInfo<T> kr = kernel_for<T>(isa_);
@@ -898,6 +946,15 @@ void gemm_packed_a(size_t n, const PackedA<float>& a, const PackedB<float>& b, f
 void gemm_packed_a(size_t n, const PackedA<double>& a, const PackedB<double>& b, double* c,
                    ptrdiff_t c_rs, bool accumulate, const GemmEpilogue<double>* epilogue) {
   gemm_packed_a_packed_b<double>(n, a, b, c, c_rs, accumulate, epilogue);
+}
+
+void gemm_packed_a_in_place(size_t n, const PackedA<float>& a, const float* const* rows, float* c,
+                            ptrdiff_t c_rs) {
+  gemm_in_place_impl<float>(n, a, rows, c, c_rs);
+}
+void gemm_packed_a_in_place(size_t n, const PackedA<double>& a, const double* const* rows,
+                            double* c, ptrdiff_t c_rs) {
+  gemm_in_place_impl<double>(n, a, rows, c, c_rs);
 }
 
 namespace detail {

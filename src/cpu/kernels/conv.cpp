@@ -813,16 +813,18 @@ struct ShiftedEpilogue {
 // t = k dilation = q stride + r per dim, reads for the output position (oz, oy, ox) the
 // element (oz + qz, oy + qy, ox + qx) of channel c's phase r. Numbered flat over the phase
 // image's extents, j = (oz PH + oy) PW + ox, that is element off[row] + j: the implicit
-// B [CK, flat] is a row-major matrix whose rows start at off[row], packed sliver by sliver
-// with plain vector copies. The flat positions past each output row (ox >= ow, and oy >= oh
-// in 3-D) are computed and dropped: PW - ow of every PW (3.4% of a 56x56 map with padding
-// 1). So the product runs into a cache-sized block of C, a run of flat positions at a time
-// (PhaseTask), and the block's valid columns are copied to the output rows, where the
-// epilogue meets them. Every output element sums the same products in the same order as
-// through pack_cols (the weight's k blocks are the same; only which columns share a block
-// changes), so the results are bit for bit the same; the waste decides (phase_layout):
-// where the dropped positions would cost more multiply-adds than the packing they save
-// (a few output channels, or narrow maps), pack_cols stays.
+// B [CK, flat] is a matrix whose row r is the run at off[r], which the micro-kernels read
+// in place, never packed (gemm_packed_a_in_place, Note [B rows in place] in gemm.hpp).
+// The flat positions past each output row (ox >= ow, and oy >= oh in 3-D) are computed and
+// dropped: PW - ow of every PW (3.4% of a 56x56 map with padding 1). So the product runs
+// into a cache-sized block of C, a run of flat positions at a time (forward_phases), and
+// the block's valid columns are copied to the output rows, where the epilogue meets them.
+// Every output element sums the same products in the same order as through pack_cols (the
+// weight's k blocks are the same; only which columns share a tile changes), so the results
+// are bit for bit the same. The waste decides (phase_layout): where the dropped positions
+// would cost more multiply-adds than the packing they save (a few output channels, or
+// narrow maps), pack_cols stays. The phase images take about the padded input's size again,
+// made a chunk of images at a time (kPhaseBudget).
 constexpr size_t kPhaseWaste = 8;  // dropped positions x O/G <= 8 x L: the packing's cost
 constexpr size_t kPhaseBudget = size_t{32} << 20;  // bytes of phase images at once
 
@@ -898,49 +900,6 @@ void split_phases(const Window3& w, const PhaseLayout& p, const T* x, T* dst) {
       }
 }
 
-// o[e] = x[e] for e < N: a sliver row of a fixed width, as plain vector moves.
-template <size_t N, class T>
-inline void copy_fixed(T* o, const T* x) {
-  std::memcpy(o, x, N * sizeof(T));
-}
-
-// The implicit B of Note [Phase images]: columns [j_begin, j_begin + n) of the flat matrix
-// whose row r is the run at images + off[r].
-template <class T>
-struct PhaseOperand {
-  const T* images;
-  const ptrdiff_t* off;
-  size_t j_begin;
-
-  static void pack(const void* ctx, T* dst, size_t nr, size_t p0, size_t kc, size_t j0,
-                   size_t cols) {
-    const auto& self = *static_cast<const PhaseOperand*>(ctx);
-    const size_t full = cols / nr, rest = cols - full * nr;
-    const auto rows = [&](auto copy) {
-      for (size_t p = 0; p < kc; ++p) {
-        const T* src = self.images + self.off[p0 + p] + ptrdiff_t(self.j_begin + j0);
-        T* d = dst + p * nr;
-        for (size_t q = 0; q < full; ++q) copy(d + q * nr * kc, src + q * nr);
-        if (rest > 0) {
-          T* o = d + full * nr * kc;
-          std::copy(src + full * nr, src + cols, o);
-          std::fill(o + rest, o + nr, T(0));
-        }
-      }
-    };
-    switch (nr) {
-      case 8:
-        return rows(copy_fixed<8, T>);
-      case 16:
-        return rows(copy_fixed<16, T>);
-      case 32:
-        return rows(copy_fixed<32, T>);
-      default:
-        return rows([nr](T* o, const T* x) { std::copy(x, x + nr, o); });
-    }
-  }
-};
-
 // Forward through phase images (Note [Phase images]), images [n0, n1) of the batch whose
 // phase images (all channels) are `images`.
 template <class T>
@@ -956,9 +915,12 @@ void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<
   for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
     const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
     const size_t f0 = b * cols, ncur = std::min(cols, p.flat - f0);
-    const PhaseOperand<T> op{images + ((n - n0) * g.c + gi * g.cg) * p.channel(), p.off.data(), f0};
+    const T* base = images + ((n - n0) * g.c + gi * g.cg) * p.channel();
     T* cb = scratch<T, 2>(og * ncur);
-    gemm_packed_a(ncur, a[gi], PackedB<T>{&PhaseOperand<T>::pack, &op}, cb, ptrdiff_t(ncur), false);
+    static EMBER_THREAD_LOCAL std::vector<const T*> rows;
+    rows.resize(g.ck());
+    for (size_t r = 0; r < g.ck(); ++r) rows[r] = base + p.off[r] + ptrdiff_t(f0);
+    gemm_packed_a_in_place(ncur, a[gi], rows.data(), cb, ptrdiff_t(ncur));
     // The valid columns, output row by output row.
     T* yc = y + (n * g.o + gi * og) * L;
     const size_t pw = p.ext[2], ph = p.ext[1];
@@ -982,8 +944,10 @@ void forward_by_phases(CpuContext& ctx, const Geometry& g, const PhaseLayout& p,
   // Images a chunk at a time: their phase images in at most kPhaseBudget bytes.
   const size_t per_image = g.c * p.channel();
   const size_t chunk = std::clamp<size_t>(kPhaseBudget / sizeof(T) / per_image, 1, g.n);
-  const auto buf = ctx.empty(Shape{chunk * per_image}, sizeof(T) == 4 ? DType::F32 : DType::F64);
+  const auto buf = ctx.empty(Shape{chunk * per_image + kInPlaceRowSlack},
+                             sizeof(T) == 4 ? DType::F32 : DType::F64);
   T* images = buf->template data_as<T>();
+  std::fill_n(images + chunk * per_image, kInPlaceRowSlack, T(0));
   for (size_t n0 = 0; n0 < g.n; n0 += chunk) {
     const size_t n1 = std::min(g.n, n0 + chunk);
     parallel_for(0, (n1 - n0) * g.c, std::max<size_t>(1, (size_t{1} << 14) / p.channel()),
