@@ -758,9 +758,75 @@ void input_grad_per_channel(const Geometry& g, const T* gy, const T* wt, T* dx) 
       });
 }
 
+TapDots<float> tap_dots_kernel(float) {
+  switch (active_isa()) {
+#if EMBER_HAS_X86_KERNELS
+    case Isa::Avx512:
+      return &isa_avx512::tap_dots_f32;
+    case Isa::Avx2:
+      return &isa_avx2::tap_dots_f32;
+#endif
+    default:
+      return &isa_generic::tap_dots_f32;
+  }
+}
+TapDots<double> tap_dots_kernel(double) {
+  switch (active_isa()) {
+#if EMBER_HAS_X86_KERNELS
+    case Isa::Avx512:
+      return &isa_avx512::tap_dots_f64;
+    case Isa::Avx2:
+      return &isa_avx2::tap_dots_f64;
+#endif
+    default:
+      return &isa_generic::tap_dots_f64;
+  }
+}
+
+// WeightGrad, stride 1: as forward_per_channel_flat, each input plane zero-padded and each
+// output-gradient plane laid over the padded pitch (zeros in the positions past each output
+// row), so every tap's sum over a plane is one long dot product (tap_dots) instead of one
+// per output row. Each tap sums the images in order.
+template <class T>
+void weight_grad_per_channel_flat(const Geometry& g, const T* x, const T* gy, T* dw) {
+  const Window3& w = g.w;
+  const size_t L = g.l, K = g.k, img = g.image();
+  std::array<size_t, 3> pin{};
+  for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
+  const size_t padded = pin[0] * pin[1] * pin[2];
+  const size_t flat_n = ((w.out[0] - 1) * pin[1] + w.out[1] - 1) * pin[2] + w.out[2];
+  std::vector<ptrdiff_t> off(K);  // tap offsets in the padded volume
+  for (size_t kz = 0, t = 0; kz < w.kernel[0]; ++kz)
+    for (size_t ky = 0; ky < w.kernel[1]; ++ky)
+      for (size_t kx = 0; kx < w.kernel[2]; ++kx, ++t)
+        off[t] = ptrdiff_t(((kz * w.dilation[0]) * pin[1] + ky * w.dilation[1]) * pin[2] +
+                           kx * w.dilation[2]);
+  const TapDots<T> dots = tap_dots_kernel(T{});
+  parallel_for(0, g.o, 1, [&](size_t b, size_t e) {
+    T* xp = scratch<T>(padded + flat_n);
+    T* gf = xp + padded;
+    std::fill(gf, gf + flat_n, T(0));  // the positions past each row stay zero
+    for (size_t oc = b; oc < e; ++oc) {
+      T* dk = dw + oc * K;
+      std::fill(dk, dk + K, T(0));
+      for (size_t n = 0; n < g.n; ++n) {
+        pad_plane(w, pin, x + (n * g.c + oc / g.og) * img, xp);
+        const T* gp = gy + (n * g.o + oc) * L;
+        for (size_t oz = 0; oz < w.out[0]; ++oz)
+          for (size_t oy = 0; oy < w.out[1]; ++oy)
+            std::memcpy(gf + (oz * pin[1] + oy) * pin[2], gp + (oz * w.out[1] + oy) * w.out[2],
+                        w.out[2] * sizeof(T));
+        dots(flat_n, gf, xp, off.data(), K, dk);
+      }
+    }
+  });
+}
+
 template <class T>
 void weight_grad_per_channel(const Geometry& g, const T* x, const T* gy, T* dw) {
   const size_t L = g.l, K = g.k, img = g.image(), s = g.w.stride[2];
+  if (g.w.stride == std::array<size_t, 3>{1, 1, 1} && L > 0)
+    return weight_grad_per_channel_flat(g, x, gy, dw);
   parallel_for(0, g.o, 1, [&](size_t b, size_t e) {
     for (size_t oc = b; oc < e; ++oc) {
       T* dk = dw + oc * K;
@@ -1231,7 +1297,17 @@ ir::Handle run(CpuContext& ctx, ir::Conv& op) {
         break;
       case ir::ConvPass::InputGrad: {
         const Geometry g = geometry(out->shape(), op.window, x->shape()[1], op.groups);
-        if (g.per_channel())
+        Geometry f;
+        if (g.per_channel() && g.og == 1 && input_grad_as_forward(g, f)) {
+          // Note [Input grad as a forward], depthwise: the flipped kernels on the direct path.
+          const size_t K = g.k;
+          const T* src = w->data_as<const T>();
+          std::vector<T> flipped(g.o * K);
+          for (size_t oc = 0; oc < g.o; ++oc)
+            for (size_t t = 0; t < K; ++t) flipped[oc * K + t] = src[oc * K + K - 1 - t];
+          forward_per_channel<T>(f, x->data_as<const T>(), flipped.data(), out->data_as<T>(),
+                                 nullptr);
+        } else if (g.per_channel())
           input_grad_per_channel<T>(g, x->data_as<const T>(), w->data_as<const T>(),
                                     out->data_as<T>());
         else
