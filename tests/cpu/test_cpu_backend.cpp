@@ -497,6 +497,13 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       {{2, 5, 12, 11}, 6, 1, {{3, 3}, {1, 1}, {2, 2}, {2, 2}}},
       {{1, 4, 9, 9}, 5, 1, {{3, 3}, {1, 1}, {2, 2}, {1, 1}}},
       {{1, 4, 6, 9}, 3, 1, {{2, 3}, {1, 1}, {2, 1}, {1, 1}}},
+      // depthwise of stride 1: the input grad through the flipped kernels (the plane kernel
+      // at a width past a vector, the flat rows in 1-d and 3-d), the weight grad as long
+      // dot products; a channel multiplier of 2 (its own input-grad path)
+      {{2, 5, 11, 37}, 5, 5, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 3, 50}, 3, 3, {{5}, {1}, {2}, {1}}},
+      {{1, 2, 4, 5, 19}, 2, 2, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
+      {{1, 2, 6, 21}, 4, 2, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
   };
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {
