@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -533,6 +534,32 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       expect_close(be->to_data(dx), ref.dx, tol * 8, what + " input grad");
       expect_close(be->to_data(dw), ref.dw, tol * 64, what + " weight grad");
     }
+  }
+}
+
+// Note [Phase images]: the flat positions past each output row read image elements that
+// no window reads (here column 6 of each row: stride 3 reads columns 0-1 and 3-4); they are
+// dropped from the output and kept out of the weight gradient's sums, so an infinity there
+// changes nothing.
+TEST(CpuConv, ElementsNoWindowReadsStayOutOfTheSums) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const ConvGeo g{{1, 2, 4, 7}, 3, 1, {{1, 2}, {1, 3}, {0, 0}, {1, 1}}};
+  const Shape xs(g.x), ws{3, 2, 1, 2}, ys{1, 3, 4, 2};
+  auto xv = uniform_values(xs.num_elements(), 3);
+  const auto wv = uniform_values(ws.num_elements(), 4), gv = uniform_values(ys.num_elements(), 5);
+  const ConvRef ref = conv_reference(g, xv, wv, gv);
+  for (std::size_t c = 0; c < 2; ++c)
+    for (std::size_t r = 0; r < 4; ++r)
+      xv[(c * 4 + r) * 7 + 6] = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::F32, DType::F64}) {
+    const auto node = [&](const std::vector<double>& v, const Shape& s) {
+      return be->from_data(TensorData::from(v, s).convert(dt));
+    };
+    auto x = node(xv, xs), w = node(wv, ws), gy = node(gv, ys);
+    auto y = be->execute(ir::Conv{x, w, g.w, 1, ir::ConvPass::Forward, {}})[0];
+    auto dw = be->execute(ir::Conv{x, gy, g.w, 1, ir::ConvPass::WeightGrad, {}})[0];
+    expect_close(be->to_data(y), ref.y, 1e-5, std::string(name(dt)) + " forward");
+    expect_close(be->to_data(dw), ref.dw, 1e-5, std::string(name(dt)) + " weight grad");
   }
 }
 

@@ -324,16 +324,16 @@ T* scratch(size_t count) {
   return buf.data();
 }
 
-// d[p * ld_d + j] = rows[j * ld_r + p] for j < jn, p < kc: 16-byte blocks of rows turned
-// into 16-byte blocks of columns by shuffles (4 x 4 floats, 2 x 2 doubles), which every
-// target has (SSE2 is part of x86-64).
-template <class T>
-void transpose_rows(const T* rows, size_t ld_r, size_t jn, size_t kc, T* d, size_t ld_d) {
+// d[p * ld_d + j] = row(j)[p] for j < jn, p < kc (row(j) a const T*): 16-byte blocks of
+// rows turned into 16-byte blocks of columns by shuffles (4 x 4 floats, 2 x 2 doubles),
+// which every target has (SSE2 is part of x86-64).
+template <class T, class Row>
+void transpose_rows(const Row& row, size_t jn, size_t kc, T* d, size_t ld_d) {
   typedef T V __attribute__((vector_size(16)));
   constexpr size_t n = 16 / sizeof(T);
   const auto at = [&](size_t j, size_t p) {
     V v;
-    std::memcpy(&v, rows + j * ld_r + p, 16);
+    std::memcpy(&v, row(j) + p, 16);
     return v;
   };
   size_t j = 0;
@@ -359,10 +359,10 @@ void transpose_rows(const T* rows, size_t ld_r, size_t jn, size_t kc, T* d, size
       for (size_t q = 0; q < n; ++q) std::memcpy(d + (p + q) * ld_d + j, &o[q], 16);
     }
     for (; p < kc; ++p)
-      for (size_t q = 0; q < n; ++q) d[p * ld_d + j + q] = rows[(j + q) * ld_r + p];
+      for (size_t q = 0; q < n; ++q) d[p * ld_d + j + q] = row(j + q)[p];
   }
   for (; j < jn; ++j)
-    for (size_t p = 0; p < kc; ++p) d[p * ld_d + j] = rows[j * ld_r + p];
+    for (size_t p = 0; p < kc; ++p) d[p * ld_d + j] = row(j)[p];
 }
 
 // The implicit B operands: cols(planes) for Forward, cols(planes)^T for WeightGrad.
@@ -421,7 +421,7 @@ struct ColsOperand {
       T* d = dst + s * nr * kc;
       for (size_t j = 0; j < jn; ++j)
         gather_row(*self.g, self.planes, j0 + s * nr + j, p0, kc, rows + j * kc, 1);
-      transpose_rows(rows, kc, jn, kc, d, nr);
+      transpose_rows([&](size_t j) { return rows + j * kc; }, jn, kc, d, nr);
       if (jn < nr)
         for (size_t p = 0; p < kc; ++p) std::fill(d + p * nr + jn, d + p * nr + nr, T(0));
     }
@@ -967,6 +967,42 @@ void split_phases(const Window3& w, const PhaseLayout& p, const T* x, T* dst) {
       }
 }
 
+// WeightGrad's B through phase images (Note [Phase images]): cols^T over flat positions,
+// [flat, CK], element (j, r) the run of row r at j (images + off[r] + j), zero where j is a
+// position past an output row (so no value there, even an infinite one, enters a sum). A
+// sliver's columns are runs, transposed straight from the images.
+template <class T>
+struct PhaseRunsT {
+  const T* images;
+  const PhaseLayout* p;
+  const Window3* w;
+
+  static void pack(const void* ctx, T* dst, size_t nr, size_t p0, size_t kc, size_t j0,
+                   size_t cols) {
+    const auto& self = *static_cast<const PhaseRunsT*>(ctx);
+    const PhaseLayout& p = *self.p;
+    for (size_t s = 0; s * nr < cols; ++s) {
+      const size_t jn = std::min(nr, cols - s * nr), r0 = j0 + s * nr;
+      T* d = dst + s * nr * kc;
+      transpose_rows([&](size_t j) { return self.images + p.off[r0 + j] + ptrdiff_t(p0); }, jn, kc,
+                     d, nr);
+      if (jn < nr)
+        for (size_t q = 0; q < kc; ++q) std::fill(d + q * nr + jn, d + q * nr + nr, T(0));
+    }
+    // The dropped positions' rows of every sliver.
+    const size_t pw = p.ext[2], ph = p.ext[1], slivers = (cols + nr - 1) / nr;
+    size_t ox = p0 % pw, oy = p0 / pw % ph;
+    for (size_t q = 0; q < kc; ++q) {
+      if (ox >= self.w->out[2] || oy >= self.w->out[1])
+        for (size_t s = 0; s < slivers; ++s) std::fill_n(dst + (s * kc + q) * nr, nr, T(0));
+      if (++ox == pw) {
+        ox = 0;
+        if (++oy == ph) oy = 0;
+      }
+    }
+  }
+};
+
 // Forward through phase images (Note [Phase images]), images [n0, n1) of the batch whose
 // phase images (all channels) are `images`.
 template <class T>
@@ -1233,6 +1269,7 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
       chunks > 1 ? ctx.empty(Shape{chunks * total}, sizeof(T) == 4 ? DType::F32 : DType::F64)
                  : nullptr;
   T* const partial = chunks > 1 ? partial_buf->template data_as<T>() : nullptr;
+  const PhaseLayout p = phase_layout(g);
   for_each_task(chunks * g.groups, [&](size_t t) {
     const size_t ch = t / g.groups, gi = t % g.groups;
     const size_t n0 = g.n * ch / chunks, n1 = g.n * (ch + 1) / chunks;
@@ -1241,7 +1278,23 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
       const T* planes = x + (n * g.c + gi * g.cg) * g.image();
       const T* a = gy + (n * g.o + gi * g.og) * L;
       // out [og, ck] += gy[n, g] [og, L] * cols^T [L, ck].
-      if (g.pointwise()) {
+      if (p.flat > 0) {
+        // Over flat positions: the group's phase images, gy laid over them (zeros past
+        // each output row).
+        T* images = scratch<T, 4>(g.cg * p.channel());
+        for (size_t c = 0; c < g.cg; ++c)
+          split_phases(g.w, p, planes + c * g.image(), images + c * p.channel());
+        T* af = scratch<T, 5>(g.og * p.flat);
+        std::fill(af, af + g.og * p.flat, T(0));
+        for (size_t o = 0; o < g.og; ++o)
+          for (size_t oz = 0; oz < g.w.out[0]; ++oz)
+            for (size_t oy = 0; oy < g.w.out[1]; ++oy)
+              std::memcpy(af + o * p.flat + (oz * p.ext[1] + oy) * p.ext[2],
+                          a + o * L + (oz * g.w.out[1] + oy) * g.w.out[2], g.w.out[2] * sizeof(T));
+        const PhaseRunsT<T> runs{images, &p, &g.w};
+        gemm_packed(g.og, ck, p.flat, af, ptrdiff_t(p.flat), 1,
+                    PackedB<T>{&PhaseRunsT<T>::pack, &runs}, out, ptrdiff_t(ck), n > n0);
+      } else if (g.pointwise()) {
         gemm(g.og, ck, L, a, ptrdiff_t(L), 1, planes, 1, ptrdiff_t(L), out, ptrdiff_t(ck), n > n0);
       } else {
         const PaddedImage<T> image(g, planes);
