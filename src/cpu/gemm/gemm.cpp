@@ -889,18 +889,11 @@ void gemm_in_place_impl(size_t n, const PackedA<T>& a, const T* const* rows, T* 
   for (size_t pc = 0; pc < k; pc += kc) {
     const size_t kcur = std::min(kc, k - pc);
     const T* pa = a.panels() + pc * m_padded;
-    for (size_t jr = 0; jr < n; jr += kr.nr) {
-      if (jr + kr.nr < n)
-        for (size_t p = 0; p < kcur; ++p) {
-          const T* next = rows[pc + p] + jr + kr.nr;
-          __builtin_prefetch(next, 0, 2);
-          __builtin_prefetch(next + kr.nr - 1, 0, 2);
-        }
+    for (size_t jr = 0; jr < n; jr += kr.nr)
       for (size_t ir = 0; ir < m; ir += kr.mr)
         kr.ukernel_in_place(kcur, pa + ir * kcur, rows + pc, jr,
                             c + static_cast<ptrdiff_t>(ir) * c_rs + jr, c_rs,
                             std::min(kr.mr, m - ir), std::min(kr.nr, n - jr), pc > 0);
-    }
   }
 }
 
