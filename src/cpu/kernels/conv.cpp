@@ -1033,8 +1033,7 @@ void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<
       const size_t s0 = std::max(f0, r * pw), s1 = std::min(f0 + ncur, r * pw + w.out[2]);
       if (s1 <= s0) continue;
       const size_t l0 = (oz * w.out[1] + oy) * w.out[2] + (s0 - r * pw), len = s1 - s0;
-      for (size_t i = 0; i < og; ++i)
-        std::memcpy(yc + i * L + l0, cb + i * ncur + (s0 - f0), len * sizeof(T));
+      for (size_t i = 0; i < og; ++i) copy_run(yc + i * L + l0, cb + i * ncur + (s0 - f0), len);
       if (ep) ep->apply(ep->ctx, n, gi * og, l0, yc + l0, ptrdiff_t(L), og, len);
     }
   });
