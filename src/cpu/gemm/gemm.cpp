@@ -878,7 +878,8 @@ void gemm_f64_packed_b(size_t m, size_t n, size_t k, const double* a, ptrdiff_t 
 }
 
 // Note [B rows in place] (gemm.hpp): A's k blocks outer, then B's column tiles, then A's row
-// slivers, so a tile's rows stay in L1 while every sliver of A meets them.
+// slivers, so a tile's rows stay in L1 while every sliver of A meets them (or the other way
+// round when A has more rows than B columns).
 template <class T>
 void gemm_in_place_impl(size_t n, const PackedA<T>& a, const T* const* rows, T* c, ptrdiff_t c_rs) {
   const size_t m = a.m(), k = a.k();
@@ -889,11 +890,20 @@ void gemm_in_place_impl(size_t n, const PackedA<T>& a, const T* const* rows, T* 
   for (size_t pc = 0; pc < k; pc += kc) {
     const size_t kcur = std::min(kc, k - pc);
     const T* pa = a.panels() + pc * m_padded;
-    for (size_t jr = 0; jr < n; jr += kr.nr)
+    const auto tile = [&](size_t ir, size_t jr) {
+      kr.ukernel_in_place(kcur, pa + ir * kcur, rows + pc, jr,
+                          c + static_cast<ptrdiff_t>(ir) * c_rs + jr, c_rs, std::min(kr.mr, m - ir),
+                          std::min(kr.nr, n - jr), pc > 0);
+    };
+    if (m <= n) {
+      for (size_t jr = 0; jr < n; jr += kr.nr)
+        for (size_t ir = 0; ir < m; ir += kr.mr) tile(ir, jr);
+    } else {
+      // More rows than columns (a late ResNet layer: 512 channels, 61 positions): A's k
+      // block would leave L2 between column tiles, so each sliver of A meets every tile.
       for (size_t ir = 0; ir < m; ir += kr.mr)
-        kr.ukernel_in_place(kcur, pa + ir * kcur, rows + pc, jr,
-                            c + static_cast<ptrdiff_t>(ir) * c_rs + jr, c_rs,
-                            std::min(kr.mr, m - ir), std::min(kr.nr, n - jr), pc > 0);
+        for (size_t jr = 0; jr < n; jr += kr.nr) tile(ir, jr);
+    }
   }
 }
 
