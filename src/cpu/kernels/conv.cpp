@@ -4,12 +4,16 @@
 //   Forward:    y[n, g] = W_g [O/G, CK] * cols(x[n, g]) [CK, L];
 //   InputGrad:  dcols = W_g^T [CK, O/G] * g[n, g] [O/G, L], folded back onto dx[n, g];
 //   WeightGrad: dW_g += g[n, g] [O/G, L] * cols(x[n, g])^T [L, CK], summed over n.
-// The column matrix is never stored. Forward and WeightGrad run as implicit GEMMs: the
-// GEMM's B panels are packed straight from the image (gemm_f32_packed_b), a panel's
-// entries gathered row run by row run (walk_row), so the image is read where it lies and
-// only a cache-sized panel is written. InputGrad computes dcols a cache-sized run of
-// window positions at a time and folds each run onto dx while it is in cache.
-// A 1x1 window of stride 1 without padding needs neither: the image is its own columns.
+// The column matrix is never stored. Where it pays (Note [Phase images]: all but maps where
+// more than half the positions again would be dropped) each image is split by stride phase
+// so every column-matrix row is a contiguous run: Forward's GEMM reads those runs in place
+// (gemm_packed_a_in_place), a cache-sized run of positions per task, and WeightGrad packs
+// its B by transposing them. Elsewhere Forward and WeightGrad are implicit GEMMs whose B
+// panels are gathered from the image row run by row run (pack_cols, pack_cols_t, walk_row).
+// InputGrad of a stride-1 window is the forward of the flipped weight (Note [Input grad as a
+// forward]); other strides compute dcols a cache-sized run of window positions at a time
+// and fold each run onto dx while it is in cache. A 1x1 window of stride 1 without padding
+// needs none of this: the image is its own columns.
 // The weight, the GEMM's A in Forward and InputGrad, is packed into the GEMM's panels once
 // per call for all images and threads (GroupWeights, Note [Packed A] in gemm.hpp), and
 // kept with the weight's buffer for the next call when it is convolved again unchanged
@@ -19,11 +23,13 @@
 // per kernel offset, for all three passes: a GEMM with K-deep products would waste its tiles.
 // Forward takes an epilogue (conv_forward_into in conv.hpp, for fused groups): the GEMM path
 // passes it to each (image, group) product, shifted to the group's channels
-// (ShiftedEpilogue), and the direct path calls it on each output plane once computed.
-// (image, group) tasks run on the thread pool, each with a single-threaded GEMM, when there
-// are enough of them; otherwise they run in turn and each GEMM uses the threads. Every sum
-// runs in an order fixed by the sizes alone: WeightGrad sums the images in fixed chunks
-// whose partial sums are added in chunk order, so no result depends on the thread count.
+// (ShiftedEpilogue), the phase route calls it on each block's valid output rows once copied
+// out, and the direct path on each output plane once computed.
+// (image, group[, run of positions]) tasks run on the thread pool, each with a
+// single-threaded GEMM, when there are enough of them; otherwise they run in turn and each
+// GEMM uses the threads. Every sum runs in an order fixed by the sizes alone: WeightGrad
+// sums the images in fixed chunks whose partial sums are added in chunk order, so no
+// result depends on the thread count.
 #include <algorithm>
 #include <array>
 #include <cstring>
