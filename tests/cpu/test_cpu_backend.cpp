@@ -492,6 +492,9 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       {{2, 3, 35, 37}, 5, 1, {{11, 11}, {4, 4}, {2, 2}, {1, 1}}},
       {{1, 4, 13, 17}, 7, 1, {{3, 3}, {3, 2}, {2, 1}, {2, 2}}},
       {{2, 6, 300}, 9, 3, {{5}, {1}, {2}, {1}}},
+      // Note [Shared padding]: windows that read past a phase row's end (1-d, 2-d, stride 2)
+      {{3, 4, 17}, 5, 1, {{3}, {2}, {1}, {1}}},
+      {{2, 3, 9, 11}, 4, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
       {{1, 3, 5, 6, 7}, 7, 1, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
       // Note [Input grad as a forward]: dilation with padding below its reach (2 of 4),
       // padding equal to it, and a kernel padded past its reach (forward only then)
@@ -535,6 +538,35 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       expect_close(be->to_data(dw), ref.dw, tol * 64, what + " weight grad");
     }
   }
+}
+
+// Note [Phase images]: images whose phase images pass the 32 MB a forward splits at once
+// go a chunk at a time (here two images, then a short chunk of one in the same buffer).
+TEST(CpuConv, PhaseImagesAChunkAtATime) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const ConvGeo g{{3, 1, 1200, 2500}, 4, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}};
+  const Shape xs(g.x), ws{4, 1, 3, 3};
+  const auto xv = uniform_values(xs.num_elements(), 8), wv = uniform_values(ws.num_elements(), 9);
+  // The definition in f64 (3x3, padding 1, one input channel).
+  const std::size_t h = 1200, wd = 2500;
+  std::vector<double> want(3 * 4 * h * wd, 0.0);
+  for (std::size_t b = 0; b < 3; ++b)
+    for (std::size_t o = 0; o < 4; ++o)
+      for (std::size_t i = 0; i < h; ++i)
+        for (std::size_t ky = 0; ky < 3; ++ky) {
+          if (i + ky < 1 || i + ky > h) continue;
+          const double* xr = xv.data() + (b * h + i + ky - 1) * wd;
+          double* yr = want.data() + ((b * 4 + o) * h + i) * wd;
+          for (std::size_t kx = 0; kx < 3; ++kx) {
+            const double wv_k = wv[o * 9 + ky * 3 + kx];
+            for (std::size_t j = 0; j < wd; ++j)
+              if (j + kx >= 1 && j + kx <= wd) yr[j] += wv_k * xr[j + kx - 1];
+          }
+        }
+  auto x = be->from_data(TensorData::from(xv, xs).convert(DType::F32));
+  auto w = be->from_data(TensorData::from(wv, ws).convert(DType::F32));
+  auto y = be->execute(ir::Conv{x, w, g.w, 1, ir::ConvPass::Forward, {}})[0];
+  expect_close(be->to_data(y), want, 1e-5, "forward");
 }
 
 // Note [Phase images]: the flat positions past each output row read image elements that

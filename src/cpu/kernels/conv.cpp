@@ -904,8 +904,9 @@ constexpr size_t kPhaseBudget = size_t{32} << 20;  // bytes of phase images at o
 struct PhaseLayout {
   std::array<size_t, 3> ext{};  // each phase image's extents
   size_t phases = 1;            // prod(stride)
-  size_t plane = 0;             // elements of one phase image
+  size_t plane = 0;             // elements of one phase image, its tail of zeros included
   size_t flat = 0;              // flat positions of one output plane
+  size_t tail = 0;              // zeros after each phase image (Note [Shared padding])
   std::vector<ptrdiff_t> off;   // per column-matrix row: its run's start in the group's images
   size_t channel() const { return phases * plane; }  // elements of one channel's phases
 };
@@ -916,11 +917,21 @@ PhaseLayout phase_layout(const Geometry& g) {
   PhaseLayout p;
   const Window3& w = g.w;
   if (g.pointwise() || g.l == 0 || g.n == 0) return p;
+  // Note [Shared padding]: a phase row is ceil((iw + px) / sx) long, not ceil((iw + 2 px) /
+  // sx): a window past a row's end reads on into the next row's first elements, which are
+  // its left padding (element e of a row is padded column e sx + rx, and a read of column
+  // at most iw + 2 px - 1 lands e - PW with (e - PW) sx + rx < px), so the right padding
+  // needs no zeros of its own. After a phase image's last row come `tail` zeros of its own
+  // (the next phase image's first row is another phase's: its first elements may be data).
+  // Each output row then drops k - 1 - px positions of stride 1 fewer (3x3, padding 1: one
+  // of 57 at 56x56, one of 15 at 14x14, instead of two).
   for (int d = 0; d < 3; ++d) {
-    p.ext[d] = (w.in[d] + 2 * w.padding[d] + w.stride[d] - 1) / w.stride[d];
+    const size_t pad = d == 2 ? w.padding[d] : 2 * w.padding[d];
+    p.ext[d] = (w.in[d] + pad + w.stride[d] - 1) / w.stride[d];
     p.phases *= w.stride[d];
   }
-  p.plane = p.ext[0] * p.ext[1] * p.ext[2];
+  p.tail = w.padding[2] / w.stride[2] + 1;
+  p.plane = p.ext[0] * p.ext[1] * p.ext[2] + p.tail;
   const size_t flat = ((w.out[0] - 1) * p.ext[1] + (w.out[1] - 1)) * p.ext[2] + w.out[2];
   if (2 * flat > 3 * g.l) return p;  // more than half the positions again dropped
   p.flat = flat;
@@ -970,6 +981,8 @@ void split_phases(const Window3& w, const PhaseLayout& p, const T* x, T* dst) {
               copy_strided(dst + lo, row, size_t(hi - lo), sx);
             std::fill(dst + hi, dst + p.ext[2], T(0));
           }
+        std::fill(dst, dst + p.tail, T(0));
+        dst += p.tail;
       }
 }
 
