@@ -259,7 +259,8 @@ def matmul_bias_gelu(p):
 def conv2d(p):
     x, w = inp(p["x"], 1), inp(p["w"], 2)
     stride, padding = p["stride"][0], p["padding"][0]
-    return lambda: F.conv2d(x, w, None, stride=stride, padding=padding)
+    groups = p.get("groups", [1])[0]
+    return lambda: F.conv2d(x, w, None, stride=stride, padding=padding, groups=groups)
 
 
 def conv2d_grad(p):
@@ -269,10 +270,11 @@ def conv2d_grad(p):
         x.requires_grad_()
     w = inp(p["w"], 2).requires_grad_()
     n, o, h, wd = p["x"][0], p["w"][0], p["x"][2], p["x"][3]
+    groups = p.get("groups", [1])[0]
     gy = inp([n, o, h, wd], 3)
 
     def f():
-        y = F.conv2d(x, w, None, padding=1)
+        y = F.conv2d(x, w, None, padding=1, groups=groups)
         grads = torch.autograd.grad((y * gy).sum(), [w, x] if grad_input else [w])
         return list(grads), []
 
@@ -638,6 +640,8 @@ WORKLOADS = {
     "matmul_bias_gelu": matmul_bias_gelu,
     "conv2d_resnet": conv2d,
     "conv2d_alexnet": conv2d,
+    "conv2d_depthwise": conv2d,
+    "conv2d_depthwise_grad": conv2d_grad,
     "max_pool2d": max_pool2d,
     "conv2d_cnn1": conv2d,
     "conv2d_cnn2": conv2d,
@@ -666,7 +670,7 @@ WORKLOADS = {
 
 # Workloads that differentiate run with autograd on; the others under torch.no_grad().
 TRAINING = {"autodiff_overhead", "mlp_train_step", "cnn_train_step", "transformer_encoder_step",
-            "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "resnet_train_step",
+            "conv2d_cnn1_grad", "conv2d_cnn2_grad", "conv2d_resnet_grad", "conv2d_depthwise_grad", "resnet_train_step",
             "lstm_lm_step", "layer_norm_grad", "batch_norm_grad", "group_norm_grad",
             "attention_grad", "sdpa_grad", "sdpa_grad_bf16", "rms_norm_grad"}
 

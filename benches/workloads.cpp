@@ -181,7 +181,7 @@ Case matmul_case(SizeKind s, const Device& dev, std::size_t b, std::size_t m, st
 
 // conv2d of x [N, C, H, W] with weight [O, C, kh, kw], no bias, square stride and padding.
 Case conv2d_case(const Device& dev, const Shape& xs, const Shape& ws, std::size_t stride,
-                 std::size_t padding) {
+                 std::size_t padding, std::size_t groups = 1) {
   auto x = input<4>(xs, 1, dev);
   auto w = input<4>(ws, 2, dev);
   const std::size_t oh = (xs[2] + 2 * padding - ws[2]) / stride + 1,
@@ -193,13 +193,14 @@ Case conv2d_case(const Device& dev, const Shape& xs, const Shape& ws, std::size_
   Params p{{"x", dims(xs)},
            {"w", dims(ws)},
            {"stride", {std::int64_t(stride)}},
-           {"padding", {std::int64_t(padding)}}};
+           {"padding", {std::int64_t(padding)}},
+           {"groups", {std::int64_t(groups)}}};
   const module_ops::Size2 st{stride, stride}, pd{padding, padding};
-  Case c = timed(p, xs, bytes, flops, dev, [x, w, st, pd] {
-    return module_ops::conv2d(x, w, std::nullopt, {.stride = st, .padding = pd});
+  Case c = timed(p, xs, bytes, flops, dev, [x, w, st, pd, groups] {
+    return module_ops::conv2d(x, w, std::nullopt, {.stride = st, .padding = pd, .groups = groups});
   });
   c.shape = xs.to_string() + " * " + ws.to_string() + " s" + std::to_string(stride) + " p" +
-            std::to_string(padding);
+            std::to_string(padding) + (groups > 1 ? " g" + std::to_string(groups) : "");
   c.rtol = 1e-4;
   c.atol = 1e-4 * std::sqrt(k);  // inputs in [-1, 1): sums of k terms of mixed sign
   return c;
@@ -208,7 +209,8 @@ Case conv2d_case(const Device& dev, const Shape& xs, const Shape& ws, std::size_
 // The backward passes of conv2d (pad 1, stride 1, no bias) on the Autodiff decorator:
 // y = conv2d(x, w), loss = sum(y * gy), backward to w (and to x when grad_input). The
 // forward is part of the timed work, as in a training step. Compared: dw (then dx).
-Case conv2d_grad_case(const Device& dev, const Shape& xs, const Shape& ws, bool grad_input) {
+Case conv2d_grad_case(const Device& dev, const Shape& xs, const Shape& ws, bool grad_input,
+                      std::size_t groups = 1) {
   const Device ad = dev.autodiff();
   auto x = input<4>(xs, 1, ad);
   if (grad_input) x = x.require_grad();
@@ -217,16 +219,20 @@ Case conv2d_grad_case(const Device& dev, const Shape& xs, const Shape& ws, bool 
   auto gy = input<4>(ys, 3, ad);
   const double k = double(ws[1] * ws[2] * ws[3]);
   const double flops = 2.0 * double(ys.num_elements()) * k * (grad_input ? 3.0 : 2.0);
-  Params p{{"x", dims(xs)}, {"w", dims(ws)}, {"grad_input", {grad_input ? 1 : 0}}};
-  Case c = timed(p, xs, 0, flops, ad, [x, w, gy, grad_input] {
-    auto y = module_ops::conv2d(x, w, std::nullopt, {.padding = {1, 1}});
+  Params p{{"x", dims(xs)},
+           {"w", dims(ws)},
+           {"grad_input", {grad_input ? 1 : 0}},
+           {"groups", {std::int64_t(groups)}}};
+  Case c = timed(p, xs, 0, flops, ad, [x, w, gy, grad_input, groups] {
+    auto y = module_ops::conv2d(x, w, std::nullopt, {.padding = {1, 1}, .groups = groups});
     Gradients grads = (y * gy).sum().backward();
     Outputs out;
     out.compared.push_back(w.grad(grads).value().dyn());
     if (grad_input) out.compared.push_back(x.grad(grads).value().dyn());
     return out;
   });
-  c.shape = xs.to_string() + " * " + ws.to_string() + " p1" + (grad_input ? " dx dw" : " dw");
+  c.shape = xs.to_string() + " * " + ws.to_string() + " p1" +
+            (groups > 1 ? " g" + std::to_string(groups) : "") + (grad_input ? " dx dw" : " dw");
   c.rtol = 1e-4;
   c.atol = 1e-4 * std::sqrt(double(ys.num_elements() / ws[0]));  // dw sums N*H*W terms
   return c;
@@ -578,6 +584,13 @@ std::vector<Workload> build() {
                ? conv2d_case(dev, Shape{2, 3, 23, 25}, Shape{5, 3, 11, 11}, 4, 2)
                : conv2d_case(dev, Shape{n, 3, 224, 224}, Shape{64, 3, 11, 11}, 4, 2);
   });
+  // A MobileNetV2 depthwise layer: 3x3, padding 1, 144 channels at 56x56, one group each.
+  add("conv2d_depthwise", "module", [](SizeKind s, const Device& dev) {
+    const std::size_t n = by_size<std::size_t>(s, 0, 8, 64);
+    return s == SizeKind::Tiny
+               ? conv2d_case(dev, Shape{2, 6, 9, 11}, Shape{6, 1, 3, 3}, 1, 1, 6)
+               : conv2d_case(dev, Shape{n, 144, 56, 56}, Shape{144, 1, 3, 3}, 1, 1, 144);
+  });
   // The layers of the Fashion-MNIST CNN (cnn_train_step), forward and backward.
   add("conv2d_cnn1", "module", [](SizeKind s, const Device& dev) {
     return s == SizeKind::Tiny ? conv2d_case(dev, Shape{3, 1, 8, 8}, Shape{3, 1, 3, 3}, 1, 1)
@@ -604,6 +617,13 @@ std::vector<Workload> build() {
     return s == SizeKind::Tiny
                ? conv2d_grad_case(dev, Shape{2, 8, 9, 11}, Shape{6, 8, 3, 3}, true)
                : conv2d_grad_case(dev, Shape{n, 64, 56, 56}, Shape{64, 64, 3, 3}, true);
+  });
+  // The depthwise layer of conv2d_depthwise, forward and backward (dx, dw).
+  add("conv2d_depthwise_grad", "autodiff", [](SizeKind s, const Device& dev) {
+    const std::size_t n = by_size<std::size_t>(s, 0, 8, 64);
+    return s == SizeKind::Tiny
+               ? conv2d_grad_case(dev, Shape{2, 6, 9, 11}, Shape{6, 1, 3, 3}, true, 6)
+               : conv2d_grad_case(dev, Shape{n, 144, 56, 56}, Shape{144, 1, 3, 3}, true, 144);
   });
   add("max_pool2d", "module", [](SizeKind s, const Device& dev) {
     // The ResNet stem's pooling: 3x3, stride 2, padding 1.

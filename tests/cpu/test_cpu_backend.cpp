@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -542,6 +543,29 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       {{2, 5, 7, 7}, 3, 1, {{1, 1}, {2, 2}, {1, 1}, {1, 1}}},
       // stride 2 along rows long enough for the packer's vector gather (ow = 20)
       {{1, 2, 5, 40}, 3, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+      // Note [Phase images]: a map of several column blocks (flat positions past one task's
+      // block) with an odd width; AlexNet's 11x11 stride-4 window (16 phases), a stride
+      // of 3 by 2 with dilation; 1-d and 3-d; output channels past a micro-tile
+      {{2, 3, 40, 70}, 8, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 3, 35, 37}, 5, 1, {{11, 11}, {4, 4}, {2, 2}, {1, 1}}},
+      {{1, 4, 13, 17}, 7, 1, {{3, 3}, {3, 2}, {2, 1}, {2, 2}}},
+      {{2, 6, 300}, 9, 3, {{5}, {1}, {2}, {1}}},
+      // Note [Shared padding]: windows that read past a phase row's end (1-d, 2-d, stride 2)
+      {{3, 4, 17}, 5, 1, {{3}, {2}, {1}, {1}}},
+      {{2, 3, 9, 11}, 4, 1, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+      {{1, 3, 5, 6, 7}, 7, 1, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
+      // Note [Input grad as a forward]: dilation with padding below its reach (2 of 4),
+      // padding equal to it, and a kernel padded past its reach (forward only then)
+      {{2, 5, 12, 11}, 6, 1, {{3, 3}, {1, 1}, {2, 2}, {2, 2}}},
+      {{1, 4, 9, 9}, 5, 1, {{3, 3}, {1, 1}, {2, 2}, {1, 1}}},
+      {{1, 4, 6, 9}, 3, 1, {{2, 3}, {1, 1}, {2, 1}, {1, 1}}},
+      // depthwise of stride 1: the input grad through the flipped kernels (the plane kernel
+      // at a width past a vector, the flat rows in 1-d and 3-d), the weight grad as long
+      // dot products; a channel multiplier of 2 (its own input-grad path)
+      {{2, 5, 11, 37}, 5, 5, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 3, 50}, 3, 3, {{5}, {1}, {2}, {1}}},
+      {{1, 2, 4, 5, 19}, 2, 2, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
+      {{1, 2, 6, 21}, 4, 2, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
   };
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {
@@ -571,6 +595,61 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       expect_close(be->to_data(dx), ref.dx, tol * 8, what + " input grad");
       expect_close(be->to_data(dw), ref.dw, tol * 64, what + " weight grad");
     }
+  }
+}
+
+// Note [Phase images]: images whose phase images pass the 32 MB a forward splits at once
+// go a chunk at a time (here two images, then a short chunk of one in the same buffer).
+TEST(CpuConv, PhaseImagesAChunkAtATime) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const ConvGeo g{{3, 1, 1200, 2500}, 4, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}};
+  const Shape xs(g.x), ws{4, 1, 3, 3};
+  const auto xv = uniform_values(xs.num_elements(), 8), wv = uniform_values(ws.num_elements(), 9);
+  // The definition in f64 (3x3, padding 1, one input channel).
+  const std::size_t h = 1200, wd = 2500;
+  std::vector<double> want(3 * 4 * h * wd, 0.0);
+  for (std::size_t b = 0; b < 3; ++b)
+    for (std::size_t o = 0; o < 4; ++o)
+      for (std::size_t i = 0; i < h; ++i)
+        for (std::size_t ky = 0; ky < 3; ++ky) {
+          if (i + ky < 1 || i + ky > h) continue;
+          const double* xr = xv.data() + (b * h + i + ky - 1) * wd;
+          double* yr = want.data() + ((b * 4 + o) * h + i) * wd;
+          for (std::size_t kx = 0; kx < 3; ++kx) {
+            const double wv_k = wv[o * 9 + ky * 3 + kx];
+            for (std::size_t j = 0; j < wd; ++j)
+              if (j + kx >= 1 && j + kx <= wd) yr[j] += wv_k * xr[j + kx - 1];
+          }
+        }
+  auto x = be->from_data(TensorData::from(xv, xs).convert(DType::F32));
+  auto w = be->from_data(TensorData::from(wv, ws).convert(DType::F32));
+  auto y = be->execute(ir::Conv{x, w, g.w, 1, ir::ConvPass::Forward, {}})[0];
+  expect_close(be->to_data(y), want, 1e-5, "forward");
+}
+
+// Note [Phase images]: the flat positions past each output row read image elements that
+// no window reads (here column 6 of each row: stride 3 reads columns 0-1 and 3-4); they are
+// dropped from the output and kept out of the weight gradient's sums, so an infinity there
+// changes nothing.
+TEST(CpuConv, ElementsNoWindowReadsStayOutOfTheSums) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const ConvGeo g{{1, 2, 4, 7}, 3, 1, {{1, 2}, {1, 3}, {0, 0}, {1, 1}}};
+  const Shape xs(g.x), ws{3, 2, 1, 2}, ys{1, 3, 4, 2};
+  auto xv = uniform_values(xs.num_elements(), 3);
+  const auto wv = uniform_values(ws.num_elements(), 4), gv = uniform_values(ys.num_elements(), 5);
+  const ConvRef ref = conv_reference(g, xv, wv, gv);
+  for (std::size_t c = 0; c < 2; ++c)
+    for (std::size_t r = 0; r < 4; ++r)
+      xv[(c * 4 + r) * 7 + 6] = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::F32, DType::F64}) {
+    const auto node = [&](const std::vector<double>& v, const Shape& s) {
+      return be->from_data(TensorData::from(v, s).convert(dt));
+    };
+    auto x = node(xv, xs), w = node(wv, ws), gy = node(gv, ys);
+    auto y = be->execute(ir::Conv{x, w, g.w, 1, ir::ConvPass::Forward, {}})[0];
+    auto dw = be->execute(ir::Conv{x, gy, g.w, 1, ir::ConvPass::WeightGrad, {}})[0];
+    expect_close(be->to_data(y), ref.y, 1e-5, std::string(name(dt)) + " forward");
+    expect_close(be->to_data(dw), ref.dw, 1e-5, std::string(name(dt)) + " weight grad");
   }
 }
 

@@ -374,6 +374,23 @@ void check_packed_a(std::mt19937& rng) {
           ASSERT_EQ(std::memcmp(&implicit[i], &with_both[i], sizeof(T)), 0)
               << "packed B, element " << i << ": " << with_both[i] << " vs " << implicit[i];
         }
+        if (accumulate) continue;
+        // Note [B rows in place]: B's rows where they lie, in reverse order, each followed by
+        // its readable slack of NaNs (columns the kernels load and drop): the packed B's
+        // results bit for bit (C overwritten).
+        const size_t pitch = n + kInPlaceRowSlack + 5;
+        std::vector<T> lying(k * pitch + kInPlaceRowSlack, std::numeric_limits<T>::quiet_NaN());
+        std::vector<const T*> rows(k);
+        for (size_t p = 0; p < k; ++p) {
+          T* row = lying.data() + (k - 1 - p) * pitch;
+          std::copy(b.begin() + p * n, b.begin() + (p + 1) * n, row);
+          rows[p] = row;
+        }
+        std::vector<T> in_place = c0;
+        gemm_packed_a_in_place(n, packed, rows.data(), in_place.data(), ln);
+        for (size_t i = 0; i < m * n; ++i)
+          ASSERT_EQ(std::memcmp(&with_both[i], &in_place[i], sizeof(T)), 0)
+              << "rows in place, element " << i << ": " << in_place[i] << " vs " << with_both[i];
       }
     }
 }

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 #include <vector>
 
 #if defined(__SSE2__)
@@ -76,6 +77,25 @@ void ukernel_scalar(size_t k, const T* a, const T* b, T* c, ptrdiff_t c_rs, size
   for (size_t i = 0; i < m; ++i) {
     T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
     for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
+  }
+}
+
+// The same over rows read in place (Note [B rows in place] in gemm.hpp).
+template <class T>
+void ukernel_in_place_scalar(size_t k, const T* a, const T* const* rows, size_t j, T* c,
+                             ptrdiff_t c_rs, size_t m, size_t n, bool load_c) {
+  T acc[kScalarMr][kScalarNr] = {};
+  for (size_t p = 0; p < k; ++p) {
+    const T* b = rows[p] + j;
+    for (int i = 0; i < kScalarMr; ++i) {
+      const T av = a[i];
+      for (int jj = 0; jj < kScalarNr; ++jj) acc[i][jj] += av * b[jj];
+    }
+    a += kScalarMr;
+  }
+  for (size_t i = 0; i < m; ++i) {
+    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
+    for (size_t jj = 0; jj < n; ++jj) row[jj] = load_c ? row[jj] + acc[i][jj] : acc[i][jj];
   }
 }
 
@@ -223,13 +243,16 @@ struct KernelInfo {
   size_t mr, nr;
   size_t kc, mc, nc;  // preferred block sizes (upper bounds; the driver balances them)
   detail::Ukernel<T> ukernel;
+  detail::UkernelInPlace<T> ukernel_in_place;
   void (*pack_a)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t);
   void (*pack_b)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t);
 };
 
 template <class T, int MR, int NR>
-constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk) {
-  return {MR, NR, kc, mc, nc, uk, &pack_a<T, MR>, &pack_b<T, NR>};
+constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk,
+                                  detail::UkernelInPlace<T> in_place) {
+  static_assert(NR <= kInPlaceRowSlack, "Note [B rows in place]: rows are readable NR past n");
+  return {MR, NR, kc, mc, nc, uk, in_place, &pack_a<T, MR>, &pack_b<T, NR>};
 }
 
 // Block sizes: a KC x NR sliver of B stays in L1 while the MC x KC block of A streams from
@@ -243,12 +266,15 @@ KernelInfo<float> kernel_for<float>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<float, kAvx512MrF32, kAvx512NrF32>(256, 192, 4096, &ukernel_avx512_f32);
+      return make_info<float, kAvx512MrF32, kAvx512NrF32>(256, 192, 4096, &ukernel_avx512_f32,
+                                                          &ukernel_in_place_avx512_f32);
     case GemmIsa::Avx2:
-      return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32);
+      return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32,
+                                                      &ukernel_in_place_avx2_f32);
 #endif
     default:
-      return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>);
+      return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>,
+                                                    &ukernel_in_place_scalar<float>);
   }
 }
 
@@ -258,12 +284,15 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<double, kAvx512MrF64, kAvx512NrF64>(256, 96, 2048, &ukernel_avx512_f64);
+      return make_info<double, kAvx512MrF64, kAvx512NrF64>(256, 96, 2048, &ukernel_avx512_f64,
+                                                           &ukernel_in_place_avx512_f64);
     case GemmIsa::Avx2:
-      return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64);
+      return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64,
+                                                       &ukernel_in_place_avx2_f64);
 #endif
     default:
-      return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>);
+      return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>,
+                                                     &ukernel_in_place_scalar<double>);
   }
 }
 
@@ -564,6 +593,77 @@ struct Finish {
 // often (BENCHMARKS.md, Fusion: matmul epilogues).
 constexpr size_t kEpilogueCols = 512;
 
+// Note [Packed A by column blocks]: a product whose A is packed already (PackedA: a
+// convolution's weight, Note [Packed A] in gemm.hpp) is split over B's columns instead of
+// run by gemm_blocked. Each column block of B — kc x nb, nb chosen so the block and C's
+// rows of it take about kColumnBlockBytes, in L2 beside A's panels — is packed by the
+// thread that multiplies it, right before use, into that thread's own buffer, then
+// multiplied by every k block of A in turn. gemm_blocked instead packs a panel of up to
+// 4096 columns with all threads (a convolution's 192 x 3136 window panel is 2.4 MB, out of
+// L2 when the micro-kernels read it back) and meets them twice per k block; here the
+// threads share only the read-only A and never wait for each other within a product, and
+// C's block stays in L2 across the k blocks. The k blocks and slivers are gemm_blocked's,
+// so every element of C sums the same products in the same order: the results are bit for
+// bit gemm_blocked's, whatever the blocks and the thread count. gemm_blocked hands such
+// products over when there are enough column blocks to give each thread a share
+// (column_blocks); a product of few columns keeps gemm_blocked's split over the rows.
+constexpr size_t kColumnBlockBytes = size_t{384} << 10;
+
+// The number of column blocks of a packed-A product of n columns (0: keep gemm_blocked).
+template <class T>
+size_t column_blocks(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k) {
+  const size_t n_slivers = ceil_div(n, kr.nr), kc = k_block(kr, k);
+  const size_t per_block =
+      std::max<size_t>(1, kColumnBlockBytes / sizeof(T) / ((kc + std::min(m, kr.mc)) * kr.nr));
+  size_t blocks = ceil_div(n_slivers, per_block);
+  if (threads <= 1) return blocks;
+  if (n_slivers < 2 * threads) return 0;
+  return std::min(n_slivers, round_up(blocks, threads));  // an equal share per thread
+}
+
+// The product of A's panels and a B given by pack_b (gemm_blocked's), `blocks` column blocks
+// spread over `threads` (Note [Packed A by column blocks]). m, n, k > 0.
+template <class T, class PackB>
+void gemm_by_columns(const KernelInfo<T>& kr, size_t threads, size_t blocks, size_t m, size_t n,
+                     size_t k, const PanelsA<T>& a_panels, const PackB& pack_b, T* c,
+                     ptrdiff_t c_rs, bool accumulate, const Finish<T>& finish) {
+  const size_t mr = kr.mr, nr = kr.nr, kc = k_block(kr, k);
+  const size_t n_slivers = ceil_div(n, nr);
+  const size_t mc = round_up(ceil_div(m, ceil_div(m, kr.mc)), mr);
+  auto work = [&](size_t b0, size_t b1) {
+    T* pb = static_cast<T*>(t_pack_b.get(kc * ceil_div(n_slivers, blocks) * nr * sizeof(T)));
+    for (size_t b = b0; b < b1; ++b) {
+      const size_t s0 = n_slivers * b / blocks, s1 = n_slivers * (b + 1) / blocks;
+      const size_t j0 = s0 * nr, ncur = std::min(n, s1 * nr) - j0;
+      for (size_t pc = 0; pc < k; pc += kc) {
+        const size_t kcur = std::min(kc, k - pc);
+        const bool load_c = accumulate || pc > 0;
+        pack_b(pb, pc, kcur, j0, ncur, size_t{0}, s1 - s0);
+        for (size_t ic = 0; ic < m; ic += mc) {
+          const size_t mcur = std::min(mc, m - ic);
+          const T* pa = a_panels(pc, kcur, ic, mcur);
+          T* c_blk = c + static_cast<ptrdiff_t>(ic) * c_rs + j0;
+          // jr outer, ir inner: one B sliver stays in L1 while A's slivers stream from L2.
+          for (size_t jr = 0; jr < s1 - s0; ++jr) {
+            const size_t ncols = std::min(nr, ncur - jr * nr);
+            const T* pbs = pb + jr * nr * kcur;
+            for (size_t ir = 0; ir < mcur; ir += mr)
+              kr.ukernel(kcur, pa + ir * kcur, pbs,
+                         c_blk + static_cast<ptrdiff_t>(ir) * c_rs + jr * nr, c_rs,
+                         std::min(mr, mcur - ir), ncols, load_c);
+          }
+          if (pc + kcur == k) finish(ic, j0, c_blk, c_rs, mcur, ncur);
+        }
+      }
+    }
+  };
+  if (threads > 1 && blocks > 1) {
+    parallel_for(0, blocks, 1, work);
+  } else {
+    work(0, blocks);
+  }
+}
+
 // The blocked product of an A given by its panel provider (StridedA, PanelsA) and a B given
 // by pack_b(dst, pc, kc, jc, ncur, s0, s1), which packs slivers [s0, s1) of the kc x ncur
 // block of B at row pc, column jc into dst (the sliver layout of pack_b above). `threads`
@@ -578,6 +678,11 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
     return finish(0, 0, c, c_rs, m, n);
   }
   if (m * n * k < kMinParallelMacs) threads = 1;
+  if constexpr (std::is_same_v<APanels, PanelsA<T>>) {
+    if (const size_t blocks = column_blocks(kr, threads, m, n, k); blocks > 0)
+      return gemm_by_columns<T>(kr, threads, blocks, m, n, k, a_panels, pack_b, c, c_rs, accumulate,
+                                finish);
+  }
 
   const size_t mr = kr.mr, nr = kr.nr;
   const size_t kc = k_block(kr, k);
@@ -772,6 +877,36 @@ void gemm_f64_packed_b(size_t m, size_t n, size_t k, const double* a, ptrdiff_t 
   gemm_packed_b_strided_a<double>(m, n, k, a, a_rs, a_cs, b, c, c_rs, accumulate);
 }
 
+// Note [B rows in place] (gemm.hpp): A's k blocks outer, then B's column tiles, then A's row
+// slivers, so a tile's rows stay in L1 while every sliver of A meets them (or the other way
+// round when A has more rows than B columns).
+template <class T>
+void gemm_in_place_impl(size_t n, const PackedA<T>& a, const T* const* rows, T* c, ptrdiff_t c_rs) {
+  const size_t m = a.m(), k = a.k();
+  if (m == 0 || n == 0) return;
+  if (k == 0) return zero_or_keep(m, n, c, c_rs, false);
+  const KernelInfo<T> kr = kernel_for<T>(a.isa());
+  const size_t kc = k_block(kr, k), m_padded = round_up(m, kr.mr);
+  for (size_t pc = 0; pc < k; pc += kc) {
+    const size_t kcur = std::min(kc, k - pc);
+    const T* pa = a.panels() + pc * m_padded;
+    const auto tile = [&](size_t ir, size_t jr) {
+      kr.ukernel_in_place(kcur, pa + ir * kcur, rows + pc, jr,
+                          c + static_cast<ptrdiff_t>(ir) * c_rs + jr, c_rs, std::min(kr.mr, m - ir),
+                          std::min(kr.nr, n - jr), pc > 0);
+    };
+    if (m <= n) {
+      for (size_t jr = 0; jr < n; jr += kr.nr)
+        for (size_t ir = 0; ir < m; ir += kr.mr) tile(ir, jr);
+    } else {
+      // More rows than columns (a late ResNet layer: 512 channels, 61 positions): A's k
+      // block would leave L2 between column tiles, so each sliver of A meets every tile.
+      for (size_t ir = 0; ir < m; ir += kr.mr)
+        for (size_t jr = 0; jr < n; jr += kr.nr) tile(ir, jr);
+    }
+  }
+}
+
 template <class T>
 PackedA<T>::PackedA(size_t m, size_t k) : isa_(resolve_isa()), m_(m), k_(k) {
   const KernelInfo<T> kr = kernel_for<T>(isa_);
@@ -821,6 +956,15 @@ void gemm_packed_a(size_t n, const PackedA<float>& a, const PackedB<float>& b, f
 void gemm_packed_a(size_t n, const PackedA<double>& a, const PackedB<double>& b, double* c,
                    ptrdiff_t c_rs, bool accumulate, const GemmEpilogue<double>* epilogue) {
   gemm_packed_a_packed_b<double>(n, a, b, c, c_rs, accumulate, epilogue);
+}
+
+void gemm_packed_a_in_place(size_t n, const PackedA<float>& a, const float* const* rows, float* c,
+                            ptrdiff_t c_rs) {
+  gemm_in_place_impl<float>(n, a, rows, c, c_rs);
+}
+void gemm_packed_a_in_place(size_t n, const PackedA<double>& a, const double* const* rows,
+                            double* c, ptrdiff_t c_rs) {
+  gemm_in_place_impl<double>(n, a, rows, c, c_rs);
 }
 
 namespace detail {

@@ -132,6 +132,20 @@ void gemm_packed_a(std::size_t n, const PackedA<double>& a, const PackedB<double
                    std::ptrdiff_t c_rs, bool accumulate,
                    const GemmEpilogue<double>* epilogue = nullptr);
 
+// Note [B rows in place]: C[i*c_rs + j] = sum_p A(i, p) * rows[p][j] for i < a.m(), j < n,
+// p < a.k(), with B's rows read where they lie instead of packed: the micro-kernels load
+// row p of a tile from rows[p] + j0 (a convolution's window rows, Note [Phase images] in
+// cpu/kernels/conv.cpp, each a contiguous run of an image). Every row must be readable for
+// 32 elements past n (the kernels load whole vectors; the columns past n are dropped).
+// The k blocks are gemm_packed_a's, so each element sums the same products in the same
+// order: bit for bit gemm_packed_a with the matrix of these rows. It runs on the calling
+// thread alone (the caller spreads its products over the threads), C overwritten.
+inline constexpr std::size_t kInPlaceRowSlack = 32;
+void gemm_packed_a_in_place(std::size_t n, const PackedA<float>& a, const float* const* rows,
+                            float* c, std::ptrdiff_t c_rs);
+void gemm_packed_a_in_place(std::size_t n, const PackedA<double>& a, const double* const* rows,
+                            double* c, std::ptrdiff_t c_rs);
+
 namespace detail {
 
 // Test hook: which micro-kernel family gemm uses (the enum is declared above, for PackedA).

@@ -17,6 +17,13 @@ template <class T>
 using Ukernel = void (*)(std::size_t k, const T* a, const T* b, T* c, std::ptrdiff_t c_rs,
                          std::size_t m, std::size_t n, bool load_c);
 
+// The same with B's rows read in place (Note [B rows in place] in gemm.hpp): row p of the
+// tile is rows[p] + j, each readable for NR elements whatever n is.
+template <class T>
+using UkernelInPlace = void (*)(std::size_t k, const T* a, const T* const* rows, std::size_t j,
+                                T* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                bool load_c);
+
 // AVX-512 (F, VL, BW, DQ) + FMA tiles.
 inline constexpr int kAvx512MrF32 = 12, kAvx512NrF32 = 32;
 inline constexpr int kAvx512MrF64 = 12, kAvx512NrF64 = 16;
@@ -24,6 +31,12 @@ void ukernel_avx512_f32(std::size_t k, const float* a, const float* b, float* c,
                         std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
 void ukernel_avx512_f64(std::size_t k, const double* a, const double* b, double* c,
                         std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+void ukernel_in_place_avx512_f32(std::size_t k, const float* a, const float* const* rows,
+                                 std::size_t j, float* c, std::ptrdiff_t c_rs, std::size_t m,
+                                 std::size_t n, bool load_c);
+void ukernel_in_place_avx512_f64(std::size_t k, const double* a, const double* const* rows,
+                                 std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
+                                 std::size_t n, bool load_c);
 
 // AVX2 + FMA tiles.
 inline constexpr int kAvx2MrF32 = 6, kAvx2NrF32 = 16;
@@ -32,6 +45,12 @@ void ukernel_avx2_f32(std::size_t k, const float* a, const float* b, float* c, s
                       std::size_t m, std::size_t n, bool load_c);
 void ukernel_avx2_f64(std::size_t k, const double* a, const double* b, double* c,
                       std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+void ukernel_in_place_avx2_f32(std::size_t k, const float* a, const float* const* rows,
+                               std::size_t j, float* c, std::ptrdiff_t c_rs, std::size_t m,
+                               std::size_t n, bool load_c);
+void ukernel_in_place_avx2_f64(std::size_t k, const double* a, const double* const* rows,
+                               std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
+                               std::size_t n, bool load_c);
 
 // Matrix-vector kernels for products with m == 1 or n == 1 (gemv.inc): no packing, the
 // matrix is read once, in the order it lies in memory. `x` is contiguous.

@@ -49,4 +49,16 @@ void ukernel_avx2_f64(std::size_t k, const double* a, const double* b, double* c
   ukernel<VecF64, kAvx2MrF64, kAvx2NrF64>(k, a, b, c, c_rs, m, n, load_c);
 }
 
+void ukernel_in_place_avx2_f32(std::size_t k, const float* a, const float* const* rows,
+                               std::size_t j, float* c, std::ptrdiff_t c_rs, std::size_t m,
+                               std::size_t n, bool load_c) {
+  ukernel_in_place<VecF32, kAvx2MrF32, kAvx2NrF32>(k, a, rows, j, c, c_rs, m, n, load_c);
+}
+
+void ukernel_in_place_avx2_f64(std::size_t k, const double* a, const double* const* rows,
+                               std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
+                               std::size_t n, bool load_c) {
+  ukernel_in_place<VecF64, kAvx2MrF64, kAvx2NrF64>(k, a, rows, j, c, c_rs, m, n, load_c);
+}
+
 }  // namespace ember::cpu::detail

@@ -14,7 +14,9 @@ namespace ember::cpu {
 // as N matrices [O, L] (L the output positions): `batch` the image, rows [i0, i0 + rows) its
 // channels, columns [j0, j0 + cols) its positions, element (i0 + i, j0 + j) at
 // c[i * c_rs + j]. The GEMM path hands it the GEMM's blocks of each (image, group) product,
-// the direct (depthwise) path each finished output plane; blocks are disjoint, cover out
+// the phase route (Note [Phase images] in conv.cpp) each block's output-row runs of a
+// group's channels once copied out, the direct (depthwise) path each finished output
+// plane; blocks are disjoint, cover out
 // exactly once, hold the values the convolution without an epilogue stores, and may come from
 // concurrent threads.
 template <class T>

@@ -16,6 +16,13 @@ template <class T>
 using TapRow = void (*)(std::size_t n, std::size_t s, const T* x, const std::ptrdiff_t* off,
                         const T* w, std::size_t taps, T* y);
 
+// The weight gradient's counterpart of a tap row, over one row of n positions:
+//   out[t] += sum_{i < n} g[i] * x[off[t] + i], for t < taps,
+// every index inside x. Each sum runs in an order fixed by n and the ISA's vector width.
+template <class T>
+using TapDots = void (*)(std::size_t n, const T* g, const T* x, const std::ptrdiff_t* off,
+                         std::size_t taps, T* out);
+
 // One plane of a 3x3 convolution of one input channel (depthwise), stride s (1 or 2), no
 // dilation, `pt` / `pl` rows / columns of zeros before the image (the extents oh x ow say
 // how many after):
@@ -28,6 +35,10 @@ using Depthwise3x3 = void (*)(const T* x, std::size_t h, std::size_t w, const T*
                               std::size_t pt, std::size_t pl, T* y, std::size_t oh, std::size_t ow);
 
 namespace isa_generic {
+void tap_dots_f32(std::size_t, const float*, const float*, const std::ptrdiff_t*, std::size_t,
+                  float*);
+void tap_dots_f64(std::size_t, const double*, const double*, const std::ptrdiff_t*, std::size_t,
+                  double*);
 void tap_row_f32(std::size_t, std::size_t, const float*, const std::ptrdiff_t*, const float*,
                  std::size_t, float*);
 void tap_row_f64(std::size_t, std::size_t, const double*, const std::ptrdiff_t*, const double*,
@@ -38,6 +49,10 @@ void depthwise3x3_f64(const double*, std::size_t, std::size_t, const double*, st
                       std::size_t, std::size_t, double*, std::size_t, std::size_t);
 }  // namespace isa_generic
 namespace isa_avx2 {
+void tap_dots_f32(std::size_t, const float*, const float*, const std::ptrdiff_t*, std::size_t,
+                  float*);
+void tap_dots_f64(std::size_t, const double*, const double*, const std::ptrdiff_t*, std::size_t,
+                  double*);
 void tap_row_f32(std::size_t, std::size_t, const float*, const std::ptrdiff_t*, const float*,
                  std::size_t, float*);
 void tap_row_f64(std::size_t, std::size_t, const double*, const std::ptrdiff_t*, const double*,
@@ -48,6 +63,10 @@ void depthwise3x3_f64(const double*, std::size_t, std::size_t, const double*, st
                       std::size_t, std::size_t, double*, std::size_t, std::size_t);
 }  // namespace isa_avx2
 namespace isa_avx512 {
+void tap_dots_f32(std::size_t, const float*, const float*, const std::ptrdiff_t*, std::size_t,
+                  float*);
+void tap_dots_f64(std::size_t, const double*, const double*, const std::ptrdiff_t*, std::size_t,
+                  double*);
 void tap_row_f32(std::size_t, std::size_t, const float*, const std::ptrdiff_t*, const float*,
                  std::size_t, float*);
 void tap_row_f64(std::size_t, std::size_t, const double*, const std::ptrdiff_t*, const double*,
