@@ -715,6 +715,17 @@ TEST(CpuConv, EmptyExtents) {
   const auto dw = be->to_data(be->execute(ir::Conv{x0, g0, w, 1, ir::ConvPass::WeightGrad, {}})[0]);
   EXPECT_EQ(dw.shape(), (Shape{3, 2, 3, 3}));
   for (float v : dw.to_vector<float>()) EXPECT_EQ(v, 0.0f);
+  // No input channels: every output is an empty sum, 0 (1-d and 2-d, strided or not).
+  for (const auto& [xs, ws, win] :
+       {std::tuple{Shape{2, 0, 4}, Shape{1, 0, 3}, ir::Window{{3}, {3}, {1}, {1}}},
+        std::tuple{Shape{2, 0, 5, 5}, Shape{4, 0, 3, 3}, w}}) {
+    auto xe = be->from_data(TensorData::from(std::vector<double>{}, xs));
+    auto we = be->from_data(TensorData::from(std::vector<double>{}, ws));
+    const auto y = be->to_data(be->execute(ir::Conv{xe, we, win, 1, ir::ConvPass::Forward, {}})[0]);
+    EXPECT_EQ(y.shape()[1], ws[0]);
+    EXPECT_GT(y.shape().num_elements(), 0u);
+    for (double v : y.to_vector<double>()) EXPECT_EQ(v, 0.0);
+  }
 }
 
 // ---- the max-pooling gradient (ir::MaxPoolGrad) against an f64 reference ----

@@ -916,7 +916,8 @@ struct PhaseLayout {
 PhaseLayout phase_layout(const Geometry& g) {
   PhaseLayout p;
   const Window3& w = g.w;
-  if (g.pointwise() || g.l == 0 || g.n == 0) return p;
+  // No channels (c or ck zero) leave nothing to lay out: the GEMM route writes the zeros.
+  if (g.pointwise() || g.l == 0 || g.n == 0 || g.c == 0 || g.ck() == 0) return p;
   // Note [Shared padding]: a phase row is ceil((iw + px) / sx) long, not ceil((iw + 2 px) /
   // sx): a window past a row's end reads on into the next row's first elements, which are
   // its left padding (element e of a row is padded column e sx + rx, and a read of column
