@@ -143,14 +143,14 @@ class CudaBackend final : public backend::Backend {
     // ops.
     if (std::holds_alternative<ir::BatchNorm>(op) || std::holds_alternative<ir::BatchNormGrad>(op))
       return batch_norm_kernels();
-    // RMS norm's kernels (kernels/norm.cpp), opt-in with EMBER_CUDA_RMS_NORM=1 until checked
-    // on a GPU against the Cpu (the rms_norm* conformance cases); off, the tensor layer
-    // composes RMS norm from reductions and element-wise ops.
+    // RMS norm's kernels (kernels/norm.cpp), checked on the H200 against the Cpu kernels and
+    // the rms_norm* conformance cases; EMBER_CUDA_RMS_NORM=0 turns them off, and the tensor
+    // layer then composes RMS norm from reductions and element-wise ops.
     if (std::holds_alternative<ir::RmsNorm>(op) || std::holds_alternative<ir::RmsNormGrad>(op))
       return rms_norm_kernels();
-    // Group norm's kernels (kernels/norm.cpp, Note [Group splits]), opt-in with
-    // EMBER_CUDA_GROUP_NORM=1 until checked on a GPU against the Cpu (the group_norm*
-    // conformance cases); off, nn::GroupNorm runs batch norm's kernels over its groups and
+    // Group norm's kernels (kernels/norm.cpp, Note [Group splits]), checked on the H200
+    // against the Cpu kernels and the group_norm* conformance cases; EMBER_CUDA_GROUP_NORM=0
+    // turns them off, and nn::GroupNorm then runs batch norm's kernels over its groups and
     // the affine after them (Note [Group norm's own op]).
     if (std::holds_alternative<ir::GroupNorm>(op) || std::holds_alternative<ir::GroupNormGrad>(op))
       return group_norm_kernels();
@@ -193,9 +193,9 @@ class CudaBackend final : public backend::Backend {
     if (v != nullptr && std::string(v) == "0") return false;
     return otherwise;
   }
-  static bool rms_norm_kernels() { return env_switch("EMBER_CUDA_RMS_NORM", false); }
+  static bool rms_norm_kernels() { return env_switch("EMBER_CUDA_RMS_NORM", true); }
   static bool batch_norm_kernels() { return env_switch("EMBER_CUDA_BATCH_NORM", true); }
-  static bool group_norm_kernels() { return env_switch("EMBER_CUDA_GROUP_NORM", false); }
+  static bool group_norm_kernels() { return env_switch("EMBER_CUDA_GROUP_NORM", true); }
 
   void seed(std::uint64_t s) override {
     ctx_.seed = s;

@@ -177,7 +177,7 @@ BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight
 // the sums and one for dx, with dweight and dbias from the same sums (a variant of
 // BatchNorm with a group count would give BatchNorm's statistics a second shape and its
 // weight a second meaning). Where the backend lacks the op but has ir::BatchNorm (the Cuda
-// unless EMBER_CUDA_GROUP_NORM=1), the view goes through BatchNorm and the affine follows it
+// with EMBER_CUDA_GROUP_NORM=0), the view goes through BatchNorm and the affine follows it
 // (instance norm, one channel a group, passes weight and bias repeated per sample into
 // BatchNorm itself); elsewhere, layer norm over the groups, then the affine.
 DynTensor group_norm(DynTensor x, std::size_t groups, std::optional<DynTensor> weight,

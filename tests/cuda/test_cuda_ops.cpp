@@ -351,7 +351,7 @@ TEST_F(CudaOps, BatchNormMatchesCpu) {
   }
 }
 
-// RMS norm's kernels (kernels/norm.cpp, opt-in in supports() with EMBER_CUDA_RMS_NORM=1;
+// RMS norm's kernels (kernels/norm.cpp, the default; EMBER_CUDA_RMS_NORM=0 turns them off;
 // run here directly): rows in registers (7, 33, 1024 and 4096 elements, vector and scalar
 // chunks), three rows of 5001 (each split over blocks, Note [Long rows]; rows walked by a
 // block are LongRowNormsMatchCpu's), one row, two normalised dims, absent weight, and the
@@ -448,8 +448,8 @@ TEST_F(CudaOps, LongRowNormsMatchCpu) {
   }
 }
 
-// Group norm's kernels (kernels/norm.cpp, Note [Group splits]; opt-in in supports() with
-// EMBER_CUDA_GROUP_NORM=1, read at each call, which this test sets and then clears): one
+// Group norm's kernels (kernels/norm.cpp, Note [Group splits]; the default in supports(),
+// off with EMBER_CUDA_GROUP_NORM=0, read at each call, which this test sets and clears): one
 // group, a group a channel and in between; L = 1 and long runs; one sample and many; with
 // weight and bias, neither, and weight alone; units of one value, units cut into several
 // chunks that start inside a channel's run (1 x 3 x 50 x 100, one unit of 15000 values), and
@@ -468,10 +468,10 @@ TEST_F(CudaOps, GroupNormMatchesCpu) {
     const TensorData x = data(Shape{2, 4, 3}, DType::F32, 1, false);
     return ir::Op(ir::GroupNorm{gpu->from_data(x), ir::Handle{}, ir::Handle{}, groups, 1e-5});
   };
+  ASSERT_EQ(setenv("EMBER_CUDA_GROUP_NORM", "0", 1), 0);
+  EXPECT_FALSE(gpu->supports(probe(2))) << "EMBER_CUDA_GROUP_NORM=0 turns the kernels off";
   ASSERT_EQ(unsetenv("EMBER_CUDA_GROUP_NORM"), 0);
-  EXPECT_FALSE(gpu->supports(probe(2))) << "group norm's kernels are opt-in";
-  ASSERT_EQ(setenv("EMBER_CUDA_GROUP_NORM", "1", 1), 0);
-  EXPECT_TRUE(gpu->supports(probe(2)));
+  EXPECT_TRUE(gpu->supports(probe(2))) << "group norm's kernels are the default";
   for (DType dt : kFloats) {
     for (std::size_t k = 0; k < std::size(cases); ++k) {
       const auto& [s, groups] = cases[k];
