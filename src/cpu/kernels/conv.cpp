@@ -533,30 +533,19 @@ void for_each_tap_row(const Window3& w, F&& f) {
 
 // ---- the direct path (C / G == 1): output channel oc reads input channel oc / (O/G) ----
 
-TapRow<float> tap_row_kernel(float) {
-  switch (active_isa()) {
+// The build of kernel `fn` for the active ISA (isa_avx512::fn, isa_avx2::fn or
+// isa_generic::fn).
 #if EMBER_HAS_X86_KERNELS
-    case Isa::Avx512:
-      return &isa_avx512::tap_row_f32;
-    case Isa::Avx2:
-      return &isa_avx2::tap_row_f32;
+#define EMBER_CONV_KERNEL(fn)                    \
+  (active_isa() == Isa::Avx512 ? &isa_avx512::fn \
+   : active_isa() == Isa::Avx2 ? &isa_avx2::fn   \
+                               : &isa_generic::fn)
+#else
+#define EMBER_CONV_KERNEL(fn) (&isa_generic::fn)
 #endif
-    default:
-      return &isa_generic::tap_row_f32;
-  }
-}
-TapRow<double> tap_row_kernel(double) {
-  switch (active_isa()) {
-#if EMBER_HAS_X86_KERNELS
-    case Isa::Avx512:
-      return &isa_avx512::tap_row_f64;
-    case Isa::Avx2:
-      return &isa_avx2::tap_row_f64;
-#endif
-    default:
-      return &isa_generic::tap_row_f64;
-  }
-}
+
+TapRow<float> tap_row_kernel(float) { return EMBER_CONV_KERNEL(tap_row_f32); }
+TapRow<double> tap_row_kernel(double) { return EMBER_CONV_KERNEL(tap_row_f64); }
 
 // Forward, stride 1 along y and x: each (image, output channel) plane from a zero-padded
 // copy of its input plane, so every tap reads inside it and an output z-slice is one flat
@@ -668,30 +657,8 @@ void forward_per_channel_rows(const Geometry& g, const T* x, const T* wt, T* y,
                });
 }
 
-Depthwise3x3<float> depthwise3x3_kernel(float) {
-  switch (active_isa()) {
-#if EMBER_HAS_X86_KERNELS
-    case Isa::Avx512:
-      return &isa_avx512::depthwise3x3_f32;
-    case Isa::Avx2:
-      return &isa_avx2::depthwise3x3_f32;
-#endif
-    default:
-      return &isa_generic::depthwise3x3_f32;
-  }
-}
-Depthwise3x3<double> depthwise3x3_kernel(double) {
-  switch (active_isa()) {
-#if EMBER_HAS_X86_KERNELS
-    case Isa::Avx512:
-      return &isa_avx512::depthwise3x3_f64;
-    case Isa::Avx2:
-      return &isa_avx2::depthwise3x3_f64;
-#endif
-    default:
-      return &isa_generic::depthwise3x3_f64;
-  }
-}
+Depthwise3x3<float> depthwise3x3_kernel(float) { return EMBER_CONV_KERNEL(depthwise3x3_f32); }
+Depthwise3x3<double> depthwise3x3_kernel(double) { return EMBER_CONV_KERNEL(depthwise3x3_f64); }
 
 // Whether a per-channel forward is the plane kernel's (conv_rows.hpp's Depthwise3x3): a 2-D
 // 3x3 window without dilation, strides 2 and 2, or 1 and 1 with output rows of at least a
@@ -764,30 +731,8 @@ void input_grad_per_channel(const Geometry& g, const T* gy, const T* wt, T* dx) 
       });
 }
 
-TapDots<float> tap_dots_kernel(float) {
-  switch (active_isa()) {
-#if EMBER_HAS_X86_KERNELS
-    case Isa::Avx512:
-      return &isa_avx512::tap_dots_f32;
-    case Isa::Avx2:
-      return &isa_avx2::tap_dots_f32;
-#endif
-    default:
-      return &isa_generic::tap_dots_f32;
-  }
-}
-TapDots<double> tap_dots_kernel(double) {
-  switch (active_isa()) {
-#if EMBER_HAS_X86_KERNELS
-    case Isa::Avx512:
-      return &isa_avx512::tap_dots_f64;
-    case Isa::Avx2:
-      return &isa_avx2::tap_dots_f64;
-#endif
-    default:
-      return &isa_generic::tap_dots_f64;
-  }
-}
+TapDots<float> tap_dots_kernel(float) { return EMBER_CONV_KERNEL(tap_dots_f32); }
+TapDots<double> tap_dots_kernel(double) { return EMBER_CONV_KERNEL(tap_dots_f64); }
 
 // WeightGrad, stride 1: as forward_per_channel_flat, each input plane zero-padded and each
 // output-gradient plane laid over the padded pitch (zeros in the positions past each output
