@@ -447,6 +447,27 @@ void for_each_task(size_t count, F&& task) {
   }
 }
 
+// The extents of w's image with `padding` zeros on both sides of every dim (pad_plane's
+// layout), its size, and each kernel tap's offset in it (taps in z, y, x order).
+struct PaddedVolume {
+  std::array<size_t, 3> pin{};
+  size_t size = 0;
+  explicit PaddedVolume(const Window3& w) {
+    for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
+    size = pin[0] * pin[1] * pin[2];
+  }
+  std::vector<ptrdiff_t> tap_offsets(const Window3& w) const {
+    std::vector<ptrdiff_t> off;
+    off.reserve(w.kernel[0] * w.kernel[1] * w.kernel[2]);
+    for (size_t kz = 0; kz < w.kernel[0]; ++kz)
+      for (size_t ky = 0; ky < w.kernel[1]; ++ky)
+        for (size_t kx = 0; kx < w.kernel[2]; ++kx)
+          off.push_back(ptrdiff_t(((kz * w.dilation[0]) * pin[1] + ky * w.dilation[1]) * pin[2] +
+                                  kx * w.dilation[2]));
+    return off;
+  }
+};
+
 // The image plane src copied into dst with `padding` zeros on both sides of every dim
 // (pin the padded extents).
 template <class T>
@@ -480,9 +501,9 @@ struct PaddedImage {
   PaddedImage(const Geometry& geo, const T* src) : g(geo), planes(src) {
     const Window3& w = geo.w;
     if (w.padding[0] + w.padding[1] + w.padding[2] == 0) return;
-    std::array<size_t, 3> pin{};
-    for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
-    const size_t padded = pin[0] * pin[1] * pin[2];
+    const PaddedVolume pv(w);
+    const std::array<size_t, 3>& pin = pv.pin;
+    const size_t padded = pv.size;
     if (geo.cg * padded > kPaddedBudget) return;
     T* buf = scratch<T, 3>(geo.cg * padded);
     for (size_t c = 0; c < geo.cg; ++c)
@@ -562,16 +583,11 @@ void forward_per_channel_flat(const Geometry& g, const T* x, const T* wt, T* y,
                               const GemmEpilogue<T>* ep) {
   const Window3& w = g.w;
   const size_t L = g.l, K = g.k, img = g.image();
-  std::array<size_t, 3> pin{};
-  for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
-  const size_t padded = pin[0] * pin[1] * pin[2];
+  const PaddedVolume pv(w);
+  const std::array<size_t, 3>& pin = pv.pin;
+  const size_t padded = pv.size;
   const TapRow<T> row = tap_row_kernel(T{});
-  std::vector<ptrdiff_t> off(K);  // tap offsets in the padded volume
-  for (size_t kz = 0, t = 0; kz < w.kernel[0]; ++kz)
-    for (size_t ky = 0; ky < w.kernel[1]; ++ky)
-      for (size_t kx = 0; kx < w.kernel[2]; ++kx, ++t)
-        off[t] = ptrdiff_t(((kz * w.dilation[0]) * pin[1] + ky * w.dilation[1]) * pin[2] +
-                           kx * w.dilation[2]);
+  const std::vector<ptrdiff_t> off = pv.tap_offsets(w);
   const size_t ow = w.out[2], oh = w.out[1];
   const size_t flat_n = (oh - 1) * pin[2] + ow;
   parallel_for(0, g.n * g.o, std::max<size_t>(1, (size_t{1} << 14) / std::max<size_t>(K * L, 1)),
@@ -742,16 +758,11 @@ template <class T>
 void weight_grad_per_channel_flat(const Geometry& g, const T* x, const T* gy, T* dw) {
   const Window3& w = g.w;
   const size_t L = g.l, K = g.k, img = g.image();
-  std::array<size_t, 3> pin{};
-  for (int d = 0; d < 3; ++d) pin[d] = w.in[d] + 2 * w.padding[d];
-  const size_t padded = pin[0] * pin[1] * pin[2];
+  const PaddedVolume pv(w);
+  const std::array<size_t, 3>& pin = pv.pin;
+  const size_t padded = pv.size;
   const size_t flat_n = ((w.out[0] - 1) * pin[1] + w.out[1] - 1) * pin[2] + w.out[2];
-  std::vector<ptrdiff_t> off(K);  // tap offsets in the padded volume
-  for (size_t kz = 0, t = 0; kz < w.kernel[0]; ++kz)
-    for (size_t ky = 0; ky < w.kernel[1]; ++ky)
-      for (size_t kx = 0; kx < w.kernel[2]; ++kx, ++t)
-        off[t] = ptrdiff_t(((kz * w.dilation[0]) * pin[1] + ky * w.dilation[1]) * pin[2] +
-                           kx * w.dilation[2]);
+  const std::vector<ptrdiff_t> off = pv.tap_offsets(w);
   const TapDots<T> dots = tap_dots_kernel(T{});
   parallel_for(0, g.o, 1, [&](size_t b, size_t e) {
     T* xp = scratch<T>(padded + flat_n);
