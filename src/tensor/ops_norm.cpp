@@ -42,6 +42,12 @@ std::string check_normalized_shape(const DynTensor& x, const Shape& normalized_s
           std::string(op) + ": the trailing dims of x must equal normalized_shape" + expect, {&x}));
   return "normalized_shape" + expect;
 }
+// x is [N, C, *] of a float dtype.
+void check_channels_first(const DynTensor& x, const char* op) {
+  detail::check_kind(x, {Kind::Float}, op);
+  EMBER_CHECK(x.rank() >= 2,
+              detail::describe(std::string(op) + ": expected x [N, C, *] of rank >= 2", {&x}));
+}
 // A per-channel weight or bias's shape, as messages name it.
 std::string channels_words(std::size_t c) { return "[C] = [" + std::to_string(c) + "]"; }
 
@@ -107,9 +113,7 @@ DynTensor rms_norm(DynTensor x, const Shape& normalized_shape, std::optional<Dyn
 BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight,
                                     std::optional<DynTensor> bias, double eps) {
   const char* op = "batch_norm_training";
-  detail::check_kind(x, {Kind::Float}, op);
-  EMBER_CHECK(x.rank() >= 2,
-              detail::describe("batch_norm_training: expected x [N, C, *] of rank >= 2", {&x}));
+  check_channels_first(x, op);
   const std::size_t n = x.shape()[0], c = x.shape()[1];
   const std::size_t l = n * c == 0 ? 0 : x.num_elements() / (n * c);
   EMBER_CHECK(c == 0 || n * l >= 1,
@@ -183,9 +187,7 @@ BatchNormResult batch_norm_training(DynTensor x, std::optional<DynTensor> weight
 DynTensor group_norm(DynTensor x, std::size_t groups, std::optional<DynTensor> weight,
                      std::optional<DynTensor> bias, double eps) {
   const char* op = "group_norm";
-  detail::check_kind(x, {Kind::Float}, op);
-  EMBER_CHECK(x.rank() >= 2,
-              detail::describe("group_norm: expected x [N, C, *] of rank >= 2", {&x}));
+  check_channels_first(x, op);
   const std::size_t n = x.shape()[0], c = x.shape()[1];
   EMBER_CHECK(groups > 0 && c % groups == 0,
               detail::describe("group_norm: groups " + std::to_string(groups) +
