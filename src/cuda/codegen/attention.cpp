@@ -296,6 +296,34 @@ std::string raw_tile(const std::string& dst, const std::string& src, const std::
          src + "[(" + base + " + rr) * " + cols + " + c] : (h16)0;\n        }\n      }\n";
 }
 
+// A fragment loaders of the tensor-core kernels (Note [Attention on tensor cores]).
+// Rows r0 + gq and r0 + gq + 8 of the [rows, cols] matrix src (element (r, c) at
+// (base + r) * cols + c) as A fragments over DM columns, 0 past the extents.
+std::string a_frags(const std::string& dst, const std::string& src, const std::string& base,
+                    const std::string& r0, const std::string& rows, const std::string& cols) {
+  return "    unsigned " + dst +
+         "[DM / 16][4];\n"
+         "#pragma unroll\n"
+         "    for (int kk = 0; kk < DM / 16; ++kk) {\n"
+         "#pragma unroll\n"
+         "      for (int r = 0; r < 4; ++r) {\n"
+         "        const i64 ri = " +
+         r0 +
+         " + gq + 8 * (r & 1);\n"
+         "        const int c = kk * 16 + 2 * tq + 8 * (r >> 1);\n"
+         "        const h16 lo = (ri < " +
+         rows + " && c < " + cols + ") ? " + src + "[(" + base + " + ri) * " + cols +
+         " + c] : (h16)0;\n"
+         "        const h16 hi = (ri < " +
+         rows + " && c + 1 < " + cols + ") ? " + src + "[(" + base + " + ri) * " + cols +
+         " + c + 1] : (h16)0;\n"
+         "        " +
+         dst +
+         "[kk][r] = em_attn_pack(lo, hi);\n"
+         "      }\n"
+         "    }\n";
+}
+
 // The tensor-core kernels that own queries (the forward, the dq pass): kQueryWarps warps of
 // 16 queries a block, so a block's k and v tiles serve 16 kQueryWarps queries (the dk / dv
 // pass keeps 4 warps: its shared tiles would not fit twice as many keys).
@@ -319,20 +347,8 @@ std::string forward_mma(DType dt, const std::string& name) {
       "  const i64 tiles = (Lq + EM_AROWS - 1) / EM_AROWS;\n"
       "  for (i64 item = blockIdx.x; item < B * tiles; item += gridDim.x) {\n"
       "    const i64 b = item / tiles, i0 = (item % tiles) * EM_AROWS, iw = i0 + 16 * w;\n"
-      "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n"
-      "    // Rows iw + gq and iw + gq + 8 of q as A fragments, 0 past Lq and E.\n"
-      "    unsigned qa[DM / 16][4];\n"
-      "#pragma unroll\n"
-      "    for (int kk = 0; kk < DM / 16; ++kk) {\n"
-      "#pragma unroll\n"
-      "      for (int r = 0; r < 4; ++r) {\n"
-      "        const i64 qi = iw + gq + 8 * (r & 1);\n"
-      "        const int c = kk * 16 + 2 * tq + 8 * (r >> 1);\n"
-      "        const h16 lo = (qi < Lq && c < E) ? q[(b * Lq + qi) * E + c] : (h16)0;\n"
-      "        const h16 hi = (qi < Lq && c + 1 < E) ? q[(b * Lq + qi) * E + c + 1] : (h16)0;\n"
-      "        qa[kk][r] = em_attn_pack(lo, hi);\n"
-      "      }\n"
-      "    }\n"
+      "    const i64 moff = mask_kind != 0 ? em_attn_moff(mg, b) : 0;\n" +
+      a_frags("qa", "q", "b * Lq", "iw", "Lq", "E") +
       "    float o[DM / 8][4];\n"
       "#pragma unroll\n"
       "    for (int n = 0; n < DM / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;\n"
@@ -477,33 +493,6 @@ std::string forward_mma(DType dt, const std::string& name) {
       "}\n");
 }
 
-// A fragment loaders of the tensor-core kernels (Note [Attention on tensor cores]).
-// Rows r0 + gq and r0 + gq + 8 of the [rows, cols] matrix src (element (r, c) at
-// (base + r) * cols + c) as A fragments over DM columns, 0 past the extents.
-std::string a_frags(const std::string& dst, const std::string& src, const std::string& base,
-                    const std::string& r0, const std::string& rows, const std::string& cols) {
-  return "    unsigned " + dst +
-         "[DM / 16][4];\n"
-         "#pragma unroll\n"
-         "    for (int kk = 0; kk < DM / 16; ++kk) {\n"
-         "#pragma unroll\n"
-         "      for (int r = 0; r < 4; ++r) {\n"
-         "        const i64 ri = " +
-         r0 +
-         " + gq + 8 * (r & 1);\n"
-         "        const int c = kk * 16 + 2 * tq + 8 * (r >> 1);\n"
-         "        const h16 lo = (ri < " +
-         rows + " && c < " + cols + ") ? " + src + "[(" + base + " + ri) * " + cols +
-         " + c] : (h16)0;\n"
-         "        const h16 hi = (ri < " +
-         rows + " && c + 1 < " + cols + ") ? " + src + "[(" + base + " + ri) * " + cols +
-         " + c + 1] : (h16)0;\n"
-         "        " +
-         dst +
-         "[kk][r] = em_attn_pack(lo, hi);\n"
-         "      }\n"
-         "    }\n";
-}
 // The tensor-core dq pass: warp w owns queries iw .. iw + 15 (64 a block); key tiles of
 // 64. S = q k^T and dP = g v^T as C fragments, dS = P (dP - D) rounded to 16 bits as A
 // fragments (the register identity of the forward), dq += dS k.
