@@ -63,7 +63,7 @@ struct Drain {
       while (FreeBlock* b = l.head[c]) {
         unpoison(b, c);
         l.head[c] = b->next;
-        ::operator delete(b, bytes_of(c));
+        ::operator delete(b);  // unsized: clang before 16 declares no sized delete by default
       }
       l.count[c] = 0;
     }
@@ -93,7 +93,7 @@ namespace {
     l.armed = true;
   }
   if (!l.armed || l.count[c] >= kMaxFree) {
-    ::operator delete(p, bytes_of(c));
+    ::operator delete(p);
     return;
   }
   give(p, c);
