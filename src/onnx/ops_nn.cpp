@@ -216,6 +216,8 @@ V conv_transpose(OpCall& c) {
   const std::string auto_pad = c.node.s("auto_pad", "NOTSET");
   I64s pads = c.node.ints("pads");
   const I64s out_shape = c.node.ints("output_shape");
+  c.check(out_shape.empty() || out_shape.size() == n || out_shape.size() == n + 2,
+          "output_shape must have one entry per spatial dim (or the whole output's shape)");
   std::vector<std::int64_t> begin(n, 0), total(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const auto full = static_cast<std::int64_t>(y.shape()[i + 2]);
@@ -223,6 +225,7 @@ V conv_transpose(OpCall& c) {
     std::int64_t target = 0;
     if (!out_shape.empty()) {
       target = out_shape[out_shape.size() - n + i];
+      c.check(target >= 0, "output_shape must not be negative");
     } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       target = in * static_cast<std::int64_t>(stride[i]);
     }
