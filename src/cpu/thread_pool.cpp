@@ -6,9 +6,12 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <pthread.h>
 
 namespace ember::cpu {
 namespace {
@@ -27,18 +30,28 @@ std::size_t configured_threads() {
 
 // Workers wait for a generation counter to change, then each takes chunks from a shared
 // atomic-free cursor guarded by the mutex (chunks are coarse, so contention is negligible).
+//
+// Note [Fork]: a forked child has the forking thread alone. A lock another thread held at
+// the fork stays held in the child forever, and a worker still starting (inside the C
+// library or a sanitizer's runtime) may hold locks the child's first allocation needs. So
+// fork waits, in the prepare handler, until no parallel region runs and every worker is
+// parked in its wait, and keeps both mutexes across the fork; the parked workers cannot wake
+// without the mutex. The child then unlocks them and runs every region on its one thread:
+// its worker objects name threads it does not have, so they are left unjoined.
 class ThreadPool {
  public:
-  explicit ThreadPool(std::size_t n) : n_threads_(n) {
-    for (std::size_t i = 1; i < n; ++i) workers_.emplace_back([this] { worker_loop(); });
+  explicit ThreadPool(std::size_t n)
+      : n_threads_(n), workers_(std::make_unique<std::vector<std::thread>>()) {
+    for (std::size_t i = 1; i < n; ++i) workers_->emplace_back([this] { worker_loop(); });
   }
   ~ThreadPool() {
+    if (!workers_) return;  // a forked child: the threads are not here to join
     {
       std::lock_guard lk(mu_);
       stop_ = true;
     }
     cv_.notify_all();
-    for (auto& w : workers_) w.join();
+    for (auto& w : *workers_) w.join();
   }
   std::size_t size() const { return n_threads_; }
 
@@ -59,6 +72,31 @@ class ThreadPool {
     done_cv_.wait(lk, [&] { return pending_ == 0; });
     job_ = nullptr;
     if (error_) std::rethrow_exception(error_);
+  }
+
+  // The fork handlers (Note [Fork]). A fork from inside a parallel region's chunk would wait
+  // for its own region, so there the handlers stand aside.
+  void before_fork() {
+    if (t_inside_parallel) return;
+    run_mu_.lock();
+    std::unique_lock lk(mu_);
+    parked_cv_.wait(lk, [&] { return parked_ == workers_->size(); });
+    (void)lk.release();  // mu_ stays locked until after the fork
+    held_over_fork_ = true;
+  }
+  void after_fork_in_parent() {
+    if (!held_over_fork_) return;
+    held_over_fork_ = false;
+    mu_.unlock();
+    run_mu_.unlock();
+  }
+  void after_fork_in_child() {
+    if (!held_over_fork_) return;
+    held_over_fork_ = false;
+    (void)workers_.release();  // std::thread objects of threads the child lacks: not joined
+    n_threads_ = 1;
+    mu_.unlock();
+    run_mu_.unlock();
   }
 
  private:
@@ -90,7 +128,10 @@ class ThreadPool {
     for (;;) {
       {
         std::unique_lock lk(mu_);
+        ++parked_;
+        parked_cv_.notify_all();
         cv_.wait(lk, [&] { return stop_ || generation_ != seen; });
+        --parked_;
         if (stop_) return;
         seen = generation_;
       }
@@ -99,20 +140,29 @@ class ThreadPool {
   }
 
   std::size_t n_threads_;
-  std::vector<std::thread> workers_;
+  std::unique_ptr<std::vector<std::thread>> workers_;
   std::mutex run_mu_;
   std::mutex mu_;
-  std::condition_variable cv_, done_cv_;
+  std::condition_variable cv_, done_cv_, parked_cv_;
   bool stop_ = false;
+  bool held_over_fork_ = false;
+  std::size_t parked_ = 0;  // workers waiting for a generation
   std::uint64_t generation_ = 0;
   const std::function<void(std::size_t)>* job_ = nullptr;
   std::size_t next_chunk_ = 0, n_chunks_ = 0, pending_ = 0;
   std::exception_ptr error_;
 };
 
-ThreadPool& pool() {
+ThreadPool* make_pool() {
   static ThreadPool p(configured_threads());
-  return p;
+  pthread_atfork([] { p.before_fork(); }, [] { p.after_fork_in_parent(); },
+                 [] { p.after_fork_in_child(); });
+  return &p;
+}
+
+ThreadPool& pool() {
+  static ThreadPool* p = make_pool();
+  return *p;
 }
 
 }  // namespace

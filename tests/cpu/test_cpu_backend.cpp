@@ -20,6 +20,7 @@
 #include "cpu/isa.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/thread_pool.hpp"
 #include "ember/backend/fused_group.hpp"
 #include "support/isolated.hpp"
 
@@ -840,5 +841,34 @@ TEST(CpuReduce, ALongRowReducesTheSameBesideOtherRows) {
       mag += std::fabs(v[i]);
     }
     EXPECT_NEAR(one.sum_dim(1).to_data().to_vector<float>()[0], ref, mag * 1e-6) << n;
+  }
+}
+
+// Note [Fork] in thread_pool.cpp: a child forked right after a parallel region, while the
+// workers go back to their wait, runs parallel regions of its own (on its one thread) and
+// never inherits a lock a worker held. Each round forks just after the workers were woken.
+TEST(CpuThreadPool, AChildForkedAfterAParallelRegionRunsRegions) {
+  constexpr std::size_t n = 1 << 16;
+  const auto sum_of_indices = [] {
+    std::vector<std::uint64_t> part(n);
+    cpu::parallel_for(0, n, 1, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) part[i] = i;
+    });
+    std::uint64_t s = 0;
+    for (auto v : part) s += v;
+    return s;
+  };
+  const std::uint64_t expected = std::uint64_t{n} * (n - 1) / 2;
+  for (int round = 0; round < 100; ++round) {
+    ASSERT_EQ(sum_of_indices(), expected);
+    const auto o = ember::testing::run_isolated(
+        [&] {
+          const std::uint64_t a = sum_of_indices();
+          const std::uint64_t b = sum_of_indices();
+          return std::to_string(a) + " " + std::to_string(b);
+        },
+        20);
+    ASSERT_TRUE(o.ok()) << "round " << round << ": " << o.str();
+    EXPECT_EQ(o.text, std::to_string(expected) + " " + std::to_string(expected));
   }
 }
