@@ -64,6 +64,27 @@ class BackwardPass final : public Engine {
     slot = slot ? h::add(inner_, std::move(slot), std::move(grad)) : std::move(grad);
   }
 
+  // Note [Slice gradients]: the gradient of a slice is zeros with g in the slice. Built in
+  // full and added to the operand's gradient, a slice of each of T steps of a sequence
+  // (nn::Lstm's per-step view of the input projection) costs T full-size fills and adds:
+  // quadratic in T, and most of an LSTM step's backward. So a slice's gradient is added
+  // where it lands: the slot's part is read, g added to it (the same operands in the same
+  // order as the full add, so the same sums) and written back, in place where the slot is
+  // the pass's alone. The first gradient of an operand is the zeros with g written in, as
+  // before. Only elements outside every slice differ from the full add: they keep the
+  // slot's value instead of becoming value + 0, which is the same number except that a
+  // -0 stays -0.
+  void accumulate_slice(Node& node, const Shape& shape, DType dtype,
+                        const std::vector<ir::SliceRange>& ranges, ir::Handle g) override {
+    auto& slot = grads_[node.id];
+    if (!slot) {
+      slot = h::slice_assign(inner_, h::zeros(inner_, shape, dtype), ranges, std::move(g));
+      return;
+    }
+    ir::Handle sum = h::add(inner_, h::slice(inner_, slot, ranges), std::move(g));
+    slot = h::slice_assign(inner_, std::move(slot), ranges, std::move(sum));
+  }
+
   backend::GradientsStore run(const std::shared_ptr<Node>& root) {
     // Every node reachable from root, checked before anything is modified. Owning
     // pointers: clearing a node's parents below may drop the last other reference.
@@ -358,6 +379,13 @@ void BackwardCtx::give(std::size_t i, ir::Handle g) {
   if (g->shape() != in_shape(i)) g = h::sum_to(be, std::move(g), in_shape(i));
   if (g->dtype() != in_dtype(i)) g = h::cast(be, std::move(g), in_dtype(i));
   engine_.accumulate(*node_.parents[i], std::move(g));
+}
+
+void BackwardCtx::give_slice(std::size_t i, const std::vector<ir::SliceRange>& ranges,
+                             ir::Handle g) {
+  if (!wants(i)) return;
+  if (g->dtype() != in_dtype(i)) g = h::cast(be, std::move(g), in_dtype(i));
+  engine_.accumulate_slice(*node_.parents[i], in_shape(i), in_dtype(i), ranges, std::move(g));
 }
 
 std::shared_ptr<backend::Backend> make_autodiff_backend(std::shared_ptr<backend::Backend> inner,

@@ -620,8 +620,7 @@ RuleEntry make_kind(ir::OpKind k) {
       return diff("sum g over the expanded dims", 0, false, [](Ctx& c) { c.give(0, c.grad()); });
     case OpKind::Slice:
       return diff("zeros with g written into the slice", 0, false, [](Ctx& c) {
-        auto z = zeros(c.be, c.in_shape(0), c.in_dtype(0));
-        c.give(0, slice_assign(c.be, std::move(z), c.op<ir::Slice>().ranges, c.grad()));
+        c.give_slice(0, c.op<ir::Slice>().ranges, c.grad());  // Note [Slice gradients]
       });
     case OpKind::Flip:
       return diff("flip g", 0, false,

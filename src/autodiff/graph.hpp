@@ -118,6 +118,10 @@ class Engine {
   virtual ir::Handle value(Node& node) = 0;
   virtual const std::vector<ir::Handle>& outputs(Node& node) = 0;
   virtual void accumulate(Node& node, ir::Handle grad) = 0;
+  // Adds g to the part `ranges` of node's gradient, of the given shape and dtype (Note
+  // [Slice gradients]).
+  virtual void accumulate_slice(Node& node, const Shape& shape, DType dtype,
+                                const std::vector<ir::SliceRange>& ranges, ir::Handle g) = 0;
 };
 
 class BackwardCtx {
@@ -144,6 +148,8 @@ class BackwardCtx {
   bool wants(std::size_t i) const { return node_.parents[i] != nullptr; }
   // Adds g to operand i's gradient, first summing broadcast dims down to its shape.
   void give(std::size_t i, ir::Handle g);
+  // Adds g, of the shape of operand i's part `ranges`, to that part of its gradient.
+  void give_slice(std::size_t i, const std::vector<ir::SliceRange>& ranges, ir::Handle g);
 
  private:
   Engine& engine_;

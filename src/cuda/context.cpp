@@ -29,7 +29,8 @@ CudaContext::CudaContext(int device)
   sm_count_ = std::max(1, prop.multiProcessorCount);
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaMalloc(reinterpret_cast<void**>(&err_), 16), "cudaMalloc(error flag)");
-  check(cudaMemset(err_, 0, 16), "cudaMemset(error flag)");
+  // On the stream, so ordered before every kernel (see sync()).
+  check(cudaMemsetAsync(err_, 0, 16, stream_), "cudaMemset(error flag)");
 }
 
 CudaContext::~CudaContext() {
@@ -194,9 +195,14 @@ void CudaContext::sync() {
     int pad;
     std::int64_t value;
   } flag{};
-  check(cudaMemcpy(&flag, err_, sizeof flag, cudaMemcpyDeviceToHost), "reading the error flag");
+  // On the stream, as the kernels that raise the flag: cudaMemcpy and cudaMemset run on the
+  // legacy default stream, which a non-blocking stream is not ordered with, so a reset
+  // there could land after another thread's next kernel raised the flag, and lose it.
+  check(cudaMemcpyAsync(&flag, err_, sizeof flag, cudaMemcpyDeviceToHost, stream_),
+        "reading the error flag");
+  check(cudaStreamSynchronize(stream_), "reading the error flag");
   if (flag.code == 0) return;
-  check(cudaMemset(err_, 0, 16), "resetting the error flag");
+  check(cudaMemsetAsync(err_, 0, 16, stream_), "resetting the error flag");
   std::string names;
   for (const auto& o : ops) {
     if (names.find(o) == std::string::npos) names += (names.empty() ? "" : ", ") + o;

@@ -37,21 +37,32 @@ struct CellState {
   Tensor<2> h;
   std::optional<Tensor<2>> c;
 };
+// h @ W_hh^T + b_hh, with the transposed weight and the bias's row view made once per
+// layer and direction: made per step, each step's gradient of W_hh^T came back through its
+// own transpose and was added into W_hh's gradient as a strided (column-gathering) add,
+// which took a fifth of an LSTM step's backward. Made once, the steps' gradients add up
+// contiguous in the view's gradient and go through the transpose once.
+struct Recurrent {
+  Tensor<2> weight_t;             // W_hh^T [hidden, gates * hidden]
+  std::optional<Tensor<2>> bias;  // b_hh as [1, gates * hidden]
+  explicit Recurrent(const RecurrentWeights& w) : weight_t(w.weight_hh.val().transpose()) {
+    if (w.bias_hh) bias = w.bias_hh->val().reshape<2>(Shape{1, w.bias_hh->shape()[0]});
+  }
+  Tensor<2> operator()(const Tensor<2>& h) const {
+    Tensor<2> r = h.matmul(weight_t);
+    if (bias) r = r + *bias;
+    return r;
+  }
+};
+
 // One step: the step's input projection [batch, gates * hidden] (b_ih included), the
-// weights and the previous state -> the next state.
-using Step = std::function<CellState(const Tensor<2>&, const RecurrentWeights&, const CellState&)>;
+// recurrent term and the previous state -> the next state.
+using Step = std::function<CellState(const Tensor<2>&, const Recurrent&, const CellState&)>;
 
 struct StackResult {
   Tensor<3> output;
   std::vector<CellState> last;  // per layer and direction
 };
-
-// h @ W_hh^T + b_hh.
-Tensor<2> recurrent(const Tensor<2>& h, const RecurrentWeights& w) {
-  Tensor<2> r = h.matmul(w.weight_hh.val().transpose());
-  if (w.bias_hh) r = r + w.bias_hh->val().reshape<2>(Shape{1, w.bias_hh->shape()[0]});
-  return r;
-}
 
 void check_state(const std::optional<Tensor<3>>& s, const Shape& want, const char* layer,
                  const char* what) {
@@ -91,9 +102,10 @@ StackResult run_stack(const RecurrentStack& s, const Tensor<3>& x,
       CellState st{initial(h0, k), std::nullopt};
       if (has_cell) st.c = initial(c0, k);
       std::vector<Tensor<2>> steps(seq, st.h);
+      const Recurrent recurrent(w);
       for (std::size_t i = 0; i < seq; ++i) {
         const std::size_t t = dir == 0 ? i : seq - 1 - i;
-        st = step(proj.narrow(1, std::int64_t(t), 1).reshape<2>(Shape{batch, g}), w, st);
+        st = step(proj.narrow(1, std::int64_t(t), 1).reshape<2>(Shape{batch, g}), recurrent, st);
         steps[t] = st.h;
       }
       outs.push_back(Tensor<2>::stack<3>(steps, 1));
@@ -158,28 +170,30 @@ LstmOutput Lstm::forward(const Tensor<3>& x, const std::optional<LstmState>& sta
   return detail::at_layer(*this, [&]() -> LstmOutput {
     std::optional<Tensor<3>> h0, c0;
     if (state) h0 = state->hidden, c0 = state->cell;
-    const auto r = run_stack(stack, x, h0, c0, true, "nn::Lstm",
-                             [](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
-                               auto g = (p + recurrent(s.h, w)).chunk(4, 1);
-                               Tensor<2> c = activation::sigmoid(g[1]) * *s.c +
-                                             activation::sigmoid(g[0]) * activation::tanh(g[2]);
-                               Tensor<2> h = activation::sigmoid(g[3]) * activation::tanh(c);
-                               return CellState{h, c};
-                             });
+    const auto r =
+        run_stack(stack, x, h0, c0, true, "nn::Lstm",
+                  [](const Tensor<2>& p, const Recurrent& recurrent, const CellState& s) {
+                    auto g = (p + recurrent(s.h)).chunk(4, 1);
+                    Tensor<2> c = activation::sigmoid(g[1]) * *s.c +
+                                  activation::sigmoid(g[0]) * activation::tanh(g[2]);
+                    Tensor<2> h = activation::sigmoid(g[3]) * activation::tanh(c);
+                    return CellState{h, c};
+                  });
     return {r.output, {stack_of(r.last, false), stack_of(r.last, true)}};
   });
 }
 
 RecurrentOutput Gru::forward(const Tensor<3>& x, const std::optional<Tensor<3>>& hidden) const {
   return detail::at_layer(*this, [&]() -> RecurrentOutput {
-    const auto r = run_stack(stack, x, hidden, std::nullopt, false, "nn::Gru",
-                             [](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
-                               auto gi = p.chunk(3, 1), gh = recurrent(s.h, w).chunk(3, 1);
-                               const Tensor<2> reset = activation::sigmoid(gi[0] + gh[0]);
-                               const Tensor<2> update = activation::sigmoid(gi[1] + gh[1]);
-                               const Tensor<2> n = activation::tanh(gi[2] + reset * gh[2]);
-                               return CellState{n + update * (s.h - n), std::nullopt};
-                             });
+    const auto r =
+        run_stack(stack, x, hidden, std::nullopt, false, "nn::Gru",
+                  [](const Tensor<2>& p, const Recurrent& recurrent, const CellState& s) {
+                    auto gi = p.chunk(3, 1), gh = recurrent(s.h).chunk(3, 1);
+                    const Tensor<2> reset = activation::sigmoid(gi[0] + gh[0]);
+                    const Tensor<2> update = activation::sigmoid(gi[1] + gh[1]);
+                    const Tensor<2> n = activation::tanh(gi[2] + reset * gh[2]);
+                    return CellState{n + update * (s.h - n), std::nullopt};
+                  });
     return {r.output, stack_of(r.last, false)};
   });
 }
@@ -189,8 +203,8 @@ RecurrentOutput Rnn::forward(const Tensor<3>& x, const std::optional<Tensor<3>>&
     const bool use_relu = relu;
     const auto r = run_stack(
         stack, x, hidden, std::nullopt, false, "nn::Rnn",
-        [use_relu](const Tensor<2>& p, const RecurrentWeights& w, const CellState& s) {
-          const Tensor<2> a = p + recurrent(s.h, w);
+        [use_relu](const Tensor<2>& p, const Recurrent& recurrent, const CellState& s) {
+          const Tensor<2> a = p + recurrent(s.h);
           return CellState{use_relu ? activation::relu(a) : activation::tanh(a), std::nullopt};
         });
     return {r.output, stack_of(r.last, false)};
