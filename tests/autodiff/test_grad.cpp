@@ -465,6 +465,25 @@ TEST(Grad, CompositesReuseAndBroadcast) {
                return ops::binary(BinaryFn::Add, ops::binary(BinaryFn::Add, a, b), x[0]);
              },
              {{rnd(S({4}), -2, 2, 3)}});
+  // Overlapping, strided and repeated slices of one operand (each added where it lands,
+  // Note [Slice gradients]), besides a use of the whole operand.
+  check_both(
+      "overlapping slices",
+      [](auto& x) {
+        using ops::Range;
+        auto a = ops::slice(x[0], {Range{0, 3}, Range{1, 5}});
+        auto b = ops::slice(x[0], {Range{1, 4}, Range(0, 6, 2)});
+        auto c = ops::narrow(x[0], 1, 2, 1);
+        auto s = ops::binary(BinaryFn::Add, ops::reduce_all(ir::ReduceFn::Sum, a),
+                             ops::reduce_all(ir::ReduceFn::Sum, ops::unary(UnaryFn::Sin, b)));
+        s = ops::binary(BinaryFn::Add, s,
+                        ops::reduce_all(ir::ReduceFn::Sum, ops::binary(BinaryFn::Mul, c, c)));
+        s = ops::binary(BinaryFn::Add, s,
+                        ops::reduce_all(ir::ReduceFn::Sum, ops::narrow(c, 0, 1, 2)));
+        return ops::binary(BinaryFn::Add, s,
+                           ops::reduce_all(ir::ReduceFn::Sum, ops::unary(UnaryFn::Tanh, x[0])));
+      },
+      {{rnd(S({4, 6}), -2, 2, 12)}});
   // A bias broadcast over rows and a scale over columns.
   check_both("broadcast chain",
              [](auto& x) {
