@@ -2,7 +2,8 @@
 # Installs the build into a temporary prefix, builds a Cpu-only program against the
 # installed package twice (find_package and pkg-config), and runs it with the CUDA
 # libraries hidden: libember.so must need no CUDA library, the program must start, list
-# the Cpu in Device::available() and say why Cuda cannot run.
+# the Cpu in Device::available() and say why Cuda cannot run; and, where the package has
+# the ONNX importer, builds a program from a model with ember_onnx_generate.
 #
 #   test_install.sh <build dir> <source dir> <c++ compiler> <cuda: 1|0> [extra compile flags]
 #
@@ -122,4 +123,21 @@ fi
 out=$("$tmp/cmake/consumer" 2>&1) || { echo "$out"; fail "consumer with CUDA visible"; }
 echo "--- consumer, CUDA libraries visible:"
 echo "$out"
+# 7. Where the package has the ONNX importer: a program whose module ember_onnx_generate
+# writes from a model at build time (with the installed ember-onnx), compiled against the
+# installed headers and libraries, agrees with the installed run-time loader.
+if [ -f "$lib/cmake/ember/EmberOnnx.cmake" ]; then
+  cmake -S "$src/tests/package/onnx_consumer" -B "$tmp/onnx" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DEMBER_ONNX_MODEL="$src/tests/onnx/models/small_cnn.onnx" > "$tmp/onnx-configure.log" 2>&1 ||
+    { cat "$tmp/onnx-configure.log"; fail "find_package(ember) for the ONNX consumer"; }
+  cmake --build "$tmp/onnx" > "$tmp/onnx-build.log" 2>&1 ||
+    { cat "$tmp/onnx-build.log"; fail "building the ONNX consumer (ember_onnx_generate)"; }
+  out=$("$tmp/onnx/onnx_consumer" 2>&1) || { echo "$out"; fail "the ONNX consumer"; }
+  echo "--- onnx_consumer:"
+  echo "$out"
+  grep -q "^onnx consumer: SmallCnn, .*: ok$" <<< "$out" || fail "the generated module and the loader disagree"
+else
+  echo "--- the package has no ONNX importer (libonnx-dev absent at build time): step 7 skipped"
+fi
 echo "test_install: ok"
