@@ -1,37 +1,14 @@
 // Embedding's lookup and init.
 #include "ember/nn/embedding.hpp"
 
+#include "ember/tensor/module_ops.hpp"
+
 namespace ember::nn {
 
 namespace detail {
 DynTensor embedding_forward(const DynTensor& weight, const DynTensor& ids,
                             std::optional<std::int64_t> padding_idx) {
-  EMBER_CHECK(ids.kind() == Kind::Int,
-              std::string("nn::Embedding: indices must be Int, got ") + name(ids.dtype()));
-  const std::size_t n = weight.shape()[0], d = weight.shape()[1];
-  DynTensor flat = ops::reshape(ids, Shape{ids.num_elements()});
-  if (flat.num_elements() > 0) {
-    // One flag read back per call; the range is computed only to report a failure.
-    const DynTensor ok =
-        ops::binary(ir::BinaryFn::And, ops::binary_scalar(ir::BinaryFn::Ge, flat, 0.0),
-                    ops::binary_scalar(ir::BinaryFn::Lt, flat, double(n)));
-    if (ops::all(ok).to_data().get_f64(0) == 0.0) {
-      const auto lo = ops::reduce_all(ir::ReduceFn::Min, flat).to_data().get_f64(0);
-      const auto hi = ops::reduce_all(ir::ReduceFn::Max, flat).to_data().get_f64(0);
-      fail("nn::Embedding: indices of shape " + ids.shape().to_string() + " range over [" +
-           std::to_string(std::int64_t(lo)) + ", " + std::to_string(std::int64_t(hi)) +
-           "], outside [0, " + std::to_string(n) + ") for weight " + weight.shape().to_string());
-    }
-  }
-  DynTensor rows = ops::select(weight, 0, flat);
-  if (padding_idx) {
-    DynTensor pad = ops::reshape(ops::binary_scalar(ir::BinaryFn::Eq, flat, double(*padding_idx)),
-                                 Shape{flat.num_elements(), 1});
-    rows = ops::mask_where(std::move(pad), ops::detach(rows), rows);
-  }
-  std::vector<std::size_t> out(ids.shape().begin(), ids.shape().end());
-  out.push_back(d);
-  return ops::reshape(std::move(rows), Shape(std::move(out)));
+  return module_ops::detail::embedding(weight, ids, padding_idx, "nn::Embedding");
 }
 }  // namespace detail
 

@@ -1,5 +1,4 @@
-// Pooling layers: input checks, adaptive average pooling as one pooling matrix per dim and
-// adaptive max pooling as one gathered window per output entry and dim.
+// Pooling layers: input checks, and the module_ops behind each.
 #include <algorithm>
 #include <cstdint>
 
@@ -52,77 +51,16 @@ DynTensor avg_pool_forward(const DynTensor& x, const std::vector<std::size_t>& k
                               ceil_mode, divisor_override);
 }
 
-// Note [Adaptive average pooling]
-// Output i of a dim averages input [floor(i in / out), ceil((i + 1) in / out)). A mean over a
-// box is the product of per-dim means, so each dim is one matmul with an [out, in] matrix of
-// 1 / window-length entries — exact windows for any in/out ratio, differentiable through
-// matmul, and one op per dim whatever the sizes.
+// Adaptive pooling is module_ops' (Note [Adaptive average pooling] and Note [Adaptive max
+// pooling] in src/tensor/ops_adaptive.cpp), with the layer's name in its errors.
 DynTensor adaptive_avg_pool_forward(const DynTensor& x, const std::vector<std::size_t>& output,
                                     const char* layer) {
-  const std::size_t n = output.size();
-  check_rank(x, n, layer);
-  DynTensor y = x;
-  for (std::size_t d = 0; d < n; ++d) {
-    const std::size_t in = x.shape()[2 + d], out = output[d];
-    EMBER_CHECK(out > 0 && in > 0, std::string(layer) + ": output size " +
-                                       Shape(output).to_string() + " and input " +
-                                       x.shape().to_string() + " must be non-empty");
-    std::vector<double> p(out * in, 0.0);
-    for (std::size_t i = 0; i < out; ++i) {
-      const std::size_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
-      for (std::size_t j = start; j < end; ++j) p[i * in + j] = 1.0 / double(end - start);
-    }
-    // Pool dim 2 + d: move it last, multiply by P^T [in, out], move it back.
-    const std::int64_t axis = std::int64_t(2 + d), last = std::int64_t(x.rank() - 1);
-    DynTensor pt = ops::cast(
-        ops::from_data(TensorData::from<double>(p, Shape{out, in}), x.device()), x.dtype());
-    y = ops::swap_dims(ops::matmul(ops::swap_dims(std::move(y), axis, last), ops::transpose(pt)),
-                       axis, last);
-  }
-  return y;
+  return module_ops::detail::adaptive_avg_pool(x, output, layer);
 }
 
-// Note [Adaptive max pooling]
-// Max over a box is the max over each dim in turn, so each dim is pooled alone: its
-// windows (the adaptive average's) are at most `width` long; every window is read as
-// `width` indices, a short one repeating its last entry (which leaves the max unchanged),
-// by one index_select, and a max over the window axis. A repeated entry shares the
-// window's gradient with its copies (ember's max rule: g / count), and the select's
-// adjoint adds the shares back up, so it receives g once.
 DynTensor adaptive_max_pool_forward(const DynTensor& x, const std::vector<std::size_t>& output,
                                     const char* layer) {
-  const std::size_t n = output.size();
-  check_rank(x, n, layer);
-  DynTensor y = x;
-  for (std::size_t d = 0; d < n; ++d) {
-    const std::size_t in = x.shape()[2 + d], out = output[d];
-    EMBER_CHECK(out > 0 && in > 0, std::string(layer) + ": output size " +
-                                       Shape(output).to_string() + " and input " +
-                                       x.shape().to_string() + " must be non-empty");
-    std::size_t width = 0;
-    for (std::size_t i = 0; i < out; ++i) {
-      width = std::max(width, ((i + 1) * in + out - 1) / out - i * in / out);
-    }
-    std::vector<std::int64_t> idx;
-    idx.reserve(out * width);
-    for (std::size_t i = 0; i < out; ++i) {
-      const std::size_t start = i * in / out, end = ((i + 1) * in + out - 1) / out;
-      for (std::size_t j = 0; j < width; ++j)
-        idx.push_back(std::int64_t(std::min(start + j, end - 1)));
-    }
-    const auto axis = std::int64_t(2 + d);
-    DynTensor taps = ops::select(
-        std::move(y), axis,
-        ops::from_data(TensorData::from<std::int64_t>(idx, Shape{out * width}), x.device()));
-    std::vector<std::size_t> dims(taps.shape().begin(), taps.shape().end());
-    dims[2 + d] = out;
-    dims.insert(dims.begin() + std::ptrdiff_t(3 + d), width);
-    auto windows = ops::reshape(std::move(taps), Shape(dims));
-    dims.erase(dims.begin() + std::ptrdiff_t(3 + d));
-    y = ops::reshape(ops::reduce(ir::ReduceFn::Max, std::move(windows), std::int64_t(3 + d)),
-                     Shape(dims));
-  }
-  return y;
+  return module_ops::detail::adaptive_max_pool(x, output, layer);
 }
 
 }  // namespace ember::nn::detail

@@ -4,10 +4,13 @@
 // softmin, quiet_softmax and grid_sample. The references are plain f64 loops with the
 // semantics of the PyTorch (or Burn) function each is named after.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <numeric>
+#include <random>
+#include <utility>
 
 #include "conformance/harness.hpp"
 
@@ -1364,6 +1367,133 @@ void add_composite_cases(std::vector<Case>& cs) {
              : dt == DType::F16 ? Tolerance{4e-3, 1e-2}
              : dt == DType::F32 ? Tolerance{1e-5, 1e-5}
                                 : Tolerance{1e-12, 1e-12};
+    };
+    cs.push_back(std::move(c));
+  }
+  // ---- adaptive pooling, as torch.nn.functional.adaptive_{avg,max}_pool{1,2,3}d; params =
+  // {spatial dims, the output size per dim}. The reference reads each output's box directly:
+  // input [floor(i in / out), ceil((i + 1) in / out)) along every dim, its mean or max. ----
+  for (const bool is_max : {false, true}) {
+    Case c;
+    c.fn = is_max ? "adaptive_max_pool" : "adaptive_avg_pool";
+    c.family = "conv";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale s) {
+      Rng rng(227);
+      struct T {
+        Shape x;
+        std::vector<std::size_t> out;
+      };
+      // Windows that overlap (7 -> 3), grow past the input (5 -> 8), divide it exactly,
+      // keep it (5 -> 5), in 1 to 3 dims, and an empty batch.
+      std::vector<T> ts = {{Shape{2, 3, 7}, {3}},
+                           {Shape{1, 2, 5}, {8}},
+                           {Shape{2, 2, 6, 9}, {4, 3}},
+                           {Shape{1, 1, 5, 4}, {5, 2}},
+                           {Shape{1, 2, 3, 4, 5}, {2, 3, 2}},
+                           {Shape{0, 2, 4, 4}, {2, 2}}};
+      if (s == Scale::Perf) ts = {{Shape{8, 64, 56, 56}, {7, 7}}};
+      std::vector<Trial> out;
+      for (const T& t : ts) {
+        Params p{double(t.out.size())};
+        for (std::size_t o : t.out) p.push_back(double(o));
+        out.push_back({t.x.to_string() + " -> " + Shape(t.out).to_string(),
+                       {random_host(t.x, dt, rng)},
+                       {Layout::Permuted},
+                       p});
+      }
+      return out;
+    };
+    const auto sizes = [](const Params& p) {
+      std::vector<std::size_t> out;
+      for (std::size_t d = 0; d < static_cast<std::size_t>(p[0]); ++d)
+        out.push_back(static_cast<std::size_t>(p[1 + d]));
+      return out;
+    };
+    c.run = [is_max, sizes](Tensors&& x, const Params& p) {
+      return Tensors{is_max ? ember::module_ops::adaptive_max_pool(std::move(x[0]), sizes(p))
+                            : ember::module_ops::adaptive_avg_pool(std::move(x[0]), sizes(p))};
+    };
+    c.ref = [is_max, sizes](const std::vector<HostTensor>& in, const Params& p) {
+      const HostTensor& x = in[0];
+      const std::vector<std::size_t> out = sizes(p);
+      const std::size_t sd = out.size();
+      std::vector<std::size_t> dims{x.shape[0], x.shape[1]};
+      dims.insert(dims.end(), out.begin(), out.end());
+      HostTensor y{Shape(dims), x.dtype};
+      for (std::size_t q = 0; q < y.numel(); ++q) {
+        const auto i = unravel(q, y.shape);
+        std::array<std::size_t, 3> lo{0, 0, 0}, hi{1, 1, 1};
+        for (std::size_t d = 0; d < sd; ++d) {
+          const std::size_t n_in = x.shape[2 + d], n_out = out[d];
+          lo[d] = i[2 + d] * n_in / n_out;
+          hi[d] = ((i[2 + d] + 1) * n_in + n_out - 1) / n_out;
+        }
+        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+        std::size_t count = 0;
+        for (std::size_t a = lo[0]; a < hi[0]; ++a)
+          for (std::size_t b = lo[1]; b < hi[1]; ++b)
+            for (std::size_t e = lo[2]; e < hi[2]; ++e) {
+              std::vector<std::size_t> at{i[0], i[1], a, b, e};
+              at.resize(2 + sd);
+              const double v = x.v[ravel(at, x.shape)];
+              acc = is_max ? std::max(acc, v) : acc + v;
+              ++count;
+            }
+        y.v[q] = is_max ? acc : acc / double(count);
+      }
+      return one(y);
+    };
+    // The average weighs each entry by 1 / window length, rounded to the dtype (as a matmul
+    // with PyTorch's weights would be); the max is exact.
+    c.tol = [](DType dt) {
+      return dt == DType::BF16  ? Tolerance{2e-2, 2e-2}
+             : dt == DType::F16 ? Tolerance{4e-3, 4e-3}
+             : dt == DType::F32 ? Tolerance{1e-5, 1e-5}
+                                : Tolerance{1e-12, 1e-12};
+    };
+    cs.push_back(std::move(c));
+  }
+  // ---- embedding, as torch.nn.functional.embedding: the rows of weight [n, d] that the ids
+  // name, its gradient grad mode's (a scatter-add of g into the named rows). padding_idx,
+  // whose row gets no gradient though the forward reads it (so finite differences cannot
+  // check it), is checked against PyTorch by NnParity's embedding case. ----
+  {
+    Case c;
+    c.fn = "embedding";
+    c.family = "indexing";
+    c.dtypes = kAllFloats;
+    c.trials = [](DType dt, Scale s) {
+      Rng rng(229);
+      std::vector<std::pair<Shape, Shape>> ts = {{Shape{7, 4}, Shape{2, 5}},
+                                                 {Shape{5, 3}, Shape{9}},
+                                                 {Shape{6, 2}, Shape{2, 2, 3}},
+                                                 {Shape{4, 3}, Shape{0}}};
+      if (s == Scale::Perf) ts = {{Shape{30000, 256}, Shape{64, 128}}};
+      std::vector<Trial> out;
+      for (const auto& [w, id_shape] : ts) {
+        HostTensor ids(id_shape, DType::I64);
+        std::uniform_int_distribution<std::size_t> u(0, w[0] - 1);
+        for (double& v : ids.v) v = static_cast<double>(u(rng));
+        out.push_back({"weight " + w.to_string() + " ids " + id_shape.to_string(),
+                       {random_host(w, dt, rng), ids},
+                       {Layout::Sliced, Layout::Contiguous}});
+      }
+      return out;
+    };
+    c.run = [](Tensors&& x, const Params&) {
+      return Tensors{ember::module_ops::embedding(std::move(x[0]), std::move(x[1]))};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params&) {
+      const HostTensor &w = in[0], &ids = in[1];
+      const std::size_t d = w.shape[1];
+      std::vector<std::size_t> dims(ids.shape.begin(), ids.shape.end());
+      dims.push_back(d);
+      HostTensor y{Shape(dims), w.dtype};
+      for (std::size_t r = 0; r < ids.numel(); ++r)
+        for (std::size_t j = 0; j < d; ++j)
+          y.v[r * d + j] = w.v[static_cast<std::size_t>(ids.v[r]) * d + j];
+      return one(y);
     };
     cs.push_back(std::move(c));
   }

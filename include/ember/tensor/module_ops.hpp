@@ -135,6 +135,29 @@ DynTensor interpolate(DynTensor x, const InterpolateOptions& options);
 // "bicubic"), checked against the number of spatial dims.
 InterpolateMode interpolate_mode(const std::string& name, std::size_t spatial_dims);
 
+// ---- adaptive pooling, as torch.nn.functional.adaptive_{avg,max}_pool{1,2,3}d ----
+// x [N, C, *spatial] (1 to 3 spatial dims, one output size per dim, each > 0): output i
+// of a dim covers input [floor(i in / out), ceil((i + 1) in / out)); the average's is the
+// window's mean, the max's its largest entry. Differentiable (the max's gradient shares
+// ties, as ember's max rule).
+DynTensor adaptive_avg_pool(DynTensor x, const std::vector<std::size_t>& output);
+DynTensor adaptive_max_pool(DynTensor x, const std::vector<std::size_t>& output);
+
+// ---- embedding, as torch.nn.functional.embedding ----
+// The rows of weight [n, d] that ids (Int, any shape) name: [*ids.shape, d]. An index
+// outside [0, n) is an ember::Error naming the range found. Rows read at padding_idx get
+// no gradient (PyTorch's padding_idx; a negative one counts from the end).
+DynTensor embedding(DynTensor weight, DynTensor ids,
+                    std::optional<std::int64_t> padding_idx = std::nullopt);
+
+namespace detail {
+// The same, with the caller's name in their errors (the nn layers': "nn::Embedding").
+DynTensor adaptive_avg_pool(DynTensor x, const std::vector<std::size_t>& output, const char* who);
+DynTensor adaptive_max_pool(DynTensor x, const std::vector<std::size_t>& output, const char* who);
+DynTensor embedding(DynTensor weight, DynTensor ids, std::optional<std::int64_t> padding_idx,
+                    const char* who);
+}  // namespace detail
+
 // The typed form: Tensor<3> for 1 spatial dim, Tensor<4> for 2, Tensor<5> for 3.
 using Size2 = std::array<std::size_t, 2>;
 using Size3 = std::array<std::size_t, 3>;
