@@ -1,6 +1,7 @@
-// Adaptive pooling and embedding (ember::module_ops): composites of matmul, select and max,
-// so every backend runs them and their gradients come from those ops' rules. The nn layers
-// (nn::AdaptiveAvgPool*, nn::AdaptiveMaxPool*, nn::Embedding) call the named forms.
+// Adaptive pooling, embedding and dropout (ember::module_ops): composites of matmul, select,
+// max and a Bernoulli draw, so every backend runs them and their gradients come from those
+// ops' rules. The nn layers (nn::AdaptiveAvgPool*, nn::AdaptiveMaxPool*, nn::Embedding,
+// nn::Dropout) call the named forms.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -140,8 +141,24 @@ DynTensor embedding(DynTensor weight, DynTensor ids, std::optional<std::int64_t>
   return ops::reshape(std::move(rows), Shape(std::move(out)));
 }
 
+DynTensor dropout(DynTensor x, double p, bool training, const char* who) {
+  EMBER_CHECK(p >= 0.0 && p <= 1.0,
+              std::string(who) + ": the probability must be in [0, 1], got " + std::to_string(p));
+  EMBER_CHECK(x.kind() == Kind::Float,
+              std::string(who) + ": expected a float input, got " + name(x.dtype()));
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return ops::binary_scalar(ir::BinaryFn::Mul, std::move(x), 0.0);
+  DynTensor keep = ops::random(x.shape(), Distribution::bernoulli(1.0 - p), x.dtype(), x.device());
+  return ops::binary_scalar(ir::BinaryFn::Mul,
+                            ops::binary(ir::BinaryFn::Mul, std::move(x), std::move(keep)),
+                            1.0 / (1.0 - p));
+}
+
 }  // namespace detail
 
+DynTensor dropout(DynTensor x, double p, bool training) {
+  return detail::dropout(std::move(x), p, training, "dropout");
+}
 DynTensor adaptive_avg_pool(DynTensor x, const std::vector<std::size_t>& output) {
   return detail::adaptive_avg_pool(std::move(x), output, "adaptive_avg_pool");
 }

@@ -1497,6 +1497,65 @@ void add_composite_cases(std::vector<Case>& cs) {
     };
     cs.push_back(std::move(c));
   }
+  // ---- dropout, as torch.nn.functional.dropout; params = {p, training}. A random mask, so
+  // checked by what it must satisfy: each element is 0 or x / (1 - p) (x itself when not
+  // training), and the share of zeros of a non-zero x is p to within 6 standard errors. ----
+  {
+    Case c;
+    c.fn = "dropout";
+    c.family = "creation";
+    c.dtypes = kAllFloats;
+    c.no_grad =
+        "a fresh mask per call: finite differences see another mask each time (the "
+        "gradient, mask over (1 - p), is NnDropout's)";
+    c.trials = [](DType dt, Scale) {
+      Rng rng(233);
+      std::vector<Trial> ts;
+      for (const Params& p :
+           std::vector<Params>{{0.25, 1}, {0.5, 1}, {0.9, 1}, {0, 1}, {1, 1}, {0.5, 0}}) {
+        // Entries away from 0, so a kept one is never 0.
+        HostTensor x = random_host(Shape{40, 250}, dt, rng);
+        for (double& v : x.v) v = quantize(dt, v >= 0 ? v + 0.5 : v - 0.5);
+        ts.push_back(
+            {"p " + std::to_string(p[0]) + (p[1] != 0 ? "" : " eval"), {x}, {Layout::Flipped}, p});
+      }
+      return ts;
+    };
+    c.run = [](Tensors&& x, const Params& p) {
+      return Tensors{ember::module_ops::dropout(std::move(x[0]), p[0], p[1] != 0)};
+    };
+    c.verify = [](const std::vector<HostTensor>& in, const std::vector<HostTensor>& out,
+                  const Params& p) -> std::string {
+      const HostTensor &x = in[0], &y = out[0];
+      if (y.shape != x.shape) return "shape " + y.shape.to_string();
+      const bool training = p[1] != 0;
+      const double keep = 1 - p[0];
+      // The dtype's relative rounding of x / (1 - p).
+      const double rel = y.dtype == DType::BF16  ? 1.0 / 128
+                         : y.dtype == DType::F16 ? 1.0 / 1024
+                         : y.dtype == DType::F32 ? 1e-6
+                                                 : 1e-14;
+      std::size_t zeros = 0;
+      for (std::size_t i = 0; i < y.numel(); ++i) {
+        if (y.v[i] == 0) {
+          ++zeros;
+          continue;
+        }
+        const double want = training ? x.v[i] / keep : x.v[i];
+        if (std::fabs(y.v[i] - want) > rel * std::fabs(want))
+          return "element " + std::to_string(i) + ": " + std::to_string(y.v[i]) +
+                 ", neither 0 nor " + std::to_string(want);
+      }
+      const double n = double(y.numel()), share = double(zeros) / n;
+      const double want_share = training ? p[0] : 0.0;
+      const double se = std::sqrt(want_share * (1 - want_share) / n);
+      if (std::fabs(share - want_share) > 6 * se + 1e-12)
+        return "zeroed " + std::to_string(share) + " of the elements, expected " +
+               std::to_string(want_share);
+      return "";
+    };
+    cs.push_back(std::move(c));
+  }
 }
 
 }  // namespace conformance

@@ -150,8 +150,16 @@ DynTensor adaptive_max_pool(DynTensor x, const std::vector<std::size_t>& output)
 DynTensor embedding(DynTensor weight, DynTensor ids,
                     std::optional<std::int64_t> padding_idx = std::nullopt);
 
+// ---- dropout, as torch.nn.functional.dropout ----
+// In training, each element of x (floats) is kept with probability 1 - p and scaled by
+// 1 / (1 - p), else zeroed, by a Bernoulli draw of the device's generator (seeded by
+// Device::seed); p = 1 zeroes everything. Not training, or p = 0: x itself.
+// Differentiable (the gradient is the same mask and scale). p outside [0, 1] is an error.
+DynTensor dropout(DynTensor x, double p = 0.5, bool training = true);
+
 namespace detail {
 // The same, with the caller's name in their errors (the nn layers': "nn::Embedding").
+DynTensor dropout(DynTensor x, double p, bool training, const char* who);
 DynTensor adaptive_avg_pool(DynTensor x, const std::vector<std::size_t>& output, const char* who);
 DynTensor adaptive_max_pool(DynTensor x, const std::vector<std::size_t>& output, const char* who);
 DynTensor embedding(DynTensor weight, DynTensor ids, std::optional<std::int64_t> padding_idx,
