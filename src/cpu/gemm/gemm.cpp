@@ -331,6 +331,7 @@ class AlignedBuffer {
 
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
+EMBER_THREAD_LOCAL AlignedBuffer t_pack_a_whole;  // Note [Few rows by column blocks]
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
@@ -682,6 +683,32 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
     if (const size_t blocks = column_blocks(kr, threads, m, n, k); blocks > 0)
       return gemm_by_columns<T>(kr, threads, blocks, m, n, k, a_panels, pack_b, c, c_rs, accumulate,
                                 finish);
+  }
+  // Note [Few rows by column blocks]: with at most one row block (m <= mc: a recurrent
+  // step's [batch, hidden] by a weight, an MLP's batch), gemm_blocked below splits the
+  // few rows over the threads and meets them twice per k block (B's shared panel packed,
+  // then multiplied): an LSTM step's products are a few microseconds between meetings. So
+  // A is packed whole here, once (m x k, small), into PanelsA's layout, and the product
+  // runs by column blocks (Note [Packed A by column blocks]): one parallel region, each
+  // thread packing and multiplying its own columns of B. The panels and the k blocks are
+  // gemm_blocked's, so the results are bit for bit the same.
+  if constexpr (std::is_same_v<APanels, StridedA<T>>) {
+    if (threads > 1 && m <= kr.mc) {
+      if (const size_t blocks = column_blocks(kr, threads, m, n, k); blocks > 0) {
+        const size_t kc = k_block(kr, k), m_padded = round_up(m, kr.mr);
+        T* panels = static_cast<T*>(t_pack_a_whole.get(m_padded * k * sizeof(T)));
+        for (size_t pc = 0; pc < k; pc += kc) {
+          const size_t kcur = std::min(kc, k - pc);
+          for (size_t i0 = 0; i0 < m; i0 += kr.mr)
+            kr.pack_a(panels + pc * m_padded + i0 * kcur,
+                      a_panels.a + static_cast<ptrdiff_t>(i0) * a_panels.rs +
+                          static_cast<ptrdiff_t>(pc) * a_panels.cs,
+                      a_panels.rs, a_panels.cs, std::min(kr.mr, m - i0), kcur);
+        }
+        return gemm_by_columns<T>(kr, threads, blocks, m, n, k, PanelsA<T>{panels, m_padded},
+                                  pack_b, c, c_rs, accumulate, finish);
+      }
+    }
   }
 
   const size_t mr = kr.mr, nr = kr.nr;
