@@ -1023,3 +1023,118 @@ TEST(NnParity, LossModules) {
                "logits = true");
   expect_error([] { (void)nn::HuberLossConfig{}.with_delta(0.0).init(); }, "delta");
 }
+
+// The margin and likelihood config modules: each against the PyTorch values its function is
+// checked against (MarginAndLikelihoodLosses), and equal to the function on those inputs.
+TEST(NnParity, MarginAndLikelihoodLossModules) {
+  using namespace nn::loss;
+  const auto t1 = [](const DynTensor& x) { return Tensor<1>(x); };
+  const auto t2 = [](const DynTensor& x) { return Tensor<2>(x); };
+  const auto lab = [](const DynTensor& x) { return Tensor<1, Int>(x); };
+  // Runs the module on the golden case and checks that the function gives the same values.
+  const auto check = [](const char* name, const LossFn& module, const LossFn& function) {
+    run_loss(name, module);
+    const Golden g(name);
+    std::vector<DynTensor> in;
+    for (std::size_t i = 0; g.has("input." + std::to_string(i)); ++i)
+      in.push_back(g.tensor("input." + std::to_string(i), cpu, DType::F64));
+    module(in).to_data().assert_approx_eq(function(in).to_data(), 0.0, 0.0);
+  };
+
+  const auto cosine = nn::CosineEmbeddingLossConfig{}.with_margin(0.2).init();
+  check(
+      "loss_cosine_embedding",
+      [&](auto& in) { return cosine.forward(t2(in[0]), t2(in[1]), t1(in[2])); },
+      [&](auto& in) { return cosine_embedding(t2(in[0]), t2(in[1]), t1(in[2]), 0.2); });
+  const auto gauss = nn::GaussianNllLossConfig{}.with_full(true).init();
+  check(
+      "loss_gaussian_nll", [&](auto& in) { return gauss.forward(t2(in[0]), t2(in[1]), t2(in[2])); },
+      [&](auto& in) { return gaussian_nll(t2(in[0]), t2(in[1]), t2(in[2]), true); });
+  const auto gauss_sum = nn::GaussianNllLossConfig{}.with_reduction("sum").init();
+  check(
+      "loss_gaussian_nll_broadcast_sum",
+      [&](auto& in) { return gauss_sum.forward(t2(in[0]), t2(in[1]), t2(in[2])); },
+      [&](auto& in) {
+        return gaussian_nll(t2(in[0]), t2(in[1]), t2(in[2]), false, 1e-6, Reduction::Sum);
+      });
+  const auto poisson = nn::PoissonNllLossConfig{}.with_full(true).init();
+  check(
+      "loss_poisson_nll_full", [&](auto& in) { return poisson.forward(t2(in[0]), t2(in[1])); },
+      [&](auto& in) { return poisson_nll(t2(in[0]), t2(in[1]), true, true); });
+  const auto rates = nn::PoissonNllLossConfig{}.with_log_input(false).with_reduction("sum").init();
+  check(
+      "loss_poisson_nll_rates", [&](auto& in) { return rates.forward(t2(in[0]), t2(in[1])); },
+      [&](auto& in) {
+        return poisson_nll(t2(in[0]), t2(in[1]), false, false, 1e-8, Reduction::Sum);
+      });
+  const auto ranking = nn::MarginRankingLossConfig{}.with_margin(0.3).init();
+  check(
+      "loss_margin_ranking",
+      [&](auto& in) { return ranking.forward(t1(in[0]), t1(in[1]), t1(in[2])); },
+      [&](auto& in) { return margin_ranking(t1(in[0]), t1(in[1]), t1(in[2]), 0.3); });
+  const auto triplet = nn::TripletMarginLossConfig{}.with_margin(1.5).init();
+  check(
+      "loss_triplet_margin",
+      [&](auto& in) { return triplet.forward(t2(in[0]), t2(in[1]), t2(in[2])); },
+      [&](auto& in) { return triplet_margin(t2(in[0]), t2(in[1]), t2(in[2]), 1.5); });
+  const auto swap =
+      nn::TripletMarginLossConfig{}.with_p(1.0).with_swap(true).with_reduction("none").init();
+  check(
+      "loss_triplet_margin_swap_p1",
+      [&](auto& in) { return swap.forward(t2(in[0]), t2(in[1]), t2(in[2])); },
+      [&](auto& in) {
+        return triplet_margin(t2(in[0]), t2(in[1]), t2(in[2]), 1.0, 1.0, 1e-6, true,
+                              Reduction::None);
+      });
+  const auto hinge = nn::HingeEmbeddingLossConfig{}.with_margin(0.8).init();
+  check(
+      "loss_hinge_embedding", [&](auto& in) { return hinge.forward(t2(in[0]), t2(in[1])); },
+      [&](auto& in) { return hinge_embedding(t2(in[0]), t2(in[1]), 0.8); });
+  const auto multi = nn::MultiMarginLossConfig{}.with_margin(0.7).init();
+  check(
+      "loss_multi_margin", [&](auto& in) { return multi.forward(t2(in[0]), lab(in[1])); },
+      [&](auto& in) { return multi_margin(t2(in[0]), lab(in[1]), 1, 0.7); });
+  const Golden mw("loss_multi_margin_p2_weight");
+  const auto multi_w = nn::MultiMarginLossConfig{}
+                           .with_p(2)
+                           .with_weight(mw.meta()["weight"].get<std::vector<double>>())
+                           .with_reduction("sum")
+                           .init();
+  check(
+      "loss_multi_margin_p2_weight",
+      [&](auto& in) { return multi_w.forward(t2(in[0]), lab(in[1])); },
+      [&](auto& in) {
+        return multi_margin(t2(in[0]), lab(in[1]), 2, 1.0, weight_of(mw, in[0]), Reduction::Sum);
+      });
+  const auto soft = nn::SoftMarginLossConfig{}.init();
+  check(
+      "loss_soft_margin", [&](auto& in) { return soft.forward(t2(in[0]), t2(in[1])); },
+      [&](auto& in) { return soft_margin(t2(in[0]), t2(in[1])); });
+
+  // Bad configs name the loss and the field.
+  expect_error_has([] { (void)nn::MultiMarginLossConfig{}.with_p(3).init(); },
+                   {"nn::MultiMarginLoss", "p must be 1 or 2"});
+  expect_error_has(
+      [] {
+        (void)nn::MultiMarginLossConfig{}.with_weight({1.0, -1.0}).init();
+      },
+      {"nn::MultiMarginLoss", "weight[1]"});
+  expect_error_has([] { (void)nn::GaussianNllLossConfig{}.with_eps(0.0).init(); },
+                   {"nn::GaussianNllLoss", "eps"});
+  expect_error_has([] { (void)nn::PoissonNllLossConfig{}.with_eps(-1.0).init(); },
+                   {"nn::PoissonNllLoss", "eps"});
+  expect_error_has([] { (void)nn::TripletMarginLossConfig{}.with_p(0.0).init(); },
+                   {"nn::TripletMarginLoss", "p must be positive"});
+  expect_error_has([] { (void)nn::MarginRankingLossConfig{}.with_margin(std::nan("")).init(); },
+                   {"nn::MarginRankingLoss", "margin"});
+  expect_error_has([] { (void)nn::CosineEmbeddingLossConfig{}.with_reduction("avg").init(); },
+                   {"nn::CosineEmbeddingLoss", "unknown reduction"});
+  expect_error_has([] { (void)nn::HingeEmbeddingLossConfig{}.with_reduction("batchmean").init(); },
+                   {"nn::HingeEmbeddingLoss", "unknown reduction"});
+  expect_error_has([] { (void)nn::SoftMarginLossConfig{}.with_reduction("").init(); },
+                   {"nn::SoftMarginLoss", "unknown reduction"});
+  const auto back = nn::TripletMarginLossConfig::from_json(swap.config.to_json());
+  EXPECT_EQ(back.p, 1.0);
+  EXPECT_TRUE(back.swap);
+  EXPECT_EQ(back.reduction, "none");
+}
