@@ -31,6 +31,10 @@ void check_weights(const std::vector<double>& w, const char* loss, const char* w
                     "] = " + std::to_string(w[i]) + " must be finite and non-negative");
   }
 }
+void check_finite(double v, const char* loss, const char* what) {
+  EMBER_CHECK(std::isfinite(v),
+              std::string(loss) + ": " + what + " must be finite, got " + std::to_string(v));
+}
 }  // namespace
 
 }  // namespace detail
@@ -91,6 +95,63 @@ KlDivLoss KlDivLossConfig::init() const {
 
 CtcLoss CtcLossConfig::init() const {
   detail::reduction_of(reduction, "nn::CtcLoss");
+  return {*this};
+}
+
+SoftMarginLoss SoftMarginLossConfig::init() const {
+  detail::reduction_of(reduction, "nn::SoftMarginLoss");
+  return {*this};
+}
+
+HingeEmbeddingLoss HingeEmbeddingLossConfig::init() const {
+  detail::reduction_of(reduction, "nn::HingeEmbeddingLoss");
+  detail::check_finite(margin, "nn::HingeEmbeddingLoss", "margin");
+  return {*this};
+}
+
+CosineEmbeddingLoss CosineEmbeddingLossConfig::init() const {
+  detail::reduction_of(reduction, "nn::CosineEmbeddingLoss");
+  detail::check_finite(margin, "nn::CosineEmbeddingLoss", "margin");
+  return {*this};
+}
+
+GaussianNllLoss GaussianNllLossConfig::init() const {
+  detail::reduction_of(reduction, "nn::GaussianNllLoss");
+  EMBER_CHECK(eps > 0 && std::isfinite(eps),
+              "nn::GaussianNllLoss: eps must be positive, got " + std::to_string(eps));
+  return {*this};
+}
+
+PoissonNllLoss PoissonNllLossConfig::init() const {
+  detail::reduction_of(reduction, "nn::PoissonNllLoss");
+  EMBER_CHECK(eps >= 0 && std::isfinite(eps),
+              "nn::PoissonNllLoss: eps must be non-negative, got " + std::to_string(eps));
+  return {*this};
+}
+
+MarginRankingLoss MarginRankingLossConfig::init() const {
+  detail::reduction_of(reduction, "nn::MarginRankingLoss");
+  detail::check_finite(margin, "nn::MarginRankingLoss", "margin");
+  return {*this};
+}
+
+TripletMarginLoss TripletMarginLossConfig::init() const {
+  const char* n = "nn::TripletMarginLoss";
+  detail::reduction_of(reduction, n);
+  detail::check_finite(margin, n, "margin");
+  EMBER_CHECK(p > 0 && std::isfinite(p),
+              std::string(n) + ": p must be positive, got " + std::to_string(p));
+  EMBER_CHECK(eps >= 0 && std::isfinite(eps),
+              std::string(n) + ": eps must be non-negative, got " + std::to_string(eps));
+  return {*this};
+}
+
+MultiMarginLoss MultiMarginLossConfig::init() const {
+  const char* n = "nn::MultiMarginLoss";
+  detail::reduction_of(reduction, n);
+  detail::check_finite(margin, n, "margin");
+  detail::check_weights(weight, n, "weight");
+  EMBER_CHECK(p == 1 || p == 2, std::string(n) + ": p must be 1 or 2, got " + std::to_string(p));
   return {*this};
 }
 

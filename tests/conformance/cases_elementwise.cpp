@@ -364,6 +364,153 @@ void add_elementwise_cases(std::vector<Case>& cs) {
     cs.push_back(std::move(c));
   }
 
+  // The composite activations of the typed facade, each against its formula on the host.
+  auto facade_act = [&](const std::string& fn, std::function<DynTensor(DynTensor)> run,
+                        std::function<double(double)> r, double tol = 2) {
+    Case c;
+    c.fn = fn;
+    c.family = "activation";
+    c.dtypes = kFloats;
+    const auto seed = std::hash<std::string>{}(fn);
+    c.trials = [seed](DType dt, Scale s) { return unary_trials(dt, s, D::Any, false, seed); };
+    c.run = [run](Tensors&& x, const Params&) { return Tensors{run(std::move(x[0]))}; };
+    c.ref = [r](const std::vector<HostTensor>& in, const Params&) {
+      return std::vector<HostTensor>{map1(in[0], in[0].dtype, r)};
+    };
+    c.tol_scale = tol;
+    cs.push_back(std::move(c));
+  };
+  namespace act_fn = ember::activation;
+  const auto typed = [](auto f) {
+    return [f](DynTensor x) { return with_typed(std::move(x), f); };
+  };
+  facade_act(
+      "celu", typed([](auto t) { return act_fn::celu(t, 1.25); }),
+      [](double x) { return x > 0 ? x : 1.25 * std::expm1(x / 1.25); }, 4);
+  facade_act(
+      "selu", typed([](auto t) { return act_fn::selu(t); }),
+      [](double x) {
+        return 1.0507009873554804934193349852946 *
+               (x > 0 ? x : 1.6732632423543772848170429916717 * std::expm1(x));
+      },
+      4);
+  facade_act("relu6", typed([](auto t) { return act_fn::relu6(t); }),
+             [](double x) { return std::clamp(x, 0.0, 6.0); });
+  facade_act("hardtanh", typed([](auto t) { return act_fn::hardtanh(t, -2.0, 1.5); }),
+             [](double x) { return std::clamp(x, -2.0, 1.5); });
+  facade_act("hardswish", typed([](auto t) { return act_fn::hardswish(t); }),
+             [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); });
+  facade_act("logsigmoid", typed([](auto t) { return act_fn::logsigmoid(t); }),
+             [](double x) { return -softplus(-x); });
+  facade_act("softsign", typed([](auto t) { return act_fn::softsign(t); }),
+             [](double x) { return x / (1 + std::fabs(x)); });
+  facade_act(
+      "tanhshrink", typed([](auto t) { return act_fn::tanhshrink(t); }),
+      [](double x) { return x - std::tanh(x); }, 4);
+  facade_act("shrink", typed([](auto t) { return act_fn::shrink(t, 0.5, 0.25); }), [](double x) {
+    return x > 0.5 ? x - 0.25 : x < -0.5 ? x + 0.25 : 0.0;
+  });
+  facade_act("hardshrink", typed([](auto t) { return act_fn::hardshrink(t, 0.5); }),
+             [](double x) { return std::fabs(x) > 0.5 ? x : 0.0; });
+  facade_act("softshrink", typed([](auto t) { return act_fn::softshrink(t, 0.5); }), [](double x) {
+    return x > 0.5 ? x - 0.5 : x < -0.5 ? x + 0.5 : 0.0;
+  });
+  facade_act("threshold", typed([](auto t) { return act_fn::threshold(t, 0.5, -1.5); }),
+             [](double x) { return x > 0.5 ? x : -1.5; });
+  facade_act("thresholded_relu", typed([](auto t) { return act_fn::thresholded_relu(t); }),
+             [](double x) { return x > 1.0 ? x : 0.0; });
+  // rrelu in evaluation: the slopes' mean (the training draw is checked by the nn tests).
+  facade_act("rrelu", typed([](auto t) { return act_fn::rrelu(t, 0.125, 0.375); }),
+             [](double x) { return x < 0 ? 0.25 * x : x; });
+  // glu and swiglu halve the last dim: shapes with an even one.
+  auto add_gated = [&](const std::string& fn, std::function<DynTensor(DynTensor)> run,
+                       std::function<double(double, double)> r) {
+    Case c;
+    c.fn = fn;
+    c.family = "activation";
+    c.dtypes = kFloats;
+    const auto seed = std::hash<std::string>{}(fn);
+    c.trials = [seed](DType dt, Scale s) {
+      Rng rng(seed);
+      std::vector<Trial> out;
+      const std::vector<Shape> shapes =
+          s == Scale::Perf ? std::vector<Shape>{Shape{1024, 4096}}
+                           : std::vector<Shape>{Shape{2},       Shape{3, 0, 4},  Shape{4, 6},
+                                                Shape{2, 3, 8}, Shape{5, 1, 34}, Shape{17, 130}};
+      for (const Shape& sh : shapes) {
+        const HostTensor x = random_host(sh, dt, rng, D::Any);
+        out.push_back({sh.to_string(), {x}, {Layout::Contiguous}});
+        if (s == Scale::Test) out.push_back({sh.to_string() + " sliced", {x}, {Layout::Sliced}});
+      }
+      return out;
+    };
+    c.run = [run](Tensors&& x, const Params&) { return Tensors{run(std::move(x[0]))}; };
+    c.ref = [r](const std::vector<HostTensor>& in, const Params&) {
+      const HostTensor& x = in[0];
+      std::vector<std::size_t> dims = x.shape.dims();
+      const std::size_t half = dims.back() / 2;
+      dims.back() = half;
+      HostTensor y(Shape(dims), x.dtype);
+      for (std::size_t i = 0; i < y.numel(); ++i) {
+        const std::size_t row = i / half, col = i % half;
+        y.v[i] = quantize(x.dtype, r(x.v[row * 2 * half + col], x.v[row * 2 * half + half + col]));
+      }
+      return std::vector<HostTensor>{y};
+    };
+    c.tol_scale = 2;
+    cs.push_back(std::move(c));
+  };
+  add_gated("glu", typed([](auto t) { return act_fn::glu(t); }),
+            [](double a, double b) { return a * sigmoid(b); });
+  add_gated("swiglu", typed([](auto t) { return act_fn::swiglu(t); }),
+            [](double a, double b) { return a * sigmoid(a) * b; });
+  {
+    // prelu: weight [C] over dim 1, or one shared value.
+    Case c;
+    c.fn = "prelu";
+    c.family = "activation";
+    c.dtypes = kFloats;
+    c.trials = [](DType dt, Scale s) {
+      Rng rng(31);
+      std::vector<Trial> out;
+      const std::vector<std::pair<Shape, std::size_t>> shapes =
+          s == Scale::Perf ? std::vector<std::pair<Shape, std::size_t>>{{Shape{64, 64, 1024}, 64}}
+                           : std::vector<std::pair<Shape, std::size_t>>{
+                                 {Shape{2, 3, 4}, 3},
+                                 {Shape{4, 5}, 5},
+                                 {Shape{3, 2, 2, 3}, 1},
+                                 {Shape{7}, 1},
+                                 {Shape{2, 17, 65}, 17}};
+      for (const auto& [sh, n] : shapes) {
+        const HostTensor x = random_host(sh, dt, rng, D::Any);
+        const HostTensor w = random_host(Shape{n}, dt, rng, D::Any);
+        out.push_back({sh.to_string(), {x, w}, {Layout::Contiguous, Layout::Contiguous}});
+        if (s == Scale::Test && sh.rank() > 1)
+          out.push_back({sh.to_string() + " permuted", {x, w}, {Layout::Permuted}});
+      }
+      return out;
+    };
+    c.run = [](Tensors&& x, const Params&) {
+      const ember::Tensor<1> w(std::move(x[1]));
+      return Tensors{with_typed(std::move(x[0]), [&](auto t) { return act_fn::prelu(t, w); })};
+    };
+    c.ref = [](const std::vector<HostTensor>& in, const Params&) {
+      const HostTensor& x = in[0];
+      const HostTensor& w = in[1];
+      HostTensor y(x.shape, x.dtype);
+      const std::size_t n = w.numel();
+      std::size_t inner = 1;
+      for (std::size_t d = 2; d < x.rank(); ++d) inner *= x.shape[d];
+      for (std::size_t i = 0; i < y.numel(); ++i) {
+        const double a = w.v[n == 1 ? 0 : (i / inner) % n];
+        y.v[i] = quantize(x.dtype, x.v[i] > 0 ? x.v[i] : a * x.v[i]);
+      }
+      return std::vector<HostTensor>{y};
+    };
+    c.tol_scale = 2;
+    cs.push_back(std::move(c));
+  }
+
   // clamp(min, max), clamp_min, clamp_max: NaN stays NaN.
   auto add_clamp = [&](const std::string& fn, std::optional<double> lo, std::optional<double> hi) {
     Case c;

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """Writes the PyTorch reference values tests/nn/test_parity.cpp checks ember's nn against.
 
-Run with Debian's torch (/usr/bin/python3 tests/nn/make_golden.py); it rewrites
-tests/nn/golden/<case>.json. Every case is computed in float64 and holds:
+Run with Debian's torch (/usr/bin/python3 tests/nn/make_golden.py [group ...]); it rewrites
+tests/nn/golden/<case>.json for every group, or for the named groups only (each group seeds
+torch's generator itself, so a group's cases do not depend on which others run). Every case is computed in float64 and holds:
 
   state.<key>       the module's state_dict (the C++ test loads it by path)
   input.<i>         the forward inputs
@@ -455,22 +456,49 @@ def deform_convs():
         [randn(1, 3, 5, 5), randn(1, 18, 5, 5) * 2.0])
 
 
+def shrink_ref(x, lambd, bias):
+    """Burn's shrink (ONNX Shrink) by its definition: PyTorch has no module for it."""
+    return torch.where(x > lambd, x - bias, torch.where(x < -lambd, x + bias, torch.zeros_like(x)))
+
+
+def activation_gaps():
+    """Burn's Shrink and ONNX's ThresholdedRelu by their definitions in torch ops, the halved
+    SwiGLU form, ConvTranspose3d, Identity and dropout in training (PyTorch's mask: the C++
+    test compares where both masks keep an element)."""
+    x = torch.linspace(-3.9, 3.9, 48, dtype=torch.float64)[torch.randperm(48)].reshape(3, 16) + 0.0123
+    run("act_shrink", Fn(lambda t: shrink_ref(t, 0.6, 0.4)), [x], meta={"lambda": 0.6, "bias": 0.4})
+    run("act_shrink_default", Fn(lambda t: shrink_ref(t, 0.5, 0.5)), [x])
+    run("act_thresholded_relu", Fn(lambda t: torch.where(t > 1.0, t, torch.zeros_like(t))), [x])
+    run("act_thresholded_relu_alpha", Fn(lambda t: torch.where(t > -0.7, t, torch.zeros_like(t))),
+        [x], meta={"alpha": -0.7})
+    run("act_swiglu_halves", Fn(lambda t: F.silu(t.chunk(2, -1)[0]) * t.chunk(2, -1)[1]), [x])
+    run("conv_transpose3d",
+        nn.ConvTranspose3d(4, 6, (3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1),
+                           output_padding=(1, 0, 0), groups=2, dilation=(1, 2, 1)),
+        [randn(2, 4, 3, 4, 3)])
+    run("identity", nn.Identity(), [randn(2, 3, 4)])
+    run("dropout_train", nn.Dropout(0.3), [randn(40, 50)], meta={"p": 0.3})
+
+
 def state_dict_keys():
     net = Net().double()
     write("state_dict_net", {"state." + k: v for k, v in net.state_dict().items()},
           meta={"keys": list(net.state_dict().keys())})
 
 
+GROUPS = {
+    "layers_and_losses": lambda: (layers(), losses(), state_dict_keys()),
+    "more_layers": more_layers,
+    "transformers_and_more": transformers_and_more,
+    "pools_and_resampling": pools_and_resampling,
+    "deform_convs": deform_convs,
+    "activation_gaps": activation_gaps,
+}
+SEEDS = {name: i for i, name in enumerate(GROUPS)}
+
 if __name__ == "__main__":
-    torch.manual_seed(0)
-    layers()
-    losses()
-    state_dict_keys()
-    torch.manual_seed(1)
-    more_layers()
-    torch.manual_seed(2)
-    transformers_and_more()
-    torch.manual_seed(3)
-    pools_and_resampling()
-    torch.manual_seed(4)
-    deform_convs()
+    import sys
+
+    for name in sys.argv[1:] or list(GROUPS):
+        torch.manual_seed(SEEDS[name])
+        GROUPS[name]()

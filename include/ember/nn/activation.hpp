@@ -1,6 +1,8 @@
-// Activation modules, as torch.nn.ReLU, GELU, ...: each forward is const, takes a float
-// tensor of any rank and returns the same shape. Parameters follow PyTorch's defaults.
-// Only PRelu has a tensor (weight [num_parameters], 0.25).
+// Activation modules, as torch.nn.ReLU, GELU, ... (and Burn's Shrink, ONNX's
+// ThresholdedRelu): each forward is const, takes a float tensor of any rank and returns the
+// same shape, computed by the function of the same name in activation:: (one formula, in
+// tensor/activation.hpp). Parameters follow PyTorch's defaults. Only PRelu has a tensor
+// (weight [num_parameters], 0.25).
 #pragma once
 
 #include <cstddef>
@@ -23,20 +25,18 @@ namespace ember::nn {
   };
 
 EMBER_NN_ACTIVATION(Relu, activation::relu(x))
-EMBER_NN_ACTIVATION(Relu6, x.clamp(0.0, 6.0))
+EMBER_NN_ACTIVATION(Relu6, activation::relu6(x))
 EMBER_NN_ACTIVATION(Sigmoid, activation::sigmoid(x))
 EMBER_NN_ACTIVATION(Tanh, activation::tanh(x))
 EMBER_NN_ACTIVATION(Silu, activation::silu(x))
 EMBER_NN_ACTIVATION(Mish, activation::mish(x))
-// SELU's constants, as PyTorch.
-EMBER_NN_ACTIVATION(Selu, activation::elu(x, 1.6732632423543772848170429916717)
-                              .mul_scalar(1.0507009873554804934193349852946))
-EMBER_NN_ACTIVATION(Softsign, x / (x.abs() + 1.0))
+EMBER_NN_ACTIVATION(Selu, activation::selu(x))
+EMBER_NN_ACTIVATION(Softsign, activation::softsign(x))
 // relu6(x + 3) / 6, as torch.nn.Hardsigmoid (not Burn's 0.2 slope).
 EMBER_NN_ACTIVATION(HardSigmoid, activation::hard_sigmoid(x, 1.0 / 6.0, 0.5))
-EMBER_NN_ACTIVATION(HardSwish, x* activation::hard_sigmoid(x, 1.0 / 6.0, 0.5))
-EMBER_NN_ACTIVATION(LogSigmoid, -activation::softplus(-x))
-EMBER_NN_ACTIVATION(Tanhshrink, x - activation::tanh(x))
+EMBER_NN_ACTIVATION(HardSwish, activation::hardswish(x))
+EMBER_NN_ACTIVATION(LogSigmoid, activation::logsigmoid(x))
+EMBER_NN_ACTIVATION(Tanhshrink, activation::tanhshrink(x))
 #undef EMBER_NN_ACTIVATION
 
 // approximate: "none" (erf) or "tanh".
@@ -60,16 +60,13 @@ struct LeakyRelu {
 
 // RRelu, as torch.nn.RReLU: negative inputs scaled by a slope drawn from U(lower, upper) per
 // element in training mode (an input on an autodiff device), by (lower + upper) / 2 otherwise.
-namespace detail {
-DynTensor rrelu_forward(const DynTensor& x, double lower, double upper);
-}
 struct RRelu {
   double lower = 1.0 / 8.0;
   double upper = 1.0 / 3.0;
   EMBER_MODULE(RRelu, lower, upper)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return Tensor<D>(detail::rrelu_forward(x.dyn(), lower, upper));
+    return activation::detail::rrelu(x, lower, upper, x.device().is_autodiff(), "nn::RRelu");
   }
 };
 
@@ -88,7 +85,7 @@ struct Celu {
   EMBER_MODULE(Celu, alpha)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return activation::elu(x.div_scalar(alpha), 1.0).mul_scalar(alpha);
+    return activation::detail::celu(x, alpha, "nn::Celu");
   }
 };
 
@@ -98,7 +95,7 @@ struct Softplus {
   EMBER_MODULE(Softplus, beta, threshold)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return activation::softplus(x, beta).mask_where(x.mul_scalar(beta).greater_elem(threshold), x);
+    return activation::softplus(x, beta, threshold);
   }
 };
 
@@ -107,7 +104,18 @@ struct Hardtanh {
   EMBER_MODULE(Hardtanh, min_val, max_val)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return x.clamp(min_val, max_val);
+    return activation::detail::hardtanh(x, min_val, max_val, "nn::Hardtanh");
+  }
+};
+
+// Burn's Shrink (ONNX Shrink): x - bias above lambda, x + bias below -lambda, 0 between.
+// Burn's defaults (ONNX's bias is 0).
+struct Shrink {
+  double lambda = 0.5, bias = 0.5;
+  EMBER_MODULE(Shrink, lambda, bias)
+  template <std::size_t D>
+  Tensor<D> forward(const Tensor<D>& x) const {
+    return activation::detail::shrink(x, lambda, bias, "nn::Shrink");
   }
 };
 
@@ -117,7 +125,7 @@ struct Softshrink {
   EMBER_MODULE(Softshrink, lambda)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return x - x.clamp(-lambda, lambda);
+    return activation::detail::softshrink(x, lambda, "nn::Softshrink");
   }
 };
 
@@ -127,7 +135,7 @@ struct Hardshrink {
   EMBER_MODULE(Hardshrink, lambda)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return x.mask_fill(x.abs().lower_equal_elem(lambda), 0.0);
+    return activation::detail::shrink(x, lambda, 0.0, "nn::Hardshrink");
   }
 };
 
@@ -137,7 +145,17 @@ struct Threshold {
   EMBER_MODULE(Threshold, threshold, value)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return x.mask_fill(x.lower_equal_elem(threshold), value);
+    return activation::threshold(x, threshold, value);
+  }
+};
+
+// ONNX's ThresholdedRelu: x where x > alpha, else 0.
+struct ThresholdedRelu {
+  double alpha = 1.0;
+  EMBER_MODULE(ThresholdedRelu, alpha)
+  template <std::size_t D>
+  Tensor<D> forward(const Tensor<D>& x) const {
+    return activation::thresholded_relu(x, alpha);
   }
 };
 
@@ -147,11 +165,7 @@ struct Glu {
   EMBER_MODULE(Glu, dim)
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    const std::size_t d = ops::normalize_dim(dim, D, "nn::Glu");
-    EMBER_CHECK(x.shape()[d] % 2 == 0, "nn::Glu: dim " + std::to_string(dim) + " of shape " +
-                                           x.shape().to_string() + " must have an even extent");
-    auto halves = x.chunk(2, std::int64_t(d));
-    return halves[0] * activation::sigmoid(halves[1]);
+    return activation::detail::glu(x, dim, "nn::Glu");
   }
 };
 
@@ -177,10 +191,11 @@ struct LogSoftmax {
 struct PRelu {
   Param<Tensor<1>> weight;
   EMBER_MODULE(PRelu, weight)
-  DynTensor forward_dyn(const DynTensor& x) const;
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
-    return Tensor<D>(forward_dyn(x.dyn()));
+    return detail::at_layer(*this, [&]() -> Tensor<D> {
+      return activation::detail::prelu(x, weight.val(), "nn::PRelu");
+    });
   }
 };
 

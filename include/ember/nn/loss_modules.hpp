@@ -32,6 +32,14 @@ struct HuberLoss;
 struct SmoothL1Loss;
 struct KlDivLoss;
 struct CtcLoss;
+struct CosineEmbeddingLoss;
+struct GaussianNllLoss;
+struct PoissonNllLoss;
+struct MarginRankingLoss;
+struct TripletMarginLoss;
+struct HingeEmbeddingLoss;
+struct MultiMarginLoss;
+struct SoftMarginLoss;
 
 struct CrossEntropyLossConfig {
   std::vector<double> weight = {};  // per class; empty: none
@@ -110,6 +118,8 @@ struct BinaryCrossEntropyLoss {
   };
 EMBER_NN_PAIR_LOSS_(MseLoss, mse, "nn::MseLoss")
 EMBER_NN_PAIR_LOSS_(L1Loss, l1, "nn::L1Loss")
+// target holds 1 or -1.
+EMBER_NN_PAIR_LOSS_(SoftMarginLoss, soft_margin, "nn::SoftMarginLoss")
 #undef EMBER_NN_PAIR_LOSS_
 
 // The same with one number before the reduction (Huber's delta, smooth L1's beta).
@@ -130,6 +140,8 @@ EMBER_NN_PAIR_LOSS_(L1Loss, l1, "nn::L1Loss")
   };
 EMBER_NN_PAIR_LOSS_WITH_(HuberLoss, huber, "nn::HuberLoss", delta, 1.0)
 EMBER_NN_PAIR_LOSS_WITH_(SmoothL1Loss, smooth_l1, "nn::SmoothL1Loss", beta, 1.0)
+// target holds 1 or -1.
+EMBER_NN_PAIR_LOSS_WITH_(HingeEmbeddingLoss, hinge_embedding, "nn::HingeEmbeddingLoss", margin, 1.0)
 #undef EMBER_NN_PAIR_LOSS_WITH_
 
 struct KlDivLossConfig {
@@ -165,6 +177,116 @@ struct CtcLoss {
     return loss::ctc(log_probs, targets, input_lengths, target_lengths,
                      {config.blank, detail::reduction_of(config.reduction, "nn::CtcLoss"),
                       config.zero_infinity});
+  }
+};
+
+// y holds 1 or -1.
+struct CosineEmbeddingLossConfig {
+  double margin = 0.0;
+  std::string reduction = "mean";
+  EMBER_CONFIG(CosineEmbeddingLossConfig, margin, reduction)
+  CosineEmbeddingLoss init() const;
+};
+struct CosineEmbeddingLoss {
+  CosineEmbeddingLossConfig config;
+  EMBER_MODULE(CosineEmbeddingLoss, config)
+  template <std::size_t D, class K>
+  Tensor<1> forward(const Tensor<D>& x1, const Tensor<D>& x2, const Tensor<D - 1, K>& y) const {
+    return loss::cosine_embedding(
+        x1, x2, y, config.margin,
+        detail::reduction_of(config.reduction, "nn::CosineEmbeddingLoss"));
+  }
+};
+
+// var broadcasts against input.
+struct GaussianNllLossConfig {
+  bool full = false;
+  double eps = 1e-6;
+  std::string reduction = "mean";
+  EMBER_CONFIG(GaussianNllLossConfig, full, eps, reduction)
+  GaussianNllLoss init() const;
+};
+struct GaussianNllLoss {
+  GaussianNllLossConfig config;
+  EMBER_MODULE(GaussianNllLoss, config)
+  template <std::size_t D, std::size_t DV>
+  Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target, const Tensor<DV>& var) const {
+    return loss::gaussian_nll(input, target, var, config.full, config.eps,
+                              detail::reduction_of(config.reduction, "nn::GaussianNllLoss"));
+  }
+};
+
+struct PoissonNllLossConfig {
+  bool log_input = true;
+  bool full = false;
+  double eps = 1e-8;
+  std::string reduction = "mean";
+  EMBER_CONFIG(PoissonNllLossConfig, log_input, full, eps, reduction)
+  PoissonNllLoss init() const;
+};
+struct PoissonNllLoss {
+  PoissonNllLossConfig config;
+  EMBER_MODULE(PoissonNllLoss, config)
+  template <std::size_t D>
+  Tensor<1> forward(const Tensor<D>& input, const Tensor<D>& target) const {
+    return loss::poisson_nll(input, target, config.log_input, config.full, config.eps,
+                             detail::reduction_of(config.reduction, "nn::PoissonNllLoss"));
+  }
+};
+
+// y holds 1 or -1.
+struct MarginRankingLossConfig {
+  double margin = 0.0;
+  std::string reduction = "mean";
+  EMBER_CONFIG(MarginRankingLossConfig, margin, reduction)
+  MarginRankingLoss init() const;
+};
+struct MarginRankingLoss {
+  MarginRankingLossConfig config;
+  EMBER_MODULE(MarginRankingLoss, config)
+  template <class K>
+  Tensor<1> forward(const Tensor<1>& x1, const Tensor<1>& x2, const Tensor<1, K>& y) const {
+    return loss::margin_ranking(x1, x2, y, config.margin,
+                                detail::reduction_of(config.reduction, "nn::MarginRankingLoss"));
+  }
+};
+
+struct TripletMarginLossConfig {
+  double margin = 1.0;
+  double p = 2.0;
+  double eps = 1e-6;
+  bool swap = false;
+  std::string reduction = "mean";
+  EMBER_CONFIG(TripletMarginLossConfig, margin, p, eps, swap, reduction)
+  TripletMarginLoss init() const;
+};
+struct TripletMarginLoss {
+  TripletMarginLossConfig config;
+  EMBER_MODULE(TripletMarginLoss, config)
+  Tensor<1> forward(const Tensor<2>& anchor, const Tensor<2>& positive,
+                    const Tensor<2>& negative) const {
+    return loss::triplet_margin(anchor, positive, negative, config.margin, config.p, config.eps,
+                                config.swap,
+                                detail::reduction_of(config.reduction, "nn::TripletMarginLoss"));
+  }
+};
+
+// p is 1 or 2; weight per class (empty: none).
+struct MultiMarginLossConfig {
+  int p = 1;
+  double margin = 1.0;
+  std::vector<double> weight = {};
+  std::string reduction = "mean";
+  EMBER_CONFIG(MultiMarginLossConfig, p, margin, weight, reduction)
+  MultiMarginLoss init() const;
+};
+struct MultiMarginLoss {
+  MultiMarginLossConfig config;
+  EMBER_MODULE(MultiMarginLoss, config)
+  Tensor<1> forward(const Tensor<2>& x, const Tensor<1, Int>& labels) const {
+    return loss::multi_margin(x, labels, config.p, config.margin,
+                              detail::weights_like(config.weight, x.dyn()),
+                              detail::reduction_of(config.reduction, "nn::MultiMarginLoss"));
   }
 };
 

@@ -137,7 +137,7 @@ struct SwiGlu {
   template <std::size_t D>
   Tensor<D> forward(const Tensor<D>& x) const {
     return detail::at_layer(*this, [&]() -> Tensor<D> {
-      return activation::silu(linear_inner.forward(x)) * linear_outer.forward(x);
+      return activation::swiglu(linear_inner.forward(x), linear_outer.forward(x));
     });
   }
 };
