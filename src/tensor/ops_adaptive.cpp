@@ -11,14 +11,15 @@
 namespace ember::module_ops {
 namespace {
 
-void check_pool(const DynTensor& x, const std::vector<std::size_t>& output, const char* who) {
+void check_pool(const DynTensor& x, const std::vector<std::size_t>& output, bool floats_only,
+                const char* who) {
   const std::size_t n = output.size();
   EMBER_CHECK(n >= 1 && n <= 3,
               std::string(who) + ": expected 1 to 3 output sizes, got " + std::to_string(n));
   EMBER_CHECK(x.rank() == n + 2, std::string(who) + ": expected a rank-" + std::to_string(n + 2) +
                                      " input [batch, channels, " + std::to_string(n) +
                                      " spatial dims], got shape " + x.shape().to_string());
-  EMBER_CHECK(x.kind() == Kind::Float,
+  EMBER_CHECK(!floats_only || x.kind() == Kind::Float,
               std::string(who) + ": expected a float input, got " + name(x.dtype()));
   for (std::size_t d = 0; d < n; ++d) {
     EMBER_CHECK(output[d] > 0 && x.shape()[2 + d] > 0,
@@ -43,7 +44,7 @@ namespace detail {
 // 1 / window-length entries — exact windows for any in/out ratio, differentiable through
 // matmul, and one op per dim whatever the sizes.
 DynTensor adaptive_avg_pool(DynTensor x, const std::vector<std::size_t>& output, const char* who) {
-  check_pool(x, output, who);
+  check_pool(x, output, true, who);
   const std::size_t n = output.size(), rank = x.rank();
   for (std::size_t d = 0; d < n; ++d) {
     const std::size_t in = x.shape()[2 + d], out = output[d];
@@ -70,7 +71,7 @@ DynTensor adaptive_avg_pool(DynTensor x, const std::vector<std::size_t>& output,
 // window's gradient with its copies (ember's max rule: g / count), and the select's
 // adjoint adds the shares back up, so it receives g once.
 DynTensor adaptive_max_pool(DynTensor x, const std::vector<std::size_t>& output, const char* who) {
-  check_pool(x, output, who);
+  check_pool(x, output, false, who);
   const std::size_t n = output.size();
   for (std::size_t d = 0; d < n; ++d) {
     const std::size_t in = x.shape()[2 + d], out = output[d];

@@ -1377,7 +1377,7 @@ void add_composite_cases(std::vector<Case>& cs) {
     Case c;
     c.fn = is_max ? "adaptive_max_pool" : "adaptive_avg_pool";
     c.family = "conv";
-    c.dtypes = kAllFloats;
+    c.dtypes = is_max ? concat(kAllFloats, kInts) : kAllFloats;
     c.trials = [](DType dt, Scale s) {
       Rng rng(227);
       struct T {

@@ -138,8 +138,8 @@ InterpolateMode interpolate_mode(const std::string& name, std::size_t spatial_di
 // ---- adaptive pooling, as torch.nn.functional.adaptive_{avg,max}_pool{1,2,3}d ----
 // x [N, C, *spatial] (1 to 3 spatial dims, one output size per dim, each > 0): output i
 // of a dim covers input [floor(i in / out), ceil((i + 1) in / out)); the average's is the
-// window's mean, the max's its largest entry. Differentiable (the max's gradient shares
-// ties, as ember's max rule).
+// window's mean, the max's its largest entry. The average takes floats, the max any dtype.
+// Differentiable (the max's gradient shares ties, as ember's max rule).
 DynTensor adaptive_avg_pool(DynTensor x, const std::vector<std::size_t>& output);
 DynTensor adaptive_max_pool(DynTensor x, const std::vector<std::size_t>& output);
 
