@@ -19,8 +19,8 @@ int main() {
     const TensorData y = net.forward(x).to_data();
     const TensorData want = onnx::load(EMBER_ONNX_MODEL, dev).run({x})[0].to_data();
     y.assert_approx_eq(want, 1e-5, 1e-6);
-    std::printf("onnx consumer: %s, %zu parameters, output %s: ok\n", "SmallCnn",
-                net.num_params(), y.shape().to_string().c_str());
+    std::printf("onnx consumer: %s, %zu parameters, output %s: ok\n", "SmallCnn", net.num_params(),
+                y.shape().to_string().c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "onnx consumer: %s\n", e.what());
