@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -20,15 +21,20 @@ namespace {
 
 thread_local bool t_inside_parallel = false;
 
+// The integer an environment variable holds, when it holds one within [lo, hi].
+std::optional<long> env_integer(const char* name, long lo, long hi) {
+  const char* env = std::getenv(name);
+  if (env == nullptr) return std::nullopt;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (end == env || v < lo) return std::nullopt;
+  return std::min(v, hi);
+}
+
 // How long an idle thread spins before it sleeps (Note [Spinning]): EMBER_SPIN_US, in
 // microseconds; 0 sleeps at once.
 std::chrono::nanoseconds configured_spin() {
-  if (const char* env = std::getenv("EMBER_SPIN_US")) {
-    char* end = nullptr;
-    long v = std::strtol(env, &end, 10);
-    if (end != env && v >= 0) return std::chrono::microseconds(std::min(v, 100000L));
-  }
-  return std::chrono::microseconds(300);
+  return std::chrono::microseconds(env_integer("EMBER_SPIN_US", 0, 100000).value_or(300));
 }
 
 inline void cpu_relax() {
@@ -39,24 +45,18 @@ inline void cpu_relax() {
 #endif
 }
 
-// Spins until done() or `spin` has passed; whether done() held.
+// Spins until done() or `spin` has passed (the caller then checks again under its mutex).
 template <class Done>
-bool spin_until(std::chrono::nanoseconds spin, Done&& done) {
-  if (spin.count() == 0) return done();
+void spin_until(std::chrono::nanoseconds spin, Done&& done) {
   const auto t0 = std::chrono::steady_clock::now();
-  for (unsigned i = 1;; ++i) {
-    if (done()) return true;
+  for (unsigned i = 1; spin.count() > 0 && !done(); ++i) {
     cpu_relax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() - t0 > spin) return done();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - t0 > spin) return;
   }
 }
 
 std::size_t configured_threads() {
-  if (const char* env = std::getenv("EMBER_NUM_THREADS")) {
-    char* end = nullptr;
-    long v = std::strtol(env, &end, 10);
-    if (end != env && v > 0) return static_cast<std::size_t>(std::min(v, 256L));
-  }
+  if (const auto v = env_integer("EMBER_NUM_THREADS", 1, 256)) return static_cast<std::size_t>(*v);
   unsigned hc = std::thread::hardware_concurrency();
   return hc == 0 ? 1 : hc;
 }
