@@ -385,6 +385,34 @@ TEST(NnBadInput, LayersNameThemselvesAndTheShapes) {
             Tensor<2, Int>::from_data(TensorData::from<std::int64_t>({1, 5}, Shape{1, 2}), d)));
       },
       {"nn::Embedding", "outside [0, 5)"});
+  // The functional forms name themselves (module_ops, as torch.nn.functional).
+  const DynTensor w = ops::zeros(Shape{5, 2}, DType::F32, d);
+  const DynTensor ids = ops::from_data(TensorData::from<std::int64_t>({1, 3}, Shape{2}), d);
+  expect_error_has([&] { (void)module_ops::embedding(w, ids, 5); },
+                   {"embedding", "padding_idx 5", "outside [-5, 5)"});
+  expect_error_has([&] { (void)module_ops::embedding(ops::zeros(Shape{5}, DType::F32, d), ids); },
+                   {"embedding", "[num_embeddings, embedding_dim]"});
+  expect_error_has([&] { (void)module_ops::embedding(w, w); }, {"embedding", "must be Int"});
+  const DynTensor img = ops::zeros(Shape{1, 2, 4, 4}, DType::F32, d);
+  expect_error_has([&] { (void)module_ops::adaptive_avg_pool(img, {2}); },
+                   {"adaptive_avg_pool", "rank-3", "[1, 2, 4, 4]"});
+  expect_error_has(
+      [&] {
+        (void)module_ops::adaptive_max_pool(img, {0, 2});
+      },
+      {"adaptive_max_pool", "non-empty"});
+  expect_error_has(
+      [&] {
+        (void)module_ops::adaptive_avg_pool(ids, {1, 1, 1, 1});
+      },
+      {"adaptive_avg_pool", "1 to 3 output sizes"});
+  expect_error_has(
+      [&] {
+        (void)module_ops::adaptive_avg_pool(ops::cast(img, DType::I32), {2, 2});
+      },
+      {"adaptive_avg_pool", "float input"});
+  expect_error_has([&] { (void)module_ops::dropout(img, 1.5); }, {"dropout", "[0, 1]", "1.5"});
+  expect_error_has([&] { (void)module_ops::dropout(ids, 0.5, false); }, {"dropout", "float input"});
   const auto lstm = nn::LstmConfig{3, 4}.init(d);
   expect_error_has(
       [&] {
