@@ -247,6 +247,8 @@ def matmul(p):
         x, y = x.half(), y.half()
         if x.device.type == "cpu":  # no f16 GEMM on the CPU: f32 products, rounded once
             return lambda: torch.matmul(x.float(), y.float()).half()
+    if "bf16" in p:  # bf16 operands and product (oneDNN's bf16 GEMM on the CPU)
+        x, y = x.bfloat16(), y.bfloat16()
     return lambda: torch.matmul(x, y)
 
 
@@ -634,6 +636,7 @@ WORKLOADS = {
     "matmul_2048": matmul,
     "matmul_4096": matmul,
     "matmul_f16_4096": matmul,
+    "matmul_bf16_2048": matmul,
     "matmul_batched": matmul,
     "matvec": matmul,
     "vecmat": matmul,
@@ -724,7 +727,7 @@ def run(req, compile_):
     reply = "ok times=" + ",".join(f"{t:.6f}" for t in times)
     if req.get("out"):
         out = compared(r).detach().contiguous().cpu()
-        if out.dtype == torch.float16:  # sent as f32 (exact)
+        if out.dtype in (torch.float16, torch.bfloat16):  # sent as f32 (exact)
             out = out.float()
         dtype = {torch.float32: "f32", torch.int64: "i64"}[out.dtype]
         out.numpy().tofile(req["out"])

@@ -145,23 +145,27 @@ Case reduce_case(SizeKind s, const Device& dev, bool exp_first, int which) {
   return c;
 }
 
+// dt: F32, or F16 / BF16 operands and product (the inputs rounded on the device; the
+// PyTorch side's the same, its bf16 product oneDNN's on the CPU).
 Case matmul_case(SizeKind s, const Device& dev, std::size_t b, std::size_t m, std::size_t k,
-                 std::size_t n, bool half = false) {
+                 std::size_t n, DType dt = DType::F32) {
   Params p{{"b", {std::int64_t(b)}},
            {"m", {std::int64_t(m)}},
            {"k", {std::int64_t(k)}},
            {"n", {std::int64_t(n)}}};
-  if (half) p["half"] = {1};
+  const bool half = dt != DType::F32;
+  if (dt == DType::F16) p["half"] = {1};
+  if (dt == DType::BF16) p["bf16"] = {1};
   const double flops = 2.0 * double(b) * double(m) * double(n) * double(k);
   const double bytes = double(b) * double(m * k + k * n + m * n) * (half ? 2.0 : kF32);
   Case c;
-  if (half) {  // f16 operands and product (the inputs rounded to f16 on the device)
-    auto x = input<2>(Shape{m, k}, 1, dev).cast(DType::F16);
-    auto y = input<2>(Shape{k, n}, 2, dev).cast(DType::F16);
+  if (half) {
+    auto x = input<2>(Shape{m, k}, 1, dev).cast(dt);
+    auto y = input<2>(Shape{k, n}, 2, dev).cast(dt);
     c = timed(p, Shape{m, k, n}, bytes, flops, dev, [x, y] { return x.matmul(y); });
-    c.shape = label("b", b, " m", m, " k", k, " n", n, " f16");
-    c.rtol = 1e-2;
-    c.atol = 1e-2 * std::sqrt(double(k));
+    c.shape = label("b", b, " m", m, " k", k, " n", n, dt == DType::F16 ? " f16" : " bf16");
+    c.rtol = dt == DType::F16 ? 1e-2 : 2e-2;
+    c.atol = c.rtol * std::sqrt(double(k));
     return c;
   }
   if (b == 1) {
@@ -535,9 +539,14 @@ std::vector<Workload> build() {
                                 : matmul_case(s, d, 1, 2048, 2048, 2048);
   });
   add("matmul_f16_4096", "matmul", [](SizeKind s, const Device& d) {
-    return s == SizeKind::Tiny  ? matmul_case(s, d, 1, 129, 65, 66, true)
-           : s == SizeKind::Gpu ? matmul_case(s, d, 1, 4096, 4096, 4096, true)
-                                : matmul_case(s, d, 1, 1024, 1024, 1024, true);
+    return s == SizeKind::Tiny  ? matmul_case(s, d, 1, 129, 65, 66, DType::F16)
+           : s == SizeKind::Gpu ? matmul_case(s, d, 1, 4096, 4096, 4096, DType::F16)
+                                : matmul_case(s, d, 1, 1024, 1024, 1024, DType::F16);
+  });
+  add("matmul_bf16_2048", "matmul", [](SizeKind s, const Device& d) {
+    return s == SizeKind::Tiny  ? matmul_case(s, d, 1, 129, 65, 66, DType::BF16)
+           : s == SizeKind::Gpu ? matmul_case(s, d, 1, 4096, 4096, 4096, DType::BF16)
+                                : matmul_case(s, d, 1, 2048, 2048, 2048, DType::BF16);
   });
   add("matmul_batched", "matmul", [](SizeKind s, const Device& d) {
     return s == SizeKind::Tiny   ? matmul_case(s, d, 3, 17, 19, 23)

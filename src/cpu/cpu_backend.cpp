@@ -5,7 +5,8 @@
 //
 // 16-bit floats are stored natively but computed in f32: the ops that compute on their
 // operands' values (ir::is_arithmetic) widen their 16-bit operands, run, and narrow the
-// float outputs back.
+// float outputs back. A bf16 matmul on a CPU with a bf16 dot product (AVX512_BF16, AMX) runs
+// on its bf16 operands instead, accumulating in f32 (cpu/gemm/gemm_bf16.hpp).
 #include "cpu/cpu_backend.hpp"
 #include "ember/cpu/cpu.hpp"
 
@@ -18,7 +19,9 @@
 #include <type_traits>
 
 #include "cpu/context.hpp"
+#include "cpu/gemm/gemm_bf16.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/matmul.hpp"
 #include "cpu/kernels/random.hpp"
 #include "ember/backend/fused_group.hpp"
 #include "ember/backend/registry.hpp"
@@ -92,6 +95,10 @@ class CpuBackend final : public backend::Backend {
   std::vector<ir::Handle> execute(ir::Op op) override {
     CpuContext::current_op = ir::name(ir::kind_of(op));
     if (!supports(op)) return backend::execute_on_fallback(*this, std::move(op));
+    if (const auto* mm = std::get_if<ir::Matmul>(&op);
+        mm != nullptr && mm->a->dtype() == DType::BF16 && gemm_bf16_native()) {
+      return {matmul_bf16(ctx_, *mm)};
+    }
     if (ir::computes_widened(op)) return execute_widened(std::move(op));
     return dispatch(op);
   }

@@ -5,6 +5,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "ember/base/error.hpp"
 
@@ -38,6 +42,47 @@ bool detect(Isa isa) {
 #endif
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// XCR0: the register state the OS saves and restores.
+unsigned long long xcr0() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(1, &a, &b, &c, &d) == 0 || (c & bit_OSXSAVE) == 0) return 0;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (static_cast<unsigned long long>(hi) << 32) | lo;
+}
+#endif
+
+// Note [AMX permission]: Linux enables the AMX tile data (XFEATURE 18, 8 KiB of state a
+// thread) only for processes that ask for it, once, with arch_prctl(ARCH_REQ_XCOMP_PERM);
+// a tile instruction before that raises SIGILL. Asked when the dot ISA is first resolved,
+// before any thread runs a tile kernel; the permission covers every thread of the process.
+bool amx_permitted() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
+bool detect_dot(DotIsa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa == DotIsa::None) return true;
+  if (!detect(Isa::Avx512)) return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  const bool bf16 = (a & (1u << 5)) != 0;  // AVX512_BF16
+  if (isa == DotIsa::Avx512Bf16) return bf16;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  const bool tile = (d & (1u << 24)) != 0, amx_bf16 = (d & (1u << 22)) != 0;
+  const unsigned long long tile_state = (1ull << 17) | (1ull << 18);  // XTILECFG, XTILEDATA
+  return bf16 && tile && amx_bf16 && (xcr0() & tile_state) == tile_state && amx_permitted();
+#else
+  return isa == DotIsa::None;
+#endif
+}
+
 Isa best_supported() {
   if (isa_supported(Isa::Avx512)) return Isa::Avx512;
   if (isa_supported(Isa::Avx2)) return Isa::Avx2;
@@ -52,20 +97,51 @@ std::string supported_list() {
   return out;
 }
 
-Isa resolve() {
+struct Resolved {
+  Isa vec;
+  DotIsa dot;
+};
+
+DotIsa best_dot() {
+  if (dot_isa_supported(DotIsa::Amx)) return DotIsa::Amx;
+  if (dot_isa_supported(DotIsa::Avx512Bf16)) return DotIsa::Avx512Bf16;
+  return DotIsa::None;
+}
+
+std::string dot_supported_list() {
+  std::string out;
+  for (DotIsa i : {DotIsa::Avx512Bf16, DotIsa::Amx}) {
+    if (dot_isa_supported(i)) out += std::string(", ") + dot_isa_name(i);
+  }
+  return out;
+}
+
+Resolved resolve() {
   const char* env = std::getenv("EMBER_CPU_ISA");
-  if (env == nullptr || *env == '\0') return best_supported();
+  if (env == nullptr || *env == '\0') return {best_supported(), best_dot()};
   const std::string want = env;
+  const std::string supported = supported_list() + dot_supported_list();
   for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
     if (want != isa_name(i)) continue;
     EMBER_CHECK(isa_supported(i), "EMBER_CPU_ISA=" + want + ": this CPU cannot run the " + want +
-                                      " kernels (it supports " + supported_list() + ")");
-    return i;
+                                      " kernels (it supports " + supported + ")");
+    return {i, DotIsa::None};
+  }
+  for (DotIsa i : {DotIsa::Avx512Bf16, DotIsa::Amx}) {
+    if (want != dot_isa_name(i)) continue;
+    EMBER_CHECK(dot_isa_supported(i), "EMBER_CPU_ISA=" + want + ": this CPU cannot run the " +
+                                          want + " kernels (it supports " + supported + ")");
+    return {Isa::Avx512, i};
   }
   fail("EMBER_CPU_ISA=" + want +
-       ": unknown ISA (expected scalar, avx2 or avx512; this CPU "
+       ": unknown ISA (expected scalar, avx2, avx512, avx512bf16 or amx; this CPU "
        "supports " +
-       supported_list() + ")");
+       supported + ")");
+}
+
+const Resolved& resolved() {
+  static const Resolved r = resolve();
+  return r;
 }
 
 }  // namespace
@@ -95,9 +171,33 @@ bool isa_supported(Isa isa) {
   return false;
 }
 
-Isa active_isa() {
-  static const Isa isa = resolve();
-  return isa;
+Isa active_isa() { return resolved().vec; }
+
+const char* dot_isa_name(DotIsa isa) {
+  switch (isa) {
+    case DotIsa::None:
+      return "none";
+    case DotIsa::Avx512Bf16:
+      return "avx512bf16";
+    case DotIsa::Amx:
+      return "amx";
+  }
+  return "?";
 }
+
+bool dot_isa_supported(DotIsa isa) {
+  static const bool bf16 = detect_dot(DotIsa::Avx512Bf16), amx = detect_dot(DotIsa::Amx);
+  switch (isa) {
+    case DotIsa::None:
+      return true;
+    case DotIsa::Avx512Bf16:
+      return bf16;
+    case DotIsa::Amx:
+      return amx;
+  }
+  return false;
+}
+
+DotIsa active_dot_isa() { return resolved().dot; }
 
 }  // namespace ember::cpu

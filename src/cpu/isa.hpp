@@ -14,12 +14,25 @@ enum class Isa { Scalar, Avx2, Avx512 };
 // "scalar", "avx2", "avx512": EMBER_CPU_ISA's spelling.
 const char* isa_name(Isa isa);
 
+// The bf16 dot-product instructions the bf16 GEMM (cpu/gemm/gemm_bf16.hpp) may use, beside
+// the vector ISA: each a superset of the one before, as Isa's levels.
+//   None:       no bf16 dot product; bf16 products are widened to f32 and run as f32;
+//   Avx512Bf16: AVX-512 + AVX512_BF16 (vdpbf16ps);
+//   Amx:        AVX512_BF16 + AMX-TILE + AMX-BF16 (tdpbf16ps), with the kernel's permission
+//               to use the tile data (arch_prctl, asked once).
+enum class DotIsa { None, Avx512Bf16, Amx };
+const char* dot_isa_name(DotIsa isa);
+bool dot_isa_supported(DotIsa isa);
+// The best this CPU supports, or the one EMBER_CPU_ISA names: "avx512bf16" and "amx" run the
+// avx512 vector kernels with that dot product; "scalar", "avx2" and "avx512" run none.
+DotIsa active_dot_isa();
+
 // Whether this CPU (and OS) can run `isa`'s kernels.
 bool isa_supported(Isa isa);
 
-// The best ISA this CPU supports, or the one EMBER_CPU_ISA names (scalar|avx2|avx512),
-// read once. An unknown name, or an ISA this CPU lacks, is an ember::Error naming the
-// variable, the value and what this CPU supports.
+// The best ISA this CPU supports, or the one EMBER_CPU_ISA names (scalar|avx2|avx512, or
+// avx512bf16|amx, which run the avx512 kernels), read once. An unknown name, or an ISA this CPU
+// lacks, is an ember::Error naming the variable, the value and what this CPU supports.
 Isa active_isa();
 
 }  // namespace ember::cpu

@@ -17,6 +17,7 @@
 
 #include "cpu/allocator.hpp"
 #include "cpu/gemm/gemm.hpp"
+#include "cpu/gemm/gemm_bf16.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
@@ -335,7 +336,8 @@ TEST(CpuIsa, OneChoiceForGemmAndElementwise) {
   using namespace ember::cpu;
   const char* env = std::getenv("EMBER_CPU_ISA");
   const std::string want = env ? env : "";
-  const bool known = want.empty() || want == "scalar" || want == "avx2" || want == "avx512";
+  const bool known = want.empty() || want == "scalar" || want == "avx2" || want == "avx512" ||
+                     want == "avx512bf16" || want == "amx";
   if (!known) {
     const auto expect_unknown = [&](auto&& f) {
       try {
@@ -354,12 +356,31 @@ TEST(CpuIsa, OneChoiceForGemmAndElementwise) {
   Isa expect = isa_supported(Isa::Avx512) ? Isa::Avx512
                : isa_supported(Isa::Avx2) ? Isa::Avx2
                                           : Isa::Scalar;
+  // The bf16 dot product: the best where EMBER_CPU_ISA is unset, none under a vector ISA's
+  // name, the named one (with the avx512 vector kernels) under its own.
+  DotIsa expect_dot = dot_isa_supported(DotIsa::Amx)          ? DotIsa::Amx
+                      : dot_isa_supported(DotIsa::Avx512Bf16) ? DotIsa::Avx512Bf16
+                                                              : DotIsa::None;
   if (!want.empty()) {
+    expect_dot = DotIsa::None;
     for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
       if (want == isa_name(i)) expect = i;
     }
+    for (DotIsa i : {DotIsa::Avx512Bf16, DotIsa::Amx}) {
+      if (want == dot_isa_name(i)) {
+        expect = Isa::Avx512;
+        expect_dot = i;
+      }
+    }
   }
   ASSERT_EQ(active_isa(), expect) << isa_name(active_isa());
+  ASSERT_EQ(active_dot_isa(), expect_dot) << dot_isa_name(active_dot_isa());
+  const cpu::detail::Bf16Kernel bf16 = expect_dot == DotIsa::Amx ? cpu::detail::Bf16Kernel::Amx
+                                       : expect_dot == DotIsa::Avx512Bf16
+                                           ? cpu::detail::Bf16Kernel::Avx512Bf16
+                                           : cpu::detail::Bf16Kernel::Auto;
+  EXPECT_EQ(cpu::detail::gemm_bf16_active(), bf16);
+  EXPECT_EQ(cpu::gemm_bf16_native(), expect_dot != DotIsa::None);
   const ElementwiseTable* table = expect == Isa::Avx512 ? &isa_avx512::elementwise_table()
                                   : expect == Isa::Avx2 ? &isa_avx2::elementwise_table()
                                                         : &isa_generic::elementwise_table();

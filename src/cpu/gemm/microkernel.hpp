@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ember::cpu::detail {
 
@@ -51,6 +52,23 @@ void ukernel_in_place_avx2_f32(std::size_t k, const float* a, const float* const
 void ukernel_in_place_avx2_f64(std::size_t k, const double* a, const double* const* rows,
                                std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
                                std::size_t n, bool load_c);
+
+// bf16 dot-product tiles (gemm_bf16.cpp, Note [bf16 dot products] in gemm_bf16.hpp): C's
+// MR x NR tile (f32) of a packed A sliver times a packed B sliver, kq = kc / 2 pairs of k
+// steps, C overwritten or (load_c) added to, rows i < m and columns j < n only. Packed
+// slivers are zero-padded like the f32 ones. Layouts, in bf16 elements:
+//   pairs (Emulated, Avx512Bf16): A at [(q * MR + i) * 2 + t] = A(i, 2q + t),
+//                                 B at [(q * NR + j) * 2 + t] = B(2q + t, j);
+//   Amx: A row-major, [i * kc + p] = A(i, p) with kc a multiple of kAmxK; B as pairs.
+using UkernelBf16 = void (*)(std::size_t kq, const std::uint16_t* a, const std::uint16_t* b,
+                             float* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                             bool load_c);
+inline constexpr int kBf16Mr = 12, kBf16Nr = 32;
+inline constexpr int kAmxMr = 32, kAmxNr = 32, kAmxK = 32;
+void ukernel_avx512bf16(std::size_t kq, const std::uint16_t* a, const std::uint16_t* b, float* c,
+                        std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+void ukernel_amx_bf16(std::size_t kq, const std::uint16_t* a, const std::uint16_t* b, float* c,
+                      std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
 
 // Matrix-vector kernels for products with m == 1 or n == 1 (gemv.inc): no packing, the
 // matrix is read once, in the order it lies in memory. `x` is contiguous.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/gemm/gemm.hpp"
+#include "cpu/gemm/gemm_bf16.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/strided.hpp"
 #include "cpu/thread_pool.hpp"
@@ -70,11 +71,28 @@ std::optional<std::size_t> swappable_dim(const CpuTensor& a, const CpuTensor& b,
   return d;
 }
 
-}  // namespace
+// The GEMM of matmul's element types: f64 or f32 operands into their own dtype, bf16 operands
+// (In = std::uint16_t, their bits) into f32 (gemm_bf16, which takes no epilogue).
+template <class In, class T>
+void gemm_of(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, const In* a,
+             std::ptrdiff_t a_bs, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs, const In* b,
+             std::ptrdiff_t b_bs, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, T* c,
+             std::ptrdiff_t c_bs, std::ptrdiff_t c_rs, const GemmEpilogue<T>* e) {
+  if constexpr (std::is_same_v<In, double>) {
+    gemm_f64(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs, false, e);
+  } else if constexpr (std::is_same_v<In, float>) {
+    gemm_f32(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs, false, e);
+  } else {
+    static_assert(std::is_same_v<In, std::uint16_t> && std::is_same_v<T, float>);
+    EMBER_ASSERT(e == nullptr);
+    gemm_bf16(batch, m, n, k, a, a_bs, a_rs, a_cs, b, b_bs, b_rs, b_cs, c, c_bs, c_rs);
+  }
+}
 
-template <class T>
-void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
-                 const GemmEpilogue<T>* epilogue) {
+// matmul_into with the operands' element type In (see gemm_of).
+template <class In, class T>
+void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
+               const GemmEpilogue<T>* epilogue) {
   const std::vector<std::int64_t> out_strides = contiguous_strides(os);
   const std::size_t r = os.rank();
   const std::size_t m = os[r - 2], n = os[r - 1], k = a.shape()[r - 1];
@@ -94,13 +112,8 @@ void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out
   if (!epilogue) {  // Note [Batch folded into rows]
     const auto gemm = [&](std::size_t batch, std::size_t rows, std::ptrdiff_t a_bs_,
                           std::ptrdiff_t a_rs_, std::ptrdiff_t c_bs_, std::ptrdiff_t c_rs_) {
-      if constexpr (std::is_same_v<T, double>) {
-        gemm_f64(batch, rows, n, k, a.data_as<const double>(), a_bs_, a_rs_, a_cs,
-                 b.data_as<const double>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, false, nullptr);
-      } else {
-        gemm_f32(batch, rows, n, k, a.data_as<const float>(), a_bs_, a_rs_, a_cs,
-                 b.data_as<const float>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, false, nullptr);
-      }
+      gemm_of<In, T>(batch, rows, n, k, a.data_as<const In>(), a_bs_, a_rs_, a_cs,
+                     b.data_as<const In>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, nullptr);
     };
     if (const auto row_stride = folded_row_stride(a, b, os)) {
       gemm(1, os.num_elements() / n, 0, *row_stride, 0, static_cast<std::ptrdiff_t>(n));
@@ -132,23 +145,35 @@ void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out
         const Shifted shift{epilogue, static_cast<std::size_t>(off[2]) / (m * n)};
         const GemmEpilogue<T> ep{&Shifted::apply, &shift};
         const GemmEpilogue<T>* e = epilogue ? &ep : nullptr;
-        if constexpr (std::is_same_v<T, double>) {
-          gemm_f64(len, m, n, k, a.data_as<const double>() + off[0], a_bs, a_rs, a_cs,
-                   b.data_as<const double>() + off[1], b_bs, b_rs, b_cs, out + off[2], c_bs,
-                   static_cast<std::ptrdiff_t>(n), false, e);
-        } else {
-          gemm_f32(len, m, n, k, a.data_as<const float>() + off[0], a_bs, a_rs, a_cs,
-                   b.data_as<const float>() + off[1], b_bs, b_rs, b_cs, out + off[2], c_bs,
-                   static_cast<std::ptrdiff_t>(n), false, e);
-        }
+        gemm_of<In, T>(len, m, n, k, a.data_as<const In>() + off[0], a_bs, a_rs, a_cs,
+                       b.data_as<const In>() + off[1], b_bs, b_rs, b_cs, out + off[2], c_bs,
+                       static_cast<std::ptrdiff_t>(n), e);
       },
       std::size_t(-1));  // the GEMM parallelises internally
+}
+
+}  // namespace
+
+template <class T>
+void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
+                 const GemmEpilogue<T>* epilogue) {
+  matmul_of<T, T>(a, b, os, out, epilogue);
 }
 
 template void matmul_into<float>(const CpuTensor&, const CpuTensor&, const Shape&, float*,
                                  const GemmEpilogue<float>*);
 template void matmul_into<double>(const CpuTensor&, const CpuTensor&, const Shape&, double*,
                                   const GemmEpilogue<double>*);
+
+ir::Handle matmul_bf16(CpuContext& ctx, const ir::Matmul& op) {
+  const auto& a = as_cpu(op.a);
+  const auto& b = as_cpu(op.b);
+  EMBER_ASSERT(a.dtype() == DType::BF16 && b.dtype() == DType::BF16);
+  auto out = ctx.empty(op.out_shape, DType::F32);
+  matmul_of<std::uint16_t, float>(a, b, op.out_shape, out->data_as<float>(), nullptr);
+  ir::Cast narrow{std::move(out), DType::BF16};
+  return run(ctx, narrow);
+}
 
 ir::Handle run(CpuContext& ctx, ir::Matmul& op) {
   const auto& a = as_cpu(op.a);

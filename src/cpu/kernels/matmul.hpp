@@ -2,6 +2,7 @@
 // for fused groups that start with a matmul (Note [Fused matmul epilogues] in fused.cpp).
 #pragma once
 
+#include "cpu/context.hpp"
 #include "cpu/cpu_tensor.hpp"
 #include "cpu/gemm/gemm.hpp"
 
@@ -15,5 +16,10 @@ namespace ember::cpu {
 template <class T>
 void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& out_shape, T* out,
                  const GemmEpilogue<T>* epilogue);
+
+// ir::Matmul of bf16 operands by the bf16 GEMM (cpu/gemm/gemm_bf16.hpp), for CPUs with a
+// bf16 dot product (gemm_bf16_native()): the product accumulated in f32, then rounded to bf16
+// once, as the widened product is.
+ir::Handle matmul_bf16(CpuContext& ctx, const ir::Matmul& op);
 
 }  // namespace ember::cpu

@@ -1,0 +1,341 @@
+// The bf16 GEMM's driver (gemm_bf16.hpp): the blocking of gemm.cpp (NC columns of B, KC-deep
+// panels, MC rows of A) over the bf16 kernels' packed layouts (microkernel.hpp), the portable
+// model of vdpbf16ps's arithmetic, and the choice of kernel. Compiled for the baseline ISA;
+// the kernels live in microkernel_avx512bf16.cpp and microkernel_amx.cpp.
+#include "cpu/gemm/gemm_bf16.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "cpu/gemm/microkernel.hpp"
+#include "cpu/isa.hpp"
+#include "cpu/thread_pool.hpp"
+#include "ember/base/config.hpp"
+#include "ember/base/error.hpp"
+
+namespace ember::cpu {
+namespace {
+
+using detail::Bf16Kernel;
+using std::ptrdiff_t;
+using std::size_t;
+using std::uint16_t;
+
+Atomic<Bf16Kernel> g_forced{Bf16Kernel::Auto};
+
+// The forced family where this CPU runs it, else the one of cpu::active_dot_isa(), else Auto
+// (none: bf16 products are widened).
+Bf16Kernel resolve_kernel() {
+  const Bf16Kernel forced = g_forced.load(std::memory_order_relaxed);
+  if (forced != Bf16Kernel::Auto && detail::gemm_bf16_supported(forced)) return forced;
+  switch (active_dot_isa()) {
+    case DotIsa::Amx:
+      if (detail::gemm_bf16_supported(Bf16Kernel::Amx)) return Bf16Kernel::Amx;
+      break;
+    case DotIsa::Avx512Bf16:
+      if (detail::gemm_bf16_supported(Bf16Kernel::Avx512Bf16)) return Bf16Kernel::Avx512Bf16;
+      break;
+    case DotIsa::None:
+      break;
+  }
+  return Bf16Kernel::Auto;
+}
+
+size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+
+// ---------------------------------------------------------------------------------------
+// The portable model of one vdpbf16ps step (Note [bf16 dot products] in gemm_bf16.hpp).
+
+// A bf16 input as vdpbf16ps reads it: below f32's normal range, a zero of its sign.
+float daz(uint16_t h) {
+  std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// A result as vdpbf16ps writes it: below f32's normal range, a zero of its sign.
+float ftz(float x) { return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x; }
+
+void ukernel_emulated(size_t kq, const uint16_t* a, const uint16_t* b, float* c, ptrdiff_t c_rs,
+                      size_t m, size_t n, bool load_c) {
+  constexpr int MR = detail::kBf16Mr, NR = detail::kBf16Nr;
+  float acc[MR][NR] = {};
+  for (size_t q = 0; q < kq; ++q, a += 2 * MR, b += 2 * NR) {
+    for (int i = 0; i < MR; ++i) {
+      const float a_even = daz(a[2 * i]), a_odd = daz(a[2 * i + 1]);
+      for (int j = 0; j < NR; ++j) {
+        // Products of bf16 values are exact in f32: one fma is the step's one rounding.
+        const float t = ftz(std::fma(a_odd, daz(b[2 * j + 1]), acc[i][j]));
+        acc[i][j] = ftz(std::fma(a_even, daz(b[2 * j]), t));
+      }
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    float* row = c + static_cast<ptrdiff_t>(i) * c_rs;
+    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Packing (layouts in microkernel.hpp). A block rows x kc of A becomes ceil(rows / MR)
+// slivers of MR * kp elements, kp = kc rounded up to the kernel's k step; B's block kc x cols
+// ceil(cols / NR) slivers of NR * kp. Rows, columns and k steps past the block are zeros.
+
+template <int MR>
+void pack_a_pairs(uint16_t* dst, const uint16_t* a, ptrdiff_t rs, ptrdiff_t cs, size_t rows,
+                  size_t kc, size_t kp) {
+  for (size_t s = 0; s < rows; s += MR, dst += MR * kp) {
+    const size_t r = std::min<size_t>(MR, rows - s);
+    const uint16_t* src = a + static_cast<ptrdiff_t>(s) * rs;
+    for (size_t p = 0; p < kp; ++p) {
+      uint16_t* d = dst + (p / 2) * 2 * MR + (p % 2);
+      if (p >= kc) {
+        for (int i = 0; i < MR; ++i) d[2 * i] = 0;
+        continue;
+      }
+      const uint16_t* col = src + static_cast<ptrdiff_t>(p) * cs;
+      for (size_t i = 0; i < r; ++i) d[2 * i] = col[static_cast<ptrdiff_t>(i) * rs];
+      for (size_t i = r; i < MR; ++i) d[2 * i] = 0;
+    }
+  }
+}
+
+template <int MR>
+void pack_a_rows(uint16_t* dst, const uint16_t* a, ptrdiff_t rs, ptrdiff_t cs, size_t rows,
+                 size_t kc, size_t kp) {
+  for (size_t s = 0; s < rows; s += MR, dst += MR * kp) {
+    const size_t r = std::min<size_t>(MR, rows - s);
+    for (size_t i = 0; i < MR; ++i) {
+      uint16_t* d = dst + i * kp;
+      if (i >= r) {
+        std::fill_n(d, kp, uint16_t{0});
+        continue;
+      }
+      const uint16_t* row = a + static_cast<ptrdiff_t>(s + i) * rs;
+      if (cs == 1) {
+        std::memcpy(d, row, kc * sizeof(uint16_t));
+      } else {
+        for (size_t p = 0; p < kc; ++p) d[p] = row[static_cast<ptrdiff_t>(p) * cs];
+      }
+      std::fill(d + kc, d + kp, uint16_t{0});
+    }
+  }
+}
+
+// Slivers [s_begin, s_end) of B's kc x cols block.
+template <int NR>
+void pack_b_pairs(uint16_t* dst, const uint16_t* b, ptrdiff_t rs, ptrdiff_t cs, size_t cols,
+                  size_t kc, size_t kp, size_t s_begin, size_t s_end) {
+  for (size_t s = s_begin; s < s_end; ++s) {
+    uint16_t* d = dst + s * NR * kp;
+    const size_t j0 = s * NR;
+    const size_t w = std::min<size_t>(NR, cols - j0);
+    for (size_t p = 0; p < kp; ++p) {
+      uint16_t* out = d + (p / 2) * 2 * NR + (p % 2);
+      if (p >= kc) {
+        for (int j = 0; j < NR; ++j) out[2 * j] = 0;
+        continue;
+      }
+      const uint16_t* row = b + static_cast<ptrdiff_t>(p) * rs + static_cast<ptrdiff_t>(j0) * cs;
+      if (cs == 1) {
+        for (size_t j = 0; j < w; ++j) out[2 * j] = row[j];
+      } else {
+        for (size_t j = 0; j < w; ++j) out[2 * j] = row[static_cast<ptrdiff_t>(j) * cs];
+      }
+      for (size_t j = w; j < NR; ++j) out[2 * j] = 0;
+    }
+  }
+}
+
+struct KernelInfo {
+  size_t mr, nr, k_step;  // k_step: kc is padded to a multiple of it
+  size_t kc, mc, nc;      // block sizes (upper bounds)
+  detail::UkernelBf16 ukernel;
+  void (*pack_a)(uint16_t*, const uint16_t*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t);
+  void (*pack_b)(uint16_t*, const uint16_t*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t,
+                 size_t);
+};
+
+// Block sizes: a kc-deep B sliver (32 columns of bf16 at kc 512: 32 KiB) stays in L1 while
+// A's MC x KC block streams from L2 — the bytes of gemm.cpp's f32 blocks at twice the depth.
+KernelInfo kernel_for(Bf16Kernel kernel) {
+  using namespace detail;
+  switch (kernel) {
+#if EMBER_HAS_X86_KERNELS
+    case Bf16Kernel::Amx:
+      return {kAmxMr,
+              kAmxNr,
+              kAmxK,
+              512,
+              256,
+              4096,
+              &ukernel_amx_bf16,
+              &pack_a_rows<kAmxMr>,
+              &pack_b_pairs<kAmxNr>};
+    case Bf16Kernel::Avx512Bf16:
+      return {kBf16Mr,
+              kBf16Nr,
+              2,
+              512,
+              192,
+              4096,
+              &ukernel_avx512bf16,
+              &pack_a_pairs<kBf16Mr>,
+              &pack_b_pairs<kBf16Nr>};
+#endif
+    default:
+      return {kBf16Mr,
+              kBf16Nr,
+              2,
+              512,
+              96,
+              4096,
+              &ukernel_emulated,
+              &pack_a_pairs<kBf16Mr>,
+              &pack_b_pairs<kBf16Nr>};
+  }
+}
+
+// Per-thread A blocks, 64-byte aligned, grown on demand (as gemm.cpp's).
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  ~AlignedBuffer() { std::free(ptr_); }
+  uint16_t* get(size_t elems) {
+    const size_t bytes = round_up(elems * sizeof(uint16_t), 64);
+    if (bytes > cap_) {
+      std::free(ptr_);
+      ptr_ = ::aligned_alloc(64, bytes);
+      cap_ = ptr_ ? bytes : 0;
+#if EMBER_HAS_EXCEPTIONS
+      if (ptr_ == nullptr) throw std::bad_alloc();
+#else
+      EMBER_CHECK(ptr_ != nullptr, "matmul: out of memory allocating a " + std::to_string(bytes) +
+                                       "-byte packing buffer");
+#endif
+    }
+    return static_cast<uint16_t*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
+
+// Below this many multiply-adds a parallel region costs more than it saves.
+constexpr size_t kMinParallelMacs = size_t{1} << 20;
+
+void gemm_one(const KernelInfo& kr, size_t m, size_t n, size_t k, const uint16_t* a, ptrdiff_t a_rs,
+              ptrdiff_t a_cs, const uint16_t* b, ptrdiff_t b_rs, ptrdiff_t b_cs, float* c,
+              ptrdiff_t c_rs) {
+  if (k == 0) {
+    for (size_t i = 0; i < m; ++i) std::fill_n(c + static_cast<ptrdiff_t>(i) * c_rs, n, 0.0f);
+    return;
+  }
+  // k blocks balanced as gemm.cpp's k_block (k = 600 runs as 2 x 300, not 512 + 88).
+  const size_t kb = round_up(ceil_div(k, ceil_div(k, kr.kc)), kr.k_step);
+  const bool parallel = m * n * k >= kMinParallelMacs && num_threads() > 1;
+  std::vector<uint16_t> panel;
+  for (size_t jc = 0; jc < n; jc += kr.nc) {
+    const size_t ncur = std::min(kr.nc, n - jc);
+    const size_t slivers = ceil_div(ncur, kr.nr);
+    for (size_t pc = 0; pc < k; pc += kb) {
+      const size_t kcur = std::min(kb, k - pc);
+      const size_t kp = round_up(kcur, kr.k_step);
+      panel.resize(slivers * kr.nr * kp);
+      const uint16_t* bsrc =
+          b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs;
+      const auto pack_b = [&](size_t s0, size_t s1) {
+        kr.pack_b(panel.data(), bsrc, b_rs, b_cs, ncur, kcur, kp, s0, s1);
+      };
+      if (parallel) {
+        parallel_for(0, slivers, 1, pack_b);
+      } else {
+        pack_b(0, slivers);
+      }
+      // Tasks: row blocks of MC rows, each split into column groups where there are fewer
+      // row blocks than threads, so a short product still spreads over every thread.
+      const size_t row_blocks = ceil_div(m, kr.mc);
+      const size_t groups =
+          parallel && row_blocks < num_threads() ? std::min(slivers, num_threads()) : 1;
+      const size_t per_group = ceil_div(slivers, groups);
+      const bool load_c = pc > 0;
+      const auto work = [&](size_t t0, size_t t1) {
+        for (size_t t = t0; t < t1; ++t) {
+          const size_t ic = (t / groups) * kr.mc, g = t % groups;
+          const size_t mcur = std::min(kr.mc, m - ic);
+          const size_t s0 = g * per_group, s1 = std::min(slivers, s0 + per_group);
+          if (s0 >= s1) continue;
+          uint16_t* pa = t_pack_a.get(round_up(mcur, kr.mr) * kp);
+          kr.pack_a(pa, a + static_cast<ptrdiff_t>(ic) * a_rs + static_cast<ptrdiff_t>(pc) * a_cs,
+                    a_rs, a_cs, mcur, kcur, kp);
+          for (size_t s = s0; s < s1; ++s) {
+            const size_t j = s * kr.nr;
+            const size_t w = std::min(kr.nr, ncur - j);
+            for (size_t i = 0; i < mcur; i += kr.mr) {
+              kr.ukernel(kp / 2, pa + i * kp, panel.data() + s * kr.nr * kp,
+                         c + static_cast<ptrdiff_t>(ic + i) * c_rs + static_cast<ptrdiff_t>(jc + j),
+                         c_rs, std::min(kr.mr, mcur - i), w, load_c);
+            }
+          }
+        }
+      };
+      const size_t tasks = row_blocks * groups;
+      if (parallel) {
+        parallel_for(0, tasks, 1, work);
+      } else {
+        work(0, tasks);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void gemm_bf16(size_t batch, size_t m, size_t n, size_t k, const uint16_t* a, ptrdiff_t a_bs,
+               ptrdiff_t a_rs, ptrdiff_t a_cs, const uint16_t* b, ptrdiff_t b_bs, ptrdiff_t b_rs,
+               ptrdiff_t b_cs, float* c, ptrdiff_t c_bs, ptrdiff_t c_rs) {
+  Bf16Kernel kernel = resolve_kernel();
+  if (kernel == Bf16Kernel::Auto) kernel = Bf16Kernel::Emulated;
+  const KernelInfo kr = kernel_for(kernel);
+  for (size_t t = 0; t < batch; ++t) {
+    const auto bi = static_cast<ptrdiff_t>(t);
+    gemm_one(kr, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs, b_cs, c + bi * c_bs,
+             c_rs);
+  }
+}
+
+bool gemm_bf16_native() { return resolve_kernel() != Bf16Kernel::Auto; }
+
+namespace detail {
+
+void gemm_bf16_force(Bf16Kernel kernel) { g_forced.store(kernel, std::memory_order_relaxed); }
+
+bool gemm_bf16_supported(Bf16Kernel kernel) {
+  switch (kernel) {
+    case Bf16Kernel::Auto:
+    case Bf16Kernel::Emulated:
+      return true;
+    case Bf16Kernel::Avx512Bf16:
+      return EMBER_HAS_X86_KERNELS && dot_isa_supported(DotIsa::Avx512Bf16);
+    case Bf16Kernel::Amx:
+      return EMBER_HAS_X86_KERNELS && dot_isa_supported(DotIsa::Amx);
+  }
+  return false;
+}
+
+Bf16Kernel gemm_bf16_active() { return resolve_kernel(); }
+
+}  // namespace detail
+}  // namespace ember::cpu
