@@ -41,6 +41,11 @@ class IsaEnvironment : public ::testing::Environment {
         GTEST_SKIP() << "EMBER_CPU_ISA=" << env << ": this CPU cannot run these kernels";
       }
     }
+    for (cpu::DotIsa isa : {cpu::DotIsa::Avx512Bf16, cpu::DotIsa::Amx}) {
+      if (std::string(env) == cpu::dot_isa_name(isa) && !cpu::dot_isa_supported(isa)) {
+        GTEST_SKIP() << "EMBER_CPU_ISA=" << env << ": this CPU cannot run these kernels";
+      }
+    }
   }
 };
 [[maybe_unused]] const auto* const kIsaEnvironment =
