@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "cpu/gemm/gemm.hpp"
+#include "cpu/gemm_layouts.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -24,37 +25,9 @@ using detail::GemmIsa;
 using std::ptrdiff_t;
 using std::size_t;
 
-// How an operand of logical shape rows x cols is laid out in memory.
-enum class Layout { RowMajor, ColMajor, Strided };
-
-struct Operand {
-  ptrdiff_t rs = 0, cs = 0;
-  size_t elems = 0;  // storage needed for one matrix
-};
-
-// Row strides are deliberately larger than the width so padding is exercised.
-Operand make_layout(Layout l, size_t rows, size_t cols) {
-  Operand o;
-  switch (l) {
-    case Layout::RowMajor:
-      o.cs = 1;
-      o.rs = static_cast<ptrdiff_t>(cols + 3);
-      break;
-    case Layout::ColMajor:
-      o.rs = 1;
-      o.cs = static_cast<ptrdiff_t>(rows + 5);
-      break;
-    case Layout::Strided:
-      o.cs = 2;
-      o.rs = static_cast<ptrdiff_t>(2 * cols + 7);
-      break;
-  }
-  o.elems = (rows == 0 || cols == 0)
-                ? 1
-                : static_cast<size_t>((static_cast<ptrdiff_t>(rows) - 1) * o.rs +
-                                      (static_cast<ptrdiff_t>(cols) - 1) * o.cs + 1);
-  return o;
-}
+using testing::Layout;
+using testing::make_layout;
+using testing::Operand;
 
 struct Case {
   size_t batch = 1, m = 0, n = 0, k = 0;

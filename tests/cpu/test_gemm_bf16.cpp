@@ -17,6 +17,7 @@
 #include <ember/ember.hpp>
 
 #include "cpu/gemm/gemm_bf16.hpp"
+#include "cpu/gemm_layouts.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -63,34 +64,9 @@ struct Forced {
   Forced& operator=(const Forced&) = delete;
 };
 
-enum class Layout { RowMajor, ColMajor, Strided };
-
-struct Operand {
-  ptrdiff_t rs = 0, cs = 0;
-  size_t elems = 1;
-};
-
-Operand layout(Layout l, size_t rows, size_t cols) {
-  Operand o;
-  switch (l) {
-    case Layout::RowMajor:
-      o.cs = 1;
-      o.rs = static_cast<ptrdiff_t>(cols + 3);
-      break;
-    case Layout::ColMajor:
-      o.rs = 1;
-      o.cs = static_cast<ptrdiff_t>(rows + 5);
-      break;
-    case Layout::Strided:
-      o.cs = 2;
-      o.rs = static_cast<ptrdiff_t>(2 * cols + 7);
-      break;
-  }
-  if (rows > 0 && cols > 0)
-    o.elems = static_cast<size_t>((static_cast<ptrdiff_t>(rows) - 1) * o.rs +
-                                  (static_cast<ptrdiff_t>(cols) - 1) * o.cs + 1);
-  return o;
-}
+using testing::Layout;
+using testing::Operand;
+constexpr auto layout = testing::make_layout;
 
 struct Product {
   size_t batch, m, n, k;

@@ -22,6 +22,7 @@
 #endif
 
 #include "cpu/gemm/microkernel.hpp"
+#include "cpu/gemm/packing_buffer.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/base/config.hpp"
@@ -296,45 +297,14 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
   }
 }
 
-// ---------------------------------------------------------------------------------------
-// Per-thread packing buffers: grown on demand, 64-byte aligned so packed slivers start on
-// cache lines, and released when the thread exits.
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(ptr_); }
-
-  void* get(size_t bytes) {
-    if (bytes > cap_) {
-      std::free(ptr_);
-      ptr_ = nullptr;
-      cap_ = 0;
-      const size_t rounded = (bytes + 63) / 64 * 64;
-      ptr_ = ::aligned_alloc(64, rounded);
-#if EMBER_HAS_EXCEPTIONS
-      if (ptr_ == nullptr) throw std::bad_alloc();
-#else
-      EMBER_CHECK(ptr_ != nullptr, "matmul: out of memory allocating a " + std::to_string(rounded) +
-                                       "-byte packing buffer");
-#endif
-      cap_ = rounded;
-    }
-    return ptr_;
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t cap_ = 0;
-};
+// Per-thread packing buffers (packing_buffer.hpp), released when the thread exits.
+using detail::AlignedBuffer;
+using detail::ceil_div;
+using detail::round_up;
 
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_a_whole;  // Note [Few rows by column blocks]
-
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr size_t kMinParallelMacs = size_t{1} << 20;

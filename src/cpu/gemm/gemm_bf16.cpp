@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cpu/gemm/microkernel.hpp"
+#include "cpu/gemm/packing_buffer.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/base/config.hpp"
@@ -45,8 +46,9 @@ Bf16Kernel resolve_kernel() {
   return Bf16Kernel::Auto;
 }
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
+using detail::AlignedBuffer;
+using detail::ceil_div;
+using detail::round_up;
 
 // ---------------------------------------------------------------------------------------
 // The portable model of one vdpbf16ps step (Note [bf16 dot products] in gemm_bf16.hpp).
@@ -203,34 +205,7 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
   }
 }
 
-// Per-thread A blocks, 64-byte aligned, grown on demand (as gemm.cpp's).
-class AlignedBuffer {
- public:
-  AlignedBuffer() = default;
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  ~AlignedBuffer() { std::free(ptr_); }
-  uint16_t* get(size_t elems) {
-    const size_t bytes = round_up(elems * sizeof(uint16_t), 64);
-    if (bytes > cap_) {
-      std::free(ptr_);
-      ptr_ = ::aligned_alloc(64, bytes);
-      cap_ = ptr_ ? bytes : 0;
-#if EMBER_HAS_EXCEPTIONS
-      if (ptr_ == nullptr) throw std::bad_alloc();
-#else
-      EMBER_CHECK(ptr_ != nullptr, "matmul: out of memory allocating a " + std::to_string(bytes) +
-                                       "-byte packing buffer");
-#endif
-    }
-    return static_cast<uint16_t*>(ptr_);
-  }
-
- private:
-  void* ptr_ = nullptr;
-  size_t cap_ = 0;
-};
-
+// Per-thread A blocks (packing_buffer.hpp).
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
 
 // Below this many multiply-adds a parallel region costs more than it saves.
@@ -277,7 +252,8 @@ void gemm_one(const KernelInfo& kr, size_t m, size_t n, size_t k, const uint16_t
           const size_t mcur = std::min(kr.mc, m - ic);
           const size_t s0 = g * per_group, s1 = std::min(slivers, s0 + per_group);
           if (s0 >= s1) continue;
-          uint16_t* pa = t_pack_a.get(round_up(mcur, kr.mr) * kp);
+          auto* pa =
+              static_cast<uint16_t*>(t_pack_a.get(round_up(mcur, kr.mr) * kp * sizeof(uint16_t)));
           kr.pack_a(pa, a + static_cast<ptrdiff_t>(ic) * a_rs + static_cast<ptrdiff_t>(pc) * a_cs,
                     a_rs, a_cs, mcur, kcur, kp);
           for (size_t s = s0; s < s1; ++s) {
