@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -167,12 +168,25 @@ std::vector<Product> products(std::mt19937& rng) {
   return out;
 }
 
+// Whether the tests may run a hardware kernel family: where the CPU has it and EMBER_CPU_ISA
+// names it (Note [Dot kernels by name] in cpu/isa.cpp), a reason to skip otherwise.
+std::string skip_reason(Bf16Kernel k) {
+  if (k == Bf16Kernel::Emulated) return {};
+  if (!detail::gemm_bf16_supported(k))
+    return std::string("this CPU lacks the instructions of the ") + name_of(k) +
+           " kernels (AVX512_BF16; AMX-TILE and AMX-BF16 with the OS's tile state)";
+  const char* env = std::getenv("EMBER_CPU_ISA");
+  const std::string want = k == Bf16Kernel::Amx ? "amx" : "avx512bf16";
+  if (env == nullptr || want != env)
+    return "the " + std::string(name_of(k)) + " kernels run where EMBER_CPU_ISA=" + want +
+           " names them (Note [Dot kernels by name] in cpu/isa.cpp)";
+  return {};
+}
+
 class GemmBf16Test : public ::testing::TestWithParam<Bf16Kernel> {
  protected:
   void SetUp() override {
-    if (!detail::gemm_bf16_supported(GetParam()))
-      GTEST_SKIP() << "this CPU lacks the instructions of the " << name_of(GetParam())
-                   << " kernels (AVX512_BF16; AMX-TILE and AMX-BF16 with the OS's tile state)";
+    if (const std::string why = skip_reason(GetParam()); !why.empty()) GTEST_SKIP() << why;
   }
 };
 
@@ -233,8 +247,8 @@ TEST(GemmBf16Model, FlushesSubnormalInputsAndResults) {
 // The AVX512_BF16 kernel computes what the model computes, bit for bit: random products
 // with subnormal and order-sensitive values mixed in.
 TEST(GemmBf16Model, Avx512Bf16MatchesTheModelBitForBit) {
-  if (!detail::gemm_bf16_supported(Bf16Kernel::Avx512Bf16))
-    GTEST_SKIP() << "this CPU lacks AVX512_BF16";
+  if (const std::string why = skip_reason(Bf16Kernel::Avx512Bf16); !why.empty())
+    GTEST_SKIP() << why;
   std::mt19937 rng(9);
   std::vector<Product> ps = products(rng);
   std::uniform_int_distribution<int> pick(0, 9);
