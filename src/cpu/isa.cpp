@@ -11,6 +11,7 @@
 #endif
 
 #include "ember/base/error.hpp"
+#include "ember/cpu/cpu.hpp"
 
 namespace ember::cpu {
 namespace {
@@ -208,5 +209,11 @@ bool dot_isa_supported(DotIsa isa) {
 }
 
 DotIsa active_dot_isa() { return resolved().dot; }
+
+std::string kernel_isa() {
+  std::string out = isa_name(active_isa());
+  if (active_dot_isa() != DotIsa::None) out += std::string("+") + dot_isa_name(active_dot_isa());
+  return out;
+}
 
 }  // namespace ember::cpu

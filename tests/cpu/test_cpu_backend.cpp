@@ -23,6 +23,7 @@
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/fused_group.hpp"
+#include "ember/cpu/cpu.hpp"
 #include "support/isolated.hpp"
 
 using namespace ember;
@@ -385,6 +386,9 @@ TEST(CpuIsa, OneChoiceForGemmAndElementwise) {
                                            : cpu::detail::Bf16Kernel::Auto;
   EXPECT_EQ(cpu::detail::gemm_bf16_active(), bf16);
   EXPECT_EQ(cpu::gemm_bf16_native(), expect_dot != DotIsa::None);
+  EXPECT_EQ(cpu::kernel_isa(),
+            std::string(isa_name(expect)) +
+                (expect_dot == DotIsa::None ? "" : std::string("+") + dot_isa_name(expect_dot)));
   const ElementwiseTable* table = expect == Isa::Avx512 ? &isa_avx512::elementwise_table()
                                   : expect == Isa::Avx2 ? &isa_avx2::elementwise_table()
                                                         : &isa_generic::elementwise_table();

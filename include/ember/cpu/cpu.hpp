@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <string>
 
 #include "ember/backend/backend.hpp"
 
@@ -23,5 +24,11 @@ namespace ember::cpu {
 // A Cpu backend whose tensors live in `arena` (which must outlive it and every tensor of
 // it; its start is aligned up to 64 bytes and its size down to a multiple of 64).
 std::shared_ptr<backend::Backend> make_cpu_backend(std::span<std::byte> arena);
+
+// The kernels the Cpu backend runs, as EMBER_CPU_ISA spells them: the vector ISA ("scalar",
+// "avx2", "avx512"), then "+" and the bf16 dot product where one is active ("avx512+amx").
+// The best this CPU supports, or EMBER_CPU_ISA's choice (an ember::Error where it is unknown
+// or the CPU lacks it). For tools and reports; the kernels read the same choice.
+std::string kernel_isa();
 
 }  // namespace ember::cpu
