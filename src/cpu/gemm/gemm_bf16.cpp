@@ -11,6 +11,11 @@
 #include <new>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
+
 #include "cpu/gemm/microkernel.hpp"
 #include "cpu/gemm/packing_buffer.hpp"
 #include "cpu/isa.hpp"
@@ -90,12 +95,51 @@ void ukernel_emulated(size_t kq, const uint16_t* a, const uint16_t* b, float* c,
 // slivers of MR * kp elements, kp = kc rounded up to the kernel's k step; B's block kc x cols
 // ceil(cols / NR) slivers of NR * kp. Rows, columns and k steps past the block are zeros.
 
+// A full sliver of row-major A (rows contiguous along k): a pair of k steps is one 32-bit
+// word of a row, so the sliver is a transpose of words, moved four rows by four pairs at a
+// time through SSE2 (the x86-64 baseline; the shuffles move bits, never compute on them).
+template <int MR>
+size_t pack_a_pair_words(uint16_t* dst, const uint16_t* const* rp, size_t kq) {
+  size_t q = 0;
+#if defined(__SSE2__)
+  if constexpr (MR % 4 == 0) {
+    for (; q + 4 <= kq; q += 4) {
+      uint16_t* d = dst + q * 2 * MR;
+      for (int i = 0; i < MR; i += 4) {
+        __m128 r0 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i] + 2 * q));
+        __m128 r1 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i + 1] + 2 * q));
+        __m128 r2 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i + 2] + 2 * q));
+        __m128 r3 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i + 3] + 2 * q));
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * i), r0);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * (MR + i)), r1);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * (2 * MR + i)), r2);
+        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * (3 * MR + i)), r3);
+      }
+    }
+  }
+#endif
+  for (; q < kq; ++q)
+    for (int i = 0; i < MR; ++i) std::memcpy(dst + (q * MR + i) * 2, rp[i] + 2 * q, 4);
+  return q;
+}
+
 template <int MR>
 void pack_a_pairs(uint16_t* dst, const uint16_t* a, ptrdiff_t rs, ptrdiff_t cs, size_t rows,
                   size_t kc, size_t kp) {
   for (size_t s = 0; s < rows; s += MR, dst += MR * kp) {
     const size_t r = std::min<size_t>(MR, rows - s);
     const uint16_t* src = a + static_cast<ptrdiff_t>(s) * rs;
+    if (r == MR && cs == 1) {
+      const uint16_t* rp[MR];
+      for (int i = 0; i < MR; ++i) rp[i] = src + i * rs;
+      const size_t whole = pack_a_pair_words<MR>(dst, rp, kc / 2);
+      for (size_t p = 2 * whole; p < kp; ++p) {  // an odd last k step, then the padding
+        uint16_t* d = dst + (p / 2) * 2 * MR + (p % 2);
+        for (int i = 0; i < MR; ++i) d[2 * i] = p < kc ? rp[i][p] : uint16_t{0};
+      }
+      continue;
+    }
     for (size_t p = 0; p < kp; ++p) {
       uint16_t* d = dst + (p / 2) * 2 * MR + (p % 2);
       if (p >= kc) {
@@ -146,6 +190,21 @@ void pack_b_pairs(uint16_t* dst, const uint16_t* b, ptrdiff_t rs, ptrdiff_t cs, 
         continue;
       }
       const uint16_t* row = b + static_cast<ptrdiff_t>(p) * rs + static_cast<ptrdiff_t>(j0) * cs;
+#if defined(__SSE2__)
+      // Rows p and p + 1 of a full sliver of row-major B: interleaved 8 columns at a time.
+      if (cs == 1 && w == NR && p % 2 == 0 && p + 1 < kc) {
+        static_assert(NR % 8 == 0);
+        const uint16_t* next = row + rs;
+        for (int j = 0; j < NR; j += 8) {
+          const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + j));
+          const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(next + j));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * j), _mm_unpacklo_epi16(lo, hi));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * j + 8), _mm_unpackhi_epi16(lo, hi));
+        }
+        ++p;  // both rows of the pair are written
+        continue;
+      }
+#endif
       if (cs == 1) {
         for (size_t j = 0; j < w; ++j) out[2 * j] = row[j];
       } else {
