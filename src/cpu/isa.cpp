@@ -58,6 +58,7 @@ unsigned long long xcr0() {
 // thread) only for processes that ask for it, once, with arch_prctl(ARCH_REQ_XCOMP_PERM);
 // a tile instruction before that raises SIGILL. Asked when the dot ISA is first resolved,
 // before any thread runs a tile kernel; the permission covers every thread of the process.
+#if defined(__x86_64__) || defined(__i386__)
 bool amx_permitted() {
 #if defined(__linux__) && defined(__x86_64__)
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
@@ -66,6 +67,7 @@ bool amx_permitted() {
   return false;
 #endif
 }
+#endif
 
 bool detect_dot(DotIsa isa) {
 #if defined(__x86_64__) || defined(__i386__)
