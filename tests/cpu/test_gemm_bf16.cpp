@@ -322,5 +322,46 @@ TEST(GemmBf16Matmul, TensorMatmulTakesTheBf16Gemm) {
       }
 }
 
+// Under Fusion a bf16 product with an epilogue (gelu(a b + bias)) reads what the plain device
+// reads, bit for bit, when the bf16 GEMM runs: the group's product is the Matmul kernel's.
+// Each row of a is (1, 2^12, -2^12, 1) times a random sign, b's columns (1, 2^12, 2^12, 1):
+// the bf16 GEMM's order of additions gives 0 where the widened f32 product gives 1
+// (GemmBf16Model.AddsEachPairsOddProductFirst), so a group that widened would differ.
+TEST(GemmBf16Matmul, FusedEpilogueReadsThePlainProduct) {
+  Forced forced(Bf16Kernel::Emulated);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const std::size_t m = 45, k = 4, n = 33;
+  std::vector<float> av(m * k), bv(k * n), cv(n);
+  for (std::size_t i = 0; i < m; ++i) {
+    const float s = dist(rng) < 0 ? -1.0f : 1.0f;
+    const float row[4] = {s, s * 4096.0f, -s * 4096.0f, s};
+    for (std::size_t p = 0; p < k; ++p) av[i * k + p] = row[p];
+  }
+  for (std::size_t j = 0; j < n; ++j) {
+    const float col[4] = {1.0f, 4096.0f, 4096.0f, 1.0f};
+    for (std::size_t p = 0; p < k; ++p) bv[p * n + j] = col[p];
+  }
+  for (auto& v : cv) v = dist(rng);
+  const auto bias = [&](const Device& dev) {
+    return Tensor<2>::from_data(TensorData::from(cv, Shape{1, n}), dev).cast(DType::BF16);
+  };
+  const auto run_on = [&](const Device& dev) {
+    auto a = Tensor<2>::from_data(TensorData::from(av, Shape{m, k}), dev).cast(DType::BF16);
+    auto b = Tensor<2>::from_data(TensorData::from(bv, Shape{k, n}), dev).cast(DType::BF16);
+    auto c = bias(dev);  // recorded before the product, so the group is [matmul add gelu]
+    return activation::gelu(a.matmul(b).add(c)).to_data().to_vector<float>();
+  };
+  const std::vector<float> plain = run_on(Device::cpu()), fused = run_on(Device::cpu().fusion());
+  // The product is 0: each row reads gelu of the bias alone.
+  const std::vector<float> expect =
+      activation::gelu(bias(Device::cpu())).to_data().to_vector<float>();
+  ASSERT_EQ(plain.size(), fused.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(bits_of(plain[i]), bits_of(expect[i % n])) << i;
+    EXPECT_EQ(bits_of(fused[i]), bits_of(plain[i])) << i;
+  }
+}
+
 }  // namespace
 }  // namespace ember::cpu

@@ -42,6 +42,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "cpu/gemm/gemm_bf16.hpp"
 #include "cpu/kernels/conv.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
@@ -881,6 +882,9 @@ std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program&
   const DType pt = g.code.front().out;
   const DType ct = is_half(pt) ? DType::F32 : pt;  // the GEMM's dtype
   if (rank < 2 || (ct != DType::F32 && ct != DType::F64)) return std::nullopt;
+  // A bf16 product where the bf16 GEMM runs (cpu/gemm/gemm_bf16.hpp) is not the widened f32
+  // product: the group runs apart, its product by the Matmul kernel as unfused.
+  if (pt == DType::BF16 && gemm_bf16_native()) return std::nullopt;
   const std::vector<bool> read = epilogue_reads(g);
   // The product [..., m, n]: the group's shape is it or a refinement of it ending in n
   // (Note [Matmul groups]), so its row r is elements [r * n, r * n + n) of the group's.
