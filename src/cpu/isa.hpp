@@ -24,8 +24,8 @@ enum class DotIsa { None, Avx512Bf16, Amx };
 const char* dot_isa_name(DotIsa isa);
 bool dot_isa_supported(DotIsa isa);
 // The one EMBER_CPU_ISA names: "avx512bf16" and "amx" run the avx512 vector kernels with that
-// dot product; "scalar", "avx2" and "avx512" run none. Unset: none for now (Note [Dot kernels
-// by name] in isa.cpp), later the best this CPU supports.
+// dot product; "scalar", "avx2" and "avx512" run none. Unset: amx where the CPU has it, else
+// none (Note [Dot kernels by default] in isa.cpp).
 DotIsa active_dot_isa();
 
 // Whether this CPU (and OS) can run `isa`'s kernels.

@@ -23,7 +23,7 @@ if ! runnable "$isa"; then
 fi
 if [ $unless_default = 1 ]; then
   default=scalar
-  for best in avx512 avx2; do
+  for best in amx avx512 avx2; do
     if runnable $best; then
       default=$best
       break

@@ -362,10 +362,10 @@ TEST(CpuIsa, OneChoiceForGemmAndElementwise) {
   Isa expect = isa_supported(Isa::Avx512) ? Isa::Avx512
                : isa_supported(Isa::Avx2) ? Isa::Avx2
                                           : Isa::Scalar;
-  // The bf16 dot product: none where EMBER_CPU_ISA is unset (Note [Dot kernels by name] in
-  // cpu/isa.cpp) or names a vector ISA, the named one (with the avx512 vector kernels) under
-  // its own name.
-  DotIsa expect_dot = DotIsa::None;
+  // The bf16 dot product: AMX where EMBER_CPU_ISA is unset and the CPU has it (Note [Dot
+  // kernels by default] in cpu/isa.cpp), none under a vector ISA's name, the named one (with
+  // the avx512 vector kernels) under its own name.
+  DotIsa expect_dot = dot_isa_supported(DotIsa::Amx) ? DotIsa::Amx : DotIsa::None;
   if (!want.empty()) {
     expect_dot = DotIsa::None;
     for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {

@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -168,19 +167,11 @@ std::vector<Product> products(std::mt19937& rng) {
   return out;
 }
 
-// Whether the tests may run a hardware kernel family: where the CPU has it and EMBER_CPU_ISA
-// names it (Note [Dot kernels by name] in cpu/isa.cpp), a reason to skip otherwise.
+// Why the tests cannot run a kernel family here (empty where they can).
 std::string skip_reason(Bf16Kernel k) {
-  if (k == Bf16Kernel::Emulated) return {};
-  if (!detail::gemm_bf16_supported(k))
-    return std::string("this CPU lacks the instructions of the ") + name_of(k) +
-           " kernels (AVX512_BF16; AMX-TILE and AMX-BF16 with the OS's tile state)";
-  const char* env = std::getenv("EMBER_CPU_ISA");
-  const std::string want = k == Bf16Kernel::Amx ? "amx" : "avx512bf16";
-  if (env == nullptr || want != env)
-    return "the " + std::string(name_of(k)) + " kernels run where EMBER_CPU_ISA=" + want +
-           " names them (Note [Dot kernels by name] in cpu/isa.cpp)";
-  return {};
+  if (detail::gemm_bf16_supported(k)) return {};
+  return std::string("this CPU lacks the instructions of the ") + name_of(k) +
+         " kernels (AVX512_BF16; AMX-TILE and AMX-BF16 with the OS's tile state)";
 }
 
 class GemmBf16Test : public ::testing::TestWithParam<Bf16Kernel> {
