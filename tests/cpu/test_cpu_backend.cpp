@@ -156,6 +156,12 @@ TEST(CpuFused, MatmulGroupsRunWithTheirEpilogue) {
     g.signature = std::string("test matmul bias gelu ") + name(dt);
     g.key = std::hash<std::string>{}(g.signature);
     const auto outs = cpu::run_fused(ctx, g);
+    // A bf16 product the bf16 GEMM runs (AMX) is not the widened one: such a group runs
+    // apart, its product by the Matmul kernel (GemmBf16Matmul.FusedEpilogueReadsThePlainProduct).
+    if (dt == DType::BF16 && cpu::gemm_bf16_native()) {
+      EXPECT_FALSE(outs.has_value());
+      continue;
+    }
     ASSERT_TRUE(outs.has_value()) << name(dt);
     ASSERT_EQ(outs->size(), 1u);
     const TensorData got = Device::cpu().backend().to_data((*outs)[0]);
