@@ -587,10 +587,12 @@ int main(int argc, char** argv) {
   if (opt.backend != "ember") {
     const std::string script =
         opt.torch_script.empty() ? eb::default_torch_script() : opt.torch_script;
+    // The reference (torch.compile with --torch-compile), then --torch-python2's, always
+    // eager; without a reference there is no second side either.
     std::vector<std::pair<std::string, bool>> pythons{{eb::default_python(), opt.compile}};
     if (!opt.torch_python2.empty()) pythons.emplace_back(opt.torch_python2, false);
-    for (const auto& [python, compile] : pythons) {
-      if (&python != &pythons[0].first && torch.empty()) break;  // no reference: no second
+    for (std::size_t i = 0; i < pythons.size() && torch.size() == i; ++i) {
+      const auto& [python, compile] = pythons[i];
       TorchSide side;
       side.python = python;
       side.bridge =
