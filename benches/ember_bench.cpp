@@ -8,9 +8,15 @@
 //
 //   ember-bench [--device cpu|cuda|libtorch|vulkan|vulkan+fusion] [--filter a,b]
 //               [--backend ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N]
-//               [--json out.json] [--markdown table.md] [--check] [--no-ceilings]
-//               [--torch-compile] [--torch-device cpu|cuda] [--torch-script PATH] [--fusion]
-//               [--list]
+//               [--rounds N] [--json out.json] [--markdown table.md] [--check]
+//               [--no-ceilings] [--torch-compile] [--torch-device cpu|cuda]
+//               [--torch-script PATH] [--torch-python2 PATH] [--fusion] [--list]
+//
+// --rounds N runs the whole list N times, alternating workload by workload in each round;
+// a side's time is the median over the rounds of each round's median, so that a slow spell
+// of a shared machine moves one round, not the result. --torch-python2 PATH starts a second
+// PyTorch (e.g. another version) beside the first, always eager, and adds its columns; the
+// first PyTorch stays the reference of the ratios and of the ceilings' check.
 //
 // --device cuda runs ember on Device::cuda(0) (training steps on Device::cuda(0).autodiff())
 // and PyTorch on torch.device("cuda"); every timed repetition ends with a device sync on
@@ -25,6 +31,11 @@
 // Device::cuda(0).fusion(); training steps on .fusion().autodiff()), right after the plain
 // device, and adds its time, its ratio to the plain device (fused/unf.) and to PyTorch.
 //
+// On the CPU the GEMM ceiling is the best f32 rate at 2048 of every library in the run:
+// ember's matmul, OpenBLAS's sgemm (when linked), and through each PyTorch torch.matmul (MKL
+// in PyPI's builds, OpenBLAS in Debian's) and oneDNN's inner product (mkldnn_linear), each
+// printed with its source, so that no GEMM-bound row reads above 100% of it.
+//
 // EMBER_NUM_THREADS (default 2) sets the threads of ember, OpenBLAS and PyTorch alike.
 // EMBER_BENCH_PYTHON picks the interpreter (default /usr/bin/python3);
 // EMBER_BENCH_TORCH_SCRIPT or --torch-script the PyTorch side (see default_torch_script).
@@ -38,10 +49,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -63,8 +77,10 @@ struct Options {
   std::string device = "cpu";
   std::string torch_device;          // empty: cuda with --device cuda, else cpu
   std::string torch_script;          // empty: default_torch_script()
+  std::string torch_python2;         // a second PyTorch's interpreter, or empty
   std::optional<eb::SizeKind> size;  // unset: full on the CPU, gpu on cuda
   int reps = -1, warmup = -1;        // -1: size default
+  int rounds = 1;
   std::string json, markdown;
   bool check = false, ceilings = true, compile = false, list = false, fusion = false;
 };
@@ -73,9 +89,10 @@ struct Options {
   std::cerr << "ember-bench: " << why
             << "\nusage: ember-bench [--device cpu|cuda|libtorch|vulkan|vulkan+fusion] [--filter "
                "a,b] [--backend "
-               "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--json "
-               "out.json] [--markdown out.md] [--check] [--no-ceilings] [--torch-compile] "
-               "[--torch-device cpu|cuda] [--torch-script PATH] [--fusion] [--list]\n";
+               "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--rounds N] "
+               "[--json out.json] [--markdown out.md] [--check] [--no-ceilings] "
+               "[--torch-compile] [--torch-device cpu|cuda] [--torch-script PATH] "
+               "[--torch-python2 PATH] [--fusion] [--list]\n";
   std::exit(2);
 }
 
@@ -109,6 +126,8 @@ Options parse(int argc, char** argv) {
         usage("--torch-device is cpu or cuda");
     } else if (a == "--torch-script") {
       o.torch_script = value();
+    } else if (a == "--torch-python2") {
+      o.torch_python2 = value();
     } else if (a == "--size") {
       const std::string s = value();
       if (s != "tiny" && s != "full" && s != "gpu") usage("--size is tiny, full or gpu");
@@ -119,6 +138,8 @@ Options parse(int argc, char** argv) {
       o.reps = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--warmup") {
       o.warmup = std::max(0, std::atoi(value().c_str()));
+    } else if (a == "--rounds") {
+      o.rounds = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--json") {
       o.json = value();
     } else if (a == "--markdown") {
@@ -167,10 +188,64 @@ std::string read_first_line(const std::string& path, const std::string& prefix =
   return {};
 }
 
+std::string cpuinfo_field(const std::string& key) {
+  const std::string l = read_first_line("/proc/cpuinfo", key);
+  const auto p = l.find(": ");
+  return p == std::string::npos ? "" : l.substr(p + 2);
+}
+
 std::string cpu_model() {
-  std::string l = read_first_line("/proc/cpuinfo", "model name");
-  const auto p = l.find(':');
-  return p == std::string::npos ? "unknown" : l.substr(p + 2);
+  const std::string m = cpuinfo_field("model name");
+  return m.empty() ? "unknown" : m;
+}
+
+// The ISA extensions among /proc/cpuinfo's flags that the CPU kernels of ember, MKL or
+// oneDNN choose between, in this order, those present.
+std::vector<std::string> cpu_isa_extensions() {
+  static const char* const kernel_flags[] = {
+      "avx2",        "fma",         "f16c",        "avx512f",  "avx512bw", "avx512dq", "avx512vl",
+      "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8"};
+  std::istringstream is(cpuinfo_field("flags"));
+  const std::set<std::string> flags{std::istream_iterator<std::string>(is),
+                                    std::istream_iterator<std::string>()};
+  std::vector<std::string> out;
+  for (const char* f : kernel_flags) {
+    if (flags.count(f)) out.emplace_back(f);
+  }
+  return out;
+}
+
+// The kernels ember's Cpu backend runs. src/cpu/isa.cpp picks them (EMBER_CPU_ISA, else the
+// best this CPU supports); the bench sees only the public API, so this states the same rule
+// from the CPU's flags: avx512 wants F/BW/DQ/VL besides avx2's AVX2 + FMA + F16C.
+std::string ember_cpu_isa(const std::vector<std::string>& ext) {
+  const char* env = std::getenv("EMBER_CPU_ISA");
+  if (env && *env) return std::string(env) + " (EMBER_CPU_ISA)";
+  const auto has = [&](std::initializer_list<const char*> want) {
+    return std::all_of(want.begin(), want.end(), [&](const char* f) {
+      return std::find(ext.begin(), ext.end(), f) != ext.end();
+    });
+  };
+  const bool avx2 = has({"avx2", "fma", "f16c"});
+  const char* isa = avx2 && has({"avx512f", "avx512bw", "avx512dq", "avx512vl"}) ? "avx512"
+                    : avx2                                                       ? "avx2"
+                                                                                 : "scalar";
+  return std::string(isa) + " (the best of the CPU's flags; EMBER_CPU_ISA unset)";
+}
+
+std::string join(const std::vector<std::string>& v, const char* sep) {
+  std::string o;
+  for (std::size_t i = 0; i < v.size(); ++i) o += (i ? sep : "") + v[i];
+  return o;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
 }
 
 double load_average() {
@@ -241,14 +316,46 @@ CopyCeiling copy_bandwidth(int threads) {
   return best;
 }
 
+struct GemmRate {
+  std::string source;
+  double gflops = 0;
+};
+
+// Every f32 GEMM rate measured at n x n x n; the best is the ceiling.
 struct GemmCeiling {
-  double ember_gflops = 0, openblas_gflops = 0;
+  std::vector<GemmRate> rates;
   double ember_bf16_gflops = 0;  // GPU only: reported, not a ceiling (the workloads are f32)
   std::size_t n = 2048;
-  double best() const { return std::max(ember_gflops, openblas_gflops); }
+  const GemmRate* best_rate() const {
+    const auto it = std::max_element(rates.begin(), rates.end(), [](const auto& a, const auto& b) {
+      return a.gflops < b.gflops;
+    });
+    return it == rates.end() ? nullptr : &*it;
+  }
+  double best() const { return best_rate() ? best_rate()->gflops : 0.0; }
   std::string source() const {
-    return (openblas_gflops > ember_gflops ? "OpenBLAS sgemm " : "ember f32 matmul ") +
-           std::to_string(n);
+    return best_rate() ? best_rate()->source + " at " + std::to_string(n) : "not measured";
+  }
+  // Each rate at the better of this and `o` (the same sources, measured again).
+  void keep_best(const GemmCeiling& o) {
+    for (const auto& r : o.rates) {
+      const auto it = std::find_if(rates.begin(), rates.end(),
+                                   [&](const GemmRate& x) { return x.source == r.source; });
+      if (it == rates.end()) {
+        rates.push_back(r);
+      } else {
+        it->gflops = std::max(it->gflops, r.gflops);
+      }
+    }
+  }
+  // "ember f32 matmul 150, OpenBLAS sgemm 140, ..." (GFLOP/s)
+  std::string summary() const {
+    std::string o;
+    for (const auto& r : rates) {
+      o += (o.empty() ? "" : ", ") + r.source + " " +
+           (r.gflops > 0 ? std::to_string(int(r.gflops + 0.5)) : std::string("n/a"));
+    }
+    return o;
   }
 };
 
@@ -267,19 +374,42 @@ double ember_gemm_gflops(const ember::Device& dev, std::size_t n, ember::DType d
   return flops / (best * 1e-3) / 1e9;
 }
 
-// CPU: ember's and OpenBLAS's sgemm at 2048. GPU: ember's f32 matmul at 8192 (cuBLASLt,
-// TF32 off), plus its bf16 rate at 8192 for the header.
+// PyTorch's f32 rates at n through `torch` (eager, best of 5 after 2 warm-ups): torch.matmul
+// (MKL in PyPI's builds, OpenBLAS in Debian's) and matmul_onednn (oneDNN's inner product,
+// where the build has oneDNN; a rate of 0 prints as n/a).
+void add_torch_gemm_rates(GemmCeiling& g, eb::TorchBridge& torch, const std::string& label) {
+  const auto n = static_cast<std::int64_t>(g.n);
+  const double flops = 2.0 * double(n) * double(n) * double(n);
+  const std::pair<const char*, const char*> kinds[] = {{"matmul_2048", "torch.matmul"},
+                                                       {"matmul_onednn", "oneDNN mkldnn_linear"}};
+  for (const auto& [workload, what] : kinds) {
+    GemmRate r{label + " " + what, 0.0};
+    try {
+      const auto run = torch.run(workload, {{"b", {1}}, {"m", {n}}, {"k", {n}}, {"n", {n}}}, 2, 5,
+                                 "", /*eager=*/true);
+      const double ms = *std::min_element(run.times_ms.begin(), run.times_ms.end());
+      r.gflops = flops / (ms * 1e-3) / 1e9;
+    } catch (const std::exception& e) {
+      std::cout << "ceilings: " << r.source << " not measured: " << e.what() << "\n";
+    }
+    g.rates.push_back(r);
+  }
+}
+
+// CPU: ember's and OpenBLAS's sgemm at 2048 (PyTorch's are added by add_torch_gemm_rates).
+// GPU: ember's f32 matmul at 8192 (cuBLASLt, TF32 off), plus its bf16 rate at 8192 for the
+// header.
 GemmCeiling gemm_ceiling(int threads, const ember::Device& dev, bool gpu) {
   GemmCeiling g;
   if (gpu) {
     g.n = 8192;
-    g.ember_gflops = ember_gemm_gflops(dev, g.n, ember::DType::F32, 5);
+    g.rates.push_back({"ember f32 matmul", ember_gemm_gflops(dev, g.n, ember::DType::F32, 5)});
     g.ember_bf16_gflops = ember_gemm_gflops(dev, g.n, ember::DType::BF16, 10);
     (void)threads;
     return g;
   }
   const std::size_t n = g.n;
-  g.ember_gflops = ember_gemm_gflops(dev, n, ember::DType::F32, 3);
+  g.rates.push_back({"ember f32 matmul", ember_gemm_gflops(dev, n, ember::DType::F32, 3)});
 #ifdef EMBER_BENCH_HAVE_OPENBLAS
   const double flops = 2.0 * double(n) * double(n) * double(n);
   openblas_set_num_threads(threads);
@@ -292,7 +422,7 @@ GemmCeiling gemm_ceiling(int threads, const ember::Device& dev, bool gpu) {
                 0.0f, z.data(), s);
     if (rep > 0) best = std::min(best, ms_since(t0));
   }
-  g.openblas_gflops = flops / (best * 1e-3) / 1e9;
+  g.rates.push_back({"OpenBLAS sgemm", flops / (best * 1e-3) / 1e9});
 #else
   (void)threads;
 #endif
@@ -301,13 +431,46 @@ GemmCeiling gemm_ceiling(int threads, const ember::Device& dev, bool gpu) {
 
 // ---- results ----
 
+// One side's times of one workload, by round. Its time is the median over the rounds of
+// each round's median (with one round, the plain median).
+struct Series {
+  std::vector<std::vector<double>> rounds;
+  void add(std::vector<double> times) {
+    if (!times.empty()) rounds.push_back(std::move(times));
+  }
+  bool empty() const { return rounds.empty(); }
+  std::vector<double> round_medians() const {
+    std::vector<double> m;
+    for (const auto& r : rounds) m.push_back(median(r));
+    return m;
+  }
+  double ms() const { return median(round_medians()); }
+  std::vector<double> all() const {
+    std::vector<double> a;
+    for (const auto& r : rounds) a.insert(a.end(), r.begin(), r.end());
+    return a;
+  }
+};
+
 struct Row {
   std::string name, group, shape, note;
-  bool available = true;
+  bool available = true, failed = false;
   double bytes = 0, flops = 0;
-  double stream_gbs = 0;  // the case's own bandwidth ceiling (Case::stream_gbs), or 0
-  std::vector<double> ember_ms, torch_ms, fused_ms;  // fused_ms: --fusion
-  std::string check;                                 // "", "ok", or a mismatch description
+  double stream_gbs = 0;      // the case's own bandwidth ceiling (Case::stream_gbs), or 0
+  Series ember, fused;        // fused: --fusion
+  std::vector<Series> torch;  // one per PyTorch side, the reference first
+  std::string check;          // "", "ok", or a mismatch description
+  void add_note(const std::string& n) {
+    if (n.empty() || note.find(n) != std::string::npos) return;  // once, not once a round
+    note += (note.empty() ? "" : "; ") + n;
+  }
+};
+
+// A PyTorch process and how the table names it: "PyTorch 2.15.0" (eager) or "PyTorch 2.15.0
+// compile"; the reference side is first.
+struct TorchSide {
+  std::unique_ptr<eb::TorchBridge> bridge;
+  std::string python, label;
 };
 
 std::string fmt(double v, int prec = 2) {
@@ -376,6 +539,7 @@ int main(int argc, char** argv) {
   }
 
   const double load_start = load_average();
+  const std::string started = utc_now();
   const std::string commit = EMBER_BENCH_COMMIT;  // the build's (build_commit.cmake)
   const eb::SizeKind size = *opt.size;
   const bool on_gpu = opt.device == "cuda";
@@ -400,59 +564,97 @@ int main(int argc, char** argv) {
   }
   const ember::Device dev = *device;
 
+  const std::vector<std::string> isa_ext = cpu_isa_extensions();
+  const std::string cpu_line = cpu_model() + ", " +
+                               std::to_string(std::thread::hardware_concurrency()) +
+                               " hardware threads; ISA extensions: " +
+                               (isa_ext.empty() ? "none of avx2 and above" : join(isa_ext, " ")) +
+                               "; ember's Cpu kernels: " + ember_cpu_isa(isa_ext);
   std::cout << "ember-bench  device=" << dev.name() << "  size=" << eb::name(size)
-            << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup << "\n"
-            << "cpu:     " << cpu_model() << ", " << std::thread::hardware_concurrency()
-            << " hardware threads\n";
+            << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup
+            << "  rounds=" << opt.rounds << "\n"
+            << "cpu:     " << cpu_line << "\n";
   if (on_gpu) std::cout << "gpu:     " << gpu.name << " (" << gpu.memory << ")\n";
   std::cout << "threads: " << threads << " (EMBER_NUM_THREADS; also OpenBLAS and torch)\n"
             << "OPENBLAS_CORETYPE: " << (coretype ? coretype : "unset") << "\n"
             << "commit:  " << commit << "\n"
+            << "date:    " << started << "\n"
             << "load:    " << fmt(load_start) << " at start"
             << (load_start > 1.5 ? "  (above 1.5: timings are noisy)" : "") << "\n";
 
+  // The PyTorch sides, before the ceilings: their GEMM rates are among the candidates.
+  std::vector<TorchSide> torch;
+  if (opt.backend != "ember") {
+    const std::string script =
+        opt.torch_script.empty() ? eb::default_torch_script() : opt.torch_script;
+    // The reference (torch.compile with --torch-compile), then --torch-python2's, always
+    // eager; without a reference there is no second side either.
+    std::vector<std::pair<std::string, bool>> pythons{{eb::default_python(), opt.compile}};
+    if (!opt.torch_python2.empty()) pythons.emplace_back(opt.torch_python2, false);
+    for (std::size_t i = 0; i < pythons.size() && torch.size() == i; ++i) {
+      const auto& [python, compile] = pythons[i];
+      TorchSide side;
+      side.python = python;
+      side.bridge =
+          std::make_unique<eb::TorchBridge>(python, script, threads, compile, opt.torch_device);
+      if (side.bridge->available()) {
+        const std::string version = side.bridge->info_field("torch");
+        side.label = "PyTorch " + version.substr(0, version.find('+')) +
+                     (side.bridge->info_field("mode") == "compile" ? " compile" : "");
+        std::cout << "pytorch: " << side.bridge->info() << " (" << python << " " << script << ")\n";
+        torch.push_back(std::move(side));
+      } else {
+        std::cout << "pytorch: unavailable at " << python << ": " << side.bridge->why() << "\n";
+      }
+    }
+  }
+  const bool have_torch = !torch.empty();
+  if (opt.check && !have_torch) {
+    std::cout << "SKIP: --check needs PyTorch, which is unavailable\n";
+    return 77;  // ctest's SKIP_RETURN_CODE
+  }
+
   double bw = 0;
-  std::string copy_method = "not measured";
+  std::string copy_method = "not measured", ceilings_line;
   GemmCeiling gemm;
   if (opt.ceilings && on_gpu) {
     bw = gpu.copy_gbs;
     copy_method = "cudaMemcpyAsync device to device";
     gemm = gemm_ceiling(threads, dev, true);
-    std::cout << "ceilings: copy " << fmt(bw, 1)
-              << " GB/s (cudaMemcpyAsync of 256 MB device to device, reads + writes); GEMM "
-              << fmt(gemm.best(), 1) << " GFLOP/s (" << gemm.source() << ", TF32 off; bf16 "
-              << fmt(gemm.ember_bf16_gflops, 1) << " GFLOP/s)\n";
-  } else if (opt.ceilings && opt.device.rfind("vulkan", 0) != 0) {
+    ceilings_line = "copy " + fmt(bw, 1) +
+                    " GB/s (cudaMemcpyAsync of 256 MB device to device, reads + writes); GEMM " +
+                    fmt(gemm.best(), 1) + " GFLOP/s (" + gemm.source() + ", TF32 off; bf16 " +
+                    fmt(gemm.ember_bf16_gflops, 1) + " GFLOP/s)";
+  }
+  // Note [CPU ceilings by round]: on the CPU the ceilings are measured again before every
+  // round and each rate is kept at its best over the rounds. One measurement can land in a
+  // slow spell of a shared machine, and the rows' medians would then read above 100% of it.
+  const bool cpu_ceilings = opt.ceilings && !on_gpu && opt.device.rfind("vulkan", 0) != 0;
+  const auto measure_cpu_ceilings = [&] {
     const CopyCeiling copy = copy_bandwidth(threads);
-    bw = copy.gbs;
-    copy_method = copy.method;
-    gemm = gemm_ceiling(threads, dev, false);
-    std::cout << "ceilings: copy " << fmt(bw, 1)
-              << " GB/s (best of memcpy and a copy loop: " << copy.method << ", 2 x 128 MiB, "
-              << threads << " threads); GEMM " << fmt(gemm.best(), 1) << " GFLOP/s ("
-              << gemm.source() << "; ember " << fmt(gemm.ember_gflops, 1) << ", OpenBLAS "
-              << (gemm.openblas_gflops > 0 ? fmt(gemm.openblas_gflops, 1) : "n/a") << ")\n";
-    pause_between_sides();
-  }
-
-  std::unique_ptr<eb::TorchBridge> torch;
-  if (opt.backend != "ember") {
-    const std::string script =
-        opt.torch_script.empty() ? eb::default_torch_script() : opt.torch_script;
-    torch = std::make_unique<eb::TorchBridge>(eb::default_python(), script, threads, opt.compile,
-                                              opt.torch_device);
-    if (torch->available()) {
-      std::cout << "pytorch: " << torch->info() << " (" << eb::default_python() << " " << script
-                << ")\n";
-    } else {
-      std::cout << "pytorch: unavailable: " << torch->why() << "\n";
+    if (copy.gbs > bw) {
+      bw = copy.gbs;
+      copy_method = copy.method;
     }
-  }
-  const bool have_torch = torch && torch->available();
-  if (opt.check && !have_torch) {
-    std::cout << "SKIP: --check needs PyTorch, which is unavailable\n";
-    return 77;  // ctest's SKIP_RETURN_CODE
-  }
+    GemmCeiling now = gemm_ceiling(threads, dev, false);
+    if (opt.torch_device == "cpu") {
+      for (auto& side : torch) {
+        pause_between_sides();
+        add_torch_gemm_rates(now, *side.bridge, side.label);
+      }
+    }
+    gemm.keep_best(now);
+    ceilings_line = "copy " + fmt(bw, 1) + " GB/s (best of memcpy and a copy loop: " + copy_method +
+                    ", 2 x 128 MiB, " + std::to_string(threads) + " threads); GEMM " +
+                    fmt(gemm.best(), 1) + " GFLOP/s (" + gemm.source() +
+                    ", the best f32 rate of: " + gemm.summary() + ")" +
+                    (opt.rounds > 1 ? "; each the best over the rounds" : "");
+    pause_between_sides();
+    std::cout << "ceilings: copy " << fmt(copy.gbs, 1) << " GB/s; GEMM " << now.summary()
+              << " GFLOP/s\n";
+  };
+  if (on_gpu && !ceilings_line.empty()) std::cout << "ceilings: " << ceilings_line << "\n";
+
   std::string tmpdir;
   if (opt.check) {
     char tmpl[] = "/tmp/ember-bench-XXXXXX";
@@ -464,130 +666,182 @@ int main(int argc, char** argv) {
   }
   std::cout << std::endl;
 
+  // The rows, in the order of eb::workloads(); each round adds one series of times to each.
   std::vector<Row> rows;
-  int failures = 0;
   for (const auto& w : eb::workloads()) {
     if (!selected(opt, w)) continue;
     Row r;
     r.name = w.name;
     r.group = w.group;
+    r.torch.resize(torch.size());
     if (!w.unavailable.empty()) {
       r.available = false;
       r.note = w.unavailable;
-      rows.push_back(r);
-      continue;
     }
-    std::cout << "  " << w.name << " ..." << std::flush;
-    eb::Case c;
-    try {
-      c = w.make(size, dev);
-      r.shape = c.shape;
-      r.bytes = c.bytes;
-      r.flops = c.flops;
-      r.note = c.note;
-      r.stream_gbs = c.stream_gbs;
-      if (opt.backend != "torch") {
-        for (int i = 0; i < opt.warmup; ++i) c.run();
-        for (int i = 0; i < opt.reps; ++i) {
-          const auto t0 = Clock::now();
-          c.run();
-          r.ember_ms.push_back(ms_since(t0));
-        }
-        std::cout << " ember " << fmt(median(r.ember_ms), 3) << " ms" << std::flush;
-        if (opt.fusion) {
-          eb::Case f = w.make(size, dev.fusion());
-          for (int i = 0; i < opt.warmup; ++i) f.run();
-          for (int i = 0; i < opt.reps; ++i) {
-            const auto t0 = Clock::now();
-            f.run();
-            r.fused_ms.push_back(ms_since(t0));
-          }
-          std::cout << "  fused " << fmt(median(r.fused_ms), 3) << " ms" << std::flush;
-        }
-      }
-    } catch (const std::exception& e) {  // e.g. out of memory: report it, go on
-      r.note = std::string("ember failed: ") + e.what();
-      r.ember_ms.clear();
-      std::cout << "  " << r.note << "\n";
-      ++failures;
-      rows.push_back(r);
-      continue;
-    }
-    if (have_torch) {
-      pause_between_sides();
-      const std::string out = opt.check ? tmpdir + "/" + w.name + ".bin" : "";
-      try {
-        auto tr = torch->run(w.name, c.params, opt.warmup, opt.reps, out);
-        r.torch_ms = tr.times_ms;
-        if (!tr.note.empty()) r.note += (r.note.empty() ? "PyTorch: " : "; PyTorch: ") + tr.note;
-        std::cout << "  torch " << fmt(median(r.torch_ms), 3) << " ms" << std::flush;
-        if (opt.check && tr.output) {
-          if (r.ember_ms.empty()) c.run();
-          const std::string diff = eb::compare(c.output(), *tr.output, c.rtol, c.atol);
-          r.check = diff.empty() ? "ok" : diff;
-          if (!diff.empty()) ++failures;
-          std::cout << "  check " << (diff.empty() ? "ok" : "MISMATCH: " + diff);
-        }
-        std::remove(out.c_str());
-      } catch (const std::exception& e) {
-        r.note = std::string("PyTorch failed: ") + e.what();
-        std::cout << "  " << r.note;
-        if (opt.check) ++failures;
-      }
-      pause_between_sides();
-    }
-    std::cout << "\n";
     rows.push_back(r);
+  }
+  int failures = 0;
+  const auto timed = [&](eb::Case& c) {
+    for (int i = 0; i < opt.warmup; ++i) c.run();
+    std::vector<double> ms;
+    for (int i = 0; i < opt.reps; ++i) {
+      const auto t0 = Clock::now();
+      c.run();
+      ms.push_back(ms_since(t0));
+    }
+    return ms;
+  };
+  for (int round = 0; round < opt.rounds; ++round) {
+    if (opt.rounds > 1) std::cout << "round " << round + 1 << " of " << opt.rounds << "\n";
+    if (cpu_ceilings) measure_cpu_ceilings();
+    const bool check = opt.check && round == 0;
+    for (Row& r : rows) {
+      const eb::Workload* w = nullptr;
+      for (const auto& x : eb::workloads()) {
+        if (x.name == r.name) w = &x;
+      }
+      if (!r.available || r.failed || !w) continue;
+      std::cout << "  " << r.name << " ..." << std::flush;
+      eb::Case c;
+      try {
+        c = w->make(size, dev);
+        r.shape = c.shape;
+        r.bytes = c.bytes;
+        r.flops = c.flops;
+        if (round == 0) {  // a case's own ceiling (and its note) from its first round
+          r.add_note(c.note);
+          r.stream_gbs = c.stream_gbs;
+        }
+        if (opt.backend != "torch") {
+          r.ember.add(timed(c));
+          std::cout << " ember " << fmt(median(r.ember.rounds.back()), 3) << " ms" << std::flush;
+          if (opt.fusion) {
+            eb::Case f = w->make(size, dev.fusion());
+            r.fused.add(timed(f));
+            std::cout << "  fused " << fmt(median(r.fused.rounds.back()), 3) << " ms" << std::flush;
+          }
+        }
+      } catch (const std::exception& e) {  // e.g. out of memory: report it, go on
+        r.add_note(std::string("ember failed: ") + e.what());
+        r.failed = true;
+        r.ember = {};
+        std::cout << "  " << r.note << "\n";
+        ++failures;
+        continue;
+      }
+      for (std::size_t s = 0; s < torch.size(); ++s) {
+        pause_between_sides();
+        const bool check_side = check && s == 0;
+        const std::string out = check_side ? tmpdir + "/" + r.name + ".bin" : "";
+        const std::string who = s == 0 ? "PyTorch" : torch[s].label;
+        try {
+          auto tr = torch[s].bridge->run(r.name, c.params, opt.warmup, opt.reps, out);
+          if (!tr.note.empty()) r.add_note(who + ": " + tr.note);
+          std::cout << "  " << (s == 0 ? "torch" : "torch" + std::to_string(s + 1)) << " "
+                    << fmt(median(tr.times_ms), 3) << " ms" << std::flush;
+          r.torch[s].add(std::move(tr.times_ms));
+          if (check_side && tr.output) {
+            if (r.ember.empty()) c.run();
+            const std::string diff = eb::compare(c.output(), *tr.output, c.rtol, c.atol);
+            r.check = diff.empty() ? "ok" : diff;
+            if (!diff.empty()) ++failures;
+            std::cout << "  check " << (diff.empty() ? "ok" : "MISMATCH: " + diff);
+          }
+          std::remove(out.c_str());
+        } catch (const std::exception& e) {
+          r.add_note(who + " failed: " + e.what());
+          std::cout << "  " << who << " failed: " << e.what();
+          if (check_side) ++failures;
+        }
+      }
+      if (!torch.empty()) pause_between_sides();
+      std::cout << "\n";
+    }
   }
   if (!tmpdir.empty()) rmdir(tmpdir.c_str());
   const double load_end = load_average();
+  const std::string ended = utc_now();
+  if (cpu_ceilings) std::cout << "\nceilings: " << ceilings_line << "\n";
   // A case with its own stream ceiling: each side's share of it, in the note.
   for (Row& r : rows) {
     if (r.stream_gbs <= 0 || r.bytes <= 0) continue;
     const double ideal_ms = r.bytes / (r.stream_gbs * 1e9) * 1e3;
-    const double e = median(r.ember_ms), t = median(r.torch_ms);
-    if (e > 0) r.note += "; ember at " + fmt(100.0 * ideal_ms / e, 0) + "%";
-    if (t > 0) r.note += ", PyTorch at " + fmt(100.0 * ideal_ms / t, 0) + "%";
-    if (e > 0 || t > 0) r.note += " of it";
+    const double e = r.ember.ms(), t = r.torch.empty() ? 0.0 : r.torch[0].ms();
+    std::string share;
+    if (e > 0) share += "ember at " + fmt(100.0 * ideal_ms / e, 0) + "%";
+    if (t > 0)
+      share += std::string(e > 0 ? ", " : "") + "PyTorch at " + fmt(100.0 * ideal_ms / t, 0) + "%";
+    if (!share.empty()) r.add_note(share + " of it");
   }
 
   // ---- the table ----
+  // Per row: ember's time; each PyTorch side's time and ember/that side; the % roofline of
+  // ember and of each side; the bound; the fused columns with --fusion.
+  const auto ratio = [](double a, double b) { return a > 0 && b > 0 ? fmt(a / b, 2) : "-"; };
+  const auto side_ms = [](const Row& r, std::size_t s) { return r.torch[s].ms(); };
   std::cout << "\nember/torch: ember time over PyTorch time, lower is better (< 1: ember "
                "faster).\n% roofline: ideal time (bytes at copy bandwidth or FLOPs at the "
-               "GEMM rate) over measured time; higher is better.\n\n";
+               "GEMM rate) over measured time; higher is better.\n";
+  for (std::size_t s = 1; s < torch.size(); ++s) {
+    std::cout << "torch" << s + 1 << ": " << torch[s].label << "; torch: " << torch[0].label
+              << "\n";
+  }
+  std::cout << "\n";
   char line[512];
-  std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s", "workload", "size",
-                "ember ms", "torch ms", "e/torch", "ember%", "torch%", "bound");
-  std::cout << line;
+  std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s", "workload", "size", "ember ms",
+                "torch ms", "e/torch");
+  std::string head = line;
+  for (std::size_t s = 1; s < torch.size(); ++s) {
+    const std::string n = "torch" + std::to_string(s + 1);
+    std::snprintf(line, sizeof line, " %10s %8s", (n + " ms").c_str(), ("e/" + n).c_str());
+    head += line;
+  }
+  std::snprintf(line, sizeof line, " %7s %7s", "ember%", "torch%");
+  head += line;
+  for (std::size_t s = 1; s < torch.size(); ++s) {
+    std::snprintf(line, sizeof line, " %7s", ("torch" + std::to_string(s + 1) + "%").c_str());
+    head += line;
+  }
+  std::snprintf(line, sizeof line, " %5s", "bound");
+  head += line;
   if (opt.fusion) {
     std::snprintf(line, sizeof line, " %10s %9s %8s %7s", "fused ms", "f/unf.", "f/torch",
                   "fused%");
-    std::cout << line;
+    head += line;
   }
-  std::cout << "\n" << std::string(opt.fusion ? 140 : 102, '-') << "\n";
+  std::cout << head << "\n" << std::string(head.size(), '-') << "\n";
+  const double gf = gemm.best();
   for (const auto& r : rows) {
     if (!r.available) {
-      std::snprintf(line, sizeof line, "%-25s %s\n", r.name.c_str(), r.note.c_str());
-      std::cout << line;
+      std::cout << r.name << std::string(r.name.size() < 26 ? 26 - r.name.size() : 1, ' ') << r.note
+                << "\n";
       continue;
     }
-    const double e = median(r.ember_ms), t = median(r.torch_ms), f = median(r.fused_ms);
-    std::string fused_cols;
-    if (opt.fusion) {
-      char fl[128];
-      std::snprintf(fl, sizeof fl, " %10s %9s %8s %7s", f > 0 ? fmt(f, 3).c_str() : "-",
-                    f > 0 && e > 0 ? fmt(f / e, 2).c_str() : "-",
-                    f > 0 && t > 0 ? fmt(f / t, 2).c_str() : "-",
-                    roofline_pct(r, f, bw, gemm.best()).c_str());
-      fused_cols = fl;
+    const double e = r.ember.ms(), t = torch.empty() ? 0.0 : side_ms(r, 0), f = r.fused.ms();
+    const auto ms = [](double v) { return v > 0 ? fmt(v, 3) : std::string("-"); };
+    std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s", r.name.c_str(), r.shape.c_str(),
+                  ms(e).c_str(), ms(t).c_str(), ratio(e, t).c_str());
+    std::string out = line;
+    for (std::size_t s = 1; s < torch.size(); ++s) {
+      std::snprintf(line, sizeof line, " %10s %8s", ms(side_ms(r, s)).c_str(),
+                    ratio(e, side_ms(r, s)).c_str());
+      out += line;
     }
-    std::snprintf(line, sizeof line, "%-25s %-24s %10s %10s %8s %7s %7s %5s%s%s\n", r.name.c_str(),
-                  r.shape.c_str(), e > 0 ? fmt(e, 3).c_str() : "-", t > 0 ? fmt(t, 3).c_str() : "-",
-                  e > 0 && t > 0 ? fmt(e / t, 2).c_str() : "-",
-                  roofline_pct(r, e, bw, gemm.best()).c_str(),
-                  roofline_pct(r, t, bw, gemm.best()).c_str(), bound(r, bw, gemm.best()),
-                  fused_cols.c_str(), r.note.empty() ? "" : ("  " + r.note).c_str());
-    std::cout << line;
+    std::snprintf(line, sizeof line, " %7s %7s", roofline_pct(r, e, bw, gf).c_str(),
+                  roofline_pct(r, t, bw, gf).c_str());
+    out += line;
+    for (std::size_t s = 1; s < torch.size(); ++s) {
+      std::snprintf(line, sizeof line, " %7s", roofline_pct(r, side_ms(r, s), bw, gf).c_str());
+      out += line;
+    }
+    std::snprintf(line, sizeof line, " %5s", bound(r, bw, gf));
+    out += line;
+    if (opt.fusion) {
+      std::snprintf(line, sizeof line, " %10s %9s %8s %7s", ms(f).c_str(), ratio(f, e).c_str(),
+                    ratio(f, t).c_str(), roofline_pct(r, f, bw, gf).c_str());
+      out += line;
+    }
+    std::cout << out << (r.note.empty() ? "" : "  " + r.note) << "\n";
   }
   std::cout << "\nload: " << fmt(load_start) << " at start, " << fmt(load_end)
             << " at end (the end value includes this run's own threads)"
@@ -598,32 +852,66 @@ int main(int argc, char** argv) {
                            : "every workload agrees with PyTorch\n");
   }
 
-  // ---- Markdown (the table of BENCHMARKS.md) ----
+  // ---- Markdown (the table of BENCHMARKS.md, with the run's machine and ceilings) ----
   if (!opt.markdown.empty()) {
     std::ofstream md(opt.markdown);
-    md << "| workload | size | ember ms | PyTorch ms | ember/PyTorch (lower is better) | ember % "
-          "roofline | PyTorch % roofline | bound |"
-       << (opt.fusion ? " fused ms | fused/unfused | fused/PyTorch | fused % roofline |" : "")
-       << "\n|---|---|---:|---:|---:|---:|---:|---|" << (opt.fusion ? "---:|---:|---:|---:|" : "")
+    md << "- CPU: " << cpu_line << "\n";
+    if (on_gpu) md << "- GPU: " << gpu.name << " (" << gpu.memory << ")\n";
+    md << "- Run: " << started << " to " << ended << ", commit `" << commit << "`, device "
+       << dev.name() << ", " << threads << " threads, load average " << fmt(load_start)
+       << " at start and " << fmt(load_end) << " at the end; median of " << opt.reps
+       << " repetitions after " << opt.warmup << " warm-ups"
+       << (opt.rounds > 1 ? ", in each of " + std::to_string(opt.rounds) +
+                                " alternated rounds, then the median over the rounds"
+                          : "")
        << "\n";
+    if (!ceilings_line.empty()) md << "- Ceilings: " << ceilings_line << "\n";
+    for (const auto& side : torch) md << "- " << side.label << ": " << side.bridge->info() << "\n";
+    md << "\n";
+    const std::string ref = torch.empty() ? "PyTorch" : torch[0].label;
+    md << "| workload | size | ember ms | " << ref << " ms | ember/" << ref
+       << " (lower is better) |";
+    std::string align = "|---|---|---:|---:|---:|";
+    for (std::size_t s = 1; s < torch.size(); ++s) {
+      md << " " << torch[s].label << " ms | ember/" << torch[s].label << " |";
+      align += "---:|---:|";
+    }
+    md << " ember % roofline | " << ref << " % roofline |";
+    align += "---:|---:|";
+    for (std::size_t s = 1; s < torch.size(); ++s) {
+      md << " " << torch[s].label << " % roofline |";
+      align += "---:|";
+    }
+    md << " bound |"
+       << (opt.fusion ? " fused ms | fused/unfused | fused/PyTorch | fused % roofline |" : "");
+    align += std::string("---|") + (opt.fusion ? "---:|---:|---:|---:|" : "");
+    md << "\n" << align << "\n";
+    const std::size_t columns = std::size_t(std::count(align.begin(), align.end(), '|')) - 1;
     for (const auto& r : rows) {
       if (!r.available) {
-        md << "| " << r.name << " | " << r.note << " | | | | | | |\n";
+        md << "| " << r.name << " | " << r.note << " |";
+        for (std::size_t i = 2; i < columns; ++i) md << " |";
+        md << "\n";
         continue;
       }
-      const double e = median(r.ember_ms), t = median(r.torch_ms);
+      const double e = r.ember.ms(), t = torch.empty() ? 0.0 : side_ms(r, 0);
       const std::string name = r.note.empty() ? r.name : r.name + " (" + r.note + ")";
       // Sub-millisecond times (the GPU's) keep three significant digits.
       const auto ms = [](double v) { return v <= 0 ? std::string("-") : fmt(v, v < 1 ? 3 : 2); };
       md << "| " << name << " | " << r.shape << " | " << ms(e) << " | " << ms(t) << " | "
-         << (e > 0 && t > 0 ? fmt(e / t, 2) : "-") << " | " << roofline_pct(r, e, bw, gemm.best())
-         << " | " << roofline_pct(r, t, bw, gemm.best()) << " | " << bound(r, bw, gemm.best())
-         << " |";
+         << ratio(e, t) << " |";
+      for (std::size_t s = 1; s < torch.size(); ++s) {
+        md << " " << ms(side_ms(r, s)) << " | " << ratio(e, side_ms(r, s)) << " |";
+      }
+      md << " " << roofline_pct(r, e, bw, gf) << " | " << roofline_pct(r, t, bw, gf) << " |";
+      for (std::size_t s = 1; s < torch.size(); ++s) {
+        md << " " << roofline_pct(r, side_ms(r, s), bw, gf) << " |";
+      }
+      md << " " << bound(r, bw, gf) << " |";
       if (opt.fusion) {
-        const double f = median(r.fused_ms);
-        md << " " << ms(f) << " | " << (f > 0 && e > 0 ? fmt(f / e, 2) : "-") << " | "
-           << (f > 0 && t > 0 ? fmt(f / t, 2) : "-") << " | " << roofline_pct(r, f, bw, gemm.best())
-           << " |";
+        const double f = r.fused.ms();
+        md << " " << ms(f) << " | " << ratio(f, e) << " | " << ratio(f, t) << " | "
+           << roofline_pct(r, f, bw, gf) << " |";
       }
       md << "\n";
     }
@@ -636,33 +924,51 @@ int main(int argc, char** argv) {
     js << "{\n  \"device\": " << json_str(dev.name())
        << ",\n  \"gpu\": " << (on_gpu ? json_str(gpu.name) : "null")
        << ",\n  \"size\": " << json_str(eb::name(size)) << ",\n  \"reps\": " << opt.reps
-       << ",\n  \"warmup\": " << opt.warmup << ",\n  \"threads\": " << threads
-       << ",\n  \"cpu\": " << json_str(cpu_model()) << ",\n  \"commit\": " << json_str(commit)
+       << ",\n  \"warmup\": " << opt.warmup << ",\n  \"rounds\": " << opt.rounds
+       << ",\n  \"threads\": " << threads << ",\n  \"cpu\": " << json_str(cpu_model())
+       << ",\n  \"cpu_isa_extensions\": " << json_str(join(isa_ext, " "))
+       << ",\n  \"ember_cpu_isa\": " << json_str(ember_cpu_isa(isa_ext))
+       << ",\n  \"commit\": " << json_str(commit) << ",\n  \"started\": " << json_str(started)
+       << ",\n  \"ended\": " << json_str(ended)
        << ",\n  \"openblas_coretype\": " << (coretype ? json_str(coretype) : "null")
        << ",\n  \"load_start\": " << fmt(load_start) << ",\n  \"load_end\": " << fmt(load_end)
-       << ",\n  \"torch\": " << (have_torch ? json_str(torch->info()) : "null")
+       << ",\n  \"torch\": " << (have_torch ? json_str(torch[0].bridge->info()) : "null")
+       << ",\n  \"torch2\": "
+       << (torch.size() > 1 ? json_str(torch[1].bridge->info()) : std::string("null"))
        << ",\n  \"copy_bandwidth_gbs\": " << fmt(bw, 2)
        << ",\n  \"copy_method\": " << json_str(copy_method)
-       << ",\n  \"gemm_gflops\": " << fmt(gemm.best(), 2)
-       << ",\n  \"gemm_source\": " << json_str(gemm.source())
-       << ",\n  \"ember_bf16_gemm_gflops\": " << fmt(gemm.ember_bf16_gflops, 2)
-       << ",\n  \"ember_gemm_gflops\": " << fmt(gemm.ember_gflops, 2)
-       << ",\n  \"openblas_gemm_gflops\": " << fmt(gemm.openblas_gflops, 2)
+       << ",\n  \"gemm_gflops\": " << fmt(gf, 2)
+       << ",\n  \"gemm_source\": " << json_str(gemm.source()) << ",\n  \"gemm_rates_gflops\": {";
+    for (std::size_t i = 0; i < gemm.rates.size(); ++i) {
+      js << (i ? ", " : "") << json_str(gemm.rates[i].source) << ": "
+         << fmt(gemm.rates[i].gflops, 2);
+    }
+    js << "},\n  \"ember_bf16_gemm_gflops\": " << fmt(gemm.ember_bf16_gflops, 2)
        << ",\n  \"results\": [";
+    const auto num = [](double v) { return v > 0 ? fmt(v, 4) : std::string("null"); };
+    const auto ratio4 = [](double a, double b) {
+      return a > 0 && b > 0 ? fmt(a / b, 4) : std::string("null");
+    };
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      const double e = median(r.ember_ms), t = median(r.torch_ms);
+      const double e = r.ember.ms(), t = torch.empty() ? 0.0 : side_ms(r, 0);
+      const double t2 = torch.size() > 1 ? side_ms(r, 1) : 0.0;
       js << (i ? "," : "") << "\n    {\"workload\": " << json_str(r.name)
          << ", \"group\": " << json_str(r.group)
          << ", \"available\": " << (r.available ? "true" : "false")
          << ", \"size\": " << json_str(r.shape) << ", \"bytes\": " << fmt(r.bytes, 0)
-         << ", \"flops\": " << fmt(r.flops, 0) << ", \"ember_ms\": " << (e > 0 ? fmt(e, 4) : "null")
-         << ", \"torch_ms\": " << (t > 0 ? fmt(t, 4) : "null")
-         << ", \"ratio\": " << (e > 0 && t > 0 ? fmt(e / t, 4) : "null")
-         << ", \"ember_times_ms\": " << json_list(r.ember_ms)
-         << ", \"torch_times_ms\": " << json_list(r.torch_ms)
-         << ", \"fused_ms\": " << (!r.fused_ms.empty() ? fmt(median(r.fused_ms), 4) : "null")
-         << ", \"fused_times_ms\": " << json_list(r.fused_ms)
+         << ", \"flops\": " << fmt(r.flops, 0) << ", \"ember_ms\": " << num(e)
+         << ", \"torch_ms\": " << num(t) << ", \"ratio\": " << ratio4(e, t)
+         << ", \"torch2_ms\": " << num(t2) << ", \"ratio2\": " << ratio4(e, t2)
+         << ", \"ember_round_ms\": " << json_list(r.ember.round_medians())
+         << ", \"torch_round_ms\": "
+         << json_list(torch.empty() ? std::vector<double>{} : r.torch[0].round_medians())
+         << ", \"ember_times_ms\": " << json_list(r.ember.all()) << ", \"torch_times_ms\": "
+         << json_list(torch.empty() ? std::vector<double>{} : r.torch[0].all())
+         << ", \"torch2_times_ms\": "
+         << json_list(torch.size() > 1 ? r.torch[1].all() : std::vector<double>{})
+         << ", \"fused_ms\": " << num(r.fused.ms())
+         << ", \"fused_times_ms\": " << json_list(r.fused.all())
          << ", \"check\": " << json_str(r.check) << ", \"note\": " << json_str(r.note) << "}";
     }
     js << "\n  ]\n}\n";

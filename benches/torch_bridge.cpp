@@ -176,11 +176,14 @@ std::string TorchBridge::request(const std::string& line) {
   throw std::runtime_error("the PyTorch process ended without replying (see its stderr above)");
 }
 
+std::string TorchBridge::info_field(const std::string& key) const { return field(info_, key); }
+
 TorchRun TorchBridge::run(const std::string& workload, const Params& params, int warmup, int reps,
-                          const std::string& out_path) {
+                          const std::string& out_path, bool eager) {
   std::ostringstream req;
   req << "{\"name\": \"" << json_escape(workload) << "\", \"warmup\": " << warmup
-      << ", \"reps\": " << reps << ", \"out\": \"" << json_escape(out_path) << "\", \"params\": {";
+      << ", \"reps\": " << reps << ", \"eager\": " << (eager ? "true" : "false") << ", \"out\": \""
+      << json_escape(out_path) << "\", \"params\": {";
   bool first = true;
   for (const auto& [k, v] : params) {
     req << (first ? "" : ", ") << "\"" << json_escape(k) << "\": [";

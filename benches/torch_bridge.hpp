@@ -37,11 +37,14 @@ class TorchBridge {
   const std::string& why() const { return why_; }
   // What the Python side reported at start: "torch=... device=... threads=... blas=...".
   const std::string& info() const { return info_; }
+  // One field of info(): info_field("torch") is the version, "mode" eager or compile.
+  std::string info_field(const std::string& key) const;
 
   // Runs one workload; throws std::runtime_error with PyTorch's message on failure.
   // `out_path` non-empty: PyTorch writes its last output there and it is read back.
+  // `eager`: run eager even when the process was started with torch.compile.
   TorchRun run(const std::string& workload, const Params& params, int warmup, int reps,
-               const std::string& out_path);
+               const std::string& out_path, bool eager = false);
 
  private:
   std::string request(const std::string& line);
