@@ -61,6 +61,8 @@
 #include <thread>
 #include <vector>
 
+#include <ember/cpu/cpu.hpp>
+
 #include "ember_bench_commit.hpp"
 #include "gpu_info.hpp"
 #include "torch_bridge.hpp"
@@ -215,22 +217,12 @@ std::vector<std::string> cpu_isa_extensions() {
   return out;
 }
 
-// The kernels ember's Cpu backend runs. src/cpu/isa.cpp picks them (EMBER_CPU_ISA, else the
-// best this CPU supports); the bench sees only the public API, so this states the same rule
-// from the CPU's flags: avx512 wants F/BW/DQ/VL besides avx2's AVX2 + FMA + F16C.
-std::string ember_cpu_isa(const std::vector<std::string>& ext) {
+// The kernels ember's Cpu backend runs (ember::cpu::kernel_isa(): EMBER_CPU_ISA's choice, else
+// the best this CPU supports), and whether EMBER_CPU_ISA chose them.
+std::string ember_cpu_isa() {
   const char* env = std::getenv("EMBER_CPU_ISA");
-  if (env && *env) return std::string(env) + " (EMBER_CPU_ISA)";
-  const auto has = [&](std::initializer_list<const char*> want) {
-    return std::all_of(want.begin(), want.end(), [&](const char* f) {
-      return std::find(ext.begin(), ext.end(), f) != ext.end();
-    });
-  };
-  const bool avx2 = has({"avx2", "fma", "f16c"});
-  const char* isa = avx2 && has({"avx512f", "avx512bw", "avx512dq", "avx512vl"}) ? "avx512"
-                    : avx2                                                       ? "avx2"
-                                                                                 : "scalar";
-  return std::string(isa) + " (the best of the CPU's flags; EMBER_CPU_ISA unset)";
+  return ember::cpu::kernel_isa() +
+         (env && *env ? " (EMBER_CPU_ISA)" : " (the best of this CPU; EMBER_CPU_ISA unset)");
 }
 
 std::string join(const std::vector<std::string>& v, const char* sep) {
@@ -569,7 +561,7 @@ int main(int argc, char** argv) {
                                std::to_string(std::thread::hardware_concurrency()) +
                                " hardware threads; ISA extensions: " +
                                (isa_ext.empty() ? "none of avx2 and above" : join(isa_ext, " ")) +
-                               "; ember's Cpu kernels: " + ember_cpu_isa(isa_ext);
+                               "; ember's Cpu kernels: " + ember_cpu_isa();
   std::cout << "ember-bench  device=" << dev.name() << "  size=" << eb::name(size)
             << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup
             << "  rounds=" << opt.rounds << "\n"
@@ -927,7 +919,7 @@ int main(int argc, char** argv) {
        << ",\n  \"warmup\": " << opt.warmup << ",\n  \"rounds\": " << opt.rounds
        << ",\n  \"threads\": " << threads << ",\n  \"cpu\": " << json_str(cpu_model())
        << ",\n  \"cpu_isa_extensions\": " << json_str(join(isa_ext, " "))
-       << ",\n  \"ember_cpu_isa\": " << json_str(ember_cpu_isa(isa_ext))
+       << ",\n  \"ember_cpu_isa\": " << json_str(ember_cpu_isa())
        << ",\n  \"commit\": " << json_str(commit) << ",\n  \"started\": " << json_str(started)
        << ",\n  \"ended\": " << json_str(ended)
        << ",\n  \"openblas_coretype\": " << (coretype ? json_str(coretype) : "null")
