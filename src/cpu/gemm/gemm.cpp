@@ -22,7 +22,7 @@
 #endif
 
 #include "cpu/gemm/microkernel.hpp"
-#include "cpu/gemm/packing_buffer.hpp"
+#include "cpu/gemm/packing.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/base/config.hpp"
@@ -106,39 +106,12 @@ void ukernel_in_place_scalar(size_t k, const T* a, const T* const* rows, size_t 
 // B block (kc x cols) likewise becomes ceil(cols/NR) slivers laid out dst[p*NR + j].
 // MR/NR are template parameters so the inner loops have constant trip counts.
 
-// Row-major A is packed by transposing small register blocks: SSE2 is part of the x86-64
-// baseline, and a 4x4 (float) or 2x2 (double) transpose moves several elements per
-// instruction where the plain loop below it moves one.
+// Row-major A is packed by transposing small register blocks (detail::transpose_rows, SSE2
+// for f32: a 4x4 block; 2x2 for f64 below) where the plain loop would move one element at a
+// time.
 template <int MR>
 void pack_a_rows(float* dst, const float* const* rp, size_t kc) {
-  size_t p = 0;
-#if defined(__SSE2__)
-  if constexpr (MR % 2 == 0) {
-    for (; p + 4 <= kc; p += 4) {
-      float* d = dst + p * MR;
-      int i = 0;
-      for (; i + 4 <= MR; i += 4) {
-        __m128 r0 = _mm_loadu_ps(rp[i] + p), r1 = _mm_loadu_ps(rp[i + 1] + p);
-        __m128 r2 = _mm_loadu_ps(rp[i + 2] + p), r3 = _mm_loadu_ps(rp[i + 3] + p);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(d + i, r0);
-        _mm_storeu_ps(d + MR + i, r1);
-        _mm_storeu_ps(d + 2 * MR + i, r2);
-        _mm_storeu_ps(d + 3 * MR + i, r3);
-      }
-      if (i < MR) {  // the last two rows when MR % 4 == 2
-        const __m128 r0 = _mm_loadu_ps(rp[i] + p), r1 = _mm_loadu_ps(rp[i + 1] + p);
-        const __m128 lo = _mm_unpacklo_ps(r0, r1), hi = _mm_unpackhi_ps(r0, r1);
-        _mm_storel_pi(reinterpret_cast<__m64*>(d + i), lo);
-        _mm_storeh_pi(reinterpret_cast<__m64*>(d + MR + i), lo);
-        _mm_storel_pi(reinterpret_cast<__m64*>(d + 2 * MR + i), hi);
-        _mm_storeh_pi(reinterpret_cast<__m64*>(d + 3 * MR + i), hi);
-      }
-    }
-  }
-#endif
-  for (; p < kc; ++p)
-    for (int i = 0; i < MR; ++i) dst[p * MR + i] = rp[i][p];
+  detail::transpose_rows<MR>(dst, rp, kc);
 }
 
 template <int MR>
@@ -297,7 +270,7 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
   }
 }
 
-// Per-thread packing buffers (packing_buffer.hpp), released when the thread exits.
+// Per-thread packing buffers (packing.hpp), released when the thread exits.
 using detail::AlignedBuffer;
 using detail::ceil_div;
 using detail::round_up;

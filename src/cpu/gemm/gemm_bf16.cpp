@@ -13,11 +13,10 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
-#include <xmmintrin.h>
 #endif
 
 #include "cpu/gemm/microkernel.hpp"
-#include "cpu/gemm/packing_buffer.hpp"
+#include "cpu/gemm/packing.hpp"
 #include "cpu/isa.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/base/config.hpp"
@@ -96,32 +95,14 @@ void ukernel_emulated(size_t kq, const uint16_t* a, const uint16_t* b, float* c,
 // ceil(cols / NR) slivers of NR * kp. Rows, columns and k steps past the block are zeros.
 
 // A full sliver of row-major A (rows contiguous along k): a pair of k steps is one 32-bit
-// word of a row, so the sliver is a transpose of words, moved four rows by four pairs at a
-// time through SSE2 (the x86-64 baseline; the shuffles move bits, never compute on them).
+// word of a row, so the sliver is a transpose of words (detail::transpose_rows). Returns the
+// pairs written (kc / 2).
 template <int MR>
 size_t pack_a_pair_words(uint16_t* dst, const uint16_t* const* rp, size_t kq) {
-  size_t q = 0;
-#if defined(__SSE2__)
-  if constexpr (MR % 4 == 0) {
-    for (; q + 4 <= kq; q += 4) {
-      uint16_t* d = dst + q * 2 * MR;
-      for (int i = 0; i < MR; i += 4) {
-        __m128 r0 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i] + 2 * q));
-        __m128 r1 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i + 1] + 2 * q));
-        __m128 r2 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i + 2] + 2 * q));
-        __m128 r3 = _mm_loadu_ps(reinterpret_cast<const float*>(rp[i + 3] + 2 * q));
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * i), r0);
-        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * (MR + i)), r1);
-        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * (2 * MR + i)), r2);
-        _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * (3 * MR + i)), r3);
-      }
-    }
-  }
-#endif
-  for (; q < kq; ++q)
-    for (int i = 0; i < MR; ++i) std::memcpy(dst + (q * MR + i) * 2, rp[i] + 2 * q, 4);
-  return q;
+  const float* rows[MR];
+  for (int i = 0; i < MR; ++i) rows[i] = reinterpret_cast<const float*>(rp[i]);
+  detail::transpose_rows<MR>(reinterpret_cast<float*>(dst), rows, kq);
+  return kq;
 }
 
 template <int MR>
@@ -264,7 +245,7 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
   }
 }
 
-// Per-thread A blocks (packing_buffer.hpp).
+// Per-thread A blocks (packing.hpp).
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
 
 // Below this many multiply-adds a parallel region costs more than it saves.
