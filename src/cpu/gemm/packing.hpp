@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -84,8 +85,9 @@ void transpose_rows(float* dst, const float* const* rp, std::size_t kc) {
     }
   }
 #endif
+  // (memcpy: the rows of 32-bit words may be bf16 pairs at 2-byte alignment.)
   for (; p < kc; ++p)
-    for (int i = 0; i < MR; ++i) dst[p * MR + i] = rp[i][p];
+    for (int i = 0; i < MR; ++i) std::memcpy(dst + p * MR + i, rp[i] + p, sizeof(float));
 }
 
 }  // namespace ember::cpu::detail
