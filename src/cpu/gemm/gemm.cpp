@@ -274,6 +274,7 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
 using detail::AlignedBuffer;
 using detail::ceil_div;
 using detail::round_up;
+using detail::run_split;
 
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
@@ -408,13 +409,6 @@ constexpr size_t kDotChunk = size_t{1} << 14;
 constexpr size_t kAxpyChunk = 256;
 constexpr size_t kFewDotRows = 16;
 constexpr size_t kFewAxpyCols = 1024;
-
-// Runs work(i0, i1) over [0, count): on the thread pool, or inline when threads <= 1.
-template <class F>
-void run_split(size_t threads, size_t count, size_t grain, F&& work) {
-  if (threads <= 1) return work(size_t{0}, count);
-  parallel_for(0, count, grain, work);
-}
 
 // y[i*ys] (= or +=) sum_p mat[i*rs + p] * x[p] for i < rows.
 template <class T>

@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
-#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -30,6 +29,11 @@ using std::ptrdiff_t;
 using std::size_t;
 using std::uint16_t;
 
+using detail::AlignedBuffer;
+using detail::ceil_div;
+using detail::round_up;
+using detail::run_split;
+
 Atomic<Bf16Kernel> g_forced{Bf16Kernel::Auto};
 
 // The forced family where this CPU runs it, else the one of cpu::active_dot_isa(), else Auto
@@ -37,22 +41,12 @@ Atomic<Bf16Kernel> g_forced{Bf16Kernel::Auto};
 Bf16Kernel resolve_kernel() {
   const Bf16Kernel forced = g_forced.load(std::memory_order_relaxed);
   if (forced != Bf16Kernel::Auto && detail::gemm_bf16_supported(forced)) return forced;
-  switch (active_dot_isa()) {
-    case DotIsa::Amx:
-      if (detail::gemm_bf16_supported(Bf16Kernel::Amx)) return Bf16Kernel::Amx;
-      break;
-    case DotIsa::Avx512Bf16:
-      if (detail::gemm_bf16_supported(Bf16Kernel::Avx512Bf16)) return Bf16Kernel::Avx512Bf16;
-      break;
-    case DotIsa::None:
-      break;
-  }
-  return Bf16Kernel::Auto;
+  const DotIsa dot = active_dot_isa();
+  const Bf16Kernel active = dot == DotIsa::Amx          ? Bf16Kernel::Amx
+                            : dot == DotIsa::Avx512Bf16 ? Bf16Kernel::Avx512Bf16
+                                                        : Bf16Kernel::Auto;
+  return detail::gemm_bf16_supported(active) ? active : Bf16Kernel::Auto;
 }
-
-using detail::AlignedBuffer;
-using detail::ceil_div;
-using detail::round_up;
 
 // ---------------------------------------------------------------------------------------
 // The portable model of one vdpbf16ps step (Note [bf16 dot products] in gemm_bf16.hpp).
@@ -94,17 +88,6 @@ void ukernel_emulated(size_t kq, const uint16_t* a, const uint16_t* b, float* c,
 // slivers of MR * kp elements, kp = kc rounded up to the kernel's k step; B's block kc x cols
 // ceil(cols / NR) slivers of NR * kp. Rows, columns and k steps past the block are zeros.
 
-// A full sliver of row-major A (rows contiguous along k): a pair of k steps is one 32-bit
-// word of a row, so the sliver is a transpose of words (detail::transpose_rows). Returns the
-// pairs written (kc / 2).
-template <int MR>
-size_t pack_a_pair_words(uint16_t* dst, const uint16_t* const* rp, size_t kq) {
-  const float* rows[MR];
-  for (int i = 0; i < MR; ++i) rows[i] = reinterpret_cast<const float*>(rp[i]);
-  detail::transpose_rows<MR>(reinterpret_cast<float*>(dst), rows, kq);
-  return kq;
-}
-
 template <int MR>
 void pack_a_pairs(uint16_t* dst, const uint16_t* a, ptrdiff_t rs, ptrdiff_t cs, size_t rows,
                   size_t kc, size_t kp) {
@@ -112,10 +95,16 @@ void pack_a_pairs(uint16_t* dst, const uint16_t* a, ptrdiff_t rs, ptrdiff_t cs, 
     const size_t r = std::min<size_t>(MR, rows - s);
     const uint16_t* src = a + static_cast<ptrdiff_t>(s) * rs;
     if (r == MR && cs == 1) {
+      // Rows contiguous along k: a pair of k steps is one 32-bit word of a row, so the
+      // sliver's whole pairs are a transpose of words (detail::transpose_rows).
       const uint16_t* rp[MR];
-      for (int i = 0; i < MR; ++i) rp[i] = src + i * rs;
-      const size_t whole = pack_a_pair_words<MR>(dst, rp, kc / 2);
-      for (size_t p = 2 * whole; p < kp; ++p) {  // an odd last k step, then the padding
+      const float* words[MR];
+      for (int i = 0; i < MR; ++i) {
+        rp[i] = src + i * rs;
+        words[i] = reinterpret_cast<const float*>(rp[i]);
+      }
+      detail::transpose_rows<MR>(reinterpret_cast<float*>(dst), words, kc / 2);
+      for (size_t p = kc / 2 * 2; p < kp; ++p) {  // an odd last k step, then the padding
         uint16_t* d = dst + (p / 2) * 2 * MR + (p % 2);
         for (int i = 0; i < MR; ++i) d[2 * i] = p < kc ? rp[i][p] : uint16_t{0};
       }
@@ -245,8 +234,10 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
   }
 }
 
-// Per-thread A blocks (packing.hpp).
+// Per-thread A blocks, and B's panel in the calling thread's (packing.hpp): kept between
+// products, 64-byte aligned (AMX's tile loads), never zeroed first.
 EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
+EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
 
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr size_t kMinParallelMacs = size_t{1} << 20;
@@ -260,30 +251,23 @@ void gemm_one(const KernelInfo& kr, size_t m, size_t n, size_t k, const uint16_t
   }
   // k blocks balanced as gemm.cpp's k_block (k = 600 runs as 2 x 300, not 512 + 88).
   const size_t kb = round_up(ceil_div(k, ceil_div(k, kr.kc)), kr.k_step);
-  const bool parallel = m * n * k >= kMinParallelMacs && num_threads() > 1;
-  std::vector<uint16_t> panel;
+  const size_t threads = m * n * k >= kMinParallelMacs ? num_threads() : 1;
   for (size_t jc = 0; jc < n; jc += kr.nc) {
     const size_t ncur = std::min(kr.nc, n - jc);
     const size_t slivers = ceil_div(ncur, kr.nr);
     for (size_t pc = 0; pc < k; pc += kb) {
       const size_t kcur = std::min(kb, k - pc);
       const size_t kp = round_up(kcur, kr.k_step);
-      panel.resize(slivers * kr.nr * kp);
+      auto* panel = static_cast<uint16_t*>(t_pack_b.get(slivers * kr.nr * kp * sizeof(uint16_t)));
       const uint16_t* bsrc =
           b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs;
-      const auto pack_b = [&](size_t s0, size_t s1) {
-        kr.pack_b(panel.data(), bsrc, b_rs, b_cs, ncur, kcur, kp, s0, s1);
-      };
-      if (parallel) {
-        parallel_for(0, slivers, 1, pack_b);
-      } else {
-        pack_b(0, slivers);
-      }
+      run_split(threads, slivers, 1, [&](size_t s0, size_t s1) {
+        kr.pack_b(panel, bsrc, b_rs, b_cs, ncur, kcur, kp, s0, s1);
+      });
       // Tasks: row blocks of MC rows, each split into column groups where there are fewer
       // row blocks than threads, so a short product still spreads over every thread.
       const size_t row_blocks = ceil_div(m, kr.mc);
-      const size_t groups =
-          parallel && row_blocks < num_threads() ? std::min(slivers, num_threads()) : 1;
+      const size_t groups = row_blocks < threads ? std::min(slivers, threads) : 1;
       const size_t per_group = ceil_div(slivers, groups);
       const bool load_c = pc > 0;
       const auto work = [&](size_t t0, size_t t1) {
@@ -300,19 +284,14 @@ void gemm_one(const KernelInfo& kr, size_t m, size_t n, size_t k, const uint16_t
             const size_t j = s * kr.nr;
             const size_t w = std::min(kr.nr, ncur - j);
             for (size_t i = 0; i < mcur; i += kr.mr) {
-              kr.ukernel(kp / 2, pa + i * kp, panel.data() + s * kr.nr * kp,
+              kr.ukernel(kp / 2, pa + i * kp, panel + s * kr.nr * kp,
                          c + static_cast<ptrdiff_t>(ic + i) * c_rs + static_cast<ptrdiff_t>(jc + j),
                          c_rs, std::min(kr.mr, mcur - i), w, load_c);
             }
           }
         }
       };
-      const size_t tasks = row_blocks * groups;
-      if (parallel) {
-        parallel_for(0, tasks, 1, work);
-      } else {
-        work(0, tasks);
-      }
+      run_split(threads, row_blocks * groups, 1, work);
     }
   }
 }

@@ -1,6 +1,7 @@
-// What the GEMM drivers (gemm.cpp, gemm_bf16.cpp) share: block arithmetic, per-thread packing
-// buffers and the transpose of row-major 32-bit elements into k-major slivers. Included only
-// by files compiled for the baseline ISA (see microkernel.hpp's note).
+// What the GEMM drivers (gemm.cpp, gemm_bf16.cpp) share: block arithmetic, the split of work
+// over threads, per-thread packing buffers and the transpose of row-major 32-bit elements into
+// k-major slivers. Included only by files compiled for the baseline ISA (see microkernel.hpp's
+// note).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "cpu/thread_pool.hpp"
 #include "ember/base/config.hpp"
 #include "ember/base/error.hpp"
 
@@ -20,6 +22,13 @@ namespace ember::cpu::detail {
 
 inline std::size_t ceil_div(std::size_t a, std::size_t b) { return (a + b - 1) / b; }
 inline std::size_t round_up(std::size_t a, std::size_t b) { return ceil_div(a, b) * b; }
+
+// Runs work(i0, i1) over [0, count): on the thread pool, or inline when threads <= 1.
+template <class F>
+void run_split(std::size_t threads, std::size_t count, std::size_t grain, F&& work) {
+  if (threads <= 1) return work(std::size_t{0}, count);
+  parallel_for(0, count, grain, work);
+}
 
 // A packing buffer: grown on demand, 64-byte aligned so packed slivers start on cache lines,
 // and released with its owner (a thread_local one when the thread exits).
