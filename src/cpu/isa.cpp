@@ -92,14 +92,6 @@ Isa best_supported() {
   return Isa::Scalar;
 }
 
-std::string supported_list() {
-  std::string out;
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    if (isa_supported(i)) out += std::string(out.empty() ? "" : ", ") + isa_name(i);
-  }
-  return out;
-}
-
 struct Resolved {
   Isa vec;
   DotIsa dot;
@@ -116,35 +108,36 @@ DotIsa best_dot() {
   return DotIsa::None;
 }
 
-std::string dot_supported_list() {
-  std::string out;
-  for (DotIsa i : {DotIsa::Avx512Bf16, DotIsa::Amx}) {
-    if (dot_isa_supported(i)) out += std::string(", ") + dot_isa_name(i);
-  }
-  return out;
-}
+// EMBER_CPU_ISA's names: a vector ISA alone, or a bf16 dot product with the avx512 kernels.
+struct Choice {
+  const char* name;
+  Resolved isa;
+};
+constexpr Choice kChoices[] = {{"scalar", {Isa::Scalar, DotIsa::None}},
+                               {"avx2", {Isa::Avx2, DotIsa::None}},
+                               {"avx512", {Isa::Avx512, DotIsa::None}},
+                               {"avx512bf16", {Isa::Avx512, DotIsa::Avx512Bf16}},
+                               {"amx", {Isa::Avx512, DotIsa::Amx}}};
+
+bool runs(const Resolved& r) { return isa_supported(r.vec) && dot_isa_supported(r.dot); }
 
 Resolved resolve() {
   const char* env = std::getenv("EMBER_CPU_ISA");
   if (env == nullptr || *env == '\0') return {best_supported(), best_dot()};
   const std::string want = env;
-  const std::string supported = supported_list() + dot_supported_list();
-  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    if (want != isa_name(i)) continue;
-    EMBER_CHECK(isa_supported(i), "EMBER_CPU_ISA=" + want + ": this CPU cannot run the " + want +
-                                      " kernels (it supports " + supported + ")");
-    return {i, DotIsa::None};
+  std::string names, supported;
+  for (const Choice& c : kChoices) {
+    names += std::string(names.empty() ? "" : ", ") + c.name;
+    if (runs(c.isa)) supported += std::string(supported.empty() ? "" : ", ") + c.name;
   }
-  for (DotIsa i : {DotIsa::Avx512Bf16, DotIsa::Amx}) {
-    if (want != dot_isa_name(i)) continue;
-    EMBER_CHECK(dot_isa_supported(i), "EMBER_CPU_ISA=" + want + ": this CPU cannot run the " +
-                                          want + " kernels (it supports " + supported + ")");
-    return {Isa::Avx512, i};
+  for (const Choice& c : kChoices) {
+    if (want != c.name) continue;
+    EMBER_CHECK(runs(c.isa), "EMBER_CPU_ISA=" + want + ": this CPU cannot run the " + want +
+                                 " kernels (it supports " + supported + ")");
+    return c.isa;
   }
-  fail("EMBER_CPU_ISA=" + want +
-       ": unknown ISA (expected scalar, avx2, avx512, avx512bf16 or amx; this CPU "
-       "supports " +
-       supported + ")");
+  fail("EMBER_CPU_ISA=" + want + ": unknown ISA (expected one of " + names +
+       "; this CPU supports " + supported + ")");
 }
 
 const Resolved& resolved() {
