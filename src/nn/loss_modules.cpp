@@ -35,6 +35,12 @@ void check_finite(double v, const char* loss, const char* what) {
   EMBER_CHECK(std::isfinite(v),
               std::string(loss) + ": " + what + " must be finite, got " + std::to_string(v));
 }
+// v finite and above 0 (or at least 0 where zero_ok).
+void check_positive(double v, bool zero_ok, const char* loss, const char* what) {
+  EMBER_CHECK(std::isfinite(v) && (v > 0 || (zero_ok && v == 0)),
+              std::string(loss) + ": " + what + " must be " +
+                  (zero_ok ? "non-negative" : "positive") + ", got " + std::to_string(v));
+}
 }  // namespace
 
 }  // namespace detail
@@ -117,15 +123,13 @@ CosineEmbeddingLoss CosineEmbeddingLossConfig::init() const {
 
 GaussianNllLoss GaussianNllLossConfig::init() const {
   detail::reduction_of(reduction, "nn::GaussianNllLoss");
-  EMBER_CHECK(eps > 0 && std::isfinite(eps),
-              "nn::GaussianNllLoss: eps must be positive, got " + std::to_string(eps));
+  detail::check_positive(eps, false, "nn::GaussianNllLoss", "eps");
   return {*this};
 }
 
 PoissonNllLoss PoissonNllLossConfig::init() const {
   detail::reduction_of(reduction, "nn::PoissonNllLoss");
-  EMBER_CHECK(eps >= 0 && std::isfinite(eps),
-              "nn::PoissonNllLoss: eps must be non-negative, got " + std::to_string(eps));
+  detail::check_positive(eps, true, "nn::PoissonNllLoss", "eps");
   return {*this};
 }
 
@@ -139,10 +143,8 @@ TripletMarginLoss TripletMarginLossConfig::init() const {
   const char* n = "nn::TripletMarginLoss";
   detail::reduction_of(reduction, n);
   detail::check_finite(margin, n, "margin");
-  EMBER_CHECK(p > 0 && std::isfinite(p),
-              std::string(n) + ": p must be positive, got " + std::to_string(p));
-  EMBER_CHECK(eps >= 0 && std::isfinite(eps),
-              std::string(n) + ": eps must be non-negative, got " + std::to_string(eps));
+  detail::check_positive(p, false, n, "p");
+  detail::check_positive(eps, true, n, "eps");
   return {*this};
 }
 

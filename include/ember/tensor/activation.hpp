@@ -118,11 +118,10 @@ Tensor<D> rrelu(const Tensor<D>& x, double lower, double upper, bool training, c
 // beta x > threshold.
 template <std::size_t D>
 Tensor<D> softplus(const Tensor<D>& x, double beta = 1.0, double threshold = 20.0) {
-  const Tensor<D> y =
-      beta == 1.0
-          ? Tensor<D>(ops::unary(ir::UnaryFn::Softplus, x.dyn()))
-          : Tensor<D>(ops::unary(ir::UnaryFn::Softplus, x.mul_scalar(beta).dyn())).div_scalar(beta);
-  return y.mask_where(x.mul_scalar(beta).greater_elem(threshold), x);
+  const Tensor<D> bx = beta == 1.0 ? x : x.mul_scalar(beta);
+  Tensor<D> y(ops::unary(ir::UnaryFn::Softplus, bx.dyn()));
+  if (beta != 1.0) y = y.div_scalar(beta);
+  return y.mask_where(bx.greater_elem(threshold), x);
 }
 // log(sigmoid(x)) = -softplus(-x), without softplus's threshold.
 template <std::size_t D>
