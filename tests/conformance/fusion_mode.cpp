@@ -21,7 +21,6 @@
 // two threads on the fused device (run_on_two_threads): one hands its pending values to
 // the other mid-program, and runs the program again concurrently.
 #include <gtest/gtest.h>
-#include <algorithm>
 
 #include <algorithm>
 #include <cmath>
@@ -977,6 +976,14 @@ std::string compare(const Program& p, const Observed& a, const Observed& b) {
           m.precision(17);
           m << "value " << i << " " << x.shape().to_string() << " element " << j << ": plain "
             << xv[j] << ", fused " << yv[j] << " (not bit for bit)";
+          // EMBER_FUSION_DUMP=1: every element that differs, not only the first.
+          if (std::getenv("EMBER_FUSION_DUMP")) {
+            m << "; differing elements:";
+            for (std::size_t e = j; e < xv.size(); ++e) {
+              if (std::memcmp(&xv[e], &yv[e], sizeof(double)) != 0)
+                m << " [" << e << "] " << xv[e] << " / " << yv[e];
+            }
+          }
           return m.str();
         }
       }

@@ -981,6 +981,15 @@ struct PhaseRunsT {
 
 // Forward through phase images (Note [Phase images]), images [n0, n1) of the batch whose
 // phase images (all channels) are `images`.
+// Note [Copy-out by channel]: a task's product block [og, cols] is copied to the output
+// channel by channel, each channel's valid runs in turn, so the stores walk one output plane
+// at a time. Row by row, as before, every output row touched og planes a plane's size
+// apart, and the store misses of those interleaved streams held the copy to about a third
+// of one core's store rate: at the 28 x 28 stem of a CNN on grey images ([128, 1, 28, 28] *
+// [32, 1, 3, 3], 12.8 MB of output from a product of depth 9), the copy took 63% of the
+// forward's time and the GEMM 31%; channel by channel the forward took 1.8 -> 1.4 ms on two
+// threads (AMD EPYC, alternated runs). The epilogue still runs on each output row across
+// the channels, after the copy, on rows still in cache.
 template <class T>
 void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>& a,
                     const T* images, size_t n0, size_t n1, T* y, const GemmEpilogue<T>* ep) {
@@ -1000,17 +1009,28 @@ void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<
     rows.resize(g.ck());
     for (size_t r = 0; r < g.ck(); ++r) rows[r] = base + p.off[r] + ptrdiff_t(f0);
     gemm_packed_a_in_place(ncur, a[gi], rows.data(), cb, ptrdiff_t(ncur));
-    // The valid columns, output row by output row.
+    // The valid columns, output row by output row: each channel's rows in turn, so the
+    // stores run along one output plane at a time (Note [Copy-out by channel]).
     T* yc = y + (n * g.o + gi * og) * L;
     const size_t pw = p.ext[2], ph = p.ext[1];
-    for (size_t r = f0 / pw; r * pw < f0 + ncur; ++r) {
-      const size_t oy = r % ph, oz = r / ph;
-      if (oy >= w.out[1] || oz >= w.out[0]) continue;
-      const size_t s0 = std::max(f0, r * pw), s1 = std::min(f0 + ncur, r * pw + w.out[2]);
-      if (s1 <= s0) continue;
-      const size_t l0 = (oz * w.out[1] + oy) * w.out[2] + (s0 - r * pw), len = s1 - s0;
-      for (size_t i = 0; i < og; ++i) copy_run(yc + i * L + l0, cb + i * ncur + (s0 - f0), len);
-      if (ep) ep->apply(ep->ctx, n, gi * og, l0, yc + l0, ptrdiff_t(L), og, len);
+    const auto each_row = [&](auto&& fn) {
+      for (size_t r = f0 / pw; r * pw < f0 + ncur; ++r) {
+        const size_t oy = r % ph, oz = r / ph;
+        if (oy >= w.out[1] || oz >= w.out[0]) continue;
+        const size_t s0 = std::max(f0, r * pw), s1 = std::min(f0 + ncur, r * pw + w.out[2]);
+        if (s1 <= s0) continue;
+        fn((oz * w.out[1] + oy) * w.out[2] + (s0 - r * pw), s0 - f0, s1 - s0);
+      }
+    };
+    for (size_t i = 0; i < og; ++i) {
+      each_row([&](size_t l0, size_t c0, size_t len) {
+        copy_run(yc + i * L + l0, cb + i * ncur + c0, len);
+      });
+    }
+    if (ep) {
+      each_row([&](size_t l0, size_t, size_t len) {
+        ep->apply(ep->ctx, n, gi * og, l0, yc + l0, ptrdiff_t(L), og, len);
+      });
     }
   });
 }
