@@ -438,6 +438,94 @@ TEST(CpuBackend, IsaTablesAgree) {
   }
 }
 
+// Note [Half rows]: each ISA table's conversions between f32 and f16 / bf16 give base's
+// scalar conversions bit for bit: every 16-bit pattern widened; every f32 upper half with
+// low halves around the rounding points (ties, one either side) and NaN payloads
+// narrowed; at every start offset and length around the eight-element step. A few values
+// are checked against their closed forms too.
+TEST(CpuCast, HalfRowsAreBaseConversionsBitForBit) {
+  using namespace ember::cpu;
+  std::vector<const ElementwiseTable*> tables = {&isa_generic::elementwise_table()};
+  if (isa_supported(Isa::Avx2)) tables.push_back(&isa_avx2::elementwise_table());
+  if (isa_supported(Isa::Avx512)) tables.push_back(&isa_avx512::elementwise_table());
+  std::vector<std::uint16_t> halves(65536);
+  for (std::size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<std::uint16_t>(i);
+  std::vector<std::uint32_t> words;
+  for (std::uint32_t hi = 0; hi < 65536; ++hi) {
+    for (std::uint32_t lo : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x7fffu, 0x8000u, 0x8001u,
+                             0xffffu, (hi * 2654435761u) >> 16}) {
+      words.push_back(hi << 16 | lo);
+    }
+  }
+  const auto f32_bits = [](float v) {
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u;
+  };
+  for (const ElementwiseTable* t : tables) {
+    // Widening: every pattern, each table against base.
+    for (int k = 0; k < 2; ++k) {
+      std::vector<std::uint32_t> y(halves.size());
+      t->half_to_f32[k](halves.data(), y.data(), halves.size());
+      for (std::size_t i = 0; i < halves.size(); ++i) {
+        float want;
+        if (k == 0) {
+          f16 h;
+          h.bits = halves[i];
+          want = static_cast<float>(h);
+        } else {
+          bf16 h;
+          h.bits = halves[i];
+          want = static_cast<float>(h);
+        }
+        ASSERT_EQ(y[i], f32_bits(want))
+            << (k ? "bf16" : "f16") << " bits " << halves[i] << " widened on " << t->isa;
+      }
+    }
+    // Narrowing.
+    for (int k = 0; k < 2; ++k) {
+      std::vector<std::uint16_t> y(words.size());
+      t->f32_to_half[k](words.data(), y.data(), words.size());
+      for (std::size_t i = 0; i < words.size(); ++i) {
+        float v;
+        std::memcpy(&v, &words[i], 4);
+        const std::uint16_t want = k == 0 ? f16(v).bits : bf16(v).bits;
+        ASSERT_EQ(y[i], want) << (k ? "bf16" : "f16") << " of f32 bits " << words[i]
+                              << " narrowed on " << t->isa;
+      }
+    }
+    // Offsets and lengths around the vector step: the same elements as the whole row.
+    std::vector<std::uint16_t> whole(64), part(64);
+    std::vector<std::uint32_t> src(words.begin() + 0x7f7c * 10, words.begin() + 0x7f7c * 10 + 64);
+    for (int k = 0; k < 2; ++k) {
+      t->f32_to_half[k](src.data(), whole.data(), 64);
+      for (std::size_t at = 0; at < 9; ++at) {
+        for (std::size_t n = 0; at + n <= 64; n += 3) {
+          std::fill(part.begin(), part.end(), std::uint16_t{0xabcd});
+          t->f32_to_half[k](src.data() + at, part.data() + at, n);
+          for (std::size_t i = 0; i < 64; ++i) {
+            const bool inside = i >= at && i < at + n;
+            ASSERT_EQ(part[i], inside ? whole[i] : std::uint16_t{0xabcd})
+                << "element " << i << " of a row at " << at << " of " << n << " on " << t->isa;
+          }
+        }
+      }
+    }
+    // Closed forms: 1, the largest finite f16 and the first value that rounds past it,
+    // the smallest subnormal, a bf16 tie to even and one past it.
+    const float vals[] = {1.0f, 65519.0f, 65520.0f, 0x1p-24f, 1.00390625f, 1.01171875f, -0.0f};
+    const std::uint16_t f16_want[] = {0x3c00, 0x7bff, 0x7c00, 0x0001, 0x3c04, 0x3c0c, 0x8000};
+    const std::uint16_t bf16_want[] = {0x3f80, 0x4780, 0x4780, 0x3380, 0x3f80, 0x3f82, 0x8000};
+    std::uint16_t y16[7], yb[7];
+    t->f32_to_half[0](vals, y16, 7);
+    t->f32_to_half[1](vals, yb, 7);
+    for (int i = 0; i < 7; ++i) {
+      EXPECT_EQ(y16[i], f16_want[i]) << vals[i] << " to f16 on " << t->isa;
+      EXPECT_EQ(yb[i], bf16_want[i]) << vals[i] << " to bf16 on " << t->isa;
+    }
+  }
+}
+
 // The size classes (a regression of the hardening issue's item 2: sizes above 2^61 hung): every
 // request gets a class at least as large, wasting at most a quarter above 4 KiB, and sizes beyond
 // 2^62 (which allocate refuses) return at once.

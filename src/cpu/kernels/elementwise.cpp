@@ -36,6 +36,16 @@ const ElementwiseTable& elementwise_table() {
   return *table;
 }
 
+void convert_row(const void* src, DType from, void* dst, DType to, std::size_t n) {
+  if (n > 0 && to == DType::F32 && is_half(from)) {
+    elementwise_table().half_to_f32[from == DType::BF16 ? 1 : 0](src, dst, n);
+  } else if (n > 0 && from == DType::F32 && is_half(to)) {
+    elementwise_table().f32_to_half[to == DType::BF16 ? 1 : 0](src, dst, n);
+  } else {
+    convert_elements(src, from, dst, to, n);
+  }
+}
+
 namespace {
 
 constexpr std::size_t kRowBlock = 1024;  // strided rows are processed in blocks this long
@@ -256,7 +266,7 @@ ir::Handle run(CpuContext& ctx, ir::Cast& op) {
       convert_elements(a.ptr, x.dtype(), yp, op.to, 1);
       for (std::size_t i = 1; i < n; ++i) std::memcpy(yp + i * out_elem, yp, out_elem);
     } else {
-      convert_elements(a.ptr, x.dtype(), yp, op.to, n);
+      convert_row(a.ptr, x.dtype(), yp, op.to, n);
     }
   });
   return out;

@@ -53,6 +53,10 @@ using RmsNormSums = void (*)(const void* x, const void* w, const void* g, std::s
 using RmsNormApply = void (*)(const void* x, const void* w, const void* g, void* y, double* dw,
                               std::size_t n, double a, double b);
 
+// y[i] = x[i] converted between f32 and a 16-bit float (Note [Half rows] in
+// elementwise_rows.inc: bit for bit base's f16 and bf16 conversions).
+using HalfRow = void (*)(const void* x, void* y, std::size_t n);
+
 struct ElementwiseTable {
   UnaryRow unary[static_cast<std::size_t>(ir::UnaryFn::Count_)][kNumDTypes];
   BinaryRow binary[static_cast<std::size_t>(ir::BinaryFn::Count_)][kNumDTypes];
@@ -64,6 +68,8 @@ struct ElementwiseTable {
   RmsNormSums rms_norm_sums[kNumDTypes];               // f64 and f32 only
   RmsNormApply rms_norm_apply[kNumDTypes];             // f64 and f32 only
   ReduceRows reduce_rows[static_cast<std::size_t>(RowReduce::Count_)][kNumDTypes];  // f64, f32
+  HalfRow half_to_f32[2];  // from f16 [0], bf16 [1]
+  HalfRow f32_to_half[2];  // to f16 [0], bf16 [1]
   const char* isa;
 };
 

@@ -335,7 +335,7 @@ void gather(const std::byte* src, std::int64_t stride, std::size_t n, std::size_
 
 // Operand x of a widened instruction as f32 (cnt elements) in w.
 const void* widened(const Slot& x, DType dt, std::size_t n, float* w) {
-  convert_elements(x.p, dt, w, DType::F32, x.scalar ? 1 : n);
+  convert_row(x.p, dt, w, DType::F32, x.scalar ? 1 : n);
   return w;
 }
 
@@ -410,7 +410,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       const std::uint64_t at = in.draw.first + first;
       if (is_half(st.out)) {
         draw_values(in.draw.seed, at, dist, DType::F32, s.w(2), n);
-        convert_elements(s.w(2), DType::F32, y, st.out, n);
+        convert_row(s.w(2), DType::F32, y, st.out, n);
       } else {
         draw_values(in.draw.seed, at, dist, st.out, y, n);
       }
@@ -433,7 +433,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
           const void* x = widened(a, st.in, n, s.w(0));
           if (is_half(st.out)) {
             st.un(x, s.w(2), cnt, in.p0, in.p1);
-            convert_elements(s.w(2), DType::F32, y, st.out, cnt);
+            convert_row(s.w(2), DType::F32, y, st.out, cnt);
           } else {
             st.un(x, y, cnt, in.p0, in.p1);
           }
@@ -454,7 +454,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
           const void* xb = widened(b, st.in, n, s.w(1));
           if (is_half(st.out)) {
             st.bin(xa, xb, s.w(2), cnt, as, bs);
-            convert_elements(s.w(2), DType::F32, y, st.out, cnt);
+            convert_row(s.w(2), DType::F32, y, st.out, cnt);
           } else {
             st.bin(xa, xb, y, cnt, as, bs);
           }
@@ -482,7 +482,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
           const void* xa = widened(x, st.in, n, s.w(0));
           const void* xb = widened(z, st.in, n, s.w(1));
           select(float{}, xa, xb, s.w(2));
-          convert_elements(s.w(2), DType::F32, y, st.out, cnt);
+          convert_row(s.w(2), DType::F32, y, st.out, cnt);
         } else {
           visit_bytes(size_of(st.in), [&](auto tag) { select(tag, x.p, z.p, y); });
         }
@@ -491,7 +491,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       }
       case FusedInstr::Kind::Cast: {
         const std::size_t cnt = a.scalar ? 1 : n;
-        convert_elements(a.p, st.in, y, st.out, cnt);
+        convert_row(a.p, st.in, y, st.out, cnt);
         slot[v] = {y, a.scalar};
         break;
       }
@@ -583,7 +583,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     params[k] = contiguous(ctx, g.inputs[static_cast<std::size_t>(a)]);
     if (params[k]->dtype() != ct) {
       auto wide = ctx.empty(params[k]->shape(), ct);
-      convert_elements(params[k]->data(), params[k]->dtype(), wide->data(), ct, n);
+      convert_row(params[k]->data(), params[k]->dtype(), wide->data(), ct, n);
       params[k] = std::move(wide);
     }
   }
@@ -644,10 +644,10 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         if (n <= kTile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
           row = a.p;
         } else if (a.scalar) {
-          convert_elements(a.p, vt, dst, ct, 1);
+          convert_row(a.p, vt, dst, ct, 1);
           for (std::size_t i = 1; i < cnt; ++i) std::memcpy(dst + i * celem, dst, celem);
         } else {
-          convert_elements(a.p, vt, dst, ct, cnt);
+          convert_row(a.p, vt, dst, ct, cnt);
         }
       }
       for (std::size_t j = 0; j < outs.size(); ++j) {
@@ -660,7 +660,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
               last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin
                   ? DType::I64
                   : ct;
-          convert_elements(&res, rt, outs[j]->data() + r * size_of(od), od, 1);
+          convert_row(&res, rt, outs[j]->data() + r * size_of(od), od, 1);
           continue;
         }
         std::byte* y = outs[j]->data() + r * n * size_of(od);
@@ -670,7 +670,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         } else {
           last_step.layer_norm(row, wp, bp, yc, n, 1, last.p0);
         }
-        if (od != ct) convert_elements(row_out, ct, y, od, n);
+        if (od != ct) convert_row(row_out, ct, y, od, n);
       }
     }
   });
@@ -804,7 +804,7 @@ struct ProductEpilogue {
         const auto* pc = reinterpret_cast<const std::byte*>(crow + b);
         if (is_half(pt)) {  // rounded as the widened op's Cast rounds the f32 product
           std::byte* y = s.region(prog.region[0]);
-          convert_elements(pc, DType::F32, y, pt, cnt);
+          convert_row(pc, DType::F32, y, pt, cnt);
           slot[product] = {y, false};
         } else {
           slot[product] = {pc, false};

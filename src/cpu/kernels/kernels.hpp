@@ -38,5 +38,8 @@ std::optional<Outputs> run_fused(CpuContext& ctx, backend::FusedGroup& group);
 // code, so the same order and the same bits). ArgMax / ArgMin need n > 0.
 bool reduces_rows(ir::ReduceFn fn, DType dt);
 void reduce_row(ir::ReduceFn fn, DType dt, const void* row, std::size_t n, void* y);
+// elementwise.cpp: n contiguous elements converted as base's convert_elements converts them,
+// bit for bit; between f32 and f16 or bf16 by the active ISA's rows (Note [Half rows]).
+void convert_row(const void* src, DType from, void* dst, DType to, std::size_t n);
 
 }  // namespace ember::cpu
