@@ -105,6 +105,36 @@ TEST(ElementwiseProgram, RunsInPlaceOnInputsHandedOver) {
   EXPECT_LT(after.peak, before.in_use + bytes / 4) << "in use " << before.in_use;
 }
 
+// Note [Programs pass through]: on the Fusion decorator a program is not recorded op by op:
+// it runs at once as one group of the inner backend, after its pending inputs, and in place
+// on the inputs it is handed.
+TEST(ElementwiseProgram, PassesThroughTheFusionDecorator) {
+  const Device fused = Device::cpu().fusion();
+  // 4 MiB each: larger than the tensors of the tests before, so the peak is this test's.
+  const Shape s{1024, 1024};
+  const std::size_t bytes = s.num_elements() * sizeof(float);
+  // A pending input (exp, recorded and not yet run) and one ready.
+  auto a = ops::unary(ir::UnaryFn::Exp, ops::full(s, 0.5, DType::F32, fused));
+  auto b = ops::full(s, 3.0, DType::F32, fused);
+  fused.sync();
+  auto c = ops::unary(ir::UnaryFn::Neg, b);  // pending when the program runs
+  fusion::reset_report(fused);
+  const MemoryStats before = memory_stats(fused);
+  ops::ElementwiseProgram prog;
+  const auto va = prog.input(std::move(a)), vc = prog.input(std::move(c));
+  const auto sum = prog.add(va, vc), prod = prog.mul(va, vc);
+  auto out = std::move(prog).run({sum, prod});
+  const MemoryStats after = memory_stats(fused);
+  // The program's instructions were not recorded (the pending neg was, before the reset).
+  EXPECT_EQ(fusion::report(fused).records, 0u);
+  const float e = std::exp(0.5f);
+  EXPECT_EQ(host(out[0])[4321], double(e + -3.0f));
+  EXPECT_EQ(host(out[1])[4321], double(e * -3.0f));
+  // The handed-over ready input gave its buffer; the pending one was computed in a fresh
+  // buffer (its result), then given too: at most that one new tensor.
+  EXPECT_LT(after.peak, before.in_use + bytes + bytes / 4) << "in use " << before.in_use;
+}
+
 TEST(ElementwiseProgram, BadProgramsAreErrors) {
   const Device cpu = Device::cpu();
   const auto x = ops::zeros(Shape{4, 3}, DType::F32, cpu);
