@@ -36,6 +36,40 @@ const ElementwiseTable& elementwise_table() {
   return *table;
 }
 
+// Note [Branch-free select]: the condition is data (a relu's or a pooling's mask), so a
+// branch per element mispredicts half the time; the select is on the bits, with no branch,
+// in loops the compiler vectorises where the rows are contiguous with a broadcast value on
+// one side. The condition's bytes are read as unsigned char (0 or 1, as a bool's): GCC
+// vectorises none of these loops over a bool load.
+void select_row(const unsigned char* c, std::int64_t cs, const std::byte* a, std::int64_t as,
+                const std::byte* b, std::int64_t bs, std::byte* y, std::size_t n,
+                std::size_t elem) {
+  visit_bytes(elem, [&](auto tag) {
+    using T = decltype(tag);
+    const T* at = reinterpret_cast<const T*>(a);
+    const T* bt = reinterpret_cast<const T*>(b);
+    T* yt = reinterpret_cast<T*>(y);
+    const auto pick = [](bool k, T a_v, T b_v) {
+      const T m = T(T(0) - T(k));
+      return T((a_v & m) | (b_v & T(~m)));
+    };
+    if (cs == 1 && as == 1 && bs == 1) {
+      for (std::size_t i = 0; i < n; ++i) yt[i] = pick(c[i] != 0, at[i], bt[i]);
+    } else if (cs == 1 && as == 1 && bs == 0) {
+      const T bv0 = bt[0];
+      for (std::size_t i = 0; i < n; ++i) yt[i] = pick(c[i] != 0, at[i], bv0);
+    } else if (cs == 1 && as == 0 && bs == 1) {
+      const T av0 = at[0];
+      for (std::size_t i = 0; i < n; ++i) yt[i] = pick(c[i] != 0, av0, bt[i]);
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto ii = static_cast<std::int64_t>(i);
+        yt[i] = pick(c[ii * cs] != 0, at[ii * as], bt[ii * bs]);
+      }
+    }
+  });
+}
+
 void convert_row(const void* src, DType from, void* dst, DType to, std::size_t n) {
   if (n > 0 && to == DType::F32 && is_half(from)) {
     elementwise_table().half_to_f32[from == DType::BF16 ? 1 : 0](src, dst, n);
@@ -215,40 +249,8 @@ ir::Handle run(CpuContext& ctx, ir::Where& op) {
                       const std::byte* ap = a.data() + off[1] * static_cast<std::int64_t>(elem);
                       const std::byte* bp = b.data() + off[2] * static_cast<std::int64_t>(elem);
                       std::byte* yp = y + off[3] * static_cast<std::int64_t>(elem);
-                      const auto go = [&](auto tag) {
-                        using T = decltype(tag);
-                        const T* at = reinterpret_cast<const T*>(ap);
-                        const T* bt = reinterpret_cast<const T*>(bp);
-                        T* yt = reinterpret_cast<T*>(yp);
-                        // Contiguous rows with a broadcast value on one side (a mask, as
-                        // the relu and pooling gradients use): a select on the bits, with
-                        // no branch (the condition is data: a branch per element
-                        // mispredicts half the time) in loops the compiler vectorises;
-                        // other strides take the general loop.
-                        const auto pick = [](bool c, T a_v, T b_v) {
-                          const T m = T(T(0) - T(c));
-                          return T((a_v & m) | (b_v & T(~m)));
-                        };
-                        // The condition's bytes are read as unsigned char (0 or 1, as
-                        // a bool's): GCC vectorizes none of these loops over a bool load.
-                        const auto* cb = reinterpret_cast<const unsigned char*>(cp);
-                        if (inner[0] == 1 && inner[1] == 1 && inner[2] == 1) {
-                          for (std::size_t i = 0; i < n; ++i)
-                            yt[i] = pick(cb[i] != 0, at[i], bt[i]);
-                        } else if (inner[0] == 1 && inner[1] == 1 && inner[2] == 0) {
-                          const T bv0 = bt[0];
-                          for (std::size_t i = 0; i < n; ++i) yt[i] = pick(cb[i] != 0, at[i], bv0);
-                        } else if (inner[0] == 1 && inner[1] == 0 && inner[2] == 1) {
-                          const T av0 = at[0];
-                          for (std::size_t i = 0; i < n; ++i) yt[i] = pick(cb[i] != 0, av0, bt[i]);
-                        } else {
-                          for (std::size_t i = 0; i < n; ++i) {
-                            const auto ii = static_cast<std::int64_t>(i);
-                            yt[i] = cp[ii * inner[0]] ? at[ii * inner[1]] : bt[ii * inner[2]];
-                          }
-                        }
-                      };
-                      visit_bytes(elem, go);
+                      select_row(reinterpret_cast<const unsigned char*>(cp), inner[0], ap, inner[1],
+                                 bp, inner[2], yp, n, elem);
                     });
   return out;
 }

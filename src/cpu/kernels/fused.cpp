@@ -469,22 +469,17 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
         const Slot& z = slot[static_cast<std::size_t>(st.args[2])];
         const bool all = a.scalar && x.scalar && z.scalar;
         const std::size_t cnt = all ? 1 : n;
-        const auto* c = reinterpret_cast<const bool*>(a.p);
-        const std::size_t cs = a.scalar ? 0 : 1, xs = x.scalar ? 0 : 1, zs = z.scalar ? 0 : 1;
-        const auto select = [&](auto tag, const void* xp, const void* zp, void* out) {
-          using T = decltype(tag);
-          const T* xt = static_cast<const T*>(xp);
-          const T* zt = static_cast<const T*>(zp);
-          T* o = static_cast<T*>(out);
-          for (std::size_t k = 0; k < cnt; ++k) o[k] = c[k * cs] ? xt[k * xs] : zt[k * zs];
-        };
-        if (st.widen) {  // as unfused: the operands widened, selected, narrowed
+        const auto* c = reinterpret_cast<const unsigned char*>(a.p);
+        const std::int64_t cs = a.scalar ? 0 : 1, xs = x.scalar ? 0 : 1, zs = z.scalar ? 0 : 1;
+        if (st.widen) {  // as unfused: the operands widened, selected (by their bits), narrowed
           const void* xa = widened(x, st.in, n, s.w(0));
           const void* xb = widened(z, st.in, n, s.w(1));
-          select(float{}, xa, xb, s.w(2));
+          select_row(c, cs, static_cast<const std::byte*>(xa), xs,
+                     static_cast<const std::byte*>(xb), zs, reinterpret_cast<std::byte*>(s.w(2)),
+                     cnt, sizeof(float));
           convert_row(s.w(2), DType::F32, y, st.out, cnt);
         } else {
-          visit_bytes(size_of(st.in), [&](auto tag) { select(tag, x.p, z.p, y); });
+          select_row(c, cs, x.p, xs, z.p, zs, y, cnt, size_of(st.in));
         }
         slot[v] = {y, all};
         break;

@@ -38,6 +38,10 @@ std::optional<Outputs> run_fused(CpuContext& ctx, backend::FusedGroup& group);
 // code, so the same order and the same bits). ArgMax / ArgMin need n > 0.
 bool reduces_rows(ir::ReduceFn fn, DType dt);
 void reduce_row(ir::ReduceFn fn, DType dt, const void* row, std::size_t n, void* y);
+// elementwise.cpp: y[i] = c[i * cs] ? a[i * as] : b[i * bs] for i < n, elements of elem bytes
+// selected by their bits without a branch (Note [Branch-free select]); strides in elements.
+void select_row(const unsigned char* c, std::int64_t cs, const std::byte* a, std::int64_t as,
+                const std::byte* b, std::int64_t bs, std::byte* y, std::size_t n, std::size_t elem);
 // elementwise.cpp: n contiguous elements converted as base's convert_elements converts them,
 // bit for bit; between f32 and f16 or bf16 by the active ISA's rows (Note [Half rows]).
 void convert_row(const void* src, DType from, void* dst, DType to, std::size_t n);
