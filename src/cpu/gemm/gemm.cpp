@@ -10,6 +10,7 @@
 #include "cpu/gemm/gemm.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -196,10 +197,18 @@ void pack_b(T* dst, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs, size_t cols, siz
         for (int j = 0; j < NR; ++j) d[p * NR + j] = row[j];
       }
     } else if (w == NR && b_rs == 1) {
-      // Column-major B (e.g. A * B^T with row-major B): walk each column sequentially.
-      for (int j = 0; j < NR; ++j) {
-        const T* col = src + j * b_cs;
-        for (size_t p = 0; p < kc; ++p) d[p * NR + j] = col[p];
+      // Column-major B (e.g. A * B^T with row-major B): each column is a run along k.
+      if constexpr (std::is_same_v<T, float>) {
+        // Transposed 4 x 4 at a time (as A's rows are: transpose_rows), where one element at
+        // a time each store went to another line of the sliver.
+        std::array<const float*, NR> cols;
+        for (int j = 0; j < NR; ++j) cols[j] = src + j * b_cs;
+        detail::transpose_rows<NR>(d, cols.data(), kc);
+      } else {
+        for (int j = 0; j < NR; ++j) {
+          const T* col = src + j * b_cs;
+          for (size_t p = 0; p < kc; ++p) d[p * NR + j] = col[p];
+        }
       }
     } else {
       for (size_t p = 0; p < kc; ++p) {
