@@ -1022,6 +1022,38 @@ TEST(FusionPatterns, MatmulProductKeptAndLinearOfThreeDims) {
   EXPECT_EQ(g->elided, 2u);
 }
 
+// A batch of one-row products and a transposed [seq, batch, k] operand run as the plain
+// matmul runs them (Note [Batch folded into rows]: one GEMM of all rows; the batch dim
+// swapped with the rows), epilogue or not, so fused and plain agree bit for bit (the
+// differential's seed 110001119: [33, 1, 2] @ Wt ran unfolded under an epilogue, as 33
+// matrix-vector products, and differed in the last bit).
+TEST(FusionPatterns, MatmulEpiloguesRunThePlainProductsGemms) {
+  const auto prog = [](const Device& dev) {
+    std::vector<double> out;
+    for (const DType dt : {DType::F64, DType::F32}) {
+      DynTensor x = pattern(dev, Shape{33, 1, 67}, 1.0f, 1, dt);
+      DynTensor w = pattern(dev, Shape{67, 67}, 0.5f, 2, dt);
+      DynTensor p = ops::matmul(x, ops::transpose(w));
+      DynTensor y = ops::binary(ir::BinaryFn::Add, ops::unary(ir::UnaryFn::Relu, p), x);
+      DynTensor s = ops::permute(pattern(dev, Shape{3, 40, 67}, 1.0f, 3, dt), {1, 0, 2});
+      DynTensor w3 = pattern(dev, Shape{1, 67, 9}, 0.5f, 4, dt);
+      DynTensor z = ops::unary(ir::UnaryFn::Tanh, ops::matmul(s, w3));
+      for (const DynTensor* t : {&y, &z}) {
+        const auto v = as_f64(*t);
+        out.insert(out.end(), v.begin(), v.end());
+      }
+    }
+    return out;
+  };
+  const Device d = fused_with({});
+  const auto got = prog(d), want = prog(Device::cpu());
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(double)), 0);
+  const auto r = fusion::report(d);
+  EXPECT_NE(group_with(r, {"matmul", "relu", "add"}), nullptr) << groups_of(r);
+  EXPECT_NE(group_with(r, {"matmul", "tanh"}), nullptr) << groups_of(r);
+}
+
 // A matmul group's plan is keyed by structure: the same pattern at other sizes of the same
 // dim classes reuses it; a transposed weight (another layout class) does not.
 TEST(FusionPatterns, MatmulGroupPlansServeEverySize) {

@@ -109,20 +109,40 @@ void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
     sp.strides[1].push_back(b.shape()[i] == 1 ? 0 : b.strides()[i]);
     sp.strides[2].push_back(out_strides[i]);
   }
-  if (!epilogue) {  // Note [Batch folded into rows]
-    const auto gemm = [&](std::size_t batch, std::size_t rows, std::ptrdiff_t a_bs_,
-                          std::ptrdiff_t a_rs_, std::ptrdiff_t c_bs_, std::ptrdiff_t c_rs_) {
-      gemm_of<In, T>(batch, rows, n, k, a.data_as<const In>(), a_bs_, a_rs_, a_cs,
-                     b.data_as<const In>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, nullptr);
+  // Note [Batch folded into rows]. With an epilogue too, so that a fused group's product is
+  // the plain matmul's GEMM calls, hence its sums, bit for bit (unfolded, a batch of
+  // one-row products takes the matrix-vector kernels, whose sums are ordered otherwise).
+  const auto gemm = [&](std::size_t batch, std::size_t rows, std::ptrdiff_t a_bs_,
+                        std::ptrdiff_t a_rs_, std::ptrdiff_t c_bs_, std::ptrdiff_t c_rs_,
+                        const GemmEpilogue<T>* e) {
+    gemm_of<In, T>(batch, rows, n, k, a.data_as<const In>(), a_bs_, a_rs_, a_cs,
+                   b.data_as<const In>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, e);
+  };
+  if (const auto row_stride = folded_row_stride(a, b, os)) {
+    // One product of all the rows: its row i is the output's row i (batch 0).
+    gemm(1, os.num_elements() / n, 0, *row_stride, 0, static_cast<std::ptrdiff_t>(n), epilogue);
+    return;
+  }
+  if (const auto d = swappable_dim(a, b, os)) {
+    // Product i (of m) holds the output's rows r * m + i, r < os[d]: the epilogue sees each
+    // of them as that row of batch 0.
+    struct Swapped {
+      const GemmEpilogue<T>* ep;
+      std::size_t m;
+      static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
+                        std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
+        const auto* s = static_cast<const Swapped*>(ctx);
+        for (std::size_t q = 0; q < rows; ++q) {
+          s->ep->apply(s->ep->ctx, 0, (i0 + q) * s->m + batch, j0,
+                       c + static_cast<std::ptrdiff_t>(q) * c_rs, c_rs, 1, cols);
+        }
+      }
     };
-    if (const auto row_stride = folded_row_stride(a, b, os)) {
-      gemm(1, os.num_elements() / n, 0, *row_stride, 0, static_cast<std::ptrdiff_t>(n));
-      return;
-    }
-    if (const auto d = swappable_dim(a, b, os)) {
-      gemm(m, os[*d], a_rs, a.strides()[*d], static_cast<std::ptrdiff_t>(n), out_strides[*d]);
-      return;
-    }
+    const Swapped swapped{epilogue, m};
+    const GemmEpilogue<T> ep{&Swapped::apply, &swapped};
+    gemm(m, os[*d], a_rs, a.strides()[*d], static_cast<std::ptrdiff_t>(n), out_strides[*d],
+         epilogue ? &ep : nullptr);
+    return;
   }
   sp.shape.push_back(1);  // a trailing unit dim keeps the space non-empty
   for (auto& s : sp.strides) s.push_back(0);
