@@ -1009,7 +1009,7 @@ void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<
     rows.resize(g.ck());
     for (size_t r = 0; r < g.ck(); ++r) rows[r] = base + p.off[r] + ptrdiff_t(f0);
     gemm_packed_a_in_place(ncur, a[gi], rows.data(), cb, ptrdiff_t(ncur));
-    // The valid columns, output row by output row: each channel's rows in turn, so the
+    // The valid columns, channel by channel and each channel's output rows in turn, so the
     // stores run along one output plane at a time (Note [Copy-out by channel]).
     T* yc = y + (n * g.o + gi * og) * L;
     const size_t pw = p.ext[2], ph = p.ext[1];

@@ -90,7 +90,7 @@ ir::Handle draw(CpuContext& ctx, const ir::Random& op, const backend::RandomCoun
   });
   if (compute == op.dtype) return out;
   auto h = ctx.empty(op.shape, op.dtype);
-  convert_elements(out->data(), DType::F32, h->data(), op.dtype, n);
+  convert_row(out->data(), DType::F32, h->data(), op.dtype, n);
   return h;
 }
 

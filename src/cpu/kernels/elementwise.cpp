@@ -71,9 +71,9 @@ void select_row(const unsigned char* c, std::int64_t cs, const std::byte* a, std
 }
 
 void convert_row(const void* src, DType from, void* dst, DType to, std::size_t n) {
-  if (n > 0 && to == DType::F32 && is_half(from)) {
+  if (to == DType::F32 && is_half(from)) {
     elementwise_table().half_to_f32[from == DType::BF16 ? 1 : 0](src, dst, n);
-  } else if (n > 0 && from == DType::F32 && is_half(to)) {
+  } else if (from == DType::F32 && is_half(to)) {
     elementwise_table().f32_to_half[to == DType::BF16 ? 1 : 0](src, dst, n);
   } else {
     convert_elements(src, from, dst, to, n);
