@@ -2,6 +2,9 @@
 // in-place reuse of sole-owned buffers, clone invariance, pooled memory accounting, views
 // without copies, and ISA dispatch giving the same numbers on every instruction set.
 #include <gtest/gtest.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -368,10 +371,22 @@ TEST(CpuIsa, OneChoiceForGemmAndElementwise) {
   Isa expect = isa_supported(Isa::Avx512) ? Isa::Avx512
                : isa_supported(Isa::Avx2) ? Isa::Avx2
                                           : Isa::Scalar;
-  // The bf16 dot product: AMX where EMBER_CPU_ISA is unset and the CPU has it (Note [Dot
-  // kernels by default] in cpu/isa.cpp), none under a vector ISA's name, the named one (with
-  // the avx512 vector kernels) under its own name.
-  DotIsa expect_dot = dot_isa_supported(DotIsa::Amx) ? DotIsa::Amx : DotIsa::None;
+  // The bf16 dot product: AMX where EMBER_CPU_ISA is unset and the CPU has it, else
+  // AVX512_BF16 on an AMD CPU that has it (Note [Dot kernels by default] in cpu/isa.cpp),
+  // none under a vector ISA's name, the named one (with the avx512 vector kernels) under its
+  // own name.
+  bool amd = false;
+#if defined(__x86_64__)
+  unsigned regs[4] = {};
+  __get_cpuid(0, &regs[0], &regs[1], &regs[2], &regs[3]);
+  const std::string vendor = std::string(reinterpret_cast<const char*>(&regs[1]), 4) +
+                             std::string(reinterpret_cast<const char*>(&regs[3]), 4) +
+                             std::string(reinterpret_cast<const char*>(&regs[2]), 4);
+  amd = vendor == "AuthenticAMD";
+#endif
+  DotIsa expect_dot = dot_isa_supported(DotIsa::Amx)                 ? DotIsa::Amx
+                      : amd && dot_isa_supported(DotIsa::Avx512Bf16) ? DotIsa::Avx512Bf16
+                                                                     : DotIsa::None;
   if (!want.empty()) {
     expect_dot = DotIsa::None;
     for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {

@@ -264,16 +264,21 @@ void gemm_one(const KernelInfo& kr, size_t m, size_t n, size_t k, const uint16_t
       run_split(threads, slivers, 1, [&](size_t s0, size_t s1) {
         kr.pack_b(panel, bsrc, b_rs, b_cs, ncur, kcur, kp, s0, s1);
       });
-      // Tasks: row blocks of MC rows, each split into column groups where there are fewer
+      // Tasks: row blocks of at most MC rows, as many as a multiple of the threads and equal
+      // to within one MR sliver (11 blocks of 192 rows over 2 threads would leave one idle
+      // for a twelfth of the product), each split into column groups where there are fewer
       // row blocks than threads, so a short product still spreads over every thread.
-      const size_t row_blocks = ceil_div(m, kr.mc);
+      const size_t m_slivers = ceil_div(m, kr.mr);
+      size_t row_blocks = ceil_div(m, kr.mc);
+      if (row_blocks >= threads) row_blocks = std::min(m_slivers, round_up(row_blocks, threads));
       const size_t groups = row_blocks < threads ? std::min(slivers, threads) : 1;
       const size_t per_group = ceil_div(slivers, groups);
       const bool load_c = pc > 0;
       const auto work = [&](size_t t0, size_t t1) {
         for (size_t t = t0; t < t1; ++t) {
-          const size_t ic = (t / groups) * kr.mc, g = t % groups;
-          const size_t mcur = std::min(kr.mc, m - ic);
+          const size_t rb = t / groups, g = t % groups;
+          const size_t ic = m_slivers * rb / row_blocks * kr.mr;
+          const size_t mcur = std::min(m, m_slivers * (rb + 1) / row_blocks * kr.mr) - ic;
           const size_t s0 = g * per_group, s1 = std::min(slivers, s0 + per_group);
           if (s0 >= s1) continue;
           auto* pa =
