@@ -588,6 +588,11 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   const std::size_t n_values = g.num_values();
   const std::size_t celem = size_of(ct);
   const std::size_t grain = std::max<std::size_t>(1, 32768 / n);
+  // Whether the row instruction's operand is the last prologue instruction's value, of the
+  // compute type, over rows longer than a tile: then that instruction writes the row buffer.
+  const std::size_t steps = g.code.size() - 1;
+  const bool direct_row = vt == ct && n > kTile && steps > 0 &&
+                          last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
   parallel_for(0, rows, grain, [&](std::size_t r0, std::size_t r1) {
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
@@ -598,30 +603,49 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     std::byte* row_out = row_buf.data() + n * celem;
     std::vector<Slot> slot(n_values);
     std::array<std::int64_t, kMaxInputs> base{};
-    for (std::size_t r = r0; r < r1; ++r) {
-      // Row r's first element in each input: r is the index over dims [0, d).
+    // Row r's first element in each input: r is the index over dims [0, d).
+    const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& at) {
       std::size_t rem = r;
-      base.fill(0);
+      at.fill(0);
       for (std::size_t dd = d; dd-- > 0;) {
         const auto id = static_cast<std::int64_t>(rem % shape[dd]);
         rem /= shape[dd];
         for (std::size_t k = 0; k < n_in; ++k) {
-          if (read[k]) base[k] += id * views[k].strides[dd];
+          if (read[k]) at[k] += id * views[k].strides[dd];
         }
       }
+    };
+    std::array<std::int64_t, kMaxInputs> next_base{};
+    if (r0 < r1) row_base(r0, next_base);
+    for (std::size_t r = r0; r < r1; ++r) {
+      base = next_base;
+      if (r + 1 < r1) row_base(r + 1, next_base);
       const std::byte* row = nullptr;  // the row instruction's operand, n values of ct
       for (std::size_t b = 0; b < n; b += kTile) {
         const std::size_t cnt = std::min(kTile, n - b);
+        // Note [Row prefetch]: the next tile of each input contiguous along the row (the
+        // next row's first, after the last), as Note [Tile prefetch]: without it, exp + sum
+        // along rows of [8192, 4096] spent a quarter of its exp waiting on its loads and ran
+        // 1.2-1.3x slower fused than unfused.
+        Prefetch ahead;
+        const bool last_tile = b + kTile >= n;
+        const std::size_t next_cnt =
+            last_tile ? std::min(kTile, n) : std::min(kTile, n - b - kTile);
         for (std::size_t k = 0; k < n_in; ++k) {
           if (!read[k]) continue;
           const std::int64_t st = views[k].strides[d];
-          const std::byte* p =
-              views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) *
-                                  static_cast<std::int64_t>(size_of(views[k].dtype));
+          const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
+          const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
           load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
+          if (st != 1 || (last_tile && r + 1 >= r1)) continue;
+          const std::int64_t at =
+              last_tile ? next_base[k] : base[k] + static_cast<std::int64_t>(b + kTile);
+          ahead.add(views[k].data + at * elem, next_cnt * size_of(views[k].dtype));
         }
-        Prefetch none;  // rows are walked with strides: no prefetch
-        run_tile(prog, g, s, slot, cnt, r * n + b, none);
+        // The last prologue instruction writes the row instruction's operand straight into
+        // the row buffer when that is what the buffer would get (Note [Epilogue in place]).
+        std::byte* const dst = row_buf.data() + b * celem;
+        run_tile(prog, g, s, slot, cnt, r * n + b, ahead, direct_row ? dst : nullptr);
         for (std::size_t j = 0; j < outs.size(); ++j) {  // prologue values kept
           if (g.outputs[j] == row_id) continue;
           const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
@@ -634,14 +658,13 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
           }
         }
         const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
-        std::byte* dst = row_buf.data() + b * celem;
         row = row_buf.data();
         if (n <= kTile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
           row = a.p;
         } else if (a.scalar) {
-          convert_row(a.p, vt, dst, ct, 1);
+          if (a.p != dst) convert_row(a.p, vt, dst, ct, 1);
           for (std::size_t i = 1; i < cnt; ++i) std::memcpy(dst + i * celem, dst, celem);
-        } else {
+        } else if (a.p != dst) {
           convert_row(a.p, vt, dst, ct, cnt);
         }
       }
