@@ -498,6 +498,9 @@ TEST(CudaCodegen, FusedDrawsPrintTheRandomKernelsCode) {
     EXPECT_NE(gen_random(dt).body.find(
                   codegen::random_code(dt, "kind", "key", "base + (u64)i", "a", "b", "y[i]")),
               std::string::npos);
+    // Note [Bernoulli in its own type]: no double 1.0 : 0.0 for ptxas to select by its high
+    // word alone.
+    EXPECT_EQ(body.find("? 1.0 : 0.0"), std::string::npos) << body;
     ASSERT_NO_THROW(compile_ptx_fast(prelude() + body, 90, "a fused draw"));
   }
 }

@@ -36,6 +36,14 @@ KernelSource gen_arange(DType dt) {
   return k;
 }
 
+// Note [Bernoulli in its own type]: a Bernoulli draw is its 0 or 1 selected in the element's
+// own type, never a double 1.0 : 0.0 converted after. The two doubles share their low word,
+// so ptxas 13.0 (sm_90, -O3) selects only the high word, and in a group's unrolled vector
+// loop its later passes then took one lane's conversion of that register pair for another's
+// (the pair's low register unchanged, its high one redefined between them): in the f16 group
+// `where(bernoulli(0.4) > x, bernoulli, x)` lane 3 of every vector got lane 0's draw (seed
+// 82000253 of the differential, one element of 50). The PTX was right; ptxas at -O1 kept
+// all eight conversions, at -O2 and -O3 seven (found in nvdisasm's listing of the cubin).
 std::string codegen::random_code(DType dt, const std::string& kind, const std::string& key,
                                  const std::string& ctr, const std::string& a, const std::string& b,
                                  const std::string& y) {
@@ -44,7 +52,8 @@ std::string codegen::random_code(DType dt, const std::string& kind, const std::s
       "    const u64 r_ = em_mix(" +
       key + ", " + ctr +
       ");\n"
-      "    double v_;\n"
+      "    double v_ = 0.0;\n"
+      "    bool b_ = false;  // a Bernoulli draw (Note [Bernoulli in its own type])\n"
       "    if (" +
       kind +
       " == 2) {  // normal: Box-Muller from two uniforms of one counter\n"
@@ -58,9 +67,9 @@ std::string codegen::random_code(DType dt, const std::string& kind, const std::s
       "    } else if (" +
       kind +
       " == 3) {\n"
-      "      v_ = em_uniform01(r_) < " +
+      "      b_ = em_uniform01(r_) < " +
       a +
-      " ? 1.0 : 0.0;\n"
+      ";\n"
       "    } else if (" +
       kind +
       " == 1) {\n"
@@ -76,8 +85,12 @@ std::string codegen::random_code(DType dt, const std::string& kind, const std::s
          " T;\n"
          "    T t = (T)v_;\n"
          "    if (" +
-         kind + " != 2 && " + kind +
-         " != 3) {\n"
+         kind +
+         " == 3) {\n"
+         "      t = b_ ? (T)1 : (T)0;\n"
+         "    } else if (" +
+         kind +
+         " != 2) {\n"
          "      const T hi = (T)(" +
          kind + " == 1 ? " + b + " : 1.0), lo = (T)(" + kind + " == 1 ? " + a +
          " : 0.0);\n"
@@ -86,7 +99,8 @@ std::string codegen::random_code(DType dt, const std::string& kind, const std::s
          "    " +
          y + " = " + store(dt, "t") + ";\n";
   } else {
-    s += "    " + y + " = " + from_f64(dt, "floor(v_)") + ";\n";
+    s += "    " + y + " = " + kind + " == 3 ? (b_ ? " + from_f64(dt, "1.0") + " : " +
+         from_f64(dt, "0.0") + ") : " + from_f64(dt, "floor(v_)") + ";\n";
   }
   return s + "    }\n";
 }
