@@ -69,6 +69,10 @@ std::string cast_value(DType from, DType to, const std::string& x) {
   if (int_from && kind(to) == K::Int)
     return std::string("(") + storage_type(to) + ")" + x;  // wraps, as C++20
   if (to == DType::Bool) return "(u8)(" + to_f64(from, x) + " != 0.0 ? 1 : 0)";
+  // A bool to a float type narrower than double: its 0 or 1 selected as a float, not a
+  // double converted after (Note [Bernoulli in its own type] in creation.cpp).
+  if (from == DType::Bool && kind(to) == K::Float && to != DType::F64)
+    return store(to, "(" + x + " != 0 ? 1.0f : 0.0f)");
   return from_f64(to, to_f64(from, x));
 }
 
