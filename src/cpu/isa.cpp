@@ -102,6 +102,37 @@ bool is_amd() {
 #endif
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+// The caches one deterministic-cache-parameters leaf lists (Intel's leaf 4, AMD's
+// 0x8000001D: the same layout), by level; false where the leaf lists none.
+bool caches_of_leaf(unsigned leaf, CacheSizes& out) {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid(leaf & 0x80000000u, &a, &b, &c, &d) == 0 || a < leaf) return false;
+  bool any = false;
+  for (unsigned i = 0; i < 16; ++i) {
+    __cpuid_count(leaf, i, a, b, c, d);
+    const unsigned type = a & 0x1f, level = (a >> 5) & 0x7;
+    if (type == 0) break;
+    if (type == 2) continue;  // an instruction cache
+    const std::size_t bytes = std::size_t((b >> 22) + 1) * (((b >> 12) & 0x3ff) + 1) *
+                              ((b & 0xfff) + 1) * (std::size_t(c) + 1);
+    if (level == 1) out.l1d = bytes;
+    if (level == 2) out.l2 = bytes;
+    if (level == 3) out.l3 = bytes;
+    any = true;
+  }
+  return any;
+}
+#endif
+
+CacheSizes detect_caches() {
+  CacheSizes s;
+#if defined(__x86_64__) || defined(__i386__)
+  if (!caches_of_leaf(4, s)) caches_of_leaf(0x8000001Du, s);
+#endif
+  return s;
+}
+
 Isa best_supported() {
   if (isa_supported(Isa::Avx512)) return Isa::Avx512;
   if (isa_supported(Isa::Avx2)) return Isa::Avx2;
@@ -220,6 +251,11 @@ bool dot_isa_supported(DotIsa isa) {
 }
 
 DotIsa active_dot_isa() { return resolved().dot; }
+
+const CacheSizes& cache_sizes() {
+  static const CacheSizes s = detect_caches();
+  return s;
+}
 
 std::string kernel_isa() {
   std::string out = isa_name(active_isa());

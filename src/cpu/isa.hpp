@@ -3,6 +3,8 @@
 // they always agree, and EMBER_CPU_ISA overrides it for all of them at once.
 #pragma once
 
+#include <cstddef>
+
 namespace ember::cpu {
 
 // The kernel variants the Cpu backend compiles. Each is a superset of the one before.
@@ -27,6 +29,14 @@ bool dot_isa_supported(DotIsa isa);
 // dot product; "scalar", "avx2" and "avx512" run none. Unset: amx where the CPU has it, else
 // none (Note [Dot kernels by default] in isa.cpp).
 DotIsa active_dot_isa();
+
+// The data caches of one core as CPUID describes them (bytes; 0 where the CPU does not say,
+// or off x86): the level-1 data cache, the level-2 cache, and the level-3 cache it shares.
+// Read once. Kernels size their blocks from them (Note [Tile size] in kernels/fused.cpp).
+struct CacheSizes {
+  std::size_t l1d = 0, l2 = 0, l3 = 0;
+};
+const CacheSizes& cache_sizes();
 
 // Whether this CPU (and OS) can run `isa`'s kernels.
 bool isa_supported(Isa isa);

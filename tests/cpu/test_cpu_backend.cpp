@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
@@ -343,6 +344,42 @@ TEST(CpuBackend, MemoryStatsAndEmptyCache) {
   EXPECT_GT(s2.reserved, s0.reserved);  // cached for reuse
   empty_cache(dev);
   EXPECT_EQ(memory_stats(dev).reserved, s0.reserved);
+}
+
+// cpu::cache_sizes (CPUID) against what Linux lists in sysfs for cpu0, the kernel's own
+// reading of the CPU, where it lists a cache of that level.
+TEST(CpuIsa, CacheSizesAreTheOnesLinuxLists) {
+  const auto& c = ember::cpu::cache_sizes();
+#if defined(__x86_64__) && defined(__linux__)
+  std::size_t listed[4] = {0, 0, 0, 0};
+  bool any = false;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level(dir + "level"), type(dir + "type"), size(dir + "size");
+    int lv = 0;
+    std::string ty, sz;
+    if (!(level >> lv) || !(type >> ty) || !(size >> sz) || lv < 1 || lv > 3) continue;
+    if (ty == "Instruction") continue;
+    const char unit = sz.back();
+    std::size_t bytes = std::stoull(sz);
+    if (unit == 'K') bytes <<= 10;
+    if (unit == 'M') bytes <<= 20;
+    listed[lv] = bytes;
+    any = true;
+  }
+  if (!any) GTEST_SKIP() << "sysfs lists no caches for cpu0 here";
+  if (listed[1]) {
+    EXPECT_EQ(c.l1d, listed[1]);
+  }
+  if (listed[2]) {
+    EXPECT_EQ(c.l2, listed[2]);
+  }
+  if (listed[3]) {
+    EXPECT_EQ(c.l3, listed[3]);
+  }
+#else
+  GTEST_SKIP() << "CPUID's caches are read on x86 only (here: l1d " << c.l1d << ")";
+#endif
 }
 
 // GEMM and the element-wise kernels run the ISA of cpu::active_isa(): EMBER_CPU_ISA's when

@@ -1,9 +1,9 @@
 // Fused element-wise groups (backend/fused_group.hpp) as tile programs: the group's
 // iteration space is walked row by row (StridedSpace over every input and the outputs),
-// each row in tiles of kTile elements; per tile every instruction is one call of the same
-// row kernel the op would use unfused (elementwise_table), on tile-sized scratch slots that
-// stay in L1, and only the group's outputs are written to memory. No code is generated, so
-// this works in every build of the Cpu.
+// each row in tiles of tile_elements() elements (Note [Tile size]); per tile every instruction is
+// one call of the same row kernel the op would use unfused (elementwise_table), on tile-sized
+// scratch slots that stay in L1, and only the group's outputs are written to memory. No code is
+// generated, so this works in every build of the Cpu.
 //
 // Bit for bit (Note [Fused numerics]): each instruction calls the row kernel its IR op
 // calls, with the op's parameters; 16-bit floats are widened to f32 for arithmetic and
@@ -35,6 +35,7 @@
 // operands before the tile's outputs are copied out, so the overwrite never reaches an
 // element that is still to be read.
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>  // std::lock_guard
@@ -43,6 +44,7 @@
 #include <unordered_map>
 
 #include "cpu/gemm/gemm_bf16.hpp"
+#include "cpu/isa.hpp"
 #include "cpu/kernels/conv.hpp"
 #include "cpu/kernels/dtype_dispatch.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
@@ -69,9 +71,32 @@ namespace {
 using backend::FusedGroup;
 using backend::FusedInstr;
 
-constexpr std::size_t kTile = 512;
+// Note [Tile size]: a tile's values live in L1 while its instructions pass over them, so the
+// tile is sized from the core's L1 data cache (cpu::cache_sizes, read once): 1024 elements
+// where it holds 48 KiB or more, else 512. An Adam step keeps about ten values of a tile; at
+// 1024 elements (40 KiB of f32) on an AMD EPYC of 48 KiB (Zen 5, one thread, alternated runs)
+// the step took 7.6-8.2 ms against 9.3-10.1 at 512, `cheap_chain` on cpu+fusion 4.2-4.5
+// against 5.0-5.7 and `exp_sum_dim` 8.7-9.0 against 9.8-9.9; 2048 was no better (8.1, 4.0,
+// 9.0-9.1). The tile only cuts the iteration space into pieces: no value depends on it.
+// EMBER_CPU_FUSED_TILE=n (a multiple of 64, 64 to 16384) sets it, so the tests run both
+// sizes on any machine.
+std::size_t choose_tile() {
+  if (const char* env = std::getenv("EMBER_CPU_FUSED_TILE"); env && *env) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(env, &end, 10);
+    EMBER_CHECK(*end == '\0' && n >= 64 && n <= 16384 && n % 64 == 0,
+                std::string("EMBER_CPU_FUSED_TILE=") + env +
+                    ": expected a multiple of 64 from 64 to 16384 (elements of a fused tile)");
+    return static_cast<std::size_t>(n);
+  }
+  return cache_sizes().l1d >= (std::size_t{48} << 10) ? 1024 : 512;
+}
+std::size_t tile_elements() {
+  static const std::size_t n = choose_tile();
+  return n;
+}
 constexpr std::size_t kMaxInputs = 16;
-constexpr std::size_t kSlot = kTile * 8;  // bytes of one value's tile
+std::size_t slot_bytes() { return tile_elements() * 8; }  // bytes of one value's tile
 
 std::size_t di(DType t) { return static_cast<std::size_t>(t); }
 
@@ -92,7 +117,7 @@ struct Step {
 // Note [Tile registers]: the tile of an instruction's result lives in a scratch region that
 // is reused once every reader of the value has run (a linear scan over the program; a
 // group output holds its region to the end, when it is copied out), and regions are
-// kTile elements of the program's widest dtype, back to back. A program of 15 values then
+// tile_elements() elements of the program's widest dtype, back to back. A program of 15 values then
 // keeps about five tiles in L1 instead of one 4 KiB region per value, which spread over
 // half the cache's sets and missed to L2. Only where results are stored changes, never
 // what is computed. A result never shares its operands' region (a Cast to a wider dtype
@@ -102,7 +127,7 @@ struct Program {
   std::vector<Step> steps;
   std::vector<std::uint32_t> region;  // per instruction: its result's scratch region
   std::size_t regions = 0;            // after the inputs' n_in gather regions
-  std::size_t region_bytes = 0;       // kTile elements of the widest dtype
+  std::size_t region_bytes = 0;       // tile_elements() elements of the widest dtype
 };
 
 void assign_regions(const FusedGroup& g, Program& p) {
@@ -119,7 +144,7 @@ void assign_regions(const FusedGroup& g, Program& p) {
   for (std::size_t v = 0; v < g.num_values(); ++v) {
     widest = std::max(widest, size_of(g.dtype_of(static_cast<std::int32_t>(v))));
   }
-  p.region_bytes = kTile * widest;
+  p.region_bytes = tile_elements() * widest;
   std::vector<std::uint32_t> free_regions;
   p.region.assign(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
@@ -229,10 +254,10 @@ struct Slot {
   bool scalar = false;
 };
 
-// The scratch of a tile: one kSlot region per input (used when a strided input is
+// The scratch of a tile: one slot_bytes() region per input (used when a strided input is
 // gathered), then the program's result regions (Note [Tile registers]).
 //
-// Note [Scratch placement]: tiles of an input are kTile elements, so in a page-aligned
+// Note [Scratch placement]: tiles of an input are tile_elements() elements, so in a page-aligned
 // input (every large tensor) they start at page offsets 0 and 2048 (4-byte elements) or 0
 // (wider). A result region at the same page offset as the input tile it is computed from
 // makes each load of the input look, to the core's store buffer, like a read of the result
@@ -245,18 +270,19 @@ struct Scratch {
   std::vector<std::byte> wide;  // three f32 tiles for widened operands and result
   std::byte* base = nullptr;    // slots' first byte at page offset kSkew
   std::size_t n_in = 0, region_bytes = 0;
-  std::byte* slot(std::size_t input) { return base + input * kSlot; }
-  std::byte* region(std::size_t r) { return base + n_in * kSlot + r * region_bytes; }
-  float* w(std::size_t k) { return reinterpret_cast<float*>(wide.data()) + k * kTile; }
+  std::byte* slot(std::size_t input) { return base + input * slot_bytes(); }
+  std::byte* region(std::size_t r) { return base + n_in * slot_bytes() + r * region_bytes; }
+  float* w(std::size_t k) { return reinterpret_cast<float*>(wide.data()) + k * tile_elements(); }
   // Sized for a program of n_inputs inputs (grown, never shrunk: the scratch is per thread).
   void prepare(std::size_t n_inputs, const Program& p) {
     n_in = n_inputs;
     region_bytes = p.region_bytes;
-    const std::size_t bytes = n_in * kSlot + p.regions * p.region_bytes + kPage;
+    const std::size_t bytes = n_in * slot_bytes() + p.regions * p.region_bytes + kPage;
     if (slots.size() < bytes) slots.resize(bytes);
     const auto at = reinterpret_cast<std::uintptr_t>(slots.data()) % kPage;
     base = slots.data() + (kSkew + kPage - at) % kPage;
-    if (wide.size() < 3 * kTile * sizeof(float)) wide.resize(3 * kTile * sizeof(float));
+    if (wide.size() < 3 * tile_elements() * sizeof(float))
+      wide.resize(3 * tile_elements() * sizeof(float));
   }
 };
 
@@ -591,7 +617,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   // Whether the row instruction's operand is the last prologue instruction's value, of the
   // compute type, over rows longer than a tile: then that instruction writes the row buffer.
   const std::size_t steps = g.code.size() - 1;
-  const bool direct_row = vt == ct && n > kTile && steps > 0 &&
+  const bool direct_row = vt == ct && n > tile_elements() && steps > 0 &&
                           last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
   parallel_for(0, rows, grain, [&](std::size_t r0, std::size_t r1) {
     static EMBER_THREAD_LOCAL Scratch s;
@@ -621,16 +647,16 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       base = next_base;
       if (r + 1 < r1) row_base(r + 1, next_base);
       const std::byte* row = nullptr;  // the row instruction's operand, n values of ct
-      for (std::size_t b = 0; b < n; b += kTile) {
-        const std::size_t cnt = std::min(kTile, n - b);
+      for (std::size_t b = 0; b < n; b += tile_elements()) {
+        const std::size_t cnt = std::min(tile_elements(), n - b);
         // Note [Row prefetch]: the next tile of each input contiguous along the row (the
         // next row's first, after the last), as Note [Tile prefetch]: without it, exp + sum
         // along rows of [8192, 4096] spent a quarter of its exp waiting on its loads and ran
         // 1.2-1.3x slower fused than unfused.
         Prefetch ahead;
-        const bool last_tile = b + kTile >= n;
-        const std::size_t next_cnt =
-            last_tile ? std::min(kTile, n) : std::min(kTile, n - b - kTile);
+        const bool last_tile = b + tile_elements() >= n;
+        const std::size_t next_cnt = last_tile ? std::min(tile_elements(), n)
+                                               : std::min(tile_elements(), n - b - tile_elements());
         for (std::size_t k = 0; k < n_in; ++k) {
           if (!read[k]) continue;
           const std::int64_t st = views[k].strides[d];
@@ -639,7 +665,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
           load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
           if (st != 1 || (last_tile && r + 1 >= r1)) continue;
           const std::int64_t at =
-              last_tile ? next_base[k] : base[k] + static_cast<std::int64_t>(b + kTile);
+              last_tile ? next_base[k] : base[k] + static_cast<std::int64_t>(b + tile_elements());
           ahead.add(views[k].data + at * elem, next_cnt * size_of(views[k].dtype));
         }
         // The last prologue instruction writes the row instruction's operand straight into
@@ -659,7 +685,8 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         }
         const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
         row = row_buf.data();
-        if (n <= kTile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
+        if (n <= tile_elements() && !a.scalar &&
+            vt == ct) {  // the row is one tile: read in scratch
           row = a.p;
         } else if (a.scalar) {
           if (a.p != dst) convert_row(a.p, vt, dst, ct, 1);
@@ -807,8 +834,8 @@ struct ProductEpilogue {
       const bool ahead_row = prefetch && i + kEpilogueAhead < rows;
       if (ahead_row && i > 0) next_row(row + kEpilogueAhead - 1, ahead_base);
       const T* crow = c + static_cast<std::ptrdiff_t>(i) * c_rs;
-      for (std::size_t b = 0; b < cols; b += kTile) {
-        const std::size_t cnt = std::min(kTile, cols - b);
+      for (std::size_t b = 0; b < cols; b += tile_elements()) {
+        const std::size_t cnt = std::min(tile_elements(), cols - b);
         Prefetch ahead;
         for (std::size_t q = 0; q < n_rd; ++q) {
           const std::size_t k = rd[q];
@@ -1028,13 +1055,13 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   std::size_t out_bytes = 0;
   for (const auto& o : outs) out_bytes += o->shape().num_elements() * size_of(o->dtype());
   // (Rows shorter than a tile would stream little and fence often.)
-  const bool stream = out_bytes >= kStreamBytes && sp.row_length() >= kTile;
+  const bool stream = out_bytes >= kStreamBytes && sp.row_length() >= tile_elements();
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
     static EMBER_THREAD_LOCAL Scratch s;
     s.prepare(n_in, *prog);
     std::vector<Slot> slot(n_values);
-    for (std::size_t b = 0; b < len; b += kTile) {
-      const std::size_t n = std::min(kTile, len - b);
+    for (std::size_t b = 0; b < len; b += tile_elements()) {
+      const std::size_t n = std::min(tile_elements(), len - b);
       const auto bo = static_cast<std::int64_t>(b);
       for (std::size_t k = 0; k < n_in; ++k) {
         const std::size_t elem = size_of(views[k].dtype);
@@ -1052,13 +1079,14 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
       // The next tile's contiguous inputs are fetched while this one computes (Note
       // [Tile prefetch]).
       Prefetch ahead;
-      if (b + kTile < len) {
-        const std::size_t next = std::min(kTile, len - b - kTile);
+      if (b + tile_elements() < len) {
+        const std::size_t next = std::min(tile_elements(), len - b - tile_elements());
         for (std::size_t k = 0; k < n_in; ++k) {
           if (inner[k] != 1) continue;
           const std::size_t elem = size_of(views[k].dtype);
-          ahead.add(views[k].data + (off[k] + bo + std::int64_t(kTile)) * std::int64_t(elem),
-                    next * elem);
+          ahead.add(
+              views[k].data + (off[k] + bo + std::int64_t(tile_elements())) * std::int64_t(elem),
+              next * elem);
         }
       }
       run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead);
