@@ -1,9 +1,10 @@
 // Fused element-wise groups (backend/fused_group.hpp) as tile programs: the group's
 // iteration space is walked row by row (StridedSpace over every input and the outputs),
-// each row in tiles of tile_elements() elements (Note [Tile size]); per tile every instruction is
-// one call of the same row kernel the op would use unfused (elementwise_table), on tile-sized
-// scratch slots that stay in L1, and only the group's outputs are written to memory. No code is
-// generated, so this works in every build of the Cpu.
+// each row in tiles of tile_elements() elements (Note [Tile size]); per tile every
+// instruction is one call of the same row kernel the op would use unfused
+// (elementwise_table), on tile-sized scratch slots that stay in L1, and only the group's
+// outputs are written to memory. No code is generated, so this works in every build of the
+// Cpu.
 //
 // Bit for bit (Note [Fused numerics]): each instruction calls the row kernel its IR op
 // calls, with the op's parameters; 16-bit floats are widened to f32 for arithmetic and
@@ -117,9 +118,9 @@ struct Step {
 // Note [Tile registers]: the tile of an instruction's result lives in a scratch region that
 // is reused once every reader of the value has run (a linear scan over the program; a
 // group output holds its region to the end, when it is copied out), and regions are
-// tile_elements() elements of the program's widest dtype, back to back. A program of 15 values then
-// keeps about five tiles in L1 instead of one 4 KiB region per value, which spread over
-// half the cache's sets and missed to L2. Only where results are stored changes, never
+// tile_elements() elements of the program's widest dtype, back to back. A program of 15
+// values then keeps about five tiles in L1 instead of one 4 KiB region per value, which
+// spread over half the cache's sets and missed to L2. Only where results are stored changes, never
 // what is computed. A result never shares its operands' region (a Cast to a wider dtype
 // read in place would overwrite elements still to be read).
 struct Program {
@@ -257,12 +258,13 @@ struct Slot {
 // The scratch of a tile: one slot_bytes() region per input (used when a strided input is
 // gathered), then the program's result regions (Note [Tile registers]).
 //
-// Note [Scratch placement]: tiles of an input are tile_elements() elements, so in a page-aligned
-// input (every large tensor) they start at page offsets 0 and 2048 (4-byte elements) or 0
-// (wider). A result region at the same page offset as the input tile it is computed from
-// makes each load of the input look, to the core's store buffer, like a read of the result
-// element just stored 4 KiB away (4K aliasing), and it waits: on the EPYC this was measured
-// on, dropout's group ran in 38-40 or 47-48 ms CPU time by where malloc happened to put the
+// Note [Scratch placement]: tiles of an input are tile_elements() elements, so in a
+// page-aligned input (every large tensor) they start at page offsets 0 and 2048 (tiles of
+// 2 KiB: 512 4-byte elements, 1024 2-byte ones) or 0 (tiles of whole pages). A result
+// region at the same page offset as the input tile it is computed from makes each load of
+// the input look, to the core's store buffer, like a read of the result element just
+// stored 4 KiB away (4K aliasing), and it waits: on the EPYC this was measured on,
+// dropout's group ran in 38-40 or 47-48 ms CPU time by where malloc happened to put the
 // scratch. So the scratch starts at page offset 1024, a quarter page from both.
 struct Scratch {
   static constexpr std::size_t kPage = 4096, kSkew = 1024;
