@@ -201,6 +201,20 @@ std::string cpu_model() {
   return m.empty() ? "unknown" : m;
 }
 
+// cpu0's data caches as Linux lists them ("L1d 48K L2 1024K L3 32768K"), or "" where it
+// lists none: the sizes the Cpu's fused tiles follow (Note [Tile size]).
+std::string cpu_caches() {
+  std::string out;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream level(dir + "level"), type(dir + "type"), size(dir + "size");
+    std::string lv, ty, sz;
+    if (!(level >> lv) || !(type >> ty) || !(size >> sz) || ty == "Instruction") continue;
+    out += std::string(out.empty() ? "" : " ") + "L" + lv + (ty == "Data" ? "d " : " ") + sz;
+  }
+  return out;
+}
+
 // The ISA extensions among /proc/cpuinfo's flags that the CPU kernels of ember, MKL or
 // oneDNN choose between, in this order, those present.
 std::vector<std::string> cpu_isa_extensions() {
@@ -561,7 +575,8 @@ int main(int argc, char** argv) {
                                std::to_string(std::thread::hardware_concurrency()) +
                                " hardware threads; ISA extensions: " +
                                (isa_ext.empty() ? "none of avx2 and above" : join(isa_ext, " ")) +
-                               "; ember's Cpu kernels: " + ember_cpu_isa();
+                               "; ember's Cpu kernels: " + ember_cpu_isa() +
+                               (cpu_caches().empty() ? "" : "; caches: " + cpu_caches());
   std::cout << "ember-bench  device=" << dev.name() << "  size=" << eb::name(size)
             << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup
             << "  rounds=" << opt.rounds << "\n"
