@@ -90,6 +90,26 @@ void gemm_of(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, con
 }
 
 // matmul_into with the operands' element type In (see gemm_of).
+// An epilogue seeing a GEMM call's block (product `batch`, rows from i0) at the output's
+// batch first + batch * batch_step and rows i * row_step + batch * batch_row: a call's
+// products numbered from a later batch (a shift), or products that are each a stride of
+// the output's rows (a swapped dim: row_step m, batch_row 1, all in batch 0).
+template <class T>
+struct Remapped {
+  const GemmEpilogue<T>* ep;
+  std::size_t first, batch_step, row_step, batch_row;
+  static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
+                    std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
+    const auto* s = static_cast<const Remapped*>(ctx);
+    const std::size_t ob = s->first + batch * s->batch_step, shift = batch * s->batch_row;
+    if (s->row_step == 1) return s->ep->apply(s->ep->ctx, ob, i0 + shift, j0, c, c_rs, rows, cols);
+    for (std::size_t q = 0; q < rows; ++q) {  // rows apart in the output: one at a time
+      s->ep->apply(s->ep->ctx, ob, (i0 + q) * s->row_step + shift, j0,
+                   c + static_cast<std::ptrdiff_t>(q) * c_rs, c_rs, 1, cols);
+    }
+  }
+};
+
 template <class In, class T>
 void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
                const GemmEpilogue<T>* epilogue) {
@@ -126,20 +146,8 @@ void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
   if (const auto d = swappable_dim(a, b, os)) {
     // Product i (of m) holds the output's rows r * m + i, r < os[d]: the epilogue sees each
     // of them as that row of batch 0.
-    struct Swapped {
-      const GemmEpilogue<T>* ep;
-      std::size_t m;
-      static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
-                        std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
-        const auto* s = static_cast<const Swapped*>(ctx);
-        for (std::size_t q = 0; q < rows; ++q) {
-          s->ep->apply(s->ep->ctx, 0, (i0 + q) * s->m + batch, j0,
-                       c + static_cast<std::ptrdiff_t>(q) * c_rs, c_rs, 1, cols);
-        }
-      }
-    };
-    const Swapped swapped{epilogue, m};
-    const GemmEpilogue<T> ep{&Swapped::apply, &swapped};
+    const Remapped<T> swapped{epilogue, 0, 0, m, 1};
+    const GemmEpilogue<T> ep{&Remapped<T>::apply, &swapped};
     gemm(m, os[*d], a_rs, a.strides()[*d], static_cast<std::ptrdiff_t>(n), out_strides[*d],
          epilogue ? &ep : nullptr);
     return;
@@ -151,19 +159,10 @@ void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
                        c_bs = sp.strides[2].back();
   // Each GEMM call numbers its products from 0; out is contiguous, so the flat batch index
   // of a call's first product is its offset in out over m * n.
-  struct Shifted {
-    const GemmEpilogue<T>* ep;
-    std::size_t first;
-    static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
-                      std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
-      const auto* s = static_cast<const Shifted*>(ctx);
-      s->ep->apply(s->ep->ctx, s->first + batch, i0, j0, c, c_rs, rows, cols);
-    }
-  };
   sp.for_each_row(
       [&](const std::array<std::int64_t, 3>& off, std::size_t len) {
-        const Shifted shift{epilogue, static_cast<std::size_t>(off[2]) / (m * n)};
-        const GemmEpilogue<T> ep{&Shifted::apply, &shift};
+        const Remapped<T> shift{epilogue, static_cast<std::size_t>(off[2]) / (m * n), 1, 1, 0};
+        const GemmEpilogue<T> ep{&Remapped<T>::apply, &shift};
         const GemmEpilogue<T>* e = epilogue ? &ep : nullptr;
         gemm_of<In, T>(len, m, n, k, a.data_as<const In>() + off[0], a_bs, a_rs, a_cs,
                        b.data_as<const In>() + off[1], b_bs, b_rs, b_cs, out + off[2], c_bs,
