@@ -618,8 +618,8 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   const std::size_t grain = std::max<std::size_t>(1, 32768 / n);
   // Whether the row instruction's operand is the last prologue instruction's value, of the
   // compute type, over rows longer than a tile: then that instruction writes the row buffer.
-  const std::size_t steps = g.code.size() - 1;
-  const bool direct_row = vt == ct && n > tile_elements() && steps > 0 &&
+  const std::size_t steps = g.code.size() - 1, tile = tile_elements();
+  const bool direct_row = vt == ct && n > tile && steps > 0 &&
                           last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
   parallel_for(0, rows, grain, [&](std::size_t r0, std::size_t r1) {
     static EMBER_THREAD_LOCAL Scratch s;
@@ -649,16 +649,15 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       base = next_base;
       if (r + 1 < r1) row_base(r + 1, next_base);
       const std::byte* row = nullptr;  // the row instruction's operand, n values of ct
-      for (std::size_t b = 0; b < n; b += tile_elements()) {
-        const std::size_t cnt = std::min(tile_elements(), n - b);
+      for (std::size_t b = 0; b < n; b += tile) {
+        const std::size_t cnt = std::min(tile, n - b);
         // Note [Row prefetch]: the next tile of each input contiguous along the row (the
         // next row's first, after the last), as Note [Tile prefetch]: without it, exp + sum
         // along rows of [8192, 4096] spent a quarter of its exp waiting on its loads and ran
         // 1.2-1.3x slower fused than unfused.
         Prefetch ahead;
-        const bool last_tile = b + tile_elements() >= n;
-        const std::size_t next_cnt = last_tile ? std::min(tile_elements(), n)
-                                               : std::min(tile_elements(), n - b - tile_elements());
+        const bool last_tile = b + tile >= n;
+        const std::size_t next_cnt = last_tile ? std::min(tile, n) : std::min(tile, n - b - tile);
         for (std::size_t k = 0; k < n_in; ++k) {
           if (!read[k]) continue;
           const std::int64_t st = views[k].strides[d];
@@ -667,7 +666,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
           load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
           if (st != 1 || (last_tile && r + 1 >= r1)) continue;
           const std::int64_t at =
-              last_tile ? next_base[k] : base[k] + static_cast<std::int64_t>(b + tile_elements());
+              last_tile ? next_base[k] : base[k] + static_cast<std::int64_t>(b + tile);
           ahead.add(views[k].data + at * elem, next_cnt * size_of(views[k].dtype));
         }
         // The last prologue instruction writes the row instruction's operand straight into
@@ -687,8 +686,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         }
         const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
         row = row_buf.data();
-        if (n <= tile_elements() && !a.scalar &&
-            vt == ct) {  // the row is one tile: read in scratch
+        if (n <= tile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
           row = a.p;
         } else if (a.scalar) {
           if (a.p != dst) convert_row(a.p, vt, dst, ct, 1);
@@ -824,6 +822,7 @@ struct ProductEpilogue {
     }
     std::array<std::int64_t, kMaxInputs> base{}, ahead_base{};
     const std::size_t row0 = batch * m + i0;  // the product's row: the group's too
+    const std::size_t tile = tile_elements();
     row_base(row0, base);
     if (prefetch && kEpilogueAhead < rows) row_base(row0 + kEpilogueAhead, ahead_base);
     for (std::size_t i = 0; i < rows; ++i) {
@@ -836,8 +835,8 @@ struct ProductEpilogue {
       const bool ahead_row = prefetch && i + kEpilogueAhead < rows;
       if (ahead_row && i > 0) next_row(row + kEpilogueAhead - 1, ahead_base);
       const T* crow = c + static_cast<std::ptrdiff_t>(i) * c_rs;
-      for (std::size_t b = 0; b < cols; b += tile_elements()) {
-        const std::size_t cnt = std::min(tile_elements(), cols - b);
+      for (std::size_t b = 0; b < cols; b += tile) {
+        const std::size_t cnt = std::min(tile, cols - b);
         Prefetch ahead;
         for (std::size_t q = 0; q < n_rd; ++q) {
           const std::size_t k = rd[q];
@@ -1057,13 +1056,14 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   std::size_t out_bytes = 0;
   for (const auto& o : outs) out_bytes += o->shape().num_elements() * size_of(o->dtype());
   // (Rows shorter than a tile would stream little and fence often.)
-  const bool stream = out_bytes >= kStreamBytes && sp.row_length() >= tile_elements();
+  const std::size_t tile = tile_elements();
+  const bool stream = out_bytes >= kStreamBytes && sp.row_length() >= tile;
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
     static EMBER_THREAD_LOCAL Scratch s;
     s.prepare(n_in, *prog);
     std::vector<Slot> slot(n_values);
-    for (std::size_t b = 0; b < len; b += tile_elements()) {
-      const std::size_t n = std::min(tile_elements(), len - b);
+    for (std::size_t b = 0; b < len; b += tile) {
+      const std::size_t n = std::min(tile, len - b);
       const auto bo = static_cast<std::int64_t>(b);
       for (std::size_t k = 0; k < n_in; ++k) {
         const std::size_t elem = size_of(views[k].dtype);
@@ -1081,14 +1081,13 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
       // The next tile's contiguous inputs are fetched while this one computes (Note
       // [Tile prefetch]).
       Prefetch ahead;
-      if (b + tile_elements() < len) {
-        const std::size_t next = std::min(tile_elements(), len - b - tile_elements());
+      if (b + tile < len) {
+        const std::size_t next = std::min(tile, len - b - tile);
         for (std::size_t k = 0; k < n_in; ++k) {
           if (inner[k] != 1) continue;
           const std::size_t elem = size_of(views[k].dtype);
-          ahead.add(
-              views[k].data + (off[k] + bo + std::int64_t(tile_elements())) * std::int64_t(elem),
-              next * elem);
+          ahead.add(views[k].data + (off[k] + bo + std::int64_t(tile)) * std::int64_t(elem),
+                    next * elem);
         }
       }
       run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead);
