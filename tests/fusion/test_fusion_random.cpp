@@ -445,7 +445,8 @@ TEST(FusionRandomVulkan, DrawsInKernelsAgreeBitForBit) {
   EXPECT_TRUE(g.fused) << groups_of(r);
 }
 
-// The differential's seed 82000253 (open on Cuda: docs/fusion.md, "Testing"): the group
+// The differential's seed 82000253 (a ptxas miscompile of the Bernoulli's double select:
+// Note [Bernoulli in its own type] in src/cuda/codegen/creation.cpp): the group
 // [random greater where] of an f16 Bernoulli draw compared with an input, the plan of a first
 // size reused at a second, with the draw kept or elided, gives the plain device's bits; also
 // in f32 and under other seeds. Each differing result names its elements.
