@@ -571,12 +571,12 @@ int main(int argc, char** argv) {
   const ember::Device dev = *device;
 
   const std::vector<std::string> isa_ext = cpu_isa_extensions();
-  const std::string cpu_line = cpu_model() + ", " +
-                               std::to_string(std::thread::hardware_concurrency()) +
-                               " hardware threads; ISA extensions: " +
-                               (isa_ext.empty() ? "none of avx2 and above" : join(isa_ext, " ")) +
-                               "; ember's Cpu kernels: " + ember_cpu_isa() +
-                               (cpu_caches().empty() ? "" : "; caches: " + cpu_caches());
+  const std::string caches = cpu_caches();
+  const std::string cpu_line =
+      cpu_model() + ", " + std::to_string(std::thread::hardware_concurrency()) +
+      " hardware threads; ISA extensions: " +
+      (isa_ext.empty() ? "none of avx2 and above" : join(isa_ext, " ")) +
+      "; ember's Cpu kernels: " + ember_cpu_isa() + (caches.empty() ? "" : "; caches: " + caches);
   std::cout << "ember-bench  device=" << dev.name() << "  size=" << eb::name(size)
             << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup
             << "  rounds=" << opt.rounds << "\n"
