@@ -568,12 +568,33 @@ class Grouper {
         return static_cast<std::int32_t>(k);
       }
     }
-    EMBER_ASSERT(v->state == State::Ready);  // earlier records ran, or are in this group
+    if (v->state != State::Ready) input_not_ready(*v);  // earlier records ran, or are here
     const auto id = static_cast<std::int32_t>(inputs_.size());
     inputs_.push_back(v);
     input_uses_.push_back(1);
     input_frame_.push_back(frame);
     return id;
+  }
+
+  // The invariant id_of checks, broken: what the value was, printed before the stop, since a
+  // stop that needs a whole process's history to happen is seen once.
+  [[noreturn]] void input_not_ready(const Value& v) const {
+    static constexpr const char* kStates[] = {"Pending", "Ready", "Consumed", "Elided", "Failed"};
+    std::fprintf(stderr,
+                 "fusion: a group input is %s, not Ready: %s %s, group %llu (open: %llu), id %d, "
+                 "%s stream, source %s, dropped %d, pending uses %d, inner %s; the group has %zu "
+                 "ops, %zu inputs\n",
+                 kStates[static_cast<int>(v.state)], to_string(v.dtype()).c_str(),
+                 v.shape().to_string().c_str(), static_cast<unsigned long long>(v.group),
+                 static_cast<unsigned long long>(group_), v.group_id,
+                 !v.stream                                                            ? "no"
+                 : !members_.empty() && members_.front()->outs[0]->stream == v.stream ? "this"
+                                                                                      : "another",
+                 v.source ? std::string(op_label(v.source->op)).c_str() : "none",
+                 v.dropped.load() ? 1 : 0, v.pending_uses.load(), v.inner ? "held" : "none",
+                 members_.size(), inputs_.size());
+    EMBER_ASSERT(v.state == State::Ready);
+    std::abort();
   }
 
   // r joins the open group (or opens one: its shape is then the group's), its inputs read
