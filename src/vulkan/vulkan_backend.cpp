@@ -236,6 +236,9 @@ class VulkanBackend final : public backend::Backend {
   // Whether group g runs here as one kernel (see run_fused).
   bool fusable(const backend::FusedGroup& g) const {
     using K = backend::FusedInstr::Kind;
+    // A group all of whose values were dropped (two draws nobody reads) has no outputs: it
+    // runs op by op, as on Cuda, so an integer division in it still raises its error.
+    if (g.outputs.empty()) return false;
     for (std::int32_t o : g.outputs) {
       if (!out_fits(g.shape, g.dtype_of(o))) return false;
     }
@@ -527,7 +530,8 @@ class VulkanBackend final : public backend::Backend {
       const std::size_t n = shape.num_elements();
       const bool small = n <= static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max()) -
                                   kMapUnroll * kLocal;  // the kernel's indices stay in int
-      if (small && dims.size() <= 1 && st.size() < 31 && (dims.empty() || st[0][0] == 1)) {
+      if (small && !st.empty() && dims.size() <= 1 && st.size() < 31 &&
+          (dims.empty() || st[0][0] == 1)) {
         std::uint32_t l = 1;
         for (std::size_t j = 1; j < st.size() && l != 0; ++j) {
           if (dims.empty() || st[j][0] == 1) continue;

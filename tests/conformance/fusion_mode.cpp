@@ -277,12 +277,19 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
   // Conv steps replace some other unary steps of float programs, of values of rank 3 to 5
   // with no extent 0 (so at both size sets), from a stream of their own too.
   Rng conv_rng(seed * 0x9e3779b97f4a7c15ULL + 0x636f6e76);
-  // An operand whose shape broadcasts with `with` (reshaped values may not): a uniform
-  // pick among those that do (`a` itself always does).
+  // An operand whose shape broadcasts with `with` (reshaped values may not) to at most
+  // kMaxBroadcast elements: a uniform pick among those that do (`a` itself always does).
+  // (Seed 200000687 crossed a [600] with a [600, 1] and that with a [600, 1, 1]: 216 M
+  // elements, 6.4 GB and 26 s for one program.) A cap the second size set crosses where
+  // the first did not gives that set another program: harmless, it misses the plans.
+  constexpr std::size_t kMaxBroadcast = std::size_t{1} << 20;
   const auto operand = [&](const Shape& with) {
     std::vector<int> ok;
     for (std::size_t i = 0; i < shapes.size(); ++i) {
-      if (broadcastable(shapes[i], with)) ok.push_back(static_cast<int>(i));
+      if (broadcastable(shapes[i], with) &&
+          (broadcast(shapes[i], with).num_elements() <= kMaxBroadcast || shapes[i] == with)) {
+        ok.push_back(static_cast<int>(i));
+      }
     }
     return ok[pick(ok.size())];
   };

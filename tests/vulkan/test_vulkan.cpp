@@ -722,6 +722,29 @@ TEST(VulkanFusion, DivisionByZeroRaisesTheUnfusedError) {
   EXPECT_EQ((x * 2.0f + 1.0f).sum().into_scalar<float>(), 9.0f);
 }
 
+// A group whose values are all dropped before the flush has no outputs (the differential's
+// seed 200000286: two draws nobody reads, beside a where): it runs, as unfused, and the
+// draws still take their counters, so the next draw is the unfused one.
+TEST(VulkanFusion, AGroupWithNoOutputsRunsAsUnfused) {
+  REQUIRE_VULKAN();
+  const auto run = [](const Device& d) {
+    d.seed(11);
+    auto x = Tensor<3>::full(Shape{1, 33, 3}, 0.5, d);
+    {
+      auto a = x.random_like(Distribution::bernoulli(0.4));
+      auto b = x.random_like(Distribution::bernoulli(0.4));
+    }
+    d.sync();  // the flush: one group of the two draws, neither live
+    auto c = x.random_like(Distribution::uniform(0, 1)) + 1.0f;
+    return c.to_data().to_vector<float>();
+  };
+  const Device vk = Device::vulkan(0);
+  const auto want = run(vk), got = run(vk.fusion());
+  ASSERT_EQ(got.size(), 99u);
+  EXPECT_EQ(got, want);
+  EXPECT_GE(*std::min_element(got.begin(), got.end()), 1.0f);
+}
+
 }  // namespace
 
 namespace {
