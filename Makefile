@@ -91,13 +91,19 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS) --timeout 1800 -E '$(ASAN_EXCLUDE)'
 
 # The threading tests under ThreadSanitizer: only their binaries are built (the library
-# with them), to keep CI short.
-TSAN_TESTS ?= test_concurrent_backward test_grad
+# with them), to keep CI short. The fusion differential's programs include the two-thread
+# ones (one in five: a second thread records half a program, this one the rest over values
+# pending in the other's stream, while the other runs the program again), so the Fusion
+# decorator's cross-thread flushes run under TSan too.
+TSAN_TESTS ?= test_concurrent_backward test_grad test_conformance
+TSAN_FUSION_PROGRAMS ?= 2000
 test-tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -G Ninja $(SANITIZE_CMAKE_FLAGS) -DEMBER_SANITIZE_THREAD=ON $(CMAKE_FLAGS)
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target $(TSAN_TESTS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/test_concurrent_backward
 	TSAN_OPTIONS=halt_on_error=1 $(TSAN_BUILD)/tests/test_grad --gtest_filter='*Threads*'
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/test_conformance \
+	  --mode fusion --device cpu --seed 117000001 --programs $(TSAN_FUSION_PROGRAMS)
 
 # Every conformance case in every dtype on the Vulkan devices and on vulkan:0+fusion (CI's
 # vulkan_conformance runs f32, i32 and bool, vulkan_fusion_conformance f32), and 2000

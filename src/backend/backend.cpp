@@ -72,8 +72,8 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
     case FusedInstr::Kind::Matmul:  // (Note [Matmul groups])
       return ir::Matmul{std::move(args[0]), std::move(args[1]), matmul_shape(g)};
     case FusedInstr::Kind::Conv:  // (Note [Conv groups])
-      return ir::Conv{std::move(args[0]), std::move(args[1]),    in.window,
-                      in.groups,          ir::ConvPass::Forward, {}};
+      return ir::Conv{std::move(args[0]), std::move(args[1]),    g.conv_window,
+                      g.conv_groups,      ir::ConvPass::Forward, {}};
     case FusedInstr::Kind::Fill: {
       // One element of the group's rank (it broadcasts as the group reads it).
       ir::Fill f{Shape(std::vector<std::size_t>(g.shape.rank(), 1)), in.out, 0.0, 0};

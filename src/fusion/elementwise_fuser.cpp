@@ -207,7 +207,7 @@ bool opens_matmul_group(const Record& r) {
 // no reshapes of its values (no refinement of the iteration space: the Cpu maps each
 // finished block of the convolution's [O, positions] product to the output by channel and
 // position) and no row instructions. Its window and group count are run-time values of the
-// instruction, never in the signature: one plan serves every geometry.
+// group, never in the signature: one plan serves every geometry.
 //
 // Whether the Conv r opens a conv group (else it runs alone, as any other op).
 bool opens_conv_group(const Record& r) {
@@ -636,8 +636,8 @@ class Grouper {
             in.kind = FusedInstr::Kind::Matmul;  // opens the group (Note [Matmul epilogues])
           } else if constexpr (std::is_same_v<T, ir::Conv>) {
             in.kind = FusedInstr::Kind::Conv;  // opens the group (Note [Conv epilogues])
-            in.window = o.window;
-            in.groups = o.groups;
+            conv_window_ = o.window;
+            conv_groups_ = o.groups;
           } else if constexpr (std::is_same_v<T, ir::Random>) {
             in.kind = FusedInstr::Kind::Random;  // its parameters are run-time values
             in.dist = o.dist.kind;
@@ -704,7 +704,9 @@ class Grouper {
   // The product's last extent where the open group starts with a Matmul (Note [Matmul
   // epilogues]), else 0 (a product of no columns opens no group).
   std::size_t matmul_n_ = 0;
-  bool conv_ = false;  // the open group starts with a Conv (Note [Conv epilogues])
+  bool conv_ = false;       // the open group starts with a Conv (Note [Conv epilogues])
+  ir::Window conv_window_;  // that Conv's (FusedGroup::conv_window)
+  std::size_t conv_groups_ = 1;
   static inline std::atomic<std::uint64_t> groups_opened_{0};
 };
 
@@ -849,6 +851,10 @@ void Grouper::close(CloseReason why) {
   g.signature.assign(sig_buffer_.data(), at);
   g.key = fnv1a(g.signature);
   g.code = code_;  // (a copy: code_ keeps its storage for the next group)
+  if (conv_) {
+    g.conv_window = std::move(conv_window_);
+    g.conv_groups = conv_groups_;
+  }
   info.inputs = g.inputs.size();
   info.outputs = g.outputs.size();
   info.key = g.key;

@@ -223,7 +223,7 @@ TEST(CpuFused, ConvGroupsRunWithTheirEpilogue) {
                   make(bv, Shape{1, o, 1, 1}), res};
       FusedInstr cv;
       cv.kind = FusedInstr::Kind::Conv;
-      cv.window = win;
+      g.conv_window = win;
       cv.args = {0, 1, -1};
       cv.out = dt;
       FusedInstr add;

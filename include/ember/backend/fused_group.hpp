@@ -37,6 +37,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "ember/base/dtype.hpp"
@@ -92,7 +93,8 @@ struct RandomCounters {
 // Note [Conv groups]: a group may START with a forward Conv instead (code[0], Kind::Conv, of
 // a float dtype) of two inputs (args[0], args[1]: the ir::Conv operands x [N, C, *] and
 // w [O, C / groups, *kernel], 1 to 3 spatial dims), its window and group count in the
-// instruction (run-time values, as a unary function's parameters: never in the signature).
+// group (conv_window, conv_groups: run-time values, as a unary function's parameters, never
+// in the signature).
 // Its result, of shape [N, O, *out] (ir::out_shape of the op), IS the group's shape (no
 // reshapes join a conv group), and the group's other instructions are element-wise, its
 // epilogue: a bias add of a [1, O, 1, ...] view, an activation, a batch norm's per-channel
@@ -129,9 +131,6 @@ struct FusedInstr {
   // iteration space (row-major) is the draw's element i.
   Distribution::Kind dist = Distribution::Kind::Default;
   RandomCounters draw;
-  // Kind::Conv: the forward convolution's window and group count (run-time values).
-  ir::Window window;
-  std::size_t groups = 1;
   // Operands, as value ids: 0 .. inputs.size() - 1 are the inputs, inputs.size() + i is
   // instruction i's result. Unary and Cast use args[0]; Binary args[0..1] (lhs, rhs);
   // Where args[0..2] (cond, a, b); Fill and Random none; Reduce and Softmax args[0];
@@ -145,6 +144,8 @@ struct FusedInstr {
   }
 };
 
+static_assert(std::is_trivially_copyable_v<FusedInstr>);
+
 struct FusedGroup {
   Shape shape;                        // the iteration space: every result's shape but a Reduce's
   std::vector<ir::Handle> inputs;     // inner-backend tensors (Note [In-place reuse] applies)
@@ -152,6 +153,11 @@ struct FusedGroup {
   std::vector<std::int32_t> outputs;  // value ids (instruction results) to return, in order
   std::string signature;              // the structure, without sizes (see above)
   std::uint64_t key = 0;              // FNV-1a of signature
+  // The Conv instruction's window and group count, where the group starts with one (Note
+  // [Conv groups]; run-time values): here rather than in the instruction, so that an
+  // instruction stays a trivially copyable record (a group's code is copied at each close).
+  ir::Window conv_window;
+  std::size_t conv_groups = 1;
 
   std::size_t num_values() const { return inputs.size() + code.size(); }
   // Whether the last instruction is a Reduce.

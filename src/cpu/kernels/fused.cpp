@@ -998,7 +998,8 @@ std::optional<Outputs> run_conv(CpuContext& ctx, FusedGroup& g, const Program& p
   Outputs result(po.outs.begin(), po.outs.end());
   if (shape.num_elements() == 0) return result;
   const std::array<ir::Handle, 2> operand = product_operands(ctx, g);
-  const ir::Conv op{operand[0], operand[1], cv.window, cv.groups, ir::ConvPass::Forward, {}};
+  const ir::Conv op{operand[0], operand[1], g.conv_window, g.conv_groups, ir::ConvPass::Forward,
+                    {}};
   EMBER_ASSERT(ir::out_shape(op) == shape);  // (Note [Conv groups])
   const auto go = [&](auto tag) {
     using T = decltype(tag);
