@@ -87,6 +87,21 @@ bool detect_dot(DotIsa isa) {
 #endif
 }
 
+bool detect_int8(Int8Dot dot) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (dot == Int8Dot::None) return true;
+  if (!detect(Isa::Avx512)) return false;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  if (dot == Int8Dot::Avx512Vnni) return (c & (1u << 11)) != 0;  // AVX512_VNNI
+  const bool tile = (d & (1u << 24)) != 0, amx_int8 = (d & (1u << 25)) != 0;
+  const unsigned long long tile_state = (1ull << 17) | (1ull << 18);  // XTILECFG, XTILEDATA
+  return tile && amx_int8 && (xcr0() & tile_state) == tile_state && amx_permitted();
+#else
+  return dot == Int8Dot::None;
+#endif
+}
+
 // Whether the CPU's vendor string (CPUID leaf 0) is AMD's.
 bool is_amd() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -251,6 +266,19 @@ bool dot_isa_supported(DotIsa isa) {
 }
 
 DotIsa active_dot_isa() { return resolved().dot; }
+
+bool int8_dot_supported(Int8Dot dot) {
+  static const bool vnni = detect_int8(Int8Dot::Avx512Vnni), amx = detect_int8(Int8Dot::Amx);
+  switch (dot) {
+    case Int8Dot::None:
+      return true;
+    case Int8Dot::Avx512Vnni:
+      return vnni;
+    case Int8Dot::Amx:
+      return amx;
+  }
+  return false;
+}
 
 const CacheSizes& cache_sizes() {
   static const CacheSizes s = detect_caches();

@@ -30,6 +30,14 @@ bool dot_isa_supported(DotIsa isa);
 // none (Note [Dot kernels by default] in isa.cpp).
 DotIsa active_dot_isa();
 
+// The int8 dot-product instructions the int8 GEMM (cpu/gemm/gemm_i8.hpp) may use, beside the
+// vector ISA: Avx512Vnni, AVX-512 + AVX512_VNNI (vpdpbusd); Amx, AMX-TILE + AMX-INT8
+// (tdpbusd), with the kernel's permission to use the tile data (Note [AMX permission]).
+// The int8 GEMM takes AMX where the bf16 one does (active_dot_isa() is Amx), else VNNI where
+// the active vector ISA is AVX-512, else its portable loop.
+enum class Int8Dot { None, Avx512Vnni, Amx };
+bool int8_dot_supported(Int8Dot dot);
+
 // The data caches of one core as CPUID describes them (bytes; 0 where the CPU does not say,
 // or off x86): the level-1 data cache, the level-2 cache, and the level-3 cache it shares.
 // Read once. Kernels size their blocks from them (Note [Tile size] in kernels/fused.cpp).

@@ -70,6 +70,24 @@ void ukernel_avx512bf16(std::size_t kq, const std::uint16_t* a, const std::uint1
 void ukernel_amx_bf16(std::size_t kq, const std::uint16_t* a, const std::uint16_t* b, float* c,
                       std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
 
+// int8 dot-product tiles (gemm_i8.cpp, Note [int8 sums] in gemm_i8.hpp): C's MR x NR tile
+// (int32) of a packed u8 A sliver times a packed s8 B sliver, kq = kc / 4 quads of k steps,
+// C overwritten or (load_c) added to, rows i < m and columns j < n only, slivers zero-padded.
+// Layouts, in bytes:
+//   quads (Portable, Avx512Vnni): A at [(q * MR + i) * 4 + t] = A(i, 4q + t),
+//                                 B at [(q * NR + j) * 4 + t] = B(4q + t, j);
+//   Amx: A row-major, [i * kc + p] = A(i, p) with kc a multiple of kAmxI8K; B as quads.
+using UkernelI8 = void (*)(std::size_t kq, const std::uint8_t* a, const std::int8_t* b,
+                           std::int32_t* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                           bool load_c);
+inline constexpr int kI8Mr = 12, kI8Nr = 32;
+inline constexpr int kAmxI8Mr = 32, kAmxI8Nr = 32, kAmxI8K = 64;
+void ukernel_avx512vnni_u8s8(std::size_t kq, const std::uint8_t* a, const std::int8_t* b,
+                             std::int32_t* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                             bool load_c);
+void ukernel_amx_u8s8(std::size_t kq, const std::uint8_t* a, const std::int8_t* b, std::int32_t* c,
+                      std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+
 // Matrix-vector kernels for products with m == 1 or n == 1 (gemv.inc): no packing, the
 // matrix is read once, in the order it lies in memory. `x` is contiguous.
 //   dot:  y[i*ys] (= or +=) sum_p mat[i*rs + p] * x[p], for i < rows (rows contiguous);
