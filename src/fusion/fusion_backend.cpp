@@ -207,9 +207,19 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     std::vector<ir::Handle> outs;
     outs.reserve(values.size());
     for (const auto& v : values) outs.push_back(handle_of(v));
+    // Each read is counted before any handle moved in is dropped (Note [Counted before the
+    // drop]).
+    for (const auto& v : args) {
+      if (!v) continue;
+      if (v->stream == s && v->state == State::Pending) {
+        v->pending_uses.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        std::lock_guard take(v->take_mu);
+        v->pending_uses.fetch_add(1, std::memory_order_relaxed);
+      }
+    }
     for (std::size_t i = 0; i < n; ++i) {
       ir::operand(op, i).reset();  // a handle moved in is dropped here (Note [Values and handles])
-      if (args[i]) args[i]->pending_uses.fetch_add(1, std::memory_order_relaxed);
     }
     Record& rec = s->records.emplace_back(std::move(op), std::move(args), std::move(values));
     if (kind == ir::OpKind::Random && shared_->random && inner_be().supports(rec.op)) {

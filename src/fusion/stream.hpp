@@ -199,6 +199,16 @@ void flush_locked(Stream& s, backend::CloseReason why);
 // flush at the same time. Each reader's take_input counts its reads off and copies or
 // moves `inner` under the value's take_mu, so exactly the last one moves it and no copy
 // races with the move.
+//
+// Note [Counted before the drop]: "the last reader" is two facts read together, no pending
+// reads left and no handle left (dropped). A record counts its read (pending_uses) before
+// the handle it was given is dropped, and, for a value another stream's flush may take
+// meanwhile (any but a value pending in the recording stream, which only a flush under that
+// stream's lock takes), under take_mu, so take_input sees either the new count or a handle
+// still alive. Counted after the drop, a flush of the other stream could see the last
+// handle gone and the new read not yet counted, and move `inner` away from a read still to
+// come: the invariant stop "a group input is Consumed" (EMBER_CPU_ISA=avx2, seed 400000001
+// of the fusion differential: a program's input read by the two threads' streams at once).
 ir::Handle take_input(Value& v, std::int32_t uses = 1);
 
 }  // namespace ember::fusion

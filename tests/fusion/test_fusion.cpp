@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -225,6 +228,59 @@ TEST(FusionDevice, ValuesOutliveTheThreadsThatMadeAndDropThem) {
   dropper.join();
   // The device goes on working on this thread.
   EXPECT_EQ(values(input(d, 1, 2, 1.0f) * 2.0f), values(input(Device::cpu(), 1, 2, 1.0f) * 2.0f));
+}
+
+// Note [Counted before the drop]: a Ready value with a read pending in another thread's
+// stream, its last handle moved into an op on this thread while the other thread flushes.
+// The other flush must not take the value away from the read this thread records: before the
+// fix the read was counted after the drop, and a flush in between moved the value out (the
+// invariant stop "a group input is Consumed"). Each round is a timed race, so the test can
+// catch the bug, never prove it absent; the fusion differential's two-thread programs run
+// the same pattern (under TSan in CI too).
+TEST(FusionDevice, AReadIsCountedBeforeItsHandleDrops) {
+  const Device d = fused_with({});
+  // Up to 20,000 rounds or 2 s (the old order failed within a few hundred rounds, 5 runs in 6).
+  constexpr int kRounds = 20000;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  std::vector<std::vector<float>> plus_one, twice;
+  for (int k = 0; k < 7; ++k) {
+    plus_one.push_back(values(input(Device::cpu(), 1, 4, float(k)) + 1.0f));
+    twice.push_back(values(input(Device::cpu(), 1, 4, float(k)) * 2.0f));
+  }
+  std::atomic<int> phase{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::optional<Tensor<2>>> theirs(kRounds);
+  std::vector<std::vector<float>> read(kRounds);
+  std::thread other([&] {
+    for (int r = 0; r < kRounds; ++r) {
+      while (phase.load() < 3 * r + 1) {
+        if (stop.load()) return;
+        std::this_thread::yield();
+      }
+      auto y = *theirs[r] * 2.0f;  // a read pending in this thread's stream
+      theirs[r].reset();           // this thread's handle gone: the other one is the last
+      phase.fetch_add(1);
+      while (phase.load() < 3 * r + 3) std::this_thread::yield();
+      read[r] = values(y);  // the flush: this read takes the value
+    }
+  });
+  int rounds = 0;
+  for (; rounds < kRounds && std::chrono::steady_clock::now() < deadline; ++rounds) {
+    const int r = rounds;
+    auto x = input(d, 1, 4, float(r % 7));  // Ready
+    theirs[r] = x;
+    phase.fetch_add(1);
+    while (phase.load() < 3 * r + 2) std::this_thread::yield();
+    phase.fetch_add(1);
+    auto z = std::move(x) + 1.0f;  // the last handle, moved in while the other flushes
+    if (values(z) != plus_one[r % 7]) ADD_FAILURE() << "round " << r;
+  }
+  stop.store(true);
+  other.join();
+  EXPECT_GT(rounds, 100);
+  for (int r = 0; r < rounds; ++r) {
+    if (read[r] != twice[r % 7]) ADD_FAILURE() << "the other thread's read, round " << r;
+  }
 }
 
 TEST(FusionDevice, PassThroughRunsEveryOpAtOnce) {
