@@ -482,13 +482,61 @@ class Grouper {
   // The dim along which the Reduce r ends the open group (Note [Fused reductions] of the
   // Cpu), or nullopt: a row of a value computed in the group, of a function and dtype the
   // inner backend reduces in rows.
-  std::optional<std::uint32_t> reduce_row_dim(const Record& r) const {
+  std::optional<std::uint32_t> reduce_row_dim(const Record& r) {
     const auto& op = std::get<ir::Reduce>(r.op);
     const Value* x = r.args[0].get();
     if (!shared_.row_reduction || !x || !shared_.row_reduction(op.fn, x->dtype())) {
       return std::nullopt;
     }
-    return row_dim_of(x, op.dim);
+    if (const auto dim = row_dim_of(x, op.dim)) return dim;
+    return coarsened_row_dim(x, op.dim);
+  }
+
+  // Note [Coarsened iteration space]: a reduction over a frame's dim whose run covers several
+  // extents above 1 of the iteration space (a full sum of a value the group computed in
+  // [64, 4096], reshaped to [262144]) ends the group in a coarser iteration space, the run's
+  // dims merged into one ([262144]). The group's values are contiguous in every frame, so
+  // only its inputs care which space it iterates: each must merge over the run as a view,
+  // broadcast along all of it or read whole from a fresh (contiguous) tensor. Then the
+  // inputs are handed in the merged space and the values come back in it, reshaped to their
+  // own shapes as any frame's; the reduction is the one the backend runs over such a row.
+  // The dim of the merged run, or nullopt where an input forbids it.
+  std::optional<std::uint32_t> coarsened_row_dim(const Value* x, std::size_t dim) {
+    if (frames_.empty() || x->shape() == shape_ || matmul_n_ || conv_ || !internal(*x) ||
+        x->source || members_.size() >= shared_.options.max_group_ops) {
+      return std::nullopt;
+    }
+    const auto run = runs_of(x->shape(), shape_)[dim];
+    for (std::size_t k = run.second; k < shape_.rank(); ++k) {
+      if (shape_[k] != 1) return std::nullopt;
+    }
+    for (std::size_t k = 0; k < inputs_.size(); ++k) {
+      if (input_frame_[k] == kMatmulFrame) return std::nullopt;
+      const Shape in = input_shape_in(inputs_[k]->shape(), frames_[input_frame_[k]], shape_);
+      bool all_one = true, all_full = true;
+      for (std::size_t j = run.first; j < run.second; ++j) {
+        all_one = all_one && in[j] == 1;
+        all_full = all_full && in[j] == shape_[j];
+      }
+      if (!all_one && !(all_full && inputs_[k]->layout == kFresh)) return std::nullopt;
+    }
+    fine_ = shape_;
+    merged_ = run;
+    shape_ = merged(shape_, run);
+    shared_.report.decision([&] {
+      return "iteration " + fine_.to_string() + " merged to " + shape_.to_string() +
+             " for a reduction over it (Note [Coarsened iteration space])";
+    });
+    return static_cast<std::uint32_t>(run.first);
+  }
+  // s with its dims [run.first, run.second) merged into one.
+  static Shape merged(const Shape& s, std::pair<std::size_t, std::size_t> run) {
+    std::vector<std::size_t> d(s.dims().begin(), s.dims().begin() + std::ptrdiff_t(run.first));
+    std::size_t p = 1;
+    for (std::size_t j = run.first; j < run.second; ++j) p *= s[j];
+    d.push_back(p);
+    d.insert(d.end(), s.dims().begin() + std::ptrdiff_t(run.second), s.dims().end());
+    return Shape(std::move(d));
   }
 
   // The dim along which the Softmax or LayerNorm r ends the open group, or nullopt: it
@@ -679,6 +727,7 @@ class Grouper {
     group_ = 0;
     matmul_n_ = 0;
     conv_ = false;
+    merged_.reset();
   }
 
   Shared& shared_;
@@ -707,6 +756,10 @@ class Grouper {
   bool conv_ = false;       // the open group starts with a Conv (Note [Conv epilogues])
   ir::Window conv_window_;  // that Conv's (FusedGroup::conv_window)
   std::size_t conv_groups_ = 1;
+  // Note [Coarsened iteration space]: the run of fine_ (the iteration space before) that
+  // shape_ merged, where a reduction coarsened it.
+  std::optional<std::pair<std::size_t, std::size_t>> merged_;
+  Shape fine_;
   static inline std::atomic<std::uint64_t> groups_opened_{0};
 };
 
@@ -825,7 +878,13 @@ void Grouper::close(CloseReason why) {
     const bool last = v.dropped.load(std::memory_order_acquire) &&
                       v.pending_uses.load(std::memory_order_acquire) == input_uses_[k];
     ir::Handle h = take_input(v, input_uses_[k]);
-    if (!frames_.empty() && input_frame_[k] != kMatmulFrame && frames_[input_frame_[k]] != shape_) {
+    if (merged_) {
+      // Split to the fine space's dims, then the run merged (Note [Coarsened iteration
+      // space]: a view, as coarsened_row_dim checked).
+      Shape to = merged(input_shape_in(v.shape(), frames_[input_frame_[k]], fine_), *merged_);
+      if (to != v.shape()) h = std::move(shared_.inner->execute(ir::Reshape{h, std::move(to)})[0]);
+    } else if (!frames_.empty() && input_frame_[k] != kMatmulFrame &&
+               frames_[input_frame_[k]] != shape_) {
       // Read in a frame other than the iteration space: split to its dims (a view).
       Shape to = input_shape_in(v.shape(), frames_[input_frame_[k]], shape_);
       if (to != v.shape()) h = std::move(shared_.inner->execute(ir::Reshape{h, std::move(to)})[0]);

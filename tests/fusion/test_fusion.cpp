@@ -708,6 +708,52 @@ double worst(const TensorData& got, const std::vector<double>& want, double atol
 // row op's group, are never written, and the result is the plain Cpu's bit for bit and the
 // f64 reference's within the dtype's rounding — in f32, f64, f16 and bf16, for rows of 1, 7
 // (odd) and 1300 (past a 512-element tile) elements.
+// Note [Coarsened iteration space]: a full reduction (a loss's sum or mean) of a value the
+// group computed reshapes it to one row; the group's iteration space merges to that row and
+// the reduction joins, with the unfused bits. An input that cannot merge as a view (a row
+// broadcast over the rows, a transposed one) leaves the reduction alone.
+TEST(FusionPatterns, FullReductionsTakeTheirPrologue) {
+  const Device c = Device::cpu();
+  for (const std::size_t cols : {std::size_t(7), std::size_t(1300)}) {
+    const Device d = fused_with({});
+    const auto loss = [&](const Device& dev) {
+      auto a = input(dev, 37, cols, 1.5f), b = input(dev, 37, cols, -0.5f);
+      auto e = (a * 0.5f).exp().sum();
+      auto m = ((a - b) * (a - b)).mean();
+      auto i = (a - 1.0f).exp().argmin();
+      auto out = e.to_data().to_vector<float>();
+      for (float v : m.to_data().to_vector<float>()) out.push_back(v);
+      for (auto v : i.to_data().to_vector<std::int64_t>()) out.push_back(float(v));
+      return out;
+    };
+    EXPECT_EQ(loss(d), loss(c)) << cols;
+    const auto r = fusion::report(d);
+    for (const std::vector<std::string_view>& ops : std::vector<std::vector<std::string_view>>{
+             {"mul", "exp", "sum"}, {"sub", "sub", "mul", "mean"}, {"sub", "exp", "argmin"}}) {
+      const auto* g = group_with(r, ops);
+      ASSERT_NE(g, nullptr) << groups_of(r);
+      EXPECT_EQ(g->closed, CloseReason::Reduction);
+      EXPECT_EQ(g->outputs, 1u);
+    }
+    // A [1, cols] row broadcast over the rows, or a transposed input: no view merges them.
+    const auto apart = [&](const Device& dev) {
+      auto a = input(dev, 37, cols, 1.5f);
+      auto row = input(dev, 1, cols, 0.25f);
+      auto t = input(dev, cols, 37, 0.75f).transpose();
+      auto s1 = (a * row).exp().sum();
+      auto s2 = (a + t).exp().sum();
+      auto out = s1.to_data().to_vector<float>();
+      out.push_back(s2.to_data().to_vector<float>()[0]);
+      return out;
+    };
+    fusion::reset_report(d);
+    EXPECT_EQ(apart(d), apart(c)) << cols;
+    const auto r2 = fusion::report(d);
+    EXPECT_EQ(group_with(r2, {"mul", "exp", "sum"}), nullptr) << groups_of(r2);
+    EXPECT_EQ(group_with(r2, {"add", "exp", "sum"}), nullptr) << groups_of(r2);
+  }
+}
+
 TEST(FusionPatterns, SoftmaxAndLayerNormTakeTheirPrologue) {
   const Device c = Device::cpu();
   const std::size_t rows = 5;
@@ -1836,6 +1882,10 @@ TEST(FusionCuda, ReductionsTakeTheirPrologue) {
       ASSERT_NE(g, nullptr) << groups_of(r);
       EXPECT_EQ(g->closed, CloseReason::Reduction);
       EXPECT_TRUE(g->fused) << cols << ": the group ran op by op";
+      // The full mean of e * e took its prologue (Note [Coarsened iteration space]).
+      const auto* m = group_with(r, {"mul", "mean"});
+      ASSERT_NE(m, nullptr) << groups_of(r);
+      EXPECT_TRUE(m->fused) << cols << ": the full mean ran op by op";
     } else {
       EXPECT_EQ(g, nullptr) << groups_of(r);  // the reduction runs alone after the group
     }
