@@ -714,7 +714,8 @@ double worst(const TensorData& got, const std::vector<double>& want, double atol
 // broadcast over the rows, a transposed one) leaves the reduction alone.
 TEST(FusionPatterns, FullReductionsTakeTheirPrologue) {
   const Device c = Device::cpu();
-  for (const std::size_t cols : {std::size_t(7), std::size_t(1300)}) {
+  // 37 x 5000 is one row of 185,000 elements: reduced in chunks (Note [Chunked fused rows]).
+  for (const std::size_t cols : {std::size_t(7), std::size_t(1300), std::size_t(5000)}) {
     const Device d = fused_with({});
     const auto loss = [&](const Device& dev) {
       auto a = input(dev, 37, cols, 1.5f), b = input(dev, 37, cols, -0.5f);
@@ -751,6 +752,34 @@ TEST(FusionPatterns, FullReductionsTakeTheirPrologue) {
     const auto r2 = fusion::report(d);
     EXPECT_EQ(group_with(r2, {"mul", "exp", "sum"}), nullptr) << groups_of(r2);
     EXPECT_EQ(group_with(r2, {"add", "exp", "sum"}), nullptr) << groups_of(r2);
+  }
+}
+
+// Note [Chunked fused rows]: rows the Reduce kernel reduces in chunks (2^17 elements and
+// more) take their prologue too, each row's chunks over the threads, with the kernel's bits:
+// sums, means and extremes in f32, and in bf16 (reduced in f32), a kept prologue value too.
+TEST(FusionPatterns, LongRowsReduceInChunks) {
+  const Device c = Device::cpu(), d = fused_with({});
+  for (const std::size_t cols : {std::size_t(131072), std::size_t(200003)}) {
+    const auto rows = [&](const Device& dev, DType dt) {
+      auto x = input(dev, 3, cols, 1.5f).cast(dt);
+      auto e = (x * 0.5f).exp();
+      std::vector<float> out;
+      for (const auto& t :
+           {e.sum_dim(1), e.mean_dim(1), (x - 1.0f).max_dim(1), (x + 1.0f).min_dim(1)}) {
+        for (float v : t.cast(DType::F32).to_data().to_vector<float>()) out.push_back(v);
+      }
+      for (float v : e.cast(DType::F32).to_data().to_vector<float>()) out.push_back(v);
+      return out;
+    };
+    for (DType dt : {DType::F32, DType::BF16}) {
+      fusion::reset_report(d);
+      EXPECT_EQ(rows(d, dt), rows(c, dt)) << cols << " " << name(dt);
+      const auto r = fusion::report(d);
+      const auto* g = group_with(r, {"sub", "max"});
+      ASSERT_NE(g, nullptr) << groups_of(r);
+      EXPECT_TRUE(g->fused) << groups_of(r);
+    }
   }
 }
 

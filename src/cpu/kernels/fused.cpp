@@ -560,9 +560,13 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   for (std::size_t k = d + 1; k < shape.rank(); ++k) {
     if (shape[k] != 1) return std::nullopt;  // not along rows
   }
-  // Empty, or rows too long for a row buffer: op by op, as unfused.
-  if (shape.num_elements() == 0 || shape[d] > (std::size_t(1) << 22)) return std::nullopt;
   const bool reduce = last.kind == FusedInstr::Kind::Reduce;
+  // A reduction's long rows run in chunks (Note [Chunked fused rows]).
+  const std::size_t chunk = reduce ? reduce_row_chunk(last.reduce, shape[d]) : 0;
+  // Empty, or rows too long for a row buffer: op by op, as unfused.
+  if (shape.num_elements() == 0 || (chunk == 0 && shape[d] > (std::size_t(1) << 22))) {
+    return std::nullopt;
+  }
   const std::size_t n_in = g.inputs.size();
   const std::size_t n = shape[d], rows = shape.num_elements() / n;
   const auto row_id = static_cast<std::int32_t>(g.num_values() - 1);
@@ -621,6 +625,98 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   const std::size_t steps = g.code.size() - 1, tile = tile_elements();
   const bool direct_row = vt == ct && n > tile && steps > 0 &&
                           last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
+  // Row r's first element in each input: r is the index over dims [0, d).
+  const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& at) {
+    std::size_t rem = r;
+    at.fill(0);
+    for (std::size_t dd = d; dd-- > 0;) {
+      const auto id = static_cast<std::int64_t>(rem % shape[dd]);
+      rem /= shape[dd];
+      for (std::size_t k = 0; k < n_in; ++k) {
+        if (read[k]) at[k] += id * views[k].strides[dd];
+      }
+    }
+  };
+  // The prologue values the group keeps, of the tile of cnt elements at row r's element b.
+  const auto store_kept = [&](const std::vector<Slot>& slot, std::size_t r, std::size_t b,
+                              std::size_t cnt) {
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      if (g.outputs[j] == row_id) continue;
+      const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
+      const std::size_t elem = size_of(outs[j]->dtype());
+      std::byte* dst = outs[j]->data() + (r * n + b) * elem;
+      if (v.scalar) {
+        for (std::size_t i = 0; i < cnt; ++i) std::memcpy(dst + i * elem, v.p, elem);
+      } else {
+        std::memcpy(dst, v.p, cnt * elem);
+      }
+    }
+  };
+  // The row instruction's operand for the tile, in the compute type at dst (where the last
+  // prologue instruction did not write it there itself).
+  const auto to_row_buffer = [&](const Slot& a, std::byte* dst, std::size_t cnt) {
+    if (a.scalar) {
+      if (a.p != dst) convert_row(a.p, vt, dst, ct, 1);
+      for (std::size_t i = 1; i < cnt; ++i) std::memcpy(dst + i * celem, dst, celem);
+    } else if (a.p != dst) {
+      convert_row(a.p, vt, dst, ct, cnt);
+    }
+  };
+  if (chunk > 0) {
+    // Note [Chunked fused rows]: a reduction of rows the Reduce kernel reduces in chunks
+    // (Note [Chunked rows] in reduce.cpp: a full sum of [8192, 4096], one row of 2^25) runs
+    // chunk by chunk, the chunks of every row over the threads: each chunk's prologue into
+    // a chunk-long buffer, reduced to its part as the kernel reduces that chunk, and each
+    // row's parts combined in order — the kernel's bits, where one thread walking the whole
+    // row (or the op by op run the row buffer's size once forced) left the rest idle.
+    const std::size_t chunks = (n + chunk - 1) / chunk;
+    std::vector<std::byte> parts(rows * chunks * celem);
+    const bool direct =
+        vt == ct && steps > 0 && last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
+    parallel_for(0, rows * chunks, 1, [&](std::size_t i0, std::size_t i1) {
+      static EMBER_THREAD_LOCAL Scratch s;
+      static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
+      s.prepare(n_in, prog);
+      if (row_buf.size() < chunk * celem) row_buf.resize(chunk * celem);
+      std::vector<Slot> slot(n_values);
+      std::array<std::int64_t, kMaxInputs> base{};
+      for (std::size_t i = i0; i < i1; ++i) {
+        const std::size_t r = i / chunks, lo = (i % chunks) * chunk, hi = std::min(n, lo + chunk);
+        row_base(r, base);
+        for (std::size_t b = lo; b < hi; b += tile) {
+          const std::size_t cnt = std::min(tile, hi - b);
+          Prefetch ahead;  // the chunk's next tile of each input contiguous along the row
+          const bool last_tile = b + tile >= hi;
+          for (std::size_t k = 0; k < n_in; ++k) {
+            if (!read[k]) continue;
+            const std::int64_t st = views[k].strides[d];
+            const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
+            const std::byte* p =
+                views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
+            load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
+            if (st != 1 || last_tile) continue;
+            ahead.add(p + static_cast<std::int64_t>(tile) * elem,
+                      std::min(tile, hi - b - tile) * size_of(views[k].dtype));
+          }
+          std::byte* const dst = row_buf.data() + (b - lo) * celem;
+          run_tile(prog, g, s, slot, cnt, r * n + b, ahead, direct ? dst : nullptr);
+          store_kept(slot, r, b, cnt);
+          to_row_buffer(slot[static_cast<std::size_t>(last.args[0])], dst, cnt);
+        }
+        reduce_chunk(last.reduce, ct, row_buf.data(), hi - lo, parts.data() + i * celem);
+      }
+    });
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      if (g.outputs[j] != row_id) continue;
+      const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused
+      for (std::size_t r = 0; r < rows; ++r) {
+        std::uint64_t res = 0;
+        reduce_chunks(last.reduce, ct, parts.data() + r * chunks * celem, chunks, n, &res);
+        convert_row(&res, ct, outs[j]->data() + r * size_of(od), od, 1);
+      }
+    }
+    return Outputs(outs.begin(), outs.end());
+  }
   parallel_for(0, rows, grain, [&](std::size_t r0, std::size_t r1) {
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
@@ -631,18 +727,6 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     std::byte* row_out = row_buf.data() + n * celem;
     std::vector<Slot> slot(n_values);
     std::array<std::int64_t, kMaxInputs> base{};
-    // Row r's first element in each input: r is the index over dims [0, d).
-    const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& at) {
-      std::size_t rem = r;
-      at.fill(0);
-      for (std::size_t dd = d; dd-- > 0;) {
-        const auto id = static_cast<std::int64_t>(rem % shape[dd]);
-        rem /= shape[dd];
-        for (std::size_t k = 0; k < n_in; ++k) {
-          if (read[k]) at[k] += id * views[k].strides[dd];
-        }
-      }
-    };
     std::array<std::int64_t, kMaxInputs> next_base{};
     if (r0 < r1) row_base(r0, next_base);
     for (std::size_t r = r0; r < r1; ++r) {
@@ -673,26 +757,13 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         // the row buffer when that is what the buffer would get (Note [Epilogue in place]).
         std::byte* const dst = row_buf.data() + b * celem;
         run_tile(prog, g, s, slot, cnt, r * n + b, ahead, direct_row ? dst : nullptr);
-        for (std::size_t j = 0; j < outs.size(); ++j) {  // prologue values kept
-          if (g.outputs[j] == row_id) continue;
-          const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
-          const std::size_t elem = size_of(outs[j]->dtype());
-          std::byte* dst = outs[j]->data() + (r * n + b) * elem;
-          if (v.scalar) {
-            for (std::size_t i = 0; i < cnt; ++i) std::memcpy(dst + i * elem, v.p, elem);
-          } else {
-            std::memcpy(dst, v.p, cnt * elem);
-          }
-        }
+        store_kept(slot, r, b, cnt);
         const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
         row = row_buf.data();
         if (n <= tile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
           row = a.p;
-        } else if (a.scalar) {
-          if (a.p != dst) convert_row(a.p, vt, dst, ct, 1);
-          for (std::size_t i = 1; i < cnt; ++i) std::memcpy(dst + i * celem, dst, celem);
-        } else if (a.p != dst) {
-          convert_row(a.p, vt, dst, ct, cnt);
+        } else {
+          to_row_buffer(a, dst, cnt);
         }
       }
       for (std::size_t j = 0; j < outs.size(); ++j) {

@@ -38,6 +38,14 @@ std::optional<Outputs> run_fused(CpuContext& ctx, backend::FusedGroup& group);
 // code, so the same order and the same bits). ArgMax / ArgMin need n > 0.
 bool reduces_rows(ir::ReduceFn fn, DType dt);
 void reduce_row(ir::ReduceFn fn, DType dt, const void* row, std::size_t n, void* y);
+// The same reduction of a long row as chunks (Note [Chunked rows] in reduce.cpp), so that
+// the chunks of one row may run on several threads: the chunk length of rows of n elements
+// (0 where such rows are not chunked, or fn is ArgMax / ArgMin), one chunk's part (of dt),
+// and the row's result from its parts in order — together the bits reduce_row gives.
+std::size_t reduce_row_chunk(ir::ReduceFn fn, std::size_t n);
+void reduce_chunk(ir::ReduceFn fn, DType dt, const void* x, std::size_t len, void* part);
+void reduce_chunks(ir::ReduceFn fn, DType dt, const void* parts, std::size_t chunks, std::size_t n,
+                   void* y);
 // elementwise.cpp: y[i] = c[i * cs] ? a[i * as] : b[i * bs] for i < n, elements of elem bytes
 // selected by their bits without a branch (Note [Branch-free select]); strides in elements.
 void select_row(const unsigned char* c, std::int64_t cs, const std::byte* a, std::int64_t as,

@@ -224,22 +224,9 @@ void bool_reduce(const T* x, bool* y, Dims3 d) {
   }
 }
 
-// One row of reduce_values<F> with inner == 1: the same chunks combined in the same order.
+// A row's result from its reduction r over n elements (a Mean's sum divided by n).
 template <ReduceFn F, class T>
-T reduce_values_row(const T* row, std::size_t n) {
-  using C = Combine<F, T>;
-  T r;
-  if (chunked_rows(n)) {  // Note [Chunked rows]
-    const std::size_t chunks = (n + kRowChunk - 1) / kRowChunk;
-    r = C::init();
-    for (std::size_t c = 0; c < chunks; ++c) {
-      T part;
-      reduce_rows<F>(row + c * kRowChunk, &part, std::min(kRowChunk, n - c * kRowChunk), 1);
-      r = C::apply(r, part);
-    }
-  } else {
-    reduce_rows<F>(row, &r, n, 1);
-  }
+T finished(T r, std::size_t n) {
   if constexpr (F == ReduceFn::Mean) {
     if constexpr (std::is_floating_point_v<T>) {
       const T inv = n == 0 ? std::numeric_limits<T>::quiet_NaN() : T(1) / static_cast<T>(n);
@@ -250,6 +237,55 @@ T reduce_values_row(const T* row, std::size_t n) {
     }
   }
   return r;
+}
+
+// One chunk of a chunked row reduced (Note [Chunked rows]: a Mean's chunk gives its sum).
+template <ReduceFn F, class T>
+T chunk_part(const T* x, std::size_t len) {
+  T part;
+  reduce_rows<F>(x, &part, len, 1);
+  return part;
+}
+
+// A chunked row's result from its chunks' parts, combined in order.
+template <ReduceFn F, class T>
+T combined(const T* parts, std::size_t chunks, std::size_t n) {
+  using C = Combine<F, T>;
+  T r = C::init();
+  for (std::size_t c = 0; c < chunks; ++c) r = C::apply(r, parts[c]);
+  return finished<F>(r, n);
+}
+
+// One row of reduce_values<F> with inner == 1: the same chunks combined in the same order.
+template <ReduceFn F, class T>
+T reduce_values_row(const T* row, std::size_t n) {
+  if (chunked_rows(n)) {  // Note [Chunked rows]
+    const std::size_t chunks = (n + kRowChunk - 1) / kRowChunk;
+    std::vector<T> parts(chunks);
+    for (std::size_t c = 0; c < chunks; ++c)
+      parts[c] = chunk_part<F>(row + c * kRowChunk, std::min(kRowChunk, n - c * kRowChunk));
+    return combined<F>(parts.data(), chunks, n);
+  }
+  T r;
+  reduce_rows<F>(row, &r, n, 1);
+  return finished<F>(r, n);
+}
+
+// Calls f(tag) with F the value reduction fn names (Sum, Mean, Max, Min).
+template <class G>
+void visit_value_fn(ReduceFn fn, G&& g) {
+  switch (fn) {
+    case ReduceFn::Sum:
+      return g(std::integral_constant<ReduceFn, ReduceFn::Sum>{});
+    case ReduceFn::Mean:
+      return g(std::integral_constant<ReduceFn, ReduceFn::Mean>{});
+    case ReduceFn::Max:
+      return g(std::integral_constant<ReduceFn, ReduceFn::Max>{});
+    case ReduceFn::Min:
+      return g(std::integral_constant<ReduceFn, ReduceFn::Min>{});
+    default:
+      EMBER_ASSERT(false);
+  }
 }
 
 }  // namespace
@@ -290,6 +326,37 @@ void reduce_row(ReduceFn fn, DType dt, const void* row, std::size_t n, void* y) 
         default:
           EMBER_ASSERT(false);
       }
+    }
+  });
+}
+
+std::size_t reduce_row_chunk(ReduceFn fn, std::size_t n) {
+  const bool values =
+      fn == ReduceFn::Sum || fn == ReduceFn::Mean || fn == ReduceFn::Max || fn == ReduceFn::Min;
+  return values && chunked_rows(n) ? kRowChunk : 0;
+}
+
+void reduce_chunk(ReduceFn fn, DType dt, const void* x, std::size_t len, void* part) {
+  EMBER_ASSERT(reduces_rows(fn, dt) && !is_half(dt));
+  visit_numeric(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      visit_value_fn(fn, [&](auto f) {
+        *static_cast<T*>(part) = chunk_part<decltype(f)::value>(static_cast<const T*>(x), len);
+      });
+    }
+  });
+}
+
+void reduce_chunks(ReduceFn fn, DType dt, const void* parts, std::size_t chunks, std::size_t n,
+                   void* y) {
+  EMBER_ASSERT(reduces_rows(fn, dt) && !is_half(dt));
+  visit_numeric(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      visit_value_fn(fn, [&](auto f) {
+        *static_cast<T*>(y) = combined<decltype(f)::value>(static_cast<const T*>(parts), chunks, n);
+      });
     }
   });
 }
