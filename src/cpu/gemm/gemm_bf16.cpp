@@ -1,7 +1,7 @@
-// The bf16 GEMM's driver (gemm_bf16.hpp): the blocking of gemm.cpp (NC columns of B, KC-deep
-// panels, MC rows of A) over the bf16 kernels' packed layouts (microkernel.hpp), the portable
-// model of vdpbf16ps's arithmetic, and the choice of kernel. Compiled for the baseline ISA;
-// the kernels live in microkernel_avx512bf16.cpp and microkernel_amx.cpp.
+// The bf16 GEMM (gemm_bf16.hpp): the bf16 kernels' packed layouts (microkernel.hpp) for the
+// dot-product driver (dot_driver.hpp), the portable model of vdpbf16ps's arithmetic, and the
+// choice of kernel. Compiled for the baseline ISA; the kernels live in
+// microkernel_avx512bf16.cpp and microkernel_amx.cpp.
 #include "cpu/gemm/gemm_bf16.hpp"
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "cpu/gemm/dot_driver.hpp"
 #include "cpu/gemm/microkernel.hpp"
 #include "cpu/gemm/packing.hpp"
 #include "cpu/isa.hpp"
@@ -28,11 +29,6 @@ using detail::Bf16Kernel;
 using std::ptrdiff_t;
 using std::size_t;
 using std::uint16_t;
-
-using detail::AlignedBuffer;
-using detail::ceil_div;
-using detail::round_up;
-using detail::run_split;
 
 Atomic<Bf16Kernel> g_forced{Bf16Kernel::Auto};
 
@@ -185,14 +181,7 @@ void pack_b_pairs(uint16_t* dst, const uint16_t* b, ptrdiff_t rs, ptrdiff_t cs, 
   }
 }
 
-struct KernelInfo {
-  size_t mr, nr, k_step;  // k_step: kc is padded to a multiple of it
-  size_t kc, mc, nc;      // block sizes (upper bounds)
-  detail::UkernelBf16 ukernel;
-  void (*pack_a)(uint16_t*, const uint16_t*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t);
-  void (*pack_b)(uint16_t*, const uint16_t*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t,
-                 size_t);
-};
+using KernelInfo = detail::DotKernel<uint16_t, uint16_t, float>;
 
 // Block sizes: a kc-deep B sliver (32 columns of bf16 at kc 512: 32 KiB) stays in L1 while
 // A's MC x KC block streams from L2 — the bytes of gemm.cpp's f32 blocks at twice the depth.
@@ -204,6 +193,7 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
       return {kAmxMr,
               kAmxNr,
               kAmxK,
+              2,
               512,
               256,
               4096,
@@ -213,6 +203,7 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
     case Bf16Kernel::Avx512Bf16:
       return {kBf16Mr,
               kBf16Nr,
+              2,
               2,
               512,
               192,
@@ -225,6 +216,7 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
       return {kBf16Mr,
               kBf16Nr,
               2,
+              2,
               512,
               96,
               4096,
@@ -234,72 +226,8 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
   }
 }
 
-// Per-thread A blocks, and B's panel in the calling thread's (packing.hpp): kept between
-// products, 64-byte aligned (AMX's tile loads), never zeroed first.
-EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
-EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
-
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr size_t kMinParallelMacs = size_t{1} << 20;
-
-void gemm_one(const KernelInfo& kr, size_t m, size_t n, size_t k, const uint16_t* a, ptrdiff_t a_rs,
-              ptrdiff_t a_cs, const uint16_t* b, ptrdiff_t b_rs, ptrdiff_t b_cs, float* c,
-              ptrdiff_t c_rs) {
-  if (k == 0) {
-    for (size_t i = 0; i < m; ++i) std::fill_n(c + static_cast<ptrdiff_t>(i) * c_rs, n, 0.0f);
-    return;
-  }
-  // k blocks balanced as gemm.cpp's k_block (k = 600 runs as 2 x 300, not 512 + 88).
-  const size_t kb = round_up(ceil_div(k, ceil_div(k, kr.kc)), kr.k_step);
-  const size_t threads = m * n * k >= kMinParallelMacs ? num_threads() : 1;
-  for (size_t jc = 0; jc < n; jc += kr.nc) {
-    const size_t ncur = std::min(kr.nc, n - jc);
-    const size_t slivers = ceil_div(ncur, kr.nr);
-    for (size_t pc = 0; pc < k; pc += kb) {
-      const size_t kcur = std::min(kb, k - pc);
-      const size_t kp = round_up(kcur, kr.k_step);
-      auto* panel = static_cast<uint16_t*>(t_pack_b.get(slivers * kr.nr * kp * sizeof(uint16_t)));
-      const uint16_t* bsrc =
-          b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs;
-      run_split(threads, slivers, 1, [&](size_t s0, size_t s1) {
-        kr.pack_b(panel, bsrc, b_rs, b_cs, ncur, kcur, kp, s0, s1);
-      });
-      // Tasks: row blocks of at most MC rows, as many as a multiple of the threads and equal
-      // to within one MR sliver (11 blocks of 192 rows over 2 threads would leave one idle
-      // for a twelfth of the product), each split into column groups where there are fewer
-      // row blocks than threads, so a short product still spreads over every thread.
-      const size_t m_slivers = ceil_div(m, kr.mr);
-      size_t row_blocks = ceil_div(m, kr.mc);
-      if (row_blocks >= threads) row_blocks = std::min(m_slivers, round_up(row_blocks, threads));
-      const size_t groups = row_blocks < threads ? std::min(slivers, threads) : 1;
-      const size_t per_group = ceil_div(slivers, groups);
-      const bool load_c = pc > 0;
-      const auto work = [&](size_t t0, size_t t1) {
-        for (size_t t = t0; t < t1; ++t) {
-          const size_t rb = t / groups, g = t % groups;
-          const size_t ic = m_slivers * rb / row_blocks * kr.mr;
-          const size_t mcur = std::min(m, m_slivers * (rb + 1) / row_blocks * kr.mr) - ic;
-          const size_t s0 = g * per_group, s1 = std::min(slivers, s0 + per_group);
-          if (s0 >= s1) continue;
-          auto* pa =
-              static_cast<uint16_t*>(t_pack_a.get(round_up(mcur, kr.mr) * kp * sizeof(uint16_t)));
-          kr.pack_a(pa, a + static_cast<ptrdiff_t>(ic) * a_rs + static_cast<ptrdiff_t>(pc) * a_cs,
-                    a_rs, a_cs, mcur, kcur, kp);
-          for (size_t s = s0; s < s1; ++s) {
-            const size_t j = s * kr.nr;
-            const size_t w = std::min(kr.nr, ncur - j);
-            for (size_t i = 0; i < mcur; i += kr.mr) {
-              kr.ukernel(kp / 2, pa + i * kp, panel + s * kr.nr * kp,
-                         c + static_cast<ptrdiff_t>(ic + i) * c_rs + static_cast<ptrdiff_t>(jc + j),
-                         c_rs, std::min(kr.mr, mcur - i), w, load_c);
-            }
-          }
-        }
-      };
-      run_split(threads, row_blocks * groups, 1, work);
-    }
-  }
-}
 
 }  // namespace
 
@@ -311,8 +239,8 @@ void gemm_bf16(size_t batch, size_t m, size_t n, size_t k, const uint16_t* a, pt
   const KernelInfo kr = kernel_for(kernel);
   for (size_t t = 0; t < batch; ++t) {
     const auto bi = static_cast<ptrdiff_t>(t);
-    gemm_one(kr, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs, b_cs, c + bi * c_bs,
-             c_rs);
+    detail::dot_gemm(kr, kMinParallelMacs, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs,
+                     b_cs, c + bi * c_bs, c_rs);
   }
 }
 

@@ -1,12 +1,13 @@
-// The int8 GEMM's driver (gemm_i8.hpp): gemm_bf16.cpp's blocking (NC columns of B, KC-deep
-// panels, MC rows of A) over the int8 kernels' packed layouts (microkernel.hpp), the portable
-// kernel, and the choice of kernel. Compiled for the baseline ISA; the kernels with dot-product
-// instructions live in microkernel_avx512vnni.cpp and microkernel_amx_int8.cpp.
+// The int8 GEMM (gemm_i8.hpp): the int8 kernels' packed layouts (microkernel.hpp) for the
+// dot-product driver (dot_driver.hpp), the portable kernel, and the choice of kernel. Compiled for
+// the baseline ISA; the kernels with dot-product instructions live in microkernel_avx512vnni.cpp
+// and microkernel_amx_int8.cpp.
 #include "cpu/gemm/gemm_i8.hpp"
 
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/gemm/dot_driver.hpp"
 #include "cpu/gemm/microkernel.hpp"
 #include "cpu/gemm/packing.hpp"
 #include "cpu/isa.hpp"
@@ -16,11 +17,7 @@
 namespace ember::cpu {
 namespace {
 
-using detail::AlignedBuffer;
-using detail::ceil_div;
 using detail::I8Kernel;
-using detail::round_up;
-using detail::run_split;
 using std::int32_t;
 using std::int8_t;
 using std::ptrdiff_t;
@@ -145,14 +142,7 @@ void pack_b_quads(int8_t* dst, const int8_t* b, ptrdiff_t rs, ptrdiff_t cs, size
   }
 }
 
-struct KernelInfo {
-  size_t mr, nr, k_step;  // k_step: kc is padded to a multiple of it
-  size_t kc, mc, nc;      // block sizes (upper bounds)
-  detail::UkernelI8 ukernel;
-  void (*pack_a)(uint8_t*, const uint8_t*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t);
-  void (*pack_b)(int8_t*, const int8_t*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t,
-                 size_t);
-};
+using KernelInfo = detail::DotKernel<uint8_t, int8_t, int32_t>;
 
 // Block sizes: a kc-deep B sliver (32 columns of bytes at kc 1024: 32 KiB) stays in L1 while
 // A's MC x KC block streams from L2 — gemm_bf16.cpp's bytes at twice the depth.
@@ -164,6 +154,7 @@ KernelInfo kernel_for(I8Kernel kernel) {
       return {kAmxI8Mr,
               kAmxI8Nr,
               kAmxI8K,
+              4,
               1024,
               256,
               4096,
@@ -173,6 +164,7 @@ KernelInfo kernel_for(I8Kernel kernel) {
     case I8Kernel::Avx512Vnni:
       return {kI8Mr,
               kI8Nr,
+              4,
               4,
               1024,
               192,
@@ -185,6 +177,7 @@ KernelInfo kernel_for(I8Kernel kernel) {
       return {kI8Mr,
               kI8Nr,
               4,
+              4,
               1024,
               96,
               4096,
@@ -194,70 +187,8 @@ KernelInfo kernel_for(I8Kernel kernel) {
   }
 }
 
-// Per-thread A blocks, and B's panel in the calling thread's: kept between products, 64-byte
-// aligned (AMX's tile loads), never zeroed first.
-EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
-EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
-
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr size_t kMinParallelMacs = size_t{1} << 21;
-
-void gemm_one(const KernelInfo& kr, size_t m, size_t n, size_t k, const uint8_t* a, ptrdiff_t a_rs,
-              ptrdiff_t a_cs, const int8_t* b, ptrdiff_t b_rs, ptrdiff_t b_cs, int32_t* c,
-              ptrdiff_t c_rs) {
-  if (m == 0 || n == 0) return;
-  if (k == 0) {
-    for (size_t i = 0; i < m; ++i) std::fill_n(c + static_cast<ptrdiff_t>(i) * c_rs, n, 0);
-    return;
-  }
-  // k blocks balanced (k = 1200 runs as 2 x 600, not 1024 + 176).
-  const size_t kb = round_up(ceil_div(k, ceil_div(k, kr.kc)), kr.k_step);
-  const size_t threads = m * n * k >= kMinParallelMacs ? num_threads() : 1;
-  for (size_t jc = 0; jc < n; jc += kr.nc) {
-    const size_t ncur = std::min(kr.nc, n - jc);
-    const size_t slivers = ceil_div(ncur, kr.nr);
-    for (size_t pc = 0; pc < k; pc += kb) {
-      const size_t kcur = std::min(kb, k - pc);
-      const size_t kp = round_up(kcur, kr.k_step);
-      auto* panel = static_cast<int8_t*>(t_pack_b.get(slivers * kr.nr * kp));
-      const int8_t* bsrc =
-          b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs;
-      run_split(threads, slivers, 1, [&](size_t s0, size_t s1) {
-        kr.pack_b(panel, bsrc, b_rs, b_cs, ncur, kcur, kp, s0, s1);
-      });
-      // Tasks: row blocks of at most MC rows, as many as a multiple of the threads, each split
-      // into column groups where there are fewer row blocks than threads (gemm_bf16.cpp).
-      const size_t m_slivers = ceil_div(m, kr.mr);
-      size_t row_blocks = ceil_div(m, kr.mc);
-      if (row_blocks >= threads) row_blocks = std::min(m_slivers, round_up(row_blocks, threads));
-      const size_t groups = row_blocks < threads ? std::min(slivers, threads) : 1;
-      const size_t per_group = ceil_div(slivers, groups);
-      const bool load_c = pc > 0;
-      const auto work = [&](size_t t0, size_t t1) {
-        for (size_t t = t0; t < t1; ++t) {
-          const size_t rb = t / groups, g = t % groups;
-          const size_t ic = m_slivers * rb / row_blocks * kr.mr;
-          const size_t mcur = std::min(m, m_slivers * (rb + 1) / row_blocks * kr.mr) - ic;
-          const size_t s0 = g * per_group, s1 = std::min(slivers, s0 + per_group);
-          if (s0 >= s1 || mcur == 0) continue;
-          auto* pa = static_cast<uint8_t*>(t_pack_a.get(round_up(mcur, kr.mr) * kp));
-          kr.pack_a(pa, a + static_cast<ptrdiff_t>(ic) * a_rs + static_cast<ptrdiff_t>(pc) * a_cs,
-                    a_rs, a_cs, mcur, kcur, kp);
-          for (size_t s = s0; s < s1; ++s) {
-            const size_t j = s * kr.nr;
-            const size_t w = std::min(kr.nr, ncur - j);
-            for (size_t i = 0; i < mcur; i += kr.mr) {
-              kr.ukernel(kp / 4, pa + i * kp, panel + s * kr.nr * kp,
-                         c + static_cast<ptrdiff_t>(ic + i) * c_rs + static_cast<ptrdiff_t>(jc + j),
-                         c_rs, std::min(kr.mr, mcur - i), w, load_c);
-            }
-          }
-        }
-      };
-      run_split(threads, row_blocks * groups, 1, work);
-    }
-  }
-}
 
 }  // namespace
 
@@ -267,8 +198,8 @@ void gemm_u8s8(size_t batch, size_t m, size_t n, size_t k, const uint8_t* a, ptr
   const KernelInfo kr = kernel_for(resolve_kernel());
   for (size_t t = 0; t < batch; ++t) {
     const auto bi = static_cast<ptrdiff_t>(t);
-    gemm_one(kr, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs, b_cs, c + bi * c_bs,
-             c_rs);
+    detail::dot_gemm(kr, kMinParallelMacs, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs,
+                     b_cs, c + bi * c_bs, c_rs);
   }
 }
 

@@ -1,4 +1,4 @@
-// What the GEMM drivers (gemm.cpp, gemm_bf16.cpp) share: block arithmetic, the split of work
+// What the GEMM drivers (gemm.cpp, dot_driver.hpp) share: block arithmetic, the split of work
 // over threads, per-thread packing buffers and the transpose of row-major 32-bit elements into
 // k-major slivers. Included only by files compiled for the baseline ISA (see microkernel.hpp's
 // note).
