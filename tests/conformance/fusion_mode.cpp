@@ -277,6 +277,10 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
   // Conv steps replace some other unary steps of float programs, of values of rank 3 to 5
   // with no extent 0 (so at both size sets), from a stream of their own too.
   Rng conv_rng(seed * 0x9e3779b97f4a7c15ULL + 0x636f6e76);
+  // Some reductions of values of rank 2 and more become full ones (the value flattened by a
+  // reshape step first, then reduced along its one dim: a loss's sum or mean, Note
+  // [Coarsened iteration space]), from a stream of their own too.
+  Rng full_rng(seed * 0x9e3779b97f4a7c15ULL + 0x66756c6c);
   // An operand whose shape broadcasts with `with` (reshaped values may not) to at most
   // kMaxBroadcast elements: a uniform pick among those that do (`a` itself always does).
   // (Seed 200000687 crossed a [600] with a [600, 1] and that with a [600, 1, 1]: 216 M
@@ -350,6 +354,17 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
         sa.num_elements() > 0 && conv_rng() % 3 == 0) {
       s.kind = StepKind::Conv;
       s.fn = static_cast<int>(conv_rng() % 2);
+    }
+    if (s.kind == StepKind::ReduceBack && sa.rank() >= 2 && full_rng() % 3 == 0) {
+      Step flat;
+      flat.kind = StepKind::Reshape;
+      flat.a = s.a;
+      flat.fn = static_cast<int>(ReshapeRule::Flatten);
+      const Shape to = reshaped(sa, ReshapeRule::Flatten, 0, p.shape);  // (sa: before the push)
+      shapes.push_back(to);
+      p.steps.push_back(flat);
+      s.a = static_cast<int>(shapes.size()) - 1;
+      s.dim = 0;
     }
     Shape out = shapes[static_cast<std::size_t>(s.a)];
     if (s.kind == StepKind::Binary) out = broadcast(out, shapes[static_cast<std::size_t>(s.b)]);
