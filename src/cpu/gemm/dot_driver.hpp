@@ -29,17 +29,17 @@ struct DotKernel {
 };
 
 // C[i*c_rs + j] = sum_p A(i, p) B(p, j) for one product, by kernel family kr; products of
-// fewer than min_parallel_macs multiply-adds run on the calling thread.
-template <class TA, class TB, class TC>
+// fewer than min_parallel_macs multiply-adds run on the calling thread. Buffers::a() and
+// Buffers::b() are the running thread's packing buffers, for A's blocks and B's panel: kept
+// between products, 64-byte aligned (AMX's tile loads), never zeroed first. (Thread-locals
+// at namespace scope in the caller's file: as function-local statics of this template the
+// pool threads' buffers were reported leaked by LeakSanitizer.)
+template <class Buffers, class TA, class TB, class TC>
 void dot_gemm(const DotKernel<TA, TB, TC>& kr, std::size_t min_parallel_macs, std::size_t m,
               std::size_t n, std::size_t k, const TA* a, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs,
               const TB* b, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, TC* c, std::ptrdiff_t c_rs) {
   using std::ptrdiff_t;
   using std::size_t;
-  // Per-thread A blocks, and B's panel in the calling thread's: kept between products,
-  // 64-byte aligned (AMX's tile loads), never zeroed first.
-  static EMBER_THREAD_LOCAL AlignedBuffer t_pack_a;
-  static EMBER_THREAD_LOCAL AlignedBuffer t_pack_b;
   if (m == 0 || n == 0) return;
   if (k == 0) {
     for (size_t i = 0; i < m; ++i) std::fill_n(c + static_cast<ptrdiff_t>(i) * c_rs, n, TC(0));
@@ -54,7 +54,7 @@ void dot_gemm(const DotKernel<TA, TB, TC>& kr, std::size_t min_parallel_macs, st
     for (size_t pc = 0; pc < k; pc += kb) {
       const size_t kcur = std::min(kb, k - pc);
       const size_t kp = round_up(kcur, kr.k_step);
-      auto* panel = static_cast<TB*>(t_pack_b.get(slivers * kr.nr * kp * sizeof(TB)));
+      auto* panel = static_cast<TB*>(Buffers::b().get(slivers * kr.nr * kp * sizeof(TB)));
       const TB* bsrc = b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs;
       run_split(threads, slivers, 1, [&](size_t s0, size_t s1) {
         kr.pack_b(panel, bsrc, b_rs, b_cs, ncur, kcur, kp, s0, s1);
@@ -76,7 +76,7 @@ void dot_gemm(const DotKernel<TA, TB, TC>& kr, std::size_t min_parallel_macs, st
           const size_t mcur = std::min(m, m_slivers * (rb + 1) / row_blocks * kr.mr) - ic;
           const size_t s0 = g * per_group, s1 = std::min(slivers, s0 + per_group);
           if (s0 >= s1 || mcur == 0) continue;
-          auto* pa = static_cast<TA*>(t_pack_a.get(round_up(mcur, kr.mr) * kp * sizeof(TA)));
+          auto* pa = static_cast<TA*>(Buffers::a().get(round_up(mcur, kr.mr) * kp * sizeof(TA)));
           kr.pack_a(pa, a + static_cast<ptrdiff_t>(ic) * a_rs + static_cast<ptrdiff_t>(pc) * a_cs,
                     a_rs, a_cs, mcur, kcur, kp);
           for (size_t s = s0; s < s1; ++s) {

@@ -187,6 +187,14 @@ KernelInfo kernel_for(I8Kernel kernel) {
   }
 }
 
+// The packing buffers of each thread (dot_driver.hpp).
+EMBER_THREAD_LOCAL detail::AlignedBuffer t_pack_a;
+EMBER_THREAD_LOCAL detail::AlignedBuffer t_pack_b;
+struct Buffers {
+  static detail::AlignedBuffer& a() { return t_pack_a; }
+  static detail::AlignedBuffer& b() { return t_pack_b; }
+};
+
 // Below this many multiply-adds a parallel region costs more than it saves.
 constexpr size_t kMinParallelMacs = size_t{1} << 21;
 
@@ -198,8 +206,8 @@ void gemm_u8s8(size_t batch, size_t m, size_t n, size_t k, const uint8_t* a, ptr
   const KernelInfo kr = kernel_for(resolve_kernel());
   for (size_t t = 0; t < batch; ++t) {
     const auto bi = static_cast<ptrdiff_t>(t);
-    detail::dot_gemm(kr, kMinParallelMacs, m, n, k, a + bi * a_bs, a_rs, a_cs, b + bi * b_bs, b_rs,
-                     b_cs, c + bi * c_bs, c_rs);
+    detail::dot_gemm<Buffers>(kr, kMinParallelMacs, m, n, k, a + bi * a_bs, a_rs, a_cs,
+                              b + bi * b_bs, b_rs, b_cs, c + bi * c_bs, c_rs);
   }
 }
 
