@@ -70,6 +70,15 @@ bool amx_permitted() {
 }
 #endif
 
+#if defined(__x86_64__) || defined(__i386__)
+// Whether AMX tiles run here: AMX-TILE (CPUID leaf 7's edx, given), the tile state saved by
+// the OS, and this process permitted to use it (Note [AMX permission]).
+bool amx_tiles(unsigned leaf7_edx) {
+  const unsigned long long tile_state = (1ull << 17) | (1ull << 18);  // XTILECFG, XTILEDATA
+  return (leaf7_edx & (1u << 24)) != 0 && (xcr0() & tile_state) == tile_state && amx_permitted();
+}
+#endif
+
 bool detect_dot(DotIsa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   if (isa == DotIsa::None) return true;
@@ -79,9 +88,7 @@ bool detect_dot(DotIsa isa) {
   const bool bf16 = (a & (1u << 5)) != 0;  // AVX512_BF16
   if (isa == DotIsa::Avx512Bf16) return bf16;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
-  const bool tile = (d & (1u << 24)) != 0, amx_bf16 = (d & (1u << 22)) != 0;
-  const unsigned long long tile_state = (1ull << 17) | (1ull << 18);  // XTILECFG, XTILEDATA
-  return bf16 && tile && amx_bf16 && (xcr0() & tile_state) == tile_state && amx_permitted();
+  return bf16 && (d & (1u << 22)) != 0 && amx_tiles(d);  // AMX-BF16
 #else
   return isa == DotIsa::None;
 #endif
@@ -94,9 +101,7 @@ bool detect_int8(Int8Dot dot) {
   unsigned a = 0, b = 0, c = 0, d = 0;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
   if (dot == Int8Dot::Avx512Vnni) return (c & (1u << 11)) != 0;  // AVX512_VNNI
-  const bool tile = (d & (1u << 24)) != 0, amx_int8 = (d & (1u << 25)) != 0;
-  const unsigned long long tile_state = (1ull << 17) | (1ull << 18);  // XTILECFG, XTILEDATA
-  return tile && amx_int8 && (xcr0() & tile_state) == tile_state && amx_permitted();
+  return (d & (1u << 25)) != 0 && amx_tiles(d);                  // AMX-INT8
 #else
   return dot == Int8Dot::None;
 #endif
