@@ -78,6 +78,23 @@ void reduce_rows(const T* x, T* y, std::size_t n, std::size_t rows) {
 constexpr std::size_t kRowChunk = std::size_t(1) << 16;
 bool chunked_rows(std::size_t n) { return n >= 2 * kRowChunk; }
 
+// One chunk of a chunked row reduced (a Mean's chunk gives its sum).
+template <ReduceFn F, class T>
+T chunk_part(const T* x, std::size_t len) {
+  T part;
+  reduce_rows<F>(x, &part, len, 1);
+  return part;
+}
+
+// A chunked row's parts combined in order.
+template <ReduceFn F, class T>
+T fold_parts(const T* parts, std::size_t chunks) {
+  using C = Combine<F, T>;
+  T r = C::init();
+  for (std::size_t c = 0; c < chunks; ++c) r = C::apply(r, parts[c]);
+  return r;
+}
+
 template <ReduceFn F, class T>
 void reduce_values(const T* x, T* y, Dims3 d) {
   using C = Combine<F, T>;
@@ -89,15 +106,12 @@ void reduce_values(const T* x, T* y, Dims3 d) {
     parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
       for (std::size_t i = i0; i < i1; ++i) {
         const std::size_t o = i / chunks, c = i % chunks;
-        reduce_rows<F>(x + o * d.n + c * kRowChunk, &part[i],
-                       std::min(kRowChunk, d.n - c * kRowChunk), 1);
+        part[i] =
+            chunk_part<F>(x + o * d.n + c * kRowChunk, std::min(kRowChunk, d.n - c * kRowChunk));
       }
     });
-    for (std::size_t o = 0; o < d.outer; ++o) {
-      T r = C::init();
-      for (std::size_t c = 0; c < chunks; ++c) r = C::apply(r, part[o * chunks + c]);
-      y[o] = r;
-    }
+    for (std::size_t o = 0; o < d.outer; ++o)
+      y[o] = fold_parts<F>(part.data() + o * chunks, chunks);
   } else if (d.inner == 1) {
     parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
                  [&](std::size_t o0, std::size_t o1) {
@@ -239,32 +253,15 @@ T finished(T r, std::size_t n) {
   return r;
 }
 
-// One chunk of a chunked row reduced (Note [Chunked rows]: a Mean's chunk gives its sum).
-template <ReduceFn F, class T>
-T chunk_part(const T* x, std::size_t len) {
-  T part;
-  reduce_rows<F>(x, &part, len, 1);
-  return part;
-}
-
-// A chunked row's result from its chunks' parts, combined in order.
-template <ReduceFn F, class T>
-T combined(const T* parts, std::size_t chunks, std::size_t n) {
-  using C = Combine<F, T>;
-  T r = C::init();
-  for (std::size_t c = 0; c < chunks; ++c) r = C::apply(r, parts[c]);
-  return finished<F>(r, n);
-}
-
 // One row of reduce_values<F> with inner == 1: the same chunks combined in the same order.
 template <ReduceFn F, class T>
 T reduce_values_row(const T* row, std::size_t n) {
   if (chunked_rows(n)) {  // Note [Chunked rows]
-    const std::size_t chunks = (n + kRowChunk - 1) / kRowChunk;
-    std::vector<T> parts(chunks);
-    for (std::size_t c = 0; c < chunks; ++c)
-      parts[c] = chunk_part<F>(row + c * kRowChunk, std::min(kRowChunk, n - c * kRowChunk));
-    return combined<F>(parts.data(), chunks, n);
+    using C = Combine<F, T>;
+    T r = C::init();
+    for (std::size_t c = 0; c * kRowChunk < n; ++c)
+      r = C::apply(r, chunk_part<F>(row + c * kRowChunk, std::min(kRowChunk, n - c * kRowChunk)));
+    return finished<F>(r, n);
   }
   T r;
   reduce_rows<F>(row, &r, n, 1);
@@ -355,7 +352,8 @@ void reduce_chunks(ReduceFn fn, DType dt, const void* parts, std::size_t chunks,
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       visit_value_fn(fn, [&](auto f) {
-        *static_cast<T*>(y) = combined<decltype(f)::value>(static_cast<const T*>(parts), chunks, n);
+        constexpr ReduceFn F = decltype(f)::value;
+        *static_cast<T*>(y) = finished<F>(fold_parts<F>(static_cast<const T*>(parts), chunks), n);
       });
     }
   });
