@@ -620,11 +620,12 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   const std::size_t n_values = g.num_values();
   const std::size_t celem = size_of(ct);
   const std::size_t grain = std::max<std::size_t>(1, 32768 / n);
-  // Whether the row instruction's operand is the last prologue instruction's value, of the
-  // compute type, over rows longer than a tile: then that instruction writes the row buffer.
   const std::size_t steps = g.code.size() - 1, tile = tile_elements();
-  const bool direct_row = vt == ct && n > tile && steps > 0 &&
-                          last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
+  // Whether the row instruction's operand is the last prologue instruction's value, of the
+  // compute type: then, over ranges longer than a tile, that instruction writes the row
+  // buffer itself (Note [Epilogue in place]).
+  const bool operand_last =
+      vt == ct && steps > 0 && last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
   // Row r's first element in each input: r is the index over dims [0, d).
   const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& at) {
     std::size_t rem = r;
@@ -662,6 +663,49 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       convert_row(a.p, vt, dst, ct, cnt);
     }
   };
+  // The prologue over elements [lo, hi) of row r, tile by tile (base: the row's first element
+  // in each input; next: the next row's, whose first tile is prefetched at the last one, or
+  // null): the kept values stored and the row instruction's operand written to buf (row
+  // element lo at buf) — or, for a range of one tile already in the compute type, left where
+  // the tile put it. Returns the operand's first element.
+  const auto run_prologue = [&](Scratch& s, std::vector<Slot>& slot, std::size_t r,
+                                const std::array<std::int64_t, kMaxInputs>& base,
+                                const std::array<std::int64_t, kMaxInputs>* next, std::size_t lo,
+                                std::size_t hi, std::byte* buf) -> const std::byte* {
+    const bool direct = operand_last && hi - lo > tile;
+    const std::byte* operand = buf;
+    for (std::size_t b = lo; b < hi; b += tile) {
+      const std::size_t cnt = std::min(tile, hi - b);
+      // Note [Row prefetch]: the next tile of each input contiguous along the row (the next
+      // row's first, after the last), as Note [Tile prefetch]: without it, exp + sum along
+      // rows of [8192, 4096] spent a quarter of its exp waiting on its loads and ran 1.2-1.3x
+      // slower fused than unfused.
+      Prefetch ahead;
+      const bool last_tile = b + tile >= hi;
+      const std::size_t next_cnt = last_tile ? std::min(tile, n) : std::min(tile, hi - b - tile);
+      for (std::size_t k = 0; k < n_in; ++k) {
+        if (!read[k]) continue;
+        const std::int64_t st = views[k].strides[d];
+        const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
+        const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
+        load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
+        if (st != 1 || (last_tile && !next)) continue;
+        const std::int64_t at =
+            last_tile ? (*next)[k] : base[k] + static_cast<std::int64_t>(b + tile);
+        ahead.add(views[k].data + at * elem, next_cnt * size_of(views[k].dtype));
+      }
+      std::byte* const dst = buf + (b - lo) * celem;
+      run_tile(prog, g, s, slot, cnt, r * n + b, ahead, direct ? dst : nullptr);
+      store_kept(slot, r, b, cnt);
+      const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
+      if (hi - lo <= tile && !a.scalar && vt == ct) {
+        operand = a.p;  // the range is one tile: read in scratch
+      } else {
+        to_row_buffer(a, dst, cnt);
+      }
+    }
+    return operand;
+  };
   if (chunk > 0) {
     // Note [Chunked fused rows]: a reduction of rows the Reduce kernel reduces in chunks
     // (Note [Chunked rows] in reduce.cpp: a full sum of [8192, 4096], one row of 2^25) runs
@@ -671,8 +715,6 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     // row (or the op by op run the row buffer's size once forced) left the rest idle.
     const std::size_t chunks = (n + chunk - 1) / chunk;
     std::vector<std::byte> parts(rows * chunks * celem);
-    const bool direct =
-        vt == ct && steps > 0 && last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
     parallel_for(0, rows * chunks, 1, [&](std::size_t i0, std::size_t i1) {
       static EMBER_THREAD_LOCAL Scratch s;
       static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
@@ -683,26 +725,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       for (std::size_t i = i0; i < i1; ++i) {
         const std::size_t r = i / chunks, lo = (i % chunks) * chunk, hi = std::min(n, lo + chunk);
         row_base(r, base);
-        for (std::size_t b = lo; b < hi; b += tile) {
-          const std::size_t cnt = std::min(tile, hi - b);
-          Prefetch ahead;  // the chunk's next tile of each input contiguous along the row
-          const bool last_tile = b + tile >= hi;
-          for (std::size_t k = 0; k < n_in; ++k) {
-            if (!read[k]) continue;
-            const std::int64_t st = views[k].strides[d];
-            const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
-            const std::byte* p =
-                views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
-            load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
-            if (st != 1 || last_tile) continue;
-            ahead.add(p + static_cast<std::int64_t>(tile) * elem,
-                      std::min(tile, hi - b - tile) * size_of(views[k].dtype));
-          }
-          std::byte* const dst = row_buf.data() + (b - lo) * celem;
-          run_tile(prog, g, s, slot, cnt, r * n + b, ahead, direct ? dst : nullptr);
-          store_kept(slot, r, b, cnt);
-          to_row_buffer(slot[static_cast<std::size_t>(last.args[0])], dst, cnt);
-        }
+        run_prologue(s, slot, r, base, nullptr, lo, hi, row_buf.data());
         reduce_chunk(last.reduce, ct, row_buf.data(), hi - lo, parts.data() + i * celem);
       }
     });
@@ -732,40 +755,9 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     for (std::size_t r = r0; r < r1; ++r) {
       base = next_base;
       if (r + 1 < r1) row_base(r + 1, next_base);
-      const std::byte* row = nullptr;  // the row instruction's operand, n values of ct
-      for (std::size_t b = 0; b < n; b += tile) {
-        const std::size_t cnt = std::min(tile, n - b);
-        // Note [Row prefetch]: the next tile of each input contiguous along the row (the
-        // next row's first, after the last), as Note [Tile prefetch]: without it, exp + sum
-        // along rows of [8192, 4096] spent a quarter of its exp waiting on its loads and ran
-        // 1.2-1.3x slower fused than unfused.
-        Prefetch ahead;
-        const bool last_tile = b + tile >= n;
-        const std::size_t next_cnt = last_tile ? std::min(tile, n) : std::min(tile, n - b - tile);
-        for (std::size_t k = 0; k < n_in; ++k) {
-          if (!read[k]) continue;
-          const std::int64_t st = views[k].strides[d];
-          const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
-          const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
-          load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
-          if (st != 1 || (last_tile && r + 1 >= r1)) continue;
-          const std::int64_t at =
-              last_tile ? next_base[k] : base[k] + static_cast<std::int64_t>(b + tile);
-          ahead.add(views[k].data + at * elem, next_cnt * size_of(views[k].dtype));
-        }
-        // The last prologue instruction writes the row instruction's operand straight into
-        // the row buffer when that is what the buffer would get (Note [Epilogue in place]).
-        std::byte* const dst = row_buf.data() + b * celem;
-        run_tile(prog, g, s, slot, cnt, r * n + b, ahead, direct_row ? dst : nullptr);
-        store_kept(slot, r, b, cnt);
-        const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
-        row = row_buf.data();
-        if (n <= tile && !a.scalar && vt == ct) {  // the row is one tile: read in scratch
-          row = a.p;
-        } else {
-          to_row_buffer(a, dst, cnt);
-        }
-      }
+      // The row instruction's operand, n values of ct.
+      const std::byte* row =
+          run_prologue(s, slot, r, base, r + 1 < r1 ? &next_base : nullptr, 0, n, row_buf.data());
       for (std::size_t j = 0; j < outs.size(); ++j) {
         if (g.outputs[j] != row_id) continue;
         const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused
