@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "ember/base/error.hpp"
+#include "ember/base/hash.hpp"
 
 namespace ember::cuda {
 namespace {
@@ -30,16 +31,6 @@ std::string hex(std::uint64_t v) {
 }
 
 }  // namespace
-
-std::uint64_t fnv1a(const void* data, std::size_t n) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 int nvrtc_version() {
   int major = 0, minor = 0;
@@ -147,7 +138,7 @@ bool CubinCache::read_disk(const std::string& path, std::vector<char>& out) cons
   std::vector<char> data(size);
   if (!f.read(data.data(), static_cast<std::streamsize>(size))) return false;
   if (f.peek() != std::char_traits<char>::eof()) return false;  // trailing bytes: corrupt
-  if (fnv1a(data.data(), data.size()) != sum) return false;
+  if (hash_bytes(data.data(), data.size()) != sum) return false;
   out = std::move(data);
   return true;
 }
@@ -160,7 +151,7 @@ void CubinCache::write_disk(const std::string& path, const std::vector<char>& cu
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     if (!f) return;
-    const std::uint64_t size = cubin.size(), sum = fnv1a(cubin.data(), cubin.size());
+    const std::uint64_t size = cubin.size(), sum = hash_bytes(cubin.data(), cubin.size());
     f.write(kMagic, 8);
     f.write(reinterpret_cast<const char*>(&size), 8);
     f.write(reinterpret_cast<const char*>(&sum), 8);
@@ -180,7 +171,7 @@ const std::vector<char>& CubinCache::get(const std::string& source, int arch,
   // The key covers the options too: a CUBIN built with other options is another entry.
   std::string keyed = source;
   for (const auto& o : compile_options()) keyed += "\n// " + o;
-  const std::uint64_t h = fnv1a(keyed.data(), keyed.size());
+  const std::uint64_t h = hash_bytes(keyed.data(), keyed.size());
   std::lock_guard lk(mu_);
   auto key = std::make_pair(h, arch);
   if (auto it = mem_.find(key); it != mem_.end()) return it->second;

@@ -13,9 +13,6 @@
 
 namespace ember::cuda {
 
-// 64-bit FNV-1a: the source hash of cache keys and the checksum of disk entries.
-std::uint64_t fnv1a(const void* data, std::size_t n);
-
 // NVRTC's version as major * 1000 + minor * 10 (as CUDA versions are written).
 int nvrtc_version();
 

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "ember/base/error.hpp"
+#include "ember/base/hash.hpp"
 
 namespace ember::fusion {
 
@@ -43,15 +44,6 @@ using backend::FusedGroup;
 using backend::FusedInstr;
 
 namespace {
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 bool is_elementwise(ir::OpKind k) {
   return k == ir::OpKind::Unary || k == ir::OpKind::Binary || k == ir::OpKind::Where ||
@@ -813,8 +805,7 @@ void Grouper::close(CloseReason why) {
   for (const Alias& a : aliases_) {
     const std::size_t i = instr_of(*a.v);
     a.v->group_id = -1;
-    const std::int32_t later =
-        a.v->pending_uses.fetch_sub(a.reads, std::memory_order_acq_rel) - a.reads;
+    const std::int32_t later = add_pending_uses_locked(*a.v, -a.reads);  // (pending here)
     if (later > 0 || !a.v->dropped.load(std::memory_order_acquire)) relabelled.push_back({a.v, i});
   }
   const std::int32_t* own_reads = reads.empty() ? uses.data() : reads.data();
@@ -822,7 +813,8 @@ void Grouper::close(CloseReason why) {
     Value& v = *produced_[i];
     v.group_id = -1;
     const std::int32_t n = own_reads[i];
-    const std::int32_t later = v.pending_uses.fetch_sub(n, std::memory_order_acq_rel) - n;
+    // (Pending in the flushing stream: Note [Reads of a pending value].)
+    const std::int32_t later = add_pending_uses_locked(v, -n);
     if (is_fill_[i]) {  // a source: never an output (finish() runs it when it is needed)
       ++info.sources;
       continue;
@@ -908,7 +900,7 @@ void Grouper::close(CloseReason why) {
   put(g.outputs.size());
   for (std::int32_t o : g.outputs) put(static_cast<std::uint64_t>(o));
   g.signature.assign(sig_buffer_.data(), at);
-  g.key = fnv1a(g.signature);
+  g.key = hash_bytes(g.signature);
   g.code = code_;  // (a copy: code_ keeps its storage for the next group)
   if (conv_) {
     g.conv_window = std::move(conv_window_);

@@ -212,7 +212,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     for (const auto& v : args) {
       if (!v) continue;
       if (v->stream == s && v->state == State::Pending) {
-        v->pending_uses.fetch_add(1, std::memory_order_relaxed);
+        add_pending_uses_locked(*v, 1);  // (s->mu held: Note [Reads of a pending value])
       } else {
         std::lock_guard take(v->take_mu);
         v->pending_uses.fetch_add(1, std::memory_order_relaxed);
@@ -227,7 +227,6 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       rec.draw = inner_be().reserve_random(rec.outs[0]->shape().num_elements());
     }
     s->has_records.store(true, std::memory_order_release);
-    shared_->report.recorded();
     if (!fusable(kind, *shared_)) {
       flush_locked(*s, CloseReason::NonFusableOp);
     } else if (s->records.size() >= shared_->options.max_records) {
@@ -277,8 +276,10 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   std::shared_ptr<backend::Backend> inner() const override { return shared_->inner; }
   backend::FusionInspector* fusion_inspector() override { return this; }
 
-  backend::FusionReport report() const override { return shared_->report.snapshot(); }
-  void reset_report() override { shared_->report.reset(); }
+  backend::FusionReport report() const override {
+    return shared_->report.snapshot(pending_records());
+  }
+  void reset_report() override { shared_->report.reset(pending_records()); }
 
  private:
   backend::Backend& inner_be() const { return *shared_->inner; }
@@ -359,15 +360,27 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     return *found;
   }
 
-  void flush_all(CloseReason why) {
-    std::vector<std::shared_ptr<Stream>> all;
-    {
-      std::lock_guard lk(streams_mu_);
-      for (auto& w : streams_) {
-        if (auto s = w.lock()) all.push_back(std::move(s));
-      }
+  // The records pending in this device's streams (Note [Records counted by the flush]).
+  std::size_t pending_records() const {
+    std::size_t n = 0;
+    for (const auto& s : live_streams()) {
+      std::lock_guard lk(s->mu);
+      n += s->records.size();
     }
-    for (auto& s : all) {
+    return n;
+  }
+
+  std::vector<std::shared_ptr<Stream>> live_streams() const {
+    std::vector<std::shared_ptr<Stream>> all;
+    std::lock_guard lk(streams_mu_);
+    for (auto& w : streams_) {
+      if (auto s = w.lock()) all.push_back(std::move(s));
+    }
+    return all;
+  }
+
+  void flush_all(CloseReason why) {
+    for (auto& s : live_streams()) {
       std::lock_guard lk(s->mu);
       flush_locked(*s, why);
     }
@@ -375,7 +388,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
 
   std::shared_ptr<Shared> shared_;
   const std::uint64_t id_ = next_backend_id.fetch_add(1);
-  std::mutex streams_mu_;
+  mutable std::mutex streams_mu_;
   std::vector<std::weak_ptr<Stream>> streams_;
 };
 

@@ -18,6 +18,7 @@ void ReportState::flush(std::size_t records, backend::CloseReason why) {
     std::lock_guard lk(mu_);
     ++r_.flushes;
     ++r_.flushed[static_cast<std::size_t>(why)];
+    flushed_records_ += records;
   }
   if (log_ >= 1) {
     std::fprintf(stderr, "[ember fusion] flush (%s): %zu records\n", backend::name(why), records);
@@ -60,10 +61,12 @@ void ReportState::print_decision(const std::string& line) const {
   std::fprintf(stderr, "[ember fusion]     %s\n", line.c_str());
 }
 
-backend::FusionReport ReportState::snapshot() const {
+backend::FusionReport ReportState::snapshot(std::size_t pending) const {
   std::lock_guard lk(mu_);
   backend::FusionReport r = r_;
-  r.records = records_.load(std::memory_order_relaxed);
+  const std::size_t since = flushed_records_ + pending;  // (pending_at_reset_ among them)
+  r.records = records_.load(std::memory_order_relaxed) +
+              (since > pending_at_reset_ ? since - pending_at_reset_ : 0);
   const std::size_t alone = alone_.load(std::memory_order_relaxed);
   r.ops_unfused += alone;
   r.kernels += alone;
@@ -73,10 +76,12 @@ backend::FusionReport ReportState::snapshot() const {
   return r;
 }
 
-void ReportState::reset() {
+void ReportState::reset(std::size_t pending) {
   std::lock_guard lk(mu_);
   r_ = {};
   records_.store(0, std::memory_order_relaxed);
+  flushed_records_ = 0;
+  pending_at_reset_ = pending;
   alone_.store(0, std::memory_order_relaxed);
   recent_.clear();
   head_ = 0;

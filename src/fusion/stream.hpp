@@ -211,4 +211,17 @@ void flush_locked(Stream& s, backend::CloseReason why);
 // of the fusion differential: a program's input read by the two threads' streams at once).
 ir::Handle take_input(Value& v, std::int32_t uses = 1);
 
+// Note [Reads of a pending value]: while v is Pending, every record that reads it is in its
+// own stream (another thread's op flushes that stream before it reads v, Note [Readers in
+// two streams]), so its pending reads are counted and counted off only under that stream's
+// lock: by the recording thread holding it, or by a flush. There they change with a plain
+// load and store — a locked read-modify-write per read, on the recording path, cost more
+// than the rest of counting it. Once v is Ready, readers in two streams count under
+// take_mu (take_input) with atomic arithmetic. Returns the new count.
+inline std::int32_t add_pending_uses_locked(Value& v, std::int32_t d) {
+  const std::int32_t n = v.pending_uses.load(std::memory_order_relaxed) + d;
+  v.pending_uses.store(n, std::memory_order_relaxed);
+  return n;
+}
+
 }  // namespace ember::fusion

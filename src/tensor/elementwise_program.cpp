@@ -4,21 +4,13 @@
 
 #include <string>
 
+#include "ember/base/hash.hpp"
 #include "ember/ir/scalar_table.hpp"
 #include "op_support.hpp"
 
 namespace ember::ops {
 
 namespace {
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
 
 constexpr const char* kWho = "ElementwiseProgram";
 
@@ -121,7 +113,7 @@ std::vector<DynTensor> ElementwiseProgram::run(const std::vector<Value>& outputs
   }
   // A prefix no group of the Fusion decorator has, so the two never share a cache entry.
   group_.signature = "ElementwiseProgram|" + group_.signature;
-  group_.key = fnv1a(group_.signature);
+  group_.key = hash_bytes(group_.signature);
   const Device dev = *device_;
   std::vector<ir::Handle> outs;
   try {

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "ember/base/error.hpp"
+#include "ember/base/hash.hpp"
 
 namespace ember::vulkan {
 namespace {
@@ -27,12 +28,6 @@ std::size_t size_class(std::size_t bytes) {
   const int shift = static_cast<int>(std::bit_width(b - 1)) - 3;
   const std::size_t step = std::size_t{1} << shift;
   return (b + step - 1) / step * step;
-}
-
-std::uint64_t fnv1a(const std::string& s) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
 }
 
 // Note [Shader cache]: compiled SPIR-V is kept in $EMBER_VULKAN_CACHE (or
@@ -515,7 +510,7 @@ std::vector<std::uint32_t> Context::compile(const std::string& key, const std::s
   if (!cache_dir_.empty()) {
     char name[32];
     std::snprintf(name, sizeof name, "%016llx.spv",
-                  static_cast<unsigned long long>(fnv1a(source + "\nshaderc-vulkan1.1")));
+                  static_cast<unsigned long long>(hash_bytes(source + "\nshaderc-vulkan1.1")));
     file = cache_dir_ + "/" + name;
     std::ifstream in(file, std::ios::binary);
     if (in) {

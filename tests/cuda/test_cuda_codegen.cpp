@@ -19,6 +19,7 @@
 #include "cuda/codegen/printer.hpp"
 #include "cuda/compiler.hpp"
 #include "ember/base/error.hpp"
+#include "ember/base/hash.hpp"
 #include "ember/ir/scalar_table.hpp"
 #include "support/forwarding_backend.hpp"
 
@@ -348,7 +349,7 @@ void add_variants(FusedSpec s, const std::string& tag, std::vector<KernelSource>
     if (v == 1 && s.inputs.size() < 2) continue;
     s.contiguous = v < 2;
     s.scalar_mask = v == 1 ? 1u : 0u;
-    s.name = fused_name(fnv1a(tag.data(), tag.size()), s.contiguous, s.scalar_mask);
+    s.name = fused_name(hash_bytes(tag.data(), tag.size()), s.contiguous, s.scalar_mask);
     out.push_back(gen_fused(s));
   }
 }
