@@ -176,25 +176,44 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       return run_now(std::move(op));
     }
     const std::size_t n = ir::operand_count(op);
-    Args args(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const ir::Handle& h = ir::operand(op, i);
-      if (h) args[i] = *unwrap(h).self;
-    }
     // Values pending in another thread's stream: flush that stream first (never holding
     // two stream locks at once).
-    for (const auto& v : args) {
-      if (v && v->stream && v->stream != s) materialize(*v, CloseReason::CrossThread);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (const ir::Handle& h = ir::operand(op, i)) {
+        Value& v = unwrap(h);
+        if (v.stream && v.stream != s) materialize(v, CloseReason::CrossThread);
+      }
     }
     std::unique_lock lk(s->mu);
-    for (const auto& v : args) {
-      if (v && v->state == State::Failed) fail(v->error);
+    for (std::size_t i = 0; i < n; ++i) {
+      const ir::Handle& h = ir::operand(op, i);
+      if (h && static_cast<const Value&>(*h).state == State::Failed) {
+        fail(static_cast<const Value&>(*h).error);
+      }
     }
     if (kind == ir::OpKind::Nonzero) {
       flush_locked(*s, CloseReason::DataDependent);
       lk.unlock();
-      args = Args();
       return run_now(std::move(op));
+    }
+    // Note [The last handle's reference]: an operand that is the only handle of its value
+    // (moved in: std::move(x).exp(), a temporary) gives the record its Holder's reference
+    // rather than a copy of it: a reference count taken and given back at once is two
+    // locked instructions. The drop event (dropped) is then the record's to set, after its
+    // read is counted (Note [Counted before the drop]). Taken past the last check that may
+    // throw, so an op refused leaves its operands' handles whole.
+    Args args(n);
+    std::uint32_t took = 0;  // operands whose reference was taken, a bit each
+    for (std::size_t i = 0; i < n; ++i) {
+      const ir::Handle& h = ir::operand(op, i);
+      if (!h) continue;
+      Value& v = static_cast<Value&>(*h);
+      if (h.use_count() == 1 && i < 32) {
+        args[i] = std::move(*v.self);
+        took |= 1u << i;
+      } else {
+        args[i] = *v.self;
+      }
     }
     Outs values;
     outputs_of(op, [&](Shape shape, DType dtype) {
@@ -219,6 +238,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       }
     }
     for (std::size_t i = 0; i < n; ++i) {
+      if (took & (1u << i)) args[i]->dropped.store(true, std::memory_order_release);
       ir::operand(op, i).reset();  // a handle moved in is dropped here (Note [Values and handles])
     }
     Record& rec = s->records.emplace_back(std::move(op), std::move(args), std::move(values));

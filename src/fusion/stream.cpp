@@ -17,7 +17,9 @@ struct Holder {
   explicit Holder(std::shared_ptr<Value> v) : value(std::move(v)) {}
   Holder(const Holder&) = delete;
   Holder& operator=(const Holder&) = delete;
-  ~Holder() { value->dropped.store(true, std::memory_order_release); }
+  ~Holder() {  // (value is null where an op took it: Note [The last handle's reference])
+    if (value) value->dropped.store(true, std::memory_order_release);
+  }
   std::shared_ptr<Value> value;
 };
 }  // namespace

@@ -48,7 +48,9 @@ constexpr std::uint8_t kFresh = 0xff;
 // control block is a small Holder (handle_of): the user's references are counted apart from
 // the records', and the Holder's destructor is the drop event. The Value points at the
 // Holder's reference to it (`self`), so that an op holding a handle gets a record's
-// reference from it; it is valid while a handle exists.
+// reference from it; it is valid while a handle exists. An op given the only handle takes
+// the Holder's reference itself, and the drop event with it (Note [The last handle's
+// reference]).
 struct Value final : ir::TensorNode {
   Value(const void* owner, Shape s, DType d, std::shared_ptr<Stream> st, State state)
       : TensorNode(std::move(s), d), owner(owner), stream(std::move(st)), state(state) {}
@@ -73,7 +75,7 @@ struct Value final : ir::TensorNode {
   // Held while a reader takes `inner` (take_input): readers of one Ready value may be
   // flushed by two streams at once (Note [Readers in two streams]).
   std::mutex take_mu;
-  const std::shared_ptr<Value>* self = nullptr;  // the Holder's (Note [One shape per value])
+  std::shared_ptr<Value>* self = nullptr;  // the Holder's (Note [One shape per value])
 
   std::size_t bytes() const { return shape_.num_elements() * size_of(dtype_); }
 };
