@@ -1300,11 +1300,14 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
     }
   });
   if (chunks == 1) return;
+  // Each element sums its chunks in chunk order, ((p0 + p1) + p2) + ...; the chunk loop
+  // outside, so the adds run along contiguous rows of the partials (vectorized) rather than
+  // as one dependent chain per element down a column (a ResNet step's folds took 4% of it).
   parallel_for(0, total, 4096, [&](size_t b, size_t e) {
-    for (size_t i = b; i < e; ++i) {
-      T s = partial[i];
-      for (size_t ch = 1; ch < chunks; ++ch) s += partial[ch * total + i];
-      dw[i] = s;
+    std::copy(partial + b, partial + e, dw + b);
+    for (size_t ch = 1; ch < chunks; ++ch) {
+      const T* p = partial + ch * total;
+      for (size_t i = b; i < e; ++i) dw[i] += p[i];
     }
   });
 }
