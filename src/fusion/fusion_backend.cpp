@@ -9,6 +9,7 @@
 // when the stream reaches its length or pending-memory cap. With Options::enabled false
 // (EMBER_FUSION=0) every op runs at once: a pass-through.
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <deque>
@@ -109,6 +110,32 @@ void outputs_of(ir::Op& op, Out&& out) {
       op);
 }
 
+// An op's operand slots (null where absent), found once: each ir::operand(op, i) visits the
+// op's variant again.
+class Slots {
+ public:
+  explicit Slots(ir::Op& op) {
+    ir::for_each_operand(op, [&](ir::Handle& h) {
+      if (n_ < in_place_.size()) {
+        in_place_[n_] = &h;
+      } else {
+        if (heap_.empty()) heap_.assign(in_place_.begin(), in_place_.end());
+        heap_.push_back(&h);
+      }
+      ++n_;
+    });
+  }
+  std::size_t size() const { return n_; }
+  ir::Handle& operator[](std::size_t i) const {
+    return *(n_ > in_place_.size() ? heap_[i] : in_place_[i]);
+  }
+
+ private:
+  std::array<ir::Handle*, 4> in_place_{};
+  std::vector<ir::Handle*> heap_;
+  std::size_t n_ = 0;
+};
+
 // Ops a fuser may take; any other op flushes the stream when it is recorded. A Matmul (or a Conv)
 // waits for the element-wise ops that form its epilogue. A Reduce, a Softmax or a LayerNorm waits
 // in the stream when the inner backend fuses row reductions (Note [Fused rows]): by the flush, the
@@ -175,18 +202,19 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       shared_->report.recorded();
       return run_now(std::move(op));
     }
-    const std::size_t n = ir::operand_count(op);
+    const Slots slots(op);
+    const std::size_t n = slots.size();
     // Values pending in another thread's stream: flush that stream first (never holding
     // two stream locks at once).
     for (std::size_t i = 0; i < n; ++i) {
-      if (const ir::Handle& h = ir::operand(op, i)) {
+      if (const ir::Handle& h = slots[i]) {
         Value& v = unwrap(h);
         if (v.stream && v.stream != s) materialize(v, CloseReason::CrossThread);
       }
     }
     std::unique_lock lk(s->mu);
     for (std::size_t i = 0; i < n; ++i) {
-      const ir::Handle& h = ir::operand(op, i);
+      const ir::Handle& h = slots[i];
       if (h && static_cast<const Value&>(*h).state == State::Failed) {
         fail(static_cast<const Value&>(*h).error);
       }
@@ -205,7 +233,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     Args args(n);
     std::uint32_t took = 0;  // operands whose reference was taken, a bit each
     for (std::size_t i = 0; i < n; ++i) {
-      const ir::Handle& h = ir::operand(op, i);
+      const ir::Handle& h = slots[i];
       if (!h) continue;
       Value& v = static_cast<Value&>(*h);
       if (h.use_count() == 1 && i < 32) {
@@ -239,7 +267,7 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     }
     for (std::size_t i = 0; i < n; ++i) {
       if (took & (1u << i)) args[i]->dropped.store(true, std::memory_order_release);
-      ir::operand(op, i).reset();  // a handle moved in is dropped here (Note [Values and handles])
+      slots[i].reset();  // a handle moved in is dropped here (Note [Values and handles])
     }
     Record& rec = s->records.emplace_back(std::move(op), std::move(args), std::move(values));
     if (kind == ir::OpKind::Random && shared_->random && inner_be().supports(rec.op)) {
