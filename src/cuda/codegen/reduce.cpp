@@ -87,34 +87,20 @@ std::string reduce_rows(ReduceFn fn, DType dt,
   // Four independent loads per step keep more bytes in flight per thread.
   const auto at = [&](int u) { return value("j + " + std::to_string(u) + " * (i64)blockDim.x"); };
   if (arg) {
-    // Each thread's indices increase, so of two values the later wins only when strictly
-    // better (or the first NaN): em_arg_better's order without its branches. That order is
-    // associative, so the four values of a step meet as a tree — (v0, v1) and (v2, v3), then
-    // the two winners, then the thread's best so far — with the same winner as one by one,
-    // but a chain of three compares a step instead of four, and the step's index chosen
-    // among small offsets before one 64-bit select.
+    // Each thread's indices increase, so a later value wins only when strictly better (or
+    // the first NaN): em_arg_better's order without its branches.
     const char* cmp = fn == ReduceFn::ArgMax ? " > " : " < ";
-    const auto beats = [&](const std::string& later, const std::string& earlier) {
-      return "(" + later + cmp + earlier + " || (" + later + " != " + later + " && " + earlier +
-             " == " + earlier + "))";
-    };
     s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
          "      const C v0 = " +
-         at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) + ", v3 = " + at(3) +
-         ";\n"
-         "      const bool b01 = " +
-         beats("v1", "v0") + ", b23 = " + beats("v3", "v2") +
-         ";\n"
-         "      const C w01 = b01 ? v1 : v0, w23 = b23 ? v3 : v2;\n"
-         "      const bool b03 = " +
-         beats("w23", "w01") +
-         ";\n"
-         "      const C w = b03 ? w23 : w01;\n"
-         "      const int u = b03 ? (b23 ? 3 : 2) : (b01 ? 1 : 0);\n"
-         "      if (ai < 0 || " +
-         beats("w", "acc") +
-         ") { acc = w; ai = j + (i64)u * (i64)blockDim.x; }\n"
-         "    }\n";
+         at(0) + ", v1 = " + at(1) + ", v2 = " + at(2) + ", v3 = " + at(3) + ";\n";
+    for (int u = 0; u < 4; ++u) {
+      const std::string v = std::string("v").append(std::to_string(u));
+      s += "      { const bool b = ai < 0 || " + v + cmp + "acc || (" + v + " != " + v +
+           " && acc == acc);\n"
+           "        acc = b ? " +
+           v + " : acc; ai = b ? j + " + std::to_string(u) + " * (i64)blockDim.x : ai; }\n";
+    }
+    s += "    }\n";
   } else {
     s += "    for (; j + 3 * (i64)blockDim.x < n; j += 4 * (i64)blockDim.x) {\n"
          "      const " +
