@@ -297,20 +297,33 @@ struct InView {
 // (A layer norm's weight or bias of another rank than the group's has no such view: it is
 // read by the layer norm alone, Note [Fused rows]; nor has an input that `only` leaves out,
 // a matmul's operand, Note [Fused matmul epilogues].)
-std::vector<InView> input_views(const FusedGroup& g, const std::vector<bool>* only = nullptr) {
-  std::vector<InView> views;
-  views.reserve(g.inputs.size());
+//
+// Note [Group state reused]: the views (and the element-wise path's strided space) live in
+// per-thread objects that keep their vectors' storage from one group to the next: a group
+// of a few small ops (an MLP step's) made about 40 allocations on the Cpu's side alone,
+// most of them these vectors, and its fixed cost was three times the unfused ops' time.
+// The returned reference is this thread's and valid until its next call from the same
+// place (each caller passes its own `into`).
+const std::vector<InView>& input_views(const FusedGroup& g, std::vector<InView>& into,
+                                       const std::vector<bool>* only = nullptr) {
+  into.resize(g.inputs.size());
   for (std::size_t k = 0; k < g.inputs.size(); ++k) {
     const CpuTensor& t = as_cpu(g.inputs[k]);
+    InView& v = into[k];
+    v.dtype = t.dtype();
     if (t.shape().rank() != g.shape.rank() || (only && !(*only)[k])) {
-      views.push_back({nullptr, {}, t.dtype()});
+      v.data = nullptr;
+      v.strides.clear();
       continue;
     }
-    backend::StridedView v = backend::expand_view(t.layout(), g.shape);
-    views.push_back({t.data() + (v.offset - t.offset()) * std::int64_t(size_of(t.dtype())),
-                     std::move(v.strides), t.dtype()});
+    // expand_view's strides (0 along a broadcast dim), from t's first element.
+    v.data = t.data();
+    v.strides.assign(t.strides().begin(), t.strides().end());
+    for (std::size_t d = 0; d < v.strides.size(); ++d) {
+      if (t.shape()[d] != g.shape[d]) v.strides[d] = 0;
+    }
   }
-  return views;
+  return into;
 }
 
 // Note [Streamed outputs]: a group's outputs are written once, tile by tile, from L1
@@ -616,7 +629,8 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   }
   const std::byte* wp = params[0] ? params[0]->data() : nullptr;
   const std::byte* bp = params[1] ? params[1]->data() : nullptr;
-  const std::vector<InView> views = input_views(g);
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_rows;
+  const std::vector<InView>& views = input_views(g, views_of_rows);
   const std::size_t n_values = g.num_values();
   const std::size_t celem = size_of(ct);
   const std::size_t grain = std::max<std::size_t>(1, 32768 / n);
@@ -1004,7 +1018,8 @@ std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program&
   Outputs result(po.outs.begin(), po.outs.end());
   if (shape.num_elements() == 0) return result;
   const std::array<ir::Handle, 2> operand = product_operands(ctx, g);
-  const std::vector<InView> views = input_views(g, &read);
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_matmul;
+  const std::vector<InView>& views = input_views(g, views_of_matmul, &read);
   const auto go = [&](auto tag) {
     using T = decltype(tag);
     const ProductEpilogue<T> epi{prog, g, shape, views, read, po.outs, m, n};
@@ -1050,7 +1065,9 @@ std::optional<Outputs> run_conv(CpuContext& ctx, FusedGroup& g, const Program& p
   std::size_t positions = 1;
   for (std::size_t d = 2; d < rank; ++d) positions *= shape[d];
   const Shape space{shape[0], shape[1], positions};
-  std::vector<InView> views = input_views(g, &read);
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_conv;
+  std::vector<InView>& views = views_of_conv;
+  input_views(g, views, &read);
   for (std::size_t k = 0; k < views.size(); ++k) {
     if (!read[k]) continue;
     const auto inner = collapsed_stride(shape, views[k].strides, 2);
@@ -1106,13 +1123,25 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   Outputs result(outs.begin(), outs.end());
   if (shape.num_elements() == 0) return result;
 
-  const std::vector<InView> views = input_views(g);
-  StridedSpace<kMaxInputs + 1> sp;
-  sp.shape = shape.dims();
-  for (std::size_t k = 0; k <= kMaxInputs; ++k) {
-    sp.strides[k] = k < n_in ? views[k].strides : std::vector<std::int64_t>(shape.rank(), 0);
+  // (Note [Group state reused].)
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_group;
+  static EMBER_THREAD_LOCAL StridedSpace<kMaxInputs + 1> sp;
+  const std::vector<InView>& views = input_views(g, views_of_group);
+  sp.shape.assign(shape.begin(), shape.end());
+  for (std::size_t k = 0; k < kMaxInputs; ++k) {
+    if (k < n_in) {
+      sp.strides[k].assign(views[k].strides.begin(), views[k].strides.end());
+    } else {
+      sp.strides[k].assign(shape.rank(), 0);
+    }
   }
-  sp.strides[kMaxInputs] = contiguous_strides(shape);
+  std::vector<std::int64_t>& out_strides = sp.strides[kMaxInputs];  // the contiguous output's
+  out_strides.resize(shape.rank());
+  std::int64_t step = 1;
+  for (std::size_t d = shape.rank(); d-- > 0;) {
+    out_strides[d] = step;
+    step *= static_cast<std::int64_t>(shape[d]);
+  }
   sp.collapse();
   std::array<std::int64_t, kMaxInputs + 1> inner{};
   for (std::size_t k = 0; k <= kMaxInputs; ++k) inner[k] = sp.strides[k].back();
@@ -1122,10 +1151,18 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   // (Rows shorter than a tile would stream little and fence often.)
   const std::size_t tile = tile_elements();
   const bool stream = out_bytes >= kStreamBytes && sp.row_length() >= tile;
+  // Note [Element-wise output in place]: a group of one output, its last instruction's value,
+  // whose stores are not streamed, has that instruction write each tile straight into the
+  // output instead of into scratch and then copied (as Note [Epilogue in place]); where the
+  // output is an input's buffer given over, the instruction writes element e where it read
+  // element e, as the plain in-place op does. So every value is unchanged.
+  const bool direct = !stream && outs.size() == 1 &&
+                      g.outputs[0] == static_cast<std::int32_t>(n_in + g.code.size() - 1);
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
     static EMBER_THREAD_LOCAL Scratch s;
+    static EMBER_THREAD_LOCAL std::vector<Slot> slot;
     s.prepare(n_in, *prog);
-    std::vector<Slot> slot(n_values);
+    slot.assign(n_values, Slot{});
     for (std::size_t b = 0; b < len; b += tile) {
       const std::size_t n = std::min(tile, len - b);
       const auto bo = static_cast<std::int64_t>(b);
@@ -1154,14 +1191,19 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
                     next * elem);
         }
       }
-      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead);
+      std::byte* const last =
+          direct ? outs[0]->data() +
+                       (off[kMaxInputs] + bo) * static_cast<std::int64_t>(size_of(outs[0]->dtype()))
+                 : nullptr;
+      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead, last);
       for (std::size_t j = 0; j < outs.size(); ++j) {
         const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
         const std::size_t elem = size_of(outs[j]->dtype());
         std::byte* dst = outs[j]->data() + (off[kMaxInputs] + bo) * static_cast<std::int64_t>(elem);
-        if (v.scalar) {
-          for (std::size_t i = 0; i < n; ++i) std::memcpy(dst + i * elem, v.p, elem);
-        } else {
+        if (v.scalar) {  // (in place, its first element is already there)
+          for (std::size_t i = v.p == dst ? 1 : 0; i < n; ++i)
+            std::memcpy(dst + i * elem, v.p, elem);
+        } else if (dst != v.p) {  // (in place: already there)
           store_tile(dst, v.p, n * elem, stream);
         }
       }
