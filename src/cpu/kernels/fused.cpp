@@ -337,6 +337,25 @@ const std::vector<InView>& input_views(const FusedGroup& g, std::vector<InView>&
   return into;
 }
 
+// Note [Prefetch for large inputs]: Note [Tile prefetch]'s lines (and Note [Row prefetch]'s
+// and Note [Epilogue prefetch]'s) are issued only where the inputs a group reads are large
+// (prefetch_min_bytes: twice the core's L2 or an eighth of the L3, the larger). Smaller
+// inputs were mostly written or read just before (a gradient, a layer's parameter) and are
+// in cache, or are streamed in by the hardware's prefetchers, and a prefetch a line (a loop
+// step of its own) cost as much as the arithmetic: one thread, `b - a * 0.01` (AMD Zen 5:
+// 1 MiB L2, 32 MiB L3) on [784, 256] (1.6 MB of inputs) took 41-44 us with the prefetches
+// and 26-32 without (39 unfused); [64, 256] 4.1-5.0 and 2.9 us (2.2). Larger inputs keep
+// them: Adam's [1024, 1024] groups (16 MB of inputs, out of cache by the next step) ran
+// 1.5x slower without. Only what is in cache changes, never what is computed.
+bool prefetch_inputs(const FusedGroup& g, const std::vector<bool>* read = nullptr) {
+  std::size_t bytes = 0;
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) {
+    if (!read || (*read)[k])
+      bytes += g.inputs[k]->shape().num_elements() * size_of(g.inputs[k]->dtype());
+  }
+  return bytes > prefetch_min_bytes();
+}
+
 // Note [Streamed outputs]: a group's outputs are written once, tile by tile, from L1
 // scratch, and nothing in the group reads them again. When they are too big to stay in the
 // last-level cache for whoever reads them next (kStreamBytes in all: half the 32 MiB L3 of
@@ -609,6 +628,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   for (std::int32_t a : last.args) {
     if (a >= 0 && static_cast<std::size_t>(a) < n_in) taken[static_cast<std::size_t>(a)] = true;
   }
+  const bool prefetch = prefetch_inputs(g, &read);  // (Note [Prefetch for large inputs])
   std::vector<std::shared_ptr<CpuTensor>> outs;
   for (std::int32_t o : g.outputs) {
     const DType dt = g.dtype_of(o);
@@ -714,7 +734,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
         const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
         load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
-        if (st != 1 || (last_tile && !next)) continue;
+        if (!prefetch || st != 1 || (last_tile && !next)) continue;
         const std::int64_t at =
             last_tile ? (*next)[k] : base[k] + static_cast<std::int64_t>(b + tile);
         ahead.add(views[k].data + at * elem, next_cnt * size_of(views[k].dtype));
@@ -847,6 +867,7 @@ struct ProductEpilogue {
   const std::vector<bool>& read;     // per input: read by the epilogue
   const std::vector<std::shared_ptr<CpuTensor>>& outs;
   std::size_t m, n;
+  bool large;  // the inputs it reads are (Note [Prefetch for large inputs])
 
   static void apply(const void* ctx, std::size_t batch, std::size_t i0, std::size_t j0, T* c,
                     std::ptrdiff_t c_rs, std::size_t rows, std::size_t cols) {
@@ -905,7 +926,7 @@ struct ProductEpilogue {
     // Only a contiguous input that moves from row to row (a residual) is prefetched ahead
     // (Note [Epilogue prefetch]); a per-channel bias is one element a row.
     bool prefetch = false;
-    for (std::size_t q = 0; q < n_rd; ++q) {
+    for (std::size_t q = 0; q < n_rd && large; ++q) {
       prefetch = prefetch || (inner[q] == 1 && views[rd[q]].strides[rank - 2] != 0);
     }
     std::array<std::int64_t, kMaxInputs> base{}, ahead_base{};
@@ -1033,7 +1054,8 @@ std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program&
   const std::vector<InView>& views = input_views(g, views_of_matmul, &read);
   const auto go = [&](auto tag) {
     using T = decltype(tag);
-    const ProductEpilogue<T> epi{prog, g, shape, views, read, po.outs, m, n};
+    const ProductEpilogue<T> epi{
+        prog, g, shape, views, read, po.outs, m, n, prefetch_inputs(g, &read)};
     const GemmEpilogue<T> ep{&ProductEpilogue<T>::apply, &epi};
     matmul_into<T>(as_cpu(operand[0]), as_cpu(operand[1]), ps, po.c->data_as<T>(), &ep);
   };
@@ -1094,7 +1116,8 @@ std::optional<Outputs> run_conv(CpuContext& ctx, FusedGroup& g, const Program& p
   EMBER_ASSERT(ir::out_shape(op) == shape);  // (Note [Conv groups])
   const auto go = [&](auto tag) {
     using T = decltype(tag);
-    const ProductEpilogue<T> epi{prog, g, space, views, read, po.outs, shape[1], positions};
+    const ProductEpilogue<T> epi{
+        prog, g, space, views, read, po.outs, shape[1], positions, prefetch_inputs(g, &read)};
     const GemmEpilogue<T> ep{&ProductEpilogue<T>::apply, &epi};
     conv_forward_into<T>(ctx, op, po.c->data_as<T>(), &ep);
   };
@@ -1169,20 +1192,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   // element e, as the plain in-place op does. So every value is unchanged.
   const bool direct = !stream && outs.size() == 1 &&
                       g.outputs[0] == static_cast<std::int32_t>(n_in + g.code.size() - 1);
-  // Note [Prefetch for large inputs]: Note [Tile prefetch]'s lines are issued only where the
-  // inputs are large (prefetch_min_bytes: twice the core's L2 or an eighth of the L3, the
-  // larger). Smaller inputs were mostly written or read just before (a gradient, a layer's
-  // parameter) and are in cache, or are streamed in by the hardware's prefetchers, and a
-  // prefetch a line (a loop step of its own) cost as much as the arithmetic: one thread,
-  // `b - a * 0.01` (AMD Zen 5: 1 MiB L2, 32 MiB L3) on [784, 256] (1.6 MB of inputs) took
-  // 41-44 us with the prefetches and 26 without (39 unfused); [64, 256] 4.1-5.0 and 2.9 us
-  // (2.2). Larger inputs keep them: Adam's [1024, 1024] groups (16 MB of inputs, out of
-  // cache by the next step) ran 1.5x slower without.
-  std::size_t in_bytes = 0;
-  for (std::size_t k = 0; k < n_in; ++k) {
-    in_bytes += as_cpu(g.inputs[k]).shape().num_elements() * size_of(views[k].dtype);
-  }
-  const bool prefetch = in_bytes > prefetch_min_bytes();
+  const bool prefetch = prefetch_inputs(g);  // (Note [Prefetch for large inputs])
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<Slot> slot;
