@@ -237,7 +237,15 @@ bool is_scalar_fill(const Record& r) {
 // handle to it still alive (or a reader in a later flush) when the flush ends.
 class Grouper {
  public:
-  explicit Grouper(Shared& shared) : shared_(shared) {
+  // Note [One grouper a thread]: a flush groups its records with its thread's Grouper, whose
+  // vectors keep their storage from one flush to the next (building them afresh was ten
+  // allocations a flush, a tenth of a small group's whole cost). begin() clears whatever a
+  // previous flush left, one that threw included.
+  void begin(Shared& shared) {
+    shared_ = &shared;
+    clear();
+    fills_.clear();
+    ew_read_.clear();
     // A group holds at most max_group_ops members, each with at most three scalar sources.
     const std::size_t ops = std::min<std::size_t>(shared.options.max_group_ops, 256);
     const std::size_t most = 4 * ops;
@@ -255,12 +263,12 @@ class Grouper {
         const Shape& f = r.outs[0]->shape();
         const bool same = f == shape_;
         if (!same && !refines_to(f)) return close_then_open(r, CloseReason::ShapeMismatch);
-        if (members_.size() >= shared_.options.max_group_ops)
+        if (members_.size() >= shared_->options.max_group_ops)
           return close_then_open(r, CloseReason::MaxOps);
         if (!same || !frames_.empty()) frame = frame_index(f);
         std::size_t fresh = 0;
         for (const auto& v : r.args) fresh += v && !v->source && !known(*v, frame);
-        if (inputs_.size() + fresh > shared_.options.max_group_inputs)
+        if (inputs_.size() + fresh > shared_->options.max_group_inputs)
           return close_then_open(r, CloseReason::MaxInputs);
         if (!same || !frames_.empty()) frame = adopt_frame(f);
       }
@@ -280,7 +288,7 @@ class Grouper {
                          (kind == ir::OpKind::Conv && opens_conv_group(r));
     if (product && std::binary_search(ew_read_.begin(), ew_read_.end(), r.outs[0].get())) {
       if (!members_.empty()) {
-        shared_.report.decision([&] {
+        shared_->report.decision([&] {
           return std::string(op_label(r.op)) + ": closes the group (" +
                  backend::name(CloseReason::Matmul) + ")";
         });
@@ -299,7 +307,7 @@ class Grouper {
       relabel(r);
       return;
     }
-    if (shared_.fills && is_scalar_fill(r)) {
+    if (shared_->fills && is_scalar_fill(r)) {
       r.outs[0]->source = &r;
       fills_.push_back(&r);
       return;
@@ -311,7 +319,7 @@ class Grouper {
                                                     : CloseReason::NonFusableOp);
     }
     materialize_fills(r);
-    run_alone(shared_, r);
+    run_alone(*shared_, r);
   }
 
   void close(CloseReason why);
@@ -350,7 +358,7 @@ class Grouper {
       v.source = nullptr;
       if (!v.dropped.load(std::memory_order_acquire) ||
           v.pending_uses.load(std::memory_order_acquire) > 0) {
-        run_alone(shared_, *f);
+        run_alone(*shared_, *f);
       } else {
         v.state = State::Elided;
       }
@@ -427,7 +435,7 @@ class Grouper {
     out.group_id = x.group_id;
     aliases_.push_back({&out, 0, 0});
     views_.push_back(&r);
-    shared_.report.decision([&] {
+    shared_->report.decision([&] {
       return "reshape to " + out.shape().to_string() + ": relabels a group value (iteration " +
              shape_.to_string() + ")";
     });
@@ -450,8 +458,8 @@ class Grouper {
   // room, and every extent of the iteration space after that dim is 1 (where x is a frame
   // of a reshaped group, its dim's run of dims must hold exactly one extent above 1).
   std::optional<std::uint32_t> row_dim_of(const Value* x, std::size_t dim) const {
-    if (!shared_.row_reduction || members_.empty() || matmul_n_ || conv_ || !x || !internal(*x) ||
-        x->source || members_.size() >= shared_.options.max_group_ops) {
+    if (!shared_->row_reduction || members_.empty() || matmul_n_ || conv_ || !x || !internal(*x) ||
+        x->source || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
     if (x->shape() != shape_) {  // x is a frame of a reshaped group: its dim's run
@@ -477,7 +485,7 @@ class Grouper {
   std::optional<std::uint32_t> reduce_row_dim(const Record& r) {
     const auto& op = std::get<ir::Reduce>(r.op);
     const Value* x = r.args[0].get();
-    if (!shared_.row_reduction || !x || !shared_.row_reduction(op.fn, x->dtype())) {
+    if (!shared_->row_reduction || !x || !shared_->row_reduction(op.fn, x->dtype())) {
       return std::nullopt;
     }
     if (const auto dim = row_dim_of(x, op.dim)) return dim;
@@ -495,7 +503,7 @@ class Grouper {
   // The dim of the merged run, or nullopt where an input forbids it.
   std::optional<std::uint32_t> coarsened_row_dim(const Value* x, std::size_t dim) {
     if (frames_.empty() || x->shape() == shape_ || matmul_n_ || conv_ || !internal(*x) ||
-        x->source || members_.size() >= shared_.options.max_group_ops) {
+        x->source || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
     const auto run = runs_of(x->shape(), shape_)[dim];
@@ -515,7 +523,7 @@ class Grouper {
     fine_ = shape_;
     merged_ = run;
     shape_ = merged(shape_, run);
-    shared_.report.decision([&] {
+    shared_->report.decision([&] {
       return "iteration " + fine_.to_string() + " merged to " + shape_.to_string() +
              " for a reduction over it (Note [Coarsened iteration space])";
     });
@@ -551,7 +559,7 @@ class Grouper {
       if (internal(*v) || v->source) return std::nullopt;
       fresh += !known(*v, 0);
     }
-    if (inputs_.size() + fresh > shared_.options.max_group_inputs) return std::nullopt;
+    if (inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
     return dim;
   }
 
@@ -561,13 +569,13 @@ class Grouper {
       if (v && v->source && v->state == State::Pending) {
         Record& f = *v->source;
         v->source = nullptr;
-        run_alone(shared_, f);
+        run_alone(*shared_, f);
       }
     }
   }
 
   void close_then_open(Record& r, CloseReason why) {
-    shared_.report.decision([&] {
+    shared_->report.decision([&] {
       return std::string(op_label(r.op)) + ": closes the group (" + backend::name(why) + ")";
     });
     close(why);
@@ -698,7 +706,7 @@ class Grouper {
     produced_.push_back(&out);
     is_fill_.push_back(false);
     members_.push_back(&r);
-    shared_.report.decision([&] {
+    shared_->report.decision([&] {
       return std::string(op_label(r.op)) + ": joins the group (" + std::to_string(members_.size()) +
              " ops)";
     });
@@ -722,7 +730,7 @@ class Grouper {
     merged_.reset();
   }
 
-  Shared& shared_;
+  Shared* shared_ = nullptr;  // the flushing device's (begin)
   Shape shape_;
   std::vector<Record*> members_;  // the records computed in the group
   std::vector<FusedInstr> code_;  // members' instructions and fill sources, in order
@@ -764,8 +772,8 @@ void Grouper::close(CloseReason why) {
     std::vector<Record*> views = std::move(views_);
     clear();
     materialize_fills(r);
-    run_alone(shared_, r);
-    for (Record* w : views) run_alone(shared_, *w);
+    run_alone(*shared_, r);
+    for (Record* w : views) run_alone(*shared_, *w);
     return;
   }
   const auto n_in = static_cast<std::int32_t>(inputs_.size());
@@ -874,12 +882,12 @@ void Grouper::close(CloseReason why) {
       // Split to the fine space's dims, then the run merged (Note [Coarsened iteration
       // space]: a view, as coarsened_row_dim checked).
       Shape to = merged(input_shape_in(v.shape(), frames_[input_frame_[k]], fine_), *merged_);
-      if (to != v.shape()) h = std::move(shared_.inner->execute(ir::Reshape{h, std::move(to)})[0]);
+      if (to != v.shape()) h = std::move(shared_->inner->execute(ir::Reshape{h, std::move(to)})[0]);
     } else if (!frames_.empty() && input_frame_[k] != kMatmulFrame &&
                frames_[input_frame_[k]] != shape_) {
       // Read in a frame other than the iteration space: split to its dims (a view).
       Shape to = input_shape_in(v.shape(), frames_[input_frame_[k]], shape_);
-      if (to != v.shape()) h = std::move(shared_.inner->execute(ir::Reshape{h, std::move(to)})[0]);
+      if (to != v.shape()) h = std::move(shared_->inner->execute(ir::Reshape{h, std::move(to)})[0]);
     }
     const Shape& hs = h->shape();
     put(static_cast<std::uint64_t>(v.dtype()));
@@ -909,14 +917,14 @@ void Grouper::close(CloseReason why) {
   info.inputs = g.inputs.size();
   info.outputs = g.outputs.size();
   info.key = g.key;
-  info.fused = shared_.inner->runs_fused();
+  info.fused = shared_->inner->runs_fused();
   info.closed = why;
   std::vector<Record*> members = std::move(members_);
   std::vector<Record*> views = std::move(views_);
   const bool reshaped = !frames_.empty();
   clear();
   const std::size_t n_out = g.outputs.size();
-  auto outs = shared_.inner->run_fused(std::move(g));
+  auto outs = shared_->inner->run_fused(std::move(g));
   EMBER_ASSERT(outs.size() == n_out);
   for (std::size_t j = 0; j < out_values.size(); ++j) {
     auto [v, k] = out_values[j];
@@ -925,7 +933,7 @@ void Grouper::close(CloseReason why) {
     // A result has the iteration space's shape (its dim reduced, for a Reduce); a value of
     // another frame is a reshape of it, a view of the contiguous result.
     if (reshaped && v->inner->shape() != v->shape())
-      v->inner = std::move(shared_.inner->execute(ir::Reshape{v->inner, v->shape()})[0]);
+      v->inner = std::move(shared_->inner->execute(ir::Reshape{v->inner, v->shape()})[0]);
     v->state = State::Ready;
   }
   for (auto* list : {&members, &views}) {
@@ -933,17 +941,23 @@ void Grouper::close(CloseReason why) {
       if (r->outs[0]->state == State::Pending) r->outs[0]->state = State::Elided;
     }
   }
-  shared_.report.group(std::move(info));
+  shared_->report.group(std::move(info));
 }
 
 }  // namespace
 
 void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) {
-  Grouper g(shared);
-  g.note_epilogue_reads(records);
-  for (Record& r : records) g.add(r);
-  g.close(why);
-  g.finish();
+  static thread_local Grouper g;  // (Note [One grouper a thread])
+  g.begin(shared);
+  try {
+    g.note_epilogue_reads(records);
+    for (Record& r : records) g.add(r);
+    g.close(why);
+    g.finish();
+  } catch (...) {
+    g.begin(shared);  // (drops the failed group's references to its values now)
+    throw;
+  }
 }
 
 }  // namespace ember::fusion
