@@ -947,7 +947,9 @@ void Grouper::close(CloseReason why) {
 }  // namespace
 
 void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) {
-  static thread_local Grouper g;  // (Note [One grouper a thread])
+  // (Note [One grouper a thread]; initial-exec, as the block pool's lists: each use a load
+  // off the thread pointer, where the default model called __tls_get_addr per member use.)
+  __attribute__((tls_model("initial-exec"))) static thread_local Grouper g;
   g.begin(shared);
   try {
     g.note_epilogue_reads(records);
