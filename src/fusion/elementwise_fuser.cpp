@@ -946,10 +946,15 @@ void Grouper::close(CloseReason why) {
 
 }  // namespace
 
+// This thread's Grouper (Note [One grouper a thread]), found once a flush: used in place, a
+// thread_local's every member use had become a __tls_get_addr call.
+[[gnu::noinline]] static Grouper& thread_grouper() {
+  static thread_local Grouper g;
+  return g;
+}
+
 void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) {
-  // (Note [One grouper a thread]; initial-exec, as the block pool's lists: each use a load
-  // off the thread pointer, where the default model called __tls_get_addr per member use.)
-  __attribute__((tls_model("initial-exec"))) static thread_local Grouper g;
+  Grouper& g = thread_grouper();
   g.begin(shared);
   try {
     g.note_epilogue_reads(records);

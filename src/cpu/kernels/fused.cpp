@@ -66,16 +66,6 @@
 #define EMBER_FUSED_STREAMS 0
 #endif
 
-// The executor's per-thread state (scratch tiles, views, Note [Group state reused]) in the
-// initial-exec TLS model where threads exist: libember is loaded with the program, never
-// opened later, so its thread-locals have static offsets and each use is one load off the
-// thread pointer instead of a __tls_get_addr call (6% of a small group's instructions).
-#if EMBER_HOSTED && defined(__GNUC__)
-#define EMBER_FUSED_TLS thread_local __attribute__((tls_model("initial-exec")))
-#else
-#define EMBER_FUSED_TLS EMBER_THREAD_LOCAL
-#endif
-
 namespace ember::cpu {
 
 namespace {
@@ -670,7 +660,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   }
   const std::byte* wp = params[0] ? params[0]->data() : nullptr;
   const std::byte* bp = params[1] ? params[1]->data() : nullptr;
-  static EMBER_FUSED_TLS std::vector<InView> views_of_rows;
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_rows;
   const std::vector<InView>& views = input_views(g, views_of_rows);
   const std::size_t n_values = g.num_values();
   const std::size_t celem = size_of(ct);
@@ -771,8 +761,8 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     const std::size_t chunks = (n + chunk - 1) / chunk;
     std::vector<std::byte> parts(rows * chunks * celem);
     parallel_for(0, rows * chunks, 1, [&](std::size_t i0, std::size_t i1) {
-      static EMBER_FUSED_TLS Scratch s;
-      static EMBER_FUSED_TLS std::vector<std::byte> row_buf;
+      static EMBER_THREAD_LOCAL Scratch s;
+      static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
       s.prepare(n_in, prog);
       if (row_buf.size() < chunk * celem) row_buf.resize(chunk * celem);
       std::vector<Slot> slot(n_values);
@@ -796,8 +786,8 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     return Outputs(outs.begin(), outs.end());
   }
   parallel_for(0, rows, grain, [&](std::size_t r0, std::size_t r1) {
-    static EMBER_FUSED_TLS Scratch s;
-    static EMBER_FUSED_TLS std::vector<std::byte> row_buf;
+    static EMBER_THREAD_LOCAL Scratch s;
+    static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
     s.prepare(n_in, prog);
     // The row buffer, then (a 16-bit softmax or layer norm) its f32 result.
     const std::size_t bufs = !reduce && ct != vt ? 2 : 1;
@@ -886,8 +876,8 @@ struct ProductEpilogue {
 
   void run(std::size_t batch, std::size_t i0, std::size_t j0, T* c, std::ptrdiff_t c_rs,
            std::size_t rows, std::size_t cols) const {
-    static EMBER_FUSED_TLS Scratch s;
-    static EMBER_FUSED_TLS std::vector<Slot> slot;
+    static EMBER_THREAD_LOCAL Scratch s;
+    static EMBER_THREAD_LOCAL std::vector<Slot> slot;
     const std::size_t n_in = g.inputs.size(), rank = space.rank();
     s.prepare(n_in, prog);
     slot.assign(g.num_values(), Slot{});
@@ -1060,7 +1050,7 @@ std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program&
   Outputs result(po.outs.begin(), po.outs.end());
   if (shape.num_elements() == 0) return result;
   const std::array<ir::Handle, 2> operand = product_operands(ctx, g);
-  static EMBER_FUSED_TLS std::vector<InView> views_of_matmul;
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_matmul;
   const std::vector<InView>& views = input_views(g, views_of_matmul, &read);
   const auto go = [&](auto tag) {
     using T = decltype(tag);
@@ -1108,7 +1098,7 @@ std::optional<Outputs> run_conv(CpuContext& ctx, FusedGroup& g, const Program& p
   std::size_t positions = 1;
   for (std::size_t d = 2; d < rank; ++d) positions *= shape[d];
   const Shape space{shape[0], shape[1], positions};
-  static EMBER_FUSED_TLS std::vector<InView> views_of_conv;
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_conv;
   std::vector<InView>& views = views_of_conv;
   input_views(g, views, &read);
   for (std::size_t k = 0; k < views.size(); ++k) {
@@ -1168,8 +1158,8 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   if (shape.num_elements() == 0) return result;
 
   // (Note [Group state reused].)
-  static EMBER_FUSED_TLS std::vector<InView> views_of_group;
-  static EMBER_FUSED_TLS StridedSpace<kMaxInputs + 1> sp;
+  static EMBER_THREAD_LOCAL std::vector<InView> views_of_group;
+  static EMBER_THREAD_LOCAL StridedSpace<kMaxInputs + 1> sp;
   const std::vector<InView>& views = input_views(g, views_of_group);
   sp.shape.assign(shape.begin(), shape.end());
   for (std::size_t k = 0; k < kMaxInputs; ++k) {
@@ -1204,8 +1194,8 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
                       g.outputs[0] == static_cast<std::int32_t>(n_in + g.code.size() - 1);
   const bool prefetch = prefetch_inputs(g);  // (Note [Prefetch for large inputs])
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
-    static EMBER_FUSED_TLS Scratch s;
-    static EMBER_FUSED_TLS std::vector<Slot> slot;
+    static EMBER_THREAD_LOCAL Scratch s;
+    static EMBER_THREAD_LOCAL std::vector<Slot> slot;
     s.prepare(n_in, *prog);
     slot.assign(n_values, Slot{});
     for (std::size_t b = 0; b < len; b += tile) {
