@@ -14,13 +14,18 @@ std::int64_t next_stride(std::int64_t acc, std::size_t extent) {
 }
 }  // namespace
 
-std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
-  std::vector<std::int64_t> s(shape.rank());
+void contiguous_strides(const Shape& shape, std::vector<std::int64_t>& out) {
+  out.resize(shape.rank());
   std::int64_t acc = 1;
   for (std::size_t i = shape.rank(); i-- > 0;) {
-    s[i] = acc;
+    out[i] = acc;
     acc = next_stride(acc, shape[i]);
   }
+}
+
+std::vector<std::int64_t> contiguous_strides(const Shape& shape) {
+  std::vector<std::int64_t> s;
+  contiguous_strides(shape, s);
   return s;
 }
 
@@ -116,13 +121,19 @@ StridedView flip_view(const StridedView& x, const std::vector<std::size_t>& axes
   return v;
 }
 
+void broadcast_strides(const Shape& x_shape, const std::vector<std::int64_t>& x_strides,
+                       const Shape& out_shape, std::vector<std::int64_t>& out) {
+  out.assign(x_strides.begin(), x_strides.end());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (x_shape[i] != out_shape[i]) out[i] = 0;
+  }
+}
+
 std::vector<std::int64_t> broadcast_strides(const Shape& x_shape,
                                             const std::vector<std::int64_t>& x_strides,
                                             const Shape& out_shape) {
-  std::vector<std::int64_t> s = x_strides;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (x_shape[i] != out_shape[i]) s[i] = 0;
-  }
+  std::vector<std::int64_t> s;
+  broadcast_strides(x_shape, x_strides, out_shape, s);
   return s;
 }
 

@@ -20,6 +20,9 @@ struct StridedView {
 };
 
 std::vector<std::int64_t> contiguous_strides(const Shape& shape);
+// The same into `out` (its storage reused: a caller building one per call, as the Cpu's fused
+// groups do, makes no allocation once it has grown).
+void contiguous_strides(const Shape& shape, std::vector<std::int64_t>& out);
 // Row-major with no gaps (dims of extent 1 may have any stride).
 bool is_contiguous(const Shape& shape, const std::vector<std::int64_t>& strides);
 
@@ -38,6 +41,8 @@ StridedView flip_view(const StridedView& x, const std::vector<std::size_t>& axes
 std::vector<std::int64_t> broadcast_strides(const Shape& x_shape,
                                             const std::vector<std::int64_t>& x_strides,
                                             const Shape& out_shape);
+void broadcast_strides(const Shape& x_shape, const std::vector<std::int64_t>& x_strides,
+                       const Shape& out_shape, std::vector<std::int64_t>& out);
 
 // How an element-wise operand (x: its shape, of the output's rank, and strides) walks the
 // output's elements in row-major order, decided without building an iteration space:

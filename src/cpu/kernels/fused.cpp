@@ -329,10 +329,7 @@ const std::vector<InView>& input_views(const FusedGroup& g, std::vector<InView>&
     }
     // expand_view's strides (0 along a broadcast dim), from t's first element.
     v.data = t.data();
-    v.strides.assign(t.strides().begin(), t.strides().end());
-    for (std::size_t d = 0; d < v.strides.size(); ++d) {
-      if (t.shape()[d] != g.shape[d]) v.strides[d] = 0;
-    }
+    backend::broadcast_strides(t.shape(), t.strides(), g.shape, v.strides);
   }
   return into;
 }
@@ -1169,13 +1166,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
       sp.strides[k].assign(shape.rank(), 0);
     }
   }
-  std::vector<std::int64_t>& out_strides = sp.strides[kMaxInputs];  // the contiguous output's
-  out_strides.resize(shape.rank());
-  std::int64_t step = 1;
-  for (std::size_t d = shape.rank(); d-- > 0;) {
-    out_strides[d] = step;
-    step *= static_cast<std::int64_t>(shape[d]);
-  }
+  backend::contiguous_strides(shape, sp.strides[kMaxInputs]);  // the contiguous output's
   sp.collapse();
   std::array<std::int64_t, kMaxInputs + 1> inner{};
   for (std::size_t k = 0; k <= kMaxInputs; ++k) inner[k] = sp.strides[k].back();
