@@ -878,16 +878,19 @@ void Grouper::close(CloseReason why) {
     const bool last = v.dropped.load(std::memory_order_acquire) &&
                       v.pending_uses.load(std::memory_order_acquire) == input_uses_[k];
     ir::Handle h = take_input(v, input_uses_[k]);
+    // The input's shape in the iteration space where it is not its own (a view either way).
+    std::optional<Shape> to;
     if (merged_) {
       // Split to the fine space's dims, then the run merged (Note [Coarsened iteration
-      // space]: a view, as coarsened_row_dim checked).
-      Shape to = merged(input_shape_in(v.shape(), frames_[input_frame_[k]], fine_), *merged_);
-      if (to != v.shape()) h = std::move(shared_->inner->execute(ir::Reshape{h, std::move(to)})[0]);
+      // space], as coarsened_row_dim checked).
+      to = merged(input_shape_in(v.shape(), frames_[input_frame_[k]], fine_), *merged_);
     } else if (!frames_.empty() && input_frame_[k] != kMatmulFrame &&
                frames_[input_frame_[k]] != shape_) {
-      // Read in a frame other than the iteration space: split to its dims (a view).
-      Shape to = input_shape_in(v.shape(), frames_[input_frame_[k]], shape_);
-      if (to != v.shape()) h = std::move(shared_->inner->execute(ir::Reshape{h, std::move(to)})[0]);
+      // Read in a frame other than the iteration space: split to its dims.
+      to = input_shape_in(v.shape(), frames_[input_frame_[k]], shape_);
+    }
+    if (to && *to != v.shape()) {
+      h = std::move(shared_->inner->execute(ir::Reshape{h, std::move(*to)})[0]);
     }
     const Shape& hs = h->shape();
     put(static_cast<std::uint64_t>(v.dtype()));
