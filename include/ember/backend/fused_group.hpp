@@ -152,7 +152,7 @@ struct FusedGroup {
   std::vector<FusedInstr> code;       // in order
   std::vector<std::int32_t> outputs;  // value ids (instruction results) to return, in order
   std::string signature;              // the structure, without sizes (see above)
-  std::uint64_t key = 0;              // FNV-1a of signature
+  std::uint64_t key = 0;              // hash_bytes of signature (ember/base/hash.hpp)
   // The Conv instruction's window and group count, where the group starts with one (Note
   // [Conv groups]; run-time values): here rather than in the instruction, so that an
   // instruction stays a trivially copyable record (a group's code is copied at each close).
