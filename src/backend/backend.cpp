@@ -52,15 +52,48 @@ ir::Handle Backend::draw_random(const ir::Random&, const RandomCounters&) {
        " draws no random numbers at reserved counters (its fused_caps().random is not set)");
 }
 
+std::vector<bool> row_values(const FusedGroup& g) {
+  std::vector<bool> rows(g.num_values(), false);
+  const std::size_t at = g.row_at(), n_in = g.inputs.size();
+  if (at == g.code.size() || g.code[at].kind != FusedInstr::Kind::Reduce) return rows;
+  const std::size_t dim = g.code[at].dim;
+  for (std::size_t k = 0; k < n_in; ++k) {
+    const Shape& s = g.inputs[k]->shape();
+    rows[k] = s.rank() == g.shape.rank() && s[dim] == 1;
+  }
+  rows[n_in + at] = true;
+  for (std::size_t i = at + 1; i < g.code.size(); ++i) {
+    const FusedInstr& in = g.code[i];
+    bool row = in.kind != FusedInstr::Kind::Random;  // (a Fill: one element, a row value)
+    for (std::int32_t a : in.args) row = row && (a < 0 || rows[static_cast<std::size_t>(a)]);
+    rows[n_in + i] = row;
+  }
+  return rows;
+}
+
+Shape value_shape(const FusedGroup& g, std::int32_t value, const std::vector<bool>& rows) {
+  const auto v = static_cast<std::size_t>(value);
+  if (v < g.inputs.size()) return g.inputs[v]->shape();
+  if (!rows[v]) return g.shape;
+  std::vector<std::size_t> d = g.shape.dims();
+  d[g.code[g.row_at()].dim] = 1;
+  return Shape(std::move(d));
+}
+
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
+  // The result's shape: the group's, or the row shape for a row value (Note [Row epilogues]).
+  const auto out_shape = [&] {
+    if (i <= g.row_at() || g.code[g.row_at()].kind != FusedInstr::Kind::Reduce) return g.shape;
+    return value_shape(g, static_cast<std::int32_t>(g.inputs.size() + i), row_values(g));
+  };
   switch (in.kind) {
     case FusedInstr::Kind::Unary:
       return ir::Unary{in.unary, std::move(args[0]), in.out, in.p0, in.p1};
     case FusedInstr::Kind::Binary:
-      return ir::Binary{in.binary, std::move(args[0]), std::move(args[1]), g.shape, in.out};
+      return ir::Binary{in.binary, std::move(args[0]), std::move(args[1]), out_shape(), in.out};
     case FusedInstr::Kind::Where:
-      return ir::Where{std::move(args[0]), std::move(args[1]), std::move(args[2]), g.shape};
+      return ir::Where{std::move(args[0]), std::move(args[1]), std::move(args[2]), out_shape()};
     case FusedInstr::Kind::Cast:
       return ir::Cast{std::move(args[0]), in.out};
     case FusedInstr::Kind::Reduce:

@@ -15,7 +15,9 @@
 #endif
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include "cpu/context.hpp"
@@ -110,7 +112,16 @@ class CpuBackend final : public backend::Backend {
   }
   bool runs_fused() const override { return true; }
   backend::FusedCaps fused_caps() const override {
-    return {.fills = true, .random = true, .row_reduction = &cpu::reduces_rows};
+    // (Row epilogues: Note [Row epilogues] in backend/fused_group.hpp; EMBER_CPU_ROW_EPILOGUE=0
+    // ends every group at its row instruction instead.)
+    static const bool epilogue = [] {
+      const char* env = std::getenv("EMBER_CPU_ROW_EPILOGUE");
+      return !env || std::string_view(env) != "0";
+    }();
+    return {.fills = true,
+            .random = true,
+            .row_reduction = &cpu::reduces_rows,
+            .row_epilogue = epilogue};
   }
   // Note [Reserved draws] (backend/fused_group.hpp): the counters run(Random) would take.
   backend::RandomCounters reserve_random(std::uint64_t n) override {

@@ -12,6 +12,10 @@
 // A reshape of a value computed in the group joins it as a relabelling (Note [Reshapes in
 // a group]) when the group's iteration space can be refined to serve both shapes; else it
 // closes the group (ViewOfInternal) and runs alone.
+// A row instruction (a reduction, softmax or layer norm along rows of a group value) joins
+// as the group's last instruction and closes it — or, where the inner backend takes row
+// epilogues, the element-wise ops after it that read only its result, their own values,
+// inputs and scalars join as its epilogue (Note [Epilogues of rows] below).
 // A matmul of a float dtype whose product an element-wise op of the flush reads closes the
 // open group and opens the next one as its first instruction: the element-wise ops of its
 // shape that follow are its epilogue (Note [Matmul epilogues] below); so does a forward
@@ -31,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -253,10 +258,23 @@ class Grouper {
     code_.reserve(most);
     produced_.reserve(most);
     is_fill_.reserve(most);
+    row_value_.reserve(most);
   }
 
   void add(Record& r) {
     const ir::OpKind kind = ir::kind_of(r.op);
+    if (in_epilogue() && (is_elementwise(kind) || r.draw)) {  // (Note [Epilogues of rows])
+      if (const auto row = epilogue_takes(r)) {
+        join(r, 0);
+        row_value_.back() = *row;
+        return;
+      }
+      shared_->report.decision([&] {
+        return std::string(op_label(r.op)) + ": closes the group (" +
+               backend::name(CloseReason::Reduction) + ")";
+      });
+      close(CloseReason::Reduction);  // and r opens the next group
+    }
     if (is_elementwise(kind) || r.draw) {  // (a reserved Random: Note [Random sources])
       std::uint32_t frame = 0;             // of its inputs (Note [Reshapes in a group])
       if (!members_.empty()) {
@@ -280,6 +298,13 @@ class Grouper {
       if (const auto dim = kind == ir::OpKind::Reduce ? reduce_row_dim(r) : normalize_row_dim(r)) {
         join(r, 0);
         code_.back().dim = *dim;
+        if (shared_->row_epilogue && frames_.empty() && !merged_) {  // (Note [Epilogues of rows])
+          row_at_ = code_.size() - 1;
+          row_dim_ = *dim;
+          row_shape_ = r.outs[0]->shape();
+          row_value_.back() = kind == ir::OpKind::Reduce;
+          return;
+        }
         close(CloseReason::Reduction);
         return;
       }
@@ -349,6 +374,31 @@ class Grouper {
     std::sort(ew_read_.begin(), ew_read_.end());
   }
 
+  // Notes the values of the flush that feed a row instruction, directly or through
+  // element-wise ops and reshapes (Note [Epilogues of rows]: they open the next group as its
+  // prologue rather than join an epilogue). Walked backwards, as note_epilogue_reads.
+  void note_row_feeds(const std::vector<Record>& records) {
+    feeds_row_.clear();
+    if (!shared_->row_epilogue) return;
+    const bool row = std::any_of(records.begin(), records.end(), [](const Record& r) {
+      const ir::OpKind k = ir::kind_of(r.op);
+      return k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm;
+    });
+    if (!row) return;
+    for (auto r = records.rbegin(); r != records.rend(); ++r) {
+      const ir::OpKind k = ir::kind_of(r->op);
+      if (k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm) {
+        if (r->args[0]) feeds_row_.insert(r->args[0].get());
+        continue;
+      }
+      if (!is_elementwise(k) && k != ir::OpKind::Reshape) continue;
+      if (!feeds_row_.count(r->outs[0].get())) continue;
+      for (const auto& v : r->args) {
+        if (v) feeds_row_.insert(v.get());
+      }
+    }
+  }
+
   // At the end of the flush: the fills something still needs in memory run, the rest are
   // elided (Note [Scalar sources]).
   void finish() {
@@ -409,7 +459,7 @@ class Grouper {
   // Whether the Reshape r relabels a value of the open group (Note [Reshapes in a group]).
   bool relabels(const Record& r) const {
     const Value* x = r.args[0].get();
-    if (members_.empty() || !x || !internal(*x) || x->source) return false;
+    if (members_.empty() || in_epilogue() || !x || !internal(*x) || x->source) return false;
     const Shape& f = r.outs[0]->shape();
     return f == shape_ || refines_to(f);
   }
@@ -458,8 +508,8 @@ class Grouper {
   // room, and every extent of the iteration space after that dim is 1 (where x is a frame
   // of a reshaped group, its dim's run of dims must hold exactly one extent above 1).
   std::optional<std::uint32_t> row_dim_of(const Value* x, std::size_t dim) const {
-    if (!shared_->row_reduction || members_.empty() || matmul_n_ || conv_ || !x || !internal(*x) ||
-        x->source || members_.size() >= shared_->options.max_group_ops) {
+    if (!shared_->row_reduction || members_.empty() || in_epilogue() || matmul_n_ || conv_ || !x ||
+        !internal(*x) || x->source || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
     if (x->shape() != shape_) {  // x is a frame of a reshaped group: its dim's run
@@ -502,8 +552,8 @@ class Grouper {
   // own shapes as any frame's; the reduction is the one the backend runs over such a row.
   // The dim of the merged run, or nullopt where an input forbids it.
   std::optional<std::uint32_t> coarsened_row_dim(const Value* x, std::size_t dim) {
-    if (frames_.empty() || x->shape() == shape_ || matmul_n_ || conv_ || !internal(*x) ||
-        x->source || members_.size() >= shared_->options.max_group_ops) {
+    if (frames_.empty() || in_epilogue() || x->shape() == shape_ || matmul_n_ || conv_ ||
+        !internal(*x) || x->source || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
     const auto run = runs_of(x->shape(), shape_)[dim];
@@ -563,6 +613,48 @@ class Grouper {
     return dim;
   }
 
+  // Note [Epilogues of rows]: where the inner backend takes row epilogues (Note [Row
+  // epilogues] in backend/fused_group.hpp), a row instruction that joins a group without
+  // reshapes leaves it open, and the element-wise ops after it join as its epilogue while
+  // each reads only the row instruction's result, epilogue values, inputs of the group's
+  // rank and scalar sources, and its result has the group's shape — or, after a Reduce, the
+  // row shape, exactly when all its operands are row values (the Reduce's result, scalars,
+  // inputs of extent 1 along the row, row values): the same rule as backend::row_values. So
+  // softmax's backward pass, `y * (g - sum(g * y))`, is one group, its sum never written;
+  // so are `softmax(s) * mask * scale` and `cast(argmax(x) == label)`. An op that reads a
+  // prologue value (gone once the row is computed), or of another shape, closes the group
+  // (Reduction) and opens the next. So does an op whose value feeds a later row instruction
+  // of the flush (note_row_feeds): it is worth more as that row's prologue — var's
+  // `mean(x)`, `square(x - mean)`, `sum` keeps `x - mean` and its square in the second
+  // group, never written, where joining the mean's epilogue would write the square.
+  // Any other op follows the usual rules; reshapes of group values and row instructions
+  // close the group.
+  bool in_epilogue() const { return row_at_ != kNoRow; }
+  // Whether r joins the open group's epilogue, and then whether its value is a row value.
+  std::optional<bool> epilogue_takes(const Record& r) const {
+    if (feeds_row_.count(r.outs[0].get()) || members_.size() >= shared_->options.max_group_ops) {
+      return std::nullopt;
+    }
+    bool row = !r.draw;  // (a draw has the group's shape)
+    std::size_t fresh = 0;
+    for (const auto& v : r.args) {
+      if (!v) continue;
+      if (internal(*v)) {
+        const std::size_t i = instr_of(*v);
+        if (i < row_at_ && !is_fill_[i]) return std::nullopt;  // a prologue value
+        if (produced_[i] != v.get()) return std::nullopt;      // (a relabelled one)
+        row = row && (is_fill_[i] || row_value_[i]);
+      } else if (!(v->source && v->state == State::Pending)) {  // an input (else a scalar)
+        if (v->shape().rank() != shape_.rank()) return std::nullopt;
+        row = row && v->shape()[row_dim_] == 1;
+        fresh += !known(*v, 0);
+      }
+    }
+    if (inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
+    if (r.outs[0]->shape() != (row ? row_shape_ : shape_)) return std::nullopt;
+    return row;
+  }
+
   // The deferred fills r reads run first, so r finds them in memory.
   void materialize_fills(Record& r) {
     for (const auto& v : r.args) {
@@ -608,6 +700,7 @@ class Grouper {
       code_.push_back(in);
       produced_.push_back(v.get());
       is_fill_.push_back(true);
+      row_value_.push_back(true);
       return v->group_id;
     }
     for (std::size_t k = 0; k < inputs_.size(); ++k) {
@@ -705,6 +798,7 @@ class Grouper {
     code_.push_back(in);
     produced_.push_back(&out);
     is_fill_.push_back(false);
+    row_value_.push_back(false);
     members_.push_back(&r);
     shared_->report.decision([&] {
       return std::string(op_label(r.op)) + ": joins the group (" + std::to_string(members_.size()) +
@@ -717,6 +811,8 @@ class Grouper {
     code_.clear();
     produced_.clear();
     is_fill_.clear();
+    row_value_.clear();
+    row_at_ = kNoRow;
     inputs_.clear();
     input_uses_.clear();
     input_frame_.clear();
@@ -736,6 +832,14 @@ class Grouper {
   std::vector<FusedInstr> code_;  // members' instructions and fill sources, in order
   std::vector<Value*> produced_;  // per instruction: the value it computes
   std::vector<bool> is_fill_;     // per instruction: a scalar source
+  // Note [Epilogues of rows]: the row instruction's index in code_ once one joined (kNoRow:
+  // none), its dim and result shape, and per instruction whether its value is a row value.
+  static constexpr std::size_t kNoRow = ~std::size_t(0);
+  std::size_t row_at_ = kNoRow;
+  std::size_t row_dim_ = 0;
+  Shape row_shape_;
+  std::vector<bool> row_value_;
+  std::unordered_set<const Value*> feeds_row_;  // (note_row_feeds)
   // Note [Reshapes in a group]: the group's frames (empty while it has one, shape_); the
   // values that reshapes relabel; the instructions whose own value a reshape read, once a
   // read; the reshapes' records.
@@ -765,6 +869,9 @@ class Grouper {
 
 void Grouper::close(CloseReason why) {
   if (members_.empty()) return;
+  // A group whose row instruction is still its last ended in it, whatever closes it now
+  // (Note [Epilogues of rows]: no epilogue joined).
+  if (in_epilogue() && row_at_ + 1 == code_.size()) why = CloseReason::Reduction;
   if (members_.size() == 1) {  // nothing to fuse: the op, then its reshapes, run alone
     Record& r = *members_.front();
     for (Value* v : produced_) v->group_id = -1;
@@ -961,6 +1068,7 @@ void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) 
   g.begin(shared);
   try {
     g.note_epilogue_reads(records);
+    g.note_row_feeds(records);
     for (Record& r : records) g.add(r);
     g.close(why);
     g.finish();

@@ -168,12 +168,14 @@ struct Shared {
         fills(inner->fused_caps().fills),
         random(inner->fused_caps().random),
         row_reduction(inner->fused_caps().row_reduction),
+        row_epilogue(row_reduction && inner->fused_caps().row_epilogue),
         report(opt.log) {}
   const std::shared_ptr<backend::Backend> inner;
   const Options options;
   const bool fills;   // inner's run_fused takes Fill sources (Note [Scalar sources])
   const bool random;  // ... and Random sources, at counters reserved when recorded
   bool (*const row_reduction)(ir::ReduceFn, DType);  // groups may end in such a Reduce
+  const bool row_epilogue;  // ... or go on after a row instruction (Note [Row epilogues])
   ReportState report;
 };
 

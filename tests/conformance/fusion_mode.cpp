@@ -1233,7 +1233,7 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   const Device fused = Device::cpu().fusion();
   ember::fusion::reset_report(fused);
   std::size_t failures = 0, groups = 0, reductions = 0, rows = 0, built = 0, reused = 0,
-              cross_thread = 0, matmuls = 0, convs = 0, drawn = 0;
+              cross_thread = 0, matmuls = 0, convs = 0, drawn = 0, epilogues = 0;
   using ember::fusion::CloseReason;
   for (std::size_t chunk = 0; chunk < 20; ++chunk) {
     const DifferentialResult r = run_fusion_differential(1 + chunk * 50, 100, plain, fused);
@@ -1251,6 +1251,12 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
       matmuls += !g.ops.empty() && g.ops.front() == "matmul";
       convs += !g.ops.empty() && g.ops.front() == "conv";
       drawn += std::find(g.ops.begin(), g.ops.end(), "random") != g.ops.end();
+      // A row op before the last: its element-wise consumers are its epilogue.
+      for (std::size_t i = 0; i + 1 < g.ops.size(); ++i) {
+        const std::string_view op = g.ops[i];
+        epilogues += op == "softmax" || op == "log_softmax" || op == "layer_norm" || op == "sum" ||
+                     op == "mean" || op == "max" || op == "min" || op == "argmax" || op == "argmin";
+      }
     }
     ember::fusion::reset_report(fused);
   }
@@ -1260,6 +1266,8 @@ TEST(FusionDifferential, CpuProgramsAgreeBitForBit) {
   EXPECT_GT(reductions, 200u) << "no reduction took its prologue";
   // So do softmax, log-softmax and layer norm (counted among each chunk's last 256 groups).
   EXPECT_GT(rows, 5u) << "no softmax or layer norm took its prologue";
+  // Row ops take their element-wise consumers as an epilogue (among the last 256 groups).
+  EXPECT_GT(epilogues, 40u) << "no reduction, softmax or layer norm took an epilogue";
   // Matmuls take their element-wise consumers as an epilogue (among the last 256 groups).
   EXPECT_GT(matmuls, 20u) << "no matmul took an epilogue";
   // So do convolutions.

@@ -398,14 +398,14 @@ TEST(FusionElementwise, KeptValuesAreWrittenAndShapesCloseGroups) {
   auto x = input(d, 6, 8, 1.0f);
   auto kept = (x * 2.0f).exp();
   auto y = kept.sin() + x;
-  auto s = y.sum_dim(1) * 3.0f;  // the sum ends the group; the scale runs after it
+  auto s = y.sum_dim(1) * 3.0f;  // the scale is the sum's epilogue (Note [Row epilogues])
   const auto sv = s.to_data().to_vector<float>();
   const auto r = fusion::report(d);
   ASSERT_GE(r.groups, 1u);
   EXPECT_EQ(r.recent.front().ops,
-            (std::vector<std::string_view>{"mul", "exp", "sin", "add", "sum"}));
-  EXPECT_EQ(r.recent.front().outputs, 3u);  // kept, y and the sum
-  EXPECT_EQ(r.recent.front().closed, CloseReason::Reduction);
+            (std::vector<std::string_view>{"mul", "exp", "sin", "add", "sum", "mul"}));
+  EXPECT_EQ(r.recent.front().outputs, 3u);  // kept, y and the scaled sum
+  EXPECT_EQ(r.recent.front().closed, CloseReason::Read);
   const Device c = Device::cpu();
   auto xc = input(c, 6, 8, 1.0f);
   auto kc = (xc * 2.0f).exp();
@@ -625,7 +625,8 @@ TEST(FusionPatterns, ReductionsTakeTheirPrologue) {
       };
       EXPECT_EQ(half(d), half(c)) << name(dt);
     }
-    EXPECT_NE(group_with(fusion::report(d), {"cast", "mul", "tanh", "mean"}), nullptr)
+    // (The cast of the mean is its epilogue: Note [Row epilogues].)
+    EXPECT_NE(group_with(fusion::report(d), {"cast", "mul", "tanh", "mean", "cast"}), nullptr)
         << groups_of(fusion::report(d));
     // A kept prologue value is written on the way; a reduction along another dim runs alone.
     auto x = input(d, 9, cols, 0.7f);
@@ -911,12 +912,16 @@ TEST(FusionPatterns, RowOpsKeepPrologueValuesAndCloseOtherwise) {
 namespace {
 
 // The Cpu as a backend with fused code for element-wise groups but none for a softmax or
-// layer norm at their end (Cuda's case): it runs such a group apart (Note [Row instructions
-// apart]), counting the prologues it ran as groups.
+// layer norm at their end, nor for row epilogues (Cuda's case): it runs such a group apart
+// (Note [Row instructions apart]), counting the prologues it ran as groups.
 class RowsApartCpu final : public ember::testing::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  backend::FusedCaps fused_caps() const override { return inner_->fused_caps(); }
+  backend::FusedCaps fused_caps() const override {
+    backend::FusedCaps caps = inner_->fused_caps();
+    caps.row_epilogue = false;
+    return caps;
+  }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     if (!g.ends_in_row() || g.reduces()) return inner_->run_fused(std::move(g));
     return backend::run_row_apart(*this, std::move(g), [this](backend::FusedGroup p) {
@@ -1523,9 +1528,10 @@ TEST(FusionPatterns, LayerNormWithResidual) {
   const Device d = fused_with({});
   EXPECT_EQ(norm_residual(d), norm_residual(Device::cpu()));
   const auto r = fusion::report(d);
-  const auto* g = group_with(r, {"mul", "add", "layer_norm"});
+  // The residual add after the norm is its epilogue (Note [Row epilogues]).
+  const auto* g = group_with(r, {"mul", "add", "layer_norm", "add"});
   ASSERT_NE(g, nullptr) << groups_of(r);
-  EXPECT_EQ(g->elided, 2u);  // f * 0.5 and the sum
+  EXPECT_EQ(g->elided, 2u);  // f * 0.5 and the sum (y is named, so kept)
 }
 
 TEST(FusionPatterns, AdamUpdate) {
@@ -1919,4 +1925,105 @@ TEST(FusionCuda, ReductionsTakeTheirPrologue) {
       EXPECT_EQ(g, nullptr) << groups_of(r);  // the reduction runs alone after the group
     }
   }
+}
+
+namespace {
+
+// The bytes of t as stored (any dtype), for a bit-for-bit comparison.
+std::vector<std::byte> bytes_of(const DynTensor& t) { return t.to_data().bytes(); }
+
+// pattern's values made in dt on the host (no cast recorded on the device).
+DynTensor made(const Device& d, const Shape& sh, float scale, std::size_t salt, DType dt) {
+  return DynTensor::from_data(pattern(Device::cpu(), sh, scale, salt, dt).to_data(), d);
+}
+
+}  // namespace
+
+// Note [Row epilogues]: the element-wise consumers of a reduction, softmax or layer norm run
+// in its group, row by row once the row is computed, with the plain device's bits: softmax's
+// backward pass (a full-row epilogue reading the sum broadcast), a scale of the sum and an
+// argmax compared with labels (row values, one element a row), dropout of a softmax (a draw
+// in the epilogue), a residual after a layer norm; rows shorter than, equal to, and longer
+// than a tile, and rows the reduction takes in chunks.
+TEST(FusionPatterns, RowEpilogues) {
+  const Device c = Device::cpu();
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    for (const std::size_t n : {std::size_t(1), std::size_t(37), std::size_t(1024),
+                                std::size_t(2500), std::size_t(200003)}) {
+      const std::size_t rows = n > 5000 ? 2 : 7;
+      const std::string what = std::string(name(dt)) + ", rows of " + std::to_string(n);
+      const Shape sh{rows, n};
+      const auto prog = [&](const Device& d) {
+        d.seed(11);
+        auto y = ops::softmax(made(d, sh, 2.0f, 1, dt), 1);  // (no prologue: runs alone)
+        auto g = made(d, sh, 1.0f, 2, dt);
+        auto gy = ops::binary(ir::BinaryFn::Mul, g, y);
+        auto s = ops::reduce(ir::ReduceFn::Sum, std::move(gy), 1);
+        auto dx = ops::binary(ir::BinaryFn::Mul, y, ops::binary(ir::BinaryFn::Sub, g, s));
+        auto scaled = ops::binary_scalar(ir::BinaryFn::Mul, s, 3.0);  // a row value, kept
+        auto x = made(d, sh, 1.5f, 3, dt);
+        auto am = ops::reduce(ir::ReduceFn::ArgMax, ops::unary(ir::UnaryFn::Exp, x), 1);
+        std::vector<std::int64_t> lv(rows);
+        for (std::size_t i = 0; i < rows; ++i) lv[i] = static_cast<std::int64_t>((i * 5) % n);
+        auto label = DynTensor::from_data(TensorData::from<std::int64_t>(lv, Shape{rows, 1}), d);
+        auto hit = ops::cast(ops::binary(ir::BinaryFn::Eq, std::move(am), label), dt);
+        auto p = ops::softmax(ops::binary_scalar(ir::BinaryFn::Mul, x, 0.5), 1);
+        auto keep = ops::random(sh, Distribution::bernoulli(0.9), dt, d);
+        auto drop = ops::binary_scalar(ir::BinaryFn::Mul,
+                                       ops::binary(ir::BinaryFn::Mul, std::move(p), keep), 1 / 0.9);
+        auto res = ops::binary(ir::BinaryFn::Add,
+                               ops::layer_norm(ops::binary(ir::BinaryFn::Add, x, g), Shape{n},
+                                               std::nullopt, std::nullopt, 1e-5),
+                               x);
+        std::vector<std::vector<std::byte>> out;
+        for (const DynTensor& t : {dx, s, scaled, hit, drop, res}) out.push_back(bytes_of(t));
+        EXPECT_EQ(hit.shape(), (Shape{rows, 1})) << what;
+        EXPECT_EQ(scaled.shape(), (Shape{rows, 1})) << what;
+        return out;
+      };
+      const Device d = fused_with({});
+      const auto got = prog(d), want = prog(c);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << what << ", " << i;
+      const auto r = fusion::report(d);
+      const auto* g = group_with(r, {"mul", "sum", "sub", "mul", "mul"});
+      ASSERT_NE(g, nullptr) << what << ": " << groups_of(r);
+      EXPECT_TRUE(g->fused) << what;
+      EXPECT_EQ(g->elided, 2u) << what;   // g * y and g - s (the sum is named: kept)
+      EXPECT_EQ(g->outputs, 3u) << what;  // dx, the sum, its scale
+      EXPECT_NE(group_with(r, {"exp", "argmax", "equal", "cast"}), nullptr)
+          << what << ": " << groups_of(r);
+      EXPECT_NE(group_with(r, {"mul", "softmax", "random", "mul", "mul"}), nullptr)
+          << what << ": " << groups_of(r);
+      EXPECT_NE(group_with(r, {"add", "layer_norm", "add"}), nullptr)
+          << what << ": " << groups_of(r);
+    }
+  }
+}
+
+// An epilogue takes only what it can read once the row is computed: a consumer of a prologue
+// value closes the group (the value is kept for it), and a consumer that feeds a later row
+// instruction opens the next group as its prologue (var's `(x - mean)²` summed: never
+// written).
+TEST(FusionPatterns, RowEpiloguesCloseWhereTheyCannotTake) {
+  const Device c = Device::cpu(), d = fused_with({});
+  const auto prog = [](const Device& dev) {
+    auto x = input(dev, 9, 40, 1.0f);
+    auto e = (x * 2.0f).exp();
+    auto y = activation::softmax(e, 1) * e;  // reads e, a prologue value: not the epilogue
+    auto a = input(dev, 9, 40, 0.8f);
+    auto m = (a * 2.0f).mean_dim(1);
+    auto v = ((a - m) * (a - m)).sum_dim(1);  // a - m feeds the sum
+    auto out = values(y);
+    for (float f : values(v)) out.push_back(f);
+    return out;
+  };
+  EXPECT_EQ(prog(d), prog(c));
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"mul", "exp", "softmax"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->closed, CloseReason::Reduction);
+  // (softmax(e) * e opens the next group, which a * 2 and its mean join.)
+  EXPECT_NE(group_with(r, {"mul", "mul", "mean"}), nullptr) << groups_of(r);
+  EXPECT_NE(group_with(r, {"sub", "sub", "mul", "sum"}), nullptr) << groups_of(r);
 }

@@ -32,6 +32,9 @@ struct FusedCaps {
   // Whether a group may end in a Reduce of fn over values of dtype along a dim whose later
   // extents are all 1 (a reduction along rows); null: never.
   bool (*row_reduction)(ir::ReduceFn fn, DType dtype) = nullptr;
+  // Whether a group's row instruction may be followed by an element-wise epilogue (Note
+  // [Row epilogues] in backend/fused_group.hpp); without it a row instruction ends its group.
+  bool row_epilogue = false;
 };
 
 struct MemoryStats {

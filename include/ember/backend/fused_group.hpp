@@ -10,12 +10,13 @@
 // broadcast to the group's shape whose value (its storage bits, fill_bits) is a run-time
 // parameter like a unary function's, so a plan serves every scalar value, or a Random, a
 // draw of the group's shape at counters reserved when it was recorded (Note [Reserved
-// draws]), which are run-time parameters too. The last
+// draws]), which are run-time parameters too. One
 // instruction may be a row instruction (Note [Fused rows]) of a value of the group, whose
 // element-wise producers are its prologue: a Reduce along `dim` (its result has the
 // group's shape with `dim`'s extent 1), a Softmax along `dim` or a LayerNorm over the last
 // dim (their results have the group's shape), where every extent after `dim` is 1; a backend
-// computes it exactly as its IR op would, in the same order. `outputs`
+// computes it exactly as its IR op would, in the same order. It is the last instruction, or
+// element-wise instructions after it are its epilogue (Note [Row epilogues]). `outputs`
 // names the values the caller still needs; every other value is dead once the group ends and need
 // never be stored.
 //
@@ -73,6 +74,23 @@ struct RandomCounters {
 // the row code of the unfused op (Note [Fused numerics]). A backend whose fused_caps() has
 // row_reduction is handed groups ending in a Softmax or LayerNorm too (of any float dtype);
 // one with no row code for them runs the prologue apart (run_row_apart, below).
+//
+// Note [Row epilogues]: for a backend whose fused_caps() has row_epilogue, the row
+// instruction (at row_at()) may be followed by element-wise instructions (Unary, Binary,
+// Where, Cast, Fill, Random), its epilogue, run on each row once the row instruction has
+// computed it: `softmax(x) * mask * scale` (a dropout of attention's probabilities),
+// `y * (g - sum(g * y))` (softmax's backward pass: the sum's consumers), `x / sum(x)`,
+// `cast(argmax(x) == label)`. An epilogue instruction reads the row instruction's result,
+// the epilogue's earlier values, inputs of the group's rank and Fill sources — never a
+// prologue value (those are gone once the row is computed; the fuser closes the group
+// instead). After a Reduce, an epilogue value is a *row value* (one element a row, of the
+// Reduce's result shape: the group's shape with `dim`'s extent 1) when all its operands
+// are: the Reduce's result, Fills, inputs of extent 1 along `dim` and other row values
+// (row_values() below); every other value has the group's shape. A row value that is an
+// output has the row shape, as the Reduce's result. Numerics as everywhere (Note [Fused
+// numerics]): each epilogue instruction computes what its IR op computes on the stored
+// result, so the row instruction's result enters the epilogue in its own dtype (a 16-bit
+// softmax rounded to 16 bits first).
 //
 // Note [Matmul groups]: a group may START with a Matmul (code[0], Kind::Matmul, of a float
 // dtype) of two inputs (args[0], args[1]: the ir::Matmul operands, of one rank with matrix
@@ -164,6 +182,16 @@ struct FusedGroup {
   bool reduces() const { return !code.empty() && code.back().kind == FusedInstr::Kind::Reduce; }
   // Whether the last instruction is a row instruction (Note [Fused rows]).
   bool ends_in_row() const { return !code.empty() && code.back().row(); }
+  // The index of the row instruction (Note [Fused rows]), or code.size() where there is none.
+  std::size_t row_at() const {
+    for (std::size_t i = 0; i < code.size(); ++i) {
+      if (code[i].row()) return i;
+    }
+    return code.size();
+  }
+  bool has_row() const { return row_at() < code.size(); }
+  // Whether element-wise instructions follow the row instruction (Note [Row epilogues]).
+  bool has_row_epilogue() const { return row_at() + 1 < code.size(); }
   // Whether the first instruction is a Matmul (Note [Matmul groups]).
   bool starts_with_matmul() const {
     return !code.empty() && code.front().kind == FusedInstr::Kind::Matmul;
@@ -182,6 +210,14 @@ struct FusedGroup {
 
 // The shape of the product of a group that starts with a Matmul (Note [Matmul groups]).
 Shape matmul_shape(const FusedGroup& g);
+
+// Note [Row epilogues]: per value of g (inputs, then instructions), whether it is a row
+// value — one element a row of the Reduce g's row instruction is — so that its shape is
+// the Reduce's result shape. All false where g has no Reduce as its row instruction.
+std::vector<bool> row_values(const FusedGroup& g);
+// The shape of value `value` of g: an input's own; an instruction's result the group's
+// shape, or the row shape for a Reduce and the row values after it (Note [Row epilogues]).
+Shape value_shape(const FusedGroup& g, std::int32_t value, const std::vector<bool>& rows);
 
 // The storage bits of the element a Fill of `op.dtype` holds (in the low bytes, the rest
 // zero): converted exactly as every backend's fill converts op.value / op.int_value.

@@ -186,6 +186,7 @@ std::optional<Program> build(const FusedGroup& g) {
   const ElementwiseTable& t = elementwise_table();
   Program p;
   p.signature = g.signature;
+  const std::size_t row_at = g.row_at();
   for (const FusedInstr& in : g.code) {
     Step s;
     s.kind = in.kind;
@@ -196,10 +197,11 @@ std::optional<Program> build(const FusedGroup& g) {
     s.out = in.out;
     s.widen = is_half(s.in) && in.kind != FusedInstr::Kind::Cast;
     const DType cd = s.widen ? DType::F32 : s.in;
-    if (in.row() && &in != &g.code.back()) return std::nullopt;  // only last: run_rows runs it
+    // One row instruction (run_rows runs it; Note [Row epilogues] for what follows it).
+    if (in.row() && static_cast<std::size_t>(&in - g.code.data()) != row_at) return std::nullopt;
     if (in.kind == FusedInstr::Kind::Matmul || in.kind == FusedInstr::Kind::Conv) {
       // Only first: run_matmul or run_conv runs it.
-      if (&in != &g.code.front() || g.ends_in_row()) return std::nullopt;
+      if (&in != &g.code.front() || row_at < g.code.size()) return std::nullopt;
       s.fn = in.kind == FusedInstr::Kind::Matmul ? "matmul" : "conv";
     } else if (in.kind == FusedInstr::Kind::Reduce) {
       if (!reduces_rows(in.reduce, s.in)) return std::nullopt;
@@ -452,16 +454,17 @@ class Prefetch {
   std::size_t n_ = 0, k_ = 0;
 };
 
-// Runs the element-wise instructions of p (all but a last row instruction) on one tile of n
-// elements, the iteration space's elements first .. first + n - 1 (row-major). With `last`,
-// the last instruction writes its n elements (one, when its operands are all broadcast)
-// there instead of in scratch (Note [Epilogue in place]).
-void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
-              std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last = nullptr) {
+// Runs the element-wise instructions [from, to) of p on one tile of n elements, the
+// iteration space's elements first .. first + n - 1 (row-major). With `last`, instruction
+// to - 1 writes its n elements (one, when its operands are all broadcast) there instead of
+// in scratch (Note [Epilogue in place]).
+void run_steps(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
+               std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last,
+               std::size_t from, std::size_t to) {
   const std::size_t n_in = g.inputs.size();
-  const std::size_t steps = p.steps.size() - (g.ends_in_row() ? 1 : 0);
+  const std::size_t steps = to - from;
   const std::size_t per_step = steps == 0 ? 0 : (ahead.lines() + steps - 1) / steps;
-  for (std::size_t i = 0; i < steps; ++i) {
+  for (std::size_t i = from; i < to; ++i) {
     ahead.issue(per_step);
     const Step& st = p.steps[i];
     const FusedInstr& in = g.code[i];
@@ -470,7 +473,7 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
       slot[v] = {reinterpret_cast<const std::byte*>(&in.bits), true};
       continue;
     }
-    std::byte* y = last && i + 1 == steps ? last : s.region(p.region[i]);
+    std::byte* y = last && i + 1 == to ? last : s.region(p.region[i]);
     if (st.kind == FusedInstr::Kind::Random) {
       // Note [Random instructions]: the tile's elements of the draw, as the Random kernel
       // draws them (draw_values, in f32 and rounded for a 16-bit dtype).
@@ -562,6 +565,13 @@ void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slo
   }
 }
 
+// The element-wise instructions before the row instruction (all of them where there is
+// none), as run_steps.
+void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
+              std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last = nullptr) {
+  run_steps(p, g, s, slot, n, first, ahead, last, 0, g.row_at());
+}
+
 // Points slot k at input k's n elements from p (stride `stride` elements): in place when
 // contiguous, one element when broadcast, else gathered into the value's scratch.
 void load_input(const std::byte* p, std::int64_t stride, std::size_t n, std::size_t elem,
@@ -593,8 +603,9 @@ void load_input(const std::byte* p, std::int64_t stride, std::size_t n, std::siz
 // instruction is never written to memory. An input the row instruction reads (a weight)
 // never gives its buffer to an output: it is read again by every row.
 std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& prog) {
-  const FusedInstr& last = g.code.back();
-  const Step& last_step = prog.steps.back();
+  const std::size_t at = g.row_at();
+  const FusedInstr& last = g.code[at];  // the row instruction
+  const Step& last_step = prog.steps[at];
   const Shape& shape = g.shape;
   const std::size_t d = last.dim;
   for (std::size_t k = d + 1; k < shape.rank(); ++k) {
@@ -609,32 +620,42 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   }
   const std::size_t n_in = g.inputs.size();
   const std::size_t n = shape[d], rows = shape.num_elements() / n;
-  const auto row_id = static_cast<std::int32_t>(g.num_values() - 1);
+  const auto row_id = static_cast<std::int32_t>(n_in + at);
+  const bool epilogue = at + 1 < g.code.size();  // (Note [Row epilogues])
+  const std::vector<bool> row_value = backend::row_values(g);
   const DType vt = g.dtype_of(last.args[0]);
   const DType ct = is_half(vt) ? DType::F32 : vt;  // the row instruction's compute type
+  const DType rt = last.out;                       // its result's dtype (what unfused stores)
   std::vector<std::size_t> rdims = shape.dims();
   rdims[d] = 1;
   const Shape rshape(rdims);
-  // Inputs the prologue reads, and those the row instruction reads (a weight, a bias).
-  std::vector<bool> read(n_in, false), taken(n_in, false);
-  for (std::size_t i = 0; i + 1 < g.code.size(); ++i) {
+  // Inputs the prologue reads, those the epilogue reads, and those the row instruction
+  // reads (a weight, a bias).
+  std::vector<bool> read(n_in, false), read_epi(n_in, false), used(n_in, false);
+  std::vector<bool> taken(n_in, false);
+  for (std::size_t i = 0; i < g.code.size(); ++i) {
     for (std::int32_t a : g.code[i].args) {
-      if (a >= 0 && static_cast<std::size_t>(a) < n_in) read[static_cast<std::size_t>(a)] = true;
+      if (a < 0 || static_cast<std::size_t>(a) >= n_in) continue;
+      const auto k = static_cast<std::size_t>(a);
+      (i < at ? read : i > at ? read_epi : taken)[k] = true;
     }
   }
-  for (std::int32_t a : last.args) {
-    if (a >= 0 && static_cast<std::size_t>(a) < n_in) taken[static_cast<std::size_t>(a)] = true;
-  }
+  for (std::size_t k = 0; k < n_in; ++k) used[k] = read[k] || read_epi[k];
   const bool prefetch = prefetch_inputs(g, &read);  // (Note [Prefetch for large inputs])
   std::vector<std::shared_ptr<CpuTensor>> outs;
+  std::int32_t row_out = -1;  // the row instruction's result among the outputs, or -1
   for (std::int32_t o : g.outputs) {
     const DType dt = g.dtype_of(o);
     std::shared_ptr<CpuTensor> t;
-    if (o == row_id && reduce) {
+    if (o == row_id) row_out = static_cast<std::int32_t>(outs.size());
+    if (row_value[static_cast<std::size_t>(o)]) {
       t = ctx.empty(rshape, dt);
     } else {
+      // An input the epilogue reads gives its buffer only to an epilogue value: the prologue
+      // and the row instruction write a whole row before the epilogue reads it.
+      const bool epi = o > row_id;
       for (std::size_t k = 0; k < n_in && !t; ++k) {
-        if (!taken[k] && reusable(g.inputs[k], shape, dt)) {
+        if (!taken[k] && (epi || !read_epi[k]) && reusable(g.inputs[k], shape, dt)) {
           taken[k] = true;
           t = output_for(ctx, g.inputs[k], shape, dt);
         }
@@ -660,33 +681,48 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   static EMBER_THREAD_LOCAL std::vector<InView> views_of_rows;
   const std::vector<InView>& views = input_views(g, views_of_rows);
   const std::size_t n_values = g.num_values();
-  const std::size_t celem = size_of(ct);
+  const std::size_t celem = size_of(ct), relem = size_of(rt);
   const std::size_t grain = std::max<std::size_t>(1, 32768 / n);
-  const std::size_t steps = g.code.size() - 1, tile = tile_elements();
+  const std::size_t tile = tile_elements();
   // Whether the row instruction's operand is the last prologue instruction's value, of the
   // compute type: then, over ranges longer than a tile, that instruction writes the row
   // buffer itself (Note [Epilogue in place]).
   const bool operand_last =
-      vt == ct && steps > 0 && last.args[0] == static_cast<std::int32_t>(n_in + steps - 1);
+      vt == ct && at > 0 && last.args[0] == static_cast<std::int32_t>(n_in + at - 1);
   // Row r's first element in each input: r is the index over dims [0, d).
-  const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& at) {
+  const auto row_base = [&](std::size_t r, std::array<std::int64_t, kMaxInputs>& at_row) {
     std::size_t rem = r;
-    at.fill(0);
+    at_row.fill(0);
     for (std::size_t dd = d; dd-- > 0;) {
       const auto id = static_cast<std::int64_t>(rem % shape[dd]);
       rem /= shape[dd];
       for (std::size_t k = 0; k < n_in; ++k) {
-        if (read[k]) at[k] += id * views[k].strides[dd];
+        if (used[k]) at_row[k] += id * views[k].strides[dd];
       }
     }
   };
-  // The prologue values the group keeps, of the tile of cnt elements at row r's element b.
+  // A slot per value, the Fill sources' set (an epilogue may read one the prologue reads).
+  const auto new_slots = [&] {
+    std::vector<Slot> slot(n_values);
+    for (std::size_t i = 0; i < g.code.size(); ++i) {
+      if (g.code[i].kind == FusedInstr::Kind::Fill)
+        slot[n_in + i] = {reinterpret_cast<const std::byte*>(&g.code[i].bits), true};
+    }
+    return slot;
+  };
+  // The values among [lo_id, hi_id) the group keeps, of the tile of cnt elements at row r's
+  // element b (a row value once a row, at b = 0).
   const auto store_kept = [&](const std::vector<Slot>& slot, std::size_t r, std::size_t b,
-                              std::size_t cnt) {
+                              std::size_t cnt, std::int32_t lo_id, std::int32_t hi_id) {
     for (std::size_t j = 0; j < outs.size(); ++j) {
-      if (g.outputs[j] == row_id) continue;
-      const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
+      const std::int32_t o = g.outputs[j];
+      if (o < lo_id || o >= hi_id) continue;
+      const Slot& v = slot[static_cast<std::size_t>(o)];
       const std::size_t elem = size_of(outs[j]->dtype());
+      if (row_value[static_cast<std::size_t>(o)]) {
+        if (b == 0) std::memcpy(outs[j]->data() + r * elem, v.p, elem);
+        continue;
+      }
       std::byte* dst = outs[j]->data() + (r * n + b) * elem;
       if (v.scalar) {
         for (std::size_t i = 0; i < cnt; ++i) std::memcpy(dst + i * elem, v.p, elem);
@@ -732,13 +768,13 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
         load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
         if (!prefetch || st != 1 || (last_tile && !next)) continue;
-        const std::int64_t at =
+        const std::int64_t nx =
             last_tile ? (*next)[k] : base[k] + static_cast<std::int64_t>(b + tile);
-        ahead.add(views[k].data + at * elem, next_cnt * size_of(views[k].dtype));
+        ahead.add(views[k].data + nx * elem, next_cnt * size_of(views[k].dtype));
       }
       std::byte* const dst = buf + (b - lo) * celem;
       run_tile(prog, g, s, slot, cnt, r * n + b, ahead, direct ? dst : nullptr);
-      store_kept(slot, r, b, cnt);
+      store_kept(slot, r, b, cnt, 0, row_id);
       const Slot& a = slot[static_cast<std::size_t>(last.args[0])];
       if (hi - lo <= tile && !a.scalar && vt == ct) {
         operand = a.p;  // the range is one tile: read in scratch
@@ -748,13 +784,36 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     }
     return operand;
   };
+  // Note [Row epilogues]: the epilogue over elements [lo, hi) of row r, tile by tile, the
+  // row instruction's result read from res (rt values: the row's n, or one for a Reduce),
+  // its kept values stored.
+  const auto run_epilogue = [&](Scratch& s, std::vector<Slot>& slot, std::size_t r,
+                                const std::array<std::int64_t, kMaxInputs>& base, std::size_t lo,
+                                std::size_t hi, const std::byte* res) {
+    for (std::size_t b = lo; b < hi; b += tile) {
+      const std::size_t cnt = std::min(tile, hi - b);
+      for (std::size_t k = 0; k < n_in; ++k) {
+        if (!read_epi[k]) continue;
+        const std::int64_t st = views[k].strides[d];
+        const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
+        const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
+        load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
+      }
+      slot[static_cast<std::size_t>(row_id)] =
+          reduce ? Slot{res, true} : Slot{res + b * relem, false};
+      Prefetch none;
+      run_steps(prog, g, s, slot, cnt, r * n + b, none, nullptr, at + 1, g.code.size());
+      store_kept(slot, r, b, cnt, row_id + 1, static_cast<std::int32_t>(n_values));
+    }
+  };
   if (chunk > 0) {
     // Note [Chunked fused rows]: a reduction of rows the Reduce kernel reduces in chunks
     // (Note [Chunked rows] in reduce.cpp: a full sum of [8192, 4096], one row of 2^25) runs
     // chunk by chunk, the chunks of every row over the threads: each chunk's prologue into
     // a chunk-long buffer, reduced to its part as the kernel reduces that chunk, and each
     // row's parts combined in order — the kernel's bits, where one thread walking the whole
-    // row (or the op by op run the row buffer's size once forced) left the rest idle.
+    // row (or the op by op run the row buffer's size once forced) left the rest idle. An
+    // epilogue then runs over the same chunks, each row's result in hand.
     const std::size_t chunks = (n + chunk - 1) / chunk;
     std::vector<std::byte> parts(rows * chunks * celem);
     parallel_for(0, rows * chunks, 1, [&](std::size_t i0, std::size_t i1) {
@@ -762,7 +821,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
       s.prepare(n_in, prog);
       if (row_buf.size() < chunk * celem) row_buf.resize(chunk * celem);
-      std::vector<Slot> slot(n_values);
+      std::vector<Slot> slot = new_slots();
       std::array<std::int64_t, kMaxInputs> base{};
       for (std::size_t i = i0; i < i1; ++i) {
         const std::size_t r = i / chunks, lo = (i % chunks) * chunk, hi = std::min(n, lo + chunk);
@@ -771,14 +830,27 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         reduce_chunk(last.reduce, ct, row_buf.data(), hi - lo, parts.data() + i * celem);
       }
     });
-    for (std::size_t j = 0; j < outs.size(); ++j) {
-      if (g.outputs[j] != row_id) continue;
-      const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused
-      for (std::size_t r = 0; r < rows; ++r) {
-        std::uint64_t res = 0;
-        reduce_chunks(last.reduce, ct, parts.data() + r * chunks * celem, chunks, n, &res);
-        convert_row(&res, ct, outs[j]->data() + r * size_of(od), od, 1);
-      }
+    if (row_out < 0 && !epilogue) return Outputs(outs.begin(), outs.end());
+    std::vector<std::uint64_t> results(rows);  // each row's, narrowed to rt as unfused
+    for (std::size_t r = 0; r < rows; ++r) {
+      std::uint64_t res = 0;
+      reduce_chunks(last.reduce, ct, parts.data() + r * chunks * celem, chunks, n, &res);
+      convert_row(&res, ct, &results[r], rt, 1);
+      if (row_out >= 0)
+        std::memcpy(outs[std::size_t(row_out)]->data() + r * relem, &results[r], relem);
+    }
+    if (epilogue) {
+      parallel_for(0, rows * chunks, 1, [&](std::size_t i0, std::size_t i1) {
+        static EMBER_THREAD_LOCAL Scratch s;
+        s.prepare(n_in, prog);
+        std::vector<Slot> slot = new_slots();
+        std::array<std::int64_t, kMaxInputs> base{};
+        for (std::size_t i = i0; i < i1; ++i) {
+          const std::size_t r = i / chunks, lo = (i % chunks) * chunk, hi = std::min(n, lo + chunk);
+          row_base(r, base);
+          run_epilogue(s, slot, r, base, lo, hi, reinterpret_cast<const std::byte*>(&results[r]));
+        }
+      });
     }
     return Outputs(outs.begin(), outs.end());
   }
@@ -786,11 +858,15 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
     s.prepare(n_in, prog);
-    // The row buffer, then (a 16-bit softmax or layer norm) its f32 result.
-    const std::size_t bufs = !reduce && ct != vt ? 2 : 1;
-    if (row_buf.size() < bufs * n * celem) row_buf.resize(bufs * n * celem);
-    std::byte* row_out = row_buf.data() + n * celem;
-    std::vector<Slot> slot(n_values);
+    // The row buffer, then (a 16-bit softmax or layer norm) its f32 result, then (a softmax
+    // or layer norm with an epilogue, not kept) the result in rt.
+    const std::size_t res_bytes = !reduce && epilogue && row_out < 0 ? n * relem : 0;
+    const std::size_t wide_bytes = !reduce && ct != vt ? n * celem : 0;
+    if (row_buf.size() < n * celem + wide_bytes + res_bytes)
+      row_buf.resize(n * celem + wide_bytes + res_bytes);
+    std::byte* const wide_out = row_buf.data() + n * celem;
+    std::byte* const res_buf = wide_out + wide_bytes;
+    std::vector<Slot> slot = new_slots();
     std::array<std::int64_t, kMaxInputs> base{};
     std::array<std::int64_t, kMaxInputs> next_base{};
     if (r0 < r1) row_base(r0, next_base);
@@ -800,28 +876,30 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       // The row instruction's operand, n values of ct.
       const std::byte* row =
           run_prologue(s, slot, r, base, r + 1 < r1 ? &next_base : nullptr, 0, n, row_buf.data());
-      for (std::size_t j = 0; j < outs.size(); ++j) {
-        if (g.outputs[j] != row_id) continue;
-        const DType od = outs[j]->dtype();  // the compute type's result, narrowed as unfused
-        if (reduce) {
-          std::uint64_t res = 0;
-          reduce_row(last.reduce, ct, row, n, &res);
-          const DType rt =
-              last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin
-                  ? DType::I64
-                  : ct;
-          convert_row(&res, rt, outs[j]->data() + r * size_of(od), od, 1);
-          continue;
-        }
-        std::byte* y = outs[j]->data() + r * n * size_of(od);
-        void* yc = od == ct ? static_cast<void*>(y) : static_cast<void*>(row_out);
+      if (row_out < 0 && !epilogue) continue;  // (only prologue values are kept)
+      std::uint64_t result = 0;                // a Reduce's, in rt
+      const std::byte* res = reinterpret_cast<const std::byte*>(&result);
+      if (reduce) {
+        std::uint64_t res_ct = 0;
+        reduce_row(last.reduce, ct, row, n, &res_ct);
+        const DType from =
+            last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin ? DType::I64
+                                                                                       : ct;
+        convert_row(&res_ct, from, &result, rt, 1);  // the compute type's result, narrowed
+        if (row_out >= 0)
+          std::memcpy(outs[std::size_t(row_out)]->data() + r * relem, &result, relem);
+      } else {
+        std::byte* y = row_out >= 0 ? outs[std::size_t(row_out)]->data() + r * n * relem : res_buf;
+        void* yc = rt == ct ? static_cast<void*>(y) : static_cast<void*>(wide_out);
         if (last_step.softmax) {
           last_step.softmax(row, yc, n, 1, last.log);
         } else {
           last_step.layer_norm(row, wp, bp, yc, n, 1, last.p0);
         }
-        if (od != ct) convert_row(row_out, ct, y, od, n);
+        if (rt != ct) convert_row(wide_out, ct, y, rt, n);  // narrowed as unfused
+        res = y;
       }
+      if (epilogue) run_epilogue(s, slot, r, base, 0, n, res);
     }
   });
   return Outputs(outs.begin(), outs.end());
@@ -1134,7 +1212,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   if (!prog) return std::nullopt;
   if (g.starts_with_matmul()) return run_matmul(ctx, g, *prog);
   if (g.starts_with_conv()) return run_conv(ctx, g, *prog);
-  if (g.ends_in_row()) return run_rows(ctx, g, *prog);
+  if (g.has_row()) return run_rows(ctx, g, *prog);
   const Shape& shape = g.shape;
   const std::size_t n_in = g.inputs.size();
   // Outputs: a sole-owned input of the same shape and dtype, or a fresh tensor.
