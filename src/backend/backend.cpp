@@ -71,29 +71,27 @@ std::vector<bool> row_values(const FusedGroup& g) {
   return rows;
 }
 
-Shape value_shape(const FusedGroup& g, std::int32_t value, const std::vector<bool>& rows) {
-  const auto v = static_cast<std::size_t>(value);
-  if (v < g.inputs.size()) return g.inputs[v]->shape();
-  if (!rows[v]) return g.shape;
-  std::vector<std::size_t> d = g.shape.dims();
-  d[g.code[g.row_at()].dim] = 1;
-  return Shape(std::move(d));
-}
-
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args) {
   const FusedInstr& in = g.code[i];
-  // The result's shape: the group's, or the row shape for a row value (Note [Row epilogues]).
-  const auto out_shape = [&] {
-    if (i <= g.row_at() || g.code[g.row_at()].kind != FusedInstr::Kind::Reduce) return g.shape;
-    return value_shape(g, static_cast<std::int32_t>(g.inputs.size() + i), row_values(g));
-  };
+  // The result's shape: the group's, or after a Reduce its operands' broadcast (the row
+  // shape for a row value, Note [Row epilogues]; the group's inputs may be moved out by now).
+  // (Found before the switch moves the operands into the op.)
+  Shape shape = g.shape;
+  if (i > g.row_at() && g.code[g.row_at()].kind == FusedInstr::Kind::Reduce && args[0]) {
+    shape = args[0]->shape();
+    for (std::size_t k = 1; k < 3; ++k) {
+      if (args[k]) shape = ir::broadcast_shapes(shape, args[k]->shape(), "fused epilogue");
+    }
+  }
   switch (in.kind) {
     case FusedInstr::Kind::Unary:
       return ir::Unary{in.unary, std::move(args[0]), in.out, in.p0, in.p1};
     case FusedInstr::Kind::Binary:
-      return ir::Binary{in.binary, std::move(args[0]), std::move(args[1]), out_shape(), in.out};
+      return ir::Binary{in.binary, std::move(args[0]), std::move(args[1]), std::move(shape),
+                        in.out};
     case FusedInstr::Kind::Where:
-      return ir::Where{std::move(args[0]), std::move(args[1]), std::move(args[2]), out_shape()};
+      return ir::Where{std::move(args[0]), std::move(args[1]), std::move(args[2]),
+                       std::move(shape)};
     case FusedInstr::Kind::Cast:
       return ir::Cast{std::move(args[0]), in.out};
     case FusedInstr::Kind::Reduce:

@@ -2,19 +2,18 @@
 // generator builds random element-wise programs (unary and binary functions, scalars,
 // where over comparisons, casts through another float type, broadcasts, expands and
 // transposed views, reductions — sum, mean, max, min, argmax, argmin, mostly along the
-// last dim, which a fused group ends with —, softmax, log-softmax (mostly along the last
-// dim) and layer norm over the last dim with or without a weight and a bias, which end a
-// group too, reshapes of any value (flattened, two dims merged, dims reversed, a 1
-// inserted, back to the base shape: some a relabelling of a group's row-major order, some
-// not, some of inputs that are not contiguous), matmuls by a square weight (plain or
-// stored transposed; a matmul opens a group whose element-wise consumers are its epilogue),
-// convolutions of rank-3 to 5 values that keep their shape (a 3-wide window padded by one
-// along every spatial dim, dense or depthwise; a conv opens a group as a matmul does)
-// and reads in the middle of the stream) over
-// inputs laid out contiguous, transposed, sliced with a step, flipped or broadcast, random
-// draws of any distribution as sources (Note [Random steps]), in
-// f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving operands
-// at their last use. Each program runs on the plain device and on its fusion stack: every
+// last dim, which a fused group ends with or goes on past with an epilogue —, softmax,
+// log-softmax (mostly along the last dim) and layer norm over the last dim with or without
+// a weight and a bias, likewise (half the steps after one read its result), reshapes of any value
+// (flattened, two dims merged, dims reversed, a 1 inserted, back to the base shape: some a
+// relabelling of a group's row-major order, some not, some of inputs that are not contiguous),
+// matmuls by a square weight (plain or stored transposed; a matmul opens a group whose element-wise
+// consumers are its epilogue), convolutions of rank-3 to 5 values that keep their shape (a 3-wide
+// window padded by one along every spatial dim, dense or depthwise; a conv opens a group as a
+// matmul does) and reads in the middle of the stream) over inputs laid out contiguous, transposed,
+// sliced with a step, flipped or broadcast, random draws of any distribution as sources (Note
+// [Random steps]), in f32, f64, f16, bf16 or i32, keeping or dropping each intermediate and moving
+// operands at their last use. Each program runs on the plain device and on its fusion stack: every
 // value read must agree bit for bit, and with an f64 reference (host loops, rounded to the
 // dtype after each op) within a tolerance. A failing program is shrunk (steps removed while
 // it still fails) and printed as a reproducer with its seed. A fifth of the programs run on
@@ -281,6 +280,9 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
   // reshape step first, then reduced along its one dim: a loss's sum or mean, Note
   // [Coarsened iteration space]), from a stream of their own too.
   Rng full_rng(seed * 0x9e3779b97f4a7c15ULL + 0x66756c6c);
+  // Half the steps after a reduction, softmax or layer norm read its result (a row op's
+  // epilogue, Note [Row epilogues]), from a stream of their own too.
+  Rng epilogue_rng(seed * 0x9e3779b97f4a7c15ULL + 0x6570696c);
   // An operand whose shape broadcasts with `with` (reshaped values may not) to at most
   // kMaxBroadcast elements: a uniform pick among those that do (`a` itself always does).
   // (Seed 200000687 crossed a [600] with a [600, 1] and that with a [600, 1, 1]: 216 M
@@ -302,6 +304,10 @@ Program generate(std::uint64_t seed, bool second_sizes = false) {
     s.keep = rng() % 4 == 0;
     const int n = static_cast<int>(shapes.size());
     s.a = static_cast<int>(pick(static_cast<std::size_t>(n)));
+    if (!p.steps.empty() &&
+        (p.steps.back().kind == StepKind::ReduceBack || p.steps.back().kind == StepKind::RowNorm)) {
+      if (epilogue_rng() % 2 == 0) s.a = n - 1;  // (the last step's result)
+    }
     const Shape& sa = shapes[static_cast<std::size_t>(s.a)];
     const std::size_t r = pick(115);
     if (r < 30) {

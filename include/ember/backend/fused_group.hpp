@@ -215,9 +215,6 @@ Shape matmul_shape(const FusedGroup& g);
 // value — one element a row of the Reduce g's row instruction is — so that its shape is
 // the Reduce's result shape. All false where g has no Reduce as its row instruction.
 std::vector<bool> row_values(const FusedGroup& g);
-// The shape of value `value` of g: an input's own; an instruction's result the group's
-// shape, or the row shape for a Reduce and the row values after it (Note [Row epilogues]).
-Shape value_shape(const FusedGroup& g, std::int32_t value, const std::vector<bool>& rows);
 
 // The storage bits of the element a Fill of `op.dtype` holds (in the low bytes, the rest
 // zero): converted exactly as every backend's fill converts op.value / op.int_value.
