@@ -168,6 +168,12 @@ def layer_norm_residual(p):
     return lambda: F.layer_norm(x + res, (c,), gamma, beta, 1e-5)
 
 
+def softmax_backward(p):
+    y = inp(p["shape"], 1)
+    g = inp(p["shape"], 2)
+    return lambda: y * (g - (g * y).sum(-1, keepdim=True))
+
+
 def rms_norm(x, shape, w, eps):
     """F.rms_norm, or its definition where torch predates it (Debian's 1.13, the tests')."""
     if hasattr(F, "rms_norm"):
@@ -632,6 +638,7 @@ WORKLOADS = {
     "layer_norm": layer_norm,
     "scaled_masked_softmax": scaled_masked_softmax,
     "layer_norm_residual": layer_norm_residual,
+    "softmax_backward": softmax_backward,
     "batch_norm": norm,
     "lstm_lm_step": lstm_lm_step,
     "batch_norm_eval": norm,

@@ -499,6 +499,17 @@ std::vector<Workload> build() {
     return c;
   });
 
+  // Softmax's backward pass as autodiff writes it, y * (g - sum(g * y)) along rows: fused,
+  // g * y is the sum's prologue and the rest its epilogue (Note [Row epilogues]), so the
+  // traffic is one read of g and y and one write.
+  add("softmax_backward", "reduce", [](SizeKind s, const Device& dev) {
+    const Shape shape = by_size(s, Shape{37, 129}, Shape{8192, 1024}, Shape{16384, 4096});
+    auto y = input<2>(shape, 1, dev);
+    auto g = input<2>(shape, 2, dev);
+    return timed({{"shape", dims(shape)}}, shape, 3 * double(shape.num_elements()) * kF32, 0, dev,
+                 [y, g] { return y * (g - (g * y).sum_dim(1)); });
+  });
+
   // ---- normalisation layers (issue rows: >= 70% of the copy ceiling, <= 1.0x PyTorch) ----
   // x [N, C, H, W]; the forward counts one read and one write of x, forward + backward one
   // more read (the upstream gradient) and write (dx) — the traffic a fused kernel needs.
