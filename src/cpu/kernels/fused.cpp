@@ -741,6 +741,17 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       convert_row(a.p, vt, dst, ct, cnt);
     }
   };
+  // Input k's tile of cnt elements at row r's element b into slot k (base: the row's first
+  // element in each input).
+  const auto load_row_input = [&](Scratch& s, std::vector<Slot>& slot, std::size_t k,
+                                  const std::array<std::int64_t, kMaxInputs>& base, std::size_t b,
+                                  std::size_t cnt) {
+    const std::int64_t st = views[k].strides[d];
+    const std::size_t elem = size_of(views[k].dtype);
+    const std::byte* p =
+        views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * std::int64_t(elem);
+    load_input(p, st, cnt, elem, s, k, slot[k]);
+  };
   // The prologue over elements [lo, hi) of row r, tile by tile (base: the row's first element
   // in each input; next: the next row's, whose first tile is prefetched at the last one, or
   // null): the kept values stored and the row instruction's operand written to buf (row
@@ -763,11 +774,9 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       const std::size_t next_cnt = last_tile ? std::min(tile, n) : std::min(tile, hi - b - tile);
       for (std::size_t k = 0; k < n_in; ++k) {
         if (!read[k]) continue;
-        const std::int64_t st = views[k].strides[d];
+        load_row_input(s, slot, k, base, b, cnt);
+        if (!prefetch || views[k].strides[d] != 1 || (last_tile && !next)) continue;
         const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
-        const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
-        load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
-        if (!prefetch || st != 1 || (last_tile && !next)) continue;
         const std::int64_t nx =
             last_tile ? (*next)[k] : base[k] + static_cast<std::int64_t>(b + tile);
         ahead.add(views[k].data + nx * elem, next_cnt * size_of(views[k].dtype));
@@ -793,11 +802,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     for (std::size_t b = lo; b < hi; b += tile) {
       const std::size_t cnt = std::min(tile, hi - b);
       for (std::size_t k = 0; k < n_in; ++k) {
-        if (!read_epi[k]) continue;
-        const std::int64_t st = views[k].strides[d];
-        const auto elem = static_cast<std::int64_t>(size_of(views[k].dtype));
-        const std::byte* p = views[k].data + (base[k] + static_cast<std::int64_t>(b) * st) * elem;
-        load_input(p, st, cnt, size_of(views[k].dtype), s, k, slot[k]);
+        if (read_epi[k]) load_row_input(s, slot, k, base, b, cnt);
       }
       slot[static_cast<std::size_t>(row_id)] =
           reduce ? Slot{res, true} : Slot{res + b * relem, false};
