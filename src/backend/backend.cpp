@@ -4,6 +4,7 @@
 
 #include "ember/backend/fused_group.hpp"
 #include "ember/base/error.hpp"
+#include "ember/base/hash.hpp"
 #include "ember/ir/infer.hpp"
 
 namespace ember::backend {
@@ -244,6 +245,91 @@ std::vector<ir::Handle> run_matmul_apart(
   for (std::size_t j = 0; j < g.outputs.size(); ++j) {
     result.push_back(from[j] < 0 ? y[0] : outs[static_cast<std::size_t>(from[j])]);
   }
+  return result;
+}
+
+std::vector<ir::Handle> run_epilogue_apart(
+    FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
+  EMBER_ASSERT(g.has_row_epilogue());
+  const std::size_t n_in = g.inputs.size(), at = g.row_at(), n_code = g.code.size();
+  const std::vector<bool> rows = row_values(g);
+  std::vector<bool> is_output(g.num_values(), false);
+  for (std::int32_t o : g.outputs) is_output[static_cast<std::size_t>(o)] = true;
+  std::vector<ir::Handle> value(g.num_values());  // each value's handle, once computed
+  for (std::size_t k = 0; k < n_in; ++k) value[k] = g.inputs[k];
+  // The parts: the head (the prologue and the row instruction), the epilogue's row values,
+  // its other values; Fills are copied into each part that reads them.
+  std::vector<std::vector<std::size_t>> parts(3);
+  for (std::size_t i = 0; i < n_code; ++i) {
+    if (g.code[i].kind == FusedInstr::Kind::Fill) continue;
+    parts[i <= at ? 0 : rows[n_in + i] ? 1 : 2].push_back(i);
+  }
+  Shape row_shape = g.shape;
+  row_shape[g.code[at].dim] = 1;
+  const char* const tags[] = {"|head", "|rows", "|full"};
+  for (std::size_t part = 0; part < 3; ++part) {
+    const std::vector<std::size_t>& members = parts[part];
+    if (members.empty()) continue;
+    const auto member = [&](std::size_t i) {
+      return std::binary_search(members.begin(), members.end(), i);
+    };
+    FusedGroup p;
+    p.shape = part == 1 ? row_shape : g.shape;
+    std::vector<std::int32_t> id(g.num_values(), -1);  // g's value in p
+    std::vector<std::size_t> from;                     // p's inputs: g's values
+    for (std::size_t i : members) {
+      for (std::int32_t a : g.code[i].args) {
+        if (a < 0) continue;
+        const auto v = static_cast<std::size_t>(a);
+        const bool fill = v >= n_in && g.code[v - n_in].kind == FusedInstr::Kind::Fill;
+        if ((v >= n_in && member(v - n_in)) || fill || id[v] >= 0) continue;
+        id[v] = static_cast<std::int32_t>(from.size());
+        from.push_back(v);
+      }
+    }
+    for (std::size_t v : from) p.inputs.push_back(value[v]);
+    const auto p_in = static_cast<std::int32_t>(p.inputs.size());
+    std::vector<std::size_t> produced;  // g's value of each of p's instructions
+    const auto add = [&](std::size_t i) {
+      FusedInstr in = g.code[i];
+      for (auto& a : in.args) {
+        if (a >= 0) a = id[static_cast<std::size_t>(a)];
+      }
+      id[n_in + i] = p_in + static_cast<std::int32_t>(p.code.size());
+      p.code.push_back(in);
+      produced.push_back(n_in + i);
+    };
+    for (std::size_t i : members) {
+      for (std::int32_t a : g.code[i].args) {  // the Fills it reads, copied in first
+        const auto v = static_cast<std::size_t>(a);
+        if (a >= 0 && v >= n_in && id[v] < 0 && g.code[v - n_in].kind == FusedInstr::Kind::Fill)
+          add(v - n_in);
+      }
+      add(i);
+    }
+    for (std::size_t c = 0; c < p.code.size(); ++c) {
+      const std::size_t v = produced[c];
+      if (g.code[v - n_in].kind == FusedInstr::Kind::Fill) continue;
+      bool needed = is_output[v];  // by g's caller, or by an instruction of another part
+      for (std::size_t i = 0; i < n_code && !needed; ++i) {
+        if (member(i)) continue;
+        for (std::int32_t a : g.code[i].args) needed = needed || a == static_cast<std::int32_t>(v);
+      }
+      if (needed) p.outputs.push_back(p_in + static_cast<std::int32_t>(c));
+    }
+    if (p.outputs.empty()) continue;
+    p.signature = g.signature + tags[part];
+    p.key = hash_bytes(p.signature);
+    std::vector<std::int32_t> outs_of = p.outputs;
+    std::vector<ir::Handle> outs = run_group(std::move(p));
+    EMBER_ASSERT(outs.size() == outs_of.size());
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      value[produced[static_cast<std::size_t>(outs_of[j] - p_in)]] = std::move(outs[j]);
+    }
+  }
+  std::vector<ir::Handle> result;
+  result.reserve(g.outputs.size());
+  for (std::int32_t o : g.outputs) result.push_back(value[static_cast<std::size_t>(o)]);
   return result;
 }
 

@@ -86,16 +86,22 @@ class CudaBackend final : public backend::Backend {
     return out;
   }
 
-  // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group ending
-  // in a softmax or layer norm that no kernel prints (rows too long for registers, strided
-  // inputs: Note [Fused rows in registers]) as its prologue's kernel and the row op (Note
-  // [Row instructions apart]); a group that does not fit one kernel op by op (the default).
+  // A fused element-wise group as one generated kernel (kernels/fused.cpp); a group with a
+  // row epilogue no kernel prints as its parts' kernels (Note [Epilogues apart]); a group
+  // ending in a softmax or layer norm that no kernel prints (rows too long for registers,
+  // strided inputs: Note [Fused rows in registers]) as its prologue's kernel and the row op
+  // (Note [Row instructions apart]); a group that does not fit one kernel op by op (the
+  // default).
   std::vector<ir::Handle> run_fused(backend::FusedGroup group) override {
     const std::uint64_t t0 = profile::enabled() ? profile::now_ns() : 0;
     ctx_.activate();
     auto outs = run_fused_group(ctx_, group);
     if (t0) profile::fused(profile::now_ns() - t0);
     if (outs) return std::move(*outs);
+    if (group.has_row_epilogue()) {  // (Note [Epilogues apart])
+      return backend::run_epilogue_apart(
+          std::move(group), [this](backend::FusedGroup p) { return run_fused(std::move(p)); });
+    }
     if (group.ends_in_row() && !group.reduces()) {
       return backend::run_row_apart(*this, std::move(group), [this](backend::FusedGroup p) {
         return run_fused(std::move(p));
@@ -115,8 +121,11 @@ class CudaBackend final : public backend::Backend {
     static const bool fills = !env_is("EMBER_CUDA_FUSED_FILLS", "0");
     static const bool reduce = !env_is("EMBER_CUDA_FUSED_REDUCE", "0");
     static const bool random = !env_is("EMBER_CUDA_FUSED_RANDOM", "0");
-    return {
-        .fills = fills, .random = random, .row_reduction = reduce ? &fused_reduces_rows : nullptr};
+    static const bool epilogue = !env_is("EMBER_CUDA_ROW_EPILOGUE", "0");
+    return {.fills = fills,
+            .random = random,
+            .row_reduction = reduce ? &fused_reduces_rows : nullptr,
+            .row_epilogue = epilogue};
   }
   // Note [Reserved draws] (backend/fused_group.hpp): the counters run(Random) would take, and
   // the Random kernel at them.

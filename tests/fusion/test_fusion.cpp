@@ -2001,6 +2001,58 @@ TEST(FusionPatterns, RowEpilogues) {
   }
 }
 
+namespace {
+
+// The Cpu as a backend that takes row epilogues but has no fused code for them: it runs
+// such a group apart (Note [Epilogues apart]), counting the parts it ran.
+class EpiloguesApartCpu final : public ember::testing::ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  backend::FusedCaps fused_caps() const override { return inner_->fused_caps(); }
+  std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
+    if (!g.has_row_epilogue()) return inner_->run_fused(std::move(g));
+    ++groups;
+    return backend::run_epilogue_apart(std::move(g), [this](backend::FusedGroup p) {
+      EXPECT_FALSE(p.has_row_epilogue());
+      ++parts;
+      return inner_->run_fused(std::move(p));
+    });
+  }
+  std::size_t groups = 0, parts = 0;
+};
+
+}  // namespace
+
+// A backend without fused code for row epilogues runs each such group as its head, its row
+// values and its other values: the plain Cpu's bits, row values in their row shape.
+TEST(FusionPatterns, RowEpiloguesRunApartWhereNotFused) {
+  auto apart = std::make_shared<EpiloguesApartCpu>(Device::cpu().backend_ptr());
+  const Device d(fusion::make_fusion_backend(apart, fusion::Options{}));
+  const Device c = Device::cpu();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const Shape sh{9, 70};
+    const auto prog = [&](const Device& dev) {
+      auto y = ops::softmax(made(dev, sh, 2.0f, 1, dt), 1);
+      auto g = made(dev, sh, 1.0f, 2, dt);
+      auto s = ops::reduce(ir::ReduceFn::Sum, ops::binary(ir::BinaryFn::Mul, g, y), 1);
+      // Mixed: a row value (the scaled sum) between two full values, a scalar read by both.
+      auto t = ops::binary(ir::BinaryFn::Sub, g, s);
+      auto scaled = ops::binary_scalar(ir::BinaryFn::Mul, s, 3.0);
+      auto dx =
+          ops::binary(ir::BinaryFn::Mul, ops::binary(ir::BinaryFn::Mul, y, std::move(t)), scaled);
+      auto res = ops::binary(ir::BinaryFn::Add,
+                             ops::softmax(ops::binary_scalar(ir::BinaryFn::Mul, g, 0.5), 1), y);
+      std::vector<std::vector<std::byte>> out;
+      for (const DynTensor& v : {dx, s, scaled, res}) out.push_back(bytes_of(v));
+      EXPECT_EQ(scaled.shape(), (Shape{9, 1}));
+      return out;
+    };
+    EXPECT_EQ(prog(d), prog(c)) << name(dt);
+  }
+  EXPECT_EQ(apart->groups, 4u);  // two a dtype
+  EXPECT_EQ(apart->parts, 10u);  // head, rows, full; head, full
+}
+
 // An epilogue takes only what it can read once the row is computed: a consumer of a prologue
 // value closes the group (the value is kept for it), and a consumer that feeds a later row
 // instruction opens the next group as its prologue (var's `(x - mean)²` summed: never

@@ -235,6 +235,16 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
 std::vector<ir::Handle> run_row_apart(
     Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
 
+// Note [Epilogues apart]: for a backend whose fused_caps() has row_epilogue but whose fused
+// code takes no epilogue for some group (Note [Row epilogues]): runs g as up to three groups
+// through run_group — its head (the prologue and the row instruction), the epilogue's row
+// values (over the row shape) and its other values (over the group's shape) — each part's
+// inputs the values it reads, Fills copied in, its outputs what g or a later part needs.
+// So the epilogue costs what it did as the next group before epilogues existed. Returns g's
+// outputs, in order.
+std::vector<ir::Handle> run_epilogue_apart(
+    FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
+
 // Note [Matmul apart]: for a backend with fused code for element-wise groups but no GEMM
 // with a generated epilogue: runs a group starting with a Matmul (Note [Matmul groups]) or
 // a Conv (Note [Conv groups]) as that IR op through b.execute, then its epilogue as a group
