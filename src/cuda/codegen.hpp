@@ -86,6 +86,7 @@ struct FusedSpec {
   std::vector<DType> inputs;  // each input's dtype
   std::vector<backend::FusedInstr> code;
   std::vector<std::int32_t> outputs;  // value ids, as FusedGroup::outputs
+  std::vector<bool> row_values;       // backend::row_values (Note [Row epilogues])
   bool contiguous = false;
   std::uint32_t scalar_mask = 0;
   std::string name;  // the entry point: structural, from the group's key and the variant
@@ -112,12 +113,16 @@ bool fused_supported(const FusedSpec& s);
 // (contiguous variant only; w[1] the rows, w[2] their length). fused_reduces_rows: the
 // functions and operand dtypes it takes.
 bool fused_reduces_rows(ir::ReduceFn fn, DType dt);
-bool ends_in_reduction(const FusedSpec& s);
+// The index of the group's row instruction (Note [Fused rows]), or code.size().
+std::size_t row_at(const FusedSpec& s);
+// Whether the row instruction is a Reduce (printed by gen_fused, with its epilogue: Note
+// [Fused row epilogues] in codegen/fused.cpp).
+bool has_row_reduction(const FusedSpec& s);
 KernelSource gen_fused(const FusedSpec& s);
-// A group ending in a Softmax or LayerNorm along contiguous rows that fit in registers, as
-// the row op's rows-in-registers kernel (Note [Fused rows in registers] in
+// A group with a Softmax or LayerNorm along contiguous rows that fit in registers (and its
+// epilogue), as the row op's rows-in-registers kernel (Note [Fused rows in registers] in
 // codegen/fused.cpp) with rows_in_registers' ept and vec.
-bool ends_in_row_norm(const FusedSpec& s);
+bool has_row_norm(const FusedSpec& s);
 KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec);
 
 // Reductions over [outer, n, inner]: (const In* x, Out* y, i64 outer, i64 n, i64 inner).
@@ -139,9 +144,12 @@ KernelSource gen_softmax_regs(DType dt, bool log, int ept, int vec);
 KernelSource gen_layer_norm_regs(DType dt, int ept, int vec);
 // The same kernels over rows computed by a fused group's prologue (Note [Fused rows in
 // registers] in codegen/fused.cpp): `params` is the kernel's parameter list and `setup`
-// declares rows, n, the row output y, em_pro(i, st) and, for layer norm, w, b and eps.
+// declares rows, n, the row output y (where store_y), em_row(R), em_pro(R, j, st), with an
+// epilogue em_epi(R, j, y) (Note [Row epilogues]), and, for layer norm, w, b and eps.
 struct RowSource {
   std::string name, params, setup;
+  bool store_y = true;    // the row result is an output
+  bool epilogue = false;  // each stored element goes through em_epi
 };
 KernelSource gen_softmax_regs_from(const RowSource& src, DType dt, bool log, int ept, int vec);
 KernelSource gen_layer_norm_regs_from(const RowSource& src, DType dt, int ept, int vec);

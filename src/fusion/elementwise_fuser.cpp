@@ -616,26 +616,28 @@ class Grouper {
   // Note [Epilogues of rows]: where the inner backend takes row epilogues (Note [Row
   // epilogues] in backend/fused_group.hpp), a row instruction that joins a group without
   // reshapes leaves it open, and the element-wise ops after it join as its epilogue while
-  // each reads only the row instruction's result, epilogue values, inputs of the group's
-  // rank and scalar sources, and its result has the group's shape — or, after a Reduce, the
-  // row shape, exactly when all its operands are row values (the Reduce's result, scalars,
-  // inputs of extent 1 along the row, row values): the same rule as backend::row_values. So
-  // softmax's backward pass, `y * (g - sum(g * y))`, is one group, its sum never written;
-  // so are `softmax(s) * mask * scale` and `cast(argmax(x) == label)`. An op that reads a
-  // prologue value (gone once the row is computed), or of another shape, closes the group
-  // (Reduction) and opens the next. So does an op whose value feeds a later row instruction
-  // of the flush (note_row_feeds): it is worth more as that row's prologue — var's
-  // `mean(x)`, `square(x - mean)`, `sum` keeps `x - mean` and its square in the second
-  // group, never written, where joining the mean's epilogue would write the square.
-  // Any other op follows the usual rules; reshapes of group values and row instructions
-  // close the group.
+  // each reads the row instruction's result or an epilogue value (or is a draw), and
+  // otherwise only inputs of the group's rank and scalar sources (an op of inputs alone
+  // gains nothing there and may lead a better group of its own: `x * 0.5 + 1` reshaped and
+  // exponentiated after an unrelated argmax), and its result has the group's shape — or, after a
+  // Reduce, the row shape, exactly when all its operands are row values (the Reduce's result,
+  // scalars, inputs of extent 1 along the row, row values): the same rule as backend::row_values.
+  // So softmax's backward pass, `y * (g - sum(g * y))`, is one group, its sum never written; so are
+  // `softmax(s) * mask * scale` and `cast(argmax(x) == label)`. An op that reads a prologue value
+  // (gone once the row is computed), or of another shape, closes the group (Reduction) and opens
+  // the next. So does an op whose value feeds a later row instruction of the flush
+  // (note_row_feeds): it is worth more as that row's prologue — var's `mean(x)`, `square(x -
+  // mean)`, `sum` keeps `x - mean` and its square in the second group, never written, where joining
+  // the mean's epilogue would write the square. Any other op follows the usual rules; reshapes of
+  // group values and row instructions close the group.
   bool in_epilogue() const { return row_at_ != kNoRow; }
   // Whether r joins the open group's epilogue, and then whether its value is a row value.
   std::optional<bool> epilogue_takes(const Record& r) const {
     if (feeds_row_.count(r.outs[0].get()) || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
-    bool row = !r.draw;  // (a draw has the group's shape)
+    bool row = !r.draw;               // (a draw has the group's shape)
+    bool reads = r.draw.has_value();  // the row's result or an epilogue value (or a draw)
     std::size_t fresh = 0;
     for (const auto& v : r.args) {
       if (!v) continue;
@@ -644,13 +646,14 @@ class Grouper {
         if (i < row_at_ && !is_fill_[i]) return std::nullopt;  // a prologue value
         if (produced_[i] != v.get()) return std::nullopt;      // (a relabelled one)
         row = row && (is_fill_[i] || row_value_[i]);
+        reads = reads || !is_fill_[i];
       } else if (!(v->source && v->state == State::Pending)) {  // an input (else a scalar)
         if (v->shape().rank() != shape_.rank()) return std::nullopt;
         row = row && v->shape()[row_dim_] == 1;
         fresh += !known(*v, 0);
       }
     }
-    if (inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
+    if (!reads || inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
     if (r.outs[0]->shape() != (row ? row_shape_ : shape_)) return std::nullopt;
     return row;
   }

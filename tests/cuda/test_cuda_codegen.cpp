@@ -590,9 +590,11 @@ namespace {
 class RecordingCpu final : public ember::testing::ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
-  // What the Cuda backend takes: scalar fills as parameters, random draws, row reductions.
+  // What the Cuda backend takes: scalar fills as parameters, random draws, row reductions
+  // and their epilogues.
   backend::FusedCaps fused_caps() const override {
-    return {.fills = true, .random = true, .row_reduction = &fused_reduces_rows};
+    return {
+        .fills = true, .random = true, .row_reduction = &fused_reduces_rows, .row_epilogue = true};
   }
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     FusedSpec s = fused_spec(g);
@@ -607,14 +609,15 @@ class RecordingCpu final : public ember::testing::ForwardingBackend {
       });
     }
     // (a reduction keeping a prologue value runs op by op: not a kernel)
-    if (ends_in_reduction(s) && s.outputs.size() > 1) return inner_->run_fused(std::move(g));
+    if (has_row_reduction(s) && !fused_supported(s)) return inner_->run_fused(std::move(g));
     EXPECT_TRUE(fused_supported(s)) << g.signature;
-    if (ends_in_row_norm(s)) {  // a row in registers: the widest and the narrowest chunks,
+    if (g.has_row_epilogue()) ++epilogues_of_rows;
+    if (has_row_norm(s)) {  // a row in registers: the widest and the narrowest chunks,
       // inputs read linearly and through strides (Note [Fused rows over strided inputs])
       for (const bool contiguous : {true, false}) {
         s.contiguous = contiguous;
         for (const auto& [ept, vec] : {std::pair{8, 4}, std::pair{1, 1}}) {
-          if (size_of(g.code.back().out) == 8 && ept == 8) continue;
+          if (size_of(g.code[g.row_at()].out) == 8 && ept == 8) continue;
           s.name = fused_name(g.key, contiguous, 0) + "_r" + std::to_string(ept) + "v" +
                    std::to_string(vec);
           if (seen.insert(s.name).second) kernels.push_back(gen_fused_rows(s, ept, vec));
@@ -624,7 +627,7 @@ class RecordingCpu final : public ember::testing::ForwardingBackend {
     }
     // Two variants a group: strided and contiguous (the scalar variant of each element-wise
     // cell is FusedKernelsCompileForSm90's); a reduction, contiguous and with a scalar input.
-    const int first = ends_in_reduction(s) ? 1 : 0;
+    const int first = has_row_reduction(s) ? 1 : 0;
     for (int v = first; v < first + 2; ++v) {
       s.contiguous = v > 0;
       s.scalar_mask = v == 2 ? 1u : 0u;  // input 0 read as one element
@@ -635,7 +638,7 @@ class RecordingCpu final : public ember::testing::ForwardingBackend {
   }
   std::set<std::string> seen;
   std::vector<KernelSource> kernels;
-  std::size_t matmuls = 0, epilogues = 0;
+  std::size_t matmuls = 0, epilogues = 0, epilogues_of_rows = 0;
 };
 
 Tensor<2> ramp(const Device& d, std::size_t r, std::size_t c, float scale, DType dt) {
@@ -687,6 +690,15 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
     ln.to_data();
     ln0.to_data();
     res.to_data();
+    // Row epilogues (Note [Fused row epilogues]): a softmax's and a layer norm's consumers,
+    // a scaled sum (a row value) and softmax's backward pass (the sum read along the row).
+    auto pe = activation::softmax(x * 0.5f, 1) * 2.0f + z;
+    auto le = module_ops::layer_norm(x + z, Shape{33}) + x;
+    auto se = (x * z).sum_dim(1) * 3.0f;
+    auto be = x * (z - (z * x).sum_dim(1));
+    auto ae = (Tensor<2>(ops::cast((x - z).exp().argmax_dim(1).dyn(), dt)) + 1.0f) * 0.5f;
+    for (auto* t : {&pe, &le, &se, &be}) t->to_data();
+    ae.to_data();
     // Matmul epilogues: x·Wᵀ + b then gelu, a residual, a scale and a cast; nn::Linear's
     // [B*T, n] product relabelled as [B, T, n] with its bias.
     auto wt = ramp(d, 5, 33, 0.3f, dt);
@@ -739,8 +751,15 @@ TEST(CudaCodegen, FuserGroupsCompileAsKernels) {
     row_norms += k.body.find("em_pro((R), j, true)") != std::string::npos;
     strided_rows += k.body.find("em_row = [&](i64 R)") != std::string::npos;
   }
-  EXPECT_EQ(row_norms, (4u * 4u * 2u - 4u) * 2u);  // f64: no 8 elements a thread
-  EXPECT_EQ(strided_rows, 4u * 4u * 2u - 4u);
+  EXPECT_EQ(row_norms, (6u * 4u * 2u - 6u) * 2u);  // f64: no 8 elements a thread
+  EXPECT_EQ(strided_rows, 6u * 4u * 2u - 6u);
+  // Row epilogues (Note [Fused row epilogues]): printed in the row kernels.
+  std::size_t epilogue_kernels = 0;
+  for (const auto& k : rec->kernels)
+    epilogue_kernels += k.body.find("em_epi(") != std::string::npos;
+  // The five groups above a dtype, their layout variants.
+  EXPECT_EQ(rec->epilogues_of_rows, 20u);
+  EXPECT_EQ(epilogue_kernels, 52u);
   std::size_t fills = 0;  // scalars as parameters: printed as Fill instructions
   for (const auto& k : rec->kernels) fills += k.body.find("memcpy(&e") != std::string::npos;
   EXPECT_GT(fills, 10u);

@@ -69,17 +69,34 @@ DType dtype_of(const FusedSpec& s, std::int32_t v) {
 }
 
 // The element's computation: reads input k as in[k] (a storage value), declares e<v> for
-// every instruction result v and assigns each output j's element with out(j, value).
+// every result v of the instructions [from, to) and assigns each output j's element with
+// out(j, value) (which prints nothing for an output it leaves to another part). Fills before
+// `from` that the range reads are declared first (a row epilogue's scalars may be read by
+// its prologue too); any other value before `from` the range reads is the caller's e<v>.
 template <class Out>
-std::string element_body(const FusedSpec& s, const std::vector<std::string>& in, Out&& out) {
+std::string element_body(const FusedSpec& s, const std::vector<std::string>& in, Out&& out,
+                         std::size_t from = 0, std::size_t to = ~std::size_t(0)) {
   const std::size_t n_in = s.inputs.size();
+  to = std::min(to, s.code.size());
   std::string b;
   const auto val = [&](std::int32_t v) {
     const auto u = static_cast<std::size_t>(v);
     return u < n_in ? in[u] : value_name(u);
   };
   const FusedArgs args = fused_args(s);
-  for (std::size_t i = 0; i < s.code.size(); ++i) {
+  std::vector<bool> print(s.code.size(), false);
+  for (std::size_t i = from; i < to; ++i) {
+    print[i] = true;
+    for (std::int32_t a : s.code[i].args) {
+      const auto u = static_cast<std::size_t>(a);
+      if (a >= 0 && u >= n_in && u - n_in < from &&
+          s.code[u - n_in].kind == FusedInstr::Kind::Fill) {
+        print[u - n_in] = true;
+      }
+    }
+  }
+  for (std::size_t i = 0; i < to; ++i) {
+    if (!print[i]) continue;
     const FusedInstr& ins = s.code[i];
     const std::string y = value_name(n_in + i);
     const std::string p = "g.w[" + num(static_cast<std::size_t>(args.param[i]));
@@ -101,7 +118,7 @@ std::string element_body(const FusedSpec& s, const std::vector<std::string>& in,
     switch (ins.kind) {
       case FusedInstr::Kind::Fill:
       case FusedInstr::Kind::Random:
-      case FusedInstr::Kind::Reduce:   // only last, printed by gen_fused_reduction
+      case FusedInstr::Kind::Reduce:   // printed by gen_fused_reduction
       case FusedInstr::Kind::Softmax:  // fused_supported refuses these
       case FusedInstr::Kind::LayerNorm:
       case FusedInstr::Kind::Matmul:
@@ -139,6 +156,7 @@ FusedSpec fused_spec(const backend::FusedGroup& g) {
   for (const auto& h : g.inputs) s.inputs.push_back(h->dtype());
   s.code = g.code;
   s.outputs = g.outputs;
+  s.row_values = backend::row_values(g);
   return s;
 }
 
@@ -151,16 +169,33 @@ bool fused_reduces_rows(ir::ReduceFn fn, DType dt) {
   return fn_ok && dt_ok && reduce_supported(fn, dt);
 }
 
-bool ends_in_reduction(const FusedSpec& s) {
-  return !s.code.empty() && s.code.back().kind == FusedInstr::Kind::Reduce;
+std::size_t row_at(const FusedSpec& s) {
+  for (std::size_t i = 0; i < s.code.size(); ++i) {
+    if (s.code[i].row()) return i;
+  }
+  return s.code.size();
+}
+
+bool has_row_reduction(const FusedSpec& s) {
+  const std::size_t at = row_at(s);
+  return at < s.code.size() && s.code[at].kind == FusedInstr::Kind::Reduce;
+}
+
+bool has_row_norm(const FusedSpec& s) {
+  const std::size_t at = row_at(s);
+  return at < s.code.size() && !has_row_reduction(s);
 }
 
 bool fused_supported(const FusedSpec& s) {
+  const std::size_t at = row_at(s);
+  const auto row_id = static_cast<std::int32_t>(s.inputs.size() + at);
   for (const FusedInstr& ins : s.code) {
     if (ins.kind == FusedInstr::Kind::Fill || ins.kind == FusedInstr::Kind::Random) continue;
-    // Softmax and layer norm only last, of a float dtype (Note [Fused rows in registers]).
+    const bool is_row = static_cast<std::size_t>(&ins - s.code.data()) == at;
+    // Softmax and layer norm once, of a float dtype (Note [Fused rows in registers]), an
+    // epilogue after them (Note [Fused row epilogues]).
     if (ins.kind == FusedInstr::Kind::Softmax || ins.kind == FusedInstr::Kind::LayerNorm) {
-      if (&ins != &s.code.back() || !is_float(ins.out)) return false;
+      if (!is_row || !is_float(ins.out)) return false;
       continue;
     }
     // A matmul runs as cuBLASLt's GEMM, a conv as the Conv kernel, the epilogue as a kernel
@@ -168,11 +203,11 @@ bool fused_supported(const FusedSpec& s) {
     if (ins.kind == FusedInstr::Kind::Matmul || ins.kind == FusedInstr::Kind::Conv) return false;
     const DType dt = dtype_of(s, ins.kind == FusedInstr::Kind::Where ? ins.args[1] : ins.args[0]);
     if (ins.kind == FusedInstr::Kind::Reduce) {
-      // Only as the last instruction, whose value is the one output (Note [Fused row
-      // reductions]).
-      if (&ins != &s.code.back() || !fused_reduces_rows(ins.reduce, dt) || s.outputs.size() != 1 ||
-          static_cast<std::size_t>(s.outputs[0]) != s.inputs.size() + s.code.size() - 1) {
-        return false;
+      // Once, its outputs its result and its epilogue's values, never a prologue value (Note
+      // [Fused row reductions], [Fused row epilogues]).
+      if (!is_row || !fused_reduces_rows(ins.reduce, dt)) return false;
+      for (std::int32_t o : s.outputs) {
+        if (o < row_id) return false;
       }
     }
     if (ins.kind == FusedInstr::Kind::Unary && !unary_supported(ins.unary, dt)) return false;
@@ -240,27 +275,89 @@ std::vector<std::string> row_strided_inputs(const FusedSpec& s, const FusedArgs&
 // stored and the Reduce kernel loaded. The same threads combine the same elements in the
 // same order as the Reduce kernel, so the result is bit for bit the unfused one. Arguments:
 // w[1] the rows (outer), w[2] their length (n); the reduced value is the one output.
+//
+// Note [Fused row epilogues]: a Reduce followed by an epilogue (Note [Row epilogues] in
+// backend/fused_group.hpp) hands its row's result, as stored, through shared memory to every
+// thread of the block once it is reduced; em_epi(R, j, y) then evaluates the epilogue at
+// element j of row R from it and stores the epilogue's outputs there: a row value's once a
+// row (at j = 0, in its row-shaped output), the others at R * n + j. With values of the
+// group's shape the block walks the row (j = thread, thread + 256, ...); with row values
+// alone one thread does. A Softmax or LayerNorm's epilogue goes the same way element by
+// element as the row result is stored (Note [Fused rows in registers]). Each epilogue
+// instruction is printed as the element-wise kernels print it, on the stored result, so the
+// outputs are the unfused ones bit for bit.
+//
+// The epilogue's element body: the row result as e<row_id> (of its storage type, from the
+// parameter y), the instructions after it, and out(j, v) for each output j they compute.
+template <class Out>
+std::string epilogue_body(const FusedSpec& s, const std::vector<std::string>& in, Out&& out) {
+  const std::size_t at = row_at(s), n_in = s.inputs.size();
+  const auto row_id = static_cast<std::int32_t>(n_in + at);
+  const std::string rt = storage_type(s.code[at].out);
+  return "    const " + rt + " " + value_name(n_in + at) + " = y;\n" +
+         element_body(
+             s, in,
+             [&](std::size_t j, const std::string& v) {
+               return s.outputs[j] > row_id ? out(j, v) : std::string();
+             },
+             at + 1);
+}
+
 KernelSource gen_fused_reduction(const FusedSpec& s) {
   const FusedArgs a = fused_args(s);
-  const FusedInstr& red = s.code.back();
+  const std::size_t at = row_at(s), n_in = s.inputs.size();
+  const FusedInstr& red = s.code[at];
+  const auto row_id = static_cast<std::int32_t>(n_in + at);
+  const bool epilogue = at + 1 < s.code.size();
   const DType dt = dtype_of(s, red.args[0]);
-  FusedSpec pro = s;  // the prologue: every instruction but the reduction, the operand out
-  pro.code.pop_back();
-  pro.outputs = {red.args[0]};
   std::string src = "extern \"C\" __global__ void " + s.name + "(EmWords<" + num(a.words) +
                     "> g) {\n  const i64 outer = g.w[1], n = g.w[2];\n";
   const std::vector<std::string> in = linear_inputs(s, a, src);
   const std::string yt = storage_type(red.out);
-  src +=
-      "  " + yt + "* y = (" + yt + "*)g.w[" + num(static_cast<std::size_t>(a.outputs)) +
-      "];\n  int* err = (int*)g.w[" + num(static_cast<std::size_t>(a.err)) +
-      "]; (void)err;\n  const auto em_pro = [&](i64 i) {\n" +
-      element_body(pro, in,
-                   [](std::size_t, const std::string& v) { return "    return " + v + ";\n"; }) +
-      "  };\n" + typedefs(dt) +
-      reduce_rows(
-          red.reduce, dt, [](const std::string& j) { return "em_pro(row * n + " + j + ")"; }, "") +
-      "}\n";
+  std::size_t jr = s.outputs.size();  // the reduced value's output, if kept
+  bool full = false;                  // the epilogue has values of the group's shape
+  for (std::size_t j = 0; j < s.outputs.size(); ++j) {
+    const std::string t = storage_type(dtype_of(s, s.outputs[j]));
+    src += "  " + t + "* __restrict__ py" + num(j) + " = (" + t + "*)g.w[" +
+           num(static_cast<std::size_t>(a.outputs) + j) + "];\n";
+    if (s.outputs[j] == row_id) jr = j;
+  }
+  for (std::size_t i = at + 1; i < s.code.size(); ++i) full = full || !s.row_values[n_in + i];
+  src += "  int* err = (int*)g.w[" + num(static_cast<std::size_t>(a.err)) +
+         "]; (void)err;\n  const auto em_pro = [&](i64 i) {\n" +
+         element_body(
+             s, in, [](std::size_t, const std::string&) { return std::string(); }, 0, at) +
+         "    return " +
+         (red.args[0] < static_cast<std::int32_t>(n_in)
+              ? in[static_cast<std::size_t>(red.args[0])]
+              : value_name(static_cast<std::size_t>(red.args[0]))) +
+         ";\n  };\n";
+  std::string sink, after;
+  if (epilogue) {
+    src += "  __shared__ " + yt + " em_res;\n  const auto em_epi = [&](i64 R, i64 j, " + yt +
+           " y) {\n    const i64 i = R * n + j; (void)i;\n" +
+           epilogue_body(s, in,
+                         [&](std::size_t j, const std::string& v) {
+                           const auto o = static_cast<std::size_t>(s.outputs[j]);
+                           return s.row_values[o]
+                                      ? "    if (j == 0) py" + num(j) + "[R] = " + v + ";\n"
+                                      : "    py" + num(j) + "[i] = " + v + ";\n";
+                         }) +
+           "  };\n";
+    sink = "em_res = em_y;" + (jr < s.outputs.size() ? " py" + num(jr) + "[row] = em_y;" : "");
+    after =
+        full ? "    { const " + yt +
+                   " y = em_res;\n"
+                   "      for (i64 j = threadIdx.x; j < n; j += blockDim.x) em_epi(row, j, y); }\n"
+             : "    if (threadIdx.x == 0) em_epi(row, 0, em_res);\n";
+  } else {
+    src += "  " + yt + "* y = py" + num(jr) + ";\n";
+  }
+  src += typedefs(dt) +
+         reduce_rows(
+             red.reduce, dt, [](const std::string& j) { return "em_pro(row * n + " + j + ")"; }, "",
+             sink, after) +
+         "}\n";
   KernelSource k;
   k.name = s.name;
   k.body = std::move(src);
@@ -268,11 +365,6 @@ KernelSource gen_fused_reduction(const FusedSpec& s) {
 }
 
 }  // namespace
-
-bool ends_in_row_norm(const FusedSpec& s) {
-  return !s.code.empty() && (s.code.back().kind == FusedInstr::Kind::Softmax ||
-                             s.code.back().kind == FusedInstr::Kind::LayerNorm);
-}
 
 // Note [Fused rows in registers]: a group ending in a Softmax or LayerNorm whose rows fit in
 // registers is the unfused op's rows-in-registers kernel (Note [Rows in registers] in
@@ -297,23 +389,21 @@ bool ends_in_row_norm(const FusedSpec& s) {
 // em_row(R) before each row's em_pro calls, so the division by the outer extents happens
 // once a row, not once an element. The contiguous variant's em_row does nothing.
 KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
-  EMBER_CHECK(ends_in_row_norm(s), "cuda: " + s.name + " does not end in softmax or layer norm");
+  EMBER_CHECK(has_row_norm(s), "cuda: " + s.name + " has no softmax or layer norm");
   const std::size_t n_in = s.inputs.size();
   const FusedArgs a = fused_args(s);
-  const FusedInstr& row = s.code.back();
-  const auto row_id = static_cast<std::int32_t>(n_in + s.code.size() - 1);
+  const std::size_t at = row_at(s);
+  const FusedInstr& row = s.code[at];
+  const auto row_id = static_cast<std::int32_t>(n_in + at);
+  const bool epilogue = at + 1 < s.code.size();
   const DType dt = row.out;
   const std::string T = storage_type(dt);
-  FusedSpec pro = s;  // the prologue: the row's operand in the row output's place
-  pro.code.pop_back();
-  std::size_t jr = s.outputs.size();
+  std::size_t jr = s.outputs.size();  // the row result's output, if kept
   for (std::size_t j = 0; j < s.outputs.size(); ++j) {
-    if (s.outputs[j] == row_id) {
-      jr = j;
-      pro.outputs[j] = row.args[0];
-    }
+    if (s.outputs[j] == row_id) jr = j;
   }
-  EMBER_CHECK(jr < s.outputs.size(), "cuda: " + s.name + " does not output its row result");
+  EMBER_CHECK(jr < s.outputs.size() || epilogue,
+              "cuda: " + s.name + " neither outputs nor reads its row result");
   std::string setup = "  const i64 rows = g.w[1], n = g.w[2];\n";
   const std::vector<std::string> in =
       s.contiguous ? linear_inputs(s, a, setup) : row_strided_inputs(s, a, setup);
@@ -323,8 +413,8 @@ KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
     setup += "  " + t + "* __restrict__ py" + num(j) + " = (" + t + "*)g.w[" +
              num(static_cast<std::size_t>(a.outputs) + j) + "];\n";
   }
-  setup += "  " + T + "* __restrict__ y = py" + num(jr) + ";\n  int* err = (int*)g.w[" +
-           num(static_cast<std::size_t>(a.err)) + "]; (void)err;\n";
+  if (jr < s.outputs.size()) setup += "  " + T + "* __restrict__ y = py" + num(jr) + ";\n";
+  setup += "  int* err = (int*)g.w[" + num(static_cast<std::size_t>(a.err)) + "]; (void)err;\n";
   if (row.kind == FusedInstr::Kind::LayerNorm) {
     const auto ptr = [&](std::int32_t v) {
       return v < 0
@@ -335,17 +425,33 @@ KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
     setup += "  const " + T + "* __restrict__ w = " + ptr(row.args[1]) + ";\n  const " + T +
              "* __restrict__ b = " + ptr(row.args[2]) +
              ";\n  const double eps = __longlong_as_double(g.w[" +
-             num(static_cast<std::size_t>(a.param[s.code.size() - 1])) + "]);\n";
+             num(static_cast<std::size_t>(a.param[at])) + "]);\n";
   }
+  const std::string operand = row.args[0] < static_cast<std::int32_t>(n_in)
+                                  ? in[static_cast<std::size_t>(row.args[0])]
+                                  : value_name(static_cast<std::size_t>(row.args[0]));
   setup += "  const auto em_pro = [&](i64 R, i64 j, bool st) -> " + T +
            " {\n    const i64 i = R * n + j;\n    (void)i; (void)j; (void)st;\n" +
-           element_body(pro, in,
-                        [jr, &T](std::size_t j, const std::string& v) {
-                          return j == jr ? "    const " + T + " em_r = " + v + ";\n"
-                                         : "    if (st) py" + num(j) + "[i] = " + v + ";\n";
-                        }) +
-           "    return em_r;\n  };\n";
+           element_body(
+               s, in,
+               [&](std::size_t j, const std::string& v) {
+                 return s.outputs[j] < row_id ? "    if (st) py" + num(j) + "[i] = " + v + ";\n"
+                                              : std::string();
+               },
+               0, at) +
+           "    return " + operand + ";\n  };\n";
+  if (epilogue) {  // (Note [Fused row epilogues])
+    setup += "  const auto em_epi = [&](i64 R, i64 j, " + T +
+             " y) {\n    const i64 i = R * n + j; (void)i;\n" +
+             epilogue_body(s, in,
+                           [](std::size_t j, const std::string& v) {
+                             return "    py" + num(j) + "[i] = " + v + ";\n";
+                           }) +
+             "  };\n";
+  }
   RowSource src{s.name, "EmWords<" + num(a.words) + "> g", setup};
+  src.store_y = jr < s.outputs.size();
+  src.epilogue = epilogue;
   return row.kind == FusedInstr::Kind::Softmax ? gen_softmax_regs_from(src, dt, row.log, ept, vec)
                                                : gen_layer_norm_regs_from(src, dt, ept, vec);
 }
@@ -356,8 +462,8 @@ KernelSource gen_fused(const FusedSpec& s) {
   EMBER_CHECK(!s.code.empty() && !s.outputs.empty(), "cuda: a fused kernel needs code and outputs");
   EMBER_CHECK(fused_supported(s),
               "cuda: " + s.name + " applies a function not defined for its dtype");
-  EMBER_CHECK(!ends_in_row_norm(s), "cuda: " + s.name + " ends in a row op: gen_fused_rows");
-  if (ends_in_reduction(s)) {
+  EMBER_CHECK(!has_row_norm(s), "cuda: " + s.name + " has a softmax or layer norm: gen_fused_rows");
+  if (has_row_reduction(s)) {
     EMBER_CHECK(s.contiguous, "cuda: " + s.name + ": a fused reduction reads its inputs linearly");
     return gen_fused_reduction(s);
   }

@@ -79,9 +79,13 @@ bool reduce_supported(ir::ReduceFn fn, DType t);
 // warp shuffles, then shared memory) writing y[row]; elem(j) is element j of the row as a
 // storage value of dtype t, row_setup the code opening each row. The plain reduction reads
 // a row of x; a fused one computes each element from the group's inputs (codegen/fused.cpp).
+// `sink` (when not empty) replaces the write: a statement run by the thread holding the row's
+// result, as em_y (the output's storage type); `after` runs in every thread once the row is
+// reduced and the block has met (a fused row epilogue, Note [Row epilogues]).
 std::string reduce_rows(ir::ReduceFn fn, DType t,
                         const std::function<std::string(const std::string&)>& elem,
-                        const std::string& row_setup);
+                        const std::string& row_setup, const std::string& sink = "",
+                        const std::string& after = "");
 // The reduced value written from the accumulator `acc` (a mean divides by n).
 std::string reduce_final(ir::ReduceFn fn, DType t);
 // Reduces each thread's `v` across the block with `op` over v and o (identity `ident`).

@@ -54,7 +54,8 @@ namespace codegen {
 
 std::string reduce_rows(ReduceFn fn, DType dt,
                         const std::function<std::string(const std::string&)>& elem,
-                        const std::string& row_setup) {
+                        const std::string& row_setup, const std::string& sink,
+                        const std::string& after) {
   const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
   const bool boolean = fn == ReduceFn::Any || fn == ReduceFn::All;
   const char* mx = fn == ReduceFn::ArgMax ? "true" : "false";
@@ -66,8 +67,10 @@ std::string reduce_rows(ReduceFn fn, DType dt,
     if (boolean) v = std::string("(").append(v).append(" != (C)0)");
     return v;
   };
+  const std::string result = arg ? "(ai < 0 ? 0 : ai)" : store(out, reduce_final(fn, dt));
   const std::string write =
-      arg ? "y[row] = ai < 0 ? 0 : ai;" : "y[row] = " + store(out, reduce_final(fn, dt)) + ";";
+      sink.empty() ? "y[row] = " + result + ";"
+                   : "const " + std::string(storage_type(out)) + " em_y = " + result + "; " + sink;
   std::string step;
   if (arg) {
     step = "      const C v = " + value("j") + ";\n      if (em_arg_better(v, j, acc, ai, " + mx +
@@ -135,8 +138,8 @@ std::string reduce_rows(ReduceFn fn, DType dt,
        merge + "      if (lane == 0) { " + write +
        " }\n"
        "    }\n"
-       "    __syncthreads();\n"
-       "  }\n";
+       "    __syncthreads();\n" +
+       after + "  }\n";
   return s;
 }
 

@@ -107,6 +107,19 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                                : "const " + T + "* __restrict__ x, " +
                                      (params.empty() ? "" : params + ", ") + T +
                                      "* __restrict__ y, i64 rows, i64 n) {\n";
+  // The row's store (where the row result is an output) and its epilogue (Note [Row
+  // epilogues]: em_epi(R, j, y) computes and stores the epilogue of element j of row R from
+  // its stored value y; em_row(R) first sets the epilogue inputs' offsets to this row, the
+  // prefetch of the next row having moved them).
+  const bool sy = !src || src->store_y;
+  const bool ep = src && src->epilogue;
+  const std::string store_y_row = sy ? "    " + T + "* yr = y + row * n;\n" : "";
+  const std::string store_y = sy ? "        *(" + VT + "*)(yr + j) = t;\n" : "";
+  const std::string epi_row = ep ? "    em_row(row);\n" : "";
+  const std::string epi = ep ? "#pragma unroll\n"
+                               "        for (int u = 0; u < " +
+                                   V + "; ++u) em_epi(row, j + u, t.v[u]);\n"
+                             : "";
   // EM_ROW_SRC(dst, R, ok): row R's chunks into dst (pad where !ok or past n); EM_ROW_FIRST(R):
   // its first element.
   const std::string source =
@@ -132,69 +145,64 @@ std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                 ")\n"
                 "#define EM_ROW_FIRST(R) " +
                 load(dt, "x[(R) * n]") + "\n";
-  std::string s = "extern \"C\" __global__ void __launch_bounds__(512, 2) " + name + "(" + head +
-                  typedefs(dt) +
-                  "  __shared__ C sv[32];\n"
-                  "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
-                  "  const int nwarps = (blockDim.x + 31) >> 5;\n"
-                  "  const C inf = (C)1 / (C)0;\n"
-                  "  (void)inf;\n"
-                  "#define EM_ROW_LOAD(dst, src, ok, padv) \\\n"
-                  "  _Pragma(\"unroll\") for (int c = 0; c < " +
-                  E + " / " + V +
-                  "; ++c) { \\\n"
-                  "    const i64 j = ((i64)threadIdx.x + (i64)c * blockDim.x) * " +
-                  V +
-                  "; \\\n"
-                  "    if ((ok) && j < n) { \\\n"
-                  "      const " +
-                  VT + " t = *(const " + VT +
-                  "*)((src) + j); \\\n"
-                  "      _Pragma(\"unroll\") for (int u = 0; u < " +
-                  V + "; ++u) dst[c * " + V + " + u] = " + load(dt, "t.v[u]") +
-                  "; \\\n"
-                  "    } else { \\\n"
-                  "      _Pragma(\"unroll\") for (int u = 0; u < " +
-                  V + "; ++u) dst[c * " + V +
-                  " + u] = (padv); \\\n"
-                  "    } \\\n"
-                  "  }\n" +
-                  source + prologue + "  C nx[" + E +
-                  "];\n  i64 row = blockIdx.x;\n"
-                  "  EM_ROW_SRC(nx, row, row < rows);\n"
-                  "  C nfirst = row < rows ? EM_ROW_FIRST(row) : (C)0;\n"
-                  "  for (; row < rows; row += gridDim.x) {\n" +
-                  l2_prefetch + "    C r[" + E +
-                  "];\n"
-                  "#pragma unroll\n"
-                  "    for (int e = 0; e < " +
-                  E +
-                  "; ++e) r[e] = nx[e];\n"
-                  "    const C first = nfirst;\n    (void)first;\n"
-                  "    const i64 next = row + gridDim.x;\n"
-                  "    EM_ROW_SRC(nx, next, next < rows);\n"
-                  "    nfirst = next < rows ? EM_ROW_FIRST(next) : (C)0;\n" +
-                  body + "    " + T +
-                  "* yr = y + row * n;\n"
-                  "#pragma unroll\n"
-                  "    for (int c = 0; c < " +
-                  E + " / " + V + "; ++c) {\n" + chunk_j +
-                  "      if (j < n) {\n"
-                  "        " +
-                  VT +
-                  " t;\n"
-                  "#pragma unroll\n"
-                  "        for (int u = 0; u < " +
-                  V + "; ++u) t.v[u] = " + store(dt, "r[c * " + V + " + u]") +
-                  ";\n"
-                  "        *(" +
-                  VT +
-                  "*)(yr + j) = t;\n"
-                  "      }\n"
-                  "    }\n"
-                  "  }\n"
-                  "#undef EM_ROW_LOAD\n#undef EM_ROW_SRC\n#undef EM_ROW_FIRST\n"
-                  "}\n";
+  std::string s =
+      "extern \"C\" __global__ void __launch_bounds__(512, 2) " + name + "(" + head + typedefs(dt) +
+      "  __shared__ C sv[32];\n"
+      "  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;\n"
+      "  const int nwarps = (blockDim.x + 31) >> 5;\n"
+      "  const C inf = (C)1 / (C)0;\n"
+      "  (void)inf;\n"
+      "#define EM_ROW_LOAD(dst, src, ok, padv) \\\n"
+      "  _Pragma(\"unroll\") for (int c = 0; c < " +
+      E + " / " + V +
+      "; ++c) { \\\n"
+      "    const i64 j = ((i64)threadIdx.x + (i64)c * blockDim.x) * " +
+      V +
+      "; \\\n"
+      "    if ((ok) && j < n) { \\\n"
+      "      const " +
+      VT + " t = *(const " + VT +
+      "*)((src) + j); \\\n"
+      "      _Pragma(\"unroll\") for (int u = 0; u < " +
+      V + "; ++u) dst[c * " + V + " + u] = " + load(dt, "t.v[u]") +
+      "; \\\n"
+      "    } else { \\\n"
+      "      _Pragma(\"unroll\") for (int u = 0; u < " +
+      V + "; ++u) dst[c * " + V +
+      " + u] = (padv); \\\n"
+      "    } \\\n"
+      "  }\n" +
+      source + prologue + "  C nx[" + E +
+      "];\n  i64 row = blockIdx.x;\n"
+      "  EM_ROW_SRC(nx, row, row < rows);\n"
+      "  C nfirst = row < rows ? EM_ROW_FIRST(row) : (C)0;\n"
+      "  for (; row < rows; row += gridDim.x) {\n" +
+      l2_prefetch + "    C r[" + E +
+      "];\n"
+      "#pragma unroll\n"
+      "    for (int e = 0; e < " +
+      E +
+      "; ++e) r[e] = nx[e];\n"
+      "    const C first = nfirst;\n    (void)first;\n"
+      "    const i64 next = row + gridDim.x;\n"
+      "    EM_ROW_SRC(nx, next, next < rows);\n"
+      "    nfirst = next < rows ? EM_ROW_FIRST(next) : (C)0;\n" +
+      body + store_y_row + epi_row +
+      "#pragma unroll\n"
+      "    for (int c = 0; c < " +
+      E + " / " + V + "; ++c) {\n" + chunk_j +
+      "      if (j < n) {\n"
+      "        " +
+      VT +
+      " t;\n"
+      "#pragma unroll\n"
+      "        for (int u = 0; u < " +
+      V + "; ++u) t.v[u] = " + store(dt, "r[c * " + V + " + u]") + ";\n" + store_y + epi +
+      "      }\n"
+      "    }\n"
+      "  }\n"
+      "#undef EM_ROW_LOAD\n#undef EM_ROW_SRC\n#undef EM_ROW_FIRST\n"
+      "}\n";
   return s;
 }
 

@@ -79,7 +79,8 @@ std::vector<std::int64_t> row_words(CudaContext& ctx, const FusedGroup& g, const
 std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, FusedGroup& g,
                                                            FusedSpec& spec, const char* checked) {
   const std::size_t n_in = g.inputs.size();
-  const FusedInstr& red = g.code.back();
+  const FusedInstr& red = g.code[g.row_at()];
+  const bool epilogue = g.has_row_epilogue();  // (Note [Fused row epilogues])
   const Shape& shape = g.shape;
   const std::size_t dim = red.dim;
   if (dim >= shape.rank() || shape.num_elements() == 0) return std::nullopt;
@@ -88,8 +89,9 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
   const auto rows_all = static_cast<std::int64_t>(shape.num_elements()) / n_all;
   const std::int64_t k = reduce_chunk_count(red.reduce, rt, shape, dim);
   const auto z = [](std::int64_t v) { return static_cast<std::size_t>(v); };
-  if (k > 1 && reduce_chunk_count(red.reduce, rt, Shape{z(rows_all * k), z(n_all / k)}, 1) != 1) {
-    return std::nullopt;
+  if (k > 1 && (epilogue ||
+                reduce_chunk_count(red.reduce, rt, Shape{z(rows_all * k), z(n_all / k)}, 1) != 1)) {
+    return std::nullopt;  // (an epilogue needs each row's result in one block: apart)
   }
   std::uint32_t scalar_mask = 0;
   for (std::size_t k = 0; k < n_in; ++k) {
@@ -105,8 +107,14 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
   Shape out_shape = shape;
   out_shape[dim] = 1;
   const std::int64_t n = n_all / k, rows = rows_all * k;
-  std::vector<ir::Handle> outs{k > 1 ? ctx.empty(Shape{z(rows)}, red.out)
-                                     : ctx.empty(out_shape, red.out)};
+  std::vector<ir::Handle> outs;
+  if (k > 1) {
+    outs.push_back(ctx.empty(Shape{z(rows)}, red.out));
+  } else {  // the reduced value and row values of the row's shape, the others the group's
+    for (std::int32_t o : g.outputs) {
+      outs.push_back(ctx.empty(spec.row_values[z(o)] ? out_shape : shape, g.dtype_of(o)));
+    }
+  }
   std::vector<std::int64_t> w = row_words(ctx, g, layout, outs, rows, n);
   spec.name = fused_name(g.key, true, scalar_mask);
   void* arg = w.data();
@@ -132,15 +140,17 @@ std::optional<std::vector<ir::Handle>> run_fused_reduction(CudaContext& ctx, Fus
 std::optional<std::vector<ir::Handle>> run_fused_rows(CudaContext& ctx, FusedGroup& g,
                                                       FusedSpec& spec, const char* checked) {
   const std::size_t n_in = g.inputs.size();
-  const FusedInstr& row = g.code.back();
+  const FusedInstr& row = g.code[g.row_at()];
   const Shape& shape = g.shape;
   if (row.dim >= shape.rank() || shape.num_elements() == 0) return std::nullopt;
   for (std::size_t d = row.dim + 1; d < shape.rank(); ++d) {
     if (shape[d] != 1) return std::nullopt;
   }
   // (A row result nobody reads: the prologue's outputs alone, apart.)
-  const auto row_id = static_cast<std::int32_t>(n_in + g.code.size() - 1);
-  if (std::find(g.outputs.begin(), g.outputs.end(), row_id) == g.outputs.end()) return std::nullopt;
+  const auto row_id = static_cast<std::int32_t>(n_in + g.row_at());
+  if (!g.has_row_epilogue() &&
+      std::find(g.outputs.begin(), g.outputs.end(), row_id) == g.outputs.end())
+    return std::nullopt;
   const auto n = static_cast<std::int64_t>(shape[row.dim]);
   const auto rows = static_cast<std::int64_t>(shape.num_elements()) / n;
   std::uint32_t scalar_mask = 0;
@@ -245,8 +255,8 @@ std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGr
       checked = ir::name(in.binary);
     }
   }
-  if (ends_in_reduction(spec)) return run_fused_reduction(ctx, g, spec, checked);
-  if (ends_in_row_norm(spec)) return run_fused_rows(ctx, g, spec, checked);
+  if (has_row_reduction(spec)) return run_fused_reduction(ctx, g, spec, checked);
+  if (has_row_norm(spec)) return run_fused_rows(ctx, g, spec, checked);
   const Shape& shape = g.shape;
 
   // The layout variant: linear or one-element inputs, else strided over collapsed dims.
