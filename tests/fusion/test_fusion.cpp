@@ -1951,64 +1951,88 @@ DynTensor made(const Device& d, const Shape& sh, float scale, std::size_t salt, 
 
 }  // namespace
 
+namespace {
+
+// Row epilogue patterns on rows of n (Note [Row epilogues]): softmax's backward pass (a
+// full-row epilogue reading the sum broadcast), a scale of the sum and an argmax compared
+// with labels (row values, one element a row), dropout of a softmax (a draw in the
+// epilogue), a residual after a layer norm. Each result's bytes.
+std::vector<std::vector<std::byte>> row_epilogue_program(const Device& d, DType dt,
+                                                         std::size_t rows, std::size_t n) {
+  const Shape sh{rows, n};
+  d.seed(11);
+  auto y = ops::softmax(made(d, sh, 2.0f, 1, dt), 1);  // (no prologue: runs alone)
+  auto g = made(d, sh, 1.0f, 2, dt);
+  auto gy = ops::binary(ir::BinaryFn::Mul, g, y);
+  auto s = ops::reduce(ir::ReduceFn::Sum, std::move(gy), 1);
+  auto dx = ops::binary(ir::BinaryFn::Mul, y, ops::binary(ir::BinaryFn::Sub, g, s));
+  auto scaled = ops::binary_scalar(ir::BinaryFn::Mul, s, 3.0);  // a row value, kept
+  auto x = made(d, sh, 1.5f, 3, dt);
+  auto am = ops::reduce(ir::ReduceFn::ArgMax, ops::unary(ir::UnaryFn::Exp, x), 1);
+  std::vector<std::int64_t> lv(rows);
+  for (std::size_t i = 0; i < rows; ++i) lv[i] = static_cast<std::int64_t>((i * 5) % n);
+  auto label = DynTensor::from_data(TensorData::from<std::int64_t>(lv, Shape{rows, 1}), d);
+  auto hit = ops::cast(ops::binary(ir::BinaryFn::Eq, std::move(am), label), dt);
+  auto p = ops::softmax(ops::binary_scalar(ir::BinaryFn::Mul, x, 0.5), 1);
+  auto keep = ops::random(sh, Distribution::bernoulli(0.9), dt, d);
+  auto drop = ops::binary_scalar(ir::BinaryFn::Mul,
+                                 ops::binary(ir::BinaryFn::Mul, std::move(p), keep), 1 / 0.9);
+  auto res = ops::binary(ir::BinaryFn::Add,
+                         ops::layer_norm(ops::binary(ir::BinaryFn::Add, x, g), Shape{n},
+                                         std::nullopt, std::nullopt, 1e-5),
+                         x);
+  std::vector<std::vector<std::byte>> out;
+  for (const DynTensor& t : {dx, s, scaled, hit, drop, res}) out.push_back(bytes_of(t));
+  EXPECT_EQ(hit.shape(), (Shape{rows, 1}));
+  EXPECT_EQ(scaled.shape(), (Shape{rows, 1}));
+  return out;
+}
+
+// The program on the fused device d and on plain: the same bytes, one group a pattern.
+void expect_row_epilogues(const Device& d, const Device& plain, DType dt, std::size_t n) {
+  const std::size_t rows = n > 5000 ? 2 : 7;
+  const std::string what = std::string(name(dt)) + ", rows of " + std::to_string(n);
+  fusion::reset_report(d);
+  const auto got = row_epilogue_program(d, dt, rows, n);
+  const auto want = row_epilogue_program(plain, dt, rows, n);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << what << ", " << i;
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"mul", "sum", "sub", "mul", "mul"});
+  ASSERT_NE(g, nullptr) << what << ": " << groups_of(r);
+  EXPECT_TRUE(g->fused) << what;
+  EXPECT_EQ(g->elided, 2u) << what;   // g * y and g - s (the sum is named: kept)
+  EXPECT_EQ(g->outputs, 3u) << what;  // dx, the sum, its scale
+  EXPECT_NE(group_with(r, {"exp", "argmax", "equal", "cast"}), nullptr)
+      << what << ": " << groups_of(r);
+  EXPECT_NE(group_with(r, {"mul", "softmax", "random", "mul", "mul"}), nullptr)
+      << what << ": " << groups_of(r);
+  EXPECT_NE(group_with(r, {"add", "layer_norm", "add"}), nullptr) << what << ": " << groups_of(r);
+}
+
+}  // namespace
+
 // Note [Row epilogues]: the element-wise consumers of a reduction, softmax or layer norm run
-// in its group, row by row once the row is computed, with the plain device's bits: softmax's
-// backward pass (a full-row epilogue reading the sum broadcast), a scale of the sum and an
-// argmax compared with labels (row values, one element a row), dropout of a softmax (a draw
-// in the epilogue), a residual after a layer norm; rows shorter than, equal to, and longer
-// than a tile, and rows the reduction takes in chunks.
+// in its group, row by row once the row is computed, with the plain device's bits; rows
+// shorter than, equal to, and longer than a tile, and rows the reduction takes in chunks.
 TEST(FusionPatterns, RowEpilogues) {
-  const Device c = Device::cpu();
   for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
     for (const std::size_t n : {std::size_t(1), std::size_t(37), std::size_t(1024),
                                 std::size_t(2500), std::size_t(200003)}) {
-      const std::size_t rows = n > 5000 ? 2 : 7;
-      const std::string what = std::string(name(dt)) + ", rows of " + std::to_string(n);
-      const Shape sh{rows, n};
-      const auto prog = [&](const Device& d) {
-        d.seed(11);
-        auto y = ops::softmax(made(d, sh, 2.0f, 1, dt), 1);  // (no prologue: runs alone)
-        auto g = made(d, sh, 1.0f, 2, dt);
-        auto gy = ops::binary(ir::BinaryFn::Mul, g, y);
-        auto s = ops::reduce(ir::ReduceFn::Sum, std::move(gy), 1);
-        auto dx = ops::binary(ir::BinaryFn::Mul, y, ops::binary(ir::BinaryFn::Sub, g, s));
-        auto scaled = ops::binary_scalar(ir::BinaryFn::Mul, s, 3.0);  // a row value, kept
-        auto x = made(d, sh, 1.5f, 3, dt);
-        auto am = ops::reduce(ir::ReduceFn::ArgMax, ops::unary(ir::UnaryFn::Exp, x), 1);
-        std::vector<std::int64_t> lv(rows);
-        for (std::size_t i = 0; i < rows; ++i) lv[i] = static_cast<std::int64_t>((i * 5) % n);
-        auto label = DynTensor::from_data(TensorData::from<std::int64_t>(lv, Shape{rows, 1}), d);
-        auto hit = ops::cast(ops::binary(ir::BinaryFn::Eq, std::move(am), label), dt);
-        auto p = ops::softmax(ops::binary_scalar(ir::BinaryFn::Mul, x, 0.5), 1);
-        auto keep = ops::random(sh, Distribution::bernoulli(0.9), dt, d);
-        auto drop = ops::binary_scalar(ir::BinaryFn::Mul,
-                                       ops::binary(ir::BinaryFn::Mul, std::move(p), keep), 1 / 0.9);
-        auto res = ops::binary(ir::BinaryFn::Add,
-                               ops::layer_norm(ops::binary(ir::BinaryFn::Add, x, g), Shape{n},
-                                               std::nullopt, std::nullopt, 1e-5),
-                               x);
-        std::vector<std::vector<std::byte>> out;
-        for (const DynTensor& t : {dx, s, scaled, hit, drop, res}) out.push_back(bytes_of(t));
-        EXPECT_EQ(hit.shape(), (Shape{rows, 1})) << what;
-        EXPECT_EQ(scaled.shape(), (Shape{rows, 1})) << what;
-        return out;
-      };
-      const Device d = fused_with({});
-      const auto got = prog(d), want = prog(c);
-      ASSERT_EQ(got.size(), want.size());
-      for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << what << ", " << i;
-      const auto r = fusion::report(d);
-      const auto* g = group_with(r, {"mul", "sum", "sub", "mul", "mul"});
-      ASSERT_NE(g, nullptr) << what << ": " << groups_of(r);
-      EXPECT_TRUE(g->fused) << what;
-      EXPECT_EQ(g->elided, 2u) << what;   // g * y and g - s (the sum is named: kept)
-      EXPECT_EQ(g->outputs, 3u) << what;  // dx, the sum, its scale
-      EXPECT_NE(group_with(r, {"exp", "argmax", "equal", "cast"}), nullptr)
-          << what << ": " << groups_of(r);
-      EXPECT_NE(group_with(r, {"mul", "softmax", "random", "mul", "mul"}), nullptr)
-          << what << ": " << groups_of(r);
-      EXPECT_NE(group_with(r, {"add", "layer_norm", "add"}), nullptr)
-          << what << ": " << groups_of(r);
+      expect_row_epilogues(fused_with({}), Device::cpu(), dt, n);
+    }
+  }
+}
+
+// The same on Cuda (Note [Fused row epilogues] in cuda/codegen/fused.cpp): the epilogue in
+// the row kernels — rows in registers and past them (apart), a reduction in one pass and in
+// two (apart), an argmax compared with per-row labels (apart: a strided input).
+TEST(FusionCuda, RowEpiloguesAgreeBitForBit) {
+  EMBER_NEED_CUDA();
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16}) {
+    for (const std::size_t n : {std::size_t(1), std::size_t(37), std::size_t(1024),
+                                std::size_t(2500), std::size_t(200003)}) {
+      expect_row_epilogues(cuda_fused(), Device::cuda(0), dt, n);
     }
   }
 }
