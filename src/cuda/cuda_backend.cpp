@@ -116,7 +116,9 @@ class CudaBackend final : public backend::Backend {
   // differential). EMBER_CUDA_FUSED_FILLS=0 makes a scalar an input of the group instead;
   // EMBER_CUDA_FUSED_REDUCE=0 runs the reduction alone after the group. Random draws are
   // sources too (Note [Fused draws] in codegen/fused.cpp); EMBER_CUDA_FUSED_RANDOM=0 runs
-  // them alone, at the counters reserved when they were recorded.
+  // them alone, at the counters reserved when they were recorded. A row op's element-wise
+  // consumers are its epilogue in the row kernels (Note [Fused row epilogues]);
+  // EMBER_CUDA_ROW_EPILOGUE=0 ends the group at the row op instead.
   backend::FusedCaps fused_caps() const override {
     static const bool fills = !env_is("EMBER_CUDA_FUSED_FILLS", "0");
     static const bool reduce = !env_is("EMBER_CUDA_FUSED_REDUCE", "0");
