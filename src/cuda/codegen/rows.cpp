@@ -78,7 +78,9 @@ KernelSource gen_softmax(DType dt, bool log) {
 // not loaded: the kernel's parameters are src->params, src->setup declares rows, n, y,
 // em_row(R) (called before row R's elements: the row's input offsets) and em_pro(R, j, st),
 // element j of row R (st: also store the group's other outputs there), and the chunks are
-// filled in the loads' order.
+// filled in the loads' order; with src->epilogue each stored element also goes through
+// em_epi(R, j, y) (Note [Fused row epilogues]), and without src->store_y the row result
+// itself is not stored.
 std::string regs_row_kernel(const std::string& name, DType dt, int ept, int vec,
                             const std::string& params, const std::string& pad,
                             const std::string& prologue, const std::string& body,
