@@ -2090,9 +2090,9 @@ TEST(FusionPatterns, RowEpiloguesRunApartWhereNotFused) {
 }
 
 // An epilogue takes only what it can read once the row is computed: a consumer of a prologue
-// value closes the group (the value is kept for it), and a consumer that feeds a later row
+// value closes the group (the value is kept for it), a consumer that feeds a later row
 // instruction opens the next group as its prologue (var's `(x - mean)²` summed: never
-// written).
+// written), and so does an op of inputs alone.
 TEST(FusionPatterns, RowEpiloguesCloseWhereTheyCannotTake) {
   const Device c = Device::cpu(), d = fused_with({});
   const auto prog = [](const Device& dev) {
@@ -2101,9 +2101,11 @@ TEST(FusionPatterns, RowEpiloguesCloseWhereTheyCannotTake) {
     auto y = activation::softmax(e, 1) * e;  // reads e, a prologue value: not the epilogue
     auto a = input(dev, 9, 40, 0.8f);
     auto m = (a * 2.0f).mean_dim(1);
-    auto v = ((a - m) * (a - m)).sum_dim(1);  // a - m feeds the sum
+    auto v = ((a - m) * (a - m)).sum_dim(1);         // a - m feeds the sum
+    auto u = input(dev, 9, 40, 0.3f) * 0.5f + 1.0f;  // inputs alone: not the sum's epilogue
     auto out = values(y);
     for (float f : values(v)) out.push_back(f);
+    for (float f : values(u)) out.push_back(f);
     return out;
   };
   EXPECT_EQ(prog(d), prog(c));
@@ -2114,4 +2116,5 @@ TEST(FusionPatterns, RowEpiloguesCloseWhereTheyCannotTake) {
   // (softmax(e) * e opens the next group, which a * 2 and its mean join.)
   EXPECT_NE(group_with(r, {"mul", "mul", "mean"}), nullptr) << groups_of(r);
   EXPECT_NE(group_with(r, {"sub", "sub", "mul", "sum"}), nullptr) << groups_of(r);
+  EXPECT_NE(group_with(r, {"mul", "add"}), nullptr) << groups_of(r);
 }
