@@ -410,6 +410,8 @@ const char* name(CloseReason r) {
       return "ends in a reduction";
     case CloseReason::Matmul:
       return "a matmul or conv opens the next group";
+    case CloseReason::RowOp:
+      return "a reduction, softmax or layer norm opens the next group";
     case CloseReason::Count_:
       break;
   }

@@ -102,7 +102,7 @@ class CudaBackend final : public backend::Backend {
       return backend::run_epilogue_apart(
           std::move(group), [this](backend::FusedGroup p) { return run_fused(std::move(p)); });
     }
-    if (group.ends_in_row() && !group.reduces()) {
+    if (group.ends_in_row() && !group.reduces() && group.code.size() > 1) {
       return backend::run_row_apart(*this, std::move(group), [this](backend::FusedGroup p) {
         return run_fused(std::move(p));
       });

@@ -343,6 +343,7 @@ class Grouper {
       close(ir::op_class(kind) == ir::OpClass::View ? CloseReason::ViewOfInternal
                                                     : CloseReason::NonFusableOp);
     }
+    if (opens_row_group(r)) return;
     materialize_fills(r);
     run_alone(*shared_, r);
   }
@@ -354,11 +355,15 @@ class Grouper {
   // them). Walked backwards, so a reshape's operand counts when its result is read.
   void note_epilogue_reads(const std::vector<Record>& records) {
     ew_read_.clear();
-    // (Only a matmul or a conv asks: a flush without one skips the walk and its sort, which
-    // were 6% of recording a chain of tiny element-wise ops.)
-    const bool product = std::any_of(records.begin(), records.end(), [](const Record& r) {
+    records_ = &records;
+    // (Only a matmul, a conv or a row op of an input asks: a flush without one skips the walk
+    // and its sort, which were 6% of recording a chain of tiny element-wise ops.)
+    const bool rows = shared_->row_epilogue;
+    const bool product = std::any_of(records.begin(), records.end(), [rows](const Record& r) {
       const ir::OpKind k = ir::kind_of(r.op);
-      return k == ir::OpKind::Matmul || k == ir::OpKind::Conv;
+      return k == ir::OpKind::Matmul || k == ir::OpKind::Conv ||
+             (rows &&
+              (k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm));
     });
     if (!product) return;
     for (auto r = records.rbegin(); r != records.rend(); ++r) {
@@ -636,8 +641,10 @@ class Grouper {
     if (feeds_row_.count(r.outs[0].get()) || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
-    bool row = !r.draw;               // (a draw has the group's shape)
-    bool reads = r.draw.has_value();  // the row's result or an epilogue value (or a draw)
+    bool row = !r.draw;  // (a draw has the group's shape)
+    // The row's result or an epilogue value; a draw, where an op soon after reads it with one
+    // of those (dropout's mask: `p * keep`).
+    bool reads = r.draw && draw_meets_group(r);
     std::size_t fresh = 0;
     for (const auto& v : r.args) {
       if (!v) continue;
@@ -656,6 +663,76 @@ class Grouper {
     if (!reads || inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
     if (r.outs[0]->shape() != (row ? row_shape_ : shape_)) return std::nullopt;
     return row;
+  }
+
+  // Note [Rows of an input]: a reduction, softmax or layer norm along rows of a value
+  // computed before (an input: a matmul's scores, a tensor read from memory) whose result an
+  // element-wise op of the flush reads opens a group as its first instruction, with no
+  // prologue — closing the open group first (RowOp), as a matmul does — so that its
+  // consumers join as its epilogue (Note [Epilogues of rows]): attention's
+  // `softmax(q·kᵀ * s + m)` then its dropout, `x / x.sum(-1)`, `layer_norm(x) + r`. Where
+  // none joins, the group of one op runs as that op when it closes.
+  bool opens_row_group(Record& r) {
+    if (!shared_->row_epilogue || r.args.size() == 0 ||
+        !std::binary_search(ew_read_.begin(), ew_read_.end(), r.outs[0].get())) {
+      return false;
+    }
+    const Value* x = r.args[0].get();
+    if (!x || x->source || x->shape().num_elements() == 0) return false;
+    const Shape& xs = x->shape();
+    std::size_t dim = 0;
+    if (const auto* red = std::get_if<ir::Reduce>(&r.op)) {
+      if (!shared_->row_reduction(red->fn, x->dtype())) return false;
+      dim = red->dim;
+    } else if (const auto* sm = std::get_if<ir::Softmax>(&r.op)) {
+      dim = sm->dim;
+    } else if (const auto* ln = std::get_if<ir::LayerNorm>(&r.op)) {
+      if (ln->dims != 1 || xs.rank() == 0) return false;
+      for (std::size_t i = 1; i < r.args.size(); ++i) {
+        if (r.args[i] && r.args[i]->source) return false;  // (a weight, a bias: inputs)
+      }
+      dim = xs.rank() - 1;
+    } else {
+      return false;
+    }
+    if (dim >= xs.rank()) return false;
+    for (std::size_t k = dim + 1; k < xs.rank(); ++k) {
+      if (xs[k] != 1) return false;
+    }
+    if (!members_.empty()) {  // (as a matmul does: Note [Matmul epilogues])
+      shared_->report.decision([&] {
+        return std::string(op_label(r.op)) + ": closes the group (" +
+               backend::name(CloseReason::RowOp) + ")";
+      });
+      close(CloseReason::RowOp);
+    }
+    join(r, 0);
+    shape_ = xs;  // (the iteration space: the rows, a reduction's result being one a row)
+    code_.back().dim = static_cast<std::uint32_t>(dim);
+    row_at_ = 0;
+    row_dim_ = dim;
+    row_shape_ = r.outs[0]->shape();
+    row_value_.back() = std::holds_alternative<ir::Reduce>(r.op);
+    return true;
+  }
+
+  // Whether one of the few records after the draw r reads its value together with a value
+  // computed in the open group (Note [Epilogues of rows]: a draw alone gains nothing there).
+  bool draw_meets_group(const Record& r) const {
+    if (!records_ || records_->empty()) return false;
+    const Record* first = records_->data();
+    const Record* end = first + records_->size();
+    if (&r < first || &r >= end) return false;
+    const Record* stop = std::min(end, &r + 9);
+    for (const Record* c = &r + 1; c < stop; ++c) {
+      bool mine = false, group = false;
+      for (const auto& v : c->args) {
+        mine = mine || (v && v.get() == r.outs[0].get());
+        group = group || (v && internal(*v) && !v->source);
+      }
+      if (mine) return group;
+    }
+    return false;
   }
 
   // The deferred fills r reads run first, so r finds them in memory.
@@ -842,7 +919,8 @@ class Grouper {
   std::size_t row_dim_ = 0;
   Shape row_shape_;
   std::vector<bool> row_value_;
-  std::unordered_set<const Value*> feeds_row_;  // (note_row_feeds)
+  std::unordered_set<const Value*> feeds_row_;    // (note_row_feeds)
+  const std::vector<Record>* records_ = nullptr;  // the flush's (note_epilogue_reads)
   // Note [Reshapes in a group]: the group's frames (empty while it has one, shape_); the
   // values that reshapes relabel; the instructions whose own value a reshape read, once a
   // read; the reshapes' records.

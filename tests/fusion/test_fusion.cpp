@@ -2039,6 +2039,50 @@ TEST(FusionCuda, RowEpiloguesAgreeBitForBit) {
 
 namespace {
 
+// Note [Rows of an input]: a reduction, softmax or layer norm of a value computed before
+// (here: tensors made on the host) with element-wise consumers opens a group for them.
+void expect_rows_of_inputs(const Device& d, const Device& plain, DType dt) {
+  const Shape sh{6, 45};
+  const auto prog = [&](const Device& dev) {
+    dev.seed(5);
+    auto x = made(dev, sh, 1.5f, 1, dt);
+    auto r = made(dev, sh, 0.5f, 2, dt);
+    auto norm = ops::binary(ir::BinaryFn::Div, x, ops::reduce(ir::ReduceFn::Sum, x, 1));
+    auto p = ops::softmax(x, 1);
+    auto keep = ops::random(sh, Distribution::bernoulli(0.8), dt, dev);
+    auto drop = ops::binary_scalar(ir::BinaryFn::Mul,
+                                   ops::binary(ir::BinaryFn::Mul, std::move(p), keep), 1.25);
+    auto res = ops::binary(ir::BinaryFn::Add,
+                           ops::layer_norm(x, Shape{45}, std::nullopt, std::nullopt, 1e-5), r);
+    auto alone = ops::reduce(ir::ReduceFn::Max, r, 1);  // no consumer: runs as itself
+    std::vector<std::vector<std::byte>> out;
+    for (const DynTensor& t : {norm, drop, res, alone}) out.push_back(bytes_of(t));
+    return out;
+  };
+  fusion::reset_report(d);
+  EXPECT_EQ(prog(d), prog(plain)) << name(dt);
+  const auto rep = fusion::report(d);
+  EXPECT_NE(group_with(rep, {"sum", "div"}), nullptr) << name(dt) << ": " << groups_of(rep);
+  EXPECT_NE(group_with(rep, {"softmax", "random", "mul", "mul"}), nullptr)
+      << name(dt) << ": " << groups_of(rep);
+  EXPECT_NE(group_with(rep, {"layer_norm", "add"}), nullptr) << name(dt) << ": " << groups_of(rep);
+}
+
+}  // namespace
+
+TEST(FusionPatterns, RowsOfAnInputTakeTheirEpilogue) {
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16})
+    expect_rows_of_inputs(fused_with({}), Device::cpu(), dt);
+}
+
+TEST(FusionCuda, RowsOfAnInputTakeTheirEpilogue) {
+  EMBER_NEED_CUDA();
+  for (DType dt : {DType::F32, DType::F64, DType::F16, DType::BF16})
+    expect_rows_of_inputs(cuda_fused(), Device::cuda(0), dt);
+}
+
+namespace {
+
 // The Cpu as a backend that takes row epilogues but has no fused code for them: it runs
 // such a group apart (Note [Epilogues apart]), counting the parts it ran.
 class EpiloguesApartCpu final : public ember::testing::ForwardingBackend {

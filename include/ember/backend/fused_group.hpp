@@ -274,6 +274,7 @@ enum class CloseReason : std::uint8_t {
   ThreadExit,      // the recording thread ended
   Reduction,       // the group ended in a reduction, softmax or layer norm (a row instruction)
   Matmul,          // a matmul or a conv opens the next group (Note [Matmul groups], [Conv groups])
+  RowOp,           // a reduction, softmax or layer norm of an input opens the next group
   Count_
 };
 const char* name(CloseReason r);

@@ -640,6 +640,10 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       (i < at ? read : i > at ? read_epi : taken)[k] = true;
     }
   }
+  // A row operand that is an input (Note [Rows of an input]: no prologue) is read as the
+  // prologue's inputs are, into the row buffer; like a weight, it gives its buffer to no output.
+  if (last.args[0] < static_cast<std::int32_t>(n_in))
+    read[static_cast<std::size_t>(last.args[0])] = true;
   for (std::size_t k = 0; k < n_in; ++k) used[k] = read[k] || read_epi[k];
   const bool prefetch = prefetch_inputs(g, &read);  // (Note [Prefetch for large inputs])
   std::vector<std::shared_ptr<CpuTensor>> outs;

@@ -255,6 +255,13 @@ std::optional<std::vector<ir::Handle>> run_fused_group(CudaContext& ctx, FusedGr
       checked = ir::name(in.binary);
     }
   }
+  // A row op of an input (Note [Rows of an input] in fusion/elementwise_fuser.cpp: no
+  // prologue) is not printed as one kernel yet: it runs as its op, its epilogue as the next
+  // kernel (Note [Epilogues apart]).
+  const std::size_t at = g.row_at();
+  if (at < g.code.size() && g.code[at].args[0] < static_cast<std::int32_t>(n_in)) {
+    return std::nullopt;
+  }
   if (has_row_reduction(spec)) return run_fused_reduction(ctx, g, spec, checked);
   if (has_row_norm(spec)) return run_fused_rows(ctx, g, spec, checked);
   const Shape& shape = g.shape;
