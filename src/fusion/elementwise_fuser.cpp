@@ -621,10 +621,11 @@ class Grouper {
   // Note [Epilogues of rows]: where the inner backend takes row epilogues (Note [Row
   // epilogues] in backend/fused_group.hpp), a row instruction that joins a group without
   // reshapes leaves it open, and the element-wise ops after it join as its epilogue while
-  // each reads the row instruction's result or an epilogue value (or is a draw), and
-  // otherwise only inputs of the group's rank and scalar sources (an op of inputs alone
-  // gains nothing there and may lead a better group of its own: `x * 0.5 + 1` reshaped and
-  // exponentiated after an unrelated argmax), and its result has the group's shape — or, after a
+  // each reads the row instruction's result or an epilogue value — or, an op of inputs alone
+  // or a draw, is read with one by an op within the next few records (meets_group: alone it
+  // gains nothing there and may lead a better group of its own, as `x * 0.5 + 1` reshaped
+  // and exponentiated after an unrelated argmax) — and otherwise only inputs of the group's
+  // rank and scalar sources, and its result has the group's shape — or, after a
   // Reduce, the row shape, exactly when all its operands are row values (the Reduce's result,
   // scalars, inputs of extent 1 along the row, row values): the same rule as backend::row_values.
   // So softmax's backward pass, `y * (g - sum(g * y))`, is one group, its sum never written; so are
@@ -642,9 +643,9 @@ class Grouper {
       return std::nullopt;
     }
     bool row = !r.draw;  // (a draw has the group's shape)
-    // The row's result or an epilogue value; a draw, where an op soon after reads it with one
-    // of those (dropout's mask: `p * keep`).
-    bool reads = r.draw && draw_meets_group(r);
+    // The row's result or an epilogue value (else, below, an op soon after must read r's
+    // value with one of those: dropout's mask, `p * keep`; log-softmax's backward `exp(y)`).
+    bool reads = false;
     std::size_t fresh = 0;
     for (const auto& v : r.args) {
       if (!v) continue;
@@ -660,7 +661,8 @@ class Grouper {
         fresh += !known(*v, 0);
       }
     }
-    if (!reads || inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
+    if (inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
+    if (!reads && !meets_group(r)) return std::nullopt;
     if (r.outs[0]->shape() != (row ? row_shape_ : shape_)) return std::nullopt;
     return row;
   }
@@ -716,9 +718,10 @@ class Grouper {
     return true;
   }
 
-  // Whether one of the few records after the draw r reads its value together with a value
-  // computed in the open group (Note [Epilogues of rows]: a draw alone gains nothing there).
-  bool draw_meets_group(const Record& r) const {
+  // Whether one of the few records after r (an op of inputs alone, or a draw) reads its value
+  // together with a value computed in the open group (Note [Epilogues of rows]: alone, it
+  // gains nothing there and may lead a better group of its own).
+  bool meets_group(const Record& r) const {
     if (!records_ || records_->empty()) return false;
     const Record* first = records_->data();
     const Record* end = first + records_->size();

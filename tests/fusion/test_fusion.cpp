@@ -2055,8 +2055,14 @@ void expect_rows_of_inputs(const Device& d, const Device& plain, DType dt) {
     auto res = ops::binary(ir::BinaryFn::Add,
                            ops::layer_norm(x, Shape{45}, std::nullopt, std::nullopt, 1e-5), r);
     auto alone = ops::reduce(ir::ReduceFn::Max, r, 1);  // no consumer: runs as itself
+    // log-softmax's backward pass, g - exp(y) * sum(g): exp(y) reads inputs alone, but the
+    // op after it reads it with the sum.
+    auto sg = ops::reduce(ir::ReduceFn::Sum, r, 1);
+    auto ey = ops::unary(ir::UnaryFn::Exp, x);
+    auto lsb = ops::binary(ir::BinaryFn::Sub, r,
+                           ops::binary(ir::BinaryFn::Mul, std::move(ey), std::move(sg)));
     std::vector<std::vector<std::byte>> out;
-    for (const DynTensor& t : {norm, drop, res, alone}) out.push_back(bytes_of(t));
+    for (const DynTensor& t : {norm, drop, res, alone, lsb}) out.push_back(bytes_of(t));
     return out;
   };
   fusion::reset_report(d);
@@ -2066,6 +2072,8 @@ void expect_rows_of_inputs(const Device& d, const Device& plain, DType dt) {
   EXPECT_NE(group_with(rep, {"softmax", "random", "mul", "mul"}), nullptr)
       << name(dt) << ": " << groups_of(rep);
   EXPECT_NE(group_with(rep, {"layer_norm", "add"}), nullptr) << name(dt) << ": " << groups_of(rep);
+  EXPECT_NE(group_with(rep, {"sum", "exp", "mul", "sub"}), nullptr)
+      << name(dt) << ": " << groups_of(rep);
 }
 
 }  // namespace
