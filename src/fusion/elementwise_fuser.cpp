@@ -293,8 +293,7 @@ class Grouper {
       join(r, frame);
       return;
     }
-    if (kind == ir::OpKind::Reduce || kind == ir::OpKind::Softmax ||
-        kind == ir::OpKind::LayerNorm) {
+    if (is_row_op(kind)) {
       if (const auto dim = kind == ir::OpKind::Reduce ? reduce_row_dim(r) : normalize_row_dim(r)) {
         join(r, 0);
         code_.back().dim = *dim;
@@ -350,58 +349,44 @@ class Grouper {
 
   void close(CloseReason why);
 
-  // Notes the values that element-wise records of the flush read, directly or through
-  // reshapes (Note [Matmul epilogues]: a matmul opens a group only for a product among
-  // them). Walked backwards, so a reshape's operand counts when its result is read.
-  void note_epilogue_reads(const std::vector<Record>& records) {
+  // Notes, in one backward walk over the flush's records (so a reshape's operand counts when
+  // its result is read, and a value feeds a row op when what it feeds does):
+  //  - ew_read_: the values element-wise records read, directly or through reshapes (Note
+  //    [Matmul epilogues]: a matmul, a conv or a row op of an input opens a group only for
+  //    a result among them, Note [Rows of an input]);
+  //  - feeds_row_: the values that feed a row op, directly or through element-wise ops and
+  //    reshapes (Note [Epilogues of rows]: they open the next group as its prologue rather
+  //    than join an epilogue).
+  // A flush with none of those ops skips the walk (it and its sort were 6% of recording a
+  // chain of tiny element-wise ops).
+  void note_flush(const std::vector<Record>& records) {
     ew_read_.clear();
-    records_ = &records;
-    // (Only a matmul, a conv or a row op of an input asks: a flush without one skips the walk
-    // and its sort, which were 6% of recording a chain of tiny element-wise ops.)
-    const bool rows = shared_->row_epilogue;
-    const bool product = std::any_of(records.begin(), records.end(), [rows](const Record& r) {
-      const ir::OpKind k = ir::kind_of(r.op);
-      return k == ir::OpKind::Matmul || k == ir::OpKind::Conv ||
-             (rows &&
-              (k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm));
-    });
-    if (!product) return;
-    for (auto r = records.rbegin(); r != records.rend(); ++r) {
-      const ir::OpKind k = ir::kind_of(r->op);
-      const bool reshape_read =
-          k == ir::OpKind::Reshape &&
-          std::find(ew_read_.begin(), ew_read_.end(), r->outs[0].get()) != ew_read_.end();
-      if (!is_elementwise(k) && !reshape_read) continue;
-      for (const auto& v : r->args) {
-        if (v) ew_read_.push_back(v.get());
-      }
-    }
-    std::sort(ew_read_.begin(), ew_read_.end());
-  }
-
-  // Notes the values of the flush that feed a row instruction, directly or through
-  // element-wise ops and reshapes (Note [Epilogues of rows]: they open the next group as its
-  // prologue rather than join an epilogue). Walked backwards, as note_epilogue_reads.
-  void note_row_feeds(const std::vector<Record>& records) {
     feeds_row_.clear();
-    if (!shared_->row_epilogue) return;
-    const bool row = std::any_of(records.begin(), records.end(), [](const Record& r) {
+    records_ = &records;
+    const bool rows = shared_->row_epilogue;
+    const bool asks = std::any_of(records.begin(), records.end(), [rows](const Record& r) {
       const ir::OpKind k = ir::kind_of(r.op);
-      return k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm;
+      return k == ir::OpKind::Matmul || k == ir::OpKind::Conv || (rows && is_row_op(k));
     });
-    if (!row) return;
+    if (!asks) return;
     for (auto r = records.rbegin(); r != records.rend(); ++r) {
       const ir::OpKind k = ir::kind_of(r->op);
-      if (k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm) {
+      if (rows && is_row_op(k)) {
         if (r->args[0]) feeds_row_.insert(r->args[0].get());
         continue;
       }
-      if (!is_elementwise(k) && k != ir::OpKind::Reshape) continue;
-      if (!feeds_row_.count(r->outs[0].get())) continue;
+      const bool ew = is_elementwise(k);
+      if (!ew && k != ir::OpKind::Reshape) continue;
+      const bool read =
+          ew || std::find(ew_read_.begin(), ew_read_.end(), r->outs[0].get()) != ew_read_.end();
+      const bool feeds = rows && feeds_row_.count(r->outs[0].get()) > 0;
       for (const auto& v : r->args) {
-        if (v) feeds_row_.insert(v.get());
+        if (!v) continue;
+        if (read) ew_read_.push_back(v.get());
+        if (feeds) feeds_row_.insert(v.get());
       }
     }
+    std::sort(ew_read_.begin(), ew_read_.end());
   }
 
   // At the end of the flush: the fills something still needs in memory run, the rest are
@@ -632,7 +617,7 @@ class Grouper {
   // `softmax(s) * mask * scale` and `cast(argmax(x) == label)`. An op that reads a prologue value
   // (gone once the row is computed), or of another shape, closes the group (Reduction) and opens
   // the next. So does an op whose value feeds a later row instruction of the flush
-  // (note_row_feeds): it is worth more as that row's prologue — var's `mean(x)`, `square(x -
+  // (note_flush): it is worth more as that row's prologue — var's `mean(x)`, `square(x -
   // mean)`, `sum` keeps `x - mean` and its square in the second group, never written, where joining
   // the mean's epilogue would write the square. Any other op follows the usual rules; reshapes of
   // group values and row instructions close the group.
@@ -922,8 +907,8 @@ class Grouper {
   std::size_t row_dim_ = 0;
   Shape row_shape_;
   std::vector<bool> row_value_;
-  std::unordered_set<const Value*> feeds_row_;    // (note_row_feeds)
-  const std::vector<Record>* records_ = nullptr;  // the flush's (note_epilogue_reads)
+  std::unordered_set<const Value*> feeds_row_;    // (note_flush)
+  const std::vector<Record>* records_ = nullptr;  // the flush's (note_flush)
   // Note [Reshapes in a group]: the group's frames (empty while it has one, shape_); the
   // values that reshapes relabel; the instructions whose own value a reshape read, once a
   // read; the reshapes' records.
@@ -932,7 +917,7 @@ class Grouper {
   std::vector<std::uint32_t> reshaped_direct_;
   std::vector<Record*> views_;
   std::vector<Record*> fills_;         // the flush's deferred fills (Note [Scalar sources])
-  std::vector<const Value*> ew_read_;  // read by element-wise records, sorted (note_epilogue_reads)
+  std::vector<const Value*> ew_read_;  // read by element-wise records, sorted (note_flush)
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
   std::vector<std::uint32_t> input_frame_;  // per input: the frame it is read in
@@ -1151,8 +1136,7 @@ void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) 
   Grouper& g = thread_grouper();
   g.begin(shared);
   try {
-    g.note_epilogue_reads(records);
-    g.note_row_feeds(records);
+    g.note_flush(records);
     for (Record& r : records) g.add(r);
     g.close(why);
     g.finish();

@@ -145,8 +145,7 @@ bool fusable(ir::OpKind k, const Shared& shared) {
   return c == ir::OpClass::ElementWise || c == ir::OpClass::View || c == ir::OpClass::Creation ||
          k == ir::OpKind::Matmul ||  // opens a group for its epilogue (Note [Matmul epilogues])
          k == ir::OpKind::Conv ||    // so does a forward conv (Note [Conv epilogues])
-         ((k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm) &&
-          shared.row_reduction);
+         (is_row_op(k) && shared.row_reduction);
 }
 
 class FusionBackendImpl final : public backend::Backend, public backend::FusionInspector {

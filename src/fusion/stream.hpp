@@ -160,6 +160,12 @@ Shape* carried_shape(T& op) {
 // Before r's op runs on the inner backend: gives it back the shape its Value took.
 void give_back_result_shape(Record& r);
 
+// Whether k is a row op: a reduction, softmax or layer norm, which a group may take along rows
+// (Note [Fused rows] in backend/fused_group.hpp).
+inline bool is_row_op(ir::OpKind k) {
+  return k == ir::OpKind::Reduce || k == ir::OpKind::Softmax || k == ir::OpKind::LayerNorm;
+}
+
 // What the streams of one Fusion device share.
 struct Shared {
   Shared(std::shared_ptr<backend::Backend> in, const Options& opt)
