@@ -78,7 +78,8 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
   // shape for a row value, Note [Row epilogues]; the group's inputs may be moved out by now).
   // (Found before the switch moves the operands into the op.)
   Shape shape = g.shape;
-  if (i > g.row_at() && g.code[g.row_at()].kind == FusedInstr::Kind::Reduce && args[0]) {
+  const std::size_t at = g.row_at();
+  if (i > at && g.code[at].kind == FusedInstr::Kind::Reduce && args[0]) {
     shape = args[0]->shape();
     for (std::size_t k = 1; k < 3; ++k) {
       if (args[k]) shape = ir::broadcast_shapes(shape, args[k]->shape(), "fused epilogue");

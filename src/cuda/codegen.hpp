@@ -113,8 +113,6 @@ bool fused_supported(const FusedSpec& s);
 // (contiguous variant only; w[1] the rows, w[2] their length). fused_reduces_rows: the
 // functions and operand dtypes it takes.
 bool fused_reduces_rows(ir::ReduceFn fn, DType dt);
-// The index of the group's row instruction (Note [Fused rows]), or code.size().
-std::size_t row_at(const FusedSpec& s);
 // Whether the row instruction is a Reduce (printed by gen_fused, with its epilogue: Note
 // [Fused row epilogues] in codegen/fused.cpp).
 bool has_row_reduction(const FusedSpec& s);

@@ -164,6 +164,14 @@ struct FusedInstr {
 
 static_assert(std::is_trivially_copyable_v<FusedInstr>);
 
+// The index of code's row instruction (Note [Fused rows]), or code.size() where there is none.
+inline std::size_t row_index(const std::vector<FusedInstr>& code) {
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    if (code[i].row()) return i;
+  }
+  return code.size();
+}
+
 struct FusedGroup {
   Shape shape;                        // the iteration space: every result's shape but a Reduce's
   std::vector<ir::Handle> inputs;     // inner-backend tensors (Note [In-place reuse] applies)
@@ -183,12 +191,7 @@ struct FusedGroup {
   // Whether the last instruction is a row instruction (Note [Fused rows]).
   bool ends_in_row() const { return !code.empty() && code.back().row(); }
   // The index of the row instruction (Note [Fused rows]), or code.size() where there is none.
-  std::size_t row_at() const {
-    for (std::size_t i = 0; i < code.size(); ++i) {
-      if (code[i].row()) return i;
-    }
-    return code.size();
-  }
+  std::size_t row_at() const { return row_index(code); }
   bool has_row() const { return row_at() < code.size(); }
   // Whether element-wise instructions follow the row instruction (Note [Row epilogues]).
   bool has_row_epilogue() const { return row_at() + 1 < code.size(); }

@@ -169,25 +169,18 @@ bool fused_reduces_rows(ir::ReduceFn fn, DType dt) {
   return fn_ok && dt_ok && reduce_supported(fn, dt);
 }
 
-std::size_t row_at(const FusedSpec& s) {
-  for (std::size_t i = 0; i < s.code.size(); ++i) {
-    if (s.code[i].row()) return i;
-  }
-  return s.code.size();
-}
-
 bool has_row_reduction(const FusedSpec& s) {
-  const std::size_t at = row_at(s);
+  const std::size_t at = backend::row_index(s.code);
   return at < s.code.size() && s.code[at].kind == FusedInstr::Kind::Reduce;
 }
 
 bool has_row_norm(const FusedSpec& s) {
-  const std::size_t at = row_at(s);
+  const std::size_t at = backend::row_index(s.code);
   return at < s.code.size() && !has_row_reduction(s);
 }
 
 bool fused_supported(const FusedSpec& s) {
-  const std::size_t at = row_at(s);
+  const std::size_t at = backend::row_index(s.code);
   const auto row_id = static_cast<std::int32_t>(s.inputs.size() + at);
   for (const FusedInstr& ins : s.code) {
     if (ins.kind == FusedInstr::Kind::Fill || ins.kind == FusedInstr::Kind::Random) continue;
@@ -291,7 +284,7 @@ std::vector<std::string> row_strided_inputs(const FusedSpec& s, const FusedArgs&
 // parameter y), the instructions after it, and out(j, v) for each output j they compute.
 template <class Out>
 std::string epilogue_body(const FusedSpec& s, const std::vector<std::string>& in, Out&& out) {
-  const std::size_t at = row_at(s), n_in = s.inputs.size();
+  const std::size_t at = backend::row_index(s.code), n_in = s.inputs.size();
   const auto row_id = static_cast<std::int32_t>(n_in + at);
   const std::string rt = storage_type(s.code[at].out);
   return "    const " + rt + " " + value_name(n_in + at) + " = y;\n" +
@@ -305,7 +298,7 @@ std::string epilogue_body(const FusedSpec& s, const std::vector<std::string>& in
 
 KernelSource gen_fused_reduction(const FusedSpec& s) {
   const FusedArgs a = fused_args(s);
-  const std::size_t at = row_at(s), n_in = s.inputs.size();
+  const std::size_t at = backend::row_index(s.code), n_in = s.inputs.size();
   const FusedInstr& red = s.code[at];
   const auto row_id = static_cast<std::int32_t>(n_in + at);
   const bool epilogue = at + 1 < s.code.size();
@@ -392,7 +385,7 @@ KernelSource gen_fused_rows(const FusedSpec& s, int ept, int vec) {
   EMBER_CHECK(has_row_norm(s), "cuda: " + s.name + " has no softmax or layer norm");
   const std::size_t n_in = s.inputs.size();
   const FusedArgs a = fused_args(s);
-  const std::size_t at = row_at(s);
+  const std::size_t at = backend::row_index(s.code);
   const FusedInstr& row = s.code[at];
   const auto row_id = static_cast<std::int32_t>(n_in + at);
   const bool epilogue = at + 1 < s.code.size();
