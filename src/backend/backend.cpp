@@ -32,10 +32,9 @@ Backend::HostTensor Backend::empty_host(const Shape&, DType) { return {}; }
 
 const std::byte* Backend::host_data(const ir::Handle&) { return nullptr; }
 
-Shape matmul_shape(const FusedGroup& g) {
-  const FusedInstr& mm = g.code.front();
-  const Shape& a = g.inputs[static_cast<std::size_t>(mm.args[0])]->shape();
-  const Shape& b = g.inputs[static_cast<std::size_t>(mm.args[1])]->shape();
+namespace {
+// The product's shape of operands a [..., m, k] and b [..., k, n] (batch dims equal or 1).
+Shape matmul_shape(const Shape& a, const Shape& b) {
   const std::size_t r = a.rank();
   EMBER_ASSERT(r >= 2 && b.rank() == r);
   std::vector<std::size_t> d(r);
@@ -43,6 +42,13 @@ Shape matmul_shape(const FusedGroup& g) {
   d[r - 2] = a[r - 2];
   d[r - 1] = b[r - 1];
   return Shape(std::move(d));
+}
+}  // namespace
+
+Shape matmul_shape(const FusedGroup& g) {
+  const FusedInstr& mm = g.code.front();
+  return matmul_shape(g.inputs[static_cast<std::size_t>(mm.args[0])]->shape(),
+                      g.inputs[static_cast<std::size_t>(mm.args[1])]->shape());
 }
 
 RandomCounters Backend::reserve_random(std::uint64_t) {
@@ -102,8 +108,10 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
       return ir::Softmax{std::move(args[0]), in.dim, in.log};
     case FusedInstr::Kind::LayerNorm:  // over the last dim (Note [Fused rows])
       return ir::LayerNorm{std::move(args[0]), std::move(args[1]), std::move(args[2]), 1, in.p0};
-    case FusedInstr::Kind::Matmul:  // (Note [Matmul groups])
-      return ir::Matmul{std::move(args[0]), std::move(args[1]), matmul_shape(g)};
+    case FusedInstr::Kind::Matmul: {  // (Note [Matmul groups])
+      Shape product = matmul_shape(args[0]->shape(), args[1]->shape());
+      return ir::Matmul{std::move(args[0]), std::move(args[1]), std::move(product)};
+    }
     case FusedInstr::Kind::Conv:  // (Note [Conv groups])
       return ir::Conv{std::move(args[0]), std::move(args[1]),    g.conv_window,
                       g.conv_groups,      ir::ConvPass::Forward, {}};
@@ -127,211 +135,207 @@ ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle,
   fail("fused_instr_op: unknown instruction kind");
 }
 
+namespace {
+
+// Note [Groups in steps]: the default run_fused and the three runs apart (Notes [Row
+// instructions apart], [Matmul apart], [Epilogues apart]) all run a group as a sequence of
+// steps over its values: an instruction as its IR op, or a set of instructions as a group
+// of their own through the caller's run_group. A step's operands are the values it reads
+// that earlier steps computed (or g's inputs); one is handed over (moved, so the step may
+// reuse its buffer: Note [In-place reuse]) when no later step reads it and g does not
+// return it, and a step's values are kept only where a later step or g's caller reads
+// them. A part's Fill instructions are copied into it (Note [Scalar sources]); its inputs
+// come in the order its instructions first read them, its signature is g's and a tag, its
+// key that signature's hash.
+class GroupSteps {
+ public:
+  GroupSteps(Backend& b, FusedGroup& g)
+      : b_(b),
+        g_(g),
+        n_in_(g.inputs.size()),
+        value_(g.num_values()),
+        reads_(g.num_values(), 0),
+        is_output_(g.num_values(), false) {
+    for (std::size_t k = 0; k < n_in_; ++k) value_[k] = std::move(g.inputs[k]);
+    for (const FusedInstr& in : g.code) {
+      for (std::int32_t a : in.args) {
+        if (a >= 0) ++reads_[static_cast<std::size_t>(a)];
+      }
+    }
+    for (std::int32_t o : g.outputs) is_output_[static_cast<std::size_t>(o)] = true;
+  }
+
+  // Runs instruction i as its IR op (a Random at its reserved counters: Note [Reserved
+  // draws]); the Fills it reads first, as their ops.
+  void op(std::size_t i) {
+    const FusedInstr& in = g_.code[i];
+    for (std::int32_t a : in.args) {
+      if (a >= 0 && !value_[static_cast<std::size_t>(a)] && is_fill(static_cast<std::size_t>(a))) {
+        op(static_cast<std::size_t>(a) - n_in_);
+      }
+    }
+    if (in.kind == FusedInstr::Kind::Random) {
+      value_[n_in_ + i] = b_.draw_random(std::get<ir::Random>(fused_instr_op(g_, i, {})), in.draw);
+      return;
+    }
+    std::array<ir::Handle, 3> args;
+    for (std::size_t k = 0; k < 3; ++k) {
+      if (in.args[k] >= 0) --reads_[static_cast<std::size_t>(in.args[k])];
+    }
+    for (std::size_t k = 0; k < 3; ++k) {
+      if (in.args[k] < 0) continue;
+      const auto v = static_cast<std::size_t>(in.args[k]);
+      bool again = false;  // read again by this instruction (a * a)
+      for (std::size_t j = k + 1; j < 3; ++j) again = again || in.args[j] == in.args[k];
+      args[k] = again ? value_[v] : take(v);
+    }
+    auto outs = b_.execute(fused_instr_op(g_, i, std::move(args)));
+    EMBER_ASSERT(outs.size() == 1);
+    value_[n_in_ + i] = std::move(outs[0]);
+  }
+
+  // Runs instructions `members` (ascending, no Fills) as one group over `shape` through
+  // run_group; nothing runs where no value of theirs is needed.
+  void part(const std::vector<std::size_t>& members, const Shape& shape, std::string_view tag,
+            const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
+    const auto member = [&](std::size_t v) {
+      return v >= n_in_ && std::binary_search(members.begin(), members.end(), v - n_in_);
+    };
+    std::vector<std::int32_t> id(g_.num_values(), -1);  // g's value in p
+    std::vector<std::size_t> from;                      // p's inputs: g's values
+    for (std::size_t i : members) {
+      for (std::int32_t a : g_.code[i].args) {
+        const auto v = static_cast<std::size_t>(a);
+        if (a < 0 || member(v) || is_fill(v) || id[v] >= 0) continue;
+        id[v] = static_cast<std::int32_t>(from.size());
+        from.push_back(v);
+      }
+    }
+    const auto p_in = static_cast<std::int32_t>(from.size());
+    FusedGroup p;
+    p.shape = shape;
+    std::vector<std::size_t> produced;  // g's value of each of p's instructions
+    const auto add = [&](std::size_t i) {
+      FusedInstr in = g_.code[i];
+      for (auto& a : in.args) {
+        if (a >= 0) a = id[static_cast<std::size_t>(a)];
+      }
+      id[n_in_ + i] = p_in + static_cast<std::int32_t>(p.code.size());
+      p.code.push_back(in);
+      produced.push_back(n_in_ + i);
+    };
+    for (std::size_t i : members) {
+      for (std::int32_t a : g_.code[i].args) {  // the Fills it reads, copied in first
+        const auto v = static_cast<std::size_t>(a);
+        if (a >= 0 && is_fill(v) && id[v] < 0) add(v - n_in_);
+      }
+      add(i);
+      for (std::int32_t a : g_.code[i].args) {
+        if (a >= 0) --reads_[static_cast<std::size_t>(a)];
+      }
+    }
+    for (std::size_t c = 0; c < p.code.size(); ++c) {
+      const std::size_t v = produced[c];
+      if (!is_fill(v) && (is_output_[v] || reads_[v] > 0)) {
+        p.outputs.push_back(p_in + static_cast<std::int32_t>(c));
+      }
+    }
+    if (p.outputs.empty()) return;
+    for (std::size_t v : from) {
+      ir::Handle h = take(v);
+      // A product of another shape than the part's (a matmul's [B*T, n] read as [B, T, n]:
+      // Note [Matmul groups]) is read through a reshape.
+      if (v >= n_in_ && h->shape() != shape &&
+          (g_.code[v - n_in_].kind == FusedInstr::Kind::Matmul ||
+           g_.code[v - n_in_].kind == FusedInstr::Kind::Conv)) {
+        h = std::move(b_.execute(ir::Reshape{std::move(h), shape})[0]);
+      }
+      p.inputs.push_back(std::move(h));
+    }
+    p.signature = g_.signature;
+    p.signature += tag;
+    p.key = hash_bytes(p.signature);
+    const std::vector<std::int32_t> outs_of = p.outputs;
+    std::vector<ir::Handle> outs = run_group(std::move(p));
+    EMBER_ASSERT(outs.size() == outs_of.size());
+    for (std::size_t j = 0; j < outs.size(); ++j) {
+      value_[produced[static_cast<std::size_t>(outs_of[j] - p_in)]] = std::move(outs[j]);
+    }
+  }
+
+  // g's outputs, in order.
+  std::vector<ir::Handle> outputs() const {
+    std::vector<ir::Handle> out;
+    out.reserve(g_.outputs.size());
+    for (std::int32_t o : g_.outputs) out.push_back(value_[static_cast<std::size_t>(o)]);
+    return out;
+  }
+
+ private:
+  bool is_fill(std::size_t v) const {
+    return v >= n_in_ && g_.code[v - n_in_].kind == FusedInstr::Kind::Fill;
+  }
+  // Value v for a step that reads it (its reads already counted off): handed over where
+  // nothing after the step reads it.
+  ir::Handle take(std::size_t v) {
+    EMBER_ASSERT(value_[v]);
+    return reads_[v] == 0 && !is_output_[v] ? std::move(value_[v]) : value_[v];
+  }
+
+  Backend& b_;
+  FusedGroup& g_;
+  std::size_t n_in_;
+  std::vector<ir::Handle> value_;   // each value's handle, once computed (inputs first)
+  std::vector<std::size_t> reads_;  // reads of each value by instructions not yet run
+  std::vector<bool> is_output_;
+};
+
+// Instructions [from, to) of g but its Fills.
+std::vector<std::size_t> span_of(const FusedGroup& g, std::size_t from, std::size_t to) {
+  std::vector<std::size_t> members;
+  for (std::size_t i = from; i < to; ++i) {
+    if (g.code[i].kind != FusedInstr::Kind::Fill) members.push_back(i);
+  }
+  return members;
+}
+
+}  // namespace
+
 std::vector<ir::Handle> run_row_apart(
     Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
   EMBER_ASSERT(g.ends_in_row() && g.code.size() >= 2);
-  const std::size_t n_in = g.inputs.size(), last = g.code.size() - 1;
-  const auto row_id = static_cast<std::int32_t>(n_in + last);
-  const FusedInstr& row = g.code.back();
-  // The row's other operands (a layer norm's weight and bias), held before the inputs move.
-  std::array<ir::Handle, 3> args;
-  for (std::size_t k = 1; k < 3; ++k) {
-    if (row.args[k] >= 0) args[k] = g.inputs[static_cast<std::size_t>(row.args[k])];
-  }
-  FusedGroup p;
-  p.shape = g.shape;
-  std::vector<std::int32_t> input_id(n_in, -1);  // g's input k in p (-1: the prologue reads none)
-  for (std::size_t i = 0; i < last; ++i) {
-    for (std::int32_t a : g.code[i].args) {
-      if (a >= 0 && static_cast<std::size_t>(a) < n_in) input_id[static_cast<std::size_t>(a)] = 0;
-    }
-  }
-  for (std::size_t k = 0; k < n_in; ++k) {
-    if (input_id[k] < 0) continue;
-    input_id[k] = static_cast<std::int32_t>(p.inputs.size());
-    p.inputs.push_back(std::move(g.inputs[k]));
-  }
-  const auto p_in = static_cast<std::int32_t>(p.inputs.size());
-  const auto id = [&](std::int32_t v) {
-    return v < static_cast<std::int32_t>(n_in) ? input_id[static_cast<std::size_t>(v)]
-                                               : v - static_cast<std::int32_t>(n_in) + p_in;
-  };
-  p.code.assign(g.code.begin(), g.code.end() - 1);
-  for (auto& in : p.code) {
-    for (auto& a : in.args) {
-      if (a >= 0) a = id(a);
-    }
-  }
-  std::vector<std::int32_t> from(g.outputs.size(), -1);  // g's output j: p's output, or -1
-  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
-    if (g.outputs[j] == row_id) continue;
-    from[j] = static_cast<std::int32_t>(p.outputs.size());
-    p.outputs.push_back(id(g.outputs[j]));
-  }
-  const std::int32_t operand = id(row.args[0]);
-  const auto at = std::find(p.outputs.begin(), p.outputs.end(), operand);
-  const auto operand_out = static_cast<std::size_t>(at - p.outputs.begin());
-  if (at == p.outputs.end()) p.outputs.push_back(operand);
-  p.signature = g.signature + "|prologue";
-  p.key = g.key ^ 0x9e3779b97f4a7c15ULL;
-  std::vector<ir::Handle> outs = run_group(std::move(p));
-  args[0] = outs[operand_out];
-  std::vector<ir::Handle> y = b.execute(fused_instr_op(g, last, std::move(args)));
-  EMBER_ASSERT(y.size() == 1);
-  std::vector<ir::Handle> result;
-  result.reserve(g.outputs.size());
-  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
-    result.push_back(from[j] < 0 ? y[0] : outs[static_cast<std::size_t>(from[j])]);
-  }
-  return result;
+  GroupSteps steps(b, g);
+  const std::size_t last = g.code.size() - 1;
+  steps.part(span_of(g, 0, last), g.shape, "|prologue", run_group);
+  steps.op(last);
+  return steps.outputs();
 }
 
 std::vector<ir::Handle> run_matmul_apart(
     Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
   EMBER_ASSERT(g.starts_with_product());
-  const std::size_t n_in = g.inputs.size();
-  const auto product = static_cast<std::int32_t>(n_in);
-  const FusedInstr& mm = g.code.front();
-  std::array<ir::Handle, 3> mm_args{g.inputs[static_cast<std::size_t>(mm.args[0])],
-                                    g.inputs[static_cast<std::size_t>(mm.args[1])], nullptr};
-  std::vector<ir::Handle> y = b.execute(fused_instr_op(g, 0, std::move(mm_args)));
-  EMBER_ASSERT(y.size() == 1);
-  // The epilogue: g's other instructions over the inputs they read and the product, which
-  // comes last among the inputs.
-  FusedGroup p;
-  p.shape = g.shape;
-  std::vector<std::int32_t> input_id(n_in, -1);  // g's input k in p (-1: the epilogue reads none)
-  for (std::size_t i = 1; i < g.code.size(); ++i) {
-    for (std::int32_t a : g.code[i].args) {
-      if (a >= 0 && a < product) input_id[static_cast<std::size_t>(a)] = 0;
-    }
-  }
-  for (std::size_t k = 0; k < n_in; ++k) {
-    if (input_id[k] < 0) continue;
-    input_id[k] = static_cast<std::int32_t>(p.inputs.size());
-    p.inputs.push_back(std::move(g.inputs[k]));
-  }
-  const auto product_in = static_cast<std::int32_t>(p.inputs.size());
-  const auto id = [&](std::int32_t v) {
-    if (v < product) return input_id[static_cast<std::size_t>(v)];
-    return v - product + product_in;  // the product, then the instructions after it
-  };
-  p.code.assign(g.code.begin() + 1, g.code.end());
-  for (auto& in : p.code) {
-    for (auto& a : in.args) {
-      if (a >= 0) a = id(a);
-    }
-  }
-  std::vector<std::int32_t> from(g.outputs.size(), -1);  // g's output j: p's output, or -1
-  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
-    if (g.outputs[j] == product) continue;
-    from[j] = static_cast<std::int32_t>(p.outputs.size());
-    p.outputs.push_back(id(g.outputs[j]));
-  }
-  std::vector<ir::Handle> outs;
-  if (!p.outputs.empty()) {
-    // The product is the epilogue's to consume (Note [In-place reuse]) unless g keeps it.
-    const bool kept = std::find(g.outputs.begin(), g.outputs.end(), product) != g.outputs.end();
-    ir::Handle yin = kept ? y[0] : std::move(y[0]);
-    if (yin->shape() != g.shape) {  // (a view: the product is contiguous)
-      yin = std::move(b.execute(ir::Reshape{std::move(yin), g.shape})[0]);
-    }
-    p.inputs.push_back(std::move(yin));
-    p.signature = g.signature + "|epilogue";
-    p.key = g.key ^ 0x7f4a7c159e3779b9ULL;
-    outs = run_group(std::move(p));
-  }
-  std::vector<ir::Handle> result;
-  result.reserve(g.outputs.size());
-  for (std::size_t j = 0; j < g.outputs.size(); ++j) {
-    result.push_back(from[j] < 0 ? y[0] : outs[static_cast<std::size_t>(from[j])]);
-  }
-  return result;
+  GroupSteps steps(b, g);
+  steps.op(0);
+  steps.part(span_of(g, 1, g.code.size()), g.shape, "|epilogue", run_group);
+  return steps.outputs();
 }
 
 std::vector<ir::Handle> run_epilogue_apart(
-    FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
+    Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group) {
   EMBER_ASSERT(g.has_row_epilogue());
-  const std::size_t n_in = g.inputs.size(), at = g.row_at(), n_code = g.code.size();
+  const std::size_t n_in = g.inputs.size(), at = g.row_at();
   const std::vector<bool> rows = row_values(g);
-  std::vector<bool> is_output(g.num_values(), false);
-  for (std::int32_t o : g.outputs) is_output[static_cast<std::size_t>(o)] = true;
-  std::vector<ir::Handle> value(g.num_values());  // each value's handle, once computed
-  for (std::size_t k = 0; k < n_in; ++k) value[k] = g.inputs[k];
-  // The parts: the head (the prologue and the row instruction), the epilogue's row values,
-  // its other values; Fills are copied into each part that reads them.
-  std::vector<std::vector<std::size_t>> parts(3);
-  for (std::size_t i = 0; i < n_code; ++i) {
-    if (g.code[i].kind == FusedInstr::Kind::Fill) continue;
-    parts[i <= at ? 0 : rows[n_in + i] ? 1 : 2].push_back(i);
+  std::vector<std::size_t> rows_part, full_part;
+  for (std::size_t i : span_of(g, at + 1, g.code.size())) {
+    (rows[n_in + i] ? rows_part : full_part).push_back(i);
   }
   Shape row_shape = g.shape;
   row_shape[g.code[at].dim] = 1;
-  const char* const tags[] = {"|head", "|rows", "|full"};
-  for (std::size_t part = 0; part < 3; ++part) {
-    const std::vector<std::size_t>& members = parts[part];
-    if (members.empty()) continue;
-    const auto member = [&](std::size_t i) {
-      return std::binary_search(members.begin(), members.end(), i);
-    };
-    FusedGroup p;
-    p.shape = part == 1 ? row_shape : g.shape;
-    std::vector<std::int32_t> id(g.num_values(), -1);  // g's value in p
-    std::vector<std::size_t> from;                     // p's inputs: g's values
-    for (std::size_t i : members) {
-      for (std::int32_t a : g.code[i].args) {
-        if (a < 0) continue;
-        const auto v = static_cast<std::size_t>(a);
-        const bool fill = v >= n_in && g.code[v - n_in].kind == FusedInstr::Kind::Fill;
-        if ((v >= n_in && member(v - n_in)) || fill || id[v] >= 0) continue;
-        id[v] = static_cast<std::int32_t>(from.size());
-        from.push_back(v);
-      }
-    }
-    for (std::size_t v : from) p.inputs.push_back(value[v]);
-    const auto p_in = static_cast<std::int32_t>(p.inputs.size());
-    std::vector<std::size_t> produced;  // g's value of each of p's instructions
-    const auto add = [&](std::size_t i) {
-      FusedInstr in = g.code[i];
-      for (auto& a : in.args) {
-        if (a >= 0) a = id[static_cast<std::size_t>(a)];
-      }
-      id[n_in + i] = p_in + static_cast<std::int32_t>(p.code.size());
-      p.code.push_back(in);
-      produced.push_back(n_in + i);
-    };
-    for (std::size_t i : members) {
-      for (std::int32_t a : g.code[i].args) {  // the Fills it reads, copied in first
-        const auto v = static_cast<std::size_t>(a);
-        if (a >= 0 && v >= n_in && id[v] < 0 && g.code[v - n_in].kind == FusedInstr::Kind::Fill)
-          add(v - n_in);
-      }
-      add(i);
-    }
-    for (std::size_t c = 0; c < p.code.size(); ++c) {
-      const std::size_t v = produced[c];
-      if (g.code[v - n_in].kind == FusedInstr::Kind::Fill) continue;
-      bool needed = is_output[v];  // by g's caller, or by an instruction of another part
-      for (std::size_t i = 0; i < n_code && !needed; ++i) {
-        if (member(i)) continue;
-        for (std::int32_t a : g.code[i].args) needed = needed || a == static_cast<std::int32_t>(v);
-      }
-      if (needed) p.outputs.push_back(p_in + static_cast<std::int32_t>(c));
-    }
-    if (p.outputs.empty()) continue;
-    p.signature = g.signature + tags[part];
-    p.key = hash_bytes(p.signature);
-    std::vector<std::int32_t> outs_of = p.outputs;
-    std::vector<ir::Handle> outs = run_group(std::move(p));
-    EMBER_ASSERT(outs.size() == outs_of.size());
-    for (std::size_t j = 0; j < outs.size(); ++j) {
-      value[produced[static_cast<std::size_t>(outs_of[j] - p_in)]] = std::move(outs[j]);
-    }
-  }
-  std::vector<ir::Handle> result;
-  result.reserve(g.outputs.size());
-  for (std::int32_t o : g.outputs) result.push_back(value[static_cast<std::size_t>(o)]);
-  return result;
+  GroupSteps steps(b, g);
+  steps.part(span_of(g, 0, at + 1), g.shape, "|head", run_group);
+  steps.part(rows_part, row_shape, "|rows", run_group);
+  steps.part(full_part, g.shape, "|full", run_group);
+  return steps.outputs();
 }
 
 // One by one: each value is released after its last use, so an instruction may reuse the
@@ -343,40 +347,9 @@ std::vector<ir::Handle> Backend::run_fused(FusedGroup group) {
     return run_matmul_apart(*this, std::move(group),
                             [this](FusedGroup p) { return run_fused(std::move(p)); });
   }
-  const std::size_t n_in = group.inputs.size();
-  std::vector<ir::Handle> values(group.num_values());
-  std::vector<std::size_t> last_use(group.num_values(), 0);
-  std::vector<bool> is_output(group.num_values(), false);
-  for (std::int32_t o : group.outputs) is_output[static_cast<std::size_t>(o)] = true;
-  for (std::size_t i = 0; i < group.code.size(); ++i) {
-    for (std::int32_t a : group.code[i].args) {
-      if (a >= 0) last_use[static_cast<std::size_t>(a)] = i + 1;
-    }
-  }
-  for (std::size_t i = 0; i < n_in; ++i) values[i] = std::move(group.inputs[i]);
-  for (std::size_t i = 0; i < group.code.size(); ++i) {
-    std::array<ir::Handle, 3> args;
-    for (std::size_t k = 0; k < 3; ++k) {
-      const std::int32_t a = group.code[i].args[k];
-      if (a < 0) continue;
-      const auto v = static_cast<std::size_t>(a);
-      bool later = is_output[v] || last_use[v] > i + 1;
-      for (std::size_t j = k + 1; j < 3; ++j) later = later || group.code[i].args[j] == a;
-      args[k] = later ? values[v] : std::move(values[v]);
-    }
-    const FusedInstr& in = group.code[i];
-    if (in.kind == FusedInstr::Kind::Random) {  // at its counters (Note [Reserved draws])
-      values[n_in + i] = draw_random(std::get<ir::Random>(fused_instr_op(group, i, {})), in.draw);
-      continue;
-    }
-    auto outs = execute(fused_instr_op(group, i, std::move(args)));
-    EMBER_ASSERT(outs.size() == 1);
-    values[n_in + i] = std::move(outs[0]);
-  }
-  std::vector<ir::Handle> out;
-  out.reserve(group.outputs.size());
-  for (std::int32_t o : group.outputs) out.push_back(values[static_cast<std::size_t>(o)]);
-  return out;
+  GroupSteps steps(*this, group);
+  for (std::size_t i = 0; i < group.code.size(); ++i) steps.op(i);
+  return steps.outputs();
 }
 
 const char* name(CloseReason r) {

@@ -99,8 +99,9 @@ class CudaBackend final : public backend::Backend {
     if (t0) profile::fused(profile::now_ns() - t0);
     if (outs) return std::move(*outs);
     if (group.has_row_epilogue()) {  // (Note [Epilogues apart])
-      return backend::run_epilogue_apart(
-          std::move(group), [this](backend::FusedGroup p) { return run_fused(std::move(p)); });
+      return backend::run_epilogue_apart(*this, std::move(group), [this](backend::FusedGroup p) {
+        return run_fused(std::move(p));
+      });
     }
     if (group.ends_in_row() && !group.reduces() && group.code.size() > 1) {
       return backend::run_row_apart(*this, std::move(group), [this](backend::FusedGroup p) {

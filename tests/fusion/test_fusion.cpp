@@ -2100,7 +2100,7 @@ class EpiloguesApartCpu final : public ember::testing::ForwardingBackend {
   std::vector<ir::Handle> run_fused(backend::FusedGroup g) override {
     if (!g.has_row_epilogue()) return inner_->run_fused(std::move(g));
     ++groups;
-    return backend::run_epilogue_apart(std::move(g), [this](backend::FusedGroup p) {
+    return backend::run_epilogue_apart(*this, std::move(g), [this](backend::FusedGroup p) {
       EXPECT_FALSE(p.has_row_epilogue());
       ++parts;
       return inner_->run_fused(std::move(p));

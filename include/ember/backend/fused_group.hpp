@@ -228,25 +228,29 @@ std::uint64_t fill_bits(const ir::Fill& op);
 // is drawn at its reserved counters, by Backend::draw_random, never by execute.
 ir::Op fused_instr_op(const FusedGroup& g, std::size_t i, std::array<ir::Handle, 3> args);
 
+// The three runs apart below and the default run_fused run a group as steps over its values
+// (Note [Groups in steps], backend.cpp): an instruction as its IR op, or some instructions
+// as a group of their own through run_group (its inputs the values it reads, Fills copied
+// in, its outputs what g's caller or a later step reads; its signature g's and a tag, its
+// key that signature's hash); a value no later step reads is handed over to the step that
+// reads it last, so its buffer may be reused (Note [In-place reuse]).
+//
 // Note [Row instructions apart]: for a backend with fused code for a group's prologue but
 // not for its last row instruction (Note [Fused rows]): runs the prologue as a group of its
 // own through run_group — the other instructions, the inputs they read, g's outputs but the
 // row's result and the row's operand — then the row instruction as its IR op through
-// b.execute, so only the row's operand is written that one program would not write. The
-// prologue's signature is g's marked as a prologue, its key derived from g's. Returns g's
-// outputs, in order.
+// b.execute, so only the row's operand is written that one program would not write.
+// Returns g's outputs, in order.
 std::vector<ir::Handle> run_row_apart(
     Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
 
 // Note [Epilogues apart]: for a backend whose fused_caps() has row_epilogue but whose fused
 // code takes no epilogue for some group (Note [Row epilogues]): runs g as up to three groups
 // through run_group — its head (the prologue and the row instruction), the epilogue's row
-// values (over the row shape) and its other values (over the group's shape) — each part's
-// inputs the values it reads, Fills copied in, its outputs what g or a later part needs.
-// So the epilogue costs what it did as the next group before epilogues existed. Returns g's
-// outputs, in order.
+// values (over the row shape) and its other values (over the group's shape). So the epilogue costs
+// what it did as the next group before epilogues existed. Returns g's outputs, in order.
 std::vector<ir::Handle> run_epilogue_apart(
-    FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
+    Backend& b, FusedGroup g, const std::function<std::vector<ir::Handle>(FusedGroup)>& run_group);
 
 // Note [Matmul apart]: for a backend with fused code for element-wise groups but no GEMM
 // with a generated epilogue: runs a group starting with a Matmul (Note [Matmul groups]) or
