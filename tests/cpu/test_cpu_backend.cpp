@@ -1019,6 +1019,85 @@ TEST(CpuReduce, ALongRowReducesTheSameBesideOtherRows) {
   }
 }
 
+// Note [Chunked rows]: a long row's argmax / argmin is reduced in chunks over the threads,
+// and is still the row's first extreme, counted here by a plain walk: the extreme planted in
+// two chunks (the first wins), equal extremes of either sign of zero, a NaN after the
+// extreme (the first NaN wins, as PyTorch), rows of one chunk and of many, beside other rows.
+TEST(CpuReduce, ALongRowsArgExtremeIsItsFirst) {
+  const Device dev = Device::cpu();
+  const auto first = [](const std::vector<double>& v, std::size_t lo, std::size_t n, bool max) {
+    std::size_t at = lo;
+    for (std::size_t i = lo; i < lo + n; ++i) {
+      if (v[i] != v[i]) return static_cast<std::int64_t>(i - lo);  // the first NaN
+      if (max ? v[i] > v[at] : v[i] < v[at]) at = i;
+    }
+    return static_cast<std::int64_t>(at - lo);
+  };
+  for (const std::size_t n :
+       {std::size_t(65536), std::size_t(131072), std::size_t(5 * 65536 + 77)}) {
+    for (int planted = 0; planted < 4; ++planted) {
+      std::vector<double> v(3 * n);
+      std::uint32_t s = 777u + static_cast<std::uint32_t>(planted);
+      for (double& e : v) {
+        s = s * 1664525u + 1013904223u;
+        e = static_cast<double>(s >> 12) / 1048576.0 - 0.5;  // in (-0.5, 0.5)
+      }
+      for (std::size_t r = 0; r < 3; ++r) {
+        double* row = v.data() + r * n;
+        switch (planted) {
+          case 0:  // none: the random extremes
+            break;
+          case 1:  // the extremes twice, in a late chunk and then an early one's tail
+            row[n - 5] = 9.0;
+            row[n / 2 + 3] = 9.0;
+            row[n - 7] = -9.0;
+            row[70000 % n] = -9.0;
+            break;
+          case 2:  // all zeros, -0 first: every element is an extreme, index 0 the first
+            for (std::size_t i = 0; i < n; ++i) row[i] = (i % 3 == 0) ? -0.0 : 0.0;
+            break;
+          case 3:  // a NaN after the extreme, in a later chunk
+            row[3] = r % 2 == 0 ? 9.0 : -9.0;
+            row[n - 10] = std::nan("");
+            row[n - 2] = std::nan("");
+            break;
+        }
+      }
+      for (DType dt : {DType::F32, DType::F64, DType::I32}) {
+        if (dt == DType::I32 && planted >= 2) continue;  // (zero signs and NaNs are floats')
+        std::vector<double> w = v;
+        if (dt == DType::I32) {
+          for (double& e : w) e = std::floor(e * 1000.0);  // many ties
+        } else if (dt == DType::F32) {
+          for (double& e : w) e = static_cast<double>(static_cast<float>(e));
+        }
+        const auto check = [&](const auto& x) {
+          return std::array{x.argmax_dim(1).to_data().template to_vector<std::int64_t>(),
+                            x.argmin_dim(1).to_data().template to_vector<std::int64_t>(),
+                            x.argmax().to_data().template to_vector<std::int64_t>()};
+        };
+        const TensorData data = TensorData::from<double>(w, Shape{3, n});
+        const auto got =
+            dt == DType::I32 ? check(Tensor<2, Int>::from_data(
+                                   TensorData::from<std::int32_t>(
+                                       std::vector<std::int32_t>(w.begin(), w.end()), Shape{3, n}),
+                                   dev))
+                             : check(Tensor<2>::from_data(data, dev).cast(dt));
+        const auto& am = got[0];
+        const auto& an = got[1];
+        for (std::size_t r = 0; r < 3; ++r) {
+          const std::string what = std::string(name(dt)) + " n " + std::to_string(n) + " case " +
+                                   std::to_string(planted) + " row " + std::to_string(r);
+          EXPECT_EQ(am[r], first(w, r * n, n, true)) << what;
+          EXPECT_EQ(an[r], first(w, r * n, n, false)) << what;
+        }
+        // The full reduction: the tensor as one row of 3n.
+        EXPECT_EQ(got[2][0], first(w, 0, 3 * n, true)) << name(dt) << " all";
+      }
+    }
+  }
+}
+
 // Note [Fork] in thread_pool.cpp: a child forked right after a parallel region, while the
 // workers go back to their wait, runs parallel regions of its own (on its one thread) and
 // never inherits a lock a worker held. Each round forks just after the workers were woken.

@@ -769,7 +769,8 @@ TEST(FusionPatterns, FullReductionsTakeTheirPrologue) {
 
 // Note [Chunked fused rows]: rows the Reduce kernel reduces in chunks (2^17 elements and
 // more) take their prologue too, each row's chunks over the threads, with the kernel's bits:
-// sums, means and extremes in f32, and in bf16 (reduced in f32), a kept prologue value too.
+// sums, means, extremes and arg extremes in f32, and in bf16 (reduced in f32), a kept
+// prologue value too.
 TEST(FusionPatterns, LongRowsReduceInChunks) {
   const Device c = Device::cpu(), d = fused_with({});
   for (const std::size_t cols : {std::size_t(131072), std::size_t(200003)}) {
@@ -781,6 +782,9 @@ TEST(FusionPatterns, LongRowsReduceInChunks) {
            {e.sum_dim(1), e.mean_dim(1), (x - 1.0f).max_dim(1), (x + 1.0f).min_dim(1)}) {
         for (float v : t.cast(DType::F32).to_data().to_vector<float>()) out.push_back(v);
       }
+      for (const auto& t : {(x * 2.0f).argmax_dim(1), (x - 3.0f).argmin_dim(1)}) {
+        for (std::int64_t v : t.to_data().to_vector<std::int64_t>()) out.push_back(float(v));
+      }
       for (float v : e.cast(DType::F32).to_data().to_vector<float>()) out.push_back(v);
       return out;
     };
@@ -788,9 +792,12 @@ TEST(FusionPatterns, LongRowsReduceInChunks) {
       fusion::reset_report(d);
       EXPECT_EQ(rows(d, dt), rows(c, dt)) << cols << " " << name(dt);
       const auto r = fusion::report(d);
-      const auto* g = group_with(r, {"sub", "max"});
-      ASSERT_NE(g, nullptr) << groups_of(r);
-      EXPECT_TRUE(g->fused) << groups_of(r);
+      for (const auto& ops :
+           {std::vector<std::string_view>{"sub", "max"}, {"mul", "argmax"}, {"sub", "argmin"}}) {
+        const auto* g = group_with(r, ops);
+        ASSERT_NE(g, nullptr) << groups_of(r);
+        EXPECT_TRUE(g->fused) << groups_of(r);
+      }
     }
   }
 }

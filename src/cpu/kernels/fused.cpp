@@ -824,7 +824,9 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     // row (or the op by op run the row buffer's size once forced) left the rest idle. An
     // epilogue then runs over the same chunks, each row's result in hand.
     const std::size_t chunks = (n + chunk - 1) / chunk;
-    std::vector<std::byte> parts(rows * chunks * celem);
+    const std::size_t pelem = reduce_part_bytes(last.reduce, ct);
+    const bool arg = last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin;
+    std::vector<std::byte> parts(rows * chunks * pelem);
     parallel_for(0, rows * chunks, 1, [&](std::size_t i0, std::size_t i1) {
       static EMBER_THREAD_LOCAL Scratch s;
       static EMBER_THREAD_LOCAL std::vector<std::byte> row_buf;
@@ -836,15 +838,15 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
         const std::size_t r = i / chunks, lo = (i % chunks) * chunk, hi = std::min(n, lo + chunk);
         row_base(r, base);
         run_prologue(s, slot, r, base, nullptr, lo, hi, row_buf.data());
-        reduce_chunk(last.reduce, ct, row_buf.data(), hi - lo, parts.data() + i * celem);
+        reduce_chunk(last.reduce, ct, row_buf.data(), hi - lo, parts.data() + i * pelem);
       }
     });
     if (row_out < 0 && !epilogue) return Outputs(outs.begin(), outs.end());
     std::vector<std::uint64_t> results(rows);  // each row's, narrowed to rt as unfused
     for (std::size_t r = 0; r < rows; ++r) {
       std::uint64_t res = 0;
-      reduce_chunks(last.reduce, ct, parts.data() + r * chunks * celem, chunks, n, &res);
-      convert_row(&res, ct, &results[r], rt, 1);
+      reduce_chunks(last.reduce, ct, parts.data() + r * chunks * pelem, chunks, n, &res);
+      convert_row(&res, arg ? DType::I64 : ct, &results[r], rt, 1);
       if (row_out >= 0)
         std::memcpy(outs[std::size_t(row_out)]->data() + r * relem, &results[r], relem);
     }

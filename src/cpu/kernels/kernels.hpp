@@ -40,9 +40,11 @@ bool reduces_rows(ir::ReduceFn fn, DType dt);
 void reduce_row(ir::ReduceFn fn, DType dt, const void* row, std::size_t n, void* y);
 // The same reduction of a long row as chunks (Note [Chunked rows] in reduce.cpp), so that
 // the chunks of one row may run on several threads: the chunk length of rows of n elements
-// (0 where such rows are not chunked, or fn is ArgMax / ArgMin), one chunk's part (of dt),
-// and the row's result from its parts in order — together the bits reduce_row gives.
+// (0 where such rows are not chunked), one chunk's part (reduce_part_bytes: a value of dt,
+// or for ArgMax / ArgMin the chunk's extreme and its index), and the row's result from its
+// parts in order (of dt; i64 for ArgMax / ArgMin) — together the bits reduce_row gives.
 std::size_t reduce_row_chunk(ir::ReduceFn fn, std::size_t n);
+std::size_t reduce_part_bytes(ir::ReduceFn fn, DType dt);
 void reduce_chunk(ir::ReduceFn fn, DType dt, const void* x, std::size_t len, void* part);
 void reduce_chunks(ir::ReduceFn fn, DType dt, const void* parts, std::size_t chunks, std::size_t n,
                    void* y);

@@ -2,6 +2,7 @@
 // [outer, n, inner]: with inner == 1 each output reduces a contiguous row (several
 // accumulators so the loop vectorizes); otherwise whole inner rows are combined at once.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -186,17 +187,61 @@ std::int64_t arg_row(const T* row, std::size_t n) {
   return static_cast<std::int64_t>(at);
 }
 
-// ArgMax / ArgMin: rows (inner == 1) by arg_row; columns keep running best values and
-// indices per inner position, so each input row is read once, contiguously.
+// Whether a replaces best as the running extreme of an arg reduction: strictly past it (so
+// the first of equal values stays), or the first NaN (a NaN counts as the extreme).
+template <bool Max, class T>
+bool arg_better(T a, T best) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return best == best && (a != a || (Max ? a > best : a < best));
+  } else {
+    return Max ? a > best : a < best;
+  }
+}
+
+// A chunk's part of an arg reduction (Note [Chunked rows]): its extreme value and that
+// value's first index in the chunk. Folded in chunk order by arg_better, the parts give the
+// row's first extreme exactly: the chunks before the first one holding it hold only values
+// short of it, and that chunk's own part is its first occurrence.
+template <class T>
+struct ArgPart {
+  T value;
+  std::int64_t at;
+};
+static_assert(sizeof(ArgPart<float>) == sizeof(ArgPart<double>) &&
+              sizeof(ArgPart<std::int32_t>) == sizeof(ArgPart<double>));
+template <bool Max, class T>
+ArgPart<T> arg_chunk(const T* x, std::size_t len) {
+  const std::int64_t at = arg_row<Max>(x, len);
+  return {x[at], at};
+}
+template <bool Max, class T>
+std::int64_t fold_arg_parts(const ArgPart<T>* parts, std::size_t chunks) {
+  std::size_t best = 0;
+  for (std::size_t c = 1; c < chunks; ++c) {
+    if (arg_better<Max>(parts[c].value, parts[best].value)) best = c;
+  }
+  return static_cast<std::int64_t>(best * kRowChunk) + parts[best].at;
+}
+
+// ArgMax / ArgMin: rows (inner == 1) by arg_row, long rows in chunks over the threads
+// (Note [Chunked rows]); columns keep running best values and indices per inner position,
+// so each input row is read once, contiguously.
 template <bool Max, class T>
 void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
-  const auto better = [](T a, T best) {
-    if constexpr (std::is_floating_point_v<T>) {
-      return best == best && (a != a || (Max ? a > best : a < best));
-    } else {
-      return Max ? a > best : a < best;
-    }
-  };
+  if (d.inner == 1 && chunked_rows(d.n)) {
+    const std::size_t chunks = (d.n + kRowChunk - 1) / kRowChunk;
+    std::vector<ArgPart<T>> part(d.outer * chunks);
+    parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t i = i0; i < i1; ++i) {
+        const std::size_t o = i / chunks, c = i % chunks;
+        part[i] =
+            arg_chunk<Max>(x + o * d.n + c * kRowChunk, std::min(kRowChunk, d.n - c * kRowChunk));
+      }
+    });
+    for (std::size_t o = 0; o < d.outer; ++o)
+      y[o] = fold_arg_parts<Max>(part.data() + o * chunks, chunks);
+    return;
+  }
   if (d.inner == 1) {
     parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
                  [&](std::size_t o0, std::size_t o1) {
@@ -216,7 +261,7 @@ void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
       for (std::size_t r = 1; r < d.n; ++r) {
         const T* row = base + r * d.inner;
         for (std::size_t j = 0; j < d.inner; ++j) {
-          const bool b = better(row[j], best[j]);
+          const bool b = arg_better<Max, T>(row[j], best[j]);
           best[j] = b ? row[j] : best[j];
           idx[j] = b ? static_cast<std::int64_t>(r) : idx[j];
         }
@@ -328,9 +373,12 @@ void reduce_row(ReduceFn fn, DType dt, const void* row, std::size_t n, void* y) 
 }
 
 std::size_t reduce_row_chunk(ReduceFn fn, std::size_t n) {
-  const bool values =
-      fn == ReduceFn::Sum || fn == ReduceFn::Mean || fn == ReduceFn::Max || fn == ReduceFn::Min;
-  return values && chunked_rows(n) ? kRowChunk : 0;
+  return reduces_rows(fn, DType::F32) && chunked_rows(n) ? kRowChunk : 0;
+}
+
+std::size_t reduce_part_bytes(ReduceFn fn, DType dt) {
+  const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
+  return arg ? sizeof(ArgPart<double>) : size_of(dt);
 }
 
 void reduce_chunk(ReduceFn fn, DType dt, const void* x, std::size_t len, void* part) {
@@ -338,9 +386,15 @@ void reduce_chunk(ReduceFn fn, DType dt, const void* x, std::size_t len, void* p
   visit_numeric(dt, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
-      visit_value_fn(fn, [&](auto f) {
-        *static_cast<T*>(part) = chunk_part<decltype(f)::value>(static_cast<const T*>(x), len);
-      });
+      const T* xp = static_cast<const T*>(x);
+      if (fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin) {
+        const ArgPart<T> a =
+            fn == ReduceFn::ArgMax ? arg_chunk<true>(xp, len) : arg_chunk<false>(xp, len);
+        std::memcpy(part, &a, sizeof a);
+        return;
+      }
+      visit_value_fn(
+          fn, [&](auto f) { *static_cast<T*>(part) = chunk_part<decltype(f)::value>(xp, len); });
     }
   });
 }
@@ -351,6 +405,14 @@ void reduce_chunks(ReduceFn fn, DType dt, const void* parts, std::size_t chunks,
   visit_numeric(dt, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
+      if (fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin) {
+        std::vector<ArgPart<T>> a(chunks);
+        std::memcpy(a.data(), parts, chunks * sizeof(ArgPart<T>));
+        *static_cast<std::int64_t*>(y) = fn == ReduceFn::ArgMax
+                                             ? fold_arg_parts<true>(a.data(), chunks)
+                                             : fold_arg_parts<false>(a.data(), chunks);
+        return;
+      }
       visit_value_fn(fn, [&](auto f) {
         constexpr ReduceFn F = decltype(f)::value;
         *static_cast<T*>(y) = finished<F>(fold_parts<F>(static_cast<const T*>(parts), chunks), n);
