@@ -724,6 +724,10 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       // of 3 by 2 with dilation; 1-d and 3-d; output channels past a micro-tile
       {{2, 3, 40, 70}, 8, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
       {{2, 3, 35, 37}, 5, 1, {{11, 11}, {4, 4}, {2, 2}, {1, 1}}},
+      // a row's phases split at once (stride 2 or 4 along rows) with padding past the
+      // stride, so phases start and end at different columns
+      {{1, 2, 21, 45}, 3, 1, {{7, 7}, {4, 4}, {3, 5}, {1, 1}}},
+      {{1, 2, 9, 31}, 3, 1, {{5, 5}, {2, 2}, {2, 3}, {1, 1}}},
       {{1, 4, 13, 17}, 7, 1, {{3, 3}, {3, 2}, {2, 1}, {2, 2}}},
       {{2, 6, 300}, 9, 3, {{5}, {1}, {2}, {1}}},
       // Note [Shared padding]: windows that read past a phase row's end (1-d, 2-d, stride 2)
