@@ -96,23 +96,29 @@ T fold_parts(const T* parts, std::size_t chunks) {
   return r;
 }
 
+// Rows (inner == 1) of chunked_rows' length (Note [Chunked rows]): every row's chunks over
+// the threads, each reduced to its part (part_of(chunk, length)), then y[o] = fold(row o's
+// parts, their count) in chunk order.
+template <class P, class T, class Y, class PartOf, class Fold>
+void reduce_in_chunks(const T* x, Y* y, Dims3 d, PartOf part_of, Fold fold) {
+  const std::size_t chunks = (d.n + kRowChunk - 1) / kRowChunk;
+  std::vector<P> part(d.outer * chunks);
+  parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      const std::size_t o = i / chunks, c = i % chunks;
+      part[i] = part_of(x + o * d.n + c * kRowChunk, std::min(kRowChunk, d.n - c * kRowChunk));
+    }
+  });
+  for (std::size_t o = 0; o < d.outer; ++o) y[o] = fold(part.data() + o * chunks, chunks);
+}
+
 template <ReduceFn F, class T>
 void reduce_values(const T* x, T* y, Dims3 d) {
   using C = Combine<F, T>;
   // Only how the work is split across threads depends on this, not the order of combining.
   const bool few_outer = d.outer < num_threads();
   if (d.inner == 1 && chunked_rows(d.n)) {
-    const std::size_t chunks = (d.n + kRowChunk - 1) / kRowChunk;
-    std::vector<T> part(d.outer * chunks);
-    parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
-      for (std::size_t i = i0; i < i1; ++i) {
-        const std::size_t o = i / chunks, c = i % chunks;
-        part[i] =
-            chunk_part<F>(x + o * d.n + c * kRowChunk, std::min(kRowChunk, d.n - c * kRowChunk));
-      }
-    });
-    for (std::size_t o = 0; o < d.outer; ++o)
-      y[o] = fold_parts<F>(part.data() + o * chunks, chunks);
+    reduce_in_chunks<T>(x, y, d, chunk_part<F, T>, fold_parts<F, T>);
   } else if (d.inner == 1) {
     parallel_for(0, d.outer, std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n, 1)),
                  [&](std::size_t o0, std::size_t o1) {
@@ -229,17 +235,7 @@ std::int64_t fold_arg_parts(const ArgPart<T>* parts, std::size_t chunks) {
 template <bool Max, class T>
 void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
   if (d.inner == 1 && chunked_rows(d.n)) {
-    const std::size_t chunks = (d.n + kRowChunk - 1) / kRowChunk;
-    std::vector<ArgPart<T>> part(d.outer * chunks);
-    parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
-      for (std::size_t i = i0; i < i1; ++i) {
-        const std::size_t o = i / chunks, c = i % chunks;
-        part[i] =
-            arg_chunk<Max>(x + o * d.n + c * kRowChunk, std::min(kRowChunk, d.n - c * kRowChunk));
-      }
-    });
-    for (std::size_t o = 0; o < d.outer; ++o)
-      y[o] = fold_arg_parts<Max>(part.data() + o * chunks, chunks);
+    reduce_in_chunks<ArgPart<T>>(x, y, d, arg_chunk<Max, T>, fold_arg_parts<Max, T>);
     return;
   }
   if (d.inner == 1) {
