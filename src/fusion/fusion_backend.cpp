@@ -197,9 +197,10 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     if (!fusable(kind, *shared_) && !s->has_records.load(std::memory_order_acquire)) {
       // Nothing pending and nothing to fuse with: run it now, as a flush of its one record
       // would, without the record (the cost of ops that cannot fuse: launch_overhead). Only
-      // this thread adds records to s, so none can appear meanwhile.
-      shared_->report.recorded();
-      return run_now(std::move(op));
+      // this thread adds records to s, so none can appear meanwhile. Counted by s (Note [Ops
+      // run at once, counted by their stream]).
+      s->count_ran_now();
+      return run_now(std::move(op), false);
     }
     const Slots slots(op);
     const std::size_t n = slots.size();
@@ -324,9 +325,13 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   backend::FusionInspector* fusion_inspector() override { return this; }
 
   backend::FusionReport report() const override {
-    return shared_->report.snapshot(pending_records());
+    const auto [pending, ran_now] = stream_counts();
+    return shared_->report.snapshot(pending, ran_now);
   }
-  void reset_report() override { shared_->report.reset(pending_records()); }
+  void reset_report() override {
+    const auto [pending, ran_now] = stream_counts();
+    shared_->report.reset(pending, ran_now);
+  }
 
  private:
   backend::Backend& inner_be() const { return *shared_->inner; }
@@ -373,14 +378,14 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   }
 
   // Runs op at once on the inner backend (pass-through, ops that cannot fuse, data-dependent
-  // ops), after what it reads.
-  std::vector<ir::Handle> run_now(ir::Op op) {
+  // ops), after what it reads; counted as run alone unless its stream counted it.
+  std::vector<ir::Handle> run_now(ir::Op op, bool count = true) {
     ir::for_each_operand(op, [&](ir::Handle& h) {
       if (h) to_inner(h);
     });
     const ir::OpKind kind = ir::kind_of(op);
     auto outs = inner_be().execute(std::move(op));
-    shared_->report.alone(kind);
+    shared_->report.alone(kind, count);
     const std::uint8_t layout =
         ir::op_class(kind) == ir::OpClass::View ? static_cast<std::uint8_t>(kind) : kFresh;
     for (auto& o : outs) o = ready(std::move(o), layout);
@@ -408,13 +413,15 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   }
 
   // The records pending in this device's streams (Note [Records counted by the flush]).
-  std::size_t pending_records() const {
-    std::size_t n = 0;
+  // The records pending in the live streams, and the ops they ran at once.
+  std::pair<std::size_t, std::size_t> stream_counts() const {
+    std::size_t pending = 0, ran_now = 0;
     for (const auto& s : live_streams()) {
       std::lock_guard lk(s->mu);
-      n += s->records.size();
+      pending += s->records.size();
+      ran_now += s->ran_now.load(std::memory_order_relaxed);
     }
-    return n;
+    return {pending, ran_now};
   }
 
   std::vector<std::shared_ptr<Stream>> live_streams() const {

@@ -25,8 +25,8 @@ void ReportState::flush(std::size_t records, backend::CloseReason why) {
   }
 }
 
-void ReportState::alone(ir::OpKind op) {
-  alone_.fetch_add(1, std::memory_order_relaxed);
+void ReportState::alone(ir::OpKind op, bool counted) {
+  if (counted) alone_.fetch_add(1, std::memory_order_relaxed);
   if (log_ >= 2) std::fprintf(stderr, "[ember fusion]   alone %s\n", ir::name(op));
 }
 
@@ -61,13 +61,14 @@ void ReportState::print_decision(const std::string& line) const {
   std::fprintf(stderr, "[ember fusion]     %s\n", line.c_str());
 }
 
-backend::FusionReport ReportState::snapshot(std::size_t pending) const {
+backend::FusionReport ReportState::snapshot(std::size_t pending, std::size_t ran_now) const {
   std::lock_guard lk(mu_);
   backend::FusionReport r = r_;
   const std::size_t since = flushed_records_ + pending;  // (pending_at_reset_ among them)
-  r.records = records_.load(std::memory_order_relaxed) +
-              (since > pending_at_reset_ ? since - pending_at_reset_ : 0);
-  const std::size_t alone = alone_.load(std::memory_order_relaxed);
+  const std::size_t all_now = ran_now + retired_now_.load(std::memory_order_relaxed);
+  const std::size_t now = all_now > now_at_reset_ ? all_now - now_at_reset_ : 0;
+  r.records = now + (since > pending_at_reset_ ? since - pending_at_reset_ : 0);
+  const std::size_t alone = alone_.load(std::memory_order_relaxed) + now;
   r.ops_unfused += alone;
   r.kernels += alone;
   r.recent.assign(recent_.begin() + static_cast<std::ptrdiff_t>(head_), recent_.end());
@@ -76,10 +77,10 @@ backend::FusionReport ReportState::snapshot(std::size_t pending) const {
   return r;
 }
 
-void ReportState::reset(std::size_t pending) {
+void ReportState::reset(std::size_t pending, std::size_t ran_now) {
   std::lock_guard lk(mu_);
   r_ = {};
-  records_.store(0, std::memory_order_relaxed);
+  now_at_reset_ = ran_now + retired_now_.load(std::memory_order_relaxed);
   flushed_records_ = 0;
   pending_at_reset_ = pending;
   alone_.store(0, std::memory_order_relaxed);

@@ -296,6 +296,34 @@ TEST(FusionDevice, PassThroughRunsEveryOpAtOnce) {
   EXPECT_EQ(fusion::report(d).flushes, 0u);
 }
 
+// Note [Ops run at once, counted by their stream]: an op that cannot fuse, with nothing
+// pending, runs at once and counts as a record run alone — counted by its thread's stream,
+// and by the report once that thread has ended; a reset starts the count again.
+TEST(FusionDevice, OpsRunAtOnceCountInTheReport) {
+  const Device d = fused_with({});
+  auto x = input(d, 3, 5, 1.0f);
+  x.to_data();
+  fusion::reset_report(d);
+  auto y = x.cumsum(1).cumsum(0).cumsum(1);  // three at once, nothing pending
+  std::thread([&] {
+    auto z = x.cumsum(0).cumsum(0);  // two more, on a stream that ends with its thread
+    z.to_data();
+  }).join();
+  auto r = fusion::report(d);
+  EXPECT_EQ(r.records, 5u);
+  EXPECT_EQ(r.ops_unfused, 5u);
+  EXPECT_EQ(r.kernels, 5u);
+  EXPECT_EQ(r.flushes, 0u);
+  fusion::reset_report(d);
+  EXPECT_EQ(fusion::report(d).records, 0u);
+  auto w = y.cumsum(0);
+  r = fusion::report(d);
+  EXPECT_EQ(r.records, 1u);
+  EXPECT_EQ(r.ops_unfused, 1u);
+  auto c = input(Device::cpu(), 3, 5, 1.0f);
+  EXPECT_EQ(values(w), values(c.cumsum(1).cumsum(0).cumsum(1).cumsum(0)));
+}
+
 // An rvalue is consumed through the decorator as unfused: the same values whether or not
 // another reference exists (clone invariance).
 TEST(FusionDevice, CloneInvariance) {
