@@ -324,12 +324,16 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
   std::shared_ptr<backend::Backend> inner() const override { return shared_->inner; }
   backend::FusionInspector* fusion_inspector() override { return this; }
 
+  // (The streams are held until the report has read the counts: one ending meanwhile would
+  // give the report a count already counted in it.)
   backend::FusionReport report() const override {
-    const auto [pending, ran_now] = stream_counts();
+    const auto streams = live_streams();
+    const auto [pending, ran_now] = stream_counts(streams);
     return shared_->report.snapshot(pending, ran_now);
   }
   void reset_report() override {
-    const auto [pending, ran_now] = stream_counts();
+    const auto streams = live_streams();
+    const auto [pending, ran_now] = stream_counts(streams);
     shared_->report.reset(pending, ran_now);
   }
 
@@ -412,11 +416,12 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     return *found;
   }
 
-  // The records pending in this device's streams (Note [Records counted by the flush]).
-  // The records pending in the live streams, and the ops they ran at once.
-  std::pair<std::size_t, std::size_t> stream_counts() const {
+  // The records pending in these streams (Note [Records counted by the flush]) and the ops
+  // they ran at once (Note [Ops run at once, counted by their stream]).
+  static std::pair<std::size_t, std::size_t> stream_counts(
+      const std::vector<std::shared_ptr<Stream>>& streams) {
     std::size_t pending = 0, ran_now = 0;
-    for (const auto& s : live_streams()) {
+    for (const auto& s : streams) {
       std::lock_guard lk(s->mu);
       pending += s->records.size();
       ran_now += s->ran_now.load(std::memory_order_relaxed);
