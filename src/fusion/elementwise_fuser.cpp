@@ -251,6 +251,7 @@ class Grouper {
     clear();
     fills_.clear();
     ew_read_.clear();
+    records_ = nullptr;  // (set by note_flush; a previous flush's are gone)
     // A group holds at most max_group_ops members, each with at most three scalar sources.
     const std::size_t ops = std::min<std::size_t>(shared.options.max_group_ops, 256);
     const std::size_t most = 4 * ops;

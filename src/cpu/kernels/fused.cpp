@@ -626,6 +626,8 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
   const DType vt = g.dtype_of(last.args[0]);
   const DType ct = is_half(vt) ? DType::F32 : vt;  // the row instruction's compute type
   const DType rt = last.out;                       // its result's dtype (what unfused stores)
+  // A Reduce's result as reduce_row and reduce_chunks give it: ct's (i64 for arg reductions).
+  const DType rct = reduce ? ir::reduce_dtype(last.reduce, ct) : ct;
   std::vector<std::size_t> rdims = shape.dims();
   rdims[d] = 1;
   const Shape rshape(rdims);
@@ -825,7 +827,6 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     // epilogue then runs over the same chunks, each row's result in hand.
     const std::size_t chunks = (n + chunk - 1) / chunk;
     const std::size_t pelem = reduce_part_bytes(last.reduce, ct);
-    const bool arg = last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin;
     std::vector<std::byte> parts(rows * chunks * pelem);
     parallel_for(0, rows * chunks, 1, [&](std::size_t i0, std::size_t i1) {
       static EMBER_THREAD_LOCAL Scratch s;
@@ -846,7 +847,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
     for (std::size_t r = 0; r < rows; ++r) {
       std::uint64_t res = 0;
       reduce_chunks(last.reduce, ct, parts.data() + r * chunks * pelem, chunks, n, &res);
-      convert_row(&res, arg ? DType::I64 : ct, &results[r], rt, 1);
+      convert_row(&res, rct, &results[r], rt, 1);
       if (row_out >= 0)
         std::memcpy(outs[std::size_t(row_out)]->data() + r * relem, &results[r], relem);
     }
@@ -893,10 +894,7 @@ std::optional<Outputs> run_rows(CpuContext& ctx, FusedGroup& g, const Program& p
       if (reduce) {
         std::uint64_t res_ct = 0;
         reduce_row(last.reduce, ct, row, n, &res_ct);
-        const DType from =
-            last.reduce == ir::ReduceFn::ArgMax || last.reduce == ir::ReduceFn::ArgMin ? DType::I64
-                                                                                       : ct;
-        convert_row(&res_ct, from, &result, rt, 1);  // the compute type's result, narrowed
+        convert_row(&res_ct, rct, &result, rt, 1);  // the compute type's result, narrowed
         if (row_out >= 0)
           std::memcpy(outs[std::size_t(row_out)]->data() + r * relem, &result, relem);
       } else {

@@ -193,6 +193,8 @@ std::int64_t arg_row(const T* row, std::size_t n) {
   return static_cast<std::int64_t>(at);
 }
 
+bool is_arg(ReduceFn fn) { return fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin; }
+
 // Whether a replaces best as the running extreme of an arg reduction: strictly past it (so
 // the first of equal values stays), or the first NaN (a NaN counts as the extreme).
 template <bool Max, class T>
@@ -373,8 +375,7 @@ std::size_t reduce_row_chunk(ReduceFn fn, std::size_t n) {
 }
 
 std::size_t reduce_part_bytes(ReduceFn fn, DType dt) {
-  const bool arg = fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin;
-  return arg ? sizeof(ArgPart<double>) : size_of(dt);
+  return is_arg(fn) ? sizeof(ArgPart<double>) : size_of(dt);
 }
 
 void reduce_chunk(ReduceFn fn, DType dt, const void* x, std::size_t len, void* part) {
@@ -383,7 +384,7 @@ void reduce_chunk(ReduceFn fn, DType dt, const void* x, std::size_t len, void* p
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
       const T* xp = static_cast<const T*>(x);
-      if (fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin) {
+      if (is_arg(fn)) {
         const ArgPart<T> a =
             fn == ReduceFn::ArgMax ? arg_chunk<true>(xp, len) : arg_chunk<false>(xp, len);
         std::memcpy(part, &a, sizeof a);
@@ -401,7 +402,7 @@ void reduce_chunks(ReduceFn fn, DType dt, const void* parts, std::size_t chunks,
   visit_numeric(dt, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, bool>) {
-      if (fn == ReduceFn::ArgMax || fn == ReduceFn::ArgMin) {
+      if (is_arg(fn)) {
         std::vector<ArgPart<T>> a(chunks);
         std::memcpy(a.data(), parts, chunks * sizeof(ArgPart<T>));
         *static_cast<std::int64_t*>(y) = fn == ReduceFn::ArgMax
