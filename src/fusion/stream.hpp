@@ -195,8 +195,6 @@ struct Shared {
 struct Stream {
   explicit Stream(std::shared_ptr<Shared> s) : shared(std::move(s)) {}
   ~Stream() { shared->report.retire_now(ran_now.load(std::memory_order_relaxed)); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
   void count_ran_now() {
     ran_now.store(ran_now.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
