@@ -216,12 +216,6 @@ bool opens_conv_group(const Record& r) {
          (dt == DType::F32 || dt == DType::F64 || dt == DType::F16 || dt == DType::BF16);
 }
 
-// A one-element Fill (a scalar operand) that the flush keeps as a source instruction of the
-// groups reading it.
-bool is_scalar_fill(const Record& r) {
-  return std::holds_alternative<ir::Fill>(r.op) && r.outs[0]->shape().num_elements() == 1;
-}
-
 // Note [Random sources]: a Random whose counters were reserved when it was recorded (the
 // inner backend's fused_caps().random: Note [Reserved draws] in backend/fused_group.hpp) is
 // an element-wise op without operands: it joins the open group as the others do (its shape
@@ -235,11 +229,11 @@ bool is_scalar_fill(const Record& r) {
 // values never depend on the grouping. Without the inner backend's support a Random is not
 // reserved and runs alone when the flush reaches it, in record order, as before.
 //
-// Note [Scalar sources]: a one-element Fill is not run when the flush reaches it: each group
-// that reads it gets a Fill instruction (its value a run-time parameter, so plans and
-// kernels serve every scalar value) and never reads it from memory. It runs alone only when
-// something else needs it in memory — an op run alone reading it, a group of one op, or a
-// handle to it still alive (or a reader in a later flush) when the flush ends.
+// Note [Scalar sources]: a scalar constant (a one-element Fill, recorded as no op: Note
+// [Scalar constants] in stream.hpp) is not run by the flush: each group that reads it gets
+// a Fill instruction (its value a run-time parameter, so plans and kernels serve every
+// scalar value) and never reads it from memory. It runs only when something needs it in
+// memory: an op run alone reading it (a group of one op included), or a read.
 class Grouper {
  public:
   // Note [One grouper a thread]: a flush groups its records with its thread's Grouper, whose
@@ -249,7 +243,6 @@ class Grouper {
   void begin(Shared& shared) {
     shared_ = &shared;
     clear();
-    fills_.clear();
     ew_read_.clear();
     records_ = nullptr;  // (set by note_flush; a previous flush's are gone)
     // A group holds at most max_group_ops members, each with at most three scalar sources.
@@ -286,7 +279,7 @@ class Grouper {
           return close_then_open(r, CloseReason::MaxOps);
         if (!same || !frames_.empty()) frame = frame_index(f);
         std::size_t fresh = 0;
-        for (const auto& v : r.args) fresh += v && !v->source && !known(*v, frame);
+        for (const auto& v : r.args) fresh += v && !is_source(*v) && !known(*v, frame);
         if (inputs_.size() + fresh > shared_->options.max_group_inputs)
           return close_then_open(r, CloseReason::MaxInputs);
         if (!same || !frames_.empty()) frame = adopt_frame(f);
@@ -332,13 +325,8 @@ class Grouper {
       relabel(r);
       return;
     }
-    if (shared_->fills && is_scalar_fill(r)) {
-      r.outs[0]->source = &r;
-      fills_.push_back(&r);
-      return;
-    }
     bool reads_group = false;  // (a fill the group reads is no value computed in it)
-    for (const auto& v : r.args) reads_group = reads_group || (v && internal(*v) && !v->source);
+    for (const auto& v : r.args) reads_group = reads_group || (v && internal(*v) && !is_source(*v));
     if (reads_group) {
       close(ir::op_class(kind) == ir::OpClass::View ? CloseReason::ViewOfInternal
                                                     : CloseReason::NonFusableOp);
@@ -390,23 +378,6 @@ class Grouper {
     std::sort(ew_read_.begin(), ew_read_.end());
   }
 
-  // At the end of the flush: the fills something still needs in memory run, the rest are
-  // elided (Note [Scalar sources]).
-  void finish() {
-    for (Record* f : fills_) {
-      Value& v = *f->outs[0];
-      if (v.state != State::Pending) continue;
-      v.source = nullptr;
-      if (!v.dropped.load(std::memory_order_acquire) ||
-          v.pending_uses.load(std::memory_order_acquire) > 0) {
-        run_alone(*shared_, *f);
-      } else {
-        v.state = State::Elided;
-      }
-    }
-    fills_.clear();
-  }
-
  private:
   // A value a reshape relabels (Note [Reshapes in a group]), with its reads in the group: by
   // instructions and reshapes, and by instructions alone (those are among the instruction's
@@ -450,7 +421,7 @@ class Grouper {
   // Whether the Reshape r relabels a value of the open group (Note [Reshapes in a group]).
   bool relabels(const Record& r) const {
     const Value* x = r.args[0].get();
-    if (members_.empty() || in_epilogue() || !x || !internal(*x) || x->source) return false;
+    if (members_.empty() || in_epilogue() || !x || !internal(*x) || is_source(*x)) return false;
     const Shape& f = r.outs[0]->shape();
     return f == shape_ || refines_to(f);
   }
@@ -500,7 +471,7 @@ class Grouper {
   // of a reshaped group, its dim's run of dims must hold exactly one extent above 1).
   std::optional<std::uint32_t> row_dim_of(const Value* x, std::size_t dim) const {
     if (!shared_->row_reduction || members_.empty() || in_epilogue() || matmul_n_ || conv_ || !x ||
-        !internal(*x) || x->source || members_.size() >= shared_->options.max_group_ops) {
+        !internal(*x) || is_source(*x) || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
     if (x->shape() != shape_) {  // x is a frame of a reshaped group: its dim's run
@@ -544,7 +515,7 @@ class Grouper {
   // The dim of the merged run, or nullopt where an input forbids it.
   std::optional<std::uint32_t> coarsened_row_dim(const Value* x, std::size_t dim) {
     if (frames_.empty() || in_epilogue() || x->shape() == shape_ || matmul_n_ || conv_ ||
-        !internal(*x) || x->source || members_.size() >= shared_->options.max_group_ops) {
+        !internal(*x) || is_source(*x) || members_.size() >= shared_->options.max_group_ops) {
       return std::nullopt;
     }
     const auto run = runs_of(x->shape(), shape_)[dim];
@@ -597,7 +568,7 @@ class Grouper {
     for (std::size_t i = 1; i < r.args.size(); ++i) {
       const Value* v = r.args[i].get();
       if (!v) continue;
-      if (internal(*v) || v->source) return std::nullopt;
+      if (internal(*v) || is_source(*v)) return std::nullopt;
       fresh += !known(*v, 0);
     }
     if (inputs_.size() + fresh > shared_->options.max_group_inputs) return std::nullopt;
@@ -641,7 +612,7 @@ class Grouper {
         if (produced_[i] != v.get()) return std::nullopt;      // (a relabelled one)
         row = row && (is_fill_[i] || row_value_[i]);
         reads = reads || !is_fill_[i];
-      } else if (!(v->source && v->state == State::Pending)) {  // an input (else a scalar)
+      } else if (!is_source(*v)) {  // an input (else a scalar)
         if (v->shape().rank() != shape_.rank()) return std::nullopt;
         row = row && v->shape()[row_dim_] == 1;
         fresh += !known(*v, 0);
@@ -666,7 +637,7 @@ class Grouper {
       return false;
     }
     const Value* x = r.args[0].get();
-    if (!x || x->source || x->shape().num_elements() == 0) return false;
+    if (!x || is_source(*x) || x->shape().num_elements() == 0) return false;
     const Shape& xs = x->shape();
     std::size_t dim = 0;
     if (const auto* red = std::get_if<ir::Reduce>(&r.op)) {
@@ -677,7 +648,7 @@ class Grouper {
     } else if (const auto* ln = std::get_if<ir::LayerNorm>(&r.op)) {
       if (ln->dims != 1 || xs.rank() == 0) return false;
       for (std::size_t i = 1; i < r.args.size(); ++i) {
-        if (r.args[i] && r.args[i]->source) return false;  // (a weight, a bias: inputs)
+        if (r.args[i] && is_source(*r.args[i])) return false;  // (a weight, a bias: inputs)
       }
       dim = xs.rank() - 1;
     } else {
@@ -717,21 +688,17 @@ class Grouper {
       bool mine = false, group = false;
       for (const auto& v : c->args) {
         mine = mine || (v && v.get() == r.outs[0].get());
-        group = group || (v && internal(*v) && !v->source);
+        group = group || (v && internal(*v) && !is_source(*v));
       }
       if (mine) return group;
     }
     return false;
   }
 
-  // The deferred fills r reads run first, so r finds them in memory.
-  void materialize_fills(Record& r) {
+  // The scalar constants r reads run first, so r finds them in memory.
+  static void materialize_fills(Record& r) {
     for (const auto& v : r.args) {
-      if (v && v->source && v->state == State::Pending) {
-        Record& f = *v->source;
-        v->source = nullptr;
-        run_alone(*shared_, f);
-      }
+      if (v && is_source(*v)) run_constant(*v);
     }
   }
 
@@ -758,12 +725,11 @@ class Grouper {
       }
       return v->group_id;
     }
-    if (v->source && v->state == State::Pending) {  // a scalar source: a Fill instruction
-      const auto& f = std::get<ir::Fill>(v->source->op);
+    if (is_source(*v)) {  // a scalar constant: a Fill instruction
       FusedInstr in;
       in.kind = FusedInstr::Kind::Fill;
-      in.out = f.dtype;
-      in.bits = backend::fill_bits(f);
+      in.out = v->dtype();
+      in.bits = backend::fill_bits(constant_fill(*v, false));
       v->group = group_;
       v->group_id = kInternalBase + static_cast<std::int32_t>(code_.size());
       code_.push_back(in);
@@ -800,9 +766,8 @@ class Grouper {
                  !v.stream                                                            ? "no"
                  : !members_.empty() && members_.front()->outs[0]->stream == v.stream ? "this"
                                                                                       : "another",
-                 v.source ? std::string(op_label(v.source->op)).c_str() : "none",
-                 v.dropped.load() ? 1 : 0, v.pending_uses.load(), v.inner ? "held" : "none",
-                 members_.size(), inputs_.size());
+                 v.constant ? "a scalar constant" : "none", v.dropped.load() ? 1 : 0,
+                 v.pending_uses.load(), v.inner ? "held" : "none", members_.size(), inputs_.size());
     EMBER_ASSERT(v.state == State::Ready);
     std::abort();
   }
@@ -917,7 +882,6 @@ class Grouper {
   std::vector<Alias> aliases_;
   std::vector<std::uint32_t> reshaped_direct_;
   std::vector<Record*> views_;
-  std::vector<Record*> fills_;         // the flush's deferred fills (Note [Scalar sources])
   std::vector<const Value*> ew_read_;  // read by element-wise records, sorted (note_flush)
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
@@ -1000,7 +964,7 @@ void Grouper::close(CloseReason why) {
     const std::int32_t n = own_reads[i];
     // (Pending in the flushing stream: Note [Reads of a pending value].)
     const std::int32_t later = add_pending_uses_locked(v, -n);
-    if (is_fill_[i]) {  // a source: never an output (finish() runs it when it is needed)
+    if (is_fill_[i]) {  // a source: never an output (Note [Scalar sources])
       ++info.sources;
       continue;
     }
@@ -1140,7 +1104,6 @@ void run_records(Shared& shared, std::vector<Record>& records, CloseReason why) 
     g.note_flush(records);
     for (Record& r : records) g.add(r);
     g.close(why);
-    g.finish();
   } catch (...) {
     g.begin(shared);  // (drops the failed group's references to its values now)
     throw;

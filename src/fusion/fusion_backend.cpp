@@ -194,6 +194,16 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     const ir::OpKind kind = ir::kind_of(op);
     if (!shared_->options.enabled) return run_now(std::move(op));
     const std::shared_ptr<Stream>& s = my_stream();
+    if (kind == ir::OpKind::Fill && shared_->fills) {  // (Note [Scalar constants])
+      auto& f = std::get<ir::Fill>(op);
+      if (f.shape.num_elements() == 1) {
+        auto v = make_value(this, std::move(f.shape), f.dtype, s, State::Pending);
+        v->constant = Value::Constant{f.value, f.int_value};
+        std::vector<ir::Handle> outs;
+        outs.push_back(handle_of(std::move(v)));
+        return outs;
+      }
+    }
     if (!fusable(kind, *shared_) && !s->has_records.load(std::memory_order_acquire)) {
       // Nothing pending and nothing to fuse with: run it now, as a flush of its one record
       // would, without the record (the cost of ops that cannot fuse: launch_overhead). Only
@@ -355,11 +365,16 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
     return handle_of(std::move(v));
   }
 
-  // v's inner handle, flushing its stream first when it is pending.
+  // v's inner handle, flushing its stream first when it is pending (a scalar constant
+  // runs alone: it depends on nothing).
   static ir::Handle materialize(Value& v, CloseReason why) {
     if (!v.stream) return v.inner;
     std::lock_guard lk(v.stream->mu);
-    if (v.state == State::Pending) flush_locked(*v.stream, why);
+    if (is_source(v)) {
+      run_constant(v);
+    } else if (v.state == State::Pending) {
+      flush_locked(*v.stream, why);
+    }
     EMBER_CHECK(v.state != State::Failed, v.error);
     EMBER_ASSERT(v.state == State::Ready);
     return v.inner;

@@ -57,6 +57,22 @@ void give_back_result_shape(Record& r) {
       r.op);
 }
 
+ir::Fill constant_fill(const Value& v, bool with_shape) {
+  EMBER_ASSERT(v.constant.has_value());
+  return ir::Fill{with_shape ? v.shape() : Shape{}, v.dtype(), v.constant->value,
+                  v.constant->int_value};
+}
+
+void run_constant(Value& v) {
+  EMBER_ASSERT(is_source(v));
+  Shared& shared = *v.stream->shared;
+  auto outs = shared.inner->execute(constant_fill(v, true));
+  EMBER_ASSERT(outs.size() == 1);
+  v.inner = std::move(outs[0]);
+  v.state = State::Ready;
+  shared.report.alone(ir::OpKind::Fill);
+}
+
 void run_alone(Shared& shared, Record& r) {
   give_back_result_shape(r);
   ir::Op op = std::move(r.op);
@@ -88,7 +104,6 @@ void flush_locked(Stream& s, backend::CloseReason why) {
   } catch (const std::exception& e) {
     for (Record& r : records) {
       for (auto& v : r.outs) {
-        v->source = nullptr;  // (the records go now)
         v->group_id = -1;
         if (v->state == State::Pending) {
           v->state = State::Failed;

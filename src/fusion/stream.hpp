@@ -65,12 +65,16 @@ struct Value final : ir::TensorNode {
   std::uint8_t layout = kFresh;
   std::atomic<bool> dropped{false};
   // Set and read only by a flush of the producing stream (under its mutex): the id of this
-  // pending value in the open group (valid while `group` is that group's number), and the
-  // record of a one-element Fill the flush keeps for the groups that read it (a source
-  // instruction of each: Note [Scalar sources] in elementwise_fuser.cpp).
+  // pending value in the open group (valid while `group` is that group's number).
   std::uint64_t group = 0;
   std::int32_t group_id = -1;
-  struct Record* source = nullptr;
+  // A one-element Fill's value, where the value is one (Note [Scalar constants]); its
+  // shape and dtype are the value's.
+  struct Constant {
+    double value;
+    std::int64_t int_value;
+  };
+  std::optional<Constant> constant;
   std::atomic<std::int32_t> pending_uses{0};  // records not yet run that read it
   // Held while a reader takes `inner` (take_input): readers of one Ready value may be
   // flushed by two streams at once (Note [Readers in two streams]).
@@ -79,6 +83,23 @@ struct Value final : ir::TensorNode {
 
   std::size_t bytes() const { return shape_.num_elements() * size_of(dtype_); }
 };
+
+// Note [Scalar constants]: a one-element Fill (a scalar operand: `x + 1.0`, `x * 0.5`), on an
+// inner backend whose groups take Fill sources, is recorded as no op: its value is made
+// Pending in the recording stream with the fill in it (Value::constant), and nothing else.
+// A group that reads it gets a Fill instruction (Note [Scalar sources] in
+// elementwise_fuser.cpp) and never reads it from memory; it runs (run_constant) only where
+// something needs it in memory — an op run alone reading it, or a read (materialize) — at
+// any later time, since it depends on nothing. Recorded as an op it cost a record and its
+// flush, half of what `add_scalar` added on the decorator (the launch_overhead workload).
+// Its state changes only under its stream's mutex, as a recorded value's do.
+//
+// Whether v is a scalar constant not yet run: a source instruction for the groups reading it.
+inline bool is_source(const Value& v) { return v.constant && v.state == State::Pending; }
+// The Fill of the scalar constant v; with its shape (to run it) or without (its bits).
+ir::Fill constant_fill(const Value& v, bool with_shape);
+// Runs the scalar constant v on the inner backend, its stream's mutex held: v is Ready.
+void run_constant(Value& v);
 
 // A new value, in a block of this thread's free lists (Note [Value blocks]).
 std::shared_ptr<Value> make_value(const void* owner, Shape s, DType d, std::shared_ptr<Stream> st,

@@ -103,7 +103,7 @@ TEST(FusionDevice, RecordsLazilyAndFlushesOnRead) {
   auto x = input(d, 3, 5, 1.0f);
   auto y = ((x * 2.0f + 1.0f).exp() - x).abs();
   auto r = fusion::report(d);
-  EXPECT_EQ(r.records, 7u);  // a scalar operand is a Fill of one element
+  EXPECT_EQ(r.records, 5u);  // a scalar operand is no record (Note [Scalar constants])
   EXPECT_EQ(r.flushes, 0u);
   const auto got = values(y);
   r = fusion::report(d);
@@ -134,6 +134,41 @@ TEST(FusionDevice, RecordsLazilyAndFlushesOnRead) {
   EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::Sync), 1u);
 }
 
+// Note [Scalar constants]: a one-element Fill is no record; the groups that read it take it
+// as a Fill instruction, and it runs only where it is needed in memory: read, read by an op
+// run alone, read from another thread — whenever that comes, as often as it is read.
+TEST(FusionDevice, ScalarConstantsRunOnlyWhereNeededInMemory) {
+  const Device d = fused_with({});
+  auto x = input(d, 3, 5, 1.0f);
+  x.to_data();
+  fusion::reset_report(d);
+  auto half = Tensor<2>::full(Shape{1, 1}, 0.5, d);
+  auto three = Tensor<2, Int>::full(Shape{1, 1}, 3, d);
+  EXPECT_EQ(fusion::report(d).records, 0u);
+  auto y = x * half + half;  // one group of two ops, both reading the constant
+  const auto plain_x = values(input(Device::cpu(), 3, 5, 1.0f));
+  const auto got = values(y);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], plain_x[i] * 0.5f + 0.5f) << i;
+  auto r = fusion::report(d);
+  EXPECT_EQ(r.records, 2u);
+  EXPECT_EQ(r.groups, 1u);
+  EXPECT_EQ(r.ops_unfused, 0u);  // the constant never ran
+  // Read by an op that cannot fuse (run at once), by a later group, and from another
+  // thread: each finds the value.
+  auto c = half.cumsum(0);
+  EXPECT_EQ(values(c), std::vector<float>{0.5f});
+  EXPECT_EQ(values((x - half).abs()), values((input(Device::cpu(), 3, 5, 1.0f) - 0.5f).abs()));
+  auto late = Tensor<2>::full(Shape{1, 1}, -2.0, d);
+  std::vector<float> from_thread;
+  std::thread([&] { from_thread = values(x * late); }).join();
+  EXPECT_EQ(from_thread, values(input(Device::cpu(), 3, 5, 1.0f) * -2.0f));
+  EXPECT_EQ(values(late), std::vector<float>{-2.0f});
+  // An integer constant (its bits from the integer value) and a read of it.
+  auto i = Tensor<1, Int>::arange(0, 6, d).reshape<2>(Shape{2, 3}).mul(three);
+  EXPECT_EQ(i.to_data().to_vector<std::int64_t>(), (std::vector<std::int64_t>{0, 3, 6, 9, 12, 15}));
+  EXPECT_EQ(three.to_data().to_vector<std::int64_t>(), std::vector<std::int64_t>{3});
+}
+
 TEST(FusionDevice, NonFusableAndDataDependentOpsFlush) {
   const Device d = fused_with({});
   auto x = input(d, 4, 4, 1.0f);
@@ -153,8 +188,8 @@ TEST(FusionDevice, CapsFlushTheStream) {
   o.max_records = 4;
   const Device d = fused_with(o);
   auto x = input(d, 2, 3, 1.0f);
-  for (int i = 0; i < 10; ++i) x = x + 1.0f;  // 20 records: a Fill and an add each
-  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::StreamCap), 5u);
+  for (int i = 0; i < 10; ++i) x = x + 1.0f;  // 10 records: the adds (the 1s are none)
+  EXPECT_EQ(at(fusion::report(d).flushed, CloseReason::StreamCap), 2u);
   const auto got = values(x);
   const auto base = values(input(Device::cpu(), 2, 3, 1.0f));
   for (std::size_t i = 0; i < got.size(); ++i) {
