@@ -1,6 +1,7 @@
 #include "ember/backend/backend.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ember/backend/fused_group.hpp"
 #include "ember/base/error.hpp"
@@ -13,7 +14,12 @@ bool Backend::supports(const ir::Op& op) const { return ir::well_typed(op); }
 
 std::uint64_t fill_bits(const ir::Fill& op) {
   std::uint64_t bits = 0;
-  if (is_int(op.dtype)) {
+  if (op.dtype == DType::F32) {  // (the common case, without the general conversion's dispatch)
+    const float v = static_cast<float>(op.value);
+    std::memcpy(&bits, &v, sizeof v);
+  } else if (op.dtype == DType::F64) {
+    std::memcpy(&bits, &op.value, sizeof op.value);
+  } else if (is_int(op.dtype)) {
     convert_elements(&op.int_value, DType::I64, &bits, op.dtype, 1);
   } else if (op.dtype == DType::F16 || op.dtype == DType::BF16) {
     const float v = static_cast<float>(op.value);
