@@ -82,6 +82,7 @@ struct Options {
   std::string torch_python2;         // a second PyTorch's interpreter, or empty
   std::optional<eb::SizeKind> size;  // unset: full on the CPU, gpu on cuda
   int reps = -1, warmup = -1;        // -1: size default
+  int warmup_ms = -1;                // -1: size default (Note [Warm-up by time])
   int rounds = 1;
   std::string json, markdown;
   bool check = false, ceilings = true, compile = false, list = false, fusion = false;
@@ -91,7 +92,8 @@ struct Options {
   std::cerr << "ember-bench: " << why
             << "\nusage: ember-bench [--device cpu|cuda|libtorch|vulkan|vulkan+fusion] [--filter "
                "a,b] [--backend "
-               "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--rounds N] "
+               "ember|torch|both] [--size tiny|full|gpu] [--reps N] [--warmup N] [--warmup-ms M] "
+               "[--rounds N] "
                "[--json out.json] [--markdown out.md] [--check] [--no-ceilings] "
                "[--torch-compile] [--torch-device cpu|cuda] [--torch-script PATH] "
                "[--torch-python2 PATH] [--fusion] [--list]\n";
@@ -140,6 +142,8 @@ Options parse(int argc, char** argv) {
       o.reps = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--warmup") {
       o.warmup = std::max(0, std::atoi(value().c_str()));
+    } else if (a == "--warmup-ms") {
+      o.warmup_ms = std::max(0, std::atoi(value().c_str()));
     } else if (a == "--rounds") {
       o.rounds = std::max(1, std::atoi(value().c_str()));
     } else if (a == "--json") {
@@ -172,6 +176,7 @@ Options parse(int argc, char** argv) {
   const bool tiny = *o.size == eb::SizeKind::Tiny, gpu = *o.size == eb::SizeKind::Gpu;
   if (o.reps < 0) o.reps = tiny ? 3 : gpu ? 20 : 7;
   if (o.warmup < 0) o.warmup = tiny ? 1 : gpu ? 3 : 2;
+  if (o.warmup_ms < 0) o.warmup_ms = tiny || gpu ? 0 : 200;
   return o;
 }
 
@@ -391,8 +396,8 @@ void add_torch_gemm_rates(GemmCeiling& g, eb::TorchBridge& torch, const std::str
   for (const auto& [workload, what] : kinds) {
     GemmRate r{label + " " + what, 0.0};
     try {
-      const auto run = torch.run(workload, {{"b", {1}}, {"m", {n}}, {"k", {n}}, {"n", {n}}}, 2, 5,
-                                 "", /*eager=*/true);
+      const auto run = torch.run(workload, {{"b", {1}}, {"m", {n}}, {"k", {n}}, {"n", {n}}}, 2,
+                                 /*warmup_ms=*/200, 5, "", /*eager=*/true);
       const double ms = *std::min_element(run.times_ms.begin(), run.times_ms.end());
       r.gflops = flops / (ms * 1e-3) / 1e9;
     } catch (const std::exception& e) {
@@ -578,7 +583,8 @@ int main(int argc, char** argv) {
       (isa_ext.empty() ? "none of avx2 and above" : join(isa_ext, " ")) +
       "; ember's Cpu kernels: " + ember_cpu_isa() + (caches.empty() ? "" : "; caches: " + caches);
   std::cout << "ember-bench  device=" << dev.name() << "  size=" << eb::name(size)
-            << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup
+            << "  reps=" << opt.reps << " (median)  warmup=" << opt.warmup << " (and "
+            << opt.warmup_ms << " ms)"
             << "  rounds=" << opt.rounds << "\n"
             << "cpu:     " << cpu_line << "\n";
   if (on_gpu) std::cout << "gpu:     " << gpu.name << " (" << gpu.memory << ")\n";
@@ -688,8 +694,16 @@ int main(int argc, char** argv) {
     rows.push_back(r);
   }
   int failures = 0;
+  // Note [Warm-up by time]: on the 2-vCPU development machines, the second core comes to a
+  // process's threads only some tens of milliseconds into a burst of parallel work after an
+  // idle spell: two threads summing in parallel took 15-26 ms, not 12.7, in a process's first
+  // 50 ms, and matmul 1024^2's median of 9 runs after 2 warm-ups was 9.5-9.8 ms in most
+  // processes (slower than one thread's 8.6) and 4.3 ms in the rest — 4.2-4.4 in all of
+  // them after 170 ms of warm-up. So the warm-ups go on until --warmup-ms have passed (200 on
+  // the CPU), on both sides (the PyTorch script does the same).
   const auto timed = [&](eb::Case& c) {
-    for (int i = 0; i < opt.warmup; ++i) c.run();
+    const auto w0 = Clock::now();
+    for (int i = 0; i < opt.warmup || (ms_since(w0) < opt.warmup_ms && i < 100000); ++i) c.run();
     std::vector<double> ms;
     for (int i = 0; i < opt.reps; ++i) {
       const auto t0 = Clock::now();
@@ -742,7 +756,8 @@ int main(int argc, char** argv) {
         const std::string out = check_side ? tmpdir + "/" + r.name + ".bin" : "";
         const std::string who = s == 0 ? "PyTorch" : torch[s].label;
         try {
-          auto tr = torch[s].bridge->run(r.name, c.params, opt.warmup, opt.reps, out);
+          auto tr =
+              torch[s].bridge->run(r.name, c.params, opt.warmup, opt.warmup_ms, opt.reps, out);
           if (!tr.note.empty()) r.add_note(who + ": " + tr.note);
           std::cout << "  " << (s == 0 ? "torch" : "torch" + std::to_string(s + 1)) << " "
                     << fmt(median(tr.times_ms), 3) << " ms" << std::flush;
@@ -867,7 +882,8 @@ int main(int argc, char** argv) {
     md << "- Run: " << started << " to " << ended << ", commit `" << commit << "`, device "
        << dev.name() << ", " << threads << " threads, load average " << fmt(load_start)
        << " at start and " << fmt(load_end) << " at the end; median of " << opt.reps
-       << " repetitions after " << opt.warmup << " warm-ups"
+       << " repetitions after " << opt.warmup << " warm-ups (and at least " << opt.warmup_ms
+       << " ms of them)"
        << (opt.rounds > 1 ? ", in each of " + std::to_string(opt.rounds) +
                                 " alternated rounds, then the median over the rounds"
                           : "")
@@ -931,8 +947,9 @@ int main(int argc, char** argv) {
     js << "{\n  \"device\": " << json_str(dev.name())
        << ",\n  \"gpu\": " << (on_gpu ? json_str(gpu.name) : "null")
        << ",\n  \"size\": " << json_str(eb::name(size)) << ",\n  \"reps\": " << opt.reps
-       << ",\n  \"warmup\": " << opt.warmup << ",\n  \"rounds\": " << opt.rounds
-       << ",\n  \"threads\": " << threads << ",\n  \"cpu\": " << json_str(cpu_model())
+       << ",\n  \"warmup\": " << opt.warmup << ",\n  \"warmup_ms\": " << opt.warmup_ms
+       << ",\n  \"rounds\": " << opt.rounds << ",\n  \"threads\": " << threads
+       << ",\n  \"cpu\": " << json_str(cpu_model())
        << ",\n  \"cpu_isa_extensions\": " << json_str(join(isa_ext, " "))
        << ",\n  \"ember_cpu_isa\": " << json_str(ember_cpu_isa())
        << ",\n  \"commit\": " << json_str(commit) << ",\n  \"started\": " << json_str(started)

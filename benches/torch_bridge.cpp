@@ -178,12 +178,13 @@ std::string TorchBridge::request(const std::string& line) {
 
 std::string TorchBridge::info_field(const std::string& key) const { return field(info_, key); }
 
-TorchRun TorchBridge::run(const std::string& workload, const Params& params, int warmup, int reps,
-                          const std::string& out_path, bool eager) {
+TorchRun TorchBridge::run(const std::string& workload, const Params& params, int warmup,
+                          int warmup_ms, int reps, const std::string& out_path, bool eager) {
   std::ostringstream req;
   req << "{\"name\": \"" << json_escape(workload) << "\", \"warmup\": " << warmup
-      << ", \"reps\": " << reps << ", \"eager\": " << (eager ? "true" : "false") << ", \"out\": \""
-      << json_escape(out_path) << "\", \"params\": {";
+      << ", \"warmup_ms\": " << warmup_ms << ", \"reps\": " << reps
+      << ", \"eager\": " << (eager ? "true" : "false") << ", \"out\": \"" << json_escape(out_path)
+      << "\", \"params\": {";
   bool first = true;
   for (const auto& [k, v] : params) {
     req << (first ? "" : ", ") << "\"" << json_escape(k) << "\": [";

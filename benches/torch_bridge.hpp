@@ -42,9 +42,10 @@ class TorchBridge {
 
   // Runs one workload; throws std::runtime_error with PyTorch's message on failure.
   // `out_path` non-empty: PyTorch writes its last output there and it is read back.
-  // `eager`: run eager even when the process was started with torch.compile.
-  TorchRun run(const std::string& workload, const Params& params, int warmup, int reps,
-               const std::string& out_path, bool eager = false);
+  // `eager`: run eager even when the process was started with torch.compile. The warm-ups
+  // go on until `warmup_ms` have passed too (Note [Warm-up by time] in ember_bench.cpp).
+  TorchRun run(const std::string& workload, const Params& params, int warmup, int warmup_ms,
+               int reps, const std::string& out_path, bool eager = false);
 
  private:
   std::string request(const std::string& line);

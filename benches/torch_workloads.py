@@ -731,9 +731,12 @@ def run(req, compile_):
             note = f"torch.compile failed ({type(e).__name__}), eager"
     r = None
     with grad_ctx():
-        for _ in range(req["warmup"]):
+        # (warm-ups go on for warmup_ms too: Note [Warm-up by time] in ember_bench.cpp)
+        w0, i = time.perf_counter(), 0
+        while i < req["warmup"] or (time.perf_counter() - w0) * 1e3 < req.get("warmup_ms", 0):
             r = None
             r = fn()
+            i += 1
         sync()
         times = []
         for _ in range(max(1, req["reps"])):
