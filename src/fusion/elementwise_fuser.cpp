@@ -243,6 +243,8 @@ class Grouper {
   void begin(Shared& shared) {
     shared_ = &shared;
     clear();
+    closing_members_.clear();  // (a previous flush's that threw: Note [Closing lists])
+    closing_views_.clear();
     ew_read_.clear();
     records_ = nullptr;  // (set by note_flush; a previous flush's are gone)
     // A group holds at most max_group_ops members, each with at most three scalar sources.
@@ -882,6 +884,11 @@ class Grouper {
   std::vector<Alias> aliases_;
   std::vector<std::uint32_t> reshaped_direct_;
   std::vector<Record*> views_;
+  // Note [Closing lists]: a closing group's members and views, swapped out of members_ and
+  // views_ (which clear() then empties for the next group) and back at the next close, so
+  // both pairs keep their storage from group to group: moved out, members_ grew afresh
+  // for every group, seven allocations for one of 64 ops.
+  std::vector<Record*> closing_members_, closing_views_;
   std::vector<const Value*> ew_read_;  // read by element-wise records, sorted (note_flush)
   std::vector<std::shared_ptr<Value>> inputs_;
   std::vector<std::int32_t> input_uses_;
@@ -910,11 +917,12 @@ void Grouper::close(CloseReason why) {
     Record& r = *members_.front();
     for (Value* v : produced_) v->group_id = -1;
     for (const Alias& a : aliases_) a.v->group_id = -1;
-    std::vector<Record*> views = std::move(views_);
+    closing_views_.swap(views_);  // (Note [Closing lists])
     clear();
     materialize_fills(r);
     run_alone(*shared_, r);
-    for (Record* w : views) run_alone(*shared_, *w);
+    for (Record* w : closing_views_) run_alone(*shared_, *w);
+    closing_views_.clear();
     return;
   }
   const auto n_in = static_cast<std::int32_t>(inputs_.size());
@@ -1063,8 +1071,8 @@ void Grouper::close(CloseReason why) {
   info.key = g.key;
   info.fused = shared_->inner->runs_fused();
   info.closed = why;
-  std::vector<Record*> members = std::move(members_);
-  std::vector<Record*> views = std::move(views_);
+  closing_members_.swap(members_);  // (Note [Closing lists])
+  closing_views_.swap(views_);
   const bool reshaped = !frames_.empty();
   clear();
   const std::size_t n_out = g.outputs.size();
@@ -1080,10 +1088,11 @@ void Grouper::close(CloseReason why) {
       v->inner = std::move(shared_->inner->execute(ir::Reshape{v->inner, v->shape()})[0]);
     v->state = State::Ready;
   }
-  for (auto* list : {&members, &views}) {
+  for (auto* list : {&closing_members_, &closing_views_}) {
     for (Record* r : *list) {
       if (r->outs[0]->state == State::Pending) r->outs[0]->state = State::Elided;
     }
+    list->clear();
   }
   shared_->report.group(std::move(info));
 }
