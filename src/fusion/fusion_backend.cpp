@@ -271,7 +271,6 @@ class FusionBackendImpl final : public backend::Backend, public backend::FusionI
       if (v->stream == s && v->state == State::Pending) {
         add_pending_uses_locked(*v, 1);  // (s->mu held: Note [Reads of a pending value])
       } else {
-        std::lock_guard take(v->take_mu);
         v->pending_uses.fetch_add(1, std::memory_order_relaxed);
       }
     }

@@ -40,9 +40,11 @@ ir::Handle handle_of(std::shared_ptr<Value> v) {
 ir::Handle take_input(Value& v, std::int32_t uses) {
   std::lock_guard lk(v.take_mu);
   EMBER_ASSERT(v.state == State::Ready && uses >= 1);
+  // `dropped` first (Note [Counted before the drop]).
+  const bool dropped = v.dropped.load(std::memory_order_acquire);
   const std::int32_t before =
       v.pending_uses.fetch_sub(uses, std::memory_order_acq_rel) - (uses - 1);
-  if (before == 1 && v.dropped.load(std::memory_order_acquire)) {
+  if (before == 1 && dropped) {
     v.state = State::Consumed;
     return std::move(v.inner);
   }

@@ -245,13 +245,16 @@ void flush_locked(Stream& s, backend::CloseReason why);
 //
 // Note [Counted before the drop]: "the last reader" is two facts read together, no pending
 // reads left and no handle left (dropped). A record counts its read (pending_uses) before
-// the handle it was given is dropped, and, for a value another stream's flush may take
-// meanwhile (any but a value pending in the recording stream, which only a flush under that
-// stream's lock takes), under take_mu, so take_input sees either the new count or a handle
-// still alive. Counted after the drop, a flush of the other stream could see the last
-// handle gone and the new read not yet counted, and move `inner` away from a read still to
-// come: the invariant stop "a group input is Consumed" (EMBER_CPU_ISA=avx2, seed 400000001
-// of the fusion differential: a program's input read by the two threads' streams at once).
+// the handle it was given is dropped (the drop's release store orders the count before it),
+// and take_input reads `dropped` before it counts its reads off: seen dropped, no handle is
+// left to record another read, and every read recorded is counted; seen alive, it copies.
+// So take_input sees either the new count or a handle still alive. Counted after the drop,
+// a flush of the other stream could see the last handle gone and the new read not yet
+// counted, and move `inner` away from a read still to come: the invariant stop "a group
+// input is Consumed" (EMBER_CPU_ISA=avx2, seed 400000001 of the fusion differential: a
+// program's input read by the two threads' streams at once). (The count was taken under
+// take_mu, so that take_input, reading `dropped` after its count, saw the pair whole: three
+// locked instructions a read of a ready value, a twentieth of recording `x * w`.)
 ir::Handle take_input(Value& v, std::int32_t uses = 1);
 
 // Note [Reads of a pending value]: while v is Pending, every record that reads it is in its
@@ -259,8 +262,8 @@ ir::Handle take_input(Value& v, std::int32_t uses = 1);
 // two streams]), so its pending reads are counted and counted off only under that stream's
 // lock: by the recording thread holding it, or by a flush. There they change with a plain
 // load and store — a locked read-modify-write per read, on the recording path, cost more
-// than the rest of counting it. Once v is Ready, readers in two streams count under
-// take_mu (take_input) with atomic arithmetic. Returns the new count.
+// than the rest of counting it. Once v is Ready, readers in two streams count with atomic
+// arithmetic (counted off in take_input, under take_mu). Returns the new count.
 inline std::int32_t add_pending_uses_locked(Value& v, std::int32_t d) {
   const std::int32_t n = v.pending_uses.load(std::memory_order_relaxed) + d;
   v.pending_uses.store(n, std::memory_order_relaxed);
