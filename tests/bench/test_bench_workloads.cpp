@@ -48,7 +48,7 @@ TEST_P(BenchWorkload, AgreesWithPyTorchAtTinySize) {
   if (!torch().available()) GTEST_SKIP() << "PyTorch unavailable: " << torch().why();
   const std::string out =
       "/tmp/ember-test-bench-" + std::to_string(getpid()) + "-" + w.name + ".bin";
-  eb::TorchRun tr = torch().run(w.name, c.params, 0, 1, out);
+  eb::TorchRun tr = torch().run(w.name, c.params, 0, /*warmup_ms=*/0, 1, out);
   std::remove(out.c_str());
   ASSERT_TRUE(tr.output.has_value());
   EXPECT_EQ(eb::compare(got, *tr.output, c.rtol, c.atol), "") << w.name;
