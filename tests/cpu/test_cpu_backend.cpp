@@ -1023,6 +1023,67 @@ TEST(CpuReduce, ALongRowReducesTheSameBesideOtherRows) {
   }
 }
 
+// Note [Chunked columns] (cpu/kernels/reduce.cpp): a reduction over a dim with others after
+// it, of at least two chunks of kColumnChunk (2^20) elements of whole rows, combines each
+// chunk's rows in order into a part and folds the parts in chunk order: the sums here are
+// those of that order, computed by a plain walk (so they do not depend on the threads), and
+// the f64 sums to f32 rounding; max, min and an integer sum are exact. Shapes: one chunk
+// (row after row), two and three chunks with a short last one, beside outer blocks.
+TEST(CpuReduce, ReductionsOverOuterDimsCombineChunksInOrder) {
+  const Device dev = Device::cpu();
+  struct Case {
+    std::size_t outer, n, inner;
+  };
+  for (const Case c : {Case{1, 1000, 600}, Case{1, 3500, 600}, Case{3, 2 * 1747 + 100, 600},
+                       Case{1, 300, 4096}, Case{2, 600, 4096}}) {
+    const std::size_t rows = (std::size_t(1) << 20) / c.inner;  // per chunk
+    const bool chunked = rows >= 8 && c.n >= 2 * rows;
+    std::vector<float> v(c.outer * c.n * c.inner);
+    std::vector<std::int32_t> iv(v.size());
+    std::uint32_t s = 777;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      s = s * 1664525u + 1013904223u;
+      v[i] = (static_cast<float>(s >> 8) / 16777216.0f - 0.5f) * ((s & 15u) == 0 ? 100.0f : 1.0f);
+      iv[i] = static_cast<std::int32_t>(s >> 20) - 2048;
+    }
+    const Shape shape{c.outer, c.n, c.inner};
+    const auto x = Tensor<3>::from_data(TensorData::from<float>(v, shape), dev);
+    const auto xi = Tensor<3, Int>::from_data(TensorData::from<std::int32_t>(iv, shape), dev);
+    const auto sum = x.sum_dim(1).to_data().to_vector<float>();
+    const auto mx = x.max_dim(1).to_data().to_vector<float>();
+    const auto mn = x.min_dim(1).to_data().to_vector<float>();
+    const auto isum = xi.sum_dim(1).to_data().to_vector<std::int32_t>();
+    const std::string what = "[" + std::to_string(c.outer) + ", " + std::to_string(c.n) + ", " +
+                             std::to_string(c.inner) + "]";
+    for (std::size_t o = 0; o < c.outer; ++o) {
+      for (std::size_t j = 0; j < c.inner; j += 7) {
+        const auto at = [&](std::size_t r) { return (o * c.n + r) * c.inner + j; };
+        float want = 0, part = 0, hi = -INFINITY, lo = INFINITY;
+        double ref = 0, mag = 0;
+        std::int32_t iwant = 0;
+        for (std::size_t r = 0; r < c.n; ++r) {
+          part += v[at(r)];
+          if (!chunked || (r + 1) % rows == 0 || r + 1 == c.n) {
+            want = chunked ? want + part : part;
+            if (chunked) part = 0;
+          }
+          hi = std::max(hi, v[at(r)]);
+          lo = std::min(lo, v[at(r)]);
+          ref += v[at(r)];
+          mag += std::fabs(v[at(r)]);
+          iwant += iv[at(r)];
+        }
+        const std::size_t k = o * c.inner + j;
+        ASSERT_EQ(sum[k], want) << what << " column " << j;
+        ASSERT_NEAR(sum[k], ref, mag * 1e-5) << what << " column " << j;
+        ASSERT_EQ(mx[k], hi) << what;
+        ASSERT_EQ(mn[k], lo) << what;
+        ASSERT_EQ(isum[k], iwant) << what;
+      }
+    }
+  }
+}
+
 // Note [Chunked rows]: a long row's argmax / argmin is reduced in chunks over the threads,
 // and is still the row's first extreme, counted here by a plain walk: the extreme planted in
 // two chunks (the first wins), equal extremes of either sign of zero, a NaN after the
