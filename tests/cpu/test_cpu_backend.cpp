@@ -1027,8 +1027,9 @@ TEST(CpuReduce, ALongRowReducesTheSameBesideOtherRows) {
 // it, of at least two chunks of kColumnChunk (2^20) elements of whole rows, combines each
 // chunk's rows in order into a part and folds the parts in chunk order: the sums here are
 // those of that order, computed by a plain walk (so they do not depend on the threads), and
-// the f64 sums to f32 rounding; max, min and an integer sum are exact. Shapes: one chunk
-// (row after row), two and three chunks with a short last one, beside outer blocks.
+// the f64 sums to f32 rounding; max, min and an integer sum are exact, and argmax / argmin
+// the first extreme (or NaN) as a walk finds it, ties across chunks included. Shapes: one
+// chunk (row after row), two and three chunks with a short last one, beside outer blocks.
 TEST(CpuReduce, ReductionsOverOuterDimsCombineChunksInOrder) {
   const Device dev = Device::cpu();
   struct Case {
@@ -1053,6 +1054,16 @@ TEST(CpuReduce, ReductionsOverOuterDimsCombineChunksInOrder) {
     const auto mx = x.max_dim(1).to_data().to_vector<float>();
     const auto mn = x.min_dim(1).to_data().to_vector<float>();
     const auto isum = xi.sum_dim(1).to_data().to_vector<std::int32_t>();
+    // Coarse copies of the values (ties across chunks) with NaNs in some columns, for the
+    // arg reductions: the first extreme, or the first NaN, as a walk finds it.
+    std::vector<float> q(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      q[i] = std::round(v[i] * 4.0f);
+      if (i % 9973 == 5) q[i] = NAN;
+    }
+    const auto xq = Tensor<3>::from_data(TensorData::from<float>(q, shape), dev);
+    const auto amax = xq.argmax_dim(1).to_data().to_vector<std::int64_t>();
+    const auto amin = xq.argmin_dim(1).to_data().to_vector<std::int64_t>();
     const std::string what = "[" + std::to_string(c.outer) + ", " + std::to_string(c.n) + ", " +
                              std::to_string(c.inner) + "]";
     for (std::size_t o = 0; o < c.outer; ++o) {
@@ -1074,6 +1085,15 @@ TEST(CpuReduce, ReductionsOverOuterDimsCombineChunksInOrder) {
           iwant += iv[at(r)];
         }
         const std::size_t k = o * c.inner + j;
+        std::int64_t first_max = 0, first_min = 0;
+        for (std::size_t r = 1; r < c.n; ++r) {
+          const float e = q[at(r)], bmax = q[at(std::size_t(first_max))],
+                      bmin = q[at(std::size_t(first_min))];
+          if (bmax == bmax && (e != e || e > bmax)) first_max = std::int64_t(r);
+          if (bmin == bmin && (e != e || e < bmin)) first_min = std::int64_t(r);
+        }
+        ASSERT_EQ(amax[k], first_max) << what << " column " << j;
+        ASSERT_EQ(amin[k], first_min) << what << " column " << j;
         ASSERT_EQ(sum[k], want) << what << " column " << j;
         ASSERT_NEAR(sum[k], ref, mag * 1e-5) << what << " column " << j;
         ASSERT_EQ(mx[k], hi) << what;

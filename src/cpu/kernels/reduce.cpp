@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -279,13 +280,66 @@ std::int64_t fold_arg_parts(const ArgPart<T>* parts, std::size_t chunks) {
   return static_cast<std::int64_t>(best * kRowChunk) + parts[best].at;
 }
 
+// The columns of rows [r0, r1) of one outer block: each inner position's best value and the
+// first row holding it, walking the rows in order (best and idx hold row r0's on entry).
+template <bool Max, class T>
+void arg_columns(const T* base, std::size_t inner, std::size_t r0, std::size_t r1, T* best,
+                 std::int64_t* idx) {
+  for (std::size_t r = r0 + 1; r < r1; ++r) {
+    const T* row = base + r * inner;
+    for (std::size_t j = 0; j < inner; ++j) {
+      const bool b = arg_better<Max, T>(row[j], best[j]);
+      best[j] = b ? row[j] : best[j];
+      idx[j] = b ? static_cast<std::int64_t>(r) : idx[j];
+    }
+  }
+}
+
 // ArgMax / ArgMin: rows (inner == 1) by arg_row, long rows in chunks over the threads
 // (Note [Chunked rows]); columns keep running best values and indices per inner position,
-// so each input row is read once, contiguously.
+// so each input row is read once, contiguously — in the chunks of whole rows of Note
+// [Chunked columns] over the threads where the reduced dim has them (folded in chunk order
+// by arg_better, the first extreme as a walk finds it).
 template <bool Max, class T>
 void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
   if (d.inner == 1 && chunked_rows(d.n)) {
     reduce_in_chunks<ArgPart<T>>(x, y, d, arg_chunk<Max, T>, fold_arg_parts<Max, T>);
+    return;
+  }
+  if (const std::size_t rows = column_chunk_rows(d)) {
+    const std::size_t chunks = (d.n + rows - 1) / rows;
+    // (Arrays, not vectors: T may be bool.)
+    const std::size_t parts = d.outer * chunks * d.inner;
+    const std::unique_ptr<T[]> best(new T[parts]);
+    const std::unique_ptr<std::int64_t[]> idx(new std::int64_t[parts]);
+    parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t i = i0; i < i1; ++i) {
+        const std::size_t o = i / chunks, c = i % chunks, r0 = c * rows;
+        const T* base = x + o * d.n * d.inner;
+        T* b = best.get() + i * d.inner;
+        std::int64_t* at = idx.get() + i * d.inner;
+        std::copy_n(base + r0 * d.inner, d.inner, b);
+        std::fill_n(at, d.inner, static_cast<std::int64_t>(r0));
+        arg_columns<Max>(base, d.inner, r0, std::min(d.n, r0 + rows), b, at);
+      }
+    });
+    parallel_for(0, d.outer, 1, [&](std::size_t o0, std::size_t o1) {
+      for (std::size_t o = o0; o < o1; ++o) {
+        const std::size_t first = o * chunks * d.inner;
+        std::copy_n(idx.get() + first, d.inner, y + o * d.inner);
+        const std::unique_ptr<T[]> top(new T[d.inner]);
+        std::copy_n(best.get() + first, d.inner, top.get());
+        for (std::size_t c = 1; c < chunks; ++c) {
+          const std::size_t k = first + c * d.inner;
+          for (std::size_t j = 0; j < d.inner; ++j) {
+            if (arg_better<Max, T>(best[k + j], top[j])) {
+              top[j] = best[k + j];
+              y[o * d.inner + j] = idx[k + j];
+            }
+          }
+        }
+      }
+    });
     return;
   }
   if (d.inner == 1) {
@@ -296,7 +350,7 @@ void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
     return;
   }
   parallel_for(0, d.outer, 1, [&](std::size_t o0, std::size_t o1) {
-    std::vector<T> best(d.inner);
+    const std::unique_ptr<T[]> best(new T[d.inner]);
     for (std::size_t o = o0; o < o1; ++o) {
       const T* base = x + o * d.n * d.inner;
       std::int64_t* idx = y + o * d.inner;
@@ -304,14 +358,7 @@ void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
         best[j] = base[j];
         idx[j] = 0;
       }
-      for (std::size_t r = 1; r < d.n; ++r) {
-        const T* row = base + r * d.inner;
-        for (std::size_t j = 0; j < d.inner; ++j) {
-          const bool b = arg_better<Max, T>(row[j], best[j]);
-          best[j] = b ? row[j] : best[j];
-          idx[j] = b ? static_cast<std::int64_t>(r) : idx[j];
-        }
-      }
+      arg_columns<Max>(base, d.inner, 0, d.n, best.get(), idx);
     }
   });
 }
