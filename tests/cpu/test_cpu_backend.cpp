@@ -1051,6 +1051,7 @@ TEST(CpuReduce, ReductionsOverOuterDimsCombineChunksInOrder) {
     const auto x = Tensor<3>::from_data(TensorData::from<float>(v, shape), dev);
     const auto xi = Tensor<3, Int>::from_data(TensorData::from<std::int32_t>(iv, shape), dev);
     const auto sum = x.sum_dim(1).to_data().to_vector<float>();
+    const auto mean = x.mean_dim(1).to_data().to_vector<float>();
     const auto mx = x.max_dim(1).to_data().to_vector<float>();
     const auto mn = x.min_dim(1).to_data().to_vector<float>();
     const auto isum = xi.sum_dim(1).to_data().to_vector<std::int32_t>();
@@ -1095,6 +1096,7 @@ TEST(CpuReduce, ReductionsOverOuterDimsCombineChunksInOrder) {
         ASSERT_EQ(amax[k], first_max) << what << " column " << j;
         ASSERT_EQ(amin[k], first_min) << what << " column " << j;
         ASSERT_EQ(sum[k], want) << what << " column " << j;
+        ASSERT_EQ(mean[k], want * (1.0f / static_cast<float>(c.n))) << what << " column " << j;
         ASSERT_NEAR(sum[k], ref, mag * 1e-5) << what << " column " << j;
         ASSERT_EQ(mx[k], hi) << what;
         ASSERT_EQ(mn[k], lo) << what;
