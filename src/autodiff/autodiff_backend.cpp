@@ -16,7 +16,10 @@
 #include "ember/autodiff/autodiff.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "autodiff/graph.hpp"
 #include "autodiff/ir_helpers.hpp"
@@ -60,6 +63,7 @@ class BackwardPass final : public Engine {
   }
 
   void accumulate(Node& node, ir::Handle grad) override {
+    settle_slices(node.id);
     auto& slot = grads_[node.id];
     slot = slot ? h::add(inner_, std::move(slot), std::move(grad)) : std::move(grad);
   }
@@ -74,15 +78,97 @@ class BackwardPass final : public Engine {
   // before. Only elements outside every slice differ from the full add: they keep the
   // slot's value instead of becoming value + 0, which is the same number except that a
   // -0 stays -0.
+  //
+  // Note [Slices that tile]: the slices of a chunk (nn::Lstm's four gates of each step) give
+  // their operand one gradient each, and together they cover it: written one by one that
+  // was a fill of zeros, four slice writes and three reads and adds a step, and on Fusion
+  // four flushes (a slice write is no element-wise op). So an operand's first slice
+  // gradients wait, in order, until something else reads or adds to its gradient
+  // (settle_slices); then, where they are the pieces of the operand along one dim, in
+  // order or not, with no gap or overlap and full ranges elsewhere, the gradient is their
+  // concatenation — the same values, each element one slice's g (a -0 stays -0) — and
+  // otherwise they are written as above, in the order they came.
   void accumulate_slice(Node& node, const Shape& shape, DType dtype,
                         const std::vector<ir::SliceRange>& ranges, ir::Handle g) override {
-    auto& slot = grads_[node.id];
-    if (!slot) {
-      slot = h::slice_assign(inner_, h::zeros(inner_, shape, dtype), ranges, std::move(g));
+    auto found = grads_.find(node.id);
+    if (found == grads_.end() || !found->second) {
+      auto& pending = slices_[node.id];
+      pending.shape = shape;
+      pending.dtype = dtype;
+      pending.parts.emplace_back(ranges, std::move(g));
       return;
     }
+    add_slice(found->second, ranges, std::move(g));
+  }
+
+  void add_slice(ir::Handle& slot, const std::vector<ir::SliceRange>& ranges, ir::Handle g) {
+    if (!slot) return;
     ir::Handle sum = h::add(inner_, h::slice(inner_, slot, ranges), std::move(g));
     slot = h::slice_assign(inner_, std::move(slot), ranges, std::move(sum));
+  }
+
+  // The waiting slice gradients of node `id` into its gradient (Note [Slices that tile]).
+  void settle_slices(std::uint64_t id) {
+    auto it = slices_.find(id);
+    if (it == slices_.end()) return;
+    PendingSlices pending = std::move(it->second);
+    slices_.erase(it);
+    auto& slot = grads_[id];
+    EMBER_ASSERT(!slot);
+    if (auto tiled = tiling(pending)) {
+      slot = h::run(inner_, ir::Cat{std::move(tiled->second), tiled->first, pending.shape});
+      return;
+    }
+    for (auto& [ranges, g] : pending.parts) {
+      if (!slot) {
+        slot = h::slice_assign(inner_, h::zeros(inner_, pending.shape, pending.dtype), ranges,
+                               std::move(g));
+      } else {
+        add_slice(slot, ranges, std::move(g));
+      }
+    }
+  }
+
+  struct PendingSlices {
+    Shape shape;
+    DType dtype = DType::F32;
+    std::vector<std::pair<std::vector<ir::SliceRange>, ir::Handle>> parts;
+  };
+
+  // The dim the parts tile and their gradients in order along it, where they tile the
+  // operand exactly (Note [Slices that tile]); else nullopt.
+  static std::optional<std::pair<std::size_t, std::vector<ir::Handle>>> tiling(
+      const PendingSlices& p) {
+    if (p.parts.size() < 2) return std::nullopt;
+    const std::size_t rank = p.shape.rank();
+    std::optional<std::size_t> dim;
+    for (const auto& [ranges, g] : p.parts) {
+      if (ranges.size() != rank || g->shape().rank() != rank || g->dtype() != p.dtype)
+        return std::nullopt;
+      for (std::size_t d = 0; d < rank; ++d) {
+        const ir::SliceRange& r = ranges[d];
+        if (r.step != 1) return std::nullopt;
+        if (r.start == 0 && r.end == p.shape[d]) continue;
+        if (dim && *dim != d) return std::nullopt;
+        dim = d;
+      }
+    }
+    if (!dim) return std::nullopt;  // (every part the whole operand: an overlap)
+    std::vector<std::size_t> order(p.parts.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+      return p.parts[x].first[*dim].start < p.parts[y].first[*dim].start;
+    });
+    std::size_t at = 0;
+    std::vector<ir::Handle> xs;
+    for (std::size_t i : order) {
+      const ir::SliceRange& r = p.parts[i].first[*dim];
+      if (r.start != at || r.end <= r.start) return std::nullopt;
+      at = r.end;
+      xs.push_back(p.parts[i].second);
+    }
+    if (at != p.shape[*dim]) return std::nullopt;
+    return std::pair{*dim, std::move(xs)};
   }
 
   backend::GradientsStore run(const std::shared_ptr<Node>& root) {
@@ -111,6 +197,7 @@ class BackwardPass final : public Engine {
     const auto run = [&] {
       grads_[root->id] = h::full(inner_, root->shape, 1.0, root->dtype);
       for (const auto& n : order) {
+        settle_slices(n->id);
         auto g = grads_.extract(n->id);
         if (n->leaf) {
           if (!g.empty()) out.insert(n->id, std::move(g.mapped()));
@@ -170,6 +257,7 @@ class BackwardPass final : public Engine {
   backend::Backend& inner_;
   NanCheckingBackend* nan_check_;
   std::unordered_map<std::uint64_t, ir::Handle> grads_;
+  std::unordered_map<std::uint64_t, PendingSlices> slices_;  // (Note [Slices that tile])
   std::unordered_map<std::uint64_t, std::vector<ir::Handle>> recomputed_;
 };
 

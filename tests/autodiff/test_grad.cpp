@@ -484,6 +484,32 @@ TEST(Grad, CompositesReuseAndBroadcast) {
                            ops::reduce_all(ir::ReduceFn::Sum, ops::unary(UnaryFn::Tanh, x[0])));
       },
       {{rnd(S({4, 6}), -2, 2, 12)}});
+  // Slices that tile the operand along one dim (an LSTM's chunks of its gates), used out
+  // of order: their gradients become one concatenation (Note [Slices that tile]); with a
+  // use of the whole operand as well (added after them); and slices with a gap between
+  // them (written one by one, zeros in the gap).
+  const auto chunks = [](auto& x, bool whole, bool gap) {
+    using ops::Range;
+    auto a = ops::slice(x[0], {Range{0, 4}, Range{0, 2}});
+    auto b = ops::slice(x[0], {Range{0, 4}, Range{2, gap ? 3 : 5}});
+    auto c = ops::slice(x[0], {Range{0, 4}, Range{5, 6}});
+    auto s = ops::reduce_all(ir::ReduceFn::Sum, ops::unary(UnaryFn::Sin, c));
+    s = ops::binary(BinaryFn::Add, s,
+                    ops::reduce_all(ir::ReduceFn::Sum, ops::binary(BinaryFn::Mul, a, a)));
+    s = ops::binary(BinaryFn::Add, s,
+                    ops::reduce_all(ir::ReduceFn::Sum, ops::unary(UnaryFn::Tanh, b)));
+    if (whole) {
+      s = ops::binary(BinaryFn::Add, s,
+                      ops::reduce_all(ir::ReduceFn::Sum, ops::unary(UnaryFn::Exp, x[0])));
+    }
+    return s;
+  };
+  check_both("slices that tile", [&](auto& x) { return chunks(x, false, false); },
+             {{rnd(S({4, 6}), -2, 2, 13)}});
+  check_both("slices that tile and a whole use", [&](auto& x) { return chunks(x, true, false); },
+             {{rnd(S({4, 6}), -2, 2, 14)}});
+  check_both("slices with a gap", [&](auto& x) { return chunks(x, false, true); },
+             {{rnd(S({4, 6}), -2, 2, 15)}});
   // A bias broadcast over rows and a scale over columns.
   check_both("broadcast chain",
              [](auto& x) {
