@@ -130,38 +130,50 @@ std::size_t column_chunk_rows(Dims3 d) {
   return d.inner > 1 && rows >= 8 && d.n >= 2 * rows ? rows : 0;
 }
 
+// out[j] for j < width: the rows r < count (row r at base + r * stride) combined in order.
 template <ReduceFn F, class T>
-void reduce_columns_in_chunks(const T* x, T* y, Dims3 d, std::size_t rows) {
+void combine_rows(const T* base, std::size_t stride, std::size_t width, std::size_t count, T* out) {
   using C = Combine<F, T>;
-  const std::size_t chunks = (d.n + rows - 1) / rows;
-  std::vector<T> part(d.outer * chunks * d.inner);
+  for (std::size_t j = 0; j < width; ++j) out[j] = C::init();
+  for (std::size_t r = 0; r < count; ++r) {
+    const T* row = base + r * stride;
+    for (std::size_t j = 0; j < width; ++j) out[j] = C::apply(out[j], row[j]);
+  }
+}
+
+// Note [Chunked columns]'s walk: part(i, o, r0, r1) for chunk i = o * chunks + c (rows
+// [r0, r1) of outer block o) over the threads, then fold(o) for every outer block.
+template <class Part, class Fold>
+void over_column_chunks(Dims3 d, std::size_t rows, std::size_t chunks, Part part, Fold fold) {
   parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
     for (std::size_t i = i0; i < i1; ++i) {
-      const std::size_t o = i / chunks, c = i % chunks;
-      T* p = part.data() + i * d.inner;
-      const T* base = x + (o * d.n + c * rows) * d.inner;
-      for (std::size_t j = 0; j < d.inner; ++j) p[j] = C::init();
-      for (std::size_t r = 0, len = std::min(rows, d.n - c * rows); r < len; ++r) {
-        const T* row = base + r * d.inner;
-        for (std::size_t j = 0; j < d.inner; ++j) p[j] = C::apply(p[j], row[j]);
-      }
+      const std::size_t o = i / chunks, r0 = i % chunks * rows;
+      part(i, o, r0, std::min(d.n, r0 + rows));
     }
   });
   parallel_for(0, d.outer, 1, [&](std::size_t o0, std::size_t o1) {
-    for (std::size_t o = o0; o < o1; ++o) {
-      T* out = y + o * d.inner;
-      for (std::size_t j = 0; j < d.inner; ++j) out[j] = C::init();
-      for (std::size_t c = 0; c < chunks; ++c) {
-        const T* p = part.data() + (o * chunks + c) * d.inner;
-        for (std::size_t j = 0; j < d.inner; ++j) out[j] = C::apply(out[j], p[j]);
-      }
-    }
+    for (std::size_t o = o0; o < o1; ++o) fold(o);
   });
 }
 
 template <ReduceFn F, class T>
+void reduce_columns_in_chunks(const T* x, T* y, Dims3 d, std::size_t rows) {
+  const std::size_t chunks = (d.n + rows - 1) / rows;
+  std::vector<T> part(d.outer * chunks * d.inner);
+  over_column_chunks(
+      d, rows, chunks,
+      [&](std::size_t i, std::size_t o, std::size_t r0, std::size_t r1) {
+        combine_rows<F>(x + (o * d.n + r0) * d.inner, d.inner, d.inner, r1 - r0,
+                        part.data() + i * d.inner);
+      },
+      [&](std::size_t o) {
+        combine_rows<F>(part.data() + o * chunks * d.inner, d.inner, d.inner, chunks,
+                        y + o * d.inner);
+      });
+}
+
+template <ReduceFn F, class T>
 void reduce_values(const T* x, T* y, Dims3 d) {
-  using C = Combine<F, T>;
   // Only how the work is split across threads depends on this, not the order of combining.
   const bool few_outer = d.outer < num_threads();
   if (d.inner == 1 && chunked_rows(d.n)) {
@@ -176,28 +188,17 @@ void reduce_values(const T* x, T* y, Dims3 d) {
   } else if (few_outer && d.inner * d.n >= 32768) {
     // Few outer blocks (e.g. a reduction over dim 0): split the inner columns instead.
     for (std::size_t o = 0; o < d.outer; ++o) {
-      T* out = y + o * d.inner;
       const std::size_t grain = std::max<std::size_t>(16, 32768 / std::max<std::size_t>(d.n, 1));
       parallel_for(0, d.inner, grain, [&](std::size_t j0, std::size_t j1) {
-        for (std::size_t j = j0; j < j1; ++j) out[j] = C::init();
-        for (std::size_t r = 0; r < d.n; ++r) {
-          const T* row = x + (o * d.n + r) * d.inner;
-          for (std::size_t j = j0; j < j1; ++j) out[j] = C::apply(out[j], row[j]);
-        }
+        combine_rows<F>(x + o * d.n * d.inner + j0, d.inner, j1 - j0, d.n, y + o * d.inner + j0);
       });
     }
   } else {
     const std::size_t grain =
         std::max<std::size_t>(1, 32768 / std::max<std::size_t>(d.n * d.inner, 1));
     parallel_for(0, d.outer, grain, [&](std::size_t o0, std::size_t o1) {
-      for (std::size_t o = o0; o < o1; ++o) {
-        T* out = y + o * d.inner;
-        for (std::size_t j = 0; j < d.inner; ++j) out[j] = C::init();
-        for (std::size_t r = 0; r < d.n; ++r) {
-          const T* row = x + (o * d.n + r) * d.inner;
-          for (std::size_t j = 0; j < d.inner; ++j) out[j] = C::apply(out[j], row[j]);
-        }
-      }
+      for (std::size_t o = o0; o < o1; ++o)
+        combine_rows<F>(x + o * d.n * d.inner, d.inner, d.inner, d.n, y + o * d.inner);
     });
   }
   if constexpr (F == ReduceFn::Mean) {
@@ -307,39 +308,36 @@ void arg_reduce(const T* x, std::int64_t* y, Dims3 d) {
     return;
   }
   if (const std::size_t rows = column_chunk_rows(d)) {
-    const std::size_t chunks = (d.n + rows - 1) / rows;
+    const std::size_t chunks = (d.n + rows - 1) / rows, parts = d.outer * chunks * d.inner;
     // (Arrays, not vectors: T may be bool.)
-    const std::size_t parts = d.outer * chunks * d.inner;
     const std::unique_ptr<T[]> best(new T[parts]);
     const std::unique_ptr<std::int64_t[]> idx(new std::int64_t[parts]);
-    parallel_for(0, d.outer * chunks, 1, [&](std::size_t i0, std::size_t i1) {
-      for (std::size_t i = i0; i < i1; ++i) {
-        const std::size_t o = i / chunks, c = i % chunks, r0 = c * rows;
-        const T* base = x + o * d.n * d.inner;
-        T* b = best.get() + i * d.inner;
-        std::int64_t* at = idx.get() + i * d.inner;
-        std::copy_n(base + r0 * d.inner, d.inner, b);
-        std::fill_n(at, d.inner, static_cast<std::int64_t>(r0));
-        arg_columns<Max>(base, d.inner, r0, std::min(d.n, r0 + rows), b, at);
-      }
-    });
-    parallel_for(0, d.outer, 1, [&](std::size_t o0, std::size_t o1) {
-      for (std::size_t o = o0; o < o1; ++o) {
-        const std::size_t first = o * chunks * d.inner;
-        std::copy_n(idx.get() + first, d.inner, y + o * d.inner);
-        const std::unique_ptr<T[]> top(new T[d.inner]);
-        std::copy_n(best.get() + first, d.inner, top.get());
-        for (std::size_t c = 1; c < chunks; ++c) {
-          const std::size_t k = first + c * d.inner;
-          for (std::size_t j = 0; j < d.inner; ++j) {
-            if (arg_better<Max, T>(best[k + j], top[j])) {
-              top[j] = best[k + j];
-              y[o * d.inner + j] = idx[k + j];
+    over_column_chunks(
+        d, rows, chunks,
+        [&](std::size_t i, std::size_t o, std::size_t r0, std::size_t r1) {
+          const T* base = x + o * d.n * d.inner;
+          T* b = best.get() + i * d.inner;
+          std::int64_t* at = idx.get() + i * d.inner;
+          std::copy_n(base + r0 * d.inner, d.inner, b);
+          std::fill_n(at, d.inner, static_cast<std::int64_t>(r0));
+          arg_columns<Max>(base, d.inner, r0, r1, b, at);
+        },
+        [&](std::size_t o) {
+          // Chunk 0's extremes, then each later chunk's where strictly better (the first
+          // extreme stays), written over them in best's and idx's own rows.
+          T* top = best.get() + o * chunks * d.inner;
+          std::int64_t* at = idx.get() + o * chunks * d.inner;
+          for (std::size_t c = 1; c < chunks; ++c) {
+            const std::size_t k = c * d.inner;
+            for (std::size_t j = 0; j < d.inner; ++j) {
+              if (arg_better<Max, T>(top[k + j], top[j])) {
+                top[j] = top[k + j];
+                at[j] = at[k + j];
+              }
             }
           }
-        }
-      }
-    });
+          std::copy_n(at, d.inner, y + o * d.inner);
+        });
     return;
   }
   if (d.inner == 1) {
