@@ -91,7 +91,7 @@ class BackwardPass final : public Engine {
   void accumulate_slice(Node& node, const Shape& shape, DType dtype,
                         const std::vector<ir::SliceRange>& ranges, ir::Handle g) override {
     auto found = grads_.find(node.id);
-    if (found == grads_.end() || !found->second) {
+    if (found == grads_.end()) {
       auto& pending = slices_[node.id];
       pending.shape = shape;
       pending.dtype = dtype;
@@ -101,8 +101,8 @@ class BackwardPass final : public Engine {
     add_slice(found->second, ranges, std::move(g));
   }
 
+  // g added to the part of slot (an operand's gradient so far) that `ranges` select.
   void add_slice(ir::Handle& slot, const std::vector<ir::SliceRange>& ranges, ir::Handle g) {
-    if (!slot) return;
     ir::Handle sum = h::add(inner_, h::slice(inner_, slot, ranges), std::move(g));
     slot = h::slice_assign(inner_, std::move(slot), ranges, std::move(sum));
   }

@@ -314,7 +314,7 @@ class Grouper {
         });
       }
       close(CloseReason::Matmul);
-      materialize_fills(r);
+      run_constants_read_by(r);
       join(r, kMatmulFrame);
       if (kind == ir::OpKind::Matmul) {
         matmul_n_ = r.outs[0]->shape()[r.outs[0]->shape().rank() - 1];
@@ -334,7 +334,7 @@ class Grouper {
                                                     : CloseReason::NonFusableOp);
     }
     if (opens_row_group(r)) return;
-    materialize_fills(r);
+    run_constants_read_by(r);
     run_alone(*shared_, r);
   }
 
@@ -698,7 +698,7 @@ class Grouper {
   }
 
   // The scalar constants r reads run first, so r finds them in memory.
-  static void materialize_fills(Record& r) {
+  static void run_constants_read_by(Record& r) {
     for (const auto& v : r.args) {
       if (v && is_source(*v)) run_constant(*v);
     }
@@ -919,7 +919,7 @@ void Grouper::close(CloseReason why) {
     for (const Alias& a : aliases_) a.v->group_id = -1;
     closing_views_.swap(views_);  // (Note [Closing lists])
     clear();
-    materialize_fills(r);
+    run_constants_read_by(r);
     run_alone(*shared_, r);
     for (Record* w : closing_views_) run_alone(*shared_, *w);
     closing_views_.clear();
