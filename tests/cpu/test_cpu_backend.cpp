@@ -883,6 +883,72 @@ TEST(CpuConv, PackedWeightsFollowTheWeightsBuffer) {
   expect_close(input_grad(neg), neg_dx, 2e-4, "input grad after the weight changed in place");
 }
 
+// Note [Packed weight cache] for matmul's right operand (Note [Prepacked B] in gemm.hpp): a
+// B multiplied again unchanged by few rows is packed on the second product and read from
+// the cache on the third (its panels held as long as B's buffer lives: memory in use grows
+// once, by about B's size), bit for bit the results of packing per call, for B itself and
+// for its transposed view (an entry each, in the one buffer); a product with many rows caches
+// nothing; an op writing B's buffer in place drops the panels, so the next product sees the new
+// values.
+TEST(CpuMatmul, PrepackedRightOperandFollowsItsBuffer) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const std::size_t m = 24, k = 96, n = 96;  // square: B and B^T are views of one buffer
+  const auto av = uniform_values(m * k, 31), bv = uniform_values(k * n, 32),
+             tall = uniform_values(400 * k, 33);
+  const auto node = [&](const std::vector<double>& v, const Shape& s) {
+    return be->from_data(TensorData::from(v, s).convert(DType::F32));
+  };
+  // f64 references: a b, a b^T and tall b.
+  const auto reference = [&](const std::vector<double>& x, std::size_t rows, bool transposed,
+                             double sign) {
+    std::vector<double> y(rows * n, 0.0);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t p = 0; p < k; ++p)
+          y[i * n + j] += x[i * k + p] * sign * bv[transposed ? j * k + p : p * n + j];
+    return y;
+  };
+  auto a = node(av, Shape{m, k});
+  const std::size_t only_a = be->memory_stats().in_use;
+  auto b = node(bv, Shape{k, n});
+  auto bt = be->execute(ir::Permute{b, {1, 0}})[0];  // B^T, a view of B's buffer
+  const auto product = [&](const ir::Handle& x, const ir::Handle& w) {
+    return be->to_data(be->execute(ir::Matmul{x, w, Shape{x->shape()[0], n}})[0]);
+  };
+  const std::size_t base = be->memory_stats().in_use;
+  const TensorData y1 = product(a, b), y2 = product(a, b);
+  const std::size_t after_two = be->memory_stats().in_use;
+  const TensorData y3 = product(a, b);
+  EXPECT_TRUE(y1 == y2 && y2 == y3) << "per call, into the cache, from the cache";
+  expect_close(y3, reference(av, m, false, 1.0), 1e-5, "a b from the cache");
+  EXPECT_GE(after_two, base + k * n * sizeof(float)) << "the second product kept B's panels";
+  EXPECT_EQ(be->memory_stats().in_use, after_two) << "the third product packed nothing";
+  const TensorData t1 = product(a, bt), t2 = product(a, bt), t3 = product(a, bt);
+  EXPECT_TRUE(t1 == t2 && t2 == t3);
+  expect_close(t3, reference(av, m, true, 1.0), 1e-5, "a b^T from the cache");
+  const std::size_t with_both = be->memory_stats().in_use;
+  EXPECT_GE(with_both, after_two + k * n * sizeof(float)) << "the view has panels of its own";
+  // Many rows: the GEMM packs each panel of B once for them all; nothing more is cached.
+  auto x = node(tall, Shape{400, k});
+  const std::size_t with_x = be->memory_stats().in_use;
+  for (int i = 0; i < 3; ++i)
+    expect_close(product(x, b), reference(tall, 400, false, 1.0), 1e-5, "tall x b");
+  EXPECT_EQ(be->memory_stats().in_use, with_x) << "a product of 400 rows cached panels";
+  x.reset();
+
+  // B's sole owner negates it in place: the cached panels are dropped.
+  bt.reset();
+  const std::byte* before = be->host_data(b);
+  auto neg = be->execute(ir::Unary{ir::UnaryFn::Neg, std::move(b), DType::F32})[0];
+  ASSERT_EQ(be->host_data(neg), before) << "the negation was expected to reuse the buffer";
+  expect_close(product(a, neg), reference(av, m, false, -1.0), 1e-5, "after B changed in place");
+  expect_close(product(a, neg), reference(av, m, false, -1.0), 1e-5, "after B changed, again");
+  expect_close(product(a, neg), reference(av, m, false, -1.0), 1e-5, "after B changed, cached");
+  // The panels die with their buffer.
+  neg.reset();
+  EXPECT_EQ(be->memory_stats().in_use, only_a) << "panels outlived their buffers";
+}
+
 // Empty batches and channels: zeros or empty outputs, never a read out of bounds.
 TEST(CpuConv, EmptyExtents) {
   auto be = backend::Registry::global().backend("cpu", 0);

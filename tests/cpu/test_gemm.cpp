@@ -378,6 +378,65 @@ TEST_P(GemmTest, PackedAIsThePlainProductF64) {
   check_packed_a<double>(rng);
 }
 
+// Note [Prepacked B] (gemm.hpp): a product with a prepacked B gives bit for bit the plain
+// GEMM's results, for any layout of B, with C overwritten or accumulated into, and one
+// prepacked B serves several products with different A. Shapes cross the k blocks, the
+// column slivers and column blocks (an LSTM step's 32 x 1024 x 256, split over the
+// threads), the kernel's row block (300 rows) and the matrix-vector path (m or n == 1,
+// which reads the source B); the plain products are checked against f64 sums too.
+template <class T>
+void check_prepacked_b(std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  const size_t shapes[][3] = {{1, 40, 7},     {40, 1, 7},      {2, 3, 1},     {5, 9, 0},
+                              {13, 37, 5},    {32, 1024, 256}, {7, 300, 600}, {192, 70, 513},
+                              {300, 17, 257}, {3, 2000, 20}};
+  for (const auto& sh : shapes)
+    for (Layout lb : kLayouts) {
+      const size_t m = sh[0], n = sh[1], k = sh[2];
+      SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                   " k=" + std::to_string(k) + " lb=" + std::to_string(static_cast<int>(lb)));
+      const Operand ob = make_layout(lb, k, n);
+      std::vector<T> b(std::max<size_t>(ob.elems, 1));
+      for (auto& v : b) v = static_cast<T>(dist(rng));
+      PrepackedB<T> packed(k, n);
+      std::vector<T> panels(packed.size());
+      packed.pack(panels.data(), b.data(), ob.rs, ob.cs);
+      for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+        for (bool accumulate : {false, true}) {
+          const Operand oa = make_layout(la, m, k);
+          std::vector<T> a(std::max<size_t>(oa.elems, 1)), c0(m * n);
+          for (auto& v : a) v = static_cast<T>(dist(rng));
+          for (auto& v : c0) v = static_cast<T>(dist(rng));
+          std::vector<T> plain = c0, with_b = c0;
+          const ptrdiff_t ln = static_cast<ptrdiff_t>(n);
+          gemm<T>(1, m, n, k, a.data(), 0, oa.rs, oa.cs, b.data(), 0, ob.rs, ob.cs, plain.data(), 0,
+                  ln, accumulate);
+          gemm_prepacked_b(m, a.data(), oa.rs, oa.cs, packed, with_b.data(), ln, accumulate);
+          for (size_t i = 0; i < m * n; ++i)
+            ASSERT_EQ(std::memcmp(&plain[i], &with_b[i], sizeof(T)), 0)
+                << "element " << i << ": " << with_b[i] << " vs " << plain[i];
+          for (size_t i = 0; i < m; i += std::max<size_t>(1, m / 7))
+            for (size_t j = 0; j < n; j += std::max<size_t>(1, n / 11)) {
+              double want = accumulate ? double(c0[i * n + j]) : 0.0;
+              for (size_t p = 0; p < k; ++p)
+                want += double(a[i * oa.rs + p * oa.cs]) * double(b[p * ob.rs + j * ob.cs]);
+              ASSERT_NEAR(double(plain[i * n + j]), want, (sizeof(T) == 4 ? 1e-4 : 1e-12) * (k + 1))
+                  << "element (" << i << ", " << j << ")";
+            }
+        }
+    }
+}
+
+TEST_P(GemmTest, PrepackedBIsThePlainProductF32) {
+  std::mt19937 rng(18);
+  check_prepacked_b<float>(rng);
+}
+
+TEST_P(GemmTest, PrepackedBIsThePlainProductF64) {
+  std::mt19937 rng(19);
+  check_prepacked_b<double>(rng);
+}
+
 // k == 0 must zero C even if it held NaNs, and overwrite must ignore NaN garbage in C.
 TEST_P(GemmTest, OverwriteIgnoresOldContents) {
   const size_t m = 13, n = 37, k = 5;

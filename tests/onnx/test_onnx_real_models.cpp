@@ -120,7 +120,7 @@ TEST_P(OnnxRealModels, MatchPyTorchAndOnnxruntime) {
   got.assert_approx_eq(torch, 1e-4, 1e-4 * scale);
   matches_onnxruntime(dir, name, got, scale);
   // The second run packs the convolution weights into the Cpu's cache and the third reads
-  // them from it (Note [Packed weight cache] in src/cpu/kernels/conv.cpp): the same bits.
+  // them from it (Note [Packed weight cache] in src/cpu/kernels/packed_cache.hpp): the same bits.
   const TensorData second = m.run({x})[0].to_data(), third = m.run({x})[0].to_data();
   EXPECT_TRUE(second == got) << "the second run differs from the first";
   EXPECT_TRUE(third == got) << "the third run differs from the first";

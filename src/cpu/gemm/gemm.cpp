@@ -326,6 +326,23 @@ struct PanelsA {
   }
 };
 
+// A PrepackedB's panels (Note [Prepacked B]): k block by k block, each the slivers of all of
+// B's columns (rounded up to NR), so the slivers of any run of columns that starts on a
+// sliver are one piece, as pack_b would have written them: gemm_by_columns and gemm_blocked
+// read them where they lie instead of packing.
+template <class T>
+struct PanelsB {
+  const T* panels;
+  size_t n_padded;
+  const T* at(size_t pc, size_t kcur, size_t jc) const {
+    return panels + pc * n_padded + jc * kcur;
+  }
+};
+template <class PackB>
+constexpr bool kPanelsB = false;
+template <class T>
+constexpr bool kPanelsB<PanelsB<T>> = true;
+
 template <class T>
 void zero_or_keep(size_t m, size_t n, T* c, ptrdiff_t c_rs, bool accumulate) {
   if (accumulate) return;
@@ -578,14 +595,21 @@ void gemm_by_columns(const KernelInfo<T>& kr, size_t threads, size_t blocks, siz
   const size_t n_slivers = ceil_div(n, nr);
   const size_t mc = round_up(ceil_div(m, ceil_div(m, kr.mc)), mr);
   auto work = [&](size_t b0, size_t b1) {
-    T* pb = static_cast<T*>(t_pack_b.get(kc * ceil_div(n_slivers, blocks) * nr * sizeof(T)));
+    T* packed = nullptr;
+    if constexpr (!kPanelsB<PackB>)
+      packed = static_cast<T*>(t_pack_b.get(kc * ceil_div(n_slivers, blocks) * nr * sizeof(T)));
     for (size_t b = b0; b < b1; ++b) {
       const size_t s0 = n_slivers * b / blocks, s1 = n_slivers * (b + 1) / blocks;
       const size_t j0 = s0 * nr, ncur = std::min(n, s1 * nr) - j0;
       for (size_t pc = 0; pc < k; pc += kc) {
         const size_t kcur = std::min(kc, k - pc);
         const bool load_c = accumulate || pc > 0;
-        pack_b(pb, pc, kcur, j0, ncur, size_t{0}, s1 - s0);
+        const T* pb = packed;
+        if constexpr (kPanelsB<PackB>) {
+          pb = pack_b.at(pc, kcur, j0);
+        } else {
+          pack_b(packed, pc, kcur, j0, ncur, size_t{0}, s1 - s0);
+        }
         for (size_t ic = 0; ic < m; ic += mc) {
           const size_t mcur = std::min(mc, m - ic);
           const T* pa = a_panels(pc, kcur, ic, mcur);
@@ -613,8 +637,8 @@ void gemm_by_columns(const KernelInfo<T>& kr, size_t threads, size_t blocks, siz
 
 // The blocked product of an A given by its panel provider (StridedA, PanelsA) and a B given
 // by pack_b(dst, pc, kc, jc, ncur, s0, s1), which packs slivers [s0, s1) of the kc x ncur
-// block of B at row pc, column jc into dst (the sliver layout of pack_b above). `threads`
-// is how many workers this call may spread over.
+// block of B at row pc, column jc into dst (the sliver layout of pack_b above), or by a
+// PrepackedB's panels (PanelsB). `threads` is how many workers this call may spread over.
 template <class T, class APanels, class PackB>
 void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k,
                   const APanels& a_panels, const PackB& pack_b, T* c, ptrdiff_t c_rs,
@@ -667,7 +691,8 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
   const size_t row_parts = std::min(threads, m_slivers);
   const size_t n_parts = threads > row_parts ? threads / row_parts : 1;
 
-  T* pb = static_cast<T*>(t_pack_b.get(kc * nc * sizeof(T)));
+  T* packed = nullptr;
+  if constexpr (!kPanelsB<PackB>) packed = static_cast<T*>(t_pack_b.get(kc * nc * sizeof(T)));
 
   for (size_t jc = 0; jc < n; jc += nc) {
     const size_t ncur = std::min(nc, n - jc);
@@ -678,12 +703,15 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
       // After the last k block, each run of `ep_slivers` slivers of a row block is final.
       const bool last_k = pc + kcur == k;
       const size_t ep_slivers = std::max<size_t>(1, kEpilogueCols / nr);
-      const size_t b_grain = threads > 1 ? std::max<size_t>(1, 4096 / kcur) : n_slivers;
-      if (threads > 1) {
+      const T* pb = packed;
+      if constexpr (kPanelsB<PackB>) {
+        pb = pack_b.at(pc, kcur, jc);
+      } else if (threads > 1) {
+        const size_t b_grain = std::max<size_t>(1, 4096 / kcur);
         parallel_for(0, n_slivers, b_grain,
-                     [&](size_t s0, size_t s1) { pack_b(pb, pc, kcur, jc, ncur, s0, s1); });
+                     [&](size_t s0, size_t s1) { pack_b(packed, pc, kcur, jc, ncur, s0, s1); });
       } else {
-        pack_b(pb, pc, kcur, jc, ncur, size_t{0}, n_slivers);
+        pack_b(packed, pc, kcur, jc, ncur, size_t{0}, n_slivers);
       }
 
       T* c_blk = c + jc;
@@ -911,6 +939,78 @@ void PackedA<T>::pack(T* storage, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs) {
 
 template class PackedA<float>;
 template class PackedA<double>;
+
+template <class T>
+PrepackedB<T>::PrepackedB(size_t k, size_t n) : isa_(resolve_isa()), k_(k), n_(n) {
+  const KernelInfo<T> kr = kernel_for<T>(isa_);
+  size_ = round_up(n, kr.nr) * k;
+}
+
+template <class T>
+void PrepackedB<T>::pack(T* storage, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs) {
+  panels_ = storage;
+  src_ = b;
+  src_rs_ = b_rs;
+  src_cs_ = b_cs;
+  if (n_ == 0 || k_ == 0) return;
+  const KernelInfo<T> kr = kernel_for<T>(isa_);
+  const size_t kc = k_block(kr, k_), n_padded = round_up(n_, kr.nr);
+  const size_t slivers = n_padded / kr.nr, blocks = ceil_div(k_, kc);
+  // One item a run of slivers of one k block, as gemm_blocked's pack_b would write them.
+  const size_t per_item = std::max<size_t>(1, (size_t{1} << 14) / (kr.nr * kc));
+  const size_t runs = ceil_div(slivers, per_item);
+  const auto work = [&](size_t w0, size_t w1) {
+    for (size_t w = w0; w < w1; ++w) {
+      const size_t pc = w / runs * kc, kcur = std::min(kc, k_ - pc);
+      const size_t s0 = w % runs * per_item, s1 = std::min(slivers, s0 + per_item);
+      kr.pack_b(storage + pc * n_padded, b + static_cast<ptrdiff_t>(pc) * b_rs, b_rs, b_cs, n_,
+                kcur, s0, s1);
+    }
+  };
+  if (size_ < (size_t{1} << 16)) return work(0, blocks * runs);
+  parallel_for(0, blocks * runs, 1, work);
+}
+
+template class PrepackedB<float>;
+template class PrepackedB<double>;
+
+template <class T>
+bool prepacked_b_pays(size_t m, size_t n, size_t k) {
+  return m > 1 && n > 1 && k > 0 && m <= kernel_for<T>(resolve_isa()).mc;
+}
+template bool prepacked_b_pays<float>(size_t, size_t, size_t);
+template bool prepacked_b_pays<double>(size_t, size_t, size_t);
+
+namespace {
+template <class T>
+void gemm_prepacked_b_impl(size_t m, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                           const PrepackedB<T>& b, T* c, ptrdiff_t c_rs, bool accumulate,
+                           const GemmEpilogue<T>* ep) {
+  const size_t n = b.n(), k = b.k();
+  if (m == 0 || n == 0) return;
+  const Finish<T> finish{ep, 0};
+  const size_t threads = num_threads();
+  // As gemm_single: the matrix-vector path on the source.
+  if (k > 0 && (m == 1 || n == 1) &&
+      gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b.source(), b.source_rs(), b.source_cs(), c,
+                     c_rs, accumulate))
+    return finish(0, 0, c, c_rs, m, n);
+  const KernelInfo<T> kr = kernel_for<T>(b.isa());
+  gemm_blocked<T>(kr, threads, m, n, k, StridedA<T>{kr, a, a_rs, a_cs},
+                  PanelsB<T>{b.panels(), round_up(n, kr.nr)}, c, c_rs, accumulate, finish);
+}
+}  // namespace
+
+void gemm_prepacked_b(size_t m, const float* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                      const PrepackedB<float>& b, float* c, ptrdiff_t c_rs, bool accumulate,
+                      const GemmEpilogue<float>* epilogue) {
+  gemm_prepacked_b_impl<float>(m, a, a_rs, a_cs, b, c, c_rs, accumulate, epilogue);
+}
+void gemm_prepacked_b(size_t m, const double* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
+                      const PrepackedB<double>& b, double* c, ptrdiff_t c_rs, bool accumulate,
+                      const GemmEpilogue<double>* epilogue) {
+  gemm_prepacked_b_impl<double>(m, a, a_rs, a_cs, b, c, c_rs, accumulate, epilogue);
+}
 
 void gemm_packed_a(size_t n, const PackedA<float>& a, const float* b, ptrdiff_t b_rs,
                    ptrdiff_t b_cs, float* c, ptrdiff_t c_rs, bool accumulate,

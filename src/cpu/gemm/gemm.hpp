@@ -132,6 +132,61 @@ void gemm_packed_a(std::size_t n, const PackedA<double>& a, const PackedB<double
                    std::ptrdiff_t c_rs, bool accumulate,
                    const GemmEpilogue<double>* epilogue = nullptr);
 
+// Note [Prepacked B]: a right operand B [k, n] packed once into the GEMM's own panels, for
+// products that reuse it with other left operands (a recurrent weight, multiplied by each
+// step's state; a layer's weight run after run at a small batch): with few rows, a plain
+// GEMM spends much of its time packing B — an LSTM step's [32, 256] x [256, 1024] reads and
+// transposes all of W_hh^T for 32 rows. The panels are the plain GEMM's own (the same k
+// blocks, the same slivers of NR columns, zero-padded), and the products run the plain
+// driver with them in place of its packing, so the results are bit for bit gemm_f32 /
+// gemm_f64's with the B it was packed from. The layout belongs to the micro-kernel family
+// chosen when it is made. Products with one row or one column take the matrix-vector path
+// (Note [gemv] in gemm.cpp) on the source B, as the plain GEMM does, so the source must
+// outlive the products as well as the storage.
+template <class T>
+class PrepackedB {
+ public:
+  // The layout of B [k, n] for the kernels the next GEMM would use (cpu::active_isa()).
+  PrepackedB(std::size_t k, std::size_t n);
+  // Elements of storage that pack() fills.
+  std::size_t size() const { return size_; }
+  // Packs B[p*b_rs + j*b_cs] (p < k, j < n) into storage (size() elements, owned by the
+  // caller, which keeps it and B alive and unchanged while products use them), on the
+  // thread pool.
+  void pack(T* storage, const T* b, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs);
+
+  std::size_t k() const { return k_; }
+  std::size_t n() const { return n_; }
+  detail::GemmIsa isa() const { return isa_; }
+  const T* panels() const { return panels_; }
+  const T* source() const { return src_; }
+  std::ptrdiff_t source_rs() const { return src_rs_; }
+  std::ptrdiff_t source_cs() const { return src_cs_; }
+
+ private:
+  detail::GemmIsa isa_;
+  std::size_t k_, n_, size_ = 0;
+  const T* panels_ = nullptr;
+  const T* src_ = nullptr;
+  std::ptrdiff_t src_rs_ = 0, src_cs_ = 0;
+};
+
+// Whether a product of m rows with a B [k, n] packs enough of B per row for a PrepackedB to
+// pay: more than one row and column (not a matrix-vector product), and at most one of the
+// micro-kernel's row blocks (a deeper product packs each panel of B once for many rows).
+template <class T>
+bool prepacked_b_pays(std::size_t m, std::size_t n, std::size_t k);
+
+// C[i*c_rs + j] (= or +=) sum_p A[i*a_rs + p*a_cs] * B(p, j) for i < m, j < b.n(), p < b.k():
+// gemm_f32 / gemm_f64 with a prepacked B (bit for bit the same results). An epilogue (Note
+// [GEMM epilogue]) is applied to each finished block of C, its batch 0.
+void gemm_prepacked_b(std::size_t m, const float* a, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs,
+                      const PrepackedB<float>& b, float* c, std::ptrdiff_t c_rs, bool accumulate,
+                      const GemmEpilogue<float>* epilogue = nullptr);
+void gemm_prepacked_b(std::size_t m, const double* a, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs,
+                      const PrepackedB<double>& b, double* c, std::ptrdiff_t c_rs, bool accumulate,
+                      const GemmEpilogue<double>* epilogue = nullptr);
+
 // Note [B rows in place]: C[i*c_rs + j] = sum_p A(i, p) * rows[p][j] for i < a.m(), j < n,
 // p < a.k(), with B's rows read where they lie instead of packed: the micro-kernels load
 // row p of a tile from rows[p] + j0 (a convolution's window rows, Note [Phase images] in

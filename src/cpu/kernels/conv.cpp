@@ -17,7 +17,7 @@
 // The weight, the GEMM's A in Forward and InputGrad, is packed into the GEMM's panels once
 // per call for all images and threads (GroupWeights, Note [Packed A] in gemm.hpp), and
 // kept with the weight's buffer for the next call when it is convolved again unchanged
-// (Note [Packed weight cache]).
+// (Note [Packed weight cache] in packed_cache.hpp).
 // Convolutions where every output channel reads one input channel (C / G == 1: depthwise,
 // and any single-channel input) take a direct path instead, a multiply-add of image rows
 // per kernel offset, for all three passes: a GEMM with K-deep products would waste its tiles.
@@ -34,7 +34,6 @@
 #include <array>
 #include <cstring>
 #include <memory>
-#include <mutex>  // std::lock_guard
 #include <vector>
 
 #include "cpu/kernels/conv.hpp"
@@ -43,6 +42,7 @@
 #include "cpu/isa.hpp"
 #include "cpu/kernels/conv_rows.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/packed_cache.hpp"
 #include "cpu/kernels/window_rows.hpp"
 #include "cpu/thread_pool.hpp"
 #include "ember/backend/window.hpp"
@@ -105,77 +105,18 @@ class GroupWeights {
   std::shared_ptr<CpuTensor> source_, storage_;
 };
 
-// Note [Packed weight cache]: packing a weight into the GEMM's panels reads and writes the
-// whole weight on every call: 7.5% of an imported ResNet-18's run at batch 1, whose weights
-// are each convolved once per run, run after run. So the panels of a weight are kept with
-// its buffer (Buffer::derived, Note [Derived data] in allocator.hpp) and reused while the
-// buffer is unchanged:
-//  - they are dropped when an op is about to write the buffer in place (cpu::reusable()),
-//    the only way an existing buffer's contents change, and they die with the buffer;
-//  - a weight is packed into the cache on its second sighting (the first leaves an empty
-//    entry), so a tensor convolved once, as a training step's fresh weights, costs no
-//    memory; a model run repeatedly keeps one packed copy of each convolution weight
-//    (about the weights' size again), as onnxruntime's pre-packing does;
-//  - entries are per view, pass, group count and micro-kernel family (the test hook
-//    gemm_force_isa changes it), and never made in an arena (firmware's memory is the
-//    application's budget) or for a contiguous copy made by this call.
-// The results are bit for bit those of packing per call (Note [Packed A]).
-struct PackedWeights {
-  std::int64_t offset;
-  Shape shape;
-  DType dtype;
-  size_t groups;
-  ir::ConvPass pass;
-  bool flipped;  // InputGrad's forward route (Note [Input grad as a forward])
-  detail::GemmIsa isa;
-  std::shared_ptr<const void> panels;  // a GroupWeights<T>; null: seen once
-};
-using PackedWeightsList = std::vector<PackedWeights>;  // a buffer's Buffer::derived
-
-// Serialises the convolutions' reads and writes of Buffer::derived.
-Mutex& packed_weights_mutex() {
-  static Mutex mu;
-  return mu;
-}
-
 // The packed weight of `w` (the contiguous operand of op; `given` whether it is op's own
 // tensor rather than a copy) for one pass (flipped: InputGrad's forward route): make(), a
-// shared GroupWeights<T>, taken from or put in the cache as Note [Packed weight cache] says.
+// shared GroupWeights<T>, taken from or put in the cache (Note [Packed weight cache] in
+// packed_cache.hpp).
 template <class T, class Make>
 std::shared_ptr<const GroupWeights<T>> packed_weights(CpuContext& ctx, const CpuTensor& w,
                                                       bool given, ir::ConvPass pass, bool flipped,
                                                       size_t groups, const Make& make) {
-  const auto pack = [&]() -> std::shared_ptr<const GroupWeights<T>> { return make(); };
-  if (!given || ctx.allocator.is_arena()) return pack();
-  const detail::GemmIsa isa = detail::gemm_active_isa();
-  Buffer& buf = *w.buffer();
-  const auto find = [&]() -> PackedWeights* {
-    auto* list = static_cast<PackedWeightsList*>(buf.derived.get());
-    if (list == nullptr) {
-      buf.derived = std::make_shared<PackedWeightsList>();
-      list = static_cast<PackedWeightsList*>(buf.derived.get());
-    }
-    for (auto& e : *list)
-      if (e.offset == w.offset() && e.shape == w.shape() && e.dtype == w.dtype() &&
-          e.groups == groups && e.pass == pass && e.flipped == flipped && e.isa == isa)
-        return &e;
-    list->push_back({w.offset(), w.shape(), w.dtype(), groups, pass, flipped, isa, nullptr});
-    return nullptr;
-  };
-  {
-    std::lock_guard<Mutex> lock(packed_weights_mutex());
-    const PackedWeights* e = find();
-    if (e == nullptr) return pack();  // the first sighting
-    if (e->panels) return std::static_pointer_cast<const GroupWeights<T>>(e->panels);
-  }
-  // The second sighting: packed outside the lock (on the thread pool); a convolution that
-  // packed it meanwhile on another thread wins.
-  auto packed = pack();
-  std::lock_guard<Mutex> lock(packed_weights_mutex());
-  PackedWeights* e = find();
-  if (e == nullptr) return packed;  // cannot happen while this call holds w
-  if (!e->panels) e->panels = packed;
-  return std::static_pointer_cast<const GroupWeights<T>>(e->panels);
+  const PackedKey key = packed_key(PackedUse::ConvWeight, w,
+                                   {std::int64_t(groups), std::int64_t(pass), flipped ? 1 : 0});
+  if (auto cached = cached_packing<GroupWeights<T>>(ctx, w, given, key, make)) return cached;
+  return make();
 }
 
 // The sizes of one convolution.

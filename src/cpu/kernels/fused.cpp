@@ -1141,7 +1141,7 @@ std::optional<Outputs> run_matmul(CpuContext& ctx, FusedGroup& g, const Program&
     const ProductEpilogue<T> epi{
         prog, g, shape, views, read, po.outs, m, n, prefetch_inputs(g, &read)};
     const GemmEpilogue<T> ep{&ProductEpilogue<T>::apply, &epi};
-    matmul_into<T>(as_cpu(operand[0]), as_cpu(operand[1]), ps, po.c->data_as<T>(), &ep);
+    matmul_into<T>(ctx, as_cpu(operand[0]), as_cpu(operand[1]), ps, po.c->data_as<T>(), &ep);
   };
   if (ct == DType::F64) {
     go(double{});

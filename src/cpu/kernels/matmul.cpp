@@ -14,6 +14,7 @@
 #include "cpu/gemm/gemm.hpp"
 #include "cpu/gemm/gemm_bf16.hpp"
 #include "cpu/kernels/kernels.hpp"
+#include "cpu/kernels/packed_cache.hpp"
 #include "cpu/strided.hpp"
 #include "cpu/thread_pool.hpp"
 
@@ -89,6 +90,20 @@ void gemm_of(std::size_t batch, std::size_t m, std::size_t n, std::size_t k, con
   }
 }
 
+// A matmul's right operand packed once (Note [Prepacked B] in gemm.hpp), with the block of
+// the backend's pool that holds its panels.
+template <class T>
+struct CachedB {
+  PrepackedB<T> b;
+  std::shared_ptr<CpuTensor> storage;
+  CachedB(CpuContext& ctx, const CpuTensor& src, std::size_t k, std::size_t n, std::ptrdiff_t rs,
+          std::ptrdiff_t cs)
+      : b(k, n) {
+    storage = ctx.empty(Shape{b.size()}, sizeof(T) == 4 ? DType::F32 : DType::F64);
+    b.pack(storage->template data_as<T>(), src.data_as<const T>(), rs, cs);
+  }
+};
+
 // matmul_into with the operands' element type In (see gemm_of).
 // An epilogue seeing a GEMM call's block (product `batch`, rows from i0) at the output's
 // batch first + batch * batch_step and rows i * row_step + batch * batch_row: a call's
@@ -111,7 +126,7 @@ struct Remapped {
 };
 
 template <class In, class T>
-void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
+void matmul_of(CpuContext& ctx, const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
                const GemmEpilogue<T>* epilogue) {
   const std::vector<std::int64_t> out_strides = contiguous_strides(os);
   const std::size_t r = os.rank();
@@ -138,11 +153,28 @@ void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
     gemm_of<In, T>(batch, rows, n, k, a.data_as<const In>(), a_bs_, a_rs_, a_cs,
                    b.data_as<const In>(), 0, b_rs, b_cs, out, c_bs_, c_rs_, e);
   };
-  if (const auto row_stride = folded_row_stride(a, b, os)) {
-    // One product of all the rows: its row i is the output's row i (batch 0).
-    gemm(1, os.num_elements() / n, 0, *row_stride, 0, static_cast<std::ptrdiff_t>(n), epilogue);
-    return;
-  }
+  // One product of `rows` rows at row stride rs, row i the output's row i (batch 0): with
+  // B packed once and kept (Note [Prepacked B] in gemm.hpp, Note [Packed weight cache] in
+  // packed_cache.hpp) where a B seen before unchanged is multiplied by few rows.
+  const auto one_product = [&](std::size_t rows, std::ptrdiff_t rs) {
+    if constexpr (std::is_same_v<In, T>) {
+      if (prepacked_b_pays<T>(rows, n, k)) {
+        const PackedKey key = packed_key(PackedUse::MatmulRight, b);
+        const auto packed = cached_packing<CachedB<T>>(ctx, b, true, key, [&] {
+          return std::make_shared<const CachedB<T>>(ctx, b, k, n, b_rs, b_cs);
+        });
+        if (packed) {
+          gemm_prepacked_b(rows, a.data_as<const T>(), rs, a_cs, packed->b, out,
+                           static_cast<std::ptrdiff_t>(n), false, epilogue);
+          return;
+        }
+      }
+    }
+    gemm(1, rows, 0, rs, 0, static_cast<std::ptrdiff_t>(n), epilogue);
+  };
+  if (r == 2) return one_product(m, a_rs);
+  if (const auto row_stride = folded_row_stride(a, b, os))
+    return one_product(os.num_elements() / n, *row_stride);
   if (const auto d = swappable_dim(a, b, os)) {
     // Product i (of m) holds the output's rows r * m + i, r < os[d]: the epilogue sees each
     // of them as that row of batch 0.
@@ -174,22 +206,22 @@ void matmul_of(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
 }  // namespace
 
 template <class T>
-void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
+void matmul_into(CpuContext& ctx, const CpuTensor& a, const CpuTensor& b, const Shape& os, T* out,
                  const GemmEpilogue<T>* epilogue) {
-  matmul_of<T, T>(a, b, os, out, epilogue);
+  matmul_of<T, T>(ctx, a, b, os, out, epilogue);
 }
 
-template void matmul_into<float>(const CpuTensor&, const CpuTensor&, const Shape&, float*,
-                                 const GemmEpilogue<float>*);
-template void matmul_into<double>(const CpuTensor&, const CpuTensor&, const Shape&, double*,
-                                  const GemmEpilogue<double>*);
+template void matmul_into<float>(CpuContext&, const CpuTensor&, const CpuTensor&, const Shape&,
+                                 float*, const GemmEpilogue<float>*);
+template void matmul_into<double>(CpuContext&, const CpuTensor&, const CpuTensor&, const Shape&,
+                                  double*, const GemmEpilogue<double>*);
 
 ir::Handle matmul_bf16(CpuContext& ctx, const ir::Matmul& op) {
   const auto& a = as_cpu(op.a);
   const auto& b = as_cpu(op.b);
   EMBER_ASSERT(a.dtype() == DType::BF16 && b.dtype() == DType::BF16);
   auto out = ctx.empty(op.out_shape, DType::F32);
-  matmul_of<std::uint16_t, float>(a, b, op.out_shape, out->data_as<float>(), nullptr);
+  matmul_of<std::uint16_t, float>(ctx, a, b, op.out_shape, out->data_as<float>(), nullptr);
   ir::Cast narrow{std::move(out), DType::BF16};
   return run(ctx, narrow);
 }
@@ -199,9 +231,9 @@ ir::Handle run(CpuContext& ctx, ir::Matmul& op) {
   const auto& b = as_cpu(op.b);
   auto out = ctx.empty(op.out_shape, a.dtype());
   if (a.dtype() == DType::F64) {
-    matmul_into<double>(a, b, op.out_shape, out->data_as<double>(), nullptr);
+    matmul_into<double>(ctx, a, b, op.out_shape, out->data_as<double>(), nullptr);
   } else {
-    matmul_into<float>(a, b, op.out_shape, out->data_as<float>(), nullptr);
+    matmul_into<float>(ctx, a, b, op.out_shape, out->data_as<float>(), nullptr);
   }
   return out;
 }

@@ -14,8 +14,8 @@ namespace ember::cpu {
 // given, is applied to each finished block of out, its `batch` the flat index over
 // out_shape's batch dims.
 template <class T>
-void matmul_into(const CpuTensor& a, const CpuTensor& b, const Shape& out_shape, T* out,
-                 const GemmEpilogue<T>* epilogue);
+void matmul_into(CpuContext& ctx, const CpuTensor& a, const CpuTensor& b, const Shape& out_shape,
+                 T* out, const GemmEpilogue<T>* epilogue);
 
 // ir::Matmul of bf16 operands by the bf16 GEMM (cpu/gemm/gemm_bf16.hpp), for CPUs with a
 // bf16 dot product (gemm_bf16_native()): the product accumulated in f32, then rounded to bf16
