@@ -601,10 +601,8 @@ RuleEntry make_kind(ir::OpKind k) {
     case OpKind::Matmul:
       return diff("da = g b^T, db = a^T g (transposes are views; batch dims summed)", kAll, false,
                   [](Ctx& c) {
-                    if (c.wants(0))
-                      c.give(0, matmul(c.be, c.grad(), transpose_last(c.be, c.input(1))));
-                    if (c.wants(1))
-                      c.give(1, matmul(c.be, transpose_last(c.be, c.input(0)), c.grad()));
+                    if (c.wants(0)) c.give_product(0, {c.grad()}, {c.input(1), true});
+                    if (c.wants(1)) c.give_product(1, {c.input(0), true}, {c.grad()});
                   });
     case OpKind::Reshape:
       return diff("reshape g back", 0, false,

@@ -73,6 +73,8 @@ struct Node {
   // concurrently.
   Atomic<bool> claimed{false};
   Atomic<bool> consumed{false};  // a backward pass freed it
+  // How many recorded ops read this node's value (Note [Products that stack]).
+  Atomic<std::uint32_t> uses{0};
   const Rule* rule = nullptr;
   std::vector<std::shared_ptr<Node>> parents;  // per operand slot; null: not tracked
   std::vector<Shape> in_shapes;
@@ -110,6 +112,12 @@ class AdTensor final : public ir::TensorNode {
   std::shared_ptr<Node> node_;
 };
 
+// A factor of a gradient's matrix product: the matrix x, or its transpose.
+struct Factor {
+  ir::Handle x;
+  bool transposed = false;
+};
+
 // What backward provides to a rule: forward values (saved or recomputed) and a sink for
 // the operands' gradients.
 class Engine {
@@ -122,6 +130,9 @@ class Engine {
   // [Slice gradients]).
   virtual void accumulate_slice(Node& node, const Shape& shape, DType dtype,
                                 const std::vector<ir::SliceRange>& ranges, ir::Handle g) = 0;
+  // Adds the product lhs · rhs (matrices, of node's shape and dtype) to node's gradient
+  // (Note [Products that stack]).
+  virtual void accumulate_product(Node& node, Factor lhs, Factor rhs) = 0;
 };
 
 class BackwardCtx {
@@ -150,6 +161,8 @@ class BackwardCtx {
   void give(std::size_t i, ir::Handle g);
   // Adds g, of the shape of operand i's part `ranges`, to that part of its gradient.
   void give_slice(std::size_t i, const std::vector<ir::SliceRange>& ranges, ir::Handle g);
+  // Adds the matrix product lhs · rhs to operand i's gradient (Note [Products that stack]).
+  void give_product(std::size_t i, Factor lhs, Factor rhs);
 
  private:
   Engine& engine_;

@@ -22,6 +22,7 @@
 #include <ember/ember.hpp>
 
 #include "autodiff/graph.hpp"
+#include "ember/autodiff/autodiff.hpp"
 
 using namespace ember;
 using ir::BinaryFn;
@@ -510,6 +511,32 @@ TEST(Grad, CompositesReuseAndBroadcast) {
              {{rnd(S({4, 6}), -2, 2, 14)}});
   check_both("slices with a gap", [&](auto& x) { return chunks(x, false, true); },
              {{rnd(S({4, 6}), -2, 2, 15)}});
+  // A weight read by many products (Note [Products that stack]): a recurrence over one
+  // transposed view made once (the LSTM's W_hh^T), the weight also read directly on both
+  // sides of other products (terms stored transposed and not, stacked together), and more
+  // terms than four times the gradient's size in factors (several stacks, added in turn).
+  const auto recurrence = [](auto& x, std::size_t steps) {
+    const DynTensor wt = ops::transpose(x[1]);
+    DynTensor h = x[0];
+    std::optional<DynTensor> s;
+    for (std::size_t t = 0; t < steps; ++t) {
+      h = ops::unary(UnaryFn::Tanh, ops::binary(BinaryFn::Add, ops::matmul(h, wt), x[2]));
+      const DynTensor side = ops::matmul(x[1], ops::transpose(h));  // W h^T
+      const DynTensor back = ops::matmul(h, x[1]);                  // h W
+      const DynTensor term = ops::binary(
+          BinaryFn::Add, ops::reduce_all(ir::ReduceFn::Sum, ops::unary(UnaryFn::Sin, side)),
+          ops::reduce_all(ir::ReduceFn::Sum, ops::binary(BinaryFn::Mul, back, back)));
+      s = s ? ops::binary(BinaryFn::Add, *s, term) : term;
+    }
+    return ops::binary(BinaryFn::Add, *s, ops::reduce_all(ir::ReduceFn::Sum, h));
+  };
+  for (std::size_t steps : {std::size_t{2}, std::size_t{9}}) {
+    check_both("products that stack, " + std::to_string(steps) + " steps",
+               [&](auto& x) { return recurrence(x, steps); },
+               {{rnd(S({2, 3}), -1, 1, 16)},
+                {rnd(S({3, 3}), -0.8, 0.8, 17)},
+                {rnd(S({2, 3}), -0.5, 0.5, 18)}});
+  }
   // A bias broadcast over rows and a scale over columns.
   check_both("broadcast chain",
              [](auto& x) {
@@ -643,6 +670,89 @@ TEST(AutodiffApi, MemoryReturnsAfterStep) {
   step();
   step();
   EXPECT_EQ(memory_stats(cpu).in_use, before);
+}
+
+// The Cpu, counting the matrix products and concatenations it runs.
+class CountingCpu final : public backend::Backend {
+ public:
+  CountingCpu() : inner_(Device::cpu().backend_ptr()) {}
+  std::string name() const override { return "cpu"; }
+  ir::Handle from_data(const TensorData& d) override { return inner_->from_data(d); }
+  TensorData to_data(const ir::Handle& x) override { return inner_->to_data(x); }
+  std::vector<ir::Handle> execute(ir::Op op) override {
+    if (std::holds_alternative<ir::Matmul>(op)) ++matmuls;
+    if (std::holds_alternative<ir::Cat>(op)) ++cats;
+    return inner_->execute(std::move(op));
+  }
+  bool supports(const ir::Op& op) const override { return inner_->supports(op); }
+  void seed(std::uint64_t s) override { inner_->seed(s); }
+  backend::MemoryStats memory_stats() const override { return inner_->memory_stats(); }
+  void empty_cache() override { inner_->empty_cache(); }
+  void sync() override {}
+  int matmuls = 0, cats = 0;
+
+ private:
+  std::shared_ptr<backend::Backend> inner_;
+};
+
+// Note [Products that stack]: the recurrent weight's gradient terms (one product per step)
+// run as one product of the stacked factors — T + 1 products in backward, not 2T — while a
+// weight read by one product gives its term as a plain product; the gradients equal an f64
+// reference of the unrolled sums.
+TEST(AutodiffApi, RecurrentWeightGradientIsOneProduct) {
+  const std::size_t steps = 12, b = 3, d = 4;
+  auto counting = std::make_shared<CountingCpu>();
+  Device ad(autodiff::make_autodiff_backend(counting, Checkpointing::None));
+  const TensorData wd = rnd(S({d, d}), -0.5, 0.5, 70), hd = rnd(S({b, d}), -1, 1, 71),
+                   vd = rnd(S({d, d}), -0.5, 0.5, 72);
+  auto w = Tensor<2>::from_data(wd, ad).require_grad();
+  auto v = Tensor<2>::from_data(vd, ad).require_grad();  // read by one product
+  const Tensor<2> wt = w.transpose();                    // made once, as nn::Lstm's W_hh^T
+  Tensor<2> h = Tensor<2>::from_data(hd, ad);
+  std::vector<Tensor<2>> hs{h};
+  for (std::size_t t = 0; t < steps; ++t) {
+    h = h.matmul(wt);
+    hs.push_back(h);
+  }
+  const auto loss = h.matmul(v).sum();
+  counting->matmuls = counting->cats = 0;
+  Gradients grads = loss.backward();
+  // Backward: each step's h gradient (12), v's (1), and W's terms stacked: the 12 terms of
+  // 4 x 4 factors (3 x 4 + 3 x 4 elements each) wait until 4 x 16 elements are held, so
+  // they run as 3 products of 3 stacked terms each, then one of 3.
+  EXPECT_EQ(counting->matmuls, int(steps) + 1 + 4);
+  EXPECT_EQ(counting->cats, 2 * 4);
+  // f64: dL/dh_T = 1 v^T; dL/dh_{t-1} = dL/dh_t W; dL/dW^T += h_{t-1}^T dL/dh_t.
+  const auto wv = wd.to_vector<double>(), vv = vd.to_vector<double>();
+  std::vector<std::vector<double>> hv;
+  for (const auto& x : hs) hv.push_back(x.to_data().convert(DType::F64).to_vector<double>());
+  std::vector<double> g(b * d), dwt(d * d, 0.0), dv(d * d, 0.0);
+  for (std::size_t i = 0; i < b; ++i)
+    for (std::size_t j = 0; j < d; ++j) {
+      double s = 0;
+      for (std::size_t k = 0; k < d; ++k) s += vv[j * d + k];
+      g[i * d + j] = s;
+    }
+  for (std::size_t p = 0; p < d; ++p)
+    for (std::size_t q = 0; q < d; ++q)
+      for (std::size_t i = 0; i < b; ++i) dv[p * d + q] += hv[steps][i * d + p];
+  for (std::size_t t = steps; t-- > 0;) {
+    std::vector<double> prev(b * d, 0.0);
+    for (std::size_t i = 0; i < b; ++i)
+      for (std::size_t p = 0; p < d; ++p)
+        for (std::size_t q = 0; q < d; ++q) {
+          dwt[p * d + q] += hv[t][i * d + p] * g[i * d + q];
+          prev[i * d + p] += g[i * d + q] * wv[q * d + p];  // W^T's row p, column q is W[q, p]
+        }
+    g = prev;
+  }
+  const auto gw = w.grad(grads).value().to_data().convert(DType::F64).to_vector<double>();
+  const auto gv = v.grad(grads).value().to_data().convert(DType::F64).to_vector<double>();
+  for (std::size_t p = 0; p < d; ++p)
+    for (std::size_t q = 0; q < d; ++q) {
+      EXPECT_NEAR(gw[q * d + p], dwt[p * d + q], 1e-4 * (1 + std::abs(dwt[p * d + q])));
+      EXPECT_NEAR(gv[p * d + q], dv[p * d + q], 1e-5 * (1 + std::abs(dv[p * d + q])));
+    }
 }
 
 // relu's rule keeps its output, not its input: a tracked intermediate handed over to
