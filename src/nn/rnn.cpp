@@ -42,11 +42,19 @@ struct CellState {
 // own transpose and was added into W_hh's gradient as a strided (column-gathering) add,
 // which took a fifth of an LSTM step's backward. Made once, the steps' gradients add up
 // contiguous in the view's gradient and go through the transpose once.
+// Note [Recurrent bias in the projection]: where the cell only adds b_hh to the rest of its
+// gate's sum (Lstm, Rnn: not Gru, whose b_hn sits inside the reset gate's product), b_hh
+// joins b_ih in the input projection's bias — one add over all steps instead of one a step,
+// and one sum of the gates' gradient over batch and steps for both biases instead of one a
+// step. Each pre-activation is the same three terms summed in another order (equal up to
+// rounding).
 struct Recurrent {
   Tensor<2> weight_t;             // W_hh^T [hidden, gates * hidden]
-  std::optional<Tensor<2>> bias;  // b_hh as [1, gates * hidden]
-  explicit Recurrent(const RecurrentWeights& w) : weight_t(w.weight_hh.val().transpose()) {
-    if (w.bias_hh) bias = w.bias_hh->val().reshape<2>(Shape{1, w.bias_hh->shape()[0]});
+  std::optional<Tensor<2>> bias;  // b_hh as [1, gates * hidden], unless in the projection
+  Recurrent(const RecurrentWeights& w, bool bias_in_projection)
+      : weight_t(w.weight_hh.val().transpose()) {
+    if (w.bias_hh && !bias_in_projection)
+      bias = w.bias_hh->val().reshape<2>(Shape{1, w.bias_hh->shape()[0]});
   }
   Tensor<2> operator()(const Tensor<2>& h) const {
     Tensor<2> r = h.matmul(weight_t);
@@ -72,9 +80,10 @@ void check_state(const std::optional<Tensor<3>>& s, const Shape& want, const cha
                                         s->shape().to_string());
 }
 
+// bias_in_projection: b_hh is added with b_ih (Note [Recurrent bias in the projection]).
 StackResult run_stack(const RecurrentStack& s, const Tensor<3>& x,
                       const std::optional<Tensor<3>>& h0, const std::optional<Tensor<3>>& c0,
-                      bool has_cell, const char* layer, const Step& step) {
+                      bool has_cell, bool bias_in_projection, const char* layer, const Step& step) {
   const std::size_t dirs = s.directions(), h = s.d_hidden;
   EMBER_CHECK(x.shape()[2] == s.d_input,
               std::string(layer) + ": input of shape " + x.shape().to_string() +
@@ -97,12 +106,16 @@ StackResult run_stack(const RecurrentStack& s, const Tensor<3>& x,
       const std::size_t k = layer_i * dirs + dir;
       const RecurrentWeights& w = s.weights[k];
       const std::size_t g = w.weight_ih.shape()[0];
-      const Tensor<3> proj(
-          detail::linear(input.dyn(), w.weight_ih.val().dyn(), detail::dyn_of(w.bias_ih), layer));
+      std::optional<DynTensor> bias = detail::dyn_of(w.bias_ih);
+      if (bias_in_projection && w.bias_hh) {
+        const DynTensor b_hh = w.bias_hh->val().dyn();
+        bias = bias ? ops::binary(ir::BinaryFn::Add, *bias, b_hh) : b_hh;
+      }
+      const Tensor<3> proj(detail::linear(input.dyn(), w.weight_ih.val().dyn(), bias, layer));
       CellState st{initial(h0, k), std::nullopt};
       if (has_cell) st.c = initial(c0, k);
       std::vector<Tensor<2>> steps(seq, st.h);
-      const Recurrent recurrent(w);
+      const Recurrent recurrent(w, bias_in_projection);
       for (std::size_t i = 0; i < seq; ++i) {
         const std::size_t t = dir == 0 ? i : seq - 1 - i;
         st = step(proj.narrow(1, std::int64_t(t), 1).reshape<2>(Shape{batch, g}), recurrent, st);
@@ -171,7 +184,7 @@ LstmOutput Lstm::forward(const Tensor<3>& x, const std::optional<LstmState>& sta
     std::optional<Tensor<3>> h0, c0;
     if (state) h0 = state->hidden, c0 = state->cell;
     const auto r =
-        run_stack(stack, x, h0, c0, true, "nn::Lstm",
+        run_stack(stack, x, h0, c0, true, true, "nn::Lstm",
                   [](const Tensor<2>& p, const Recurrent& recurrent, const CellState& s) {
                     auto g = (p + recurrent(s.h)).chunk(4, 1);
                     Tensor<2> c = activation::sigmoid(g[1]) * *s.c +
@@ -186,7 +199,7 @@ LstmOutput Lstm::forward(const Tensor<3>& x, const std::optional<LstmState>& sta
 RecurrentOutput Gru::forward(const Tensor<3>& x, const std::optional<Tensor<3>>& hidden) const {
   return detail::at_layer(*this, [&]() -> RecurrentOutput {
     const auto r =
-        run_stack(stack, x, hidden, std::nullopt, false, "nn::Gru",
+        run_stack(stack, x, hidden, std::nullopt, false, false, "nn::Gru",
                   [](const Tensor<2>& p, const Recurrent& recurrent, const CellState& s) {
                     auto gi = p.chunk(3, 1), gh = recurrent(s.h).chunk(3, 1);
                     const Tensor<2> reset = activation::sigmoid(gi[0] + gh[0]);
@@ -202,7 +215,7 @@ RecurrentOutput Rnn::forward(const Tensor<3>& x, const std::optional<Tensor<3>>&
   return detail::at_layer(*this, [&]() -> RecurrentOutput {
     const bool use_relu = relu;
     const auto r = run_stack(
-        stack, x, hidden, std::nullopt, false, "nn::Rnn",
+        stack, x, hidden, std::nullopt, false, true, "nn::Rnn",
         [use_relu](const Tensor<2>& p, const Recurrent& recurrent, const CellState& s) {
           const Tensor<2> a = p + recurrent(s.h);
           return CellState{use_relu ? activation::relu(a) : activation::tanh(a), std::nullopt};
