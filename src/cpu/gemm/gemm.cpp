@@ -909,19 +909,32 @@ void gemm_in_place_impl(size_t n, const PackedA<T>& a, const T* const* rows, T* 
 }
 
 template <class T>
-PackedA<T>::PackedA(size_t m, size_t k) : isa_(resolve_isa()), m_(m), k_(k) {
-  const KernelInfo<T> kr = kernel_for<T>(isa_);
-  size_ = round_up(m, kr.mr) * k;
+PackedPanels<T>::PackedPanels() : isa_(resolve_isa()) {}
+
+template class PackedPanels<float>;
+template class PackedPanels<double>;
+
+namespace {
+// The packing of PackedA and PrepackedB: `items` pieces (of about 16 K elements each when
+// spread) on the thread pool, where the panels are large enough to pay.
+template <class Work>
+void pack_items(size_t size, size_t items, size_t grain, const Work& work) {
+  if (size < (size_t{1} << 16)) return work(size_t{0}, items);
+  parallel_for(0, items, std::max<size_t>(1, grain), work);
+}
+}  // namespace
+
+template <class T>
+PackedA<T>::PackedA(size_t m, size_t k) : m_(m), k_(k) {
+  const KernelInfo<T> kr = kernel_for<T>(this->isa_);
+  this->size_ = round_up(m, kr.mr) * k;
 }
 
 template <class T>
 void PackedA<T>::pack(T* storage, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs) {
-  panels_ = storage;
-  src_ = a;
-  src_rs_ = a_rs;
-  src_cs_ = a_cs;
+  this->hold(storage, a, a_rs, a_cs);
   if (m_ == 0 || k_ == 0) return;
-  const KernelInfo<T> kr = kernel_for<T>(isa_);
+  const KernelInfo<T> kr = kernel_for<T>(this->isa_);
   const size_t kc = k_block(kr, k_), m_padded = round_up(m_, kr.mr);
   const size_t slivers = m_padded / kr.mr, items = ceil_div(k_, kc) * slivers;
   // One item a sliver of one k block, as gemm_blocked's pack_a would write it.
@@ -933,27 +946,23 @@ void PackedA<T>::pack(T* storage, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs) {
                 a_cs, std::min(kr.mr, m_ - i0), kcur);
     }
   };
-  if (size_ < (size_t{1} << 16)) return work(0, items);
-  parallel_for(0, items, std::max<size_t>(1, (size_t{1} << 14) / (kr.mr * kc)), work);
+  pack_items(this->size_, items, (size_t{1} << 14) / (kr.mr * kc), work);
 }
 
 template class PackedA<float>;
 template class PackedA<double>;
 
 template <class T>
-PrepackedB<T>::PrepackedB(size_t k, size_t n) : isa_(resolve_isa()), k_(k), n_(n) {
-  const KernelInfo<T> kr = kernel_for<T>(isa_);
-  size_ = round_up(n, kr.nr) * k;
+PrepackedB<T>::PrepackedB(size_t k, size_t n) : k_(k), n_(n) {
+  const KernelInfo<T> kr = kernel_for<T>(this->isa_);
+  this->size_ = round_up(n, kr.nr) * k;
 }
 
 template <class T>
 void PrepackedB<T>::pack(T* storage, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs) {
-  panels_ = storage;
-  src_ = b;
-  src_rs_ = b_rs;
-  src_cs_ = b_cs;
+  this->hold(storage, b, b_rs, b_cs);
   if (n_ == 0 || k_ == 0) return;
-  const KernelInfo<T> kr = kernel_for<T>(isa_);
+  const KernelInfo<T> kr = kernel_for<T>(this->isa_);
   const size_t kc = k_block(kr, k_), n_padded = round_up(n_, kr.nr);
   const size_t slivers = n_padded / kr.nr, blocks = ceil_div(k_, kc);
   // One item a run of slivers of one k block, as gemm_blocked's pack_b would write them.
@@ -967,8 +976,7 @@ void PrepackedB<T>::pack(T* storage, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs)
                 kcur, s0, s1);
     }
   };
-  if (size_ < (size_t{1} << 16)) return work(0, blocks * runs);
-  parallel_for(0, blocks * runs, 1, work);
+  pack_items(this->size_, blocks * runs, 1, work);
 }
 
 template class PrepackedB<float>;

@@ -86,20 +86,14 @@ enum class GemmIsa { Auto, Scalar, Avx2, Avx512 };
 // PackedA is made, and its products run that family. Products with one row or one column
 // take the matrix-vector path (Note [gemv] in gemm.cpp) on the source A, as the plain
 // GEMM does, so the source must outlive the PackedA's products as well as the storage.
+// What PackedA and PrepackedB (Note [Prepacked B]) share: the micro-kernel family whose
+// layout the panels have, the panels, and the source matrix the products with one row or
+// one column read.
 template <class T>
-class PackedA {
+class PackedPanels {
  public:
-  // The layout of A [m, k] for the kernels the next GEMM would use (cpu::active_isa()).
-  PackedA(std::size_t m, std::size_t k);
   // Elements of storage that pack() fills.
   std::size_t size() const { return size_; }
-  // Packs A[i*a_rs + p*a_cs] (i < m, p < k) into storage (size() elements, owned by the
-  // caller, which keeps it and A alive and unchanged while products use them), on the
-  // thread pool.
-  void pack(T* storage, const T* a, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs);
-
-  std::size_t m() const { return m_; }
-  std::size_t k() const { return k_; }
   // What the products read (gemm.cpp): the kernel family, the panels and the source.
   detail::GemmIsa isa() const { return isa_; }
   const T* panels() const { return panels_; }
@@ -107,12 +101,38 @@ class PackedA {
   std::ptrdiff_t source_rs() const { return src_rs_; }
   std::ptrdiff_t source_cs() const { return src_cs_; }
 
- private:
+ protected:
+  PackedPanels();  // the family the next GEMM would use (cpu::active_isa())
+  void hold(T* storage, const T* src, std::ptrdiff_t rs, std::ptrdiff_t cs) {
+    panels_ = storage;
+    src_ = src;
+    src_rs_ = rs;
+    src_cs_ = cs;
+  }
   detail::GemmIsa isa_;
-  std::size_t m_, k_, size_ = 0;
+  std::size_t size_ = 0;
+
+ private:
   const T* panels_ = nullptr;
   const T* src_ = nullptr;
   std::ptrdiff_t src_rs_ = 0, src_cs_ = 0;
+};
+
+template <class T>
+class PackedA : public PackedPanels<T> {
+ public:
+  // The layout of A [m, k] for the kernels the next GEMM would use (cpu::active_isa()).
+  PackedA(std::size_t m, std::size_t k);
+  // Packs A[i*a_rs + p*a_cs] (i < m, p < k) into storage (size() elements, owned by the
+  // caller, which keeps it and A alive and unchanged while products use them), on the
+  // thread pool.
+  void pack(T* storage, const T* a, std::ptrdiff_t a_rs, std::ptrdiff_t a_cs);
+
+  std::size_t m() const { return m_; }
+  std::size_t k() const { return k_; }
+
+ private:
+  std::size_t m_, k_;
 };
 
 // C[i*c_rs + j] (= or +=) sum_p A(i, p) * B[p*b_rs + j*b_cs] for i < a.m(), j < n, p < a.k():
@@ -144,12 +164,10 @@ void gemm_packed_a(std::size_t n, const PackedA<double>& a, const PackedB<double
 // (Note [gemv] in gemm.cpp) on the source B, as the plain GEMM does, so the source must
 // outlive the products as well as the storage.
 template <class T>
-class PrepackedB {
+class PrepackedB : public PackedPanels<T> {
  public:
   // The layout of B [k, n] for the kernels the next GEMM would use (cpu::active_isa()).
   PrepackedB(std::size_t k, std::size_t n);
-  // Elements of storage that pack() fills.
-  std::size_t size() const { return size_; }
   // Packs B[p*b_rs + j*b_cs] (p < k, j < n) into storage (size() elements, owned by the
   // caller, which keeps it and B alive and unchanged while products use them), on the
   // thread pool.
@@ -157,18 +175,9 @@ class PrepackedB {
 
   std::size_t k() const { return k_; }
   std::size_t n() const { return n_; }
-  detail::GemmIsa isa() const { return isa_; }
-  const T* panels() const { return panels_; }
-  const T* source() const { return src_; }
-  std::ptrdiff_t source_rs() const { return src_rs_; }
-  std::ptrdiff_t source_cs() const { return src_cs_; }
 
  private:
-  detail::GemmIsa isa_;
-  std::size_t k_, n_, size_ = 0;
-  const T* panels_ = nullptr;
-  const T* src_ = nullptr;
-  std::ptrdiff_t src_rs_ = 0, src_cs_ = 0;
+  std::size_t k_, n_;
 };
 
 // Whether a product of m rows with a B [k, n] packs enough of B per row for a PrepackedB to
