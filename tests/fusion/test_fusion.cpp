@@ -553,6 +553,35 @@ std::vector<float> adam_update(const Device& d) {
 
 }  // namespace
 
+// Note [Kept values in place] (cpu/kernels/fused.cpp): a group keeping several values, of
+// f32 and bool, over rows the Cpu splits over its threads ([512, 256]), writes each kept
+// value straight into its output on every thread: bit for bit the plain Cpu's values, and
+// a group read after a smaller one (whose lists the threads held before).
+TEST(FusionElementwise, KeptValuesAreWrittenInPlaceOnEveryThread) {
+  const auto run = [](const Device& d) {
+    auto small = input(d, 3, 4, 1.0f);
+    auto sv = values((small * 2.0f).exp() + small);  // a group of one output first
+    auto x = input(d, 512, 256, 1.0f);
+    auto row = input(d, 1, 256, 0.25f);  // broadcast: the space stays 512 rows of 256
+    auto a = (x * 0.5f + row).exp();
+    auto b = a.sin() * x;
+    auto m = b.greater_elem(0.1f);
+    auto y = (b + a).tanh();
+    std::vector<float> out = values(y);
+    for (const auto& v : {values(a), values(b), sv}) out.insert(out.end(), v.begin(), v.end());
+    const auto mv = m.to_data().convert(DType::F32).to_vector<float>();
+    out.insert(out.end(), mv.begin(), mv.end());
+    return out;
+  };
+  const Device d = fused_with({});
+  const auto fused = run(d);
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"mul", "add", "exp", "sin", "mul", "greater", "add", "tanh"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->outputs, 4u);  // a, b, m and y
+  EXPECT_EQ(fused, run(Device::cpu()));
+}
+
 // Reshapes of group values are relabellings inside the group (Note [Reshapes in a group]):
 // ember-bench's elementwise_chain — (0.5 x + 1) as [B*M, N], exp(y) * y as [B, M*N], tanh,
 // back to [B, M, N] — is one program, bit for bit the plain Cpu's and close to f64.

@@ -457,10 +457,11 @@ class Prefetch {
 // Runs the element-wise instructions [from, to) of p on one tile of n elements, the
 // iteration space's elements first .. first + n - 1 (row-major). With `last`, instruction
 // to - 1 writes its n elements (one, when its operands are all broadcast) there instead of
-// in scratch (Note [Epilogue in place]).
+// in scratch (Note [Epilogue in place]); with `kept`, each instruction i whose kept[i] is
+// set writes there (Note [Kept values in place]).
 void run_steps(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
                std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last,
-               std::size_t from, std::size_t to) {
+               std::size_t from, std::size_t to, std::byte* const* kept = nullptr) {
   const std::size_t n_in = g.inputs.size();
   const std::size_t steps = to - from;
   const std::size_t per_step = steps == 0 ? 0 : (ahead.lines() + steps - 1) / steps;
@@ -473,7 +474,7 @@ void run_steps(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Sl
       slot[v] = {reinterpret_cast<const std::byte*>(&in.bits), true};
       continue;
     }
-    std::byte* y = last && i + 1 == to ? last : s.region(p.region[i]);
+    std::byte* y = last && i + 1 == to ? last : kept && kept[i] ? kept[i] : s.region(p.region[i]);
     if (st.kind == FusedInstr::Kind::Random) {
       // Note [Random instructions]: the tile's elements of the draw, as the Random kernel
       // draws them (draw_values, in f32 and rounded for a 16-bit dtype).
@@ -568,8 +569,9 @@ void run_steps(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Sl
 // The element-wise instructions before the row instruction (all of them where there is
 // none), as run_steps.
 void run_tile(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
-              std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last = nullptr) {
-  run_steps(p, g, s, slot, n, first, ahead, last, 0, g.row_at());
+              std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last = nullptr,
+              std::byte* const* kept = nullptr) {
+  run_steps(p, g, s, slot, n, first, ahead, last, 0, g.row_at(), kept);
 }
 
 // Points slot k at input k's n elements from p (stride `stride` elements): in place when
@@ -1226,7 +1228,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   const std::size_t n_in = g.inputs.size();
   // Outputs: a sole-owned input of the same shape and dtype, or a fresh tensor.
   std::vector<std::shared_ptr<CpuTensor>> outs;
-  std::vector<bool> taken(n_in, false);
+  std::vector<bool> taken(n_in, false), fresh;
   for (std::int32_t o : g.outputs) {
     const DType dt = g.dtype_of(o);
     std::shared_ptr<CpuTensor> t;
@@ -1236,6 +1238,7 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
         t = output_for(ctx, g.inputs[k], shape, dt);
       }
     }
+    fresh.push_back(!t);
     outs.push_back(t ? std::move(t) : ctx.empty(shape, dt));
   }
   Outputs result(outs.begin(), outs.end());
@@ -1270,12 +1273,38 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   // element e, as the plain in-place op does. So every value is unchanged.
   const bool direct = !stream && outs.size() == 1 &&
                       g.outputs[0] == static_cast<std::int32_t>(n_in + g.code.size() - 1);
+  // Note [Kept values in place]: a group keeps values beside its last (an autodiff graph
+  // saves its operands: an LSTM cell's group keeps 7 of its 9); computed into scratch, each
+  // was copied out per tile. Where such an output is a fresh tensor (no input's buffer: an
+  // instruction must not write what a later one reads as an input) and stores are not
+  // streamed, its instruction writes the tile straight into the output, and later
+  // instructions read it there. Only where results are stored changes.
+  // Per instruction: its output, or -1. (The workers read the calling thread's list.)
+  static EMBER_THREAD_LOCAL std::vector<std::int32_t> kept_outs;
+  std::vector<std::int32_t>& kept_out = kept_outs;
+  kept_out.assign(g.code.size(), -1);
+  bool any_kept = false;
+  for (std::size_t j = 0; j < outs.size() && !stream && !direct; ++j) {
+    const std::int32_t o = g.outputs[j];
+    if (!fresh[j] || o < static_cast<std::int32_t>(n_in)) continue;
+    const auto i = static_cast<std::size_t>(o) - n_in;
+    const FusedInstr::Kind kind = g.code[i].kind;
+    const bool elementwise = kind == FusedInstr::Kind::Unary || kind == FusedInstr::Kind::Binary ||
+                             kind == FusedInstr::Kind::Where || kind == FusedInstr::Kind::Cast ||
+                             kind == FusedInstr::Kind::Random;
+    if (elementwise && kept_out[i] < 0) {
+      kept_out[i] = static_cast<std::int32_t>(j);
+      any_kept = true;
+    }
+  }
   const bool prefetch = prefetch_inputs(g);  // (Note [Prefetch for large inputs])
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<Slot> slot;
+    static EMBER_THREAD_LOCAL std::vector<std::byte*> kept;
     s.prepare(n_in, *prog);
     slot.assign(n_values, Slot{});
+    kept.assign(any_kept ? g.code.size() : 0, nullptr);
     for (std::size_t b = 0; b < len; b += tile) {
       const std::size_t n = std::min(tile, len - b);
       const auto bo = static_cast<std::int64_t>(b);
@@ -1308,7 +1337,14 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
           direct ? outs[0]->data() +
                        (off[kMaxInputs] + bo) * static_cast<std::int64_t>(size_of(outs[0]->dtype()))
                  : nullptr;
-      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead, last);
+      for (std::size_t i = 0; i < kept.size(); ++i) {
+        if (kept_out[i] < 0) continue;
+        const auto& out = outs[static_cast<std::size_t>(kept_out[i])];
+        kept[i] =
+            out->data() + (off[kMaxInputs] + bo) * static_cast<std::int64_t>(size_of(out->dtype()));
+      }
+      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead, last,
+               kept.empty() ? nullptr : kept.data());
       for (std::size_t j = 0; j < outs.size(); ++j) {
         const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
         const std::size_t elem = size_of(outs[j]->dtype());
