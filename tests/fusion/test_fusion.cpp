@@ -582,6 +582,35 @@ TEST(FusionElementwise, KeptValuesAreWrittenInPlaceOnEveryThread) {
   EXPECT_EQ(fused, run(Device::cpu()));
 }
 
+// Note [Kept values in place] where outputs take inputs' buffers: m's buffer goes to m2,
+// whose instruction is the last to read m — written in place; t's goes to a = exp(t), but
+// b = a * t reads t after it — a is stored only once b has read t. Bit for bit the plain
+// Cpu's values.
+TEST(FusionElementwise, KeptValuesInPlaceOfInputsOnlyOnceRead) {
+  const auto run = [](const Device& d) {
+    auto x = input(d, 64, 96, 1.0f);
+    auto m = input(d, 64, 96, 0.5f);
+    auto t = input(d, 64, 96, -0.3f);
+    auto m2 = std::move(m) * 0.9f + x * 0.1f;
+    auto [a, b] = [&] {
+      auto tt = std::move(t);
+      auto e = tt.exp();
+      auto f = e * tt;
+      return std::pair{e, f};
+    }();
+    std::vector<float> out = values(m2);
+    for (const auto& v : {values(a), values(b)}) out.insert(out.end(), v.begin(), v.end());
+    return out;
+  };
+  const Device d = fused_with({});
+  const auto fused = run(d);
+  const auto r = fusion::report(d);
+  const auto* g = group_with(r, {"mul", "mul", "add", "exp", "mul"});
+  ASSERT_NE(g, nullptr) << groups_of(r);
+  EXPECT_EQ(g->outputs, 3u);
+  EXPECT_EQ(fused, run(Device::cpu()));
+}
+
 // Reshapes of group values are relabellings inside the group (Note [Reshapes in a group]):
 // ember-bench's elementwise_chain — (0.5 x + 1) as [B*M, N], exp(y) * y as [B, M*N], tanh,
 // back to [B, M, N] — is one program, bit for bit the plain Cpu's and close to f64.

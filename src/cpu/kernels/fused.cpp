@@ -1228,17 +1228,19 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   const std::size_t n_in = g.inputs.size();
   // Outputs: a sole-owned input of the same shape and dtype, or a fresh tensor.
   std::vector<std::shared_ptr<CpuTensor>> outs;
-  std::vector<bool> taken(n_in, false), fresh;
+  std::vector<bool> taken(n_in, false);
+  std::vector<std::int32_t> source;  // per output: the input whose buffer it took, or -1
   for (std::int32_t o : g.outputs) {
     const DType dt = g.dtype_of(o);
     std::shared_ptr<CpuTensor> t;
+    source.push_back(-1);
     for (std::size_t k = 0; k < n_in && !t; ++k) {
       if (!taken[k] && reusable(g.inputs[k], shape, dt)) {
         taken[k] = true;
         t = output_for(ctx, g.inputs[k], shape, dt);
+        source.back() = static_cast<std::int32_t>(k);
       }
     }
-    fresh.push_back(!t);
     outs.push_back(t ? std::move(t) : ctx.empty(shape, dt));
   }
   Outputs result(outs.begin(), outs.end());
@@ -1274,20 +1276,29 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   const bool direct = !stream && outs.size() == 1 &&
                       g.outputs[0] == static_cast<std::int32_t>(n_in + g.code.size() - 1);
   // Note [Kept values in place]: a group keeps values beside its last (an autodiff graph
-  // saves its operands: an LSTM cell's group keeps 7 of its 9); computed into scratch, each
-  // was copied out per tile. Where such an output is a fresh tensor (no input's buffer: an
-  // instruction must not write what a later one reads as an input) and stores are not
-  // streamed, its instruction writes the tile straight into the output, and later
-  // instructions read it there. Only where results are stored changes.
+  // saves its operands: an LSTM cell's group keeps 7 of its 9; an Adam step writes p, m and
+  // v); computed into scratch, each was copied out per tile. Where stores are not streamed,
+  // such a value's instruction writes the tile straight into its output, and later
+  // instructions read it there — where the output is a fresh tensor, or the buffer of an
+  // input no later instruction reads (the instruction itself may: it writes element e where
+  // it read element e, as the plain in-place op does; Adam's m and v). Only where results
+  // are stored changes.
   // Per instruction: its output, or -1. (The workers read the calling thread's list.)
   static EMBER_THREAD_LOCAL std::vector<std::int32_t> kept_outs;
   std::vector<std::int32_t>& kept_out = kept_outs;
   kept_out.assign(g.code.size(), -1);
   bool any_kept = false;
+  std::vector<std::size_t> last_read(n_in, 0);  // per input: the last instruction reading it
+  for (std::size_t i = 0; i < g.code.size(); ++i) {
+    for (std::int32_t a : g.code[i].args) {
+      if (a >= 0 && static_cast<std::size_t>(a) < n_in) last_read[static_cast<std::size_t>(a)] = i;
+    }
+  }
   for (std::size_t j = 0; j < outs.size() && !stream && !direct; ++j) {
     const std::int32_t o = g.outputs[j];
-    if (!fresh[j] || o < static_cast<std::int32_t>(n_in)) continue;
+    if (o < static_cast<std::int32_t>(n_in)) continue;
     const auto i = static_cast<std::size_t>(o) - n_in;
+    if (source[j] >= 0 && last_read[static_cast<std::size_t>(source[j])] > i) continue;
     const FusedInstr::Kind kind = g.code[i].kind;
     const bool elementwise = kind == FusedInstr::Kind::Unary || kind == FusedInstr::Kind::Binary ||
                              kind == FusedInstr::Kind::Where || kind == FusedInstr::Kind::Cast ||
