@@ -37,6 +37,11 @@ std::uint64_t next_node_id() {
 
 namespace {
 
+// The matrix of a product's factor f (Note [Products that stack]).
+ir::Handle matrix_of(backend::Backend& b, Factor f) {
+  return f.transposed ? h::transpose_last(b, std::move(f.x)) : std::move(f.x);
+}
+
 class BackwardPass final : public Engine {
  public:
   // With `nan_check`, inner is that decorator; each rule runs under its node's name.
@@ -133,11 +138,6 @@ class BackwardPass final : public Engine {
       settle_products(node.id);
   }
 
-  // The matrix of f.
-  ir::Handle matrix(Factor f) {
-    return f.transposed ? h::transpose_last(inner_, std::move(f.x)) : std::move(f.x);
-  }
-
   // The factors fs side by side along the product's inner dim: `inner` 1 for left factors
   // (their columns), 0 for right ones (their rows). Factors stored transposed are stacked
   // along the other dim of what they store and the result read transposed, so a stack of
@@ -166,7 +166,8 @@ class BackwardPass final : public Engine {
     products_.erase(it);
     ir::Handle sum;
     if (p.lhs.size() == 1) {
-      sum = h::matmul(inner_, matrix(std::move(p.lhs[0])), matrix(std::move(p.rhs[0])));
+      sum = h::matmul(inner_, matrix_of(inner_, std::move(p.lhs[0])),
+                      matrix_of(inner_, std::move(p.rhs[0])));
     } else {
       sum = h::matmul(inner_, stacked(std::move(p.lhs), 1), stacked(std::move(p.rhs), 0));
     }
@@ -570,10 +571,7 @@ void BackwardCtx::give_product(std::size_t i, Factor lhs, Factor rhs) {
       ls[lhs.transposed ? 0 : 1] < kShallowProduct && lhs.x->dtype() == in_dtype(i) &&
       rhs.x->dtype() == in_dtype(i) && parent.uses.load(std::memory_order_relaxed) > 1;
   if (stacks) return engine_.accumulate_product(parent, std::move(lhs), std::move(rhs));
-  const auto matrix = [&](Factor f) {
-    return f.transposed ? h::transpose_last(be, std::move(f.x)) : std::move(f.x);
-  };
-  give(i, h::matmul(be, matrix(std::move(lhs)), matrix(std::move(rhs))));
+  give(i, h::matmul(be, matrix_of(be, std::move(lhs)), matrix_of(be, std::move(rhs))));
 }
 
 std::shared_ptr<backend::Backend> make_autodiff_backend(std::shared_ptr<backend::Backend> inner,

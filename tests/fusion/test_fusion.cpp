@@ -553,7 +553,7 @@ std::vector<float> adam_update(const Device& d) {
 
 }  // namespace
 
-// Note [Kept values in place] (cpu/kernels/fused.cpp): a group keeping several values, of
+// Note [Outputs in place] (cpu/kernels/fused.cpp): a group keeping several values, of
 // f32 and bool, over rows the Cpu splits over its threads ([512, 256]), writes each kept
 // value straight into its output on every thread: bit for bit the plain Cpu's values, and
 // a group read after a smaller one (whose lists the threads held before).
@@ -582,7 +582,7 @@ TEST(FusionElementwise, KeptValuesAreWrittenInPlaceOnEveryThread) {
   EXPECT_EQ(fused, run(Device::cpu()));
 }
 
-// Note [Kept values in place] where outputs take inputs' buffers: m's buffer goes to m2,
+// Note [Outputs in place] where outputs take inputs' buffers: m's buffer goes to m2,
 // whose instruction is the last to read m — written in place; t's goes to a = exp(t), but
 // b = a * t reads t after it — a is stored only once b has read t. Bit for bit the plain
 // Cpu's values.

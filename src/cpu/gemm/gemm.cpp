@@ -756,23 +756,35 @@ void gemm_blocked(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, s
   }
 }
 
-// One (un-batched) product of a strided B with the strided A (a, a_rs, a_cs), whose panels
-// a_panels provides (StridedA, or PanelsA when A is packed already).
+// One (un-batched) product of the strided A (a, a_rs, a_cs) and B (b, b_rs, b_cs), whose
+// panels a_panels (StridedA, or PanelsA when A is packed already) and b_panels (a packer,
+// or PanelsB when B is packed already) provide; a product of one row or one column takes the
+// matrix-vector path on a and b themselves (Note [gemv]).
+template <class T, class APanels, class BPanels>
+void gemm_product(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
+                  ptrdiff_t a_rs, ptrdiff_t a_cs, const APanels& a_panels, const T* b,
+                  ptrdiff_t b_rs, ptrdiff_t b_cs, const BPanels& b_panels, T* c, ptrdiff_t c_rs,
+                  bool accumulate, const Finish<T>& finish) {
+  if (m == 0 || n == 0) return;
+  if (k > 0 && (m == 1 || n == 1) &&
+      gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate))
+    return finish(0, 0, c, c_rs, m, n);
+  gemm_blocked<T>(kr, threads, m, n, k, a_panels, b_panels, c, c_rs, accumulate, finish);
+}
+
+// gemm_product with B packed block by block as the driver goes.
 template <class T, class APanels>
 void gemm_single(const KernelInfo<T>& kr, size_t threads, size_t m, size_t n, size_t k, const T* a,
                  ptrdiff_t a_rs, ptrdiff_t a_cs, const APanels& a_panels, const T* b,
                  ptrdiff_t b_rs, ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate,
                  const Finish<T>& finish = {}) {
-  if (m == 0 || n == 0) return;
-  if (k > 0 && (m == 1 || n == 1) &&
-      gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, accumulate))
-    return finish(0, 0, c, c_rs, m, n);
   const auto pack = [&](T* pb, size_t pc, size_t kcur, size_t jc, size_t ncur, size_t s0,
                         size_t s1) {
     kr.pack_b(pb, b + static_cast<ptrdiff_t>(pc) * b_rs + static_cast<ptrdiff_t>(jc) * b_cs, b_rs,
               b_cs, ncur, kcur, s0, s1);
   };
-  gemm_blocked<T>(kr, threads, m, n, k, a_panels, pack, c, c_rs, accumulate, finish);
+  gemm_product<T>(kr, threads, m, n, k, a, a_rs, a_cs, a_panels, b, b_rs, b_cs, pack, c, c_rs,
+                  accumulate, finish);
 }
 
 // One product with an implicit B (gemm_f32_packed_b) and A's panels from a_panels.
@@ -994,18 +1006,11 @@ template <class T>
 void gemm_prepacked_b_impl(size_t m, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                            const PrepackedB<T>& b, T* c, ptrdiff_t c_rs, bool accumulate,
                            const GemmEpilogue<T>* ep) {
-  const size_t n = b.n(), k = b.k();
-  if (m == 0 || n == 0) return;
-  const Finish<T> finish{ep, 0};
-  const size_t threads = num_threads();
-  // As gemm_single: the matrix-vector path on the source.
-  if (k > 0 && (m == 1 || n == 1) &&
-      gemv_single<T>(threads, m, n, k, a, a_rs, a_cs, b.source(), b.source_rs(), b.source_cs(), c,
-                     c_rs, accumulate))
-    return finish(0, 0, c, c_rs, m, n);
   const KernelInfo<T> kr = kernel_for<T>(b.isa());
-  gemm_blocked<T>(kr, threads, m, n, k, StridedA<T>{kr, a, a_rs, a_cs},
-                  PanelsB<T>{b.panels(), round_up(n, kr.nr)}, c, c_rs, accumulate, finish);
+  gemm_product<T>(kr, num_threads(), m, b.n(), b.k(), a, a_rs, a_cs, StridedA<T>{kr, a, a_rs, a_cs},
+                  b.source(), b.source_rs(), b.source_cs(),
+                  PanelsB<T>{b.panels(), round_up(b.n(), kr.nr)}, c, c_rs, accumulate,
+                  Finish<T>{ep, 0});
 }
 }  // namespace
 

@@ -458,7 +458,7 @@ class Prefetch {
 // iteration space's elements first .. first + n - 1 (row-major). With `last`, instruction
 // to - 1 writes its n elements (one, when its operands are all broadcast) there instead of
 // in scratch (Note [Epilogue in place]); with `kept`, each instruction i whose kept[i] is
-// set writes there (Note [Kept values in place]).
+// set writes there (Note [Outputs in place]).
 void run_steps(const Program& p, const FusedGroup& g, Scratch& s, std::vector<Slot>& slot,
                std::size_t n, std::uint64_t first, Prefetch& ahead, std::byte* last,
                std::size_t from, std::size_t to, std::byte* const* kept = nullptr) {
@@ -1268,33 +1268,23 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
   // (Rows shorter than a tile would stream little and fence often.)
   const std::size_t tile = tile_elements();
   const bool stream = out_bytes >= kStreamBytes && sp.row_length() >= tile;
-  // Note [Element-wise output in place]: a group of one output, its last instruction's value,
-  // whose stores are not streamed, has that instruction write each tile straight into the
-  // output instead of into scratch and then copied (as Note [Epilogue in place]); where the
-  // output is an input's buffer given over, the instruction writes element e where it read
-  // element e, as the plain in-place op does. So every value is unchanged.
-  const bool direct = !stream && outs.size() == 1 &&
-                      g.outputs[0] == static_cast<std::int32_t>(n_in + g.code.size() - 1);
-  // Note [Kept values in place]: a group keeps values beside its last (an autodiff graph
-  // saves its operands: an LSTM cell's group keeps 7 of its 9; an Adam step writes p, m and
-  // v); computed into scratch, each was copied out per tile. Where stores are not streamed,
-  // such a value's instruction writes the tile straight into its output, and later
-  // instructions read it there — where the output is a fresh tensor, or the buffer of an
-  // input no later instruction reads (the instruction itself may: it writes element e where
-  // it read element e, as the plain in-place op does; Adam's m and v). Only where results
-  // are stored changes.
-  // Per instruction: its output, or -1. (The workers read the calling thread's list.)
-  static EMBER_THREAD_LOCAL std::vector<std::int32_t> kept_outs;
-  std::vector<std::int32_t>& kept_out = kept_outs;
-  kept_out.assign(g.code.size(), -1);
-  bool any_kept = false;
+  // Note [Outputs in place]: a group's values were computed into scratch and the outputs
+  // copied out per tile. Where stores are not streamed, an output's instruction writes each
+  // tile straight into it, and later instructions read the value there — where the output is
+  // a fresh tensor, or the buffer of an input no later instruction reads (the instruction
+  // itself may: it writes element e where it read element e, as the plain in-place op does).
+  // So the last instruction's value always goes straight out, and so do the values a group
+  // keeps beside it: an autodiff graph's saved operands (an LSTM cell's group keeps 7 of its
+  // 9), an Adam step's p, m and v. Only where results are stored changes.
   std::vector<std::size_t> last_read(n_in, 0);  // per input: the last instruction reading it
   for (std::size_t i = 0; i < g.code.size(); ++i) {
     for (std::int32_t a : g.code[i].args) {
       if (a >= 0 && static_cast<std::size_t>(a) < n_in) last_read[static_cast<std::size_t>(a)] = i;
     }
   }
-  for (std::size_t j = 0; j < outs.size() && !stream && !direct; ++j) {
+  std::vector<bool> written(g.code.size(), false);
+  std::vector<std::pair<std::size_t, std::size_t>> in_place;  // (instruction, output)
+  for (std::size_t j = 0; j < outs.size() && !stream; ++j) {
     const std::int32_t o = g.outputs[j];
     if (o < static_cast<std::int32_t>(n_in)) continue;
     const auto i = static_cast<std::size_t>(o) - n_in;
@@ -1303,19 +1293,19 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
     const bool elementwise = kind == FusedInstr::Kind::Unary || kind == FusedInstr::Kind::Binary ||
                              kind == FusedInstr::Kind::Where || kind == FusedInstr::Kind::Cast ||
                              kind == FusedInstr::Kind::Random;
-    if (elementwise && kept_out[i] < 0) {
-      kept_out[i] = static_cast<std::int32_t>(j);
-      any_kept = true;
+    if (elementwise && !written[i]) {
+      written[i] = true;
+      in_place.emplace_back(i, j);
     }
   }
   const bool prefetch = prefetch_inputs(g);  // (Note [Prefetch for large inputs])
   sp.for_each_row([&](const std::array<std::int64_t, kMaxInputs + 1>& off, std::size_t len) {
     static EMBER_THREAD_LOCAL Scratch s;
     static EMBER_THREAD_LOCAL std::vector<Slot> slot;
-    static EMBER_THREAD_LOCAL std::vector<std::byte*> kept;
+    static EMBER_THREAD_LOCAL std::vector<std::byte*> dst;  // per instruction, or null
     s.prepare(n_in, *prog);
     slot.assign(n_values, Slot{});
-    kept.assign(any_kept ? g.code.size() : 0, nullptr);
+    dst.assign(g.code.size(), nullptr);
     for (std::size_t b = 0; b < len; b += tile) {
       const std::size_t n = std::min(tile, len - b);
       const auto bo = static_cast<std::int64_t>(b);
@@ -1344,18 +1334,12 @@ std::optional<Outputs> run_fused(CpuContext& ctx, FusedGroup& g) {
                     next * elem);
         }
       }
-      std::byte* const last =
-          direct ? outs[0]->data() +
-                       (off[kMaxInputs] + bo) * static_cast<std::int64_t>(size_of(outs[0]->dtype()))
-                 : nullptr;
-      for (std::size_t i = 0; i < kept.size(); ++i) {
-        if (kept_out[i] < 0) continue;
-        const auto& out = outs[static_cast<std::size_t>(kept_out[i])];
-        kept[i] =
-            out->data() + (off[kMaxInputs] + bo) * static_cast<std::int64_t>(size_of(out->dtype()));
+      for (const auto& [i, j] : in_place) {
+        dst[i] = outs[j]->data() +
+                 (off[kMaxInputs] + bo) * static_cast<std::int64_t>(size_of(outs[j]->dtype()));
       }
-      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead, last,
-               kept.empty() ? nullptr : kept.data());
+      run_tile(*prog, g, s, slot, n, static_cast<std::uint64_t>(off[kMaxInputs] + bo), ahead,
+               nullptr, dst.data());
       for (std::size_t j = 0; j < outs.size(); ++j) {
         const Slot& v = slot[static_cast<std::size_t>(g.outputs[j])];
         const std::size_t elem = size_of(outs[j]->dtype());
