@@ -23,6 +23,7 @@
 #include "cpu/gemm/gemm.hpp"
 #include "cpu/gemm/gemm_bf16.hpp"
 #include "cpu/isa.hpp"
+#include "cpu/kernels/conv.hpp"
 #include "cpu/kernels/elementwise_table.hpp"
 #include "cpu/kernels/kernels.hpp"
 #include "cpu/thread_pool.hpp"
@@ -199,73 +200,78 @@ TEST(CpuFused, ConvGroupsRunWithTheirEpilogue) {
   };
   const std::vector<float> xv = data(n * c * h * w, 1), wv = data(o * c * 9, 2), bv = data(o, 3),
                            rv = data(n * o * h * w, 4);
-  for (const DType dt : {DType::F32, DType::F16}) {
-    for (const bool transposed : {false, true}) {
-      cpu::CpuContext ctx;
-      const auto make = [&](const std::vector<float>& v, const Shape& sh) {
-        auto t = ctx.empty(sh, dt);
-        convert_elements(v.data(), DType::F32, t->data(), dt, v.size());
-        return t;
-      };
-      ir::Window win{{3, 3}, {1, 1}, {1, 1}, {1, 1}};
-      backend::FusedGroup g;
-      g.shape = Shape{n, o, h, w};
-      ir::Handle res = make(rv, Shape{n, o, h, w});
-      if (transposed) {  // the same values, read through a transpose of the spatial dims
-        std::vector<float> t(rv.size());
-        for (std::size_t p = 0; p < n * o; ++p)
-          for (std::size_t y = 0; y < h; ++y)
-            for (std::size_t x = 0; x < w; ++x) t[(p * w + x) * h + y] = rv[(p * h + y) * w + x];
-        ir::Permute pt{make(t, Shape{n, o, w, h}), {0, 1, 3, 2}};
-        res = cpu::run(ctx, pt);
+  // Both phase routes: tiles of channels by flat positions, and Note [Output rows as tiles].
+  for (const int rows : {0, 1})
+    for (const DType dt : {DType::F32, DType::F16}) {
+      for (const bool transposed : {false, true}) {
+        cpu::detail::conv_force_rows(rows);
+        cpu::CpuContext ctx;
+        const auto make = [&](const std::vector<float>& v, const Shape& sh) {
+          auto t = ctx.empty(sh, dt);
+          convert_elements(v.data(), DType::F32, t->data(), dt, v.size());
+          return t;
+        };
+        ir::Window win{{3, 3}, {1, 1}, {1, 1}, {1, 1}};
+        backend::FusedGroup g;
+        g.shape = Shape{n, o, h, w};
+        ir::Handle res = make(rv, Shape{n, o, h, w});
+        if (transposed) {  // the same values, read through a transpose of the spatial dims
+          std::vector<float> t(rv.size());
+          for (std::size_t p = 0; p < n * o; ++p)
+            for (std::size_t y = 0; y < h; ++y)
+              for (std::size_t x = 0; x < w; ++x) t[(p * w + x) * h + y] = rv[(p * h + y) * w + x];
+          ir::Permute pt{make(t, Shape{n, o, w, h}), {0, 1, 3, 2}};
+          res = cpu::run(ctx, pt);
+        }
+        g.inputs = {make(xv, Shape{n, c, h, w}), make(wv, Shape{o, c, 3, 3}),
+                    make(bv, Shape{1, o, 1, 1}), res};
+        FusedInstr cv;
+        cv.kind = FusedInstr::Kind::Conv;
+        g.conv_window = win;
+        cv.args = {0, 1, -1};
+        cv.out = dt;
+        FusedInstr add;
+        add.kind = FusedInstr::Kind::Binary;
+        add.binary = ir::BinaryFn::Add;
+        add.args = {4, 2, -1};
+        add.out = dt;
+        FusedInstr add2 = add;
+        add2.args = {5, 3, -1};
+        FusedInstr relu;
+        relu.unary = ir::UnaryFn::Relu;
+        relu.args = {6, -1, -1};
+        relu.out = dt;
+        g.code = {cv, add, add2, relu};
+        g.outputs = {7};
+        g.signature = std::string("test conv bias residual relu ") + name(dt);
+        g.key = std::hash<std::string>{}(g.signature);
+        const std::string what = std::string(name(dt)) + (transposed ? " transposed" : "") +
+                                 (rows ? " by output rows" : "");
+        const auto outs = cpu::run_fused(ctx, g);
+        ASSERT_EQ(outs.has_value(), !transposed) << what;
+        const std::vector<ir::Handle> got_h =
+            outs ? *outs : Device::cpu().backend().run_fused(std::move(g));
+        ASSERT_EQ(got_h.size(), 1u);
+        const TensorData got = Device::cpu().backend().to_data(got_h[0]);
+        const Device cd = Device::cpu();
+        const auto in = [&](const std::vector<float>& v, const Shape& sh) {
+          return ops::cast(DynTensor::from_data(TensorData::from<float>(v, sh), cd), dt);
+        };
+        const DynTensor want = ops::unary(
+            ir::UnaryFn::Relu,
+            ops::binary(
+                ir::BinaryFn::Add,
+                ops::binary(ir::BinaryFn::Add,
+                            module_ops::conv(in(xv, Shape{n, c, h, w}), in(wv, Shape{o, c, 3, 3}),
+                                             std::nullopt, {{1, 1}, {1, 1}, {}}),
+                            in(bv, Shape{1, o, 1, 1})),
+                in(rv, Shape{n, o, h, w})));
+        const TensorData wd = want.to_data();
+        ASSERT_EQ(got.bytes().size(), wd.bytes().size()) << what;
+        EXPECT_EQ(std::memcmp(got.bytes().data(), wd.bytes().data(), wd.bytes().size()), 0) << what;
       }
-      g.inputs = {make(xv, Shape{n, c, h, w}), make(wv, Shape{o, c, 3, 3}),
-                  make(bv, Shape{1, o, 1, 1}), res};
-      FusedInstr cv;
-      cv.kind = FusedInstr::Kind::Conv;
-      g.conv_window = win;
-      cv.args = {0, 1, -1};
-      cv.out = dt;
-      FusedInstr add;
-      add.kind = FusedInstr::Kind::Binary;
-      add.binary = ir::BinaryFn::Add;
-      add.args = {4, 2, -1};
-      add.out = dt;
-      FusedInstr add2 = add;
-      add2.args = {5, 3, -1};
-      FusedInstr relu;
-      relu.unary = ir::UnaryFn::Relu;
-      relu.args = {6, -1, -1};
-      relu.out = dt;
-      g.code = {cv, add, add2, relu};
-      g.outputs = {7};
-      g.signature = std::string("test conv bias residual relu ") + name(dt);
-      g.key = std::hash<std::string>{}(g.signature);
-      const std::string what = std::string(name(dt)) + (transposed ? " transposed" : "");
-      const auto outs = cpu::run_fused(ctx, g);
-      ASSERT_EQ(outs.has_value(), !transposed) << what;
-      const std::vector<ir::Handle> got_h =
-          outs ? *outs : Device::cpu().backend().run_fused(std::move(g));
-      ASSERT_EQ(got_h.size(), 1u);
-      const TensorData got = Device::cpu().backend().to_data(got_h[0]);
-      const Device cd = Device::cpu();
-      const auto in = [&](const std::vector<float>& v, const Shape& sh) {
-        return ops::cast(DynTensor::from_data(TensorData::from<float>(v, sh), cd), dt);
-      };
-      const DynTensor want = ops::unary(
-          ir::UnaryFn::Relu,
-          ops::binary(
-              ir::BinaryFn::Add,
-              ops::binary(ir::BinaryFn::Add,
-                          module_ops::conv(in(xv, Shape{n, c, h, w}), in(wv, Shape{o, c, 3, 3}),
-                                           std::nullopt, {{1, 1}, {1, 1}, {}}),
-                          in(bv, Shape{1, o, 1, 1})),
-              in(rv, Shape{n, o, h, w})));
-      const TensorData wd = want.to_data();
-      ASSERT_EQ(got.bytes().size(), wd.bytes().size()) << what;
-      EXPECT_EQ(std::memcmp(got.bytes().data(), wd.bytes().data(), wd.bytes().size()), 0) << what;
     }
-  }
+  cpu::detail::conv_force_rows(-1);
 }
 
 TEST(CpuBackend, RvalueReusesTheSoleOwnersBuffer) {
@@ -774,6 +780,63 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       expect_close(be->to_data(y), ref.y, tol * 8, what + " forward");
       expect_close(be->to_data(dx), ref.dx, tol * 8, what + " input grad");
       expect_close(be->to_data(dw), ref.dw, tol * 64, what + " weight grad");
+    }
+  }
+}
+
+// Note [Output rows as tiles]: the forward and the input gradient (a forward of the flipped
+// weight) by output rows give the phase route's results bit for bit, and the f64
+// reference's: rows of one tile of 14 (the CNN's second layer), of several (30: three
+// tiles of 10, short of the kernel's rows) and of half a tile (7, the half kernel, and 3);
+// output channels short of a sliver and past several; many output rows a task (a C^T block
+// of several tasks an image); stride (phase images), dilation, groups, 1-d and 3-d.
+TEST(CpuConv, OutputRowsAsTilesAreThePhaseRouteBitForBit) {
+  auto be = backend::Registry::global().backend("cpu", 0);
+  const std::vector<ConvGeo> geos = {
+      {{3, 32, 14, 14}, 64, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 5, 9, 30}, 13, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 4, 7, 7}, 40, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{1, 3, 5, 3}, 7, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{1, 2, 40, 61}, 150, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 6, 15, 17}, 10, 2, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
+      {{1, 4, 12, 13}, 9, 1, {{3, 3}, {1, 1}, {2, 2}, {2, 2}}},
+      {{2, 6, 40}, 33, 3, {{5}, {1}, {2}, {1}}},
+      {{1, 3, 5, 6, 7}, 17, 1, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
+  };
+  for (DType dt : {DType::F32, DType::F64}) {
+    for (std::size_t t = 0; t < geos.size(); ++t) {
+      const ConvGeo& g = geos[t];
+      std::vector<std::size_t> wd{g.out_c, g.x[1] / g.groups};
+      wd.insert(wd.end(), g.w.kernel.begin(), g.w.kernel.end());
+      const Shape xs(g.x), ws(wd);
+      const auto xv = uniform_values(xs.num_elements(), 5 + t),
+                 wv = uniform_values(ws.num_elements(), 7 + t);
+      auto x = be->from_data(TensorData::from(xv, xs).convert(dt));
+      const std::vector<std::size_t> image(g.x.begin() + 2, g.x.end());
+      std::vector<TensorData> y(2), dx(2);
+      for (const int rows : {0, 1}) {
+        cpu::detail::conv_force_rows(rows);
+        // A fresh weight each time: a cached packing of the other route is not this one's.
+        auto w = be->from_data(TensorData::from(wv, ws).convert(dt));
+        auto yh = be->execute(ir::Conv{x, w, g.w, g.groups, ir::ConvPass::Forward, {}})[0];
+        y[rows] = be->to_data(yh);
+        dx[rows] = be->to_data(
+            be->execute(ir::Conv{yh, w, g.w, g.groups, ir::ConvPass::InputGrad, image})[0]);
+      }
+      cpu::detail::conv_force_rows(-1);
+      const std::string what = std::string(name(dt)) + " case " + std::to_string(t) + " " +
+                               xs.to_string() + " * " + ws.to_string();
+      ASSERT_EQ(y[0].bytes().size(), y[1].bytes().size()) << what;
+      EXPECT_EQ(std::memcmp(y[0].bytes().data(), y[1].bytes().data(), y[0].bytes().size()), 0)
+          << what << " forward";
+      ASSERT_EQ(dx[0].bytes().size(), dx[1].bytes().size()) << what;
+      EXPECT_EQ(std::memcmp(dx[0].bytes().data(), dx[1].bytes().data(), dx[0].bytes().size()), 0)
+          << what << " input grad";
+      const std::vector<double> yv = y[1].convert(DType::F64).to_vector<double>();
+      const ConvRef ref = conv_reference(g, xv, wv, yv);
+      const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
+      expect_close(y[1], ref.y, tol * 8, what + " forward");
+      expect_close(dx[1], ref.dx, tol * 64, what + " input grad");
     }
   }
 }

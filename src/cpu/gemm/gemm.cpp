@@ -101,6 +101,25 @@ void ukernel_in_place_scalar(size_t k, const T* a, const T* const* rows, size_t 
   }
 }
 
+// The same with A's columns read in place (Note [A columns in place] in gemm.hpp).
+template <class T>
+void ukernel_cols_in_place_scalar(size_t k, const T* const* cols, size_t i0, const T* b, T* c,
+                                  ptrdiff_t c_rs, size_t m, size_t n, bool load_c) {
+  T acc[kScalarMr][kScalarNr] = {};
+  for (size_t p = 0; p < k; ++p) {
+    const T* a = cols[p] + i0;
+    for (int i = 0; i < kScalarMr; ++i) {
+      const T av = a[i];
+      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += av * b[j];
+    }
+    b += kScalarNr;
+  }
+  for (size_t i = 0; i < m; ++i) {
+    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
+    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Packing. A block (rows x kc) becomes ceil(rows/MR) slivers, each laid out k-major:
 // dst[p*MR + i]; rows past the end are zero so the kernel can always run a full tile.
@@ -227,15 +246,19 @@ struct KernelInfo {
   size_t kc, mc, nc;  // preferred block sizes (upper bounds; the driver balances them)
   detail::Ukernel<T> ukernel;
   detail::UkernelInPlace<T> ukernel_in_place;
+  detail::UkernelColsInPlace<T> ukernel_cols_in_place;
+  size_t cols_mr;  // the rows of ukernel_cols_in_place's tile
   void (*pack_a)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t);
   void (*pack_b)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t);
 };
 
-template <class T, int MR, int NR>
+template <class T, int MR, int NR, int ColsMR = MR>
 constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk,
-                                  detail::UkernelInPlace<T> in_place) {
-  static_assert(NR <= kInPlaceRowSlack, "Note [B rows in place]: rows are readable NR past n");
-  return {MR, NR, kc, mc, nc, uk, in_place, &pack_a<T, MR>, &pack_b<T, NR>};
+                                  detail::UkernelInPlace<T> in_place,
+                                  detail::UkernelColsInPlace<T> cols_in_place) {
+  static_assert(NR <= kInPlaceRowSlack && ColsMR <= kInPlaceRowSlack,
+                "Note [B rows in place], Note [A columns in place]: readable NR (MR) past n (m)");
+  return {MR, NR, kc, mc, nc, uk, in_place, cols_in_place, ColsMR, &pack_a<T, MR>, &pack_b<T, NR>};
 }
 
 // Block sizes: a KC x NR sliver of B stays in L1 while the MC x KC block of A streams from
@@ -249,15 +272,18 @@ KernelInfo<float> kernel_for<float>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<float, kAvx512MrF32, kAvx512NrF32>(256, 192, 4096, &ukernel_avx512_f32,
-                                                          &ukernel_in_place_avx512_f32);
+      return make_info<float, kAvx512MrF32, kAvx512NrF32, kAvx512ColsMr>(
+          256, 192, 4096, &ukernel_avx512_f32, &ukernel_in_place_avx512_f32,
+          &ukernel_cols_in_place_avx512_f32);
     case GemmIsa::Avx2:
       return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32,
-                                                      &ukernel_in_place_avx2_f32);
+                                                      &ukernel_in_place_avx2_f32,
+                                                      &ukernel_cols_in_place_avx2_f32);
 #endif
     default:
       return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>,
-                                                    &ukernel_in_place_scalar<float>);
+                                                    &ukernel_in_place_scalar<float>,
+                                                    &ukernel_cols_in_place_scalar<float>);
   }
 }
 
@@ -267,15 +293,18 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<double, kAvx512MrF64, kAvx512NrF64>(256, 96, 2048, &ukernel_avx512_f64,
-                                                           &ukernel_in_place_avx512_f64);
+      return make_info<double, kAvx512MrF64, kAvx512NrF64, kAvx512ColsMr>(
+          256, 96, 2048, &ukernel_avx512_f64, &ukernel_in_place_avx512_f64,
+          &ukernel_cols_in_place_avx512_f64);
     case GemmIsa::Avx2:
       return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64,
-                                                       &ukernel_in_place_avx2_f64);
+                                                       &ukernel_in_place_avx2_f64,
+                                                       &ukernel_cols_in_place_avx2_f64);
 #endif
     default:
       return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>,
-                                                     &ukernel_in_place_scalar<double>);
+                                                     &ukernel_in_place_scalar<double>,
+                                                     &ukernel_cols_in_place_scalar<double>);
   }
 }
 
@@ -967,7 +996,8 @@ template class PackedA<double>;
 template <class T>
 PrepackedB<T>::PrepackedB(size_t k, size_t n) : k_(k), n_(n) {
   const KernelInfo<T> kr = kernel_for<T>(this->isa_);
-  this->size_ = round_up(n, kr.nr) * k;
+  n_padded_ = round_up(n, kr.nr);
+  this->size_ = n_padded_ * k;
 }
 
 template <class T>
@@ -1051,6 +1081,59 @@ void gemm_packed_a_in_place(size_t n, const PackedA<float>& a, const float* cons
 void gemm_packed_a_in_place(size_t n, const PackedA<double>& a, const double* const* rows,
                             double* c, ptrdiff_t c_rs) {
   gemm_in_place_impl<double>(n, a, rows, c, c_rs);
+}
+
+namespace {
+// Note [A columns in place] (gemm.hpp): B's k blocks outer, then its slivers, so a sliver
+// stays in L1 while every tile of every piece meets it.
+template <class T>
+void gemm_cols_impl(const ColsPiece* pieces, size_t count, const T* const* cols,
+                    const PrepackedB<T>& b, T* c, ptrdiff_t c_rs) {
+  const size_t k = b.k(), np = b.n_padded();
+  if (np == 0) return;
+  if (k == 0) {
+    for (size_t q = 0; q < count; ++q)
+      zero_or_keep(pieces[q].m, np, c + static_cast<ptrdiff_t>(pieces[q].c_row) * c_rs, c_rs,
+                   false);
+    return;
+  }
+  const KernelInfo<T> kr = kernel_for<T>(b.isa());
+  const size_t kc = k_block(kr, k);
+  for (size_t pc = 0; pc < k; pc += kc) {
+    const size_t kcur = std::min(kc, k - pc);
+    const T* panel = b.panels() + pc * np;
+    for (size_t jr = 0; jr < np; jr += kr.nr) {
+      const T* sliver = panel + jr * kcur;
+      for (size_t q = 0; q < count; ++q) {
+        const ColsPiece& piece = pieces[q];
+        if (piece.m == 0) continue;
+        const size_t per = ceil_div(piece.m, ceil_div(piece.m, kr.cols_mr));
+        for (size_t i = 0; i < piece.m; i += per)
+          kr.ukernel_cols_in_place(
+              kcur, cols + pc, piece.at + i, sliver,
+              c + static_cast<ptrdiff_t>(piece.c_row + i) * c_rs + static_cast<ptrdiff_t>(jr), c_rs,
+              std::min(per, piece.m - i), kr.nr, pc > 0);
+      }
+    }
+  }
+}
+}  // namespace
+
+template <class T>
+GemmTile gemm_tile() {
+  const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
+  return {kr.mr, kr.nr, kr.cols_mr};
+}
+template GemmTile gemm_tile<float>();
+template GemmTile gemm_tile<double>();
+
+void gemm_cols_in_place(const ColsPiece* pieces, size_t count, const float* const* cols,
+                        const PrepackedB<float>& b, float* c, ptrdiff_t c_rs) {
+  gemm_cols_impl<float>(pieces, count, cols, b, c, c_rs);
+}
+void gemm_cols_in_place(const ColsPiece* pieces, size_t count, const double* const* cols,
+                        const PrepackedB<double>& b, double* c, ptrdiff_t c_rs) {
+  gemm_cols_impl<double>(pieces, count, cols, b, c, c_rs);
 }
 
 namespace detail {

@@ -175,9 +175,11 @@ class PrepackedB : public PackedPanels<T> {
 
   std::size_t k() const { return k_; }
   std::size_t n() const { return n_; }
+  // n rounded up to the panels' slivers.
+  std::size_t n_padded() const { return n_padded_; }
 
  private:
-  std::size_t k_, n_;
+  std::size_t k_, n_, n_padded_;
 };
 
 // Whether a product of m rows with a B [k, n] packs enough of B per row for a PrepackedB to
@@ -209,6 +211,32 @@ void gemm_packed_a_in_place(std::size_t n, const PackedA<float>& a, const float*
                             float* c, std::ptrdiff_t c_rs);
 void gemm_packed_a_in_place(std::size_t n, const PackedA<double>& a, const double* const* rows,
                             double* c, std::ptrdiff_t c_rs);
+
+// Note [A columns in place]: the product of an A whose columns are runs read where they lie
+// and a prepacked B — a convolution's output positions by its output channels, where the
+// window rows of Note [B rows in place] make A's columns (Note [Output rows as tiles] in
+// cpu/kernels/conv.cpp). For each piece q of the list:
+//   C[(q.c_row + i) * c_rs + j] = sum_p cols[p][q.at + i] * B(p, j),  i < q.m, p < b.k(),
+// for every column j < b.n_padded(): the columns past b.n() come out zero (B's padding), so C
+// needs room for them. A piece's rows are cut into tiles of at most the micro-kernel's rows,
+// evenly (a piece of 14 rows is one tile of 14, not 12 + 2), and every column must be
+// readable for kInPlaceRowSlack elements past at + m. The k blocks are the plain GEMM's, so
+// each element sums the same products in the same order as gemm_f32 / gemm_f64 would for
+// that A. It runs on the calling thread alone.
+struct ColsPiece {
+  std::size_t at, m, c_row;
+};
+// The micro-kernel tiles of the next GEMM (cpu::active_isa()): mr rows by nr columns
+// (packed A, or B's rows in place), cols_mr rows by nr columns with A's columns in place.
+struct GemmTile {
+  std::size_t mr, nr, cols_mr;
+};
+template <class T>
+GemmTile gemm_tile();
+void gemm_cols_in_place(const ColsPiece* pieces, std::size_t count, const float* const* cols,
+                        const PrepackedB<float>& b, float* c, std::ptrdiff_t c_rs);
+void gemm_cols_in_place(const ColsPiece* pieces, std::size_t count, const double* const* cols,
+                        const PrepackedB<double>& b, double* c, std::ptrdiff_t c_rs);
 
 namespace detail {
 

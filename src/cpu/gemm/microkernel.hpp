@@ -25,6 +25,14 @@ using UkernelInPlace = void (*)(std::size_t k, const T* a, const T* const* rows,
                                 T* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
                                 bool load_c);
 
+// The same with A's columns read in place and B packed (Note [A columns in place] in
+// gemm.hpp): step p of the tile's A is cols[p] + i .. + MR, each readable for the family's
+// columns-in-place MR elements whatever m is.
+template <class T>
+using UkernelColsInPlace = void (*)(std::size_t k, const T* const* cols, std::size_t i, const T* b,
+                                    T* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                    bool load_c);
+
 // AVX-512 (F, VL, BW, DQ) + FMA tiles.
 inline constexpr int kAvx512MrF32 = 12, kAvx512NrF32 = 32;
 inline constexpr int kAvx512MrF64 = 12, kAvx512NrF64 = 16;
@@ -38,6 +46,14 @@ void ukernel_in_place_avx512_f32(std::size_t k, const float* a, const float* con
 void ukernel_in_place_avx512_f64(std::size_t k, const double* a, const double* const* rows,
                                  std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
                                  std::size_t n, bool load_c);
+// A's columns in place: 14 rows x 2 vectors, 28 of the 32 registers.
+inline constexpr int kAvx512ColsMr = 14;
+void ukernel_cols_in_place_avx512_f32(std::size_t k, const float* const* cols, std::size_t i,
+                                      const float* b, float* c, std::ptrdiff_t c_rs, std::size_t m,
+                                      std::size_t n, bool load_c);
+void ukernel_cols_in_place_avx512_f64(std::size_t k, const double* const* cols, std::size_t i,
+                                      const double* b, double* c, std::ptrdiff_t c_rs,
+                                      std::size_t m, std::size_t n, bool load_c);
 
 // AVX2 + FMA tiles.
 inline constexpr int kAvx2MrF32 = 6, kAvx2NrF32 = 16;
@@ -52,6 +68,13 @@ void ukernel_in_place_avx2_f32(std::size_t k, const float* a, const float* const
 void ukernel_in_place_avx2_f64(std::size_t k, const double* a, const double* const* rows,
                                std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
                                std::size_t n, bool load_c);
+// A's columns in place: 6 rows x 2 vectors, as the packed tile.
+void ukernel_cols_in_place_avx2_f32(std::size_t k, const float* const* cols, std::size_t i,
+                                    const float* b, float* c, std::ptrdiff_t c_rs, std::size_t m,
+                                    std::size_t n, bool load_c);
+void ukernel_cols_in_place_avx2_f64(std::size_t k, const double* const* cols, std::size_t i,
+                                    const double* b, double* c, std::ptrdiff_t c_rs, std::size_t m,
+                                    std::size_t n, bool load_c);
 
 // bf16 dot-product tiles (gemm_bf16.cpp, Note [bf16 dot products] in gemm_bf16.hpp): C's
 // MR x NR tile (f32) of a packed A sliver times a packed B sliver, kq = kc / 2 pairs of k

@@ -87,34 +87,52 @@ class GroupWeights {
   // `source`, when given, is the tensor w points into, made for these panels (InputGrad's
   // flipped weight, Note [Input grad as a forward]): kept alive with them, as PackedA's
   // matrix-vector products read their source.
+  // `transposed`: packed as the right operand W_g^T [k, m] instead (PrepackedB, for Note
+  // [Output rows as tiles]).
   GroupWeights(CpuContext& ctx, size_t groups, size_t m, size_t k, const T* w,
                ptrdiff_t group_stride, ptrdiff_t rs, ptrdiff_t cs,
-               std::shared_ptr<CpuTensor> source = nullptr)
-      : a_(groups, PackedA<T>(m, k)), source_(std::move(source)) {
-    const size_t per = a_[0].size();
-    if (per == 0) return;
-    storage_ = ctx.empty(Shape{groups * per}, sizeof(T) == 4 ? DType::F32 : DType::F64);
-    T* panels = storage_->template data_as<T>();
-    for (size_t gi = 0; gi < groups; ++gi)
-      a_[gi].pack(panels + gi * per, w + ptrdiff_t(gi) * group_stride, rs, cs);
+               std::shared_ptr<CpuTensor> source = nullptr, bool transposed = false)
+      : source_(std::move(source)) {
+    if (transposed) {
+      bt_.assign(groups, PrepackedB<T>(k, m));
+      pack(ctx, bt_, w, group_stride, cs, rs);
+    } else {
+      a_.assign(groups, PackedA<T>(m, k));
+      pack(ctx, a_, w, group_stride, rs, cs);
+    }
   }
+  bool transposed() const { return !bt_.empty(); }
   const PackedA<T>& operator[](size_t gi) const { return a_[gi]; }
+  const PrepackedB<T>& transposed_at(size_t gi) const { return bt_[gi]; }
 
  private:
+  template <class P>
+  void pack(CpuContext& ctx, std::vector<P>& packs, const T* w, ptrdiff_t group_stride,
+            ptrdiff_t rs, ptrdiff_t cs) {
+    const size_t per = packs.empty() ? 0 : packs[0].size();
+    if (per == 0) return;
+    storage_ = ctx.empty(Shape{packs.size() * per}, sizeof(T) == 4 ? DType::F32 : DType::F64);
+    T* panels = storage_->template data_as<T>();
+    for (size_t gi = 0; gi < packs.size(); ++gi)
+      packs[gi].pack(panels + gi * per, w + ptrdiff_t(gi) * group_stride, rs, cs);
+  }
   std::vector<PackedA<T>> a_;
+  std::vector<PrepackedB<T>> bt_;
   std::shared_ptr<CpuTensor> source_, storage_;
 };
 
 // The packed weight of `w` (the contiguous operand of op; `given` whether it is op's own
-// tensor rather than a copy) for one pass (flipped: InputGrad's forward route): make(), a
-// shared GroupWeights<T>, taken from or put in the cache (Note [Packed weight cache] in
-// packed_cache.hpp).
+// tensor rather than a copy) for one pass (flipped: InputGrad's forward route; transposed:
+// Note [Output rows as tiles]): make(), a shared GroupWeights<T>, taken from or put in the
+// cache (Note [Packed weight cache] in packed_cache.hpp).
 template <class T, class Make>
 std::shared_ptr<const GroupWeights<T>> packed_weights(CpuContext& ctx, const CpuTensor& w,
                                                       bool given, ir::ConvPass pass, bool flipped,
-                                                      size_t groups, const Make& make) {
-  const PackedKey key = packed_key(PackedUse::ConvWeight, w,
-                                   {std::int64_t(groups), std::int64_t(pass), flipped ? 1 : 0});
+                                                      bool transposed, size_t groups,
+                                                      const Make& make) {
+  const PackedKey key = packed_key(
+      PackedUse::ConvWeight, w,
+      {std::int64_t(groups), std::int64_t(pass), (flipped ? 1 : 0) + (transposed ? 2 : 0)});
   if (auto cached = cached_packing<GroupWeights<T>>(ctx, w, given, key, make)) return cached;
   return make();
 }
@@ -1000,6 +1018,15 @@ struct PhaseRunsT {
   }
 };
 
+// Flat positions per task of the phase route: the block of C [og, cols] and the B block of
+// one k block [<= 256, cols] in about 256 KiB; whole 64-column pieces (slivers of every
+// kernel).
+template <class T>
+size_t phase_cols(const Geometry& g) {
+  return std::max<size_t>(
+      64, (size_t{256} << 10) / sizeof(T) / (std::min<size_t>(g.ck(), 256) + g.og) / 64 * 64);
+}
+
 // Forward through phase images (Note [Phase images]), images [n0, n1) of the batch whose
 // phase images (all channels) are `images`.
 // Note [Copy-out by channel]: a task's product block [og, cols] is copied to the output
@@ -1016,10 +1043,7 @@ void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<
                     const T* images, size_t n0, size_t n1, T* y, const GemmEpilogue<T>* ep) {
   const Window3& w = g.w;
   const size_t L = g.l, og = g.og;
-  // Flat positions per task: the block of C [og, cols] and the B block of one k block
-  // [<= 256, cols] in about 256 KiB; whole 64-column pieces (slivers of every kernel).
-  const size_t cols = std::max<size_t>(
-      64, (size_t{256} << 10) / sizeof(T) / (std::min<size_t>(g.ck(), 256) + og) / 64 * 64);
+  const size_t cols = phase_cols<T>(g);
   const size_t blocks = (p.flat + cols - 1) / cols;
   for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
     const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
@@ -1056,10 +1080,127 @@ void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<
   });
 }
 
+// Note [Output rows as tiles]
+// The phase route's product W_g [og, CK] x B [CK, flat] tiles C by the micro-kernel's 12
+// rows of output channels and 32 flat positions: a small map wastes much of its tiles. The
+// CNN's second layer ([128, 32, 14, 14] * [64, 32, 3, 3]) computes 15 flat positions a row
+// for 14 outputs, a row of the phase image's 210 in 7 slivers of 32 (224), and its input
+// gradient (a forward of 64 to 32 channels) the same: 87.5% of the multiply-adds useful,
+// where oneDNN's direct convolution runs at the GEMM's peak. Transposed, the product is
+// C^T [positions, og] = B^T A^T, and B^T's columns are the same runs read in place: a tile of
+// positions (14 a tile, the rows of gemm_cols_in_place's kernel, Note [A columns in place]
+// in gemm.hpp) is a piece of one output row, read from each run at that row's flat offset,
+// and the output channels are whole slivers of 32. Cut evenly (a row of 14 one tile, of 56
+// four), nothing is computed for the dropped flat positions or past the channels, so the
+// CNN's layer computes only useful multiply-adds. The block of C^T goes to the output
+// transposed (transpose_rows), and the epilogue meets it there. The weight is packed as
+// PrepackedB (W_g^T) instead of PackedA, cached as its own variant. Each element sums the
+// same products in the same order as the phase route (the k blocks are the GEMM's), so the
+// results are bit for bit the same; the route is taken where it computes at least 5% fewer
+// multiply-adds (rows_route: tiles counted as the kernels compute them).
+constexpr size_t kRowsBlockBytes = size_t{128} << 10;  // C^T block of one task
+
+Atomic<int> g_force_rows{-1};  // detail::conv_force_rows
+
+// The multiply-adds (in tiles computed) of each route per image and group, and whether the
+// rows route is taken.
+template <class T>
+bool rows_route(const Geometry& g, const PhaseLayout& p) {
+  if (p.flat == 0 || g.og == 0) return false;
+  if (const int forced = g_force_rows.load(std::memory_order_relaxed); forced >= 0)
+    return forced == 1;
+  const Window3& w = g.w;
+  const GemmTile t = gemm_tile<T>();
+  // The phase route: output channels in slivers of MR (a short last sliver a third or two
+  // thirds of MR, Note [Short slivers]), flat positions in blocks of phase_cols, each in
+  // slivers of NR (a last one of at most NR / 2 half a sliver, Note [Half-width tile]).
+  const auto short_of = [](size_t rest, size_t mr) {
+    if (rest == 0) return size_t{0};
+    if (mr % 3 == 0 && rest <= mr / 3) return mr / 3;
+    if (mr % 3 == 0 && rest <= 2 * mr / 3) return 2 * mr / 3;
+    return mr;
+  };
+  const size_t rows_old = g.og / t.mr * t.mr + short_of(g.og % t.mr, t.mr);
+  const size_t block = phase_cols<T>(g);
+  size_t cols_old = 0;
+  for (size_t f0 = 0; f0 < p.flat; f0 += block) {
+    const size_t ncur = std::min(block, p.flat - f0), rest = ncur % t.nr;
+    cols_old += ncur / t.nr * t.nr + (rest == 0 ? 0 : rest <= t.nr / 2 ? t.nr / 2 : t.nr);
+  }
+  // This route: channels in whole slivers of NR, each output row in even tiles of at most MR
+  // rows (a tile of at most MR / 2 runs the half kernel).
+  const size_t ow = w.out[2], tiles = (ow + t.cols_mr - 1) / t.cols_mr;
+  const size_t per = (ow + tiles - 1) / tiles;
+  const size_t rows_new =
+      w.out[0] * w.out[1] * tiles * (per <= t.cols_mr / 2 ? t.cols_mr / 2 : t.cols_mr);
+  const size_t cols_new = (g.og + t.nr - 1) / t.nr * t.nr;
+  return rows_new * cols_new * 20 < rows_old * cols_old * 19;
+}
+
+// Output rows per task of the rows route: a block of C^T [rows * ow, np] in about
+// kRowsBlockBytes.
+size_t rows_per_task(const Geometry& g, size_t np, size_t elem) {
+  const size_t ow = g.w.out[2], out_rows = g.w.out[0] * g.w.out[1];
+  return std::clamp<size_t>(kRowsBlockBytes / elem / std::max<size_t>(ow * np, 1), 1, out_rows);
+}
+
+// Forward through phase images by output rows (Note [Output rows as tiles]), images
+// [n0, n1) of the batch: images(n, gi) gives the phase images of image n's group gi (its
+// channels in turn, each p.channel() elements).
+template <class T, class Images>
+void forward_rows(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>& a,
+                  const Images& images, size_t n0, size_t n1, T* y, const GemmEpilogue<T>* ep) {
+  const Window3& w = g.w;
+  const size_t L = g.l, og = g.og, ow = w.out[2], out_rows = w.out[0] * w.out[1];
+  const size_t np = a.transposed_at(0).n_padded();
+  const size_t per_task = rows_per_task(g, np, sizeof(T));
+  const size_t blocks = (out_rows + per_task - 1) / per_task;
+  for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
+    const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
+    const size_t r0 = b * per_task, r1 = std::min(out_rows, r0 + per_task), P = (r1 - r0) * ow;
+    const T* base = images(n, gi);
+    static EMBER_THREAD_LOCAL std::vector<const T*> cols;
+    static EMBER_THREAD_LOCAL std::vector<ColsPiece> pieces;
+    cols.resize(g.ck());
+    for (size_t r = 0; r < g.ck(); ++r) cols[r] = base + p.off[r];
+    pieces.clear();
+    for (size_t r = r0; r < r1; ++r) {
+      const size_t oz = r / w.out[1], oy = r % w.out[1];
+      pieces.push_back({(oz * p.ext[1] + oy) * p.ext[2], ow, (r - r0) * ow});
+    }
+    T* ct = scratch<T, 2>(P * np);
+    gemm_cols_in_place(pieces.data(), pieces.size(), cols.data(), a.transposed_at(gi), ct,
+                       ptrdiff_t(np));
+    T* yc = y + (n * g.o + gi * og) * L + r0 * ow;
+    transpose_rows([&](size_t j) { return ct + j * np; }, P, og, yc, L);
+    if (ep) ep->apply(ep->ctx, n, gi * og, r0 * ow, yc, ptrdiff_t(L), og, P);
+  });
+}
+
 // The forward of x through phase images (Note [Phase images]) with g's packed weight a.
 template <class T>
 void forward_by_phases(CpuContext& ctx, const Geometry& g, const PhaseLayout& p,
                        const GroupWeights<T>& a, const T* x, T* y, const GemmEpilogue<T>* ep) {
+  // Note [Phase images in the task]: where the rows route takes an image's group in one
+  // task, the task splits that group's channels itself, into a buffer of its thread, and
+  // reads them from cache right after; the phase images of a batch made beforehand go out to
+  // memory and come back (the CNN's second layer: 4 MB written and read again, for products
+  // of 50 KB of phase images each).
+  if (a.transposed() &&
+      rows_per_task(g, a.transposed_at(0).n_padded(), sizeof(T)) == g.w.out[0] * g.w.out[1]) {
+    const size_t group_images = g.cg * p.channel();
+    return forward_rows(
+        g, p, a,
+        [&](size_t n, size_t gi) {
+          T* own = scratch<T, 4>(group_images + kInPlaceRowSlack);
+          std::fill_n(own + group_images, kInPlaceRowSlack, T(0));
+          for (size_t ci = 0; ci < g.cg; ++ci)
+            split_phases(g.w, p, x + (n * g.c + gi * g.cg + ci) * g.image(),
+                         own + ci * p.channel());
+          return static_cast<const T*>(own);
+        },
+        0, g.n, y, ep);
+  }
   // Images a chunk at a time: their phase images in at most kPhaseBudget bytes.
   const size_t per_image = g.c * p.channel();
   const size_t chunk = std::clamp<size_t>(kPhaseBudget / sizeof(T) / per_image, 1, g.n);
@@ -1074,7 +1215,15 @@ void forward_by_phases(CpuContext& ctx, const Geometry& g, const PhaseLayout& p,
                    for (size_t i = b; i < e; ++i)
                      split_phases(g.w, p, x + (n0 * g.c + i) * g.image(), images + i * p.channel());
                  });
-    forward_phases(g, p, a, images, n0, n1, y, ep);
+    if (a.transposed())
+      forward_rows(
+          g, p, a,
+          [&](size_t n, size_t gi) {
+            return static_cast<const T*>(images + ((n - n0) * g.c + gi * g.cg) * p.channel());
+          },
+          n0, n1, y, ep);
+    else
+      forward_phases(g, p, a, images, n0, n1, y, ep);
   }
 }
 
@@ -1083,16 +1232,17 @@ template <class T>
 void forward(CpuContext& ctx, const Geometry& g, const T* x, const CpuTensor& wt, bool given, T* y,
              const GemmEpilogue<T>* ep) {
   const size_t ck = g.ck(), L = g.l;
+  const PhaseLayout p = phase_layout(g);
+  const bool by_rows = rows_route<T>(g, p);
   // W_g [og, ck], row-major.
   const auto packed =
-      packed_weights<T>(ctx, wt, given, ir::ConvPass::Forward, false, g.groups, [&] {
-        return std::make_shared<const GroupWeights<T>>(ctx, g.groups, g.og, ck,
-                                                       wt.data_as<const T>(), ptrdiff_t(g.og * ck),
-                                                       ptrdiff_t(ck), ptrdiff_t(1));
+      packed_weights<T>(ctx, wt, given, ir::ConvPass::Forward, false, by_rows, g.groups, [&] {
+        return std::make_shared<const GroupWeights<T>>(
+            ctx, g.groups, g.og, ck, wt.data_as<const T>(), ptrdiff_t(g.og * ck), ptrdiff_t(ck),
+            ptrdiff_t(1), nullptr, by_rows);
       });
   const GroupWeights<T>& a = *packed;
-  if (const PhaseLayout p = phase_layout(g); p.flat > 0)
-    return forward_by_phases(ctx, g, p, a, x, y, ep);
+  if (p.flat > 0) return forward_by_phases(ctx, g, p, a, x, y, ep);
   for_each_task(g.n * g.groups, [&](size_t t) {
     const size_t n = t / g.groups, gi = t % g.groups;
     const T* planes = x + (n * g.c + gi * g.cg) * g.image();
@@ -1203,8 +1353,9 @@ void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const CpuTensor
   if (Geometry f; input_grad_as_forward(g, f)) {
     if (const PhaseLayout p = phase_layout(f); p.flat > 0) {
       const size_t K = g.k, per_group = g.cg * g.og * K;
+      const bool by_rows = rows_route<T>(f, p);
       const auto packed =
-          packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, true, g.groups, [&] {
+          packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, true, by_rows, g.groups, [&] {
             // Group gi's [C/G, O/G * K]: row c, column (o, t') is w[gi O/G + o, c, K - 1 - t'].
             auto flipped =
                 ctx.empty(Shape{g.groups * per_group}, sizeof(T) == 4 ? DType::F32 : DType::F64);
@@ -1219,7 +1370,7 @@ void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const CpuTensor
                 }
             return std::make_shared<const GroupWeights<T>>(
                 ctx, g.groups, g.cg, g.og * K, dst, ptrdiff_t(per_group), ptrdiff_t(g.og * K),
-                ptrdiff_t(1), std::move(flipped));
+                ptrdiff_t(1), std::move(flipped), by_rows);
           });
       return forward_by_phases<T>(ctx, f, p, *packed, gy, dx, nullptr);
     }
@@ -1229,7 +1380,7 @@ void input_grad(CpuContext& ctx, const Geometry& g, const T* gy, const CpuTensor
       std::min(L, std::max<size_t>(64, (size_t{256} << 10) / sizeof(T) / std::max<size_t>(ck, 1)));
   // W_g^T [ck, og]: W_g [og, ck] read transposed.
   const auto packed =
-      packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, false, g.groups, [&] {
+      packed_weights<T>(ctx, wt, given, ir::ConvPass::InputGrad, false, false, g.groups, [&] {
         return std::make_shared<const GroupWeights<T>>(ctx, g.groups, ck, g.og,
                                                        wt.data_as<const T>(), ptrdiff_t(g.og * ck),
                                                        ptrdiff_t(1), ptrdiff_t(ck));
@@ -1349,6 +1500,10 @@ template void conv_forward_into<float>(CpuContext&, const ir::Conv&, float*,
                                        const GemmEpilogue<float>*);
 template void conv_forward_into<double>(CpuContext&, const ir::Conv&, double*,
                                         const GemmEpilogue<double>*);
+
+namespace detail {
+void conv_force_rows(int rows) { g_force_rows.store(rows, std::memory_order_relaxed); }
+}  // namespace detail
 
 ir::Handle run(CpuContext& ctx, ir::Conv& op) {
   auto out = ctx.empty(ir::out_shape(op), op.x->dtype());

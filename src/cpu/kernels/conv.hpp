@@ -23,4 +23,10 @@ template <class T>
 void conv_forward_into(CpuContext& ctx, const ir::Conv& op, T* out,
                        const GemmEpilogue<T>* epilogue);
 
+namespace detail {
+// Test hook: Note [Output rows as tiles] (conv.cpp) taken wherever the phase route is
+// (rows 1), never (0), or where it computes fewer multiply-adds (-1, the default).
+void conv_force_rows(int rows);
+}  // namespace detail
+
 }  // namespace ember::cpu
