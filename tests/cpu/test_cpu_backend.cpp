@@ -787,7 +787,8 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
 // Note [Output rows as tiles]: the forward and the input gradient (a forward of the flipped
 // weight) by output rows give the phase route's results bit for bit, and the f64
 // reference's: rows of one tile of 14 (the CNN's second layer), of several (30: three
-// tiles of 10, short of the kernel's rows) and of half a tile (7, the half kernel, and 3);
+// tiles of 10, short of the kernel's rows), of half a tile (7, the half kernel, and 3) and
+// of tiles of 8 (8, 32, 24: the middle kernel where the CPU has one);
 // output channels short of a sliver and past several; many output rows a task (a C^T block
 // of several tasks an image); stride (phase images), dilation, groups, 1-d and 3-d.
 TEST(CpuConv, OutputRowsAsTilesAreThePhaseRouteBitForBit) {
@@ -797,6 +798,9 @@ TEST(CpuConv, OutputRowsAsTilesAreThePhaseRouteBitForBit) {
       {{2, 5, 9, 30}, 13, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
       {{2, 4, 7, 7}, 40, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
       {{1, 3, 5, 3}, 7, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{2, 6, 8, 8}, 64, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{1, 3, 6, 32}, 20, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      {{1, 2, 4, 24}, 5, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
       {{1, 2, 40, 61}, 150, 1, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
       {{2, 6, 15, 17}, 10, 2, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
       {{1, 4, 12, 13}, 9, 1, {{3, 3}, {1, 1}, {2, 2}, {2, 2}}},

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -247,18 +248,29 @@ struct KernelInfo {
   detail::Ukernel<T> ukernel;
   detail::UkernelInPlace<T> ukernel_in_place;
   detail::UkernelColsInPlace<T> ukernel_cols_in_place;
-  size_t cols_mr;  // the rows of ukernel_cols_in_place's tile
+  size_t cols_mr, cols_mid;  // ukernel_cols_in_place's rows, and its middle kernel's (or 0)
   void (*pack_a)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t);
   void (*pack_b)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t);
 };
 
-template <class T, int MR, int NR, int ColsMR = MR>
+template <class T, int MR, int NR, int ColsMR = MR, int ColsMid = 0>
 constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk,
                                   detail::UkernelInPlace<T> in_place,
                                   detail::UkernelColsInPlace<T> cols_in_place) {
   static_assert(NR <= kInPlaceRowSlack && ColsMR <= kInPlaceRowSlack,
                 "Note [B rows in place], Note [A columns in place]: readable NR (MR) past n (m)");
-  return {MR, NR, kc, mc, nc, uk, in_place, cols_in_place, ColsMR, &pack_a<T, MR>, &pack_b<T, NR>};
+  return {MR,
+          NR,
+          kc,
+          mc,
+          nc,
+          uk,
+          in_place,
+          cols_in_place,
+          ColsMR,
+          ColsMid,
+          &pack_a<T, MR>,
+          &pack_b<T, NR>};
 }
 
 // Block sizes: a KC x NR sliver of B stays in L1 while the MC x KC block of A streams from
@@ -272,7 +284,7 @@ KernelInfo<float> kernel_for<float>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<float, kAvx512MrF32, kAvx512NrF32, kAvx512ColsMr>(
+      return make_info<float, kAvx512MrF32, kAvx512NrF32, kAvx512ColsMr, kAvx512ColsMid>(
           256, 192, 4096, &ukernel_avx512_f32, &ukernel_in_place_avx512_f32,
           &ukernel_cols_in_place_avx512_f32);
     case GemmIsa::Avx2:
@@ -293,7 +305,7 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
   switch (isa) {
 #if EMBER_HAS_X86_KERNELS
     case GemmIsa::Avx512:
-      return make_info<double, kAvx512MrF64, kAvx512NrF64, kAvx512ColsMr>(
+      return make_info<double, kAvx512MrF64, kAvx512NrF64, kAvx512ColsMr, kAvx512ColsMid>(
           256, 96, 2048, &ukernel_avx512_f64, &ukernel_in_place_avx512_f64,
           &ukernel_cols_in_place_avx512_f64);
     case GemmIsa::Avx2:
@@ -1084,6 +1096,31 @@ void gemm_packed_a_in_place(size_t n, const PackedA<double>& a, const double* co
 }
 
 namespace {
+// The rows the kernel computes for a tile of m rows (ukernel_cols_in_place's variants).
+template <class T>
+size_t cols_tile_rows(const KernelInfo<T>& kr, size_t m) {
+  if (m <= kr.cols_mr / 2) return kr.cols_mr / 2;
+  if (kr.cols_mid > kr.cols_mr / 2 && m <= kr.cols_mid) return kr.cols_mid;
+  return kr.cols_mr;
+}
+
+// A piece of m rows cut evenly into `count` tiles of at most `per` rows: of the cuts by
+// each kernel's rows, the one computing fewest rows (the widest first on a tie).
+struct ColsCut {
+  size_t per, count, computed;
+};
+template <class T>
+ColsCut cols_cut(const KernelInfo<T>& kr, size_t m) {
+  ColsCut best{m, 1, SIZE_MAX};
+  for (const size_t t : {kr.cols_mr, kr.cols_mid, kr.cols_mr / 2}) {
+    if (t == 0 || m == 0) continue;
+    const size_t count = ceil_div(m, t), per = ceil_div(m, count);
+    const size_t computed = count * cols_tile_rows(kr, per);
+    if (computed < best.computed) best = {per, count, computed};
+  }
+  return best;
+}
+
 // Note [A columns in place] (gemm.hpp): B's k blocks outer, then its slivers, so a sliver
 // stays in L1 while every tile of every piece meets it.
 template <class T>
@@ -1107,7 +1144,7 @@ void gemm_cols_impl(const ColsPiece* pieces, size_t count, const T* const* cols,
       for (size_t q = 0; q < count; ++q) {
         const ColsPiece& piece = pieces[q];
         if (piece.m == 0) continue;
-        const size_t per = ceil_div(piece.m, ceil_div(piece.m, kr.cols_mr));
+        const size_t per = cols_cut(kr, piece.m).per;
         for (size_t i = 0; i < piece.m; i += per)
           kr.ukernel_cols_in_place(
               kcur, cols + pc, piece.at + i, sliver,
@@ -1122,10 +1159,17 @@ void gemm_cols_impl(const ColsPiece* pieces, size_t count, const T* const* cols,
 template <class T>
 GemmTile gemm_tile() {
   const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
-  return {kr.mr, kr.nr, kr.cols_mr};
+  return {kr.mr, kr.nr};
 }
 template GemmTile gemm_tile<float>();
 template GemmTile gemm_tile<double>();
+
+template <class T>
+std::size_t gemm_cols_rows(std::size_t m) {
+  return cols_cut(kernel_for<T>(resolve_isa()), m).computed;
+}
+template std::size_t gemm_cols_rows<float>(std::size_t);
+template std::size_t gemm_cols_rows<double>(std::size_t);
 
 void gemm_cols_in_place(const ColsPiece* pieces, size_t count, const float* const* cols,
                         const PrepackedB<float>& b, float* c, ptrdiff_t c_rs) {

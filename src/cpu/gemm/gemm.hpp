@@ -219,20 +219,24 @@ void gemm_packed_a_in_place(std::size_t n, const PackedA<double>& a, const doubl
 //   C[(q.c_row + i) * c_rs + j] = sum_p cols[p][q.at + i] * B(p, j),  i < q.m, p < b.k(),
 // for every column j < b.n_padded(): the columns past b.n() come out zero (B's padding), so C
 // needs room for them. A piece's rows are cut into tiles of at most the micro-kernel's rows,
-// evenly (a piece of 14 rows is one tile of 14, not 12 + 2), and every column must be
+// evenly, by the kernel's rows that compute fewest (a piece of 14 rows one tile of 14, not
+// 12 + 2; of 32, four of 8 where the kernel has such tiles), and every column must be
 // readable for kInPlaceRowSlack elements past at + m. The k blocks are the plain GEMM's, so
 // each element sums the same products in the same order as gemm_f32 / gemm_f64 would for
 // that A. It runs on the calling thread alone.
 struct ColsPiece {
   std::size_t at, m, c_row;
 };
-// The micro-kernel tiles of the next GEMM (cpu::active_isa()): mr rows by nr columns
-// (packed A, or B's rows in place), cols_mr rows by nr columns with A's columns in place.
+// The micro-kernel tile of the next GEMM (cpu::active_isa()): mr rows by nr columns (packed
+// A, or B's rows in place; nr also with A's columns in place).
 struct GemmTile {
-  std::size_t mr, nr, cols_mr;
+  std::size_t mr, nr;
 };
 template <class T>
 GemmTile gemm_tile();
+// The rows gemm_cols_in_place computes for a piece of m rows (its tiles, as cut).
+template <class T>
+std::size_t gemm_cols_rows(std::size_t m);
 void gemm_cols_in_place(const ColsPiece* pieces, std::size_t count, const float* const* cols,
                         const PrepackedB<float>& b, float* c, std::ptrdiff_t c_rs);
 void gemm_cols_in_place(const ColsPiece* pieces, std::size_t count, const double* const* cols,

@@ -46,8 +46,9 @@ void ukernel_in_place_avx512_f32(std::size_t k, const float* a, const float* con
 void ukernel_in_place_avx512_f64(std::size_t k, const double* a, const double* const* rows,
                                  std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
                                  std::size_t n, bool load_c);
-// A's columns in place: 14 rows x 2 vectors, 28 of the 32 registers.
-inline constexpr int kAvx512ColsMr = 14;
+// A's columns in place: 14 rows x 2 vectors, 28 of the 32 registers; tiles of 8 rows (maps
+// 8, 16, 24, 32 wide) and of 7 have kernels of their own.
+inline constexpr int kAvx512ColsMr = 14, kAvx512ColsMid = 8;
 void ukernel_cols_in_place_avx512_f32(std::size_t k, const float* const* cols, std::size_t i,
                                       const float* b, float* c, std::ptrdiff_t c_rs, std::size_t m,
                                       std::size_t n, bool load_c);

@@ -66,13 +66,15 @@ void ukernel_in_place_avx512_f64(std::size_t k, const double* a, const double* c
 void ukernel_cols_in_place_avx512_f32(std::size_t k, const float* const* cols, std::size_t i,
                                       const float* b, float* c, std::ptrdiff_t c_rs, std::size_t m,
                                       std::size_t n, bool load_c) {
-  ukernel_cols_in_place<VecF32, kAvx512ColsMr, kAvx512NrF32>(k, cols, i, b, c, c_rs, m, n, load_c);
+  ukernel_cols_in_place<VecF32, kAvx512ColsMr, kAvx512ColsMid, kAvx512NrF32>(k, cols, i, b, c, c_rs,
+                                                                             m, n, load_c);
 }
 
 void ukernel_cols_in_place_avx512_f64(std::size_t k, const double* const* cols, std::size_t i,
                                       const double* b, double* c, std::ptrdiff_t c_rs,
                                       std::size_t m, std::size_t n, bool load_c) {
-  ukernel_cols_in_place<VecF64, kAvx512ColsMr, kAvx512NrF64>(k, cols, i, b, c, c_rs, m, n, load_c);
+  ukernel_cols_in_place<VecF64, kAvx512ColsMr, kAvx512ColsMid, kAvx512NrF64>(k, cols, i, b, c, c_rs,
+                                                                             m, n, load_c);
 }
 
 }  // namespace ember::cpu::detail

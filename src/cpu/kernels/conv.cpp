@@ -1127,21 +1127,25 @@ bool rows_route(const Geometry& g, const PhaseLayout& p) {
     const size_t ncur = std::min(block, p.flat - f0), rest = ncur % t.nr;
     cols_old += ncur / t.nr * t.nr + (rest == 0 ? 0 : rest <= t.nr / 2 ? t.nr / 2 : t.nr);
   }
-  // This route: channels in whole slivers of NR, each output row in even tiles of at most MR
-  // rows (a tile of at most MR / 2 runs the half kernel).
-  const size_t ow = w.out[2], tiles = (ow + t.cols_mr - 1) / t.cols_mr;
-  const size_t per = (ow + tiles - 1) / tiles;
-  const size_t rows_new =
-      w.out[0] * w.out[1] * tiles * (per <= t.cols_mr / 2 ? t.cols_mr / 2 : t.cols_mr);
+  // This route: channels in whole slivers of NR, each output row in the tiles
+  // gemm_cols_in_place cuts it into.
+  const size_t rows_new = w.out[0] * w.out[1] * gemm_cols_rows<T>(w.out[2]);
   const size_t cols_new = (g.og + t.nr - 1) / t.nr * t.nr;
   return rows_new * cols_new * 20 < rows_old * cols_old * 19;
 }
 
-// Output rows per task of the rows route: a block of C^T [rows * ow, np] in about
-// kRowsBlockBytes.
-size_t rows_per_task(const Geometry& g, size_t np, size_t elem) {
+// Output rows per task of the rows route over `images` images: a block of C^T
+// [rows * ow, np] in about kRowsBlockBytes, and blocks enough for every thread.
+size_t rows_per_task(const Geometry& g, size_t np, size_t elem, size_t images) {
   const size_t ow = g.w.out[2], out_rows = g.w.out[0] * g.w.out[1];
-  return std::clamp<size_t>(kRowsBlockBytes / elem / std::max<size_t>(ow * np, 1), 1, out_rows);
+  size_t per =
+      std::clamp<size_t>(kRowsBlockBytes / elem / std::max<size_t>(ow * np, 1), 1, out_rows);
+  const size_t tasks = images * g.groups, threads = num_threads();
+  if (tasks > 0 && tasks < threads) {
+    const size_t blocks = std::max((out_rows + per - 1) / per, (threads + tasks - 1) / tasks);
+    per = std::max<size_t>(1, (out_rows + blocks - 1) / blocks);
+  }
+  return per;
 }
 
 // Forward through phase images by output rows (Note [Output rows as tiles]), images
@@ -1153,7 +1157,7 @@ void forward_rows(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>
   const Window3& w = g.w;
   const size_t L = g.l, og = g.og, ow = w.out[2], out_rows = w.out[0] * w.out[1];
   const size_t np = a.transposed_at(0).n_padded();
-  const size_t per_task = rows_per_task(g, np, sizeof(T));
+  const size_t per_task = rows_per_task(g, np, sizeof(T), n1 - n0);
   const size_t blocks = (out_rows + per_task - 1) / per_task;
   for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
     const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
@@ -1187,7 +1191,7 @@ void forward_by_phases(CpuContext& ctx, const Geometry& g, const PhaseLayout& p,
   // memory and come back (the CNN's second layer: 4 MB written and read again, for products
   // of 50 KB of phase images each).
   if (a.transposed() &&
-      rows_per_task(g, a.transposed_at(0).n_padded(), sizeof(T)) == g.w.out[0] * g.w.out[1]) {
+      rows_per_task(g, a.transposed_at(0).n_padded(), sizeof(T), g.n) == g.w.out[0] * g.w.out[1]) {
     const size_t group_images = g.cg * p.channel();
     return forward_rows(
         g, p, a,
