@@ -1018,6 +1018,51 @@ struct PhaseRunsT {
   }
 };
 
+// Note [Phase images in the task]: the phase images of a batch made beforehand go out to
+// memory and come back for the products (the CNN's second layer: 4 MB written and read
+// again, for products reading 50 KB of them each). Alternated, four pairs: the CNN layer's
+// forward 2.20-2.32 -> 2.12-2.26 ms, AlexNet's stem (626 KB a task) 2.59-2.86 -> 2.51-2.65. Where
+// the batch's images and groups give every thread tasks enough, and a group's phase images fit in
+// three quarters of L2, each task is one image's group instead: it splits that group's channels
+// itself, into a buffer of its thread, and runs all the group's products on them while they are in
+// cache. Otherwise (one image: the products' blocks are the tasks) the images are split beforehand,
+// a chunk of images at a time.
+template <class T>
+struct PhaseTasks {
+  const Geometry& g;
+  const PhaseLayout& p;
+  const T* x;       // the input, when the tasks split it
+  const T* images;  // else the chunk's phase images, images [n0, n1)
+  size_t n0, n1;
+
+  // Whether the tasks are whole images' groups (then built with images null).
+  static bool whole(const Geometry& g, const PhaseLayout& p) {
+    const size_t l2 = cache_sizes().l2;
+    return g.n * g.groups >= 2 * num_threads() &&
+           g.cg * p.channel() * sizeof(T) <= (l2 > 0 ? l2 / 4 * 3 : size_t{512} << 10);
+  }
+  // product(n, gi, b, base) for every image n, group gi and block b < blocks of the product,
+  // base the group's phase images.
+  template <class F>
+  void run(size_t blocks, const F& product) const {
+    if (images == nullptr) {
+      for_each_task((n1 - n0) * g.groups, [&](size_t t) {
+        const size_t n = n0 + t / g.groups, gi = t % g.groups, group_images = g.cg * p.channel();
+        T* own = scratch<T, 4>(group_images + kInPlaceRowSlack);
+        std::fill_n(own + group_images, kInPlaceRowSlack, T(0));
+        for (size_t ci = 0; ci < g.cg; ++ci)
+          split_phases(g.w, p, x + (n * g.c + gi * g.cg + ci) * g.image(), own + ci * p.channel());
+        for (size_t b = 0; b < blocks; ++b) product(n, gi, b, own);
+      });
+      return;
+    }
+    for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
+      const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
+      product(n, gi, b, images + ((n - n0) * g.c + gi * g.cg) * p.channel());
+    });
+  }
+};
+
 // Flat positions per task of the phase route: the block of C [og, cols] and the B block of
 // one k block [<= 256, cols] in about 256 KiB; whole 64-column pieces (slivers of every
 // kernel).
@@ -1040,15 +1085,13 @@ size_t phase_cols(const Geometry& g) {
 // the channels, after the copy, on rows still in cache.
 template <class T>
 void forward_phases(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>& a,
-                    const T* images, size_t n0, size_t n1, T* y, const GemmEpilogue<T>* ep) {
+                    const PhaseTasks<T>& tasks, T* y, const GemmEpilogue<T>* ep) {
   const Window3& w = g.w;
   const size_t L = g.l, og = g.og;
   const size_t cols = phase_cols<T>(g);
   const size_t blocks = (p.flat + cols - 1) / cols;
-  for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
-    const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
+  tasks.run(blocks, [&](size_t n, size_t gi, size_t b, const T* base) {
     const size_t f0 = b * cols, ncur = std::min(cols, p.flat - f0);
-    const T* base = images + ((n - n0) * g.c + gi * g.cg) * p.channel();
     T* cb = scratch<T, 2>(og * ncur);
     static EMBER_THREAD_LOCAL std::vector<const T*> rows;
     rows.resize(g.ck());
@@ -1134,7 +1177,7 @@ bool rows_route(const Geometry& g, const PhaseLayout& p) {
   return rows_new * cols_new * 20 < rows_old * cols_old * 19;
 }
 
-// Output rows per task of the rows route over `images` images: a block of C^T
+// Output rows per product of the rows route over `images` images: a block of C^T
 // [rows * ow, np] in about kRowsBlockBytes, and blocks enough for every thread.
 size_t rows_per_task(const Geometry& g, size_t np, size_t elem, size_t images) {
   const size_t ow = g.w.out[2], out_rows = g.w.out[0] * g.w.out[1];
@@ -1148,21 +1191,17 @@ size_t rows_per_task(const Geometry& g, size_t np, size_t elem, size_t images) {
   return per;
 }
 
-// Forward through phase images by output rows (Note [Output rows as tiles]), images
-// [n0, n1) of the batch: images(n, gi) gives the phase images of image n's group gi (its
-// channels in turn, each p.channel() elements).
-template <class T, class Images>
+// Forward through phase images by output rows (Note [Output rows as tiles]).
+template <class T>
 void forward_rows(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>& a,
-                  const Images& images, size_t n0, size_t n1, T* y, const GemmEpilogue<T>* ep) {
+                  const PhaseTasks<T>& tasks, T* y, const GemmEpilogue<T>* ep) {
   const Window3& w = g.w;
   const size_t L = g.l, og = g.og, ow = w.out[2], out_rows = w.out[0] * w.out[1];
   const size_t np = a.transposed_at(0).n_padded();
-  const size_t per_task = rows_per_task(g, np, sizeof(T), n1 - n0);
+  const size_t per_task = rows_per_task(g, np, sizeof(T), tasks.n1 - tasks.n0);
   const size_t blocks = (out_rows + per_task - 1) / per_task;
-  for_each_task((n1 - n0) * g.groups * blocks, [&](size_t t) {
-    const size_t b = t % blocks, gi = t / blocks % g.groups, n = n0 + t / blocks / g.groups;
+  tasks.run(blocks, [&](size_t n, size_t gi, size_t b, const T* base) {
     const size_t r0 = b * per_task, r1 = std::min(out_rows, r0 + per_task), P = (r1 - r0) * ow;
-    const T* base = images(n, gi);
     static EMBER_THREAD_LOCAL std::vector<const T*> cols;
     static EMBER_THREAD_LOCAL std::vector<ColsPiece> pieces;
     cols.resize(g.ck());
@@ -1185,25 +1224,10 @@ void forward_rows(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>
 template <class T>
 void forward_by_phases(CpuContext& ctx, const Geometry& g, const PhaseLayout& p,
                        const GroupWeights<T>& a, const T* x, T* y, const GemmEpilogue<T>* ep) {
-  // Note [Phase images in the task]: where the rows route takes an image's group in one
-  // task, the task splits that group's channels itself, into a buffer of its thread, and
-  // reads them from cache right after; the phase images of a batch made beforehand go out to
-  // memory and come back (the CNN's second layer: 4 MB written and read again, for products
-  // of 50 KB of phase images each).
-  if (a.transposed() &&
-      rows_per_task(g, a.transposed_at(0).n_padded(), sizeof(T), g.n) == g.w.out[0] * g.w.out[1]) {
-    const size_t group_images = g.cg * p.channel();
-    return forward_rows(
-        g, p, a,
-        [&](size_t n, size_t gi) {
-          T* own = scratch<T, 4>(group_images + kInPlaceRowSlack);
-          std::fill_n(own + group_images, kInPlaceRowSlack, T(0));
-          for (size_t ci = 0; ci < g.cg; ++ci)
-            split_phases(g.w, p, x + (n * g.c + gi * g.cg + ci) * g.image(),
-                         own + ci * p.channel());
-          return static_cast<const T*>(own);
-        },
-        0, g.n, y, ep);
+  if (PhaseTasks<T>::whole(g, p)) {
+    const PhaseTasks<T> tasks{g, p, x, nullptr, 0, g.n};
+    return a.transposed() ? forward_rows(g, p, a, tasks, y, ep)
+                          : forward_phases(g, p, a, tasks, y, ep);
   }
   // Images a chunk at a time: their phase images in at most kPhaseBudget bytes.
   const size_t per_image = g.c * p.channel();
@@ -1219,15 +1243,11 @@ void forward_by_phases(CpuContext& ctx, const Geometry& g, const PhaseLayout& p,
                    for (size_t i = b; i < e; ++i)
                      split_phases(g.w, p, x + (n0 * g.c + i) * g.image(), images + i * p.channel());
                  });
+    const PhaseTasks<T> tasks{g, p, x, images, n0, n1};
     if (a.transposed())
-      forward_rows(
-          g, p, a,
-          [&](size_t n, size_t gi) {
-            return static_cast<const T*>(images + ((n - n0) * g.c + gi * g.cg) * p.channel());
-          },
-          n0, n1, y, ep);
+      forward_rows(g, p, a, tasks, y, ep);
     else
-      forward_phases(g, p, a, images, n0, n1, y, ep);
+      forward_phases(g, p, a, tasks, y, ep);
   }
 }
 
