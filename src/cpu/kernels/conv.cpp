@@ -923,6 +923,26 @@ inline void deinterleave(T* const* o, const T* x, size_t len, size_t s) {
 template <class T>
 void split_phases(const Window3& w, const PhaseLayout& p, const T* x, T* dst) {
   const size_t sz = w.stride[0], sy = w.stride[1], sx = w.stride[2];
+  if (sz == 1 && sy == 1 && sx == 1) {
+    // One phase, the zero-padded image (Note [Shared padding]: a row is its left padding and
+    // the image row): the rows of a small map are short, and the general walk's per-row
+    // bounds cost more than the copy (8% of a CIFAR-sized ResNet's training step).
+    const size_t pz = w.padding[0], py = w.padding[1], px = w.padding[2], iw = w.in[2];
+    const size_t row_len = p.ext[2];
+    T* d = dst;
+    for (size_t iz = 0; iz < p.ext[0]; ++iz)
+      for (size_t iy = 0; iy < p.ext[1]; ++iy, d += row_len) {
+        if (iz < pz || iz - pz >= w.in[0] || iy < py || iy - py >= w.in[1]) {
+          std::fill_n(d, row_len, T(0));
+          continue;
+        }
+        std::fill_n(d, px, T(0));
+        copy_run(d + px, x + ((iz - pz) * w.in[1] + (iy - py)) * iw, iw);
+        std::fill(d + px + iw, d + row_len, T(0));
+      }
+    std::fill_n(d, p.tail, T(0));
+    return;
+  }
   const int64_t in_x = int64_t(w.in[2]), px = int64_t(w.padding[2]), step = int64_t(sx);
   const size_t rows_of_phase = p.ext[0] * p.ext[1], row_len = p.ext[2];
   EMBER_ASSERT(p.plane == rows_of_phase * row_len + p.tail);
