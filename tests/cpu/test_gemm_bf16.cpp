@@ -149,9 +149,9 @@ void check_against_f64(const Product& p, const std::vector<float>& c) {
 std::vector<Product> products(std::mt19937& rng) {
   std::vector<Product> out;
   const Layout ls[] = {Layout::RowMajor, Layout::ColMajor, Layout::Strided};
-  const size_t shapes[][3] = {{1, 1, 1},    {5, 7, 3},     {12, 32, 2},   {13, 33, 31},
-                              {32, 32, 32}, {33, 65, 64},  {2, 1000, 33}, {100, 70, 600},
-                              {64, 16, 1},  {31, 17, 1025}};
+  const size_t shapes[][3] = {{1, 1, 1},    {5, 7, 3},      {12, 32, 2},   {13, 33, 31},
+                              {32, 32, 32}, {33, 65, 64},   {2, 1000, 33}, {100, 70, 600},
+                              {64, 16, 1},  {31, 17, 1025}, {20, 40, 4300}};
   size_t v = 0;
   for (const auto& s : shapes) {
     const Layout la = ls[v % 3], lb = ls[(v / 3 + v) % 3];
@@ -188,12 +188,17 @@ TEST_P(GemmBf16Test, MatchesTheF64ProductOfTheBf16Values) {
   for (const Product& p : products(rng)) check_against_f64(p, run(p));
 }
 
-// A product large enough to be split over threads, with k past one block.
+// A product large enough to be split over threads, with k past one block; and one past
+// two of AVX512_BF16's deep blocks (Note [Deep bf16 blocks] in gemm_bf16.cpp), more row
+// blocks than threads.
 TEST_P(GemmBf16Test, ThreadedBlocksMatchTheF64Product) {
   Forced forced(GetParam());
   std::mt19937 rng(8);
   const Product p = make_product(1, 300, 290, 1100, Layout::RowMajor, Layout::RowMajor, false, rng);
   check_against_f64(p, run(p));
+  const Product deep =
+      make_product(1, 200, 40, 4200, Layout::RowMajor, Layout::ColMajor, false, rng);
+  check_against_f64(deep, run(deep));
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernel, GemmBf16Test,

@@ -185,6 +185,12 @@ using KernelInfo = detail::DotKernel<uint16_t, uint16_t, float>;
 
 // Block sizes: a kc-deep B sliver (32 columns of bf16 at kc 512: 32 KiB) stays in L1 while
 // A's MC x KC block streams from L2 — the bytes of gemm.cpp's f32 blocks at twice the depth.
+// Note [Deep bf16 blocks]: AVX512_BF16's kernel takes k blocks of 2048 instead. Every k block
+// past the first reads and writes the f32 C again, and with products at twice f32's rate
+// that traffic weighs twice as much: at 2048^3, C (16 MB, a row block's 1.5 MB past L2) went
+// through memory four times at kc 512. At kc 2048 (A's block 96 x 2048 bf16, 384 KiB, and a
+// 128 KiB B sliver in L2) the product took 19.8-21.0 -> 18.2-19.0 ms on an AMD Zen 5
+// (alternated, four pairs; PyTorch's oneDNN bf16 matmul 18.4-20.2 in the same runs).
 KernelInfo kernel_for(Bf16Kernel kernel) {
   using namespace detail;
   switch (kernel) {
@@ -200,24 +206,24 @@ KernelInfo kernel_for(Bf16Kernel kernel) {
               &ukernel_amx_bf16,
               &pack_a_rows<kAmxMr>,
               &pack_b_pairs<kAmxNr>};
-    case Bf16Kernel::Avx512Bf16:
+    case Bf16Kernel::Avx512Bf16:  // Note [Deep bf16 blocks]
       return {kBf16Mr,
               kBf16Nr,
               2,
               2,
-              512,
-              192,
+              2048,
+              96,
               4096,
               &ukernel_avx512bf16,
               &pack_a_pairs<kBf16Mr>,
               &pack_b_pairs<kBf16Nr>};
 #endif
-    default:
+    default:  // the model of vdpbf16ps: Avx512Bf16's blocks, so its sums are in the same order
       return {kBf16Mr,
               kBf16Nr,
               2,
               2,
-              512,
+              2048,
               96,
               4096,
               &ukernel_emulated,
