@@ -427,6 +427,66 @@ void check_prepacked_b(std::mt19937& rng) {
     }
 }
 
+// Note [A rows in place]: A's rows read where they lie (anywhere in one buffer, overlapping,
+// in any order) give the plain GEMM's product bit for bit, overwriting and accumulating:
+// rows past a sliver of rows (a short last one), columns past a sliver, k past a k block,
+// k == 0; and the f64 sums.
+template <class T>
+void check_rows_in_place(std::mt19937& rng) {
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  const size_t shapes[][3] = {{2, 3, 1},     {5, 9, 0},      {13, 37, 5},   {40, 70, 300},
+                              {25, 33, 600}, {300, 17, 257}, {12, 32, 256}, {7, 64, 513}};
+  for (const auto& sh : shapes)
+    for (Layout lb : kLayouts)
+      for (bool accumulate : {false, true}) {
+        const size_t m = sh[0], n = sh[1], k = sh[2];
+        SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n) +
+                     " k=" + std::to_string(k) + " lb=" + std::to_string(static_cast<int>(lb)) +
+                     (accumulate ? " accumulate" : ""));
+        std::vector<T> pool(m * k + 64);
+        for (auto& v : pool) v = static_cast<T>(dist(rng));
+        std::uniform_int_distribution<size_t> at(0, pool.size() - k);
+        std::vector<const T*> rows(m);
+        std::vector<T> a(std::max<size_t>(m * k, 1));
+        for (size_t i = 0; i < m; ++i) {
+          rows[i] = pool.data() + at(rng);
+          std::copy(rows[i], rows[i] + k, a.begin() + static_cast<ptrdiff_t>(i * k));
+        }
+        const Operand ob = make_layout(lb, k, n);
+        std::vector<T> b(std::max<size_t>(ob.elems, 1)), c0(m * n);
+        for (auto& v : b) v = static_cast<T>(dist(rng));
+        for (auto& v : c0) v = static_cast<T>(dist(rng));
+        std::vector<T> plain = c0, in_place = c0;
+        const ptrdiff_t ln = static_cast<ptrdiff_t>(n), lk = static_cast<ptrdiff_t>(k);
+        gemm<T>(1, m, n, k, a.data(), 0, lk, 1, b.data(), 0, ob.rs, ob.cs, plain.data(), 0, ln,
+                accumulate);
+        gemm_rows_in_place(m, n, k, rows.data(), b.data(), ob.rs, ob.cs, in_place.data(), ln,
+                           accumulate);
+        for (size_t i = 0; i < m * n; ++i)
+          ASSERT_EQ(std::memcmp(&plain[i], &in_place[i], sizeof(T)), 0)
+              << "element " << i << ": " << in_place[i] << " vs " << plain[i];
+        for (size_t i = 0; i < m; ++i)
+          for (size_t j = 0; j < n; j += std::max<size_t>(1, n / 7)) {
+            double want = accumulate ? double(c0[i * n + j]) : 0.0;
+            for (size_t p = 0; p < k; ++p)
+              want += double(rows[i][p]) * double(b[p * ob.rs + j * ob.cs]);
+            ASSERT_NEAR(double(in_place[i * n + j]), want,
+                        (sizeof(T) == 4 ? 1e-4 : 1e-12) * (k + 1))
+                << "element (" << i << ", " << j << ")";
+          }
+      }
+}
+
+TEST_P(GemmTest, RowsInPlaceAreThePlainProductF32) {
+  std::mt19937 rng(20);
+  check_rows_in_place<float>(rng);
+}
+
+TEST_P(GemmTest, RowsInPlaceAreThePlainProductF64) {
+  std::mt19937 rng(21);
+  check_rows_in_place<double>(rng);
+}
+
 TEST_P(GemmTest, PrepackedBIsThePlainProductF32) {
   std::mt19937 rng(18);
   check_prepacked_b<float>(rng);

@@ -121,6 +121,24 @@ void ukernel_cols_in_place_scalar(size_t k, const T* const* cols, size_t i0, con
   }
 }
 
+// The same with A's rows read in place (Note [A rows in place] in gemm.hpp).
+template <class T>
+void ukernel_rows_in_place_scalar(size_t k, const T* const* rows, const T* b, T* c, ptrdiff_t c_rs,
+                                  size_t m, size_t n, bool load_c) {
+  T acc[kScalarMr][kScalarNr] = {};
+  for (size_t p = 0; p < k; ++p) {
+    for (int i = 0; i < kScalarMr; ++i) {
+      const T av = rows[i][p];
+      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += av * b[j];
+    }
+    b += kScalarNr;
+  }
+  for (size_t i = 0; i < m; ++i) {
+    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
+    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Packing. A block (rows x kc) becomes ceil(rows/MR) slivers, each laid out k-major:
 // dst[p*MR + i]; rows past the end are zero so the kernel can always run a full tile.
@@ -248,6 +266,7 @@ struct KernelInfo {
   detail::Ukernel<T> ukernel;
   detail::UkernelInPlace<T> ukernel_in_place;
   detail::UkernelColsInPlace<T> ukernel_cols_in_place;
+  detail::UkernelRowsInPlace<T> ukernel_rows_in_place;
   size_t cols_mr, cols_mid;  // ukernel_cols_in_place's rows, and its middle kernel's (or 0)
   void (*pack_a)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t);
   void (*pack_b)(T*, const T*, ptrdiff_t, ptrdiff_t, size_t, size_t, size_t, size_t);
@@ -256,7 +275,8 @@ struct KernelInfo {
 template <class T, int MR, int NR, int ColsMR = MR, int ColsMid = 0>
 constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukernel<T> uk,
                                   detail::UkernelInPlace<T> in_place,
-                                  detail::UkernelColsInPlace<T> cols_in_place) {
+                                  detail::UkernelColsInPlace<T> cols_in_place,
+                                  detail::UkernelRowsInPlace<T> rows_in_place) {
   static_assert(NR <= kInPlaceRowSlack && ColsMR <= kInPlaceRowSlack,
                 "Note [B rows in place], Note [A columns in place]: readable NR (MR) past n (m)");
   return {MR,
@@ -267,6 +287,7 @@ constexpr KernelInfo<T> make_info(size_t kc, size_t mc, size_t nc, detail::Ukern
           uk,
           in_place,
           cols_in_place,
+          rows_in_place,
           ColsMR,
           ColsMid,
           &pack_a<T, MR>,
@@ -286,16 +307,16 @@ KernelInfo<float> kernel_for<float>(GemmIsa isa) {
     case GemmIsa::Avx512:
       return make_info<float, kAvx512MrF32, kAvx512NrF32, kAvx512ColsMr, kAvx512ColsMid>(
           256, 192, 4096, &ukernel_avx512_f32, &ukernel_in_place_avx512_f32,
-          &ukernel_cols_in_place_avx512_f32);
+          &ukernel_cols_in_place_avx512_f32, &ukernel_rows_in_place_avx512_f32);
     case GemmIsa::Avx2:
-      return make_info<float, kAvx2MrF32, kAvx2NrF32>(256, 144, 4096, &ukernel_avx2_f32,
-                                                      &ukernel_in_place_avx2_f32,
-                                                      &ukernel_cols_in_place_avx2_f32);
+      return make_info<float, kAvx2MrF32, kAvx2NrF32>(
+          256, 144, 4096, &ukernel_avx2_f32, &ukernel_in_place_avx2_f32,
+          &ukernel_cols_in_place_avx2_f32, &ukernel_rows_in_place_avx2_f32);
 #endif
     default:
-      return make_info<float, kScalarMr, kScalarNr>(256, 128, 4096, &ukernel_scalar<float>,
-                                                    &ukernel_in_place_scalar<float>,
-                                                    &ukernel_cols_in_place_scalar<float>);
+      return make_info<float, kScalarMr, kScalarNr>(
+          256, 128, 4096, &ukernel_scalar<float>, &ukernel_in_place_scalar<float>,
+          &ukernel_cols_in_place_scalar<float>, &ukernel_rows_in_place_scalar<float>);
   }
 }
 
@@ -307,16 +328,16 @@ KernelInfo<double> kernel_for<double>(GemmIsa isa) {
     case GemmIsa::Avx512:
       return make_info<double, kAvx512MrF64, kAvx512NrF64, kAvx512ColsMr, kAvx512ColsMid>(
           256, 96, 2048, &ukernel_avx512_f64, &ukernel_in_place_avx512_f64,
-          &ukernel_cols_in_place_avx512_f64);
+          &ukernel_cols_in_place_avx512_f64, &ukernel_rows_in_place_avx512_f64);
     case GemmIsa::Avx2:
-      return make_info<double, kAvx2MrF64, kAvx2NrF64>(256, 72, 2048, &ukernel_avx2_f64,
-                                                       &ukernel_in_place_avx2_f64,
-                                                       &ukernel_cols_in_place_avx2_f64);
+      return make_info<double, kAvx2MrF64, kAvx2NrF64>(
+          256, 72, 2048, &ukernel_avx2_f64, &ukernel_in_place_avx2_f64,
+          &ukernel_cols_in_place_avx2_f64, &ukernel_rows_in_place_avx2_f64);
 #endif
     default:
-      return make_info<double, kScalarMr, kScalarNr>(128, 128, 2048, &ukernel_scalar<double>,
-                                                     &ukernel_in_place_scalar<double>,
-                                                     &ukernel_cols_in_place_scalar<double>);
+      return make_info<double, kScalarMr, kScalarNr>(
+          128, 128, 2048, &ukernel_scalar<double>, &ukernel_in_place_scalar<double>,
+          &ukernel_cols_in_place_scalar<double>, &ukernel_rows_in_place_scalar<double>);
   }
 }
 
@@ -1154,6 +1175,33 @@ void gemm_cols_impl(const ColsPiece* pieces, size_t count, const T* const* cols,
     }
   }
 }
+
+// Note [A rows in place] (gemm.hpp): k blocks as the plain GEMM's, B's block packed whole
+// (every sliver of its columns) into the thread's buffer, then each sliver of A's rows
+// meets every sliver of B.
+template <class T>
+void gemm_rows_impl(size_t m, size_t n, size_t k, const T* const* rows, const T* b, ptrdiff_t b_rs,
+                    ptrdiff_t b_cs, T* c, ptrdiff_t c_rs, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  if (k == 0) return zero_or_keep(m, n, c, c_rs, accumulate);
+  const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
+  const size_t kc = k_block(kr, k), slivers = ceil_div(n, kr.nr);
+  T* pb = static_cast<T*>(t_pack_b.get(kc * slivers * kr.nr * sizeof(T)));
+  const T* tile_rows[32];
+  for (size_t pc = 0; pc < k; pc += kc) {
+    const size_t kcur = std::min(kc, k - pc);
+    kr.pack_b(pb, b + static_cast<ptrdiff_t>(pc) * b_rs, b_rs, b_cs, n, kcur, 0, slivers);
+    for (size_t ir = 0; ir < m; ir += kr.mr) {
+      const size_t mcur = std::min(kr.mr, m - ir);
+      for (size_t i = 0; i < kr.mr; ++i) tile_rows[i] = rows[ir + std::min(i, mcur - 1)] + pc;
+      for (size_t s = 0; s < slivers; ++s)
+        kr.ukernel_rows_in_place(
+            kcur, tile_rows, pb + s * kr.nr * kcur,
+            c + static_cast<ptrdiff_t>(ir) * c_rs + static_cast<ptrdiff_t>(s * kr.nr), c_rs, mcur,
+            std::min(kr.nr, n - s * kr.nr), accumulate || pc > 0);
+    }
+  }
+}
 }  // namespace
 
 template <class T>
@@ -1170,6 +1218,16 @@ std::size_t gemm_cols_rows(std::size_t m) {
 }
 template std::size_t gemm_cols_rows<float>(std::size_t);
 template std::size_t gemm_cols_rows<double>(std::size_t);
+
+void gemm_rows_in_place(size_t m, size_t n, size_t k, const float* const* rows, const float* b,
+                        ptrdiff_t b_rs, ptrdiff_t b_cs, float* c, ptrdiff_t c_rs, bool accumulate) {
+  gemm_rows_impl<float>(m, n, k, rows, b, b_rs, b_cs, c, c_rs, accumulate);
+}
+void gemm_rows_in_place(size_t m, size_t n, size_t k, const double* const* rows, const double* b,
+                        ptrdiff_t b_rs, ptrdiff_t b_cs, double* c, ptrdiff_t c_rs,
+                        bool accumulate) {
+  gemm_rows_impl<double>(m, n, k, rows, b, b_rs, b_cs, c, c_rs, accumulate);
+}
 
 void gemm_cols_in_place(const ColsPiece* pieces, size_t count, const float* const* cols,
                         const PrepackedB<float>& b, float* c, ptrdiff_t c_rs) {

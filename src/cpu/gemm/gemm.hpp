@@ -227,6 +227,21 @@ void gemm_packed_a_in_place(std::size_t n, const PackedA<double>& a, const doubl
 struct ColsPiece {
   std::size_t at, m, c_row;
 };
+// Note [A rows in place]: C[i*c_rs + j] (= or +=) sum_p rows[i][p] * B[p*b_rs + j*b_cs] for
+// i < m, j < n, p < k: an A whose rows are runs read where they lie (a convolution's window
+// rows, Note [Phase images] in cpu/kernels/conv.cpp) by a strided B the driver packs — the
+// weight gradient's transposed product dW^T = cols(x) gy^T, whose packed operand is then
+// gy (O/G rows) rather than the column matrix (C/G * K rows). Each row is read for k
+// elements only. The k blocks are the plain GEMM's and each element sums its products in
+// the same order, so the results are gemm_f32 / gemm_f64's with that A bit for bit. It runs
+// on the calling thread alone.
+void gemm_rows_in_place(std::size_t m, std::size_t n, std::size_t k, const float* const* rows,
+                        const float* b, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, float* c,
+                        std::ptrdiff_t c_rs, bool accumulate);
+void gemm_rows_in_place(std::size_t m, std::size_t n, std::size_t k, const double* const* rows,
+                        const double* b, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, double* c,
+                        std::ptrdiff_t c_rs, bool accumulate);
+
 // The micro-kernel tile of the next GEMM (cpu::active_isa()): mr rows by nr columns (packed
 // A, or B's rows in place; nr also with A's columns in place).
 struct GemmTile {

@@ -33,6 +33,13 @@ using UkernelColsInPlace = void (*)(std::size_t k, const T* const* cols, std::si
                                     T* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
                                     bool load_c);
 
+// The same with A's rows read in place and B packed (Note [A rows in place] in gemm.hpp):
+// element (i, p) of the tile's A at rows[i][p], rows[i] readable for k elements for every
+// i < MR (rows past m repeat a real one).
+template <class T>
+using UkernelRowsInPlace = void (*)(std::size_t k, const T* const* rows, const T* b, T* c,
+                                    std::ptrdiff_t c_rs, std::size_t m, std::size_t n, bool load_c);
+
 // AVX-512 (F, VL, BW, DQ) + FMA tiles.
 inline constexpr int kAvx512MrF32 = 12, kAvx512NrF32 = 32;
 inline constexpr int kAvx512MrF64 = 12, kAvx512NrF64 = 16;
@@ -46,6 +53,12 @@ void ukernel_in_place_avx512_f32(std::size_t k, const float* a, const float* con
 void ukernel_in_place_avx512_f64(std::size_t k, const double* a, const double* const* rows,
                                  std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
                                  std::size_t n, bool load_c);
+void ukernel_rows_in_place_avx512_f32(std::size_t k, const float* const* rows, const float* b,
+                                      float* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                      bool load_c);
+void ukernel_rows_in_place_avx512_f64(std::size_t k, const double* const* rows, const double* b,
+                                      double* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                      bool load_c);
 // A's columns in place: 14 rows x 2 vectors, 28 of the 32 registers; tiles of 8 rows (maps
 // 8, 16, 24, 32 wide) and of 7 have kernels of their own.
 inline constexpr int kAvx512ColsMr = 14, kAvx512ColsMid = 8;
@@ -69,6 +82,12 @@ void ukernel_in_place_avx2_f32(std::size_t k, const float* a, const float* const
 void ukernel_in_place_avx2_f64(std::size_t k, const double* a, const double* const* rows,
                                std::size_t j, double* c, std::ptrdiff_t c_rs, std::size_t m,
                                std::size_t n, bool load_c);
+void ukernel_rows_in_place_avx2_f32(std::size_t k, const float* const* rows, const float* b,
+                                    float* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                    bool load_c);
+void ukernel_rows_in_place_avx2_f64(std::size_t k, const double* const* rows, const double* b,
+                                    double* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                    bool load_c);
 // A's columns in place: 6 rows x 2 vectors, as the packed tile.
 void ukernel_cols_in_place_avx2_f32(std::size_t k, const float* const* cols, std::size_t i,
                                     const float* b, float* c, std::ptrdiff_t c_rs, std::size_t m,

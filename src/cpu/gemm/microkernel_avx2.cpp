@@ -73,4 +73,16 @@ void ukernel_cols_in_place_avx2_f64(std::size_t k, const double* const* cols, st
   ukernel_cols_in_place<VecF64, kAvx2MrF64, 0, kAvx2NrF64>(k, cols, i, b, c, c_rs, m, n, load_c);
 }
 
+void ukernel_rows_in_place_avx2_f32(std::size_t k, const float* const* rows, const float* b,
+                                    float* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                    bool load_c) {
+  ukernel_rows_in_place<VecF32, kAvx2MrF32, kAvx2NrF32>(k, rows, b, c, c_rs, m, n, load_c);
+}
+
+void ukernel_rows_in_place_avx2_f64(std::size_t k, const double* const* rows, const double* b,
+                                    double* c, std::ptrdiff_t c_rs, std::size_t m, std::size_t n,
+                                    bool load_c) {
+  ukernel_rows_in_place<VecF64, kAvx2MrF64, kAvx2NrF64>(k, rows, b, c, c_rs, m, n, load_c);
+}
+
 }  // namespace ember::cpu::detail
