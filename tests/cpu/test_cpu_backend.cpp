@@ -672,6 +672,17 @@ ConvRef conv_reference(const ConvGeo& g, const std::vector<double>& x,
   return r;
 }
 
+// The weight's shape of g, [out, in / groups, *kernel], and a case's name for messages.
+Shape conv_weight_shape(const ConvGeo& g) {
+  std::vector<std::size_t> wd{g.out_c, g.x[1] / g.groups};
+  wd.insert(wd.end(), g.w.kernel.begin(), g.w.kernel.end());
+  return Shape(wd);
+}
+std::string conv_case_name(DType dt, std::size_t t, const Shape& xs, const Shape& ws) {
+  return std::string(name(dt)) + " case " + std::to_string(t) + " " + xs.to_string() + " * " +
+         ws.to_string();
+}
+
 std::vector<double> uniform_values(std::size_t count, std::uint64_t seed) {
   std::vector<double> v(count);
   for (auto& e : v) {
@@ -756,9 +767,7 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {
       const ConvGeo& g = geos[t];
-      std::vector<std::size_t> wd{g.out_c, g.x[1] / g.groups};
-      wd.insert(wd.end(), g.w.kernel.begin(), g.w.kernel.end());
-      const Shape xs(g.x), ws(wd);
+      const Shape xs(g.x), ws = conv_weight_shape(g);
       auto xv = uniform_values(xs.num_elements(), 11 + t);
       auto wv = uniform_values(ws.num_elements(), 23 + t);
       const auto to_node = [&](const std::vector<double>& v, const Shape& s) {
@@ -775,8 +784,7 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       EXPECT_EQ(dx->shape(), xs);
       EXPECT_EQ(dw->shape(), ws);
       const double tol = dt == DType::F64 ? 1e-12 : 2e-5;
-      const std::string what = std::string(name(dt)) + " case " + std::to_string(t) + " " +
-                               xs.to_string() + " * " + ws.to_string();
+      const std::string what = conv_case_name(dt, t, xs, ws);
       expect_close(be->to_data(y), ref.y, tol * 8, what + " forward");
       expect_close(be->to_data(dx), ref.dx, tol * 8, what + " input grad");
       expect_close(be->to_data(dw), ref.dw, tol * 64, what + " weight grad");
@@ -810,9 +818,7 @@ TEST(CpuConv, OutputRowsAsTilesAreThePhaseRouteBitForBit) {
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {
       const ConvGeo& g = geos[t];
-      std::vector<std::size_t> wd{g.out_c, g.x[1] / g.groups};
-      wd.insert(wd.end(), g.w.kernel.begin(), g.w.kernel.end());
-      const Shape xs(g.x), ws(wd);
+      const Shape xs(g.x), ws = conv_weight_shape(g);
       const auto xv = uniform_values(xs.num_elements(), 5 + t),
                  wv = uniform_values(ws.num_elements(), 7 + t);
       auto x = be->from_data(TensorData::from(xv, xs).convert(dt));
@@ -828,8 +834,7 @@ TEST(CpuConv, OutputRowsAsTilesAreThePhaseRouteBitForBit) {
             be->execute(ir::Conv{yh, w, g.w, g.groups, ir::ConvPass::InputGrad, image})[0]);
       }
       cpu::detail::conv_force_rows(-1);
-      const std::string what = std::string(name(dt)) + " case " + std::to_string(t) + " " +
-                               xs.to_string() + " * " + ws.to_string();
+      const std::string what = conv_case_name(dt, t, xs, ws);
       ASSERT_EQ(y[0].bytes().size(), y[1].bytes().size()) << what;
       EXPECT_EQ(std::memcmp(y[0].bytes().data(), y[1].bytes().data(), y[0].bytes().size()), 0)
           << what << " forward";

@@ -384,6 +384,27 @@ TEST_P(GemmTest, PackedAIsThePlainProductF64) {
 // column slivers and column blocks (an LSTM step's 32 x 1024 x 256, split over the
 // threads), the kernel's row block (300 rows) and the matrix-vector path (m or n == 1,
 // which reads the source B); the plain products are checked against f64 sums too.
+// Whether got is want bit for bit, and want the f64 sums of a(i, p) * b(p, j) (+ c0 when
+// accumulating) at a sample of elements: C [m, n] row-major.
+template <class T, class A, class B>
+::testing::AssertionResult plain_product(const std::vector<T>& want, const std::vector<T>& got,
+                                         size_t m, size_t n, size_t k, const A& a, const B& b,
+                                         const std::vector<T>* c0) {
+  for (size_t i = 0; i < m * n; ++i)
+    if (std::memcmp(&want[i], &got[i], sizeof(T)) != 0)
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << got[i] << " vs " << want[i] << " bit for bit";
+  for (size_t i = 0; i < m; i += std::max<size_t>(1, m / 7))
+    for (size_t j = 0; j < n; j += std::max<size_t>(1, n / 11)) {
+      double sum = c0 ? double((*c0)[i * n + j]) : 0.0;
+      for (size_t p = 0; p < k; ++p) sum += double(a(i, p)) * double(b(p, j));
+      if (std::abs(double(want[i * n + j]) - sum) > (sizeof(T) == 4 ? 1e-4 : 1e-12) * double(k + 1))
+        return ::testing::AssertionFailure()
+               << "element (" << i << ", " << j << "): " << want[i * n + j] << " vs f64 " << sum;
+    }
+  return ::testing::AssertionSuccess();
+}
+
 template <class T>
 void check_prepacked_b(std::mt19937& rng) {
   std::uniform_real_distribution<double> dist(-1.0, 1.0);
@@ -412,17 +433,10 @@ void check_prepacked_b(std::mt19937& rng) {
           gemm<T>(1, m, n, k, a.data(), 0, oa.rs, oa.cs, b.data(), 0, ob.rs, ob.cs, plain.data(), 0,
                   ln, accumulate);
           gemm_prepacked_b(m, a.data(), oa.rs, oa.cs, packed, with_b.data(), ln, accumulate);
-          for (size_t i = 0; i < m * n; ++i)
-            ASSERT_EQ(std::memcmp(&plain[i], &with_b[i], sizeof(T)), 0)
-                << "element " << i << ": " << with_b[i] << " vs " << plain[i];
-          for (size_t i = 0; i < m; i += std::max<size_t>(1, m / 7))
-            for (size_t j = 0; j < n; j += std::max<size_t>(1, n / 11)) {
-              double want = accumulate ? double(c0[i * n + j]) : 0.0;
-              for (size_t p = 0; p < k; ++p)
-                want += double(a[i * oa.rs + p * oa.cs]) * double(b[p * ob.rs + j * ob.cs]);
-              ASSERT_NEAR(double(plain[i * n + j]), want, (sizeof(T) == 4 ? 1e-4 : 1e-12) * (k + 1))
-                  << "element (" << i << ", " << j << ")";
-            }
+          ASSERT_TRUE(plain_product(
+              plain, with_b, m, n, k, [&](size_t i, size_t p) { return a[i * oa.rs + p * oa.cs]; },
+              [&](size_t p, size_t j) { return b[p * ob.rs + j * ob.cs]; },
+              accumulate ? &c0 : nullptr));
         }
     }
 }
@@ -462,18 +476,10 @@ void check_rows_in_place(std::mt19937& rng) {
                 accumulate);
         gemm_rows_in_place(m, n, k, rows.data(), b.data(), ob.rs, ob.cs, in_place.data(), ln,
                            accumulate);
-        for (size_t i = 0; i < m * n; ++i)
-          ASSERT_EQ(std::memcmp(&plain[i], &in_place[i], sizeof(T)), 0)
-              << "element " << i << ": " << in_place[i] << " vs " << plain[i];
-        for (size_t i = 0; i < m; ++i)
-          for (size_t j = 0; j < n; j += std::max<size_t>(1, n / 7)) {
-            double want = accumulate ? double(c0[i * n + j]) : 0.0;
-            for (size_t p = 0; p < k; ++p)
-              want += double(rows[i][p]) * double(b[p * ob.rs + j * ob.cs]);
-            ASSERT_NEAR(double(in_place[i * n + j]), want,
-                        (sizeof(T) == 4 ? 1e-4 : 1e-12) * (k + 1))
-                << "element (" << i << ", " << j << ")";
-          }
+        ASSERT_TRUE(plain_product(
+            plain, in_place, m, n, k, [&](size_t i, size_t p) { return rows[i][p]; },
+            [&](size_t p, size_t j) { return b[p * ob.rs + j * ob.cs]; },
+            accumulate ? &c0 : nullptr));
       }
 }
 

@@ -65,78 +65,58 @@ GemmIsa resolve_isa() {
 // the inner j loop with whatever the baseline ISA offers.
 constexpr int kScalarMr = 4, kScalarNr = 8;
 
+// The tile over element i of A's step p, a(p, i), and B's row p, b(p): packed slivers, or an
+// operand read in place.
+template <class T, class A, class B>
+void scalar_tile(size_t k, const A& a, const B& b, T* c, ptrdiff_t c_rs, size_t m, size_t n,
+                 bool load_c) {
+  T acc[kScalarMr][kScalarNr] = {};
+  for (size_t p = 0; p < k; ++p) {
+    const T* row = b(p);
+    for (int i = 0; i < kScalarMr; ++i) {
+      const T av = a(p, i);
+      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += av * row[j];
+    }
+  }
+  for (size_t i = 0; i < m; ++i) {
+    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
+    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
+  }
+}
+
 template <class T>
 void ukernel_scalar(size_t k, const T* a, const T* b, T* c, ptrdiff_t c_rs, size_t m, size_t n,
                     bool load_c) {
-  T acc[kScalarMr][kScalarNr] = {};
-  for (size_t p = 0; p < k; ++p) {
-    for (int i = 0; i < kScalarMr; ++i) {
-      const T av = a[i];
-      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += av * b[j];
-    }
-    a += kScalarMr;
-    b += kScalarNr;
-  }
-  for (size_t i = 0; i < m; ++i) {
-    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
-    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
-  }
+  scalar_tile<T>(
+      k, [a](size_t p, int i) { return a[p * kScalarMr + size_t(i)]; },
+      [b](size_t p) { return b + p * kScalarNr; }, c, c_rs, m, n, load_c);
 }
 
-// The same over rows read in place (Note [B rows in place] in gemm.hpp).
+// B's rows read in place (Note [B rows in place] in gemm.hpp).
 template <class T>
 void ukernel_in_place_scalar(size_t k, const T* a, const T* const* rows, size_t j, T* c,
                              ptrdiff_t c_rs, size_t m, size_t n, bool load_c) {
-  T acc[kScalarMr][kScalarNr] = {};
-  for (size_t p = 0; p < k; ++p) {
-    const T* b = rows[p] + j;
-    for (int i = 0; i < kScalarMr; ++i) {
-      const T av = a[i];
-      for (int jj = 0; jj < kScalarNr; ++jj) acc[i][jj] += av * b[jj];
-    }
-    a += kScalarMr;
-  }
-  for (size_t i = 0; i < m; ++i) {
-    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
-    for (size_t jj = 0; jj < n; ++jj) row[jj] = load_c ? row[jj] + acc[i][jj] : acc[i][jj];
-  }
+  scalar_tile<T>(
+      k, [a](size_t p, int i) { return a[p * kScalarMr + size_t(i)]; },
+      [rows, j](size_t p) { return rows[p] + j; }, c, c_rs, m, n, load_c);
 }
 
-// The same with A's columns read in place (Note [A columns in place] in gemm.hpp).
+// A's columns read in place (Note [A columns in place] in gemm.hpp).
 template <class T>
 void ukernel_cols_in_place_scalar(size_t k, const T* const* cols, size_t i0, const T* b, T* c,
                                   ptrdiff_t c_rs, size_t m, size_t n, bool load_c) {
-  T acc[kScalarMr][kScalarNr] = {};
-  for (size_t p = 0; p < k; ++p) {
-    const T* a = cols[p] + i0;
-    for (int i = 0; i < kScalarMr; ++i) {
-      const T av = a[i];
-      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += av * b[j];
-    }
-    b += kScalarNr;
-  }
-  for (size_t i = 0; i < m; ++i) {
-    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
-    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
-  }
+  scalar_tile<T>(
+      k, [cols, i0](size_t p, int i) { return cols[p][i0 + size_t(i)]; },
+      [b](size_t p) { return b + p * kScalarNr; }, c, c_rs, m, n, load_c);
 }
 
-// The same with A's rows read in place (Note [A rows in place] in gemm.hpp).
+// A's rows read in place (Note [A rows in place] in gemm.hpp).
 template <class T>
 void ukernel_rows_in_place_scalar(size_t k, const T* const* rows, const T* b, T* c, ptrdiff_t c_rs,
                                   size_t m, size_t n, bool load_c) {
-  T acc[kScalarMr][kScalarNr] = {};
-  for (size_t p = 0; p < k; ++p) {
-    for (int i = 0; i < kScalarMr; ++i) {
-      const T av = rows[i][p];
-      for (int j = 0; j < kScalarNr; ++j) acc[i][j] += av * b[j];
-    }
-    b += kScalarNr;
-  }
-  for (size_t i = 0; i < m; ++i) {
-    T* row = c + static_cast<ptrdiff_t>(i) * c_rs;
-    for (size_t j = 0; j < n; ++j) row[j] = load_c ? row[j] + acc[i][j] : acc[i][j];
-  }
+  scalar_tile<T>(
+      k, [rows](size_t p, int i) { return rows[i][p]; },
+      [b](size_t p) { return b + p * kScalarNr; }, c, c_rs, m, n, load_c);
 }
 
 // ---------------------------------------------------------------------------------------
