@@ -186,10 +186,10 @@ TEST(CpuFused, MatmulGroupsRunWithTheirEpilogue) {
 }
 
 // Note [Fused conv epilogues]: the Cpu's fused executor takes a group that starts with a
-// Conv and gives the plain ops' bits: relu(conv(x, w) + bias + residual), 3x3 padded by one,
-// in f32 and f16. A residual whose spatial dims do not collapse into one (a transposed view)
-// leaves the group to Backend::run_fused's default (the conv, then the epilogue), with the
-// same bits.
+// Conv and gives the plain ops' bits: relu(conv(x, w) + bias + residual), 3x3 padded by one
+// (both phase routes) and 1x1 (the image its own column matrix), in f32 and f16. A residual whose
+// spatial dims do not collapse into one (a transposed view) leaves the group to
+// Backend::run_fused's default (the conv, then the epilogue), with the same bits.
 TEST(CpuFused, ConvGroupsRunWithTheirEpilogue) {
   using backend::FusedInstr;
   const std::size_t n = 2, c = 8, o = 16, h = 10, w = 12;
@@ -201,76 +201,81 @@ TEST(CpuFused, ConvGroupsRunWithTheirEpilogue) {
   const std::vector<float> xv = data(n * c * h * w, 1), wv = data(o * c * 9, 2), bv = data(o, 3),
                            rv = data(n * o * h * w, 4);
   // Both phase routes: tiles of channels by flat positions, and Note [Output rows as tiles].
-  for (const int rows : {0, 1})
-    for (const DType dt : {DType::F32, DType::F16}) {
-      for (const bool transposed : {false, true}) {
-        cpu::detail::conv_force_rows(rows);
-        cpu::CpuContext ctx;
-        const auto make = [&](const std::vector<float>& v, const Shape& sh) {
-          auto t = ctx.empty(sh, dt);
-          convert_elements(v.data(), DType::F32, t->data(), dt, v.size());
-          return t;
-        };
-        ir::Window win{{3, 3}, {1, 1}, {1, 1}, {1, 1}};
-        backend::FusedGroup g;
-        g.shape = Shape{n, o, h, w};
-        ir::Handle res = make(rv, Shape{n, o, h, w});
-        if (transposed) {  // the same values, read through a transpose of the spatial dims
-          std::vector<float> t(rv.size());
-          for (std::size_t p = 0; p < n * o; ++p)
-            for (std::size_t y = 0; y < h; ++y)
-              for (std::size_t x = 0; x < w; ++x) t[(p * w + x) * h + y] = rv[(p * h + y) * w + x];
-          ir::Permute pt{make(t, Shape{n, o, w, h}), {0, 1, 3, 2}};
-          res = cpu::run(ctx, pt);
+  for (const std::size_t k : {std::size_t{3}, std::size_t{1}})
+    for (const int rows : {0, 1})
+      for (const DType dt : {DType::F32, DType::F16}) {
+        if (k == 1 && rows == 1) continue;  // no phase route
+        const std::vector<float> wk(wv.begin(), wv.begin() + std::ptrdiff_t(o * c * k * k));
+        for (const bool transposed : {false, true}) {
+          cpu::detail::conv_force_rows(rows);
+          cpu::CpuContext ctx;
+          const auto make = [&](const std::vector<float>& v, const Shape& sh) {
+            auto t = ctx.empty(sh, dt);
+            convert_elements(v.data(), DType::F32, t->data(), dt, v.size());
+            return t;
+          };
+          ir::Window win{{k, k}, {1, 1}, {k / 2, k / 2}, {1, 1}};
+          backend::FusedGroup g;
+          g.shape = Shape{n, o, h, w};
+          ir::Handle res = make(rv, Shape{n, o, h, w});
+          if (transposed) {  // the same values, read through a transpose of the spatial dims
+            std::vector<float> t(rv.size());
+            for (std::size_t p = 0; p < n * o; ++p)
+              for (std::size_t y = 0; y < h; ++y)
+                for (std::size_t x = 0; x < w; ++x)
+                  t[(p * w + x) * h + y] = rv[(p * h + y) * w + x];
+            ir::Permute pt{make(t, Shape{n, o, w, h}), {0, 1, 3, 2}};
+            res = cpu::run(ctx, pt);
+          }
+          g.inputs = {make(xv, Shape{n, c, h, w}), make(wk, Shape{o, c, k, k}),
+                      make(bv, Shape{1, o, 1, 1}), res};
+          FusedInstr cv;
+          cv.kind = FusedInstr::Kind::Conv;
+          g.conv_window = win;
+          cv.args = {0, 1, -1};
+          cv.out = dt;
+          FusedInstr add;
+          add.kind = FusedInstr::Kind::Binary;
+          add.binary = ir::BinaryFn::Add;
+          add.args = {4, 2, -1};
+          add.out = dt;
+          FusedInstr add2 = add;
+          add2.args = {5, 3, -1};
+          FusedInstr relu;
+          relu.unary = ir::UnaryFn::Relu;
+          relu.args = {6, -1, -1};
+          relu.out = dt;
+          g.code = {cv, add, add2, relu};
+          g.outputs = {7};
+          g.signature = std::string("test conv bias residual relu ") + name(dt);
+          g.key = std::hash<std::string>{}(g.signature);
+          const std::string what = std::string(name(dt)) + (transposed ? " transposed" : "") +
+                                   (rows ? " by output rows" : "") + (k == 1 ? " 1x1" : "");
+          const auto outs = cpu::run_fused(ctx, g);
+          ASSERT_EQ(outs.has_value(), !transposed) << what;
+          const std::vector<ir::Handle> got_h =
+              outs ? *outs : Device::cpu().backend().run_fused(std::move(g));
+          ASSERT_EQ(got_h.size(), 1u);
+          const TensorData got = Device::cpu().backend().to_data(got_h[0]);
+          const Device cd = Device::cpu();
+          const auto in = [&](const std::vector<float>& v, const Shape& sh) {
+            return ops::cast(DynTensor::from_data(TensorData::from<float>(v, sh), cd), dt);
+          };
+          const DynTensor want = ops::unary(
+              ir::UnaryFn::Relu,
+              ops::binary(
+                  ir::BinaryFn::Add,
+                  ops::binary(ir::BinaryFn::Add,
+                              module_ops::conv(in(xv, Shape{n, c, h, w}), in(wk, Shape{o, c, k, k}),
+                                               std::nullopt, {{1, 1}, {k / 2, k / 2}, {}}),
+                              in(bv, Shape{1, o, 1, 1})),
+                  in(rv, Shape{n, o, h, w})));
+          const TensorData wd = want.to_data();
+          ASSERT_EQ(got.bytes().size(), wd.bytes().size()) << what;
+          EXPECT_EQ(std::memcmp(got.bytes().data(), wd.bytes().data(), wd.bytes().size()), 0)
+              << what;
         }
-        g.inputs = {make(xv, Shape{n, c, h, w}), make(wv, Shape{o, c, 3, 3}),
-                    make(bv, Shape{1, o, 1, 1}), res};
-        FusedInstr cv;
-        cv.kind = FusedInstr::Kind::Conv;
-        g.conv_window = win;
-        cv.args = {0, 1, -1};
-        cv.out = dt;
-        FusedInstr add;
-        add.kind = FusedInstr::Kind::Binary;
-        add.binary = ir::BinaryFn::Add;
-        add.args = {4, 2, -1};
-        add.out = dt;
-        FusedInstr add2 = add;
-        add2.args = {5, 3, -1};
-        FusedInstr relu;
-        relu.unary = ir::UnaryFn::Relu;
-        relu.args = {6, -1, -1};
-        relu.out = dt;
-        g.code = {cv, add, add2, relu};
-        g.outputs = {7};
-        g.signature = std::string("test conv bias residual relu ") + name(dt);
-        g.key = std::hash<std::string>{}(g.signature);
-        const std::string what = std::string(name(dt)) + (transposed ? " transposed" : "") +
-                                 (rows ? " by output rows" : "");
-        const auto outs = cpu::run_fused(ctx, g);
-        ASSERT_EQ(outs.has_value(), !transposed) << what;
-        const std::vector<ir::Handle> got_h =
-            outs ? *outs : Device::cpu().backend().run_fused(std::move(g));
-        ASSERT_EQ(got_h.size(), 1u);
-        const TensorData got = Device::cpu().backend().to_data(got_h[0]);
-        const Device cd = Device::cpu();
-        const auto in = [&](const std::vector<float>& v, const Shape& sh) {
-          return ops::cast(DynTensor::from_data(TensorData::from<float>(v, sh), cd), dt);
-        };
-        const DynTensor want = ops::unary(
-            ir::UnaryFn::Relu,
-            ops::binary(
-                ir::BinaryFn::Add,
-                ops::binary(ir::BinaryFn::Add,
-                            module_ops::conv(in(xv, Shape{n, c, h, w}), in(wv, Shape{o, c, 3, 3}),
-                                             std::nullopt, {{1, 1}, {1, 1}, {}}),
-                            in(bv, Shape{1, o, 1, 1})),
-                in(rv, Shape{n, o, h, w})));
-        const TensorData wd = want.to_data();
-        ASSERT_EQ(got.bytes().size(), wd.bytes().size()) << what;
-        EXPECT_EQ(std::memcmp(got.bytes().data(), wd.bytes().data(), wd.bytes().size()), 0) << what;
       }
-    }
   cpu::detail::conv_force_rows(-1);
 }
 
@@ -715,6 +720,11 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       {{3, 6, 9, 8}, 4, 2, {{3, 3}, {1, 2}, {1, 1}, {1, 1}}},
       {{2, 8, 6, 6}, 8, 8, {{3, 3}, {2, 2}, {1, 1}, {1, 1}}},
       {{3, 7, 5, 6}, 9, 1, {{1, 1}, {1, 1}, {0, 0}, {1, 1}}},
+      // pointwise over more positions: past a sliver (99, 72 in groups), over several
+      // column blocks of the threads (900)
+      {{2, 5, 9, 11}, 7, 1, {{1, 1}, {1, 1}, {0, 0}, {1, 1}}},
+      {{3, 8, 8, 9}, 6, 2, {{1, 1}, {1, 1}, {0, 0}, {1, 1}}},
+      {{1, 64, 30, 30}, 48, 1, {{1, 1}, {1, 1}, {0, 0}, {1, 1}}},
       {{2, 4, 5, 6}, 6, 2, {{1, 1}, {2, 1}, {0, 0}, {1, 1}}},
       // 1-d and 3-d, a kernel spanning the whole padded input
       {{3, 4, 17}, 6, 2, {{4}, {3}, {2}, {2}}},
