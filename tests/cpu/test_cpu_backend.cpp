@@ -773,6 +773,9 @@ TEST(CpuConv, EveryPassMatchesAnF64Reference) {
       {{2, 3, 50}, 3, 3, {{5}, {1}, {2}, {1}}},
       {{1, 2, 4, 5, 19}, 2, 2, {{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}}},
       {{1, 2, 6, 21}, 4, 2, {{3, 3}, {1, 1}, {1, 1}, {1, 1}}},
+      // the direct path's stride-2 row kernel on rows whose last window ends at the image's
+      // last element (the last plane's): no vector reads past it
+      {{1, 2, 2, 64}, 2, 2, {{2, 4}, {2, 2}, {0, 0}, {1, 1}}},
   };
   for (DType dt : {DType::F32, DType::F64}) {
     for (std::size_t t = 0; t < geos.size(); ++t) {
