@@ -1018,8 +1018,7 @@ void PrepackedB<T>::pack(T* storage, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs)
   this->hold(storage, b, b_rs, b_cs);
   if (n_ == 0 || k_ == 0) return;
   const KernelInfo<T> kr = kernel_for<T>(this->isa_);
-  const size_t kc = k_block(kr, k_), n_padded = round_up(n_, kr.nr);
-  const size_t slivers = n_padded / kr.nr, blocks = ceil_div(k_, kc);
+  const size_t kc = k_block(kr, k_), slivers = n_padded_ / kr.nr, blocks = ceil_div(k_, kc);
   // One item a run of slivers of one k block, as gemm_blocked's pack_b would write them.
   const size_t per_item = std::max<size_t>(1, (size_t{1} << 14) / (kr.nr * kc));
   const size_t runs = ceil_div(slivers, per_item);
@@ -1027,7 +1026,7 @@ void PrepackedB<T>::pack(T* storage, const T* b, ptrdiff_t b_rs, ptrdiff_t b_cs)
     for (size_t w = w0; w < w1; ++w) {
       const size_t pc = w / runs * kc, kcur = std::min(kc, k_ - pc);
       const size_t s0 = w % runs * per_item, s1 = std::min(slivers, s0 + per_item);
-      kr.pack_b(storage + pc * n_padded, b + static_cast<ptrdiff_t>(pc) * b_rs, b_rs, b_cs, n_,
+      kr.pack_b(storage + pc * n_padded_, b + static_cast<ptrdiff_t>(pc) * b_rs, b_rs, b_cs, n_,
                 kcur, s0, s1);
     }
   };
@@ -1051,9 +1050,8 @@ void gemm_prepacked_b_impl(size_t m, const T* a, ptrdiff_t a_rs, ptrdiff_t a_cs,
                            const GemmEpilogue<T>* ep) {
   const KernelInfo<T> kr = kernel_for<T>(b.isa());
   gemm_product<T>(kr, num_threads(), m, b.n(), b.k(), a, a_rs, a_cs, StridedA<T>{kr, a, a_rs, a_cs},
-                  b.source(), b.source_rs(), b.source_cs(),
-                  PanelsB<T>{b.panels(), round_up(b.n(), kr.nr)}, c, c_rs, accumulate,
-                  Finish<T>{ep, 0});
+                  b.source(), b.source_rs(), b.source_cs(), PanelsB<T>{b.panels(), b.n_padded()}, c,
+                  c_rs, accumulate, Finish<T>{ep, 0});
 }
 }  // namespace
 
@@ -1097,7 +1095,17 @@ void gemm_packed_a_in_place(size_t n, const PackedA<double>& a, const double* co
 }
 
 namespace {
-// The rows the kernel computes for a tile of m rows (ukernel_cols_in_place's variants).
+// What the kernels compute at a product's edges (gemm_rows_computed and its kin, gemm.hpp):
+// a packed A's last sliver of m mod MR rows runs a kernel of a third or two thirds of MR
+// (Note [Short slivers] in microkernel.inc), a last sliver of at most NR / 2 columns one of
+// half the vectors (Note [Half-width tile]), and a tile of A's columns in place one of
+// cols_mr / 2, cols_mid or cols_mr rows (ukernel_cols_in_place).
+template <class T>
+size_t packed_tile_rows(const KernelInfo<T>& kr, size_t m) {
+  if (kr.mr % 3 == 0 && m <= kr.mr / 3) return kr.mr / 3;
+  if (kr.mr % 3 == 0 && m <= 2 * kr.mr / 3) return 2 * kr.mr / 3;
+  return kr.mr;
+}
 template <class T>
 size_t cols_tile_rows(const KernelInfo<T>& kr, size_t m) {
   if (m <= kr.cols_mr / 2) return kr.cols_mr / 2;
@@ -1137,6 +1145,9 @@ void gemm_cols_impl(const ColsPiece* pieces, size_t count, const T* const* cols,
   }
   const KernelInfo<T> kr = kernel_for<T>(b.isa());
   const size_t kc = k_block(kr, k);
+  // A piece's tile height, cut again only for a piece of another height (a convolution's
+  // pieces are rows of one width).
+  size_t cut_m = 0, per = 0;
   for (size_t pc = 0; pc < k; pc += kc) {
     const size_t kcur = std::min(kc, k - pc);
     const T* panel = b.panels() + pc * np;
@@ -1144,8 +1155,7 @@ void gemm_cols_impl(const ColsPiece* pieces, size_t count, const T* const* cols,
       const T* sliver = panel + jr * kcur;
       for (size_t q = 0; q < count; ++q) {
         const ColsPiece& piece = pieces[q];
-        if (piece.m == 0) continue;
-        const size_t per = cols_cut(kr, piece.m).per;
+        if (piece.m != cut_m) cut_m = piece.m, per = cols_cut(kr, cut_m).per;
         for (size_t i = 0; i < piece.m; i += per)
           kr.ukernel_cols_in_place(
               kcur, cols + pc, piece.at + i, sliver,
@@ -1185,12 +1195,21 @@ void gemm_rows_impl(size_t m, size_t n, size_t k, const T* const* rows, const T*
 }  // namespace
 
 template <class T>
-GemmTile gemm_tile() {
+std::size_t gemm_rows_computed(std::size_t m) {
   const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
-  return {kr.mr, kr.nr};
+  return m / kr.mr * kr.mr + (m % kr.mr ? packed_tile_rows(kr, m % kr.mr) : 0);
 }
-template GemmTile gemm_tile<float>();
-template GemmTile gemm_tile<double>();
+template std::size_t gemm_rows_computed<float>(std::size_t);
+template std::size_t gemm_rows_computed<double>(std::size_t);
+
+template <class T>
+std::size_t gemm_cols_computed(std::size_t n) {
+  const KernelInfo<T> kr = kernel_for<T>(resolve_isa());
+  const size_t rest = n % kr.nr;
+  return n / kr.nr * kr.nr + (rest == 0 ? 0 : rest <= kr.nr / 2 ? kr.nr / 2 : kr.nr);
+}
+template std::size_t gemm_cols_computed<float>(std::size_t);
+template std::size_t gemm_cols_computed<double>(std::size_t);
 
 template <class T>
 std::size_t gemm_cols_rows(std::size_t m) {

@@ -242,14 +242,15 @@ void gemm_rows_in_place(std::size_t m, std::size_t n, std::size_t k, const doubl
                         const double* b, std::ptrdiff_t b_rs, std::ptrdiff_t b_cs, double* c,
                         std::ptrdiff_t c_rs, bool accumulate);
 
-// The micro-kernel tile of the next GEMM (cpu::active_isa()): mr rows by nr columns (packed
-// A, or B's rows in place; nr also with A's columns in place).
-struct GemmTile {
-  std::size_t mr, nr;
-};
+// What the next GEMM's micro-kernels (cpu::active_isa()) compute at a product's edges, for
+// callers that choose between products by their cost: the rows computed for m rows of a
+// packed A (its short last sliver, Note [Short slivers]), the columns for n columns of B
+// (its half-width last sliver, Note [Half-width tile]), and the rows gemm_cols_in_place
+// computes for a piece of m rows (its tiles, as cut).
 template <class T>
-GemmTile gemm_tile();
-// The rows gemm_cols_in_place computes for a piece of m rows (its tiles, as cut).
+std::size_t gemm_rows_computed(std::size_t m);
+template <class T>
+std::size_t gemm_cols_computed(std::size_t n);
 template <class T>
 std::size_t gemm_cols_rows(std::size_t m);
 void gemm_cols_in_place(const ColsPiece* pieces, std::size_t count, const float* const* cols,

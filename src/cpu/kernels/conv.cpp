@@ -826,6 +826,8 @@ struct PhaseLayout {
   size_t tail = 0;              // zeros after each phase image (Note [Shared padding])
   std::vector<ptrdiff_t> off;   // per column-matrix row: its run's start in the group's images
   size_t channel() const { return phases * plane; }  // elements of one channel's phases
+  // The flat position of output row r's first output (r over the output's rows, oz oh + oy).
+  size_t row_at(size_t r, size_t oh) const { return (r / oh * ext[1] + r % oh) * ext[2]; }
 };
 
 // The phase layout of g's forward, or none (flat == 0) where Note [Phase images] keeps
@@ -1152,28 +1154,15 @@ bool rows_route(const Geometry& g, const PhaseLayout& p) {
   if (p.flat == 0 || g.og == 0) return false;
   if (const int forced = g_force_rows.load(std::memory_order_relaxed); forced >= 0)
     return forced == 1;
-  const Window3& w = g.w;
-  const GemmTile t = gemm_tile<T>();
-  // The phase route: output channels in slivers of MR (a short last sliver a third or two
-  // thirds of MR, Note [Short slivers]), flat positions in blocks of phase_cols, each in
-  // slivers of NR (a last one of at most NR / 2 half a sliver, Note [Half-width tile]).
-  const auto short_of = [](size_t rest, size_t mr) {
-    if (rest == 0) return size_t{0};
-    if (mr % 3 == 0 && rest <= mr / 3) return mr / 3;
-    if (mr % 3 == 0 && rest <= 2 * mr / 3) return 2 * mr / 3;
-    return mr;
-  };
-  const size_t rows_old = g.og / t.mr * t.mr + short_of(g.og % t.mr, t.mr);
-  const size_t block = phase_cols<T>(g);
+  // The phase route: output channels by flat positions in blocks of phase_cols.
+  const size_t rows_old = gemm_rows_computed<T>(g.og), block = phase_cols<T>(g);
   size_t cols_old = 0;
-  for (size_t f0 = 0; f0 < p.flat; f0 += block) {
-    const size_t ncur = std::min(block, p.flat - f0), rest = ncur % t.nr;
-    cols_old += ncur / t.nr * t.nr + (rest == 0 ? 0 : rest <= t.nr / 2 ? t.nr / 2 : t.nr);
-  }
-  // This route: channels in whole slivers of NR, each output row in the tiles
-  // gemm_cols_in_place cuts it into.
-  const size_t rows_new = w.out[0] * w.out[1] * gemm_cols_rows<T>(w.out[2]);
-  const size_t cols_new = (g.og + t.nr - 1) / t.nr * t.nr;
+  for (size_t f0 = 0; f0 < p.flat; f0 += block)
+    cols_old += gemm_cols_computed<T>(std::min(block, p.flat - f0));
+  // This route: each output row in the tiles gemm_cols_in_place cuts it into, by whole
+  // slivers of channels (as the packed W^T's columns).
+  const size_t rows_new = g.w.out[0] * g.w.out[1] * gemm_cols_rows<T>(g.w.out[2]);
+  const size_t cols_new = PrepackedB<T>(g.ck(), g.og).n_padded();
   return rows_new * cols_new * 20 < rows_old * cols_old * 19;
 }
 
@@ -1207,10 +1196,7 @@ void forward_rows(const Geometry& g, const PhaseLayout& p, const GroupWeights<T>
     cols.resize(g.ck());
     for (size_t r = 0; r < g.ck(); ++r) cols[r] = base + p.off[r];
     pieces.clear();
-    for (size_t r = r0; r < r1; ++r) {
-      const size_t oz = r / w.out[1], oy = r % w.out[1];
-      pieces.push_back({(oz * p.ext[1] + oy) * p.ext[2], ow, (r - r0) * ow});
-    }
+    for (size_t r = r0; r < r1; ++r) pieces.push_back({p.row_at(r, w.out[1]), ow, (r - r0) * ow});
     T* ct = scratch<T, 2>(P * np);
     gemm_cols_in_place(pieces.data(), pieces.size(), cols.data(), a.transposed_at(gi), ct,
                        ptrdiff_t(np));
@@ -1491,13 +1477,16 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
         T* images = scratch<T, 4>(g.cg * p.channel());
         for (size_t c = 0; c < g.cg; ++c)
           split_phases(g.w, p, planes + c * g.image(), images + c * p.channel());
+        // A flat row d: output row r's values from src + at(r), zero at every other position.
+        const size_t ow = g.w.out[2], oh = g.w.out[1];
+        const auto lay_over_flat = [&](T* d, const T* src, auto&& at) {
+          std::fill(d, d + p.flat, T(0));
+          for (size_t r = 0; r < g.w.out[0] * oh; ++r)
+            std::memcpy(d + p.row_at(r, oh), src + at(r), ow * sizeof(T));
+        };
         T* af = scratch<T, 5>(g.og * p.flat);
-        std::fill(af, af + g.og * p.flat, T(0));
         for (size_t o = 0; o < g.og; ++o)
-          for (size_t oz = 0; oz < g.w.out[0]; ++oz)
-            for (size_t oy = 0; oy < g.w.out[1]; ++oy)
-              std::memcpy(af + o * p.flat + (oz * p.ext[1] + oy) * p.ext[2],
-                          a + o * L + (oz * g.w.out[1] + oy) * g.w.out[2], g.w.out[2] * sizeof(T));
+          lay_over_flat(af + o * p.flat, a + o * L, [&](size_t r) { return r * ow; });
         // out^T [ck, og] += cols [ck, flat] * af^T [flat, og], cols' rows the runs in place;
         // copies without the dropped positions where the images hold an infinity or NaN.
         static EMBER_THREAD_LOCAL std::vector<const T*> rows;
@@ -1507,14 +1496,9 @@ void weight_grad(CpuContext& ctx, const Geometry& g, const T* x, const T* gy, T*
         } else {
           T* kept = scratch<T, 6>(ck * p.flat);
           for (size_t r = 0; r < ck; ++r) {
-            T* d = kept + r * p.flat;
-            std::fill(d, d + p.flat, T(0));
-            for (size_t oz = 0; oz < g.w.out[0]; ++oz)
-              for (size_t oy = 0; oy < g.w.out[1]; ++oy) {
-                const size_t at = (oz * p.ext[1] + oy) * p.ext[2];
-                std::memcpy(d + at, images + p.off[r] + ptrdiff_t(at), g.w.out[2] * sizeof(T));
-              }
-            rows[r] = d;
+            rows[r] = kept + r * p.flat;
+            lay_over_flat(kept + r * p.flat, images + p.off[r],
+                          [&](size_t q) { return p.row_at(q, oh); });
           }
         }
         gemm_rows_in_place(ck, g.og, p.flat, rows.data(), af, 1, ptrdiff_t(p.flat), out,
